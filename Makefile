@@ -1,0 +1,34 @@
+# PocketMQ: `make run` starts a broker with an embedded name server; `make test` passes every test.
+# Both create the virtualenv in $(VENV) from PyPI on first use (idempotent).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DATA_DIR ?= ./data
+ARGS ?=
+
+.PHONY: run test venv java-check bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/pocketmq serve --data-dir $(DATA_DIR) $(ARGS)
+
+# Spark needs Java 17+. It is on the project's machines; elsewhere install it (Debian: apt-get install openjdk-17-jre-headless).
+java-check:
+	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is required for the Spark tests: install it (Debian: apt-get install openjdk-17-jre-headless) and put java on PATH"; exit 1; }
+
+test: $(STAMP) java-check
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(DATA_DIR)

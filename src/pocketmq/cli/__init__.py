@@ -1,0 +1,1 @@
+"""The ``pocketmq`` command: thin wrappers over the library."""

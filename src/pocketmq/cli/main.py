@@ -1,0 +1,57 @@
+"""Entry point of the ``pocketmq`` command.
+
+Each sub-command lives in its own module exposing ``register(subparsers)``; that function adds the
+sub-parser and sets ``func`` to a callable taking the parsed args and returning the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pocketmq.errors import PocketMQError
+
+# module name -> sub-commands it registers
+COMMAND_MODULES = (
+    "pocketmq.cli.serve_cmd",  # serve
+    "pocketmq.cli.namesrv_cmd",  # namesrv
+    "pocketmq.cli.topic_cmd",  # topic create|update|delete|list|describe
+    "pocketmq.cli.send_cmd",  # send
+    "pocketmq.cli.tail_cmd",  # tail
+    "pocketmq.cli.cluster_cmd",  # cluster
+    "pocketmq.cli.group_cmd",  # group
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pocketmq", description="PocketMQ: RocketMQ's messaging model in Python")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # not written yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (PocketMQError, OSError, ValueError) as exc:
+        print(f"pocketmq {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

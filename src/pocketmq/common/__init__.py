@@ -1,0 +1,1 @@
+"""Value types shared by every layer: messages, queues, topic naming rules, properties."""

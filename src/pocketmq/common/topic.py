@@ -1,0 +1,109 @@
+"""Topic and group naming rules, message types, permissions, and the names of system topics."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+TOPIC_MAX_LENGTH = 127
+GROUP_MAX_LENGTH = 255
+_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+DEFAULT_TOPIC = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
+
+# Permission bits, as RocketMQ's PermName.
+PERM_INHERIT = 0x1
+PERM_WRITE = 0x2
+PERM_READ = 0x4
+PERM_READ_WRITE = PERM_READ | PERM_WRITE
+
+
+class MessageType(enum.Enum):
+    """What a topic accepts. A MIXED topic accepts every type (as RocketMQ 5 treats an untyped topic)."""
+
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+    MIXED = "MIXED"
+
+    def accepts(self, message_type: "MessageType") -> bool:
+        return self is MessageType.MIXED or self is message_type
+
+    @classmethod
+    def parse(cls, text: str) -> "MessageType":
+        try:
+            return cls(text.upper())
+        except ValueError:
+            names = "|".join(t.value.lower() for t in cls)
+            raise ValueError(f"unknown message type {text!r} (expected {names})") from None
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why ``topic`` is not a legal topic name, or None when it is."""
+    if not topic or not topic.strip():
+        return "topic name is blank"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"topic name is longer than {TOPIC_MAX_LENGTH} characters"
+    if not _NAME_RE.match(topic):
+        return f"topic name {topic!r} has characters outside [%|a-zA-Z0-9_-]"
+    return None
+
+
+def group_name_problem(group: str) -> str | None:
+    if not group or not group.strip():
+        return "group name is blank"
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"group name is longer than {GROUP_MAX_LENGTH} characters"
+    if not _NAME_RE.match(group):
+        return f"group name {group!r} has characters outside [%|a-zA-Z0-9_-]"
+    return None
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """The POP retry topic (RocketMQ's V1 form)."""
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
+
+
+def revive_topic(cluster: str) -> str:
+    return REVIVE_TOPIC_PREFIX + cluster
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic.startswith(("rmq_sys_", "RMQ_SYS_")) or topic in (SCHEDULE_TOPIC, DEFAULT_TOPIC)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic on one broker: its queue numbers, permission and message type."""
+
+    name: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = PERM_READ_WRITE
+    message_type: MessageType = MessageType.MIXED
+    order: bool = False
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)

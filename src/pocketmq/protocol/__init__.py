@@ -1,0 +1,1 @@
+"""Wire codecs: RocketMQ's remoting frames, headers and message records, and (only here) the v2 protobufs."""

@@ -1,0 +1,235 @@
+"""RocketMQ remoting frames and commands.
+
+Frame layout (big-endian)::
+
+    int32 length                  = 4 + header_length + body_length
+    int32 type_and_header_length  high byte: 0 JSON, 1 ROCKETMQ binary; low 3 bytes: header_length
+    header                        JSON object, or the binary layout below
+    body                          the rest of the frame
+
+Binary header: int16 code, int8 language, int16 version, int32 opaque, int32 flag, int32 remark length +
+UTF-8 remark, int32 ext-fields length + entries of (int16 key length + key, int32 value length + value).
+
+A reply echoes the request's ``opaque`` and sets flag bit 0; flag bit 1 marks a oneway request.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import struct
+from dataclasses import dataclass, field
+
+from pocketmq.protocol.codes import ResponseCode
+
+SERIALIZE_JSON = 0
+SERIALIZE_ROCKETMQ = 1
+
+FLAG_RESPONSE = 0x1
+FLAG_ONEWAY = 0x2
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # larger frames are malformed: a 4 MiB body plus headers fits easily
+_LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
+              "OMS", "RUST", "NODE_JS"]
+_LANGUAGE_CODE = {name: i for i, name in enumerate(_LANGUAGES)}
+_opaque_counter = itertools.count(1)
+_INT32 = struct.Struct(">i")
+_FRAME_PREFIX = struct.Struct(">ii")
+_BIN_FIXED = struct.Struct(">hbhii")
+
+
+class MalformedFrameError(ValueError):
+    """The bytes are not a remoting frame; the connection that sent them must be closed."""
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    code: int
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    language: str = "PYTHON"
+    version: int = 317  # RocketMQ 4.9.x's V4_9_4, what 4.x peers expect to see
+    serialize_type: int = SERIALIZE_JSON
+
+    @classmethod
+    def request(cls, code: int, ext_fields: dict | None = None, body: bytes = b"", *, oneway: bool = False):
+        fields = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        return cls(code=int(code), ext_fields=fields, body=body, opaque=next(_opaque_counter),
+                   flag=FLAG_ONEWAY if oneway else 0)
+
+    def response(self, code: int = ResponseCode.SUCCESS, ext_fields: dict | None = None, body: bytes = b"",
+                 remark: str | None = None) -> "RemotingCommand":
+        """A reply to this request, in the request's header encoding."""
+        fields = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        return RemotingCommand(code=int(code), ext_fields=fields, body=body, opaque=self.opaque,
+                               flag=FLAG_RESPONSE, remark=remark, serialize_type=self.serialize_type)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def encode(self) -> bytes:
+        """The whole frame, length prefix included."""
+        header = _encode_binary_header(self) if self.serialize_type == SERIALIZE_ROCKETMQ else _encode_json_header(self)
+        return _FRAME_PREFIX.pack(4 + len(header) + len(self.body),
+                                  (self.serialize_type << 24) | len(header)) + header + self.body
+
+    def __repr__(self) -> str:
+        kind = "response" if self.is_response else "request"
+        return (f"<RemotingCommand {kind} code={self.code} opaque={self.opaque} fields={len(self.ext_fields)} "
+                f"body={len(self.body)}B>")
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame *without* its leading int32 length."""
+    if len(frame) < 4:
+        raise MalformedFrameError("frame shorter than its header length field")
+    (type_and_len,) = _INT32.unpack_from(frame, 0)
+    serialize_type = (type_and_len >> 24) & 0xFF
+    header_len = type_and_len & 0xFFFFFF
+    if 4 + header_len > len(frame):
+        raise MalformedFrameError(f"header length {header_len} exceeds frame length {len(frame)}")
+    header = bytes(frame[4:4 + header_len])
+    body = bytes(frame[4 + header_len:])
+    if serialize_type == SERIALIZE_JSON:
+        cmd = _decode_json_header(header)
+    elif serialize_type == SERIALIZE_ROCKETMQ:
+        cmd = _decode_binary_header(header)
+    else:
+        raise MalformedFrameError(f"unknown serialize type {serialize_type}")
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed`` bytes as they arrive, get back the complete commands."""
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES):
+        self._buffer = bytearray()
+        self._max_frame_bytes = max_frame_bytes
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        self._buffer += data
+        commands = []
+        buf = self._buffer
+        pos = 0
+        while len(buf) - pos >= 4:
+            (length,) = _INT32.unpack_from(buf, pos)
+            if length < 4 or length > self._max_frame_bytes:
+                raise MalformedFrameError(f"frame length {length} outside [4, {self._max_frame_bytes}]")
+            if len(buf) - pos - 4 < length:
+                break
+            commands.append(decode_frame(memoryview(buf)[pos + 4:pos + 4 + length]))
+            pos += 4 + length
+        if pos:
+            del buf[:pos]
+        return commands
+
+
+def _ext_str(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    header = {
+        "code": cmd.code,
+        "language": cmd.language,
+        "version": cmd.version,
+        "opaque": cmd.opaque,
+        "flag": cmd.flag,
+        "serializeTypeCurrentRPC": "JSON",
+    }
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    if cmd.ext_fields:
+        header["extFields"] = cmd.ext_fields
+    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _decode_json_header(header: bytes) -> RemotingCommand:
+    try:
+        obj = json.loads(header)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MalformedFrameError(f"JSON header does not parse: {exc}") from None
+    if not isinstance(obj, dict):
+        raise MalformedFrameError("JSON header is not an object")
+    try:
+        ext = obj.get("extFields") or {}
+        if not isinstance(ext, dict):
+            raise MalformedFrameError("extFields is not an object")
+        return RemotingCommand(
+            code=int(obj["code"]),
+            # Values arrive as strings, numbers or booleans depending on the client: keep them as strings.
+            ext_fields={str(k): _ext_str(v) for k, v in ext.items() if v is not None},
+            opaque=int(obj.get("opaque", 0)),
+            flag=int(obj.get("flag", 0)),
+            remark=obj.get("remark"),
+            language=str(obj.get("language", "JAVA")),
+            version=int(obj.get("version", 0)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, MalformedFrameError):
+            raise
+        raise MalformedFrameError(f"JSON header lacks a valid field: {exc}") from None
+
+
+def _encode_binary_header(cmd: RemotingCommand) -> bytes:
+    parts = [_BIN_FIXED.pack(_to_int16(cmd.code), _LANGUAGE_CODE.get(cmd.language, 7), cmd.version, cmd.opaque,
+                             cmd.flag)]
+    remark = (cmd.remark or "").encode()
+    parts.append(_INT32.pack(len(remark)) + remark if cmd.remark is not None else _INT32.pack(0))
+    ext = bytearray()
+    for key, value in cmd.ext_fields.items():
+        k, v = key.encode(), value.encode()
+        ext += struct.pack(">h", len(k)) + k + _INT32.pack(len(v)) + v
+    parts.append(_INT32.pack(len(ext)) + bytes(ext))
+    return b"".join(parts)
+
+
+def _to_int16(code: int) -> int:
+    # Codes above int16 (the POP codes) travel as their int16 truncation, which codes.INT16_ALIASES undoes.
+    return ((code + 0x8000) & 0xFFFF) - 0x8000
+
+
+def _decode_binary_header(header: bytes) -> RemotingCommand:
+    try:
+        code, language, version, opaque, flag = _BIN_FIXED.unpack_from(header, 0)
+        pos = _BIN_FIXED.size
+        (remark_len,) = _INT32.unpack_from(header, pos)
+        pos += 4
+        if remark_len < 0 or pos + remark_len > len(header):
+            raise MalformedFrameError("remark length out of range")
+        remark = header[pos:pos + remark_len].decode() if remark_len else None
+        pos += remark_len
+        (ext_len,) = _INT32.unpack_from(header, pos)
+        pos += 4
+        end = pos + ext_len
+        if ext_len < 0 or end > len(header):
+            raise MalformedFrameError("ext fields length out of range")
+        ext: dict[str, str] = {}
+        while pos < end:
+            (klen,) = struct.unpack_from(">h", header, pos)
+            pos += 2
+            key = header[pos:pos + klen].decode()
+            pos += klen
+            (vlen,) = _INT32.unpack_from(header, pos)
+            pos += 4
+            if klen < 0 or vlen < 0 or pos + vlen > end:
+                raise MalformedFrameError("ext field entry out of range")
+            ext[key] = header[pos:pos + vlen].decode()
+            pos += vlen
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise MalformedFrameError(f"binary header does not parse: {exc}") from None
+    lang = _LANGUAGES[language] if 0 <= language < len(_LANGUAGES) else "OTHER"
+    return RemotingCommand(code=code & 0xFFFF if code < 0 else code, ext_fields=ext, opaque=opaque, flag=flag,
+                           remark=remark, language=lang, version=version)

@@ -1,0 +1,164 @@
+"""Message records in RocketMQ 4.x's layout: the commit log's record format and a PULL_MESSAGE body.
+
+Record layout (big-endian; IPv4 hosts; 1-byte topic length, as 4.x clients parse strictly)::
+
+    int32 total_size     int32 magic          int32 body_crc (zlib CRC32 of the body as stored)
+    int32 queue_id       int32 flag           int64 queue_offset     int64 phys_offset
+    int32 sys_flag       int64 born_ts_ms     4B born ip + int32 born port
+    int64 store_ts_ms    4B store ip + int32 store port             int32 reconsume_times
+    int64 prepared_transaction_offset
+    int32 body_length + body      int8 topic_length + topic      int16 properties_length + properties
+
+Because the store keeps records in exactly this layout, a pull reply is the stored records back to back.
+
+Batch body (SEND_BATCH_MESSAGE): per message int32 total_size, int32 magic (0), int32 body_crc, int32 flag,
+int32 body_length + body, int16 properties_length + properties.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+
+from pocketmq.common.message import Message, MessageExt
+from pocketmq.common.properties import decode_properties, encode_properties
+
+MESSAGE_MAGIC_CODE = -626843481  # 0xAABBCCDD ^ (1880681586 + 8), RocketMQ's V1 record magic
+BLANK_MAGIC_CODE = -875286124  # RocketMQ's end-of-file filler magic
+
+# Everything up to and including the prepared transaction offset.
+_FIXED = struct.Struct(">iiiiiqqiq4siq4siiq")
+FIXED_PART_SIZE = _FIXED.size  # 84
+QUEUE_OFFSET_POS = 20
+PHYS_OFFSET_POS = 28
+STORE_TIMESTAMP_POS = 56
+_BATCH_FIXED = struct.Struct(">iiiii")
+MAX_PROPERTIES_BYTES = 32767
+MAX_TOPIC_BYTES = 127
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not a well-formed message record."""
+
+
+def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
+    return FIXED_PART_SIZE + 4 + body_len + 1 + topic_len + 2 + properties_len
+
+
+def encode_record(msg: MessageExt, properties_bytes: bytes | None = None) -> bytes:
+    """Encode ``msg`` as a stored record; ``body_crc`` and ``store_size`` are computed here.
+
+    ``properties_bytes`` may be passed pre-encoded (the store encodes them outside its write lock).
+    """
+    topic = msg.topic.encode()
+    if len(topic) > MAX_TOPIC_BYTES:
+        raise RecordFormatError(f"topic is {len(topic)} bytes, more than {MAX_TOPIC_BYTES}")
+    if properties_bytes is None:
+        properties_bytes = encode_properties(msg.properties).encode()
+    if len(properties_bytes) > MAX_PROPERTIES_BYTES:
+        raise RecordFormatError(f"properties are {len(properties_bytes)} bytes, more than {MAX_PROPERTIES_BYTES}")
+    body = msg.body
+    size = record_size(len(body), len(topic), len(properties_bytes))
+    body_crc = zlib.crc32(body) & 0x7FFFFFFF
+    msg.body_crc = body_crc
+    msg.store_size = size
+    head = _FIXED.pack(
+        size, MESSAGE_MAGIC_CODE, body_crc, msg.queue_id, msg.flag, msg.queue_offset, msg.phys_offset,
+        msg.sys_flag, msg.born_timestamp_ms, _ip4(msg.born_host[0]), msg.born_host[1], msg.store_timestamp_ms,
+        _ip4(msg.store_host[0]), msg.store_host[1], msg.reconsume_times, msg.prepared_transaction_offset,
+    )
+    return b"".join((head, len(body).to_bytes(4, "big"), body, bytes((len(topic),)), topic,
+                     len(properties_bytes).to_bytes(2, "big"), properties_bytes))
+
+
+def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, int]:
+    """Decode the record at ``pos``; returns it and the position after it."""
+    try:
+        (size, magic, body_crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts, born_ip, born_port,
+         store_ts, store_ip, store_port, reconsume_times, prepared_tx) = _FIXED.unpack_from(buf, pos)
+    except struct.error as exc:
+        raise RecordFormatError(f"truncated record header at {pos}: {exc}") from None
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordFormatError(f"bad magic {magic:#x} at {pos}")
+    end = pos + size
+    if size < record_size(0, 0, 0) or end > len(buf):
+        raise RecordFormatError(f"record size {size} at {pos} does not fit in {len(buf)} bytes")
+    p = pos + FIXED_PART_SIZE
+    body_len = int.from_bytes(buf[p:p + 4], "big", signed=True)
+    p += 4
+    if body_len < 0 or p + body_len > end:
+        raise RecordFormatError(f"body length {body_len} at {pos} out of range")
+    body = bytes(buf[p:p + body_len])
+    p += body_len
+    topic_len = buf[p]
+    p += 1
+    topic = bytes(buf[p:p + topic_len]).decode()
+    p += topic_len
+    props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
+    p += 2
+    if props_len < 0 or p + props_len != end:
+        raise RecordFormatError(f"record at {pos}: fields do not add up to its size {size}")
+    properties = decode_properties(bytes(buf[p:p + props_len]).decode())
+    msg = MessageExt(
+        topic=topic, body=body, properties=properties, flag=flag, queue_id=queue_id, queue_offset=queue_offset,
+        phys_offset=phys_offset, sys_flag=sys_flag, born_timestamp_ms=born_ts,
+        born_host=(socket.inet_ntoa(born_ip), born_port), store_timestamp_ms=store_ts,
+        store_host=(socket.inet_ntoa(store_ip), store_port), reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_tx, body_crc=body_crc, store_size=size,
+    )
+    return msg, end
+
+
+def decode_records(buf: bytes | memoryview) -> list[MessageExt]:
+    """Decode records back to back (a pull reply body)."""
+    messages = []
+    pos = 0
+    while pos < len(buf):
+        msg, pos = decode_record(buf, pos)
+        messages.append(msg)
+    return messages
+
+
+def encode_batch(messages: list[Message]) -> bytes:
+    """The body of SEND_BATCH_MESSAGE."""
+    parts = []
+    for msg in messages:
+        props = encode_properties(msg.properties).encode()
+        size = _BATCH_FIXED.size + len(msg.body) + 2 + len(props)
+        parts.append(_BATCH_FIXED.pack(size, 0, zlib.crc32(msg.body) & 0x7FFFFFFF, msg.flag, len(msg.body)))
+        parts.append(msg.body)
+        parts.append(len(props).to_bytes(2, "big"))
+        parts.append(props)
+    return b"".join(parts)
+
+
+def decode_batch(body: bytes, topic: str) -> list[Message]:
+    """Split a SEND_BATCH_MESSAGE body into messages of ``topic``."""
+    messages = []
+    pos = 0
+    try:
+        while pos < len(body):
+            size, _magic, _crc, flag, body_len = _BATCH_FIXED.unpack_from(body, pos)
+            p = pos + _BATCH_FIXED.size
+            if size < _BATCH_FIXED.size + 2 or pos + size > len(body) or body_len < 0:
+                raise RecordFormatError(f"batch entry at {pos} has a bad size")
+            msg_body = body[p:p + body_len]
+            p += body_len
+            props_len = int.from_bytes(body[p:p + 2], "big", signed=True)
+            p += 2
+            if props_len < 0 or p + props_len != pos + size:
+                raise RecordFormatError(f"batch entry at {pos}: fields do not add up to its size")
+            properties = decode_properties(body[p:p + props_len].decode())
+            messages.append(Message(topic=topic, body=msg_body, properties=properties, flag=flag))
+            pos += size
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise RecordFormatError(f"batch body does not parse: {exc}") from None
+    return messages
+
+
+def _ip4(host: str) -> bytes:
+    try:
+        return socket.inet_aton(host)
+    except OSError:
+        return b"\x7f\x00\x00\x01"

@@ -1,0 +1,307 @@
+"""The remoting transport: one connection type for both sides, a request router, a server and a client pool.
+
+A connection decodes frames as bytes arrive. Replies complete the pending call with the same ``opaque``;
+requests are handled concurrently (4.x clients keep long polls open on the connection they also send on)
+and answered out of order. A malformed frame closes that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from pocketmq.errors import PocketMQError, RemotingError, RemotingTimeoutError
+from pocketmq.protocol.codes import ResponseCode, canonical_request_code
+from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["RemotingConnection", RemotingCommand], Awaitable[RemotingCommand | None]]
+
+MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 4096
+_WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
+
+
+class RequestRouter:
+    """Maps request codes to handlers; answers unknown codes and handler errors with the right code."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[int, Handler] = {}
+
+    def register(self, code: int, handler: Handler) -> None:
+        self._handlers[int(code)] = handler
+
+    def codes(self) -> list[int]:
+        return sorted(self._handlers)
+
+    async def __call__(self, conn: "RemotingConnection", request: RemotingCommand) -> RemotingCommand | None:
+        code = canonical_request_code(request.code)
+        handler = self._handlers.get(code)
+        if handler is None:
+            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                    remark=f"request code {request.code} not supported")
+        try:
+            return await handler(conn, request)
+        except PocketMQError as exc:
+            return request.response(exc.response_code, remark=str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in one handler must not take the connection down
+            log.exception("event=handler_failed code=%s remote=%s", code, conn.remote_address)
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
+
+
+class RemotingConnection(asyncio.Protocol):
+    """One TCP connection speaking remoting frames, usable as client and server at once."""
+
+    def __init__(self, handler: Handler | None, *, name: str = ""):
+        self._handler = handler
+        self._decoder = FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._closed = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._close_callbacks: list[Callable[["RemotingConnection"], None]] = []
+        self.name = name
+        self.remote_address = ""
+        self.attributes: dict[str, object] = {}  # what upper layers learn about the peer (client id ...)
+
+    # -- asyncio.Protocol -------------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.remote_address = f"{peer[0]}:{peer[1]}"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except MalformedFrameError as exc:
+            log.warning("event=malformed_frame remote=%s reason=%s", self.remote_address, exc)
+            self.close()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                fut = self._pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+            elif self._handler is None:
+                continue  # a peer that does not serve requests ignores them, as 4.x clients do
+            elif len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION:
+                if not cmd.is_oneway:
+                    self.write(cmd.response(ResponseCode.SYSTEM_BUSY, remark="too many requests in flight"))
+            else:
+                task = asyncio.get_running_loop().create_task(self._serve(cmd))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed.set()
+        self._writable.set()
+        error = RemotingError(f"connection to {self.remote_address or self.name} closed")
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self._pending.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        for callback in self._close_callbacks:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("event=close_callback_failed remote=%s", self.remote_address)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # -- API ----------------------------------------------------------------------------------------------------
+    @property
+    def is_closed(self) -> bool:
+        return self._closed.is_set() or self._transport is None or self._transport.is_closing()
+
+    def on_close(self, callback: Callable[["RemotingConnection"], None]) -> None:
+        self._close_callbacks.append(callback)
+
+    def write(self, cmd: RemotingCommand) -> None:
+        if self.is_closed:
+            raise RemotingError(f"connection to {self.remote_address or self.name} is closed")
+        self._transport.write(cmd.encode())  # type: ignore[union-attr]
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``request`` and wait for its reply."""
+        if not self._writable.is_set():
+            await self._writable.wait()
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[request.opaque] = fut
+        try:
+            self.write(request)
+            async with asyncio.timeout(timeout_s):
+                return await fut
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no reply from {self.remote_address or self.name} within {timeout_s:.1f}s (code {request.code})"
+            ) from None
+        finally:
+            self._pending.pop(request.opaque, None)
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        request.flag |= 0x2
+        self.write(request)
+
+    def close(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    async def _serve(self, request: RemotingCommand) -> None:
+        response = await self._handler(self, request)  # type: ignore[misc]
+        if response is None or request.is_oneway or self.is_closed:
+            return
+        if self._transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH_BYTES:  # type: ignore[union-attr]
+            await self._writable.wait()
+        if not self.is_closed:
+            self.write(response)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.is_closed else "open"
+        return f"<RemotingConnection {self.remote_address or self.name} {state} pending={len(self._pending)}>"
+
+
+class RemotingServer:
+    """Listens on host:port and serves each connection with ``handler``."""
+
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0):
+        self._handler = handler
+        self._host = host
+        self._port = port
+        self._server: asyncio.base_events.Server | None = None
+        self.connections: set[RemotingConnection] = set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._make_connection, self._host, self._port, reuse_address=True)
+
+    def _make_connection(self) -> RemotingConnection:
+        conn = RemotingConnection(self._handler)
+        self.connections.add(conn)
+        conn.on_close(self.connections.discard)
+        return conn
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        await self._server.wait_closed()
+        self._server = None
+
+    def __repr__(self) -> str:
+        where = f"{self._host}:{self.port}" if self._server else "stopped"
+        return f"<RemotingServer {where} connections={len(self.connections)}>"
+
+
+class RemotingClient:
+    """A pool of one connection per address, (re)connected on demand.
+
+    ``handler`` serves requests the remote side initiates on these connections (NOTIFY_CONSUMER_IDS_CHANGED,
+    CHECK_TRANSACTION_STATE ...).
+    """
+
+    def __init__(self, handler: Handler | None = None, *, connect_timeout_s: float = 3.0):
+        self._handler = handler
+        self._connect_timeout_s = connect_timeout_s
+        self._connections: dict[str, RemotingConnection] = {}
+        self._connecting: dict[str, asyncio.Future] = {}
+
+    async def connection(self, address: str) -> RemotingConnection:
+        conn = self._connections.get(address)
+        if conn is not None and not conn.is_closed:
+            return conn
+        pending = self._connecting.get(address)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut = asyncio.get_running_loop().create_future()
+        self._connecting[address] = fut
+        try:
+            conn = await self._connect(address)
+            self._connections[address] = conn
+            fut.set_result(conn)
+            return conn
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved: waiters re-raise it
+            raise
+        finally:
+            del self._connecting[address]
+
+    async def _connect(self, address: str) -> RemotingConnection:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise RemotingError(f"bad address {address!r}: expected HOST:PORT")
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._connect_timeout_s):
+                _, conn = await loop.create_connection(lambda: RemotingConnection(self._handler, name=address),
+                                                       host, int(port))
+        except TimeoutError:
+            raise RemotingTimeoutError(f"connect to {address} timed out") from None
+        except OSError as exc:
+            raise RemotingError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+        conn.remote_address = address
+        return conn
+
+    async def invoke(self, address: str, request: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
+        conn = await self.connection(address)
+        try:
+            return await conn.invoke(request, timeout_s)
+        except RemotingTimeoutError:
+            raise
+        except RemotingError:
+            self._connections.pop(address, None)
+            raise
+
+    async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
+        conn = await self.connection(address)
+        conn.invoke_oneway(request)
+
+    def drop(self, address: str) -> None:
+        conn = self._connections.pop(address, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        conns = list(self._connections.values())
+        self._connections.clear()
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            await conn.wait_closed()
+
+    def __repr__(self) -> str:
+        return f"<RemotingClient connections={len(self._connections)}>"

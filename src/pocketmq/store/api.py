@@ -1,0 +1,139 @@
+"""The store's public types: what a put and a get return, and the store's configuration.
+
+Contract of ``MessageStore`` (pocketmq.store.message_store), which the broker relies on:
+
+- ``MessageStore(config, clock=SYSTEM_CLOCK)``; ``start() -> RecoveryReport`` recovers synchronously;
+  ``await shutdown()`` flushes and closes.
+- ``await put_message(msg: MessageExt) -> PutResult`` and ``await put_messages(msgs) -> list[PutResult]`` (one
+  append, one flush for the batch). The caller fills topic, queue_id, body, properties, flag, sys_flag,
+  born timestamp/host, reconsume_times; the store assigns queue_offset, phys_offset, store_timestamp_ms and
+  store_host. Under SYNC_FLUSH the call returns once the record is on disk (group commit: one fsync for
+  many concurrent puts); under ASYNC_FLUSH once it is in the commit log's memory.
+- ``get_messages(topic, queue_id, queue_offset, max_count, *, max_bytes, tag_filter) -> GetResult``: raw
+  records (RocketMQ 4.x layout, ready to be concatenated into a pull reply). ``tag_filter`` takes the
+  tag hash code of the consume queue unit and says whether to keep it. O(1) seek by queue offset.
+- ``min_queue_offset`` / ``max_queue_offset`` (max = the next offset to be written) / ``queue_offset_by_time``
+  (binary search on store timestamps) / ``earliest_store_time_ms``, each per (topic, queue_id).
+- ``read_message(phys_offset) -> MessageExt | None``; ``query_by_key(topic, key, max_count, begin_ms, end_ms)``
+  and ``query_by_uniq_key(topic, uniq_key)`` through the index.
+- ``add_arrival_listener(cb(topic, queue_id, max_queue_offset))``: called on the event loop after new records
+  reach a consume queue (long polling wakes on it).
+- ``delete_topic(topic)``; ``queues() -> dict[str, list[int]]``.
+- Replication (a slave follows its master by phys offset): ``max_phys_offset``, ``min_phys_offset``,
+  ``read_commit_log(phys_offset, max_bytes) -> bytes`` (whole records only), and
+  ``await append_replicated(phys_offset, data)`` which appends records read from a master at exactly that
+  offset and dispatches them into consume queues and the index like local puts.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class FlushMode(enum.Enum):
+    ASYNC = "async"  # group commit on an interval; a put returns once the record is in memory
+    SYNC = "sync"  # a put returns once its record is fsynced (many puts share one fsync)
+
+    @classmethod
+    def parse(cls, text: str) -> "FlushMode":
+        value = text.lower().replace("_flush", "")
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown flush mode {text!r} (expected async|sync)") from None
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # store shut down, read-only, or disk full
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"  # too large, topic too long
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    @property
+    def stored(self) -> bool:
+        """The record is in the commit log (maybe not yet on disk or on a slave)."""
+        return self in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+                        PutStatus.SLAVE_NOT_AVAILABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    status: PutStatus
+    phys_offset: int = -1
+    queue_offset: int = -1
+    store_size: int = 0
+    store_timestamp_ms: int = 0
+    offset_msg_id: str = ""
+    reason: str = ""
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"  # records exist but the tag filter kept none
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"  # the consume queue points below the commit log's minimum
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"  # the unit could not be read (should not happen; needs retry)
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"  # offset > max
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"  # offset == max: nothing new yet
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"  # offset < min (retention removed it)
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"  # no such topic/queue in the store
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"  # the queue exists and is empty
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    records: list[bytes] = field(default_factory=list)  # raw records, RocketMQ 4.x layout
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+
+    def messages(self):
+        from pocketmq.protocol.message_codec import decode_record
+
+        return [decode_record(r)[0] for r in self.records]
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What recovery found: where the valid commit log ends and what it dropped beyond that."""
+
+    max_phys_offset: int
+    dropped_bytes: int
+    dropped_from_phys_offset: int | None
+    records_replayed: int
+    reason: str = ""
+
+
+def _positive(value) -> str | None:
+    return None if value > 0 else "must be positive"
+
+
+def _ratio(value) -> str | None:
+    return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    data_dir: Path = Path("data")
+    commit_log_segment_bytes: int = field(default=128 * 1024 * 1024, metadata={"check": _positive,
+                                          "aliases": ("mappedFileSizeCommitLog",)})
+    consume_queue_segment_units: int = field(default=300_000, metadata={"check": _positive})
+    flush_mode: FlushMode = field(default=FlushMode.ASYNC, metadata={"aliases": ("flushDiskType",)})
+    flush_interval_ms: int = field(default=500, metadata={"check": _positive,
+                                   "aliases": ("flushIntervalCommitLog",)})
+    sync_flush_timeout_ms: int = field(default=5000, metadata={"check": _positive,
+                                       "aliases": ("syncFlushTimeout",)})
+    max_message_bytes: int = field(default=4 * 1024 * 1024, metadata={"check": _positive,
+                                   "aliases": ("maxMessageSize",)})
+    file_reserved_hours: float = field(default=72.0, metadata={"check": _positive,
+                                       "aliases": ("fileReservedTime",)})
+    disk_max_used_ratio: float = field(default=0.75, metadata={"check": _ratio})
+    cleanup_interval_ms: int = field(default=10_000, metadata={"check": _positive})
+    checkpoint_interval_ms: int = field(default=1000, metadata={"check": _positive})
+    store_host: str = "127.0.0.1:10911"  # the host:port baked into offset message ids

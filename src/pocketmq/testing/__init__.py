@@ -1,0 +1,1 @@
+"""Test doubles and harnesses shipped with the library (fake clock, real-process cluster harness)."""

@@ -1,0 +1,40 @@
+"""Atomic metadata files (topics, groups, consumer offsets, timer and revive progress).
+
+A file is replaced whole: written to a temp file in the same folder, fsynced, renamed over the old one, and
+the folder fsynced, so a crash leaves either the old or the new content, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=1, sort_keys=True).encode())
+
+
+def load_json(path: Path, default: Any) -> Any:
+    """The file's JSON content, or ``default`` when the file does not exist."""
+    try:
+        return json.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        return default

@@ -1,0 +1,117 @@
+"""The broker's configuration: one frozen dataclass, loaded by ``pocketmq.common.config.load_config``.
+
+Sources, lowest first: these defaults < a TOML file (section ``[broker]`` or top level) or a RocketMQ
+``broker.conf`` (its key names are accepted as aliases) < ``POCKETMQ_*`` environment variables < CLI flags.
+The store's settings live here too (same names and aliases as ``StoreConfig``) and are passed on by
+``store_config()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pocketmq.common.topic import topic_name_problem
+from pocketmq.store.api import FlushMode, StoreConfig
+
+_STORE_FIELDS = {f.name: f for f in dataclasses.fields(StoreConfig)}
+
+
+def _store_field(name: str):
+    """A field with the same default, checks and broker.conf aliases as ``StoreConfig.<name>``."""
+    src = _STORE_FIELDS[name]
+    return field(default=src.default, metadata=src.metadata)
+
+
+def _port(value: int) -> str | None:
+    return None if 0 <= value <= 65535 else "must be a port number in [0, 65535] (0: the OS picks)"
+
+
+def _positive(value) -> str | None:
+    return None if value > 0 else "must be positive"
+
+
+def _not_negative(value) -> str | None:
+    return None if value >= 0 else "must not be negative"
+
+
+def _queue_nums(value: int) -> str | None:
+    return None if 1 <= value <= 1024 else "must be in [1, 1024]"
+
+
+def _name(value: str) -> str | None:
+    return topic_name_problem(value)
+
+
+def _address(value: str | None) -> str | None:
+    if value is None:
+        return None
+    for part in value.split(";"):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            return f"{part!r} is not HOST:PORT (several are separated by ';')"
+    return None
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything one broker process needs; ``load_config(BrokerConfig, ...)`` builds it."""
+
+    cluster_name: str = field(default="DefaultCluster",
+                              metadata={"aliases": ("brokerClusterName",), "check": _name})
+    broker_name: str = field(default="broker-a", metadata={"aliases": ("brokerName",), "check": _name})
+    broker_id: int = field(default=0, metadata={"aliases": ("brokerId",), "check": _not_negative})  # 0 = master
+    host: str = field(default="127.0.0.1", metadata={"aliases": ("listenHost",)})  # where the sockets bind
+    # The IPv4 address clients are told to connect to (routes, offset message ids); None: ``host``.
+    advertise_host: str | None = field(default=None, metadata={"aliases": ("brokerIP1",)})
+    remoting_port: int = field(default=10911, metadata={"aliases": ("listenPort",), "check": _port})
+    grpc_port: int = field(default=8081, metadata={"aliases": ("grpcServerPort",), "check": _port})
+    # Name server address(es) "host:port[;host:port]"; None runs one embedded in this process.
+    namesrv_addr: str | None = field(default=None, metadata={"aliases": ("namesrvAddr",), "check": _address})
+    namesrv_port: int = field(default=9876, metadata={"check": _port})  # the embedded name server's port
+    auto_create_topic_enable: bool = field(default=True, metadata={"aliases": ("autoCreateTopicEnable",)})
+    auto_create_subscription_group: bool = field(default=True,
+                                                 metadata={"aliases": ("autoCreateSubscriptionGroup",)})
+    default_topic_queue_nums: int = field(default=8, metadata={"aliases": ("defaultTopicQueueNums",),
+                                                               "check": _queue_nums})
+    max_message_bytes: int = _store_field("max_message_bytes")
+    max_properties_bytes: int = field(default=32 * 1024, metadata={"check": _positive})
+    long_polling_enable: bool = field(default=True, metadata={"aliases": ("longPollingEnable",)})
+    # Without long polling a pull that finds nothing is still held this long (RocketMQ's short polling).
+    short_polling_ms: int = field(default=1000, metadata={"aliases": ("shortPollingTimeMills",),
+                                                          "check": _not_negative})
+    long_polling_max_waiters: int = field(default=10_000, metadata={"check": _positive})
+    register_interval_ms: int = field(default=30_000, metadata={"aliases": ("registerNameServerPeriod",),
+                                                               "check": _positive})
+    client_channel_expire_ms: int = field(default=120_000, metadata={"aliases": ("channelExpiredTimeout",),
+                                                                    "check": _positive})
+    client_scan_interval_ms: int = field(default=10_000, metadata={"check": _positive})
+    offset_persist_interval_ms: int = field(default=5_000, metadata={"aliases": ("flushConsumerOffsetInterval",),
+                                                                    "check": _positive})
+    # Store settings, passed on to StoreConfig.
+    data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
+    flush_mode: FlushMode = _store_field("flush_mode")
+    commit_log_segment_bytes: int = _store_field("commit_log_segment_bytes")
+    consume_queue_segment_units: int = _store_field("consume_queue_segment_units")
+    flush_interval_ms: int = _store_field("flush_interval_ms")
+    sync_flush_timeout_ms: int = _store_field("sync_flush_timeout_ms")
+    file_reserved_hours: float = _store_field("file_reserved_hours")
+    disk_max_used_ratio: float = _store_field("disk_max_used_ratio")
+
+    @property
+    def public_host(self) -> str:
+        return self.advertise_host or self.host
+
+    def store_config(self, remoting_port: int | None = None) -> StoreConfig:
+        """The store's config; ``remoting_port`` is the port actually bound (when configured as 0)."""
+        shared = {name: getattr(self, name) for name in _STORE_FIELDS if name in _BROKER_FIELD_NAMES}
+        port = self.remoting_port if remoting_port is None else remoting_port
+        return StoreConfig(**shared, store_host=f"{self.public_host}:{port}")
+
+    def metadata_dir(self) -> Path:
+        """Where topics, groups and consumer offsets are persisted."""
+        return Path(self.data_dir) / "config"
+
+
+_BROKER_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(BrokerConfig))

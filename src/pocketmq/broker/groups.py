@@ -1,0 +1,150 @@
+"""Subscription (consumer) groups: their retry policy and switches, persisted atomically.
+
+A group is created on first use when ``auto_create`` is on (RocketMQ's autoCreateSubscriptionGroup), else
+it must be created by an admin (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) before it can consume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from pocketmq.common.topic import group_name_problem
+from pocketmq.errors import BadRequestError, SubscriptionGroupNotExistError
+from pocketmq.store.metadata import atomic_write_json, load_json
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupConfig:
+    group: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False  # FIFO: one message group in flight at a time
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16  # attempts before the dead-letter queue
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+
+# Python field name <-> RocketMQ's JSON field name.
+_JSON_NAMES = {
+    "group": "groupName",
+    "consume_enable": "consumeEnable",
+    "consume_from_min_enable": "consumeFromMinEnable",
+    "consume_broadcast_enable": "consumeBroadcastEnable",
+    "consume_message_orderly": "consumeMessageOrderly",
+    "retry_queue_nums": "retryQueueNums",
+    "retry_max_times": "retryMaxTimes",
+    "broker_id": "brokerId",
+    "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
+    "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
+}
+
+
+def group_config_to_json(config: SubscriptionGroupConfig) -> dict:
+    return {json_name: getattr(config, name) for name, json_name in _JSON_NAMES.items()}
+
+
+def group_config_from_json(obj: dict) -> SubscriptionGroupConfig:
+    """Parse RocketMQ's SubscriptionGroupConfig JSON; raises BadRequestError on a missing or bad field."""
+    if not isinstance(obj, dict):
+        raise BadRequestError("subscription group config must be a JSON object")
+    values = {}
+    for f in dataclasses.fields(SubscriptionGroupConfig):
+        json_name = _JSON_NAMES[f.name]
+        if json_name not in obj:
+            continue
+        raw = obj[json_name]
+        try:
+            if f.type == "bool":
+                values[f.name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
+            elif f.type == "int":
+                values[f.name] = int(raw)
+            else:
+                values[f.name] = str(raw)
+        except (TypeError, ValueError):
+            raise BadRequestError(f"subscription group field {json_name}={raw!r} is not valid") from None
+    if "group" not in values:
+        raise BadRequestError("subscription group config lacks groupName")
+    config = SubscriptionGroupConfig(**values)
+    validate_group_config(config)
+    return config
+
+
+def validate_group_config(config: SubscriptionGroupConfig) -> None:
+    problem = group_name_problem(config.group)
+    if problem:
+        raise BadRequestError(problem)
+    if config.retry_max_times < -1:
+        raise BadRequestError("retryMaxTimes must be -1 (default) or more")
+    if not 1 <= config.retry_queue_nums <= 64:
+        raise BadRequestError("retryQueueNums must be in [1, 64]")
+
+
+class SubscriptionGroupManager:
+    """The group table of one broker, persisted after every change (``<data_dir>/config/groups.json``)."""
+
+    def __init__(self, path: Path, *, auto_create: bool):
+        self._path = Path(path)
+        self._auto_create = auto_create
+        self._groups: dict[str, SubscriptionGroupConfig] = {}
+        self._lock = threading.RLock()
+        self.data_version = 0
+
+    def load(self) -> None:
+        data = load_json(self._path, {})
+        for obj in data.get("subscriptionGroupTable", {}).values():
+            config = group_config_from_json(obj)
+            self._groups[config.group] = config
+        self.data_version = int(data.get("dataVersion", 0))
+        log.info("event=groups_loaded count=%d path=%s", len(self._groups), self._path)
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self._groups.get(group)
+
+    def all(self) -> list[SubscriptionGroupConfig]:
+        return sorted(self._groups.values(), key=lambda g: g.group)
+
+    def get_or_create(self, group: str) -> SubscriptionGroupConfig:
+        """The group's config, created with defaults when unknown and auto-creation is on."""
+        config = self._groups.get(group)
+        if config is not None:
+            return config
+        problem = group_name_problem(group)
+        if problem:
+            raise BadRequestError(problem)
+        if not self._auto_create:
+            raise SubscriptionGroupNotExistError(f"subscription group {group!r} does not exist")
+        return self.create_or_update(SubscriptionGroupConfig(group))
+
+    def create_or_update(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        validate_group_config(config)
+        with self._lock:
+            if self._groups.get(config.group) == config:
+                return config
+            self._groups[config.group] = config
+            self._changed("group_updated", config.group)
+        return config
+
+    def delete(self, group: str) -> bool:
+        with self._lock:
+            if self._groups.pop(group, None) is None:
+                return False
+            self._changed("group_deleted", group)
+        return True
+
+    def _changed(self, event: str, group: str) -> None:
+        self.data_version += 1
+        table = {name: group_config_to_json(c) for name, c in self._groups.items()}
+        atomic_write_json(self._path, {"subscriptionGroupTable": table, "dataVersion": self.data_version})
+        log.info("event=%s group=%s version=%d", event, group, self.data_version)
+
+    def __repr__(self) -> str:
+        return f"<SubscriptionGroupManager groups={len(self._groups)}>"

@@ -1,0 +1,371 @@
+"""Sending and pulling messages: the checks, queue selection, idempotent sends, and pull status mapping.
+
+``MessageService.send`` validates a request (topic, permission, body, properties, message type), picks
+the queue, and appends everything in one store call. ``MessageService.pull`` reads a queue from an offset
+and holds the pull (long polling) when there is nothing new yet.
+
+Idempotent sends: a message with property ``PMQ_IDEMPOTENT=true`` and a UNIQ_KEY already stored in its
+topic is not appended again; the reply is the original's queue id, queue offset and ids. Sends of one key
+are serialized; a recent-sends map covers the moment before the store's index has the original.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import logging
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.topics import TopicManager, is_group_topic
+from pocketmq.common import properties as props
+from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
+from pocketmq.common.topic import MessageType, TopicConfig, is_system_topic, topic_name_problem
+from pocketmq.errors import (
+    BadRequestError, IllegalMessageError, IllegalTopicError, NoPermissionError, ServiceNotAvailableError,
+    StoreError,
+)
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+IDEMPOTENT_PROPERTY = "PMQ_IDEMPOTENT"
+PULL_MAX_COUNT = 256
+PULL_MAX_BYTES = 8 * 1024 * 1024
+_RECENT_IDEMPOTENT_MAX = 65_536
+
+# v2 status codes of send failures (apache.rocketmq.v2.Code)
+_V2_MESSAGE_BODY_TOO_LARGE = 41301
+_V2_MESSAGE_BODY_EMPTY = 41302
+_V2_MESSAGE_PROPERTIES_TOO_LARGE = 43101
+_V2_PROPERTY_CONFLICT_WITH_TYPE = 40014
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    status: PutStatus
+    msg_id: str  # the producer's UNIQ_KEY when it gave one, else the offset msg id
+    offset_msg_id: str
+    queue_id: int
+    queue_offset: int
+    phys_offset: int
+    topic: str = ""
+    duplicate: bool = False  # an idempotent resend answered with the original's position
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"  # SUCCESS
+    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY
+    OFFSET_MOVED = "OFFSET_MOVED"  # PULL_OFFSET_MOVED: continue at next_begin_offset
+
+    @property
+    def response_code(self) -> int:
+        return _PULL_RESPONSE_CODES[self]
+
+
+_PULL_RESPONSE_CODES = {
+    PullStatus.FOUND: ResponseCode.SUCCESS,
+    PullStatus.NO_NEW_MSG: ResponseCode.PULL_NOT_FOUND,
+    PullStatus.NO_MATCHED_MSG: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    PullStatus.OFFSET_MOVED: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+@dataclass(slots=True)
+class PullOutcome:
+    status: PullStatus
+    records: list[bytes] = field(default_factory=list)  # stored records, RocketMQ 4.x layout
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    get_status: GetStatus | None = None  # what the store said, for logs and the curious
+
+
+def pull_status_of(get_status: GetStatus, queue_offset: int) -> PullStatus:
+    """RocketMQ's mapping of a store read to a pull answer (PullMessageProcessor)."""
+    if get_status is GetStatus.FOUND:
+        return PullStatus.FOUND
+    if get_status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
+        return PullStatus.NO_MATCHED_MSG
+    if get_status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return PullStatus.NO_NEW_MSG if queue_offset == 0 else PullStatus.OFFSET_MOVED
+    if get_status in (GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_TOO_SMALL):
+        return PullStatus.OFFSET_MOVED
+    return PullStatus.NO_NEW_MSG  # OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
+
+
+def infer_message_type(msg: Message) -> MessageType:
+    """The type a message declares through its properties (for senders that do not say it)."""
+    if msg.properties.get(props.TRANSACTION_PREPARED) == "true":
+        return MessageType.TRANSACTION
+    if msg.message_group:
+        return MessageType.FIFO
+    if (msg.delay_level > 0 or props.TIMER_DELIVER_MS in msg.properties or props.TIMER_DELAY_SEC in msg.properties
+            or props.TIMER_DELAY_MS in msg.properties):
+        return MessageType.DELAY
+    return MessageType.NORMAL
+
+
+def select_queue(topic: TopicConfig, message_group: str | None, round_robin: int) -> int:
+    """The write queue for a message: a stable hash of its message group (FIFO), else round robin."""
+    if message_group:
+        return zlib.crc32(message_group.encode()) % topic.write_queue_nums
+    return round_robin % topic.write_queue_nums
+
+
+def check_message(msg: Message, *, max_body_bytes: int, max_properties_bytes: int) -> None:
+    if not msg.body:
+        raise IllegalMessageError("message body is empty", v2_code=_V2_MESSAGE_BODY_EMPTY)
+    if len(msg.body) > max_body_bytes:
+        raise IllegalMessageError(f"message body is {len(msg.body)} bytes, more than {max_body_bytes}",
+                                  v2_code=_V2_MESSAGE_BODY_TOO_LARGE)
+    size = len(props.encode_properties(msg.properties).encode())
+    if size > max_properties_bytes:
+        raise IllegalMessageError(f"message properties are {size} bytes, more than {max_properties_bytes}",
+                                  v2_code=_V2_MESSAGE_PROPERTIES_TOO_LARGE)
+
+
+def is_idempotent(msg: Message) -> bool:
+    return msg.properties.get(IDEMPOTENT_PROPERTY, "").lower() == "true" and bool(msg.uniq_key)
+
+
+class MessageService:
+    """Send and pull on one broker's store; the facade exposes it as ``broker.messages``."""
+
+    def __init__(self, store, topics: TopicManager, groups, holds: PullHoldService, *, max_body_bytes: int,
+                 max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int):
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._holds = holds
+        self._max_body_bytes = max_body_bytes
+        self._max_properties_bytes = max_properties_bytes
+        self._long_polling_enable = long_polling_enable
+        self._short_polling_ms = short_polling_ms
+        self._round_robin = itertools.count()
+        self._key_locks: dict[tuple[str, str], list] = {}  # (topic, uniq key) -> [lock, users]
+        self._recent: OrderedDict[tuple[str, str], SendResult] = OrderedDict()
+
+    # -- send ---------------------------------------------------------------------------------------------------
+    async def send(self, messages: list[Message], *, topic: str, queue_id: int | None = None,
+                   born_host: tuple[str, int] = ("127.0.0.1", 0), born_timestamp_ms: int = 0,
+                   producer_group: str | None = None, message_type: MessageType | None = None,
+                   batch: bool = False) -> list[SendResult]:
+        """Validate and append ``messages`` to ``topic``; one SendResult per message, in order.
+
+        ``queue_id`` None lets the broker pick (round robin, or the message group's hash for FIFO); a
+        ``batch`` goes to one queue. ``message_type`` None skips the type check (remoting senders do not
+        declare one). Messages that are ``MessageExt`` keep their sys_flag and reconsume_times.
+        """
+        config = self._check_topic(topic)
+        if not messages:
+            raise BadRequestError("no message to send")
+        if queue_id is not None and not 0 <= queue_id < config.write_queue_nums:
+            raise BadRequestError(f"queue id {queue_id} is illegal: topic {topic!r} has "
+                                  f"{config.write_queue_nums} write queues", response_code=ResponseCode.SYSTEM_ERROR)
+        for msg in messages:
+            check_message(msg, max_body_bytes=self._max_body_bytes, max_properties_bytes=self._max_properties_bytes)
+            if message_type is not None and not config.message_type.accepts(message_type):
+                raise IllegalMessageError(
+                    f"topic {topic!r} accepts {config.message_type.value} messages, not {message_type.value}",
+                    v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE)
+        queue_ids = self._pick_queues(config, messages, queue_id, batch)
+        stored = [self._to_stored(m, topic, q, born_host, born_timestamp_ms, producer_group)
+                  for m, q in zip(messages, queue_ids)]
+        keys = sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
+        if not keys:
+            return await self._append(stored)
+        async with _KeyLocks(self._key_locks, keys):
+            return await self._send_idempotent(stored)
+
+    def _check_topic(self, topic: str) -> TopicConfig:
+        problem = topic_name_problem(topic)
+        if problem:
+            raise IllegalTopicError(problem)
+        if is_system_topic(topic):
+            raise IllegalTopicError(f"topic {topic!r} is a system topic; clients cannot send to it")
+        config = self._topics.get_or_create(topic)
+        if not config.writable:
+            raise NoPermissionError(f"topic {topic!r} is not writable on this broker (perm {config.perm})")
+        return config
+
+    def _pick_queues(self, config: TopicConfig, messages: list[Message], queue_id: int | None,
+                     batch: bool) -> list[int]:
+        if queue_id is not None:
+            return [queue_id] * len(messages)
+        if batch:
+            return [select_queue(config, messages[0].message_group, next(self._round_robin))] * len(messages)
+        return [select_queue(config, m.message_group, next(self._round_robin)) for m in messages]
+
+    @staticmethod
+    def _to_stored(msg: Message, topic: str, queue_id: int, born_host, born_timestamp_ms: int,
+                   producer_group: str | None) -> MessageExt:
+        ext = msg if isinstance(msg, MessageExt) else None
+        properties = dict(msg.properties)
+        if producer_group and props.PRODUCER_GROUP not in properties and \
+                properties.get(props.TRANSACTION_PREPARED) == "true":
+            properties[props.PRODUCER_GROUP] = producer_group  # the transaction check-back needs it
+        return MessageExt(
+            topic=topic, body=msg.body, properties=properties, flag=msg.flag, queue_id=queue_id,
+            sys_flag=ext.sys_flag if ext else 0, born_timestamp_ms=born_timestamp_ms, born_host=born_host,
+            reconsume_times=ext.reconsume_times if ext else 0,
+        )
+
+    async def _append(self, stored: list[MessageExt]) -> list[SendResult]:
+        if len(stored) == 1:
+            puts = [await self._store.put_message(stored[0])]
+        else:
+            puts = await self._store.put_messages(stored)
+        return [self._result(msg, put) for msg, put in zip(stored, puts)]
+
+    def _result(self, msg: MessageExt, put: PutResult) -> SendResult:
+        if not put.status.stored:
+            _raise_put_failure(put)
+        offset_msg_id = put.offset_msg_id or make_offset_msg_id(msg.store_host, put.phys_offset)
+        return SendResult(status=put.status, msg_id=msg.uniq_key or offset_msg_id, offset_msg_id=offset_msg_id,
+                          queue_id=msg.queue_id, queue_offset=put.queue_offset, phys_offset=put.phys_offset,
+                          topic=msg.topic)
+
+    async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:
+        results: list[SendResult | None] = [None] * len(stored)
+        fresh: list[int] = []
+        first_of_key: dict[str, int] = {}
+        for i, msg in enumerate(stored):
+            if not is_idempotent(msg):
+                fresh.append(i)
+                continue
+            original = self._find_original(msg.topic, msg.uniq_key)
+            if original is not None:
+                results[i] = original
+            elif msg.uniq_key in first_of_key:
+                continue  # a second copy within this request: answered with the first one's result below
+            else:
+                first_of_key[msg.uniq_key] = i
+                fresh.append(i)
+        for i, result in zip(fresh, await self._append([stored[i] for i in fresh]) if fresh else []):
+            results[i] = result
+            if is_idempotent(stored[i]):
+                self._remember(result)
+        for i, msg in enumerate(stored):
+            if results[i] is None:
+                results[i] = _as_duplicate(results[first_of_key[msg.uniq_key]])
+        return results  # type: ignore[return-value]
+
+    def _find_original(self, topic: str, uniq_key: str) -> SendResult | None:
+        recent = self._recent.get((topic, uniq_key))
+        if recent is not None:
+            return _as_duplicate(recent)
+        found = self._store.query_by_uniq_key(topic, uniq_key)
+        if isinstance(found, list):
+            found = found[0] if found else None
+        if found is None:
+            return None
+        return SendResult(status=PutStatus.PUT_OK, msg_id=uniq_key, offset_msg_id=found.offset_msg_id,
+                          queue_id=found.queue_id, queue_offset=found.queue_offset, phys_offset=found.phys_offset,
+                          topic=topic, duplicate=True)
+
+    def _remember(self, result: SendResult) -> None:
+        self._recent[(result.topic, result.msg_id)] = result
+        if len(self._recent) > _RECENT_IDEMPOTENT_MAX:
+            self._recent.popitem(last=False)
+
+    # -- pull ---------------------------------------------------------------------------------------------------
+    async def pull(self, group: str, topic: str, queue_id: int, queue_offset: int, max_count: int, *,
+                   tag_filter: str | None = None, suspend_timeout_ms: int = 0) -> PullOutcome:
+        """Read up to ``max_count`` records of one queue from ``queue_offset``.
+
+        When nothing is there yet and ``suspend_timeout_ms`` > 0 the pull is held until a message arrives
+        in the queue or the time is up (``short_polling_ms`` when long polling is off), then read again.
+        ``tag_filter`` is a tag expression (``a || b``; ``*``/None for all).
+        """
+        config = self._check_readable(topic, queue_id)
+        group_config = self._groups.get_or_create(group)
+        if not group_config.consume_enable:
+            raise NoPermissionError(f"group {group!r} may not consume now (consumeEnable=false)")
+        if queue_offset < 0:
+            raise BadRequestError(f"queue offset {queue_offset} is negative")
+        max_count = max(1, min(max_count, PULL_MAX_COUNT))
+        keep = _tag_predicate(tag_filter)
+        outcome = self._read(config.name, queue_id, queue_offset, max_count, keep)
+        if outcome.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0:
+            hold_ms = suspend_timeout_ms if self._long_polling_enable else self._short_polling_ms
+            if await self._holds.wait(topic, queue_id, queue_offset, hold_ms):
+                outcome = self._read(config.name, queue_id, queue_offset, max_count, keep)
+        return outcome
+
+    def _check_readable(self, topic: str, queue_id: int) -> TopicConfig:
+        config = self._topics.get(topic)
+        if config is None:
+            config = self._topics.get_or_create(topic) if is_group_topic(topic) else self._topics.require(topic)
+        if not config.readable:
+            raise NoPermissionError(f"topic {topic!r} is not readable on this broker (perm {config.perm})")
+        if not 0 <= queue_id < config.read_queue_nums:
+            raise BadRequestError(f"queue id {queue_id} is illegal: topic {topic!r} has {config.read_queue_nums} "
+                                  "read queues", response_code=ResponseCode.SYSTEM_ERROR)
+        return config
+
+    def _read(self, topic: str, queue_id: int, queue_offset: int, max_count: int, keep) -> PullOutcome:
+        got: GetResult = self._store.get_messages(topic, queue_id, queue_offset, max_count,
+                                                  max_bytes=PULL_MAX_BYTES, tag_filter=keep)
+        status = pull_status_of(got.status, queue_offset)
+        if status is PullStatus.FOUND and not got.records:
+            status = PullStatus.NO_MATCHED_MSG  # SUCCESS must carry at least one message
+        return PullOutcome(status=status, records=got.records if status is PullStatus.FOUND else [],
+                           next_begin_offset=got.next_begin_offset, min_offset=got.min_offset,
+                           max_offset=got.max_offset, get_status=got.status)
+
+    def __repr__(self) -> str:
+        return f"<MessageService held_pulls={self._holds.held} idempotent_recent={len(self._recent)}>"
+
+
+def _tag_predicate(expression: str | None):
+    from pocketmq.broker.consumers import parse_tag_expression
+    from pocketmq.store.tags import tag_hash_code
+
+    tags = parse_tag_expression(expression)
+    if not tags:
+        return None
+    hashes = frozenset(tag_hash_code(t) for t in tags)
+    return hashes.__contains__
+
+
+def _as_duplicate(result: SendResult) -> SendResult:
+    return SendResult(status=PutStatus.PUT_OK, msg_id=result.msg_id, offset_msg_id=result.offset_msg_id,
+                      queue_id=result.queue_id, queue_offset=result.queue_offset, phys_offset=result.phys_offset,
+                      topic=result.topic, duplicate=True)
+
+
+def _raise_put_failure(put: PutResult) -> None:
+    reason = put.reason or put.status.value
+    if put.status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+        raise IllegalMessageError(f"store refused the message: {reason}")
+    if put.status is PutStatus.SERVICE_NOT_AVAILABLE:
+        raise ServiceNotAvailableError(f"store not available: {reason}")
+    raise StoreError(f"store failed to append: {reason}")
+
+
+class _KeyLocks:
+    """Hold one asyncio.Lock per key (taken in sorted order, so two batches never deadlock)."""
+
+    def __init__(self, table: dict, keys: list):
+        self._table = table
+        self._keys = keys
+
+    async def __aenter__(self):
+        for key in self._keys:
+            entry = self._table.setdefault(key, [asyncio.Lock(), 0])
+            entry[1] += 1
+            await entry[0].acquire()
+
+    async def __aexit__(self, *exc):
+        for key in self._keys:
+            entry = self._table[key]
+            entry[0].release()
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._table[key]

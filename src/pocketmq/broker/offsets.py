@@ -1,0 +1,103 @@
+"""Consumer offsets: the next queue offset each group will consume, per (group, topic, queue id).
+
+Commits only move an offset forward (a late or duplicated commit never rewinds a group); ``reset`` is the
+one way back (admin reset). The table lives in memory and is persisted atomically
+(``<data_dir>/config/consumer_offsets.json``) by the broker on an interval and at shutdown, so a crash
+loses at most one interval of commits: consumers then see some messages again, never skip any.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from pocketmq.store.metadata import atomic_write_json, load_json
+
+log = logging.getLogger(__name__)
+
+_KEY_SEPARATOR = "@"  # RocketMQ's "topic@group" key of its offset table
+
+
+class ConsumerOffsetManager:
+    """The offset table. Thread-safe; ``persist()`` writes only when something changed."""
+
+    def __init__(self, path: Path):
+        self._path = Path(path)
+        self._table: dict[tuple[str, str], dict[int, int]] = {}  # (topic, group) -> queue id -> queue offset
+        self._lock = threading.Lock()
+        self._dirty = False
+
+    def load(self) -> None:
+        data = load_json(self._path, {})
+        for key, queues in data.get("offsetTable", {}).items():
+            topic, _, group = key.partition(_KEY_SEPARATOR)
+            self._table[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
+        log.info("event=offsets_loaded entries=%d path=%s", len(self._table), self._path)
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The committed offset, or None when the group never committed one for this queue."""
+        return self._table.get((topic, group), {}).get(queue_id)
+
+    def commit(self, group: str, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Store ``queue_offset`` if it is ahead of what is stored; returns whether it moved.
+
+        Negative offsets are ignored (some 4.x clients send -1 for "nothing consumed yet").
+        """
+        if queue_offset < 0:
+            return False
+        with self._lock:
+            queues = self._table.setdefault((topic, group), {})
+            current = queues.get(queue_id)
+            if current is not None and current >= queue_offset:
+                return False
+            queues[queue_id] = queue_offset
+            self._dirty = True
+            return True
+
+    def reset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        """Set the offset whatever it was (admin reset, also backwards)."""
+        if queue_offset < 0:
+            raise ValueError("a queue offset is never negative")
+        with self._lock:
+            self._table.setdefault((topic, group), {})[queue_id] = queue_offset
+            self._dirty = True
+
+    def offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self._table.get((topic, group), {}))
+
+    def topics_of_group(self, group: str) -> list[str]:
+        return sorted(t for (t, g) in self._table if g == group)
+
+    def groups_of_topic(self, topic: str) -> list[str]:
+        return sorted(g for (t, g) in self._table if t == topic)
+
+    def remove_group(self, group: str) -> None:
+        with self._lock:
+            for key in [k for k in self._table if k[1] == group]:
+                del self._table[key]
+                self._dirty = True
+
+    def remove_topic(self, topic: str) -> None:
+        with self._lock:
+            for key in [k for k in self._table if k[0] == topic]:
+                del self._table[key]
+                self._dirty = True
+
+    def persist(self) -> bool:
+        """Write the table if it changed since the last write; returns whether it wrote."""
+        with self._lock:
+            if not self._dirty:
+                return False
+            snapshot = {f"{t}{_KEY_SEPARATOR}{g}": {str(q): o for q, o in queues.items()}
+                        for (t, g), queues in self._table.items()}
+            self._dirty = False
+        try:
+            atomic_write_json(self._path, {"offsetTable": snapshot})
+        except OSError:
+            self._dirty = True  # try again next interval
+            raise
+        return True
+
+    def __repr__(self) -> str:
+        return f"<ConsumerOffsetManager entries={len(self._table)} dirty={self._dirty}>"

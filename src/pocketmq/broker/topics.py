@@ -1,0 +1,198 @@
+"""The broker's topic table: which topics exist here, with how many queues, which permission and type.
+
+``auto_create_decision`` is the pure rule of what a first send or route query creates; ``TopicManager``
+holds the table, persists it atomically (``<data_dir>/config/topics.json``) after every change, and tells
+listeners (the name server registration) when it changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Callable
+
+from pocketmq.common.topic import (
+    DEFAULT_TOPIC, DLQ_GROUP_TOPIC_PREFIX, PERM_INHERIT, PERM_READ_WRITE, RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageType, TopicConfig, is_system_topic,
+    revive_topic, topic_name_problem,
+)
+from pocketmq.errors import BadRequestError, IllegalTopicError, TopicNotExistError
+from pocketmq.store.metadata import atomic_write_json, load_json
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUE_NUMS = 1024
+# Retry and dead-letter topics have one queue, as RocketMQ's retryQueueNums default and DLQ (#2436).
+GROUP_TOPIC_QUEUE_NUMS = 1
+_SCHEDULE_QUEUE_NUMS = 18  # one queue per delay level
+
+
+def is_group_topic(topic: str) -> bool:
+    """A %RETRY%<group> or %DLQ%<group> topic, created on demand whatever the auto-create setting."""
+    return topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)) and len(topic) > 7
+
+
+def auto_create_decision(topic: str, *, auto_create_enabled: bool, default_queue_nums: int) -> TopicConfig | None:
+    """What to create for an unknown ``topic`` on its first send or route query, or None to refuse.
+
+    Retry and DLQ topics of a group are always created (1 queue, read-write); other legal, non-system
+    names only when auto-creation is on, with ``default_queue_nums`` queues accepting every message type.
+    """
+    if topic_name_problem(topic) is not None:
+        return None
+    if is_group_topic(topic):
+        return TopicConfig(topic, GROUP_TOPIC_QUEUE_NUMS, GROUP_TOPIC_QUEUE_NUMS, PERM_READ_WRITE)
+    if not auto_create_enabled or is_system_topic(topic):
+        return None
+    return TopicConfig(topic, default_queue_nums, default_queue_nums, PERM_READ_WRITE, MessageType.MIXED)
+
+
+def system_topics(cluster_name: str, broker_name: str, default_queue_nums: int) -> list[TopicConfig]:
+    """Topics every broker has from its first start."""
+    return [
+        TopicConfig(DEFAULT_TOPIC, default_queue_nums, default_queue_nums, PERM_READ_WRITE | PERM_INHERIT),
+        TopicConfig(cluster_name, 16, 16, PERM_READ_WRITE),  # RocketMQ's cluster-name topic, for routing checks
+        TopicConfig(broker_name, 1, 1, PERM_READ_WRITE),
+        TopicConfig(SCHEDULE_TOPIC, _SCHEDULE_QUEUE_NUMS, _SCHEDULE_QUEUE_NUMS, PERM_READ_WRITE),
+        TopicConfig(TIMER_TOPIC, 1, 1, PERM_READ_WRITE),
+        TopicConfig(TRANS_HALF_TOPIC, 1, 1, PERM_READ_WRITE),
+        TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1, PERM_READ_WRITE),
+        TopicConfig(revive_topic(cluster_name), 8, 8, PERM_READ_WRITE),
+    ]
+
+
+def validate_topic_config(config: TopicConfig) -> None:
+    """Raise BadRequestError/IllegalTopicError unless ``config`` can be created as given."""
+    problem = topic_name_problem(config.name)
+    if problem:
+        raise IllegalTopicError(problem)
+    for what, nums in (("read", config.read_queue_nums), ("write", config.write_queue_nums)):
+        if not 1 <= nums <= MAX_QUEUE_NUMS:
+            raise BadRequestError(f"{what} queue nums {nums} outside [1, {MAX_QUEUE_NUMS}]")
+    if config.perm & ~0x7:
+        raise BadRequestError(f"perm {config.perm} has bits outside read|write|inherit")
+
+
+def topic_config_to_json(config: TopicConfig) -> dict:
+    """RocketMQ's TopicConfig JSON shape (what GET_ALL_TOPIC_CONFIG and the name server registration carry)."""
+    return {
+        "topicName": config.name,
+        "readQueueNums": config.read_queue_nums,
+        "writeQueueNums": config.write_queue_nums,
+        "perm": config.perm,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": config.order,
+        "attributes": {"+message.type": config.message_type.value},
+    }
+
+
+def topic_config_from_json(obj: dict) -> TopicConfig:
+    attributes = obj.get("attributes") or {}
+    type_text = attributes.get("+message.type") or attributes.get("message.type") or obj.get("messageType")
+    return TopicConfig(
+        name=str(obj["topicName"]),
+        read_queue_nums=int(obj.get("readQueueNums", 8)),
+        write_queue_nums=int(obj.get("writeQueueNums", 8)),
+        perm=int(obj.get("perm", PERM_READ_WRITE)),
+        message_type=MessageType.parse(type_text) if type_text else MessageType.MIXED,
+        order=bool(obj.get("order", False)),
+    )
+
+
+class TopicManager:
+    """The topic table of one broker, persisted after every change.
+
+    Thread-safe (the gRPC front end may call from its own threads); changes are rare, reads are dict lookups.
+    """
+
+    def __init__(self, path: Path, *, auto_create_enabled: bool, default_queue_nums: int,
+                 builtin: list[TopicConfig] = ()):
+        self._path = Path(path)
+        self._auto_create_enabled = auto_create_enabled
+        self._default_queue_nums = default_queue_nums
+        self._topics: dict[str, TopicConfig] = {t.name: t for t in builtin}
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[], None]] = []
+        self.data_version = 0  # bumped on every change; the name server compares it
+
+    def load(self) -> None:
+        data = load_json(self._path, {})
+        for obj in data.get("topicConfigTable", {}).values():
+            config = topic_config_from_json(obj)
+            self._topics[config.name] = config
+        self.data_version = int(data.get("dataVersion", 0))
+        log.info("event=topics_loaded count=%d path=%s", len(self._topics), self._path)
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        """``callback()`` runs after every change (create, update, delete)."""
+        self._listeners.append(callback)
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self._topics.get(topic)
+
+    def all(self) -> list[TopicConfig]:
+        return sorted(self._topics.values(), key=lambda t: t.name)
+
+    def names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def require(self, topic: str) -> TopicConfig:
+        config = self._topics.get(topic)
+        if config is None:
+            raise TopicNotExistError(f"topic {topic!r} does not exist on this broker")
+        return config
+
+    def get_or_create(self, topic: str) -> TopicConfig:
+        """The topic's config, created by the auto-create rule if unknown; TopicNotExistError otherwise."""
+        config = self._topics.get(topic)
+        if config is not None:
+            return config
+        problem = topic_name_problem(topic)
+        if problem:
+            raise IllegalTopicError(problem)
+        with self._lock:
+            config = self._topics.get(topic)
+            if config is not None:
+                return config
+            config = auto_create_decision(topic, auto_create_enabled=self._auto_create_enabled,
+                                          default_queue_nums=self._default_queue_nums)
+            if config is None:
+                raise TopicNotExistError(f"topic {topic!r} does not exist and auto-creation is off")
+            self._put(config, event="topic_auto_created")
+            return config
+
+    def create_or_update(self, config: TopicConfig) -> TopicConfig:
+        validate_topic_config(config)
+        with self._lock:
+            if self._topics.get(config.name) == config:
+                return config
+            self._put(config, event="topic_updated" if config.name in self._topics else "topic_created")
+        return config
+
+    def delete(self, topic: str) -> bool:
+        with self._lock:
+            if self._topics.pop(topic, None) is None:
+                return False
+            self._changed("topic_deleted", topic)
+        return True
+
+    def _put(self, config: TopicConfig, *, event: str) -> None:
+        self._topics[config.name] = config
+        self._changed(event, config.name)
+
+    def _changed(self, event: str, topic: str) -> None:
+        self.data_version += 1
+        self.persist()
+        log.info("event=%s topic=%s version=%d", event, topic, self.data_version)
+        for callback in self._listeners:
+            callback()
+
+    def persist(self) -> None:
+        with self._lock:
+            table = {name: topic_config_to_json(c) for name, c in self._topics.items()}
+            atomic_write_json(self._path, {"topicConfigTable": table, "dataVersion": self.data_version})
+
+    def __repr__(self) -> str:
+        return f"<TopicManager topics={len(self._topics)} version={self.data_version}>"

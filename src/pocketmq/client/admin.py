@@ -1,0 +1,313 @@
+"""Administration: ``AsyncAdmin`` (asyncio core) and ``Admin`` (synchronous facade).
+
+Topics and subscription groups are created on every master broker of a cluster (the clusters and brokers
+come from the name server's cluster info), as RocketMQ's ``mqadmin updateTopic -c``. Reads (describe, stats)
+ask each broker of the topic's route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
+from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.route_view import MASTER_ID
+from pocketmq.cluster.route import ClusterInfo
+from pocketmq.common.message import MessageQueue
+from pocketmq.common.topic import (DEFAULT_TOPIC, PERM_READ_WRITE, MessageType, group_name_problem,
+                                   topic_name_problem)
+from pocketmq.errors import (BadRequestError, ClientError, IllegalTopicError, RemoteServerError,
+                             SubscriptionGroupNotExistError)
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+
+MAX_QUEUE_NUMS = 1024
+MESSAGE_TYPE_ATTRIBUTE = "message.type"  # RocketMQ 5's TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStatus:
+    topic: str
+    queues: list[QueueStatus]
+    write_queue_count: int
+    read_queue_count: int
+
+    @property
+    def message_count(self) -> int:
+        """Messages still stored: the sum of max - min over the queues."""
+        return sum(q.max_offset - q.min_offset for q in self.queues)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """A subscription group as RocketMQ's SubscriptionGroupConfig names it (the fields PocketMQ uses)."""
+
+    group: str
+    consume_enable: bool = True
+    consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    extra: dict = field(default_factory=dict)  # any other field the broker returned
+
+    def to_json(self) -> dict:
+        return {**self.extra, "groupName": self.group, "consumeEnable": self.consume_enable,
+                "consumeBroadcastEnable": self.consume_broadcast_enable,
+                "consumeMessageOrderly": self.consume_message_orderly, "retryQueueNums": self.retry_queue_nums,
+                "retryMaxTimes": self.retry_max_times, "consumeFromMinEnable": True,
+                "notifyConsumerIdsChangedEnable": True, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "GroupConfig":
+        known = {"groupName", "consumeEnable", "consumeBroadcastEnable", "consumeMessageOrderly", "retryQueueNums",
+                 "retryMaxTimes"}
+        return cls(group=str(obj["groupName"]), consume_enable=bool(obj.get("consumeEnable", True)),
+                   consume_broadcast_enable=bool(obj.get("consumeBroadcastEnable", True)),
+                   consume_message_orderly=bool(obj.get("consumeMessageOrderly", False)),
+                   retry_queue_nums=int(obj.get("retryQueueNums", 1)), retry_max_times=int(obj.get("retryMaxTimes", 16)),
+                   extra={k: v for k, v in obj.items() if k not in known})
+
+
+def topic_attributes(message_type: MessageType) -> str:
+    """RocketMQ 5's attribute string for UPDATE_AND_CREATE_TOPIC (``+key=value``, comma-joined)."""
+    return f"+{MESSAGE_TYPE_ATTRIBUTE}={message_type.value}"
+
+
+class AsyncAdmin:
+    def __init__(self, config: ClientConfig | None = None, *, instance: ClientInstance | None = None):
+        self.config = config or ClientConfig()
+        self._instance = instance
+        self._owns_instance = instance is None
+        self._started = False
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None or not self._started:
+            raise ClientError("admin client is not started")
+        return self._instance
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._owns_instance:
+            self._instance = await acquire_instance(self.config)
+        self._started = True
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        if self._owns_instance:
+            await release_instance(self._instance)  # type: ignore[arg-type]
+            self._instance = None
+
+    async def __aenter__(self) -> "AsyncAdmin":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    # -- cluster --------------------------------------------------------------------------------------------------
+    async def cluster_info(self) -> ClusterInfo:
+        response = await self.instance.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        _expect_success(response)
+        return ClusterInfo.from_json(response.body)
+
+    async def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name -> master address, of ``cluster`` or of every cluster."""
+        info = await self.cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            raise BadRequestError(f"cluster {cluster!r} is unknown to the name server "
+                                  f"(known: {', '.join(sorted(info.cluster_addr_table)) or 'none'})")
+        names = info.cluster_addr_table[cluster] if cluster is not None else list(info.broker_addr_table)
+        masters = {}
+        for name in names:
+            broker = info.broker_addr_table.get(name)
+            addr = broker.broker_addrs.get(MASTER_ID) if broker else None
+            if addr:
+                masters[name] = addr
+        if not masters:
+            raise ClientError(f"no master broker is registered with the name server {self.config.namesrv_addr}")
+        return masters
+
+    async def _on_masters(self, request_factory, cluster: str | None) -> dict[str, RemotingCommand]:
+        masters = await self.master_addrs(cluster)
+        names = sorted(masters)
+        responses = await asyncio.gather(*(self.instance.remoting.invoke(masters[n], request_factory(),
+                                                                         self.config.request_timeout_s)
+                                           for n in names))
+        return dict(zip(names, responses))
+
+    # -- topics ---------------------------------------------------------------------------------------------------
+    async def create_topic(self, topic: str, *, queues: int = 8, message_type: MessageType = MessageType.MIXED,
+                           perm: int = PERM_READ_WRITE, cluster: str | None = None, order: bool = False) -> list[str]:
+        """Create or update ``topic`` on every master of ``cluster`` (every cluster when None); returns the
+        broker names."""
+        _check_topic(topic)
+        if not 1 <= queues <= MAX_QUEUE_NUMS:
+            raise BadRequestError(f"queue count must be in [1, {MAX_QUEUE_NUMS}], got {queues}")
+        fields = {"topic": topic, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": queues, "writeQueueNums": queues,
+                  "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order,
+                  "attributes": topic_attributes(message_type)}
+        responses = await self._on_masters(
+            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster)
+        for response in responses.values():
+            _expect_success(response)
+        return sorted(responses)
+
+    update_topic = create_topic
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        """Delete ``topic`` from every master of the cluster, then from the name server."""
+        _check_topic(topic)
+        responses = await self._on_masters(
+            lambda: RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), cluster)
+        for response in responses.values():
+            _expect_success(response)
+        fields = {"topic": topic} if cluster is None else {"topic": topic, "clusterName": cluster}
+        _expect_success(await self.instance.invoke_namesrv(
+            RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)))
+        return sorted(responses)
+
+    async def list_topics(self) -> list[str]:
+        response = await self.instance.invoke_namesrv(
+            RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        _expect_success(response)
+        return sorted(_json_body(response).get("topicList", []))
+
+    async def describe_topic(self, topic: str) -> TopicStatus:
+        """Per queue min and max offsets, from each broker of the topic's route."""
+        _check_topic(topic)
+        route = await self.instance.route(topic, refresh=True)
+
+        async def status(mq: MessageQueue) -> QueueStatus:
+            fields = {"topic": topic, "queueId": mq.queue_id}
+            min_r, max_r = await asyncio.gather(
+                self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)),
+                self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, fields)))
+            return QueueStatus(mq, _offset_of(min_r), _offset_of(max_r))
+
+        queues = sorted(set(route.read_queues) | set(route.write_queues))
+        statuses = await asyncio.gather(*(status(mq) for mq in queues))
+        return TopicStatus(topic, list(statuses), len(route.write_queues), len(route.read_queues))
+
+    # -- subscription groups ----------------------------------------------------------------------------------------
+    async def create_group(self, group: str, *, cluster: str | None = None, retry_max_times: int = 16,
+                           consume_message_orderly: bool = False) -> list[str]:
+        problem = group_name_problem(group)
+        if problem:
+            raise BadRequestError(problem)
+        body = json.dumps(GroupConfig(group, retry_max_times=retry_max_times,
+                                      consume_message_orderly=consume_message_orderly).to_json()).encode()
+        responses = await self._on_masters(
+            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), cluster)
+        for response in responses.values():
+            _expect_success(response)
+        return sorted(responses)
+
+    async def list_groups(self, *, cluster: str | None = None) -> dict[str, GroupConfig]:
+        """Subscription groups over every master (a group on several brokers is listed once)."""
+        responses = await self._on_masters(
+            lambda: RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), cluster)
+        groups: dict[str, GroupConfig] = {}
+        for response in responses.values():
+            _expect_success(response)
+            for obj in (_json_body(response).get("subscriptionGroupTable") or {}).values():
+                config = GroupConfig.from_json(obj)
+                groups.setdefault(config.group, config)
+        return dict(sorted(groups.items()))
+
+    async def describe_group(self, group: str, *, cluster: str | None = None) -> GroupConfig:
+        groups = await self.list_groups(cluster=cluster)
+        if group not in groups:
+            raise SubscriptionGroupNotExistError(f"subscription group {group!r} does not exist")
+        return groups[group]
+
+    async def consume_stats(self, group: str, topic: str | None = None, *,
+                            cluster: str | None = None) -> dict[str, dict]:
+        """GET_CONSUME_STATS of ``group`` from every master: broker name -> the broker's JSON answer."""
+        fields = {"consumerGroup": group} if topic is None else {"consumerGroup": group, "topic": topic}
+        responses = await self._on_masters(
+            lambda: RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields), cluster)
+        result = {}
+        for name, response in responses.items():
+            _expect_success(response)
+            result[name] = _json_body(response)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<AsyncAdmin namesrv={self.config.namesrv_addr} started={self._started}>"
+
+
+def _check_topic(topic: str) -> None:
+    problem = topic_name_problem(topic)
+    if problem:
+        raise IllegalTopicError(problem)
+
+
+def _expect_success(response: RemotingCommand) -> None:
+    if response.code != ResponseCode.SUCCESS:
+        raise RemoteServerError(response.code, response.remark or "")
+
+
+def _offset_of(response: RemotingCommand) -> int:
+    _expect_success(response)
+    return int(response.ext_fields.get("offset", "0"))
+
+
+def _json_body(response: RemotingCommand) -> dict:
+    if not response.body:
+        return {}
+    try:
+        obj = json.loads(response.body)
+    except ValueError as exc:
+        raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"reply body is not JSON: {exc}") from None
+    return obj if isinstance(obj, dict) else {}
+
+
+class Admin:
+    """The synchronous admin client, run on the process's client loop thread."""
+
+    def __init__(self, config: ClientConfig | None = None):
+        self._loop = client_loop()
+        self.core = AsyncAdmin(config)
+
+    def start(self) -> "Admin":
+        self._loop.run(self.core.start())
+        return self
+
+    def shutdown(self) -> None:
+        self._loop.run(self.core.shutdown())
+
+    def __enter__(self) -> "Admin":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __getattr__(self, name: str):
+        """Every coroutine method of ``AsyncAdmin`` (create_topic, describe_topic ...), run synchronously."""
+        method = getattr(self.core, name)
+        if not asyncio.iscoroutinefunction(method):
+            return method
+
+        def call(*args, **kwargs):
+            return self._loop.run(method(*args, **kwargs))
+
+        call.__name__ = name
+        call.__doc__ = method.__doc__
+        return call
+
+    def __repr__(self) -> str:
+        return f"<Admin {self.core!r}>"

@@ -1,0 +1,324 @@
+"""ClientInstance: what the producers, consumers and admin clients of one process share per name server.
+
+Like RocketMQ's ``MQClientInstance``: one remoting connection pool, one route cache, one heartbeat loop and
+one client id (``ip@instanceName``). Routes of the topics in use are refreshed from the name server every
+``poll_name_server_interval_ms`` and on demand (after a send failure); a broker that leaves every route is
+forgotten and its connection dropped. Every known broker master gets a HEART_BEAT listing this client's
+producer and consumer groups every ``heartbeat_broker_interval_ms``; UNREGISTER_CLIENT goes to each at
+shutdown. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners.
+
+An instance lives on one event loop. ``acquire_instance`` / ``release_instance`` share and reference-count
+instances per (loop, name server, instance name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
+from pocketmq.client.route_view import TopicRouteView, route_view_of
+from pocketmq.cluster.route import TopicRouteData
+from pocketmq.errors import ClientError, RemoteServerError, RemotingError, TopicNotExistError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingClient, RemotingConnection
+from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+
+log = logging.getLogger(__name__)
+
+ConsumerIdsListener = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class ConsumerData:
+    """One consumer group's entry in the heartbeat (RocketMQ's ConsumerData)."""
+
+    group: str
+    consume_type: str = "CONSUME_ACTIVELY"  # pull consumers; push consumers say CONSUME_PASSIVELY
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
+
+    def to_json(self, unit_mode: bool) -> dict:
+        return {
+            "groupName": self.group,
+            "consumeType": self.consume_type,
+            "messageModel": self.message_model,
+            "consumeFromWhere": self.consume_from_where,
+            "subscriptionDataSet": [
+                {"classFilterMode": False, "topic": topic, "subString": expr,
+                 "tagsSet": [t.strip() for t in expr.split("||") if t.strip() and expr.strip() != "*"],
+                 "codeSet": [], "subVersion": 0, "expressionType": "TAG"}
+                for topic, expr in sorted(self.subscriptions.items())
+            ],
+            "unitMode": unit_mode,
+        }
+
+
+class ClientInstance:
+    def __init__(self, config: ClientConfig, *, clock: Clock = SYSTEM_CLOCK):
+        self.config = config
+        self.clock = clock
+        self.client_ip = config.client_ip or local_ipv4()
+        self.client_id = f"{self.client_ip}@{config.instance_name}"
+        self.message_ids = MessageIdGenerator.for_this_process(self.client_ip)
+        self.remoting = RemotingClient(self._serve_request, connect_timeout_s=config.connect_timeout_s)
+        self._routes: dict[str, TopicRouteView] = {}
+        self._route_locks: dict[str, asyncio.Lock] = {}
+        self._broker_addrs: dict[str, str] = {}  # broker name -> master address, over every cached route
+        self._producer_groups: set[str] = set()
+        self._consumers: dict[str, ConsumerData] = {}
+        self._consumer_ids_listeners: list[ConsumerIdsListener] = []
+        self.consumer_ids_changed: dict[str, int] = {}  # group -> notifications received
+        self._namesrv_index = 0
+        self._tasks: list[asyncio.Task] = []
+        self._started = False
+        self._refs = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.poll_name_server_interval_ms, self.refresh_all_routes),
+                                name="pocketmq-route-refresh"),
+            asyncio.create_task(self._every(self.config.heartbeat_broker_interval_ms, self.heartbeat_all),
+                                name="pocketmq-heartbeat"),
+        ]
+        log.info("event=client_instance_started client_id=%s namesrv=%s", self.client_id, self.config.namesrv_addr)
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+        self._tasks = []
+        await self._unregister_everywhere()
+        await self.remoting.close()
+        log.info("event=client_instance_stopped client_id=%s", self.client_id)
+
+    async def _every(self, interval_ms: int, action) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await action()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failed round is retried next interval
+                log.warning("event=periodic_task_failed action=%s error=%s", action.__name__, exc)
+
+    # -- groups ---------------------------------------------------------------------------------------------------
+    def register_producer(self, group: str) -> None:
+        self._producer_groups.add(group)
+
+    def unregister_producer(self, group: str) -> None:
+        self._producer_groups.discard(group)
+
+    def register_consumer(self, data: ConsumerData) -> None:
+        self._consumers[data.group] = data
+
+    def unregister_consumer(self, group: str) -> None:
+        self._consumers.pop(group, None)
+
+    def add_consumer_ids_listener(self, listener: ConsumerIdsListener) -> None:
+        """``listener(group)`` runs on the loop when a broker says the consumers of ``group`` changed."""
+        self._consumer_ids_listeners.append(listener)
+
+    # -- name server and routes ----------------------------------------------------------------------------------
+    async def invoke_namesrv(self, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
+        """Send to the name server that answered last, trying the others in turn when it cannot be reached."""
+        addrs = self.config.namesrv_addrs
+        last_error: Exception | None = None
+        for step in range(len(addrs)):
+            index = (self._namesrv_index + step) % len(addrs)
+            try:
+                response = await self.remoting.invoke(addrs[index], _fresh(request), timeout_s or
+                                                      self.config.request_timeout_s)
+            except RemotingError as exc:
+                last_error = exc
+                continue
+            self._namesrv_index = index
+            return response
+        raise RemotingError(f"name server {self.config.namesrv_addr} unreachable: {last_error}")
+
+    async def fetch_route_data(self, topic: str) -> TopicRouteData:
+        """The name server's route of ``topic``; TopicNotExistError when it has none."""
+        response = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                                     {"topic": topic}))
+        if response.code == ResponseCode.TOPIC_NOT_EXIST or (response.code == ResponseCode.SUCCESS
+                                                             and not response.body):
+            raise TopicNotExistError(f"topic {topic!r} does not exist (no route on the name server)")
+        if response.code != ResponseCode.SUCCESS:
+            raise RemoteServerError(response.code, response.remark or "")
+        return TopicRouteData.from_json(response.body)
+
+    async def route(self, topic: str, *, refresh: bool = False) -> TopicRouteView:
+        """The cached route of ``topic``, fetched when absent or when ``refresh`` is set."""
+        view = self._routes.get(topic)
+        if view is not None and not refresh:
+            return view
+        lock = self._route_locks.setdefault(topic, asyncio.Lock())
+        async with lock:
+            current = self._routes.get(topic)
+            if current is not None and current is not view:
+                return current  # another task refreshed it while we waited
+            return await self._update_route(topic)
+
+    async def _update_route(self, topic: str) -> TopicRouteView:
+        try:
+            data = await self.fetch_route_data(topic)
+        except TopicNotExistError:
+            if self._routes.pop(topic, None) is not None:
+                self._rebuild_broker_table()
+            raise
+        view = route_view_of(topic, data)
+        old = self._routes.get(topic)
+        self._routes[topic] = view
+        if old is None or old.master_addrs != view.master_addrs or old.write_queues != view.write_queues:
+            log.info("event=route_changed topic=%s brokers=%s write_queues=%d", topic, view.broker_names,
+                     len(view.write_queues))
+            new_addrs = set(view.master_addrs.values()) - set(self._broker_addrs.values())
+            self._rebuild_broker_table()
+            if new_addrs and self._has_groups():
+                await asyncio.gather(*(self._heartbeat(addr) for addr in new_addrs), return_exceptions=True)
+        return view
+
+    async def refresh_all_routes(self) -> None:
+        for topic in list(self._routes):
+            try:
+                await self.route(topic, refresh=True)
+            except (RemotingError, RemoteServerError, TopicNotExistError) as exc:
+                log.warning("event=route_refresh_failed topic=%s error=%s", topic, exc)
+
+    def _rebuild_broker_table(self) -> None:
+        table: dict[str, str] = {}
+        for view in self._routes.values():
+            table.update(view.master_addrs)
+        for name, addr in self._broker_addrs.items():
+            if table.get(name) != addr and addr not in table.values():
+                log.info("event=broker_left_routes broker=%s addr=%s", name, addr)
+                self.remoting.drop(addr)
+        self._broker_addrs = table
+
+    def cached_route(self, topic: str) -> TopicRouteView | None:
+        return self._routes.get(topic)
+
+    def broker_addr(self, broker_name: str) -> str:
+        addr = self._broker_addrs.get(broker_name)
+        if addr is None:
+            raise ClientError(f"broker {broker_name!r} is in no route this client knows")
+        return addr
+
+    @property
+    def broker_addrs(self) -> dict[str, str]:
+        return dict(self._broker_addrs)
+
+    # -- brokers ---------------------------------------------------------------------------------------------------
+    async def invoke_broker(self, broker_name: str, request: RemotingCommand,
+                            timeout_s: float | None = None) -> RemotingCommand:
+        return await self.remoting.invoke(self.broker_addr(broker_name), request,
+                                          timeout_s or self.config.request_timeout_s)
+
+    def _has_groups(self) -> bool:
+        return bool(self._producer_groups or self._consumers)
+
+    def heartbeat_body(self) -> bytes:
+        return json.dumps({
+            "clientID": self.client_id,
+            "producerDataSet": [{"groupName": g} for g in sorted(self._producer_groups)],
+            "consumerDataSet": [c.to_json(self.config.unit_mode) for _, c in sorted(self._consumers.items())],
+        }, separators=(",", ":")).encode()
+
+    async def heartbeat_all(self) -> None:
+        if not self._has_groups():
+            return
+        await asyncio.gather(*(self._heartbeat(addr) for addr in set(self._broker_addrs.values())))
+
+    async def _heartbeat(self, addr: str) -> None:
+        try:
+            response = await self.remoting.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT,
+                                                                                body=self.heartbeat_body()),
+                                                  self.config.request_timeout_s)
+            if response.code != ResponseCode.SUCCESS:
+                log.warning("event=heartbeat_rejected addr=%s code=%s remark=%s", addr, response.code,
+                            response.remark)
+        except RemotingError as exc:
+            log.warning("event=heartbeat_failed addr=%s error=%s", addr, exc)
+
+    async def _unregister_everywhere(self) -> None:
+        requests = []
+        for addr in set(self._broker_addrs.values()):
+            for group in sorted(self._producer_groups):
+                requests.append((addr, {"clientID": self.client_id, "producerGroup": group}))
+            for group in sorted(self._consumers):
+                requests.append((addr, {"clientID": self.client_id, "consumerGroup": group}))
+
+        async def unregister(addr: str, fields: dict) -> None:
+            try:
+                await self.remoting.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, fields),
+                                           min(1.0, self.config.request_timeout_s))
+            except RemotingError as exc:
+                log.info("event=unregister_failed addr=%s error=%s", addr, exc)
+
+        await asyncio.gather(*(unregister(addr, fields) for addr, fields in requests))
+
+    # -- server-initiated requests -------------------------------------------------------------------------------
+    async def _serve_request(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            group = request.ext_fields.get("consumerGroup", "")
+            self.consumer_ids_changed[group] = self.consumer_ids_changed.get(group, 0) + 1
+            log.info("event=consumer_ids_changed group=%s from=%s", group, conn.remote_address)
+            for listener in self._consumer_ids_listeners:
+                try:
+                    listener(group)
+                except Exception:
+                    log.exception("event=consumer_ids_listener_failed group=%s", group)
+            return None  # a notification: brokers send it oneway and expect no answer
+        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                remark=f"client does not serve request code {request.code}")
+
+    def __repr__(self) -> str:
+        return (f"<ClientInstance {self.client_id} namesrv={self.config.namesrv_addr} topics={len(self._routes)} "
+                f"brokers={sorted(self._broker_addrs)} refs={self._refs}>")
+
+
+def _fresh(request: RemotingCommand) -> RemotingCommand:
+    """A copy with a new opaque, so that a request tried on a second server is not confused with the first."""
+    return RemotingCommand.request(request.code, request.ext_fields, request.body)
+
+
+_instances: dict[tuple, ClientInstance] = {}
+
+
+async def acquire_instance(config: ClientConfig) -> ClientInstance:
+    """The shared, started instance for ``config`` on the running loop; pair with ``release_instance``."""
+    key = (id(asyncio.get_running_loop()), config.namesrv_addr, config.instance_name, config.client_ip)
+    instance = _instances.get(key)
+    if instance is None:
+        instance = _instances[key] = ClientInstance(config)
+    instance._refs += 1
+    await instance.start()
+    return instance
+
+
+async def release_instance(instance: ClientInstance) -> None:
+    instance._refs -= 1
+    if instance._refs > 0:
+        return
+    for key, value in list(_instances.items()):
+        if value is instance:
+            del _instances[key]
+    await instance.shutdown()

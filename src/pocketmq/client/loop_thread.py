@@ -1,0 +1,68 @@
+"""The background event loop that runs the SDK's async core behind the synchronous facades.
+
+One daemon thread per process runs one asyncio loop; every synchronous ``Producer``, ``PullConsumer`` and
+``Admin`` submits its coroutines there, so they share one ``ClientInstance`` (connections, routes,
+heartbeats) per name server, as RocketMQ's ``MQClientInstance`` is shared per JVM. The loop is created on
+first use and lives as long as the process (forked children get a fresh one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from typing import Awaitable, TypeVar
+
+from pocketmq.errors import RemotingTimeoutError
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop_thread: "LoopThread | None" = None
+
+
+class LoopThread:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._run, name="pocketmq-client-loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and self._pid == os.getpid()
+
+    def run(self, coro: Awaitable[T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for its result; its exception is raised here.
+
+        ``timeout_s`` is a last-resort bound on the wait (the coroutine has its own deadlines); on expiry
+        the coroutine is cancelled.
+        """
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a synchronous PocketMQ call was made on the client loop itself: use the async API")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise RemotingTimeoutError(f"call did not finish within {timeout_s:.1f}s") from None
+        except BaseException:
+            future.cancel()  # KeyboardInterrupt while waiting: do not leave the call running
+            raise
+
+    def __repr__(self) -> str:
+        return f"<LoopThread alive={self.alive}>"
+
+
+def client_loop() -> LoopThread:
+    """The process's client loop thread, started on first use."""
+    global _loop_thread
+    with _lock:
+        if _loop_thread is None or not _loop_thread.alive:
+            _loop_thread = LoopThread()
+        return _loop_thread

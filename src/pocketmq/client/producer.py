@@ -1,0 +1,299 @@
+"""Producers: ``AsyncProducer`` (the asyncio core) and ``Producer`` (its synchronous facade).
+
+A send picks a queue (round robin over every broker's writable queues, or the message group's queue), sends
+SEND_MESSAGE_V2 (one-letter header fields) to that broker's master, and on a retriable failure (connection
+lost, timeout, broker busy, topic or permission gone on that broker) tries again on another broker, up to
+``retry_times_when_send_failed`` more times within one overall deadline, refreshing the route when the error
+says so. A reply of FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a stored message with a
+weaker guarantee: it is a result, not a retry (RocketMQ's ``retryAnotherBrokerWhenNotStoreOK`` false).
+
+Bodies of ``compress_over_bytes`` and more are zlib-compressed (sys_flag bit 0), as 4.x clients do; batches
+are never compressed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import zlib
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
+from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.queue_select import MessageGroupSelector, QueueSelector
+from pocketmq.common import properties as props
+from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
+from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
+from pocketmq.errors import (ClientError, IllegalMessageError, IllegalTopicError, PocketMQError, RemoteServerError,
+                             RemotingError, RemotingTimeoutError)
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import encode_batch
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Where a message (or a batch) was stored.
+
+    ``msg_id`` is the producer's UNIQ_KEY (comma-joined for a batch, as RocketMQ), ``message_ids`` the same as
+    a list; ``offset_msg_id`` the broker's id(s); a batch occupies ``queue_offset .. queue_offset + n - 1``.
+    """
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+    message_ids: tuple[str, ...] = field(default=())
+
+    @property
+    def queue_id(self) -> int:
+        return self.message_queue.queue_id
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerOptions:
+    group: str = DEFAULT_PRODUCER_GROUP
+    retry_times_when_send_failed: int = 2
+    send_timeout_s: float = 3.0
+    compress_over_bytes: int = 4096
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    default_topic_queue_nums: int = 4
+
+    def __post_init__(self) -> None:
+        problem = group_name_problem(self.group)
+        if problem:
+            raise ClientError(f"producer group: {problem}")
+        if self.retry_times_when_send_failed < 0 or self.send_timeout_s <= 0:
+            raise ClientError("retry_times_when_send_failed must be >= 0 and send_timeout_s > 0")
+
+
+class AsyncProducer:
+    """The asyncio producer. ``await start()``, then ``await send(msg)`` from any task of the same loop."""
+
+    def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
+                 selector: QueueSelector | None = None, instance: ClientInstance | None = None):
+        self.config = config or ClientConfig()
+        self.options = options or ProducerOptions()
+        self.selector = selector or MessageGroupSelector()
+        self._instance = instance
+        self._owns_instance = instance is None
+        self._started = False
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None or not self._started:
+            raise ClientError("producer is not started")
+        return self._instance
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._owns_instance:
+            self._instance = await acquire_instance(self.config)
+        self._instance.register_producer(self.options.group)  # type: ignore[union-attr]
+        self._started = True
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._instance.unregister_producer(self.options.group)  # type: ignore[union-attr]
+        if self._owns_instance:
+            await release_instance(self._instance)  # type: ignore[arg-type]
+            self._instance = None
+
+    async def __aenter__(self) -> "AsyncProducer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    # -- sending ------------------------------------------------------------------------------------------------
+    async def send(self, message: Message, *, queue: MessageQueue | None = None,
+                   timeout_s: float | None = None) -> SendResult:
+        """Send one message; with ``queue``, to that queue only (no retry elsewhere)."""
+        instance = self.instance
+        self._check_message(message)
+        if props.UNIQ_KEY not in message.properties:
+            message.properties[props.UNIQ_KEY] = instance.message_ids.next_id(instance.clock.now_ms())
+        body, sys_flag = message.body, 0
+        if len(body) >= self.options.compress_over_bytes:
+            body, sys_flag = zlib.compress(body), SYSFLAG_COMPRESSED
+        properties = props.encode_properties(message.properties)
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return self._request(RequestCode.SEND_MESSAGE_V2, mq, properties, sys_flag, message.flag, body)
+
+        result = await self._send_with_retries(message, build, queue, timeout_s)
+        return result
+
+    async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                         timeout_s: float | None = None) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE; they land consecutively in one queue."""
+        instance = self.instance
+        if not messages:
+            raise IllegalMessageError("a batch needs at least one message")
+        topic = messages[0].topic
+        now_ms = instance.clock.now_ms()
+        for msg in messages:
+            if msg.topic != topic:
+                raise IllegalMessageError(f"a batch holds one topic: {msg.topic!r} differs from {topic!r}")
+            if msg.delay_level > 0:
+                raise IllegalMessageError("delayed messages cannot be sent in a batch")
+            self._check_message(msg)
+            if props.UNIQ_KEY not in msg.properties:
+                msg.properties[props.UNIQ_KEY] = instance.message_ids.next_id(now_ms)
+        body = encode_batch(list(messages))
+        if len(body) > self.options.max_message_bytes:
+            raise IllegalMessageError(f"batch is {len(body)} bytes, over the limit {self.options.max_message_bytes}")
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return self._request(RequestCode.SEND_BATCH_MESSAGE, mq, "", 0, 0, body, batch=True)
+
+        return await self._send_with_retries(messages[0], build, queue, timeout_s,
+                                             uniq_keys=[m.properties[props.UNIQ_KEY] for m in messages])
+
+    def _check_message(self, message: Message) -> None:
+        problem = topic_name_problem(message.topic)
+        if problem:
+            raise IllegalTopicError(problem)
+        if not message.body:
+            raise IllegalMessageError("message body is empty")
+        if len(message.body) > self.options.max_message_bytes:
+            raise IllegalMessageError(f"message body is {len(message.body)} bytes, over the limit "
+                                      f"{self.options.max_message_bytes}")
+
+    def _request(self, code: int, mq: MessageQueue, properties: str, sys_flag: int, flag: int, body: bytes,
+                 batch: bool = False) -> RemotingCommand:
+        fields = {
+            "a": self.options.group, "b": mq.topic, "c": DEFAULT_TOPIC,
+            "d": str(self.options.default_topic_queue_nums), "e": str(mq.queue_id), "f": str(sys_flag),
+            "g": str(self._instance.clock.now_ms()), "h": str(flag), "i": properties,  # type: ignore[union-attr]
+            "j": "0", "k": "false", "m": "true" if batch else "false",
+        }
+        # built directly (not via RemotingCommand.request) to skip re-stringifying every field on the hot path
+        cmd = RemotingCommand.request(code)
+        cmd.ext_fields = fields
+        cmd.body = body
+        return cmd
+
+    async def _send_with_retries(self, message: Message, build, queue: MessageQueue | None,
+                                 timeout_s: float | None, uniq_keys: list[str] | None = None) -> SendResult:
+        instance = self.instance
+        timeout_s = timeout_s or self.options.send_timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        attempts = 1 if queue is not None else 1 + self.options.retry_times_when_send_failed
+        failed_brokers: set[str] = set()
+        last_error: PocketMQError | None = None
+        for attempt in range(attempts):
+            remaining_s = deadline - loop.time()
+            if remaining_s <= 0:
+                break
+            try:
+                mq = queue
+                if mq is None:
+                    route = await instance.route(message.topic, refresh=_needs_route_refresh(last_error))
+                    if not route.write_queues:
+                        raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
+                    mq = self.selector.select(route.write_queues, message, frozenset(failed_brokers))
+                addr = instance.broker_addr(mq.broker_name)
+                response = await instance.remoting.invoke(addr, build(mq), remaining_s)
+                return self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
+            except (RemotingError, RemoteServerError) as exc:
+                if not exc.retriable:
+                    raise
+                last_error = exc
+                if mq is not None:
+                    failed_brokers.add(mq.broker_name)
+                log.info("event=send_failed topic=%s broker=%s attempt=%d error=%s", message.topic,
+                         mq.broker_name if mq else None, attempt + 1, exc)
+        if last_error is None:
+            raise RemotingTimeoutError(f"send to topic {message.topic!r} timed out after {timeout_s:.1f}s")
+        raise last_error
+
+    def _result(self, response: RemotingCommand, mq: MessageQueue, uniq_keys: list[str]) -> SendResult:
+        status = _STATUS_BY_CODE.get(response.code)
+        if status is None:
+            raise RemoteServerError(response.code, response.remark or "")
+        fields = response.ext_fields
+        try:
+            queue_offset = int(fields["queueOffset"])
+            queue_id = int(fields.get("queueId", mq.queue_id))
+        except (KeyError, ValueError):
+            raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"send reply lacks queueOffset: {fields}") from None
+        if queue_id != mq.queue_id:
+            mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
+        return SendResult(status=status, msg_id=",".join(uniq_keys), offset_msg_id=fields.get("msgId", ""),
+                          message_queue=mq, queue_offset=queue_offset, message_ids=tuple(uniq_keys))
+
+    def __repr__(self) -> str:
+        return f"<AsyncProducer group={self.options.group} started={self._started}>"
+
+
+def _needs_route_refresh(error: PocketMQError | None) -> bool:
+    if error is None:
+        return False
+    return error.refresh_route or error.response_code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION)
+
+
+class Producer:
+    """The synchronous producer: the same API as ``AsyncProducer`` run on the process's client loop thread.
+
+    >>> with Producer(ClientConfig(namesrv_addr="127.0.0.1:9876")) as producer:
+    ...     result = producer.send(Message.create("orders", b"hello", tags="created"))
+    """
+
+    def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
+                 selector: QueueSelector | None = None):
+        self._loop = client_loop()
+        self.core = AsyncProducer(config, options, selector=selector)
+
+    def start(self) -> "Producer":
+        self._loop.run(self.core.start())
+        return self
+
+    def shutdown(self) -> None:
+        self._loop.run(self.core.shutdown())
+
+    def __enter__(self) -> "Producer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None
+             ) -> SendResult:
+        return self._loop.run(self.core.send(message, queue=queue, timeout_s=timeout_s))
+
+    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                   timeout_s: float | None = None) -> SendResult:
+        return self._loop.run(self.core.send_batch(messages, queue=queue, timeout_s=timeout_s))
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.core!r}>"

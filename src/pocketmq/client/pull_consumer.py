@@ -1,0 +1,305 @@
+"""Pull consumers: ``AsyncPullConsumer`` (asyncio core) and ``PullConsumer`` (synchronous facade).
+
+The caller owns the position: it lists a topic's queues, assigns itself some, pulls from an offset it chooses
+and commits the offsets it is done with (stored on the queue's broker under the consumer group). This is what
+the Spark connector and ``pocketmq tail`` need: explicit queues, no rebalancing.
+
+Messages come back decoded (``MessageExt``) with zlib-compressed bodies already inflated. The broker filters
+by tag hash; the client filters again by the tag itself, as RocketMQ clients do, so a hash collision never
+delivers a message of another tag.
+"""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
+from pocketmq.client.loop_thread import client_loop
+from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
+from pocketmq.common.topic import group_name_problem, topic_name_problem
+from pocketmq.errors import BadRequestError, ClientError, IllegalTopicError, RemoteServerError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import decode_records
+
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+MAX_PULL_COUNT = 1024
+
+# PULL_MESSAGE sysFlag bits (RocketMQ PullSysFlag)
+_PULL_COMMIT_OFFSET = 0x1
+_PULL_SUSPEND = 0x2
+_PULL_SUBSCRIPTION = 0x4
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """``next_begin_offset`` is where the next pull of this queue starts, whatever the status."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+def parse_tag_expression(expression: str) -> frozenset[str] | None:
+    """The tags of ``a || b``; None for ``*`` or blank (everything)."""
+    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+    return None if not tags or "*" in tags else tags
+
+
+def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | None) -> PullResult:
+    """Decode a PULL_MESSAGE reply: records, inflated bodies, the client-side tag filter."""
+    status = _STATUS_BY_CODE.get(response.code)
+    if status is None:
+        raise RemoteServerError(response.code, response.remark or "")
+    fields = response.ext_fields
+    try:
+        next_begin, min_offset, max_offset = (int(fields["nextBeginOffset"]), int(fields["minOffset"]),
+                                              int(fields["maxOffset"]))
+    except (KeyError, ValueError):
+        raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"pull reply lacks offsets: {fields}") from None
+    messages: list[MessageExt] = []
+    if status is PullStatus.FOUND:
+        for msg in decode_records(response.body):
+            if msg.sys_flag & SYSFLAG_COMPRESSED:
+                msg.body = zlib.decompress(msg.body)
+                msg.sys_flag &= ~SYSFLAG_COMPRESSED
+            if tags is None or msg.tags in tags:
+                messages.append(msg)
+        if not messages:
+            status = PullStatus.NO_MATCHED_MSG
+    return PullResult(status, next_begin, min_offset, max_offset, messages)
+
+
+class AsyncPullConsumer:
+    """The asyncio pull consumer of one consumer group."""
+
+    def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, config: ClientConfig | None = None, *,
+                 instance: ClientInstance | None = None):
+        problem = group_name_problem(group)
+        if problem:
+            raise ClientError(f"consumer group: {problem}")
+        self.group = group
+        self.config = config or ClientConfig()
+        self._instance = instance
+        self._owns_instance = instance is None
+        self._assigned: tuple[MessageQueue, ...] = ()
+        self._started = False
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None or not self._started:
+            raise ClientError("pull consumer is not started")
+        return self._instance
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._owns_instance:
+            self._instance = await acquire_instance(self.config)
+        self._started = True
+        self._register()
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._instance.unregister_consumer(self.group)  # type: ignore[union-attr]
+        if self._owns_instance:
+            await release_instance(self._instance)  # type: ignore[arg-type]
+            self._instance = None
+
+    async def __aenter__(self) -> "AsyncPullConsumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    def _register(self) -> None:
+        subscriptions = {mq.topic: "*" for mq in self._assigned}
+        self.instance.register_consumer(ConsumerData(self.group, subscriptions=subscriptions))
+
+    # -- queues ---------------------------------------------------------------------------------------------------
+    async def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` from a fresh route; TopicNotExistError when it has none."""
+        _check_topic(topic)
+        route = await self.instance.route(topic, refresh=True)
+        return list(route.read_queues)
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        self._assigned = tuple(sorted(set(queues)))
+        self._register()
+
+    @property
+    def assignment(self) -> tuple[MessageQueue, ...]:
+        return self._assigned
+
+    # -- pulling --------------------------------------------------------------------------------------------------
+    async def pull(self, queue: MessageQueue, queue_offset: int, max_count: int = 32, *, tag_expression: str = "*",
+                   timeout_s: float | None = None, long_poll_ms: int = 0) -> PullResult:
+        """Up to ``max_count`` messages of ``queue`` from ``queue_offset``; with ``long_poll_ms`` the broker
+        holds the request until a message arrives or that time passes."""
+        if not 1 <= max_count <= MAX_PULL_COUNT:
+            raise BadRequestError(f"max_count must be in [1, {MAX_PULL_COUNT}], got {max_count}")
+        if queue_offset < 0 or long_poll_ms < 0:
+            raise BadRequestError("queue_offset and long_poll_ms must not be negative")
+        tags = parse_tag_expression(tag_expression)
+        sys_flag = _PULL_SUBSCRIPTION | (_PULL_SUSPEND if long_poll_ms else 0)
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
+            "queueOffset": queue_offset, "maxMsgNums": max_count, "sysFlag": sys_flag, "commitOffset": 0,
+            "suspendTimeoutMillis": long_poll_ms, "subscription": tag_expression.strip() or "*",
+            "subVersion": self.instance.clock.now_ms(), "expressionType": "TAG",
+        })
+        timeout_s = timeout_s or (long_poll_ms / 1000 + self.config.request_timeout_s)
+        response = await self._invoke(queue, request, timeout_s)
+        return pull_result_from_response(response, tags)
+
+    # -- offsets --------------------------------------------------------------------------------------------------
+    async def commit(self, queue: MessageQueue, queue_offset: int) -> None:
+        """Store ``queue_offset`` (the next offset to consume) for this group on the queue's broker."""
+        if queue_offset < 0:
+            raise BadRequestError("a committed offset is never negative")
+        response = await self._invoke(queue, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
+            "commitOffset": queue_offset}))
+        _expect_success(response)
+
+    async def committed(self, queue: MessageQueue) -> int | None:
+        """This group's committed offset of ``queue``, or None when it never committed one."""
+        response = await self._invoke(queue, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id}))
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return _offset_of(response)
+
+    async def min_offset(self, queue: MessageQueue) -> int:
+        return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue)
+
+    async def max_offset(self, queue: MessageQueue) -> int:
+        """One past the last message's queue offset (the offset the next message will get)."""
+        return await self._offset_query(RequestCode.GET_MAX_OFFSET, queue)
+
+    async def offset_for_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms``."""
+        return await self._offset_query(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=timestamp_ms)
+
+    async def _offset_query(self, code: int, queue: MessageQueue, **extra) -> int:
+        response = await self._invoke(queue, RemotingCommand.request(code, {
+            "topic": queue.topic, "queueId": queue.queue_id, **extra}))
+        return _offset_of(response)
+
+    async def _invoke(self, queue: MessageQueue, request: RemotingCommand,
+                      timeout_s: float | None = None) -> RemotingCommand:
+        instance = self.instance
+        if queue.broker_name not in instance.broker_addrs:
+            await instance.route(queue.topic, refresh=True)  # a queue from elsewhere, or a broker that moved
+        return await instance.invoke_broker(queue.broker_name, request, timeout_s)
+
+    def __repr__(self) -> str:
+        return f"<AsyncPullConsumer group={self.group} assigned={len(self._assigned)} started={self._started}>"
+
+
+def _check_topic(topic: str) -> None:
+    problem = topic_name_problem(topic)
+    if problem:
+        raise IllegalTopicError(problem)
+
+
+def _expect_success(response: RemotingCommand) -> None:
+    if response.code != ResponseCode.SUCCESS:
+        raise RemoteServerError(response.code, response.remark or "")
+
+
+def _offset_of(response: RemotingCommand) -> int:
+    _expect_success(response)
+    try:
+        return int(response.ext_fields["offset"])
+    except (KeyError, ValueError):
+        raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"reply lacks an offset: {response.ext_fields}") from None
+
+
+class PullConsumer:
+    """The synchronous pull consumer: ``AsyncPullConsumer`` run on the process's client loop thread.
+
+    >>> with PullConsumer("my-group") as consumer:
+    ...     queue = consumer.fetch_queues("orders")[0]
+    ...     result = consumer.pull(queue, consumer.committed(queue) or 0)
+    """
+
+    def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, config: ClientConfig | None = None):
+        self._loop = client_loop()
+        self.core = AsyncPullConsumer(group, config)
+
+    def start(self) -> "PullConsumer":
+        self._loop.run(self.core.start())
+        return self
+
+    def shutdown(self) -> None:
+        self._loop.run(self.core.shutdown())
+
+    def __enter__(self) -> "PullConsumer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        return self._loop.run(self.core.fetch_queues(topic))
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        queues = list(queues)
+        self._loop.run(_call(self.core.assign, queues))
+
+    @property
+    def assignment(self) -> tuple[MessageQueue, ...]:
+        return self.core.assignment
+
+    def pull(self, queue: MessageQueue, queue_offset: int, max_count: int = 32, *, tag_expression: str = "*",
+             timeout_s: float | None = None, long_poll_ms: int = 0) -> PullResult:
+        return self._loop.run(self.core.pull(queue, queue_offset, max_count, tag_expression=tag_expression,
+                                             timeout_s=timeout_s, long_poll_ms=long_poll_ms))
+
+    def commit(self, queue: MessageQueue, queue_offset: int) -> None:
+        self._loop.run(self.core.commit(queue, queue_offset))
+
+    def committed(self, queue: MessageQueue) -> int | None:
+        return self._loop.run(self.core.committed(queue))
+
+    def min_offset(self, queue: MessageQueue) -> int:
+        return self._loop.run(self.core.min_offset(queue))
+
+    def max_offset(self, queue: MessageQueue) -> int:
+        return self._loop.run(self.core.max_offset(queue))
+
+    def offset_for_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        return self._loop.run(self.core.offset_for_timestamp(queue, timestamp_ms))
+
+    def __repr__(self) -> str:
+        return f"<PullConsumer {self.core!r}>"
+
+
+async def _call(func, *args):
+    """Run a plain function on the client loop (the instance's state belongs to that loop's thread)."""
+    return func(*args)

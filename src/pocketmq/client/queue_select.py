@@ -1,0 +1,81 @@
+"""Which queue a message goes to: pure functions of the topic's writable queues and the message.
+
+- **Round robin** over the writable queues of every broker in the route. Queues are interleaved by broker
+  (``a/0, b/0, a/1, b/1 ...``) so that consecutive sends alternate brokers. A retry avoids the brokers that
+  already failed for this message (RocketMQ's ``selectOneMessageQueue(lastBrokerName)``), falling back to any
+  queue when every broker failed.
+- **Message group** (``__SHARDINGKEY``): the queue at ``java_string_hash(group) mod len(queues)``, the
+  placement RocketMQ's ``SelectMessageQueueByHash`` gives, so the same group lands on the same queue in every
+  process (Python's ``hash()`` is salted per process and is never used). A retry of a group message stays on
+  that queue, as RocketMQ 5 clients do for FIFO messages: moving it would break the group's order.
+
+Selectors take the failed brokers as input so that the retries issue can add latency-based fault avoidance
+as one more set of brokers to avoid.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Iterable, Protocol, Sequence
+
+from pocketmq.common.message import Message, MessageQueue
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode()`` (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def interleave_by_broker(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
+    """``a/0, b/0, a/1, b/1, a/2 ...``: brokers sorted by name, queue ids ascending within each broker."""
+    by_broker: dict[str, list[MessageQueue]] = {}
+    for mq in sorted(queues):
+        by_broker.setdefault(mq.broker_name, []).append(mq)
+    columns = [by_broker[name] for name in sorted(by_broker)]
+    return [mq for row in itertools.zip_longest(*columns) for mq in row if mq is not None]
+
+
+class QueueSelector(Protocol):
+    def select(self, queues: Sequence[MessageQueue], message: Message,
+               avoid_brokers: frozenset[str]) -> MessageQueue:
+        """One of ``queues`` (non-empty) for ``message``; prefer queues not on ``avoid_brokers``."""
+
+
+class RoundRobinSelector:
+    """Round robin over the queues, skipping brokers to avoid. Safe to share between tasks and threads."""
+
+    def __init__(self, start: int | None = None):
+        self._counter = itertools.count(random.randrange(1 << 16) if start is None else start)
+
+    def select(self, queues: Sequence[MessageQueue], message: Message,
+               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+        if not queues:
+            raise ValueError("no queue to select from")
+        index = next(self._counter)
+        if avoid_brokers:
+            for step in range(len(queues)):
+                mq = queues[(index + step) % len(queues)]
+                if mq.broker_name not in avoid_brokers:
+                    return mq
+        return queues[index % len(queues)]
+
+
+class MessageGroupSelector:
+    """The queue of the message's group; messages without a group fall back to round robin."""
+
+    def __init__(self, fallback: QueueSelector | None = None):
+        self._fallback = fallback or RoundRobinSelector()
+
+    def select(self, queues: Sequence[MessageQueue], message: Message,
+               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+        group = message.message_group
+        if group is None:
+            return self._fallback.select(queues, message, avoid_brokers)
+        if not queues:
+            raise ValueError("no queue to select from")
+        return queues[abs(java_string_hash(group)) % len(queues)]

@@ -1,0 +1,265 @@
+"""Batch and streaming readers of the ``pocketmq`` data source.
+
+Driver side (``partitions``, ``latestOffset``, ``commit``): discover the subscribed queues, fetch their
+bounds, and let ``planning`` decide. Executor side (``read``): pull one partition's offset ranges with the
+process's cached client and yield Arrow record batches. ``read`` runs on another reader instance than the
+driver's (Spark builds it once at planning and pickles it), so everything it needs travels in the
+``QueueRangePartition``; the driver's later state is invisible to it.
+
+Progress lives only in Spark's checkpoint: offsets are end-exclusive positions (``offsets.py``), and
+``commit`` only mirrors them to a consumer group when ``commitToGroup`` asks for it, for monitoring.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
+                                              SupportsTriggerAvailableNow)
+
+from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.spark.clients import QueueClient, client_for
+from pocketmq.spark.offsets import (EARLIEST, LATEST, OffsetSpec, QueueBounds, QueueId, from_offset_json,
+                                    resolve_spec, to_offset_json, unknown_queues)
+from pocketmq.spark.options import OptionError, SourceOptions, parse_source_options
+from pocketmq.spark.planning import (DataLoss, OffsetRange, TriggerLimits, clip_to_bounds, next_offsets,
+                                     ranges_between, split_ranges)
+from pocketmq.spark.schema import messages_to_batch
+
+log = logging.getLogger(__name__)
+
+MAX_PULLS_WITHOUT_PROGRESS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSettings:
+    """What an executor needs to read a range (picklable, no client in it)."""
+
+    namesrv: str
+    tags: str
+    include_properties: bool
+    fail_on_data_loss: bool
+    pull_batch_size: int
+    pull_timeout_ms: int
+
+    @classmethod
+    def of(cls, options: SourceOptions) -> "ReadSettings":
+        return cls(options.namesrv, options.tags, options.include_properties, options.fail_on_data_loss,
+                   options.pull_batch_size, options.pull_timeout_ms)
+
+
+class QueueRangePartition(InputPartition):
+    """One Spark task: offset ranges of queues, and how to read them."""
+
+    def __init__(self, ranges: tuple[OffsetRange, ...], settings: ReadSettings):
+        super().__init__(None)
+        self.ranges = ranges
+        self.settings = settings
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{r.queue}[{r.start_offset},{r.end_offset})" for r in self.ranges)
+        return f"<QueueRangePartition {shown}>"
+
+
+def read_partition(partition: QueueRangePartition) -> Iterator[pa.RecordBatch]:
+    client = client_for(partition.settings.namesrv)
+    for offset_range in partition.ranges:
+        yield from read_range(client, offset_range, partition.settings)
+
+
+def read_range(client: QueueClient, offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+    """Pull ``[start, end)`` of one queue. Offsets that retention removed (or a reset queue) are a data
+    loss: an error when ``fail_on_data_loss``, else skipped and logged with their count."""
+    queue = offset_range.queue
+    current, loss = clip_to_bounds(offset_range, client.bounds([queue])[queue], settings.fail_on_data_loss)
+    _log_loss(loss, where="read")
+    offset, end = current.start_offset, current.end_offset
+    stalled = 0
+    while offset < end:
+        pulled = client.pull(queue, offset, min(settings.pull_batch_size, end - offset), settings.tags,
+                             settings.pull_timeout_ms)
+        if pulled.next_offset <= offset or pulled.offset_moved:
+            # The queue moved under us (retention ran since we checked): judge again from here.
+            stalled += 1
+            remaining, loss = clip_to_bounds(OffsetRange(queue, offset, end), client.bounds([queue])[queue],
+                                             settings.fail_on_data_loss)
+            _log_loss(loss, where="read")
+            if remaining.start_offset != offset or remaining.end_offset != end:
+                offset, end, stalled = remaining.start_offset, remaining.end_offset, 0
+                continue
+            if stalled >= MAX_PULLS_WITHOUT_PROGRESS:
+                raise RuntimeError(f"pocketmq: no progress pulling {queue} at offset {offset} (end {end}): "
+                                   f"the broker answered {pulled.status} {stalled} times")
+            continue
+        stalled = 0
+        messages = [m for m in pulled.messages if offset <= m.queue_offset < end]
+        if messages:
+            yield messages_to_batch(queue.topic, queue.broker, messages,
+                                    include_properties=settings.include_properties)
+        offset = pulled.next_offset
+
+
+def _log_loss(loss: DataLoss | None, *, where: str) -> None:
+    if loss is not None:
+        log.warning("event=data_loss where=%s queue=%s requested_offset=%d min_offset=%d max_offset=%d lost=%s "
+                    "detail=%r", where, loss.queue, loss.requested_offset, loss.bounds.min_offset,
+                    loss.bounds.max_offset, "unknown" if loss.lost is None else loss.lost, loss.describe())
+
+
+class QueueCatalog:
+    """The driver's view of the subscribed queues (topics are re-discovered on every call)."""
+
+    def __init__(self, options: SourceOptions, client: QueueClient):
+        self.options = options
+        self.client = client
+
+    def topics(self) -> list[str]:
+        if self.options.topic_pattern is None:
+            return list(self.options.topics)
+        return sorted(t for t in self.client.topic_names() if self.options.subscribes(t))
+
+    def check_at_start(self) -> None:
+        """Fail the query at start on topics or queues that do not exist, naming the option."""
+        if self.options.topic_pattern is None:
+            existing = self.client.topic_names()
+            missing = [t for t in self.options.topics if t not in existing]
+            if missing:
+                option = "topic"
+                raise OptionError(option, f"topic(s) {', '.join(missing)} do not exist on the cluster of "
+                                          f"{self.options.namesrv}")
+        queues = self.queues()
+        for option, spec in (("startingOffsets", self.options.starting), ("endingOffsets", self.options.ending)):
+            if unknown := unknown_queues(spec, queues):
+                raise OptionError(option, f"names queue(s) the topics do not have: "
+                                          f"{', '.join(str(q) for q in unknown)}")
+
+    def queues(self) -> list[QueueId]:
+        return sorted(q for topic in self.topics() for q in self.client.queues(topic))
+
+    def positions(self, spec: OffsetSpec, queues: list[QueueId], bounds: dict[QueueId, QueueBounds], *,
+                  unnamed: int) -> dict[QueueId, int]:
+        timestamp_offsets = None
+        if spec.kind == "timestamp":
+            timestamp_offsets = self.client.offsets_for_timestamp(queues, spec.timestamp_ms)
+        return resolve_spec(spec, queues, bounds, unnamed=unnamed, timestamp_offsets=timestamp_offsets)
+
+
+def make_partitions(ranges: list[OffsetRange], options: SourceOptions) -> list[QueueRangePartition]:
+    settings = ReadSettings.of(options)
+    return [QueueRangePartition((r,), settings) for r in split_ranges(ranges, options.min_partitions)]
+
+
+class PocketBatchReader(DataSourceReader):
+    """``spark.read.format("pocketmq")``: everything between startingOffsets and endingOffsets, resolved
+    when the query is planned."""
+
+    def __init__(self, raw_options: dict[str, str]):
+        self.options = parse_source_options(raw_options, streaming=False)
+        self._catalog = QueueCatalog(self.options, client_for(self.options.namesrv))
+        self._catalog.check_at_start()
+
+    def partitions(self) -> list[InputPartition]:
+        queues = self._catalog.queues()
+        bounds = self._catalog.client.bounds(queues)
+        start = self._catalog.positions(self.options.starting, queues, bounds, unnamed=EARLIEST)
+        end = self._catalog.positions(self.options.ending, queues, bounds, unnamed=LATEST)
+        ranges = []
+        for queue in queues:
+            wanted = OffsetRange(queue, start[queue], end[queue])
+            if wanted.size:
+                clipped, loss = clip_to_bounds(wanted, bounds[queue], self.options.fail_on_data_loss)
+                _log_loss(loss, where="plan")
+                if clipped.size:
+                    ranges.append(clipped)
+        partitions = make_partitions(ranges, self.options)
+        log.info("event=batch_planned topics=%s queues=%d offsets=%d partitions=%d", self._catalog.topics(),
+                 len(queues), sum(r.size for r in ranges), len(partitions))
+        # Spark wants at least one partition; an empty one reads nothing.
+        return partitions or [QueueRangePartition((), ReadSettings.of(self.options))]
+
+    def read(self, partition: QueueRangePartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition)
+
+
+class PocketStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("pocketmq")``: micro-batches of queue offset ranges, exactly once with
+    Spark's checkpoint (see planning.py for how the first batch positions the queues)."""
+
+    def __init__(self, raw_options: dict[str, str], clock: Clock = SYSTEM_CLOCK):
+        self.options = parse_source_options(raw_options, streaming=True)
+        self._catalog = QueueCatalog(self.options, client_for(self.options.namesrv))
+        self._catalog.check_at_start()
+        self._clock = clock
+        self._last_trigger_ms = clock.now_ms()
+        self._target: dict[QueueId, int] | None = None  # Trigger.AvailableNow: where to stop
+        self._latest_seen: dict | None = None
+
+    def initialOffset(self) -> dict:
+        return {}  # nothing positioned yet: the first batch positions every queue
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        queues = self._catalog.queues()
+        self._target = {q: b.max_offset for q, b in self._catalog.client.bounds(queues).items()}
+        log.info("event=available_now_target queues=%d offsets=%s", len(self._target), to_offset_json(self._target))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start_positions = from_offset_json(start)
+        queues = self._catalog.queues()
+        bounds = self._catalog.client.bounds(queues)
+        self._latest_seen = to_offset_json({q: b.max_offset for q, b in bounds.items()})
+        new_queues = [q for q in queues if q not in start_positions]
+        # The first batch positions by startingOffsets; queues that appear later start at their earliest.
+        spec = self.options.starting if not start_positions else OffsetSpec("earliest")
+        new_positions = self._catalog.positions(spec, new_queues, bounds, unnamed=EARLIEST) if new_queues else {}
+        now_ms = self._clock.now_ms()
+        result = next_offsets(start_positions, bounds, new_positions, self._limits(limit),
+                              last_trigger_ms=self._last_trigger_ms, now_ms=now_ms,
+                              fail_on_data_loss=self.options.fail_on_data_loss, target=self._target)
+        for loss in result.losses:
+            _log_loss(loss, where="plan")
+        if result.rows:
+            self._last_trigger_ms = now_ms
+        if result.positioned or result.rows:
+            log.info("event=batch_offsets rows=%d positioned=%d waiting=%s", result.rows, result.positioned,
+                     result.waiting)
+        return to_offset_json(result.end)
+
+    def _limits(self, limit: ReadLimit) -> TriggerLimits:
+        if isinstance(limit, ReadAllAvailable):
+            return TriggerLimits()  # Spark asks for everything (Trigger.Once): options do not apply
+        # Spark passes one limit (the default one); the other option still applies. AvailableNow never waits.
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
+        return TriggerLimits(max_rows=max_rows, min_rows=None if self._target is not None else min_rows,
+                             max_trigger_delay_ms=self.options.max_trigger_delay_ms)
+
+    def reportLatestOffset(self) -> dict | None:
+        """The queue ends seen by the last ``latestOffset`` (shown in the query's progress)."""
+        return self._latest_seen
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        ranges = ranges_between(from_offset_json(start), from_offset_json(end))
+        return make_partitions(ranges, self.options)
+
+    def read(self, partition: QueueRangePartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        if self.options.commit_to_group is None:
+            return
+        positions = from_offset_json(end)
+        try:
+            self._catalog.client.commit_group(self.options.commit_to_group, positions)
+        except Exception as exc:  # monitoring only: the checkpoint holds the truth, never fail the query
+            log.warning("event=commit_to_group_failed group=%s error=%s", self.options.commit_to_group, exc)

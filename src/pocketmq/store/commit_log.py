@@ -1,0 +1,351 @@
+"""The commit log: every record of every queue, back to back, in fixed-size segment files.
+
+Byte layout (big-endian). The log is a sequence of *frames*; a frame never crosses a segment boundary::
+
+    record frame   int32 frame_size (> 0)   uint32 crc32c(record)   record (RocketMQ 4.x layout, frame_size - 8 bytes)
+    blank frame    int32 -frame_size (< 0)  uint32 BLANK_MARK       zeros (frame_size - 8 bytes)
+    end of data    int32 0                  (a segment is preallocated with zeros)
+
+- A message's ``phys_offset`` is the log position of its frame; the 4.x record starts 8 bytes later, and its
+  own ``phys_offset`` field holds the frame position (checked by validation). The record's first field
+  (total size) equals ``frame_size - 8``.
+- A frame that does not fit in the rest of the segment is preceded by a blank frame that fills the segment,
+  and goes at the start of the next segment. If fewer than 8 bytes (one frame header) would remain after a
+  frame, the write position moves to the next segment at once and readers skip such a tail.
+- A blank frame also pads the start of a replica's first segment up to the master's offset it began at.
+
+Validation (recovery, replication): size in range, crc32c of the record, record magic, the record's total
+size and phys offset fields. The valid log is the longest prefix of valid frames; ``truncate(phys_offset)``
+cuts it there (the rest of the segment zeroed, later segments deleted).
+
+Crash behaviour: frames reach the page cache with one ``pwrite`` per append batch and segment, so a process
+crash loses nothing written; a power loss keeps what ``flush()`` covered. Recovery finds the valid prefix.
+
+Thread safety: single writer on the event loop (append, truncate, delete). ``flush_segments()`` runs in a
+worker thread on a list taken by ``take_dirty()`` on the loop; reads run on the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from crc32c import crc32c
+
+from pocketmq.errors import StoreError
+from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, STORE_TIMESTAMP_POS, record_size
+from pocketmq.store.segment import Segment, list_segment_bases
+
+log = logging.getLogger(__name__)
+
+FRAME_HEADER = struct.Struct(">iI")
+FRAME_HEADER_SIZE = FRAME_HEADER.size  # 8
+BLANK_MARK = 0xB1A4CF11
+MIN_RECORD_SIZE = record_size(0, 0, 0)
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_RECORD_CHECK = struct.Struct(">ii")  # total_size, magic
+
+
+def frame_size_for(record_len: int) -> int:
+    return FRAME_HEADER_SIZE + record_len
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One valid frame found by a scan: ``record`` is None for a blank frame."""
+
+    phys_offset: int
+    size: int
+    record: bytes | None
+
+
+class CommitLog:
+    """The segments of the commit log and the write position ``max_phys_offset``."""
+
+    def __init__(self, folder: Path, segment_bytes: int):
+        if segment_bytes < 64 * 1024 and segment_bytes < 4096:
+            raise StoreError(f"commit log segment of {segment_bytes} bytes is too small")
+        self.folder = Path(folder)
+        self.segment_bytes = segment_bytes
+        self.segments: list[Segment] = []
+        self.max_phys_offset = 0  # where the next frame goes
+        self._dirty: dict[int, Segment] = {}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for base in list_segment_bases(self.folder):
+            if base % segment_bytes:
+                raise StoreError(f"commit log file {base} is not aligned to the segment size {segment_bytes}")
+            self.segments.append(Segment(self.folder, base, segment_bytes))
+        for prev, nxt in zip(self.segments, self.segments[1:]):
+            if nxt.base_offset != prev.end_offset:
+                raise StoreError(f"commit log has a hole between {prev} and {nxt}")
+        self.max_phys_offset = self.segments[0].base_offset if self.segments else 0
+
+    # ---- positions -------------------------------------------------------------------------------------
+
+    @property
+    def min_phys_offset(self) -> int:
+        return self.segments[0].base_offset if self.segments else self.max_phys_offset
+
+    def segment_for(self, phys_offset: int) -> Segment | None:
+        if not self.segments:
+            return None
+        index = (phys_offset - self.segments[0].base_offset) // self.segment_bytes
+        if 0 <= index < len(self.segments):
+            return self.segments[index]
+        return None
+
+    def _next_position(self, phys_offset: int) -> int:
+        """Normalise a write/read position: a segment tail shorter than a frame header is skipped."""
+        rel = phys_offset % self.segment_bytes
+        if rel and self.segment_bytes - rel < FRAME_HEADER_SIZE:
+            return phys_offset - rel + self.segment_bytes
+        return phys_offset
+
+    # ---- writing ---------------------------------------------------------------------------------------
+
+    def fits(self, record_len: int) -> bool:
+        return frame_size_for(record_len) <= self.segment_bytes
+
+    def append(self, records: list[bytearray]) -> list[int]:
+        """Append records (4.x layout; their phys offset field is filled in here) and return their phys
+        offsets. One ``pwrite`` per segment touched. Every record must satisfy ``fits``."""
+        offsets = []
+        pos = self.max_phys_offset
+        seg_end = pos - pos % self.segment_bytes + self.segment_bytes
+        chunk_start = pos
+        chunk = bytearray()
+        for record in records:
+            frame_len = FRAME_HEADER_SIZE + len(record)
+            if pos + frame_len > seg_end:
+                blank = seg_end - pos
+                chunk += FRAME_HEADER.pack(-blank, BLANK_MARK)
+                chunk += bytes(blank - FRAME_HEADER_SIZE)
+                self._write(chunk_start, chunk)
+                pos = chunk_start = seg_end
+                seg_end += self.segment_bytes
+                chunk = bytearray()
+            _I64.pack_into(record, PHYS_OFFSET_POS, pos)
+            chunk += FRAME_HEADER.pack(frame_len, crc32c(record))
+            chunk += record
+            offsets.append(pos)
+            pos += frame_len
+            if seg_end - pos < FRAME_HEADER_SIZE:
+                pos = seg_end
+        if chunk:
+            self._write(chunk_start, chunk)
+        self.max_phys_offset = pos
+        return offsets
+
+    def append_frames(self, phys_offset: int, data: bytes) -> list[Frame]:
+        """Append frames read from another log (replication) exactly at ``phys_offset``; they are validated
+        first and nothing is written unless all are valid. Returns the frames."""
+        if self.segments and phys_offset != self.max_phys_offset:
+            raise StoreError(f"replicated data at {phys_offset} does not continue the log at {self.max_phys_offset}")
+        frames = list(self.scan_bytes(phys_offset, data))
+        consumed = sum(f.size for f in frames)
+        if consumed != len(data):
+            raise StoreError(f"replicated data at {phys_offset}: invalid frame at {phys_offset + consumed}")
+        if not self.segments and phys_offset % self.segment_bytes:
+            # A replica that starts after its master's first byte: pad its first segment with a blank frame.
+            base = phys_offset - phys_offset % self.segment_bytes
+            gap = phys_offset - base
+            self.max_phys_offset = base
+            self._write(base, FRAME_HEADER.pack(-gap, BLANK_MARK))
+        self.max_phys_offset = phys_offset
+        start = 0
+        pos = phys_offset
+        for frame in frames:  # group the frames by segment: one write per segment
+            if frame.phys_offset // self.segment_bytes != pos // self.segment_bytes:
+                self._write(pos, memoryview(data)[start:frame.phys_offset - phys_offset])
+                start, pos = frame.phys_offset - phys_offset, frame.phys_offset
+        if start < len(data):
+            self._write(pos, memoryview(data)[start:])
+        if frames:
+            self.max_phys_offset = self._next_position(frames[-1].phys_offset + frames[-1].size)
+        return frames
+
+    def _write(self, phys_offset: int, data) -> None:
+        segment = self.segment_for(phys_offset)
+        if segment is None:
+            base = phys_offset - phys_offset % self.segment_bytes
+            if self.segments and base != self.segments[-1].end_offset:
+                raise StoreError(f"commit log write at {phys_offset} leaves a hole after {self.segments[-1]}")
+            if self.segments and self.segments[-1].base_offset not in self._dirty:
+                self.segments[-1].seal()
+            segment = Segment(self.folder, base, self.segment_bytes)
+            self.segments.append(segment)
+        segment.write(phys_offset - segment.base_offset, data)
+        self._dirty[segment.base_offset] = segment
+
+    # ---- flushing --------------------------------------------------------------------------------------
+
+    def take_dirty(self) -> tuple[list[Segment], int]:
+        """(segments written since the last call, the phys offset they cover); call on the loop."""
+        dirty = list(self._dirty.values())
+        self._dirty.clear()
+        return dirty, self.max_phys_offset
+
+    def after_flush(self, flushed: list[Segment]) -> None:
+        """Seal flushed segments that are no longer written (frees their file handles); call on the loop."""
+        last = self.segments[-1] if self.segments else None
+        for segment in flushed:
+            if segment is not last and segment.base_offset not in self._dirty:
+                segment.seal()
+
+    @staticmethod
+    def flush_segments(segments: list[Segment]) -> None:
+        """fsync (blocking: run in a worker thread)."""
+        for segment in segments:
+            segment.flush()
+
+    # ---- reading ---------------------------------------------------------------------------------------
+
+    def read_record(self, phys_offset: int, size: int) -> bytes | None:
+        """The 4.x record of the frame at ``phys_offset`` whose record is ``size`` bytes (from a consume queue
+        unit), or None when that part of the log is gone."""
+        segment = self.segment_for(phys_offset)
+        if segment is None or phys_offset >= self.max_phys_offset:
+            return None
+        rel = phys_offset - segment.base_offset + FRAME_HEADER_SIZE
+        return segment.view[rel:rel + size]
+
+    def read_frame_record(self, phys_offset: int) -> bytes | None:
+        """The record of the (validated) frame at ``phys_offset``, or None when there is none there."""
+        segment = self.segment_for(phys_offset)
+        if segment is None or phys_offset >= self.max_phys_offset:
+            return None
+        frame = self._frame_at(segment, phys_offset - segment.base_offset)
+        return frame.record if frame is not None else None
+
+    def store_timestamp_ms(self, phys_offset: int) -> int:
+        segment = self.segment_for(phys_offset)
+        if segment is None:
+            return -1
+        return _I64.unpack_from(segment.view, phys_offset - segment.base_offset + FRAME_HEADER_SIZE
+                                + STORE_TIMESTAMP_POS)[0]
+
+    def read_frames(self, phys_offset: int, max_bytes: int) -> bytes:
+        """Whole frames from ``phys_offset`` (a frame boundary) within one segment, at most ``max_bytes``
+        unless the first frame alone is larger (so a reader always progresses). Empty at the end."""
+        phys_offset = self._next_position(phys_offset)
+        if phys_offset >= self.max_phys_offset:
+            return b""
+        segment = self.segment_for(phys_offset)
+        if segment is None:
+            raise StoreError(f"phys offset {phys_offset} is below the commit log minimum {self.min_phys_offset}")
+        rel = phys_offset - segment.base_offset
+        limit = min(segment.size_bytes, self.max_phys_offset - segment.base_offset)
+        end = rel
+        while end < limit:
+            frame = self._frame_at(segment, end)
+            if frame is None:
+                if end == rel:
+                    raise StoreError(f"no valid frame at phys offset {phys_offset}")
+                break
+            if end > rel and end + frame.size - rel > max_bytes:
+                break
+            end += frame.size
+            if segment.size_bytes - end < FRAME_HEADER_SIZE:
+                break
+        return segment.view[rel:end]
+
+    def scan(self, from_phys_offset: int) -> Iterator[Frame]:
+        """Valid frames from ``from_phys_offset`` on, stopping before the first invalid byte."""
+        pos = self._next_position(from_phys_offset)
+        while True:
+            segment = self.segment_for(pos)
+            if segment is None:
+                return
+            frame = self._frame_at(segment, pos - segment.base_offset)
+            if frame is None:
+                return
+            yield frame
+            pos = self._next_position(pos + frame.size)
+
+    def scan_bytes(self, phys_offset: int, data) -> Iterator[Frame]:
+        """Valid frames of ``data`` whose first byte is at ``phys_offset`` (replication input)."""
+        pos = 0
+        while pos < len(data):
+            rel = (phys_offset + pos) % self.segment_bytes
+            frame = _parse_frame(data, pos, min(len(data) - pos, self.segment_bytes - rel), phys_offset + pos)
+            if frame is None:
+                return
+            yield frame
+            pos += frame.size
+            gap = self._next_position(phys_offset + pos) - (phys_offset + pos)
+            if gap:  # the writer skipped a short segment tail that was never part of any frame
+                return
+
+    def _frame_at(self, segment: Segment, rel: int) -> Frame | None:
+        return _parse_frame(segment.view, rel, segment.size_bytes - rel, segment.base_offset + rel)
+
+    # ---- truncation and deletion -----------------------------------------------------------------------
+
+    def truncate(self, phys_offset: int) -> None:
+        """Cut the log at ``phys_offset``: zero the rest of its segment, delete later segments."""
+        while self.segments and self.segments[-1].base_offset > phys_offset:
+            self._dirty.pop(self.segments[-1].base_offset, None)
+            self.segments.pop().delete()
+        segment = self.segment_for(phys_offset)
+        if segment is None:
+            if self.segments and phys_offset == self.segments[-1].end_offset:
+                self.max_phys_offset = phys_offset
+                return
+            self.max_phys_offset = phys_offset
+            return
+        segment.truncate_after(phys_offset - segment.base_offset)
+        self._dirty[segment.base_offset] = segment
+        self.max_phys_offset = phys_offset
+
+    def start_at(self, phys_offset: int) -> None:
+        """Start an empty log at ``phys_offset`` (a replica's first position)."""
+        if self.segments:
+            raise StoreError("start_at on a commit log that is not empty")
+        self.max_phys_offset = phys_offset
+
+    def delete_segment(self, segment: Segment) -> None:
+        """Delete the oldest segment (retention); never the one being written."""
+        if segment is not self.segments[0] or len(self.segments) < 2:
+            raise StoreError(f"refusing to delete {segment}: only the oldest inactive segment may go")
+        self._dirty.pop(segment.base_offset, None)
+        self.segments.pop(0)
+        segment.delete()
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self.segments = []
+        self._dirty.clear()
+
+    def __repr__(self) -> str:
+        return (f"<CommitLog {self.folder} segments={len(self.segments)} min={self.min_phys_offset} "
+                f"max={self.max_phys_offset}>")
+
+
+def _parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
+    """The valid frame at ``buf[pos:]`` with ``room`` bytes up to its segment's end, else None."""
+    if room < FRAME_HEADER_SIZE:
+        return None
+    size, crc = FRAME_HEADER.unpack_from(buf, pos)
+    if size < 0:
+        size = -size
+        if size < FRAME_HEADER_SIZE or size > room or crc != BLANK_MARK:
+            return None
+        return Frame(phys_offset, size, None)
+    record_len = size - FRAME_HEADER_SIZE
+    if record_len < MIN_RECORD_SIZE or size > room:
+        return None
+    start = pos + FRAME_HEADER_SIZE
+    total, magic = _RECORD_CHECK.unpack_from(buf, start)
+    if total != record_len or magic != MESSAGE_MAGIC_CODE:
+        return None
+    if _I64.unpack_from(buf, start + PHYS_OFFSET_POS)[0] != phys_offset:
+        return None
+    record = buf[start:start + record_len]
+    if crc32c(record) != crc:
+        return None
+    return Frame(phys_offset, size, bytes(record))

@@ -1,0 +1,119 @@
+"""A fixed-size, preallocated data file: the unit the commit log and the consume queues are made of.
+
+Layout: a file named by the 20-digit zero-padded offset of its first byte in its log (``00000000001073741824``),
+always exactly ``size_bytes`` long. It is created sparse (``ftruncate``), so bytes never written read as zeros;
+the owners' formats use "a zero length" to mean "nothing written from here on".
+
+Writes go through ``os.pwrite`` (an ``OSError`` such as disk full surfaces as an exception instead of the
+SIGBUS a write through a mapping would raise); reads go through a read-only shared ``mmap`` of the same file,
+which on Linux sees every ``pwrite`` at once, so a reader needs no copy of the writer's buffer and no syscall.
+
+Crash behaviour: after a process crash every ``pwrite`` is in the page cache and survives; after a power
+loss only what ``flush()`` (fsync) covered does. ``truncate_after(pos)`` zeros the tail from ``pos`` on by
+shrinking and re-extending the file (cheap, keeps the file sparse).
+
+Thread safety: one writer (the event loop). ``flush()`` may run in a worker thread at the same time as writes
+(fsync on an fd another thread writes to is safe); ``close()`` must not race with it: owners only close
+segments nobody flushes any more.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+from pocketmq.errors import StoreError
+
+NAME_DIGITS = 20
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:0{NAME_DIGITS}d}"
+
+
+def list_segment_bases(folder: Path) -> list[int]:
+    """The base offsets of the segment files in ``folder``, ascending (other files are ignored)."""
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if len(p.name) == NAME_DIGITS and p.name.isdigit())
+
+
+class Segment:
+    """One preallocated file of ``size_bytes`` holding the log bytes ``[base_offset, base_offset + size_bytes)``."""
+
+    __slots__ = ("base_offset", "size_bytes", "path", "_fd", "_map")
+
+    def __init__(self, folder: Path, base_offset: int, size_bytes: int):
+        self.base_offset = base_offset
+        self.size_bytes = size_bytes
+        self.path = folder / segment_name(base_offset)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            current = os.fstat(fd).st_size
+            if current not in (0, size_bytes):
+                raise StoreError(f"{self.path} is {current} bytes, the configured segment size is {size_bytes}")
+            if current == 0:  # a new file, or one a crash left right after its creation: extend (sparse)
+                os.ftruncate(fd, size_bytes)
+            self._map = mmap.mmap(fd, size_bytes, access=mmap.ACCESS_READ)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + self.size_bytes
+
+    @property
+    def view(self) -> mmap.mmap:
+        """The read-only mapping (slice it; positions are relative to ``base_offset``)."""
+        return self._map
+
+    def write(self, pos: int, data) -> None:
+        """Write ``data`` at relative position ``pos`` (must fit in the segment)."""
+        if pos < 0 or pos + len(data) > self.size_bytes:
+            raise ValueError(f"write of {len(data)} bytes at {pos} does not fit in {self}")
+        written = os.pwrite(self._writable_fd(), data, pos)
+        while written < len(data):  # pwrite may write short (signals, odd filesystems)
+            written += os.pwrite(self._fd, memoryview(data)[written:], pos + written)
+
+    def read(self, pos: int, length: int) -> bytes:
+        return self._map[pos:pos + length]
+
+    def flush(self) -> None:
+        """fsync the file (blocking: call from a worker thread)."""
+        fd = self._fd
+        if fd is not None:
+            os.fsync(fd)
+
+    def seal(self) -> None:
+        """Close the write handle of a segment that will not be written or flushed again (reads stay)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def truncate_after(self, pos: int) -> None:
+        """Zero every byte from relative position ``pos`` to the end of the file."""
+        fd = self._writable_fd()
+        os.ftruncate(fd, pos)
+        os.ftruncate(fd, self.size_bytes)
+
+    def close(self) -> None:
+        self.seal()
+        self._map.close()
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def _writable_fd(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self} is closed")
+        return self._fd
+
+    def __repr__(self) -> str:
+        return f"<Segment {self.path.name} size={self.size_bytes}>"

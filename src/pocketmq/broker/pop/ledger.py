@@ -1,0 +1,108 @@
+"""The revive ledger: which CKs of one revive queue are still open, and from where a restart must re-read.
+
+CK and ACK records are appended to a revive queue as consumers pop and ack. The revive service reads that
+queue in order and feeds every record to the ledger, which pairs ACKs with their CKs by ``ck_key``. A CK is
+*closed* when every message of it is acked, or when revive has handled it (revived, rewritten or ended:
+``close``). ``due(now_ms)`` lists the open CKs whose revive time has come, oldest revive offset first.
+
+Unlike RocketMQ, CKs are not timer messages that surface near their revive time: they are appended at once
+and the ledger keeps every open CK in memory (bounded by the messages in flight, which the pop path bounds).
+That is what lets ``commit_offset`` be exact: it is the revive offset of the oldest open CK (or the next
+offset to read when none is open), so a restart re-reads from there and rebuilds exactly the open CKs and the
+acks that came after them; no acked message comes back and no un-acked one is lost because of the restart.
+
+An ACK whose CK is not open (already revived, or its CK precedes the committed offset) is an *orphan* and is
+ignored: the message was already handed back to the retry path, and acking it again changes nothing.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+
+
+@dataclass(slots=True)
+class _OpenCk:
+    checkpoint: PopCheckpoint
+    revive_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePopState:
+    """Messages of one (group, topic, queue) under open CKs, for ``group describe``."""
+
+    in_flight: int  # popped, not acked, still invisible
+    waiting_to_revive: int  # popped, not acked, past their invisible time
+
+
+class ReviveLedger:
+    def __init__(self, start_offset: int = 0):
+        self._open: dict[str, _OpenCk] = {}
+        self._next_offset = start_offset  # the next revive offset to read
+        self.orphan_acks = 0
+
+    @property
+    def next_offset(self) -> int:
+        return self._next_offset
+
+    def _advance(self, revive_offset: int) -> None:
+        if revive_offset < self._next_offset:
+            raise ValueError(f"revive records are read in order: {revive_offset} < {self._next_offset}")
+        self._next_offset = revive_offset + 1
+
+    def on_checkpoint(self, ck: PopCheckpoint, revive_offset: int) -> None:
+        self._advance(revive_offset)
+        if not ck.all_acked:
+            self._open[ck.key] = _OpenCk(ck, revive_offset)
+
+    def on_ack(self, ack: AckRecord, revive_offset: int) -> None:
+        self._advance(revive_offset)
+        entry = self._open.get(ack.ck_key)
+        if entry is None:
+            self.orphan_acks += 1
+            return
+        entry.checkpoint = entry.checkpoint.with_acks(ack.acked_offsets)
+        if entry.checkpoint.all_acked:
+            del self._open[ack.ck_key]
+
+    def skip(self, revive_offset: int) -> None:
+        """A record that is neither CK nor ACK (or unreadable) still moves the read position."""
+        self._advance(revive_offset)
+
+    def due(self, now_ms: int, limit: int | None = None) -> list[PopCheckpoint]:
+        entries = sorted((e for e in self._open.values() if e.checkpoint.revive_time_ms <= now_ms),
+                         key=lambda e: e.revive_offset)
+        return [e.checkpoint for e in entries[:limit]]
+
+    def next_revive_time_ms(self) -> int | None:
+        return min((e.checkpoint.revive_time_ms for e in self._open.values()), default=None)
+
+    def close(self, key: str) -> None:
+        self._open.pop(key, None)
+
+    def is_open(self, key: str) -> bool:
+        return key in self._open
+
+    def commit_offset(self) -> int:
+        """Where a restart must start reading so that every open CK is read again."""
+        return min((e.revive_offset for e in self._open.values()), default=self._next_offset)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def pop_state(self, now_ms: int) -> dict[tuple[str, str, int], QueuePopState]:
+        """(group, topic, queue id) -> un-acked messages in flight and waiting to revive."""
+        counts: dict[tuple[str, str, int], list[int]] = defaultdict(lambda: [0, 0])
+        for entry in self._open.values():
+            ck = entry.checkpoint
+            unacked = len(ck.unacked_offsets())
+            counts[(ck.group, ck.topic, ck.queue_id)][ck.revive_time_ms <= now_ms] += unacked
+        return {key: QueuePopState(v[0], v[1]) for key, v in counts.items()}
+
+    def __repr__(self) -> str:
+        return (f"<ReviveLedger open={len(self._open)} next_offset={self._next_offset} "
+                f"commit_offset={self.commit_offset()} orphan_acks={self.orphan_acks}>")

@@ -106,6 +106,9 @@ class SubscriptionGroupManager:
         self.data_version = int(data.get("dataVersion", 0))
         log.info("event=groups_loaded count=%d path=%s", len(self._groups), self._path)
 
+    def set_auto_create(self, enabled: bool) -> None:
+        self._auto_create = enabled
+
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self._groups.get(group)
 

@@ -19,6 +19,7 @@ import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from pocketmq.broker.consumers import parse_tag_expression
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.topics import TopicManager, is_group_topic
 from pocketmq.common import properties as props
@@ -30,6 +31,7 @@ from pocketmq.errors import (
 )
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
+from pocketmq.store.tags import tag_hash_code
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,14 @@ class MessageService:
         self._round_robin = itertools.count()
         self._key_locks: dict[tuple[str, str], list] = {}  # (topic, uniq key) -> [lock, users]
         self._recent: OrderedDict[tuple[str, str], SendResult] = OrderedDict()
+        self.put_messages_total = 0  # messages stored since start (runtime info)
+        self.got_messages_total = 0  # messages handed to pulls since start
+
+    def configure(self, *, max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int) -> None:
+        """Apply changed settings of a running broker (UPDATE_BROKER_CONFIG)."""
+        self._max_properties_bytes = max_properties_bytes
+        self._long_polling_enable = long_polling_enable
+        self._short_polling_ms = short_polling_ms
 
     # -- send ---------------------------------------------------------------------------------------------------
     async def send(self, messages: list[Message], *, topic: str, queue_id: int | None = None,
@@ -205,22 +215,26 @@ class MessageService:
     @staticmethod
     def _to_stored(msg: Message, topic: str, queue_id: int, born_host, born_timestamp_ms: int,
                    producer_group: str | None) -> MessageExt:
-        ext = msg if isinstance(msg, MessageExt) else None
-        properties = dict(msg.properties)
-        if producer_group and props.PRODUCER_GROUP not in properties and \
-                properties.get(props.TRANSACTION_PREPARED) == "true":
-            properties[props.PRODUCER_GROUP] = producer_group  # the transaction check-back needs it
-        return MessageExt(
-            topic=topic, body=msg.body, properties=properties, flag=msg.flag, queue_id=queue_id,
-            sys_flag=ext.sys_flag if ext else 0, born_timestamp_ms=born_timestamp_ms, born_host=born_host,
-            reconsume_times=ext.reconsume_times if ext else 0,
-        )
+        """The record to store. A ``MessageExt`` (the remoting front end decodes into one) is filled in place,
+        which saves a copy per message on the hot path; a plain ``Message`` is copied."""
+        if isinstance(msg, MessageExt):
+            stored = msg
+            stored.topic = topic
+        else:
+            stored = MessageExt(topic=topic, body=msg.body, properties=dict(msg.properties), flag=msg.flag)
+        stored.queue_id = queue_id
+        stored.born_timestamp_ms = born_timestamp_ms
+        stored.born_host = born_host
+        if producer_group and stored.properties.get(props.TRANSACTION_PREPARED) == "true":
+            stored.properties.setdefault(props.PRODUCER_GROUP, producer_group)  # the transaction check-back
+        return stored
 
     async def _append(self, stored: list[MessageExt]) -> list[SendResult]:
         if len(stored) == 1:
             puts = [await self._store.put_message(stored[0])]
         else:
             puts = await self._store.put_messages(stored)
+        self.put_messages_total += len(stored)
         return [self._result(msg, put) for msg, put in zip(stored, puts)]
 
     def _result(self, msg: MessageExt, put: PutResult) -> SendResult:
@@ -315,6 +329,8 @@ class MessageService:
         status = pull_status_of(got.status, queue_offset)
         if status is PullStatus.FOUND and not got.records:
             status = PullStatus.NO_MATCHED_MSG  # SUCCESS must carry at least one message
+        if status is PullStatus.FOUND:
+            self.got_messages_total += len(got.records)
         return PullOutcome(status=status, records=got.records if status is PullStatus.FOUND else [],
                            next_begin_offset=got.next_begin_offset, min_offset=got.min_offset,
                            max_offset=got.max_offset, get_status=got.status)
@@ -324,9 +340,6 @@ class MessageService:
 
 
 def _tag_predicate(expression: str | None):
-    from pocketmq.broker.consumers import parse_tag_expression
-    from pocketmq.store.tags import tag_hash_code
-
     tags = parse_tag_expression(expression)
     if not tags:
         return None

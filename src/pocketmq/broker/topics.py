@@ -17,6 +17,7 @@ from pocketmq.common.topic import (
     SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageType, TopicConfig, is_system_topic,
     revive_topic, topic_name_problem,
 )
+from pocketmq.cluster.route import topic_config_from_obj, topic_config_to_obj
 from pocketmq.errors import BadRequestError, IllegalTopicError, TopicNotExistError
 from pocketmq.store.metadata import atomic_write_json, load_json
 
@@ -75,30 +76,12 @@ def validate_topic_config(config: TopicConfig) -> None:
 
 
 def topic_config_to_json(config: TopicConfig) -> dict:
-    """RocketMQ's TopicConfig JSON shape (what GET_ALL_TOPIC_CONFIG and the name server registration carry)."""
-    return {
-        "topicName": config.name,
-        "readQueueNums": config.read_queue_nums,
-        "writeQueueNums": config.write_queue_nums,
-        "perm": config.perm,
-        "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": 0,
-        "order": config.order,
-        "attributes": {"+message.type": config.message_type.value},
-    }
+    """RocketMQ's TopicConfig JSON shape (GET_ALL_TOPIC_CONFIG, topics.json, the name server registration)."""
+    return topic_config_to_obj(config)
 
 
 def topic_config_from_json(obj: dict) -> TopicConfig:
-    attributes = obj.get("attributes") or {}
-    type_text = attributes.get("+message.type") or attributes.get("message.type") or obj.get("messageType")
-    return TopicConfig(
-        name=str(obj["topicName"]),
-        read_queue_nums=int(obj.get("readQueueNums", 8)),
-        write_queue_nums=int(obj.get("writeQueueNums", 8)),
-        perm=int(obj.get("perm", PERM_READ_WRITE)),
-        message_type=MessageType.parse(type_text) if type_text else MessageType.MIXED,
-        order=bool(obj.get("order", False)),
-    )
+    return topic_config_from_obj(str(obj.get("topicName") or ""), obj)
 
 
 class TopicManager:
@@ -124,6 +107,11 @@ class TopicManager:
             self._topics[config.name] = config
         self.data_version = int(data.get("dataVersion", 0))
         log.info("event=topics_loaded count=%d path=%s", len(self._topics), self._path)
+
+    def set_auto_create(self, enabled: bool, default_queue_nums: int) -> None:
+        """Change the auto-create rule of a running broker (UPDATE_BROKER_CONFIG)."""
+        self._auto_create_enabled = enabled
+        self._default_queue_nums = default_queue_nums
 
     def add_listener(self, callback: Callable[[], None]) -> None:
         """``callback()`` runs after every change (create, update, delete)."""

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig
+from pocketmq.common.topic import DEFAULT_TOPIC, PERM_READ_WRITE, MessageType, TopicConfig
 
 MASTER_ID = 0
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"  # RocketMQ 5's topic attribute (sent as "+message.type" on create)
@@ -261,6 +261,57 @@ def topic_list_from_json(data: bytes | str) -> list[str]:
 
 
 # -- registration --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BrokerIdentity:
+    """Who registers: the fields of RocketMQ's ``RegisterBrokerRequestHeader`` (``UnRegisterBrokerRequestHeader``
+    and ``BrokerHeartbeatRequestHeader`` carry a subset).
+
+    ``heartbeat_timeout_ms`` (RocketMQ 5's ``heartbeatTimeoutMillis``) None leaves the expiry to the name server.
+    """
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    ha_server_addr: str = ""
+    heartbeat_timeout_ms: int | None = None
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_id == MASTER_ID
+
+    def unregister_fields(self) -> dict:
+        return {"clusterName": self.cluster, "brokerName": self.broker_name, "brokerAddr": self.broker_addr,
+                "brokerId": self.broker_id}
+
+    def register_fields(self, body_crc32: int) -> dict:
+        """REGISTER_BROKER's header; ``body_crc32`` is the CRC32 (zlib's, Java's CRC32) of the JSON body."""
+        fields: dict[str, Any] = {**self.unregister_fields(), "haServerAddr": self.ha_server_addr,
+                                  "compressed": False, "bodyCrc32": body_crc32}
+        if self.heartbeat_timeout_ms is not None:
+            fields["heartbeatTimeoutMillis"] = self.heartbeat_timeout_ms
+        return fields
+
+
+def create_topic_fields(config: TopicConfig, *, auto_create: bool = False) -> dict:
+    """UPDATE_AND_CREATE_TOPIC's header for ``config`` (RocketMQ's ``CreateTopicRequestHeader``).
+
+    The message type travels twice: as RocketMQ 5's attribute string ``+message.type=MIXED`` (what RocketMQ 5
+    brokers read) and as PocketMQ's plain ``messageType`` (which a PocketMQ broker prefers). With ``auto_create``
+    (PocketMQ's ``autoCreate=true``, what the name server sends on a route lookup) a PocketMQ broker applies its
+    own auto-create rule instead and never changes an existing topic; RocketMQ brokers ignore the field.
+    """
+    fields: dict[str, Any] = {
+        "topic": config.name, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": config.read_queue_nums,
+        "writeQueueNums": config.write_queue_nums, "perm": config.perm, "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0, "order": config.order,
+        "attributes": f"+{_MESSAGE_TYPE_ATTRIBUTE}={config.message_type.value}",
+        "messageType": config.message_type.value}
+    if auto_create:
+        fields["autoCreate"] = True
+    return fields
+
+
 def topic_config_to_obj(config: TopicConfig) -> dict:
     """A ``TopicConfig`` in RocketMQ's JSON form (``topicConfigTable`` values)."""
     return {"topicName": config.name, "readQueueNums": config.read_queue_nums,

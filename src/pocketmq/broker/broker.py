@@ -1,0 +1,245 @@
+"""The ``Broker`` facade: one broker's services composed over its store, which both front ends call.
+
+Lifecycle::
+
+    broker = Broker(config)                 # services built, nothing opened
+    await broker.start(remoting_port=P, grpc_port=G)   # metadata loaded, store recovered, tasks running,
+                                            # registered with the name servers (when it knows any)
+    ...                                     # front ends call broker.messages / topics / groups / offsets ...
+    await broker.shutdown()                 # unregister, stop tasks, release held pulls, persist, close store
+
+``remoting_port`` / ``grpc_port`` are the ports the front ends actually bound (they may be configured as 0);
+the remoting one is baked into offset message ids and the advertised address, so the front ends bind first
+and requests that arrive before ``start`` returns are answered SERVICE_NOT_AVAILABLE by them.
+
+Periodic tasks (tracked, cancelled at shutdown): persist consumer offsets every
+``offset_persist_interval_ms``; expire silent producers and consumers every ``client_scan_interval_ms``;
+the registrar re-registers every ``register_interval_ms`` and at once after a topic change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.consumers import ConsumerRegistry
+from pocketmq.broker.dynamic_config import changed_config
+from pocketmq.broker.groups import SubscriptionGroupManager
+from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.messages import MessageService
+from pocketmq.broker.namesrv_client import NamesrvClient
+from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.producers import ProducerRegistry
+from pocketmq.broker.topics import TopicManager, system_topics
+from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
+from pocketmq.errors import BadRequestError
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK):
+        self.config = config
+        self.clock = clock
+        meta = config.metadata_dir()
+        self.topics = TopicManager(meta / "topics.json", auto_create_enabled=config.auto_create_topic_enable,
+                                   default_queue_nums=config.default_topic_queue_nums,
+                                   builtin=system_topics(config.cluster_name, config.broker_name,
+                                                         config.default_topic_queue_nums))
+        self.groups = SubscriptionGroupManager(meta / "groups.json", auto_create=config.auto_create_subscription_group)
+        self.offsets = ConsumerOffsetManager(meta / "consumer_offsets.json")
+        self.consumers = ConsumerRegistry(config.client_channel_expire_ms, clock=clock)
+        self.producers = ProducerRegistry(config.client_channel_expire_ms, clock=clock)
+        self.holds = PullHoldService(config.long_polling_max_waiters)
+        self.store: MessageStore | None = None
+        self.messages: MessageService | None = None
+        self.remoting_client = RemotingClient()  # to the name servers
+        self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
+        self._registrar = None
+        self._remoting_port = config.remoting_port
+        self._grpc_port: int | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.boot_timestamp_ms = 0
+        self.started = False
+
+    # -- identity ---------------------------------------------------------------------------------------------------
+    @property
+    def broker_name(self) -> str:
+        return self.config.broker_name
+
+    @property
+    def broker_addr(self) -> str:
+        """The advertised remoting address (what routes and the name server carry)."""
+        return f"{self.config.public_host}:{self._remoting_port}"
+
+    @property
+    def grpc_addr(self) -> str | None:
+        return None if self._grpc_port is None else f"{self.config.public_host}:{self._grpc_port}"
+
+    def namesrv_client(self) -> NamesrvClient:
+        """Fetches topic routes (over every broker) and cluster info from this broker's name servers."""
+        return self._namesrv
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+    async def start(self, *, remoting_port: int | None = None, grpc_port: int | None = None) -> None:
+        """Open everything; ``remoting_port`` / ``grpc_port``: the ports the front ends bound (None: as
+        configured / no gRPC front end)."""
+        if self.started:
+            return
+        self._loop = asyncio.get_running_loop()
+        if remoting_port is not None:
+            self._remoting_port = remoting_port
+        self._grpc_port = grpc_port
+        self.boot_timestamp_ms = self.clock.now_ms()
+        self.topics.load()
+        self.groups.load()
+        self.offsets.load()
+        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock)
+        report = self.store.start()
+        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d", report.max_phys_offset,
+                 report.dropped_bytes)
+        self.store.add_arrival_listener(self.holds.notify_arrival)
+        self.messages = MessageService(
+            self.store, self.topics, self.groups, self.holds, max_body_bytes=self.config.max_message_bytes,
+            max_properties_bytes=self.config.max_properties_bytes, long_polling_enable=self.config.long_polling_enable,
+            short_polling_ms=self.config.short_polling_ms)
+        self.topics.add_listener(self._topics_changed)
+        self._spawn(self._every(self.config.offset_persist_interval_ms, self._persist_offsets), "persist-offsets")
+        self._spawn(self._every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
+        if self._namesrv.addrs:
+            self._registrar = self._make_registrar()
+            await self._registrar.start()
+        self.started = True
+        log.info("event=broker_started name=%s addr=%s grpc=%s namesrv=%s topics=%d", self.broker_name,
+                 self.broker_addr, self.grpc_addr, self.config.namesrv_addr, len(self.topics.names()))
+
+    def _make_registrar(self):
+        from pocketmq.cluster.registrar import BrokerRegistrar
+
+        return BrokerRegistrar(self._namesrv.addrs, self.remoting_client, self.registration_body,
+                               self.config.register_interval_ms, self.clock, cluster_name=self.config.cluster_name,
+                               broker_name=self.broker_name, broker_id=self.config.broker_id,
+                               broker_addr=self.broker_addr)
+
+    async def shutdown(self) -> None:
+        """Unregister, stop periodic work, let held pulls answer, persist offsets, close the store."""
+        if not self.started:
+            return
+        self.started = False
+        if self._registrar is not None:
+            try:
+                await self._registrar.unregister()
+            except Exception as exc:  # the name servers drop us after their expiry anyway
+                log.warning("event=unregister_failed error=%s", exc)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.holds.wake_all()
+        self._persist_offsets()
+        await self.store.shutdown()  # type: ignore[union-attr]
+        await self.remoting_client.close()
+        log.info("event=broker_stopped name=%s", self.broker_name)
+
+    def _spawn(self, coro: Awaitable, name: str) -> None:
+        self._tasks.append(asyncio.ensure_future(coro))
+        self._tasks[-1].set_name(f"broker-{name}")
+
+    async def _every(self, interval_ms: int, action: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except Exception:  # one failed round must not end the task: the next interval tries again
+                log.exception("event=periodic_task_failed action=%s", getattr(action, "__name__", action))
+
+    def _persist_offsets(self) -> None:
+        self.offsets.persist()
+
+    def _expire_clients(self) -> None:
+        self.consumers.expire()
+        self.producers.expire()
+
+    # -- registration -----------------------------------------------------------------------------------------------
+    def registration_body(self) -> RegisterBrokerBody:
+        """What REGISTER_BROKER carries: every topic, the table's version, and PocketMQ's flags."""
+        flags = BrokerFlags(grpc_addr=self.grpc_addr, auto_create_topic_enable=self.config.auto_create_topic_enable,
+                            default_topic_queue_nums=self.config.default_topic_queue_nums)
+        return RegisterBrokerBody(tuple(self.topics.all()), self.data_version(self.topics.data_version), flags)
+
+    def data_version(self, counter: int) -> dict:
+        """RocketMQ's DataVersion of a table of this broker."""
+        return {"timestamp": self.boot_timestamp_ms, "counter": counter, "stateVersion": 0}
+
+    def _topics_changed(self) -> None:
+        # TopicManager may call from a gRPC worker thread; the registrar lives on the loop.
+        if self._registrar is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._registrar.trigger)
+
+    # -- operations over several services -------------------------------------------------------------------------
+    def delete_topic(self, topic: str) -> bool:
+        """Remove a topic, its stored messages and its consumer offsets; False when it was not here."""
+        existed = self.topics.delete(topic)
+        self.store.delete_topic(topic)  # type: ignore[union-attr]
+        self.offsets.remove_topic(topic)
+        return existed
+
+    def delete_group(self, group: str, *, clean_offsets: bool) -> bool:
+        removed = self.groups.delete(group)
+        if clean_offsets:
+            self.offsets.remove_group(group)
+        return removed
+
+    def update_config(self, changes: dict[str, str]) -> BrokerConfig:
+        """Apply dynamic settings at once (see broker.dynamic_config); BadRequestError refuses the lot."""
+        if not changes:
+            raise BadRequestError("no setting to change")
+        new = changed_config(self.config, changes)
+        self.config = new
+        self.topics.set_auto_create(new.auto_create_topic_enable, new.default_topic_queue_nums)
+        self.groups.set_auto_create(new.auto_create_subscription_group)
+        if self.messages is not None:
+            self.messages.configure(max_properties_bytes=new.max_properties_bytes,
+                                    long_polling_enable=new.long_polling_enable, short_polling_ms=new.short_polling_ms)
+        log.info("event=config_updated changes=%s", ",".join(f"{k}={v}" for k, v in sorted(changes.items())))
+        self._topics_changed()  # the name server learns the new auto-create flags
+        return new
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table (RocketMQ's names where they exist)."""
+        store = self.store
+        info = {
+            "brokerVersionDesc": "PocketMQ",
+            "brokerName": self.broker_name,
+            "brokerAddr": self.broker_addr,
+            "grpcAddr": self.grpc_addr or "",
+            "bootTimestamp": str(self.boot_timestamp_ms),
+            "runtime": f"{(self.clock.now_ms() - self.boot_timestamp_ms) // 1000}s",
+            "msgPutTotalTodayNow": str(self.messages.put_messages_total if self.messages else 0),
+            "msgGetTotalTodayNow": str(self.messages.got_messages_total if self.messages else 0),
+            "topicCount": str(len(self.topics.names())),
+            "subscriptionGroupCount": str(len(self.groups.all())),
+            "consumerGroupsOnline": str(len(self.consumers.table.groups())),
+            "producerGroupsOnline": str(len(self.producers.groups())),
+            "pullsHeld": str(self.holds.held),
+            "flushMode": self.config.flush_mode.value,
+        }
+        if store is not None:
+            info["commitLogMinOffset"] = str(store.min_phys_offset)
+            info["commitLogMaxOffset"] = str(store.max_phys_offset)
+        return info
+
+    def __repr__(self) -> str:
+        state = "started" if self.started else "stopped"
+        return (f"<Broker {self.broker_name} {self.broker_addr} {state} topics={len(self.topics.names())} "
+                f"held_pulls={self.holds.held}>")
+
+
+def _split_addrs(addrs: str | None) -> list[str]:
+    return [a.strip() for a in (addrs or "").split(";") if a.strip()]

@@ -1,0 +1,62 @@
+"""What the long-running commands (``pocketmq serve``, ``pocketmq namesrv``) share: logging, the ready file, and
+running until SIGTERM/SIGINT.
+
+- ``configure_logging()``: the entry point's log format, ``time level logger message`` on stderr.
+- ``write_ready_file(path, addresses)``: once listening, write ``{"remoting": "H:P" | null, "namesrv": "H:P" |
+  null, "grpc": "H:P" | null}`` (keys not given are null) atomically (temp file + fsync + rename), so a test
+  that sees the file can read all of it (``pocketmq.testing.processes``).
+- ``wait_for_stop_signal()``: returns once SIGTERM or SIGINT arrives.
+- ``run_until_signalled(start, stop)``: ``await start()``, wait for the signal, then ``await stop()``. ``stop``
+  also runs when ``start`` fails half way, so it must cope with a partial start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+READY_FILE_KEYS = ("remoting", "namesrv", "grpc")
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def write_ready_file(path: str | Path, addresses: dict[str, str | None]) -> None:
+    unknown = set(addresses) - set(READY_FILE_KEYS)
+    if unknown:
+        raise ValueError(f"ready file keys {sorted(unknown)} not in {READY_FILE_KEYS}")
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({key: addresses.get(key) for key in READY_FILE_KEYS}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+async def wait_for_stop_signal() -> None:
+    """Return once SIGTERM or SIGINT arrives (the handlers are removed again)."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in _STOP_SIGNALS:
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        await stopping.wait()
+    finally:
+        for sig in _STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+async def run_until_signalled(start: Callable[[], Awaitable[Any]], stop: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        await start()
+        await wait_for_stop_signal()
+    finally:
+        await stop()

@@ -1,0 +1,127 @@
+"""``pocketmq serve``: one broker process: its remoting port, its gRPC port, and (unless ``--namesrv`` names
+external ones) an embedded name server.
+
+Start order: name server, remoting front end (bound first: its port is baked into message ids), gRPC front
+end when ``pocketmq.server.grpc_server`` is importable, then the broker services (store recovery,
+registration). Once everything listens it prints the addresses and writes the ready file
+(``{"remoting": ..., "namesrv": ... | null, "grpc": ... | null}``). SIGTERM or SIGINT stops it cleanly, in
+the reverse order: front ends stop taking requests, the broker unregisters and persists, the name server goes.
+
+Configuration: defaults < ``--config FILE`` (TOML ``[broker]`` section or RocketMQ ``broker.conf``) <
+``POCKETMQ_*`` environment < flags; ``--set key=value`` sets any ``BrokerConfig`` field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+
+from pocketmq.broker.broker import Broker
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
+from pocketmq.common.config import load_config
+from pocketmq.errors import ConfigError
+from pocketmq.protocol.transport import RemotingServer
+from pocketmq.server.remoting_broker import build_broker_router
+
+log = logging.getLogger(__name__)
+
+GRPC_STOP_GRACE_S = 2.0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("serve", help="run a broker (with an embedded name server unless --namesrv)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--remoting-port", type=int, help="remoting (RocketMQ 4.x protocol) port, default 10911")
+    p.add_argument("--port", dest="grpc_port", type=int, help="gRPC (RocketMQ 5 protocol) port, default 8081")
+    p.add_argument("--namesrv-port", type=int, help="port of the embedded name server, default 9876")
+    p.add_argument("--namesrv", dest="namesrv_addr", metavar="HOST:PORT[;HOST:PORT]",
+                   help="external name server(s); no embedded one is started")
+    p.add_argument("--data-dir", help="where the store and metadata live, default ./data")
+    p.add_argument("--flush", dest="flush_mode", choices=("async", "sync"), help="ASYNC_FLUSH (default) or SYNC_FLUSH")
+    p.add_argument("--broker-name", help="default broker-a")
+    p.add_argument("--cluster-name", help="default DefaultCluster")
+    p.add_argument("--config", help="TOML file ([broker] section) or RocketMQ broker.conf")
+    p.add_argument("--host", help="address to bind, default 127.0.0.1")
+    p.add_argument("--advertise-host", help="IPv4 address clients are told to use, default --host")
+    p.add_argument("--register-interval-ms", type=int, help="re-registration period with the name servers")
+    p.add_argument("--broker-expire-ms", type=int,
+                   help="embedded name server: drop a broker silent this long (default 120000)")
+    p.add_argument("--namesrv-scan-interval-ms", type=int, help="embedded name server: expiry scan period")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="any broker setting (field name or broker.conf key); repeatable")
+    p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
+    p.set_defaults(func=run)
+
+
+def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
+    overrides: dict[str, object] = {}
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        overrides[key.strip()] = value.strip()
+    for name in ("remoting_port", "grpc_port", "namesrv_port", "namesrv_addr", "data_dir", "flush_mode",
+                 "broker_name", "cluster_name", "host", "advertise_host", "register_interval_ms"):
+        value = getattr(args, name)
+        if value is not None:
+            overrides[name] = value
+    return load_config(BrokerConfig, file=args.config, section="broker", overrides=overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging()
+    config = broker_config_from_args(args)
+    namesrv_overrides = {"broker_expire_ms": args.broker_expire_ms, "scan_interval_ms": args.namesrv_scan_interval_ms}
+    asyncio.run(serve(config, namesrv_overrides=namesrv_overrides, ready_file=args.ready_file))
+    return 0
+
+
+async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, ready_file: str | None = None) -> None:
+    namesrv = None
+    if config.namesrv_addr is None:
+        from pocketmq.cluster.namesrv import NameServer, NamesrvConfig
+
+        settings = {k: v for k, v in (namesrv_overrides or {}).items() if v is not None}
+        namesrv = NameServer(NamesrvConfig(host=config.host, port=config.namesrv_port, **settings))
+        await namesrv.start()
+        config = dataclasses.replace(config, namesrv_addr=namesrv.address)
+    broker = Broker(config)
+    remoting = RemotingServer(build_broker_router(broker), config.host, config.remoting_port)
+    grpc = None
+    try:
+        await remoting.start()
+        grpc = _grpc_front_end(broker, config)
+        grpc_port = await grpc.start() if grpc is not None else None
+        await broker.start(remoting_port=remoting.port, grpc_port=grpc_port)
+        addresses = {"remoting": f"{config.host}:{remoting.port}",
+                     "namesrv": namesrv.address if namesrv is not None else None,
+                     "grpc": f"{config.host}:{grpc_port}" if grpc_port is not None else None}
+        print(f"pocketmq broker {config.broker_name} ready: remoting {addresses['remoting']}, "
+              f"gRPC {addresses['grpc'] or 'off'}, name server {addresses['namesrv'] or config.namesrv_addr}"
+              f"{' (embedded)' if namesrv else ''}, data {config.data_dir}", flush=True)
+        if ready_file:
+            write_ready_file(ready_file, addresses)
+        await wait_for_stop_signal()
+        log.info("event=stopping broker=%s", config.broker_name)
+    finally:
+        await remoting.stop()
+        if grpc is not None:
+            await grpc.stop(GRPC_STOP_GRACE_S)
+        await broker.shutdown()
+        if namesrv is not None:
+            await namesrv.stop()
+
+
+def _grpc_front_end(broker: Broker, config: BrokerConfig):
+    """The gRPC front end, or None when this build has none yet."""
+    try:
+        from pocketmq.server.grpc_server import GrpcFrontEnd
+    except ModuleNotFoundError as exc:
+        if exc.name != "pocketmq.server.grpc_server":
+            raise
+        log.info("event=grpc_front_end_absent")
+        return None
+    return GrpcFrontEnd(broker, config.host, config.grpc_port)

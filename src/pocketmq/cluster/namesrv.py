@@ -1,0 +1,248 @@
+"""The name server: ``RouteTable`` behind a remoting server (RocketMQ's ``DefaultRequestProcessor``).
+
+Requests served (header fields as RocketMQ's classes in ``remoting/.../protocol/header/namesrv/``; docs/namesrv.md
+has the full list):
+
+| code | request | header fields | body |
+|---|---|---|---|
+| 103 | REGISTER_BROKER | clusterName, brokerName, brokerAddr, brokerId, haServerAddr, heartbeatTimeoutMillis?, compressed, bodyCrc32 | RegisterBrokerBody JSON |
+| 104 | UNREGISTER_BROKER | clusterName, brokerName, brokerAddr, brokerId | |
+| 904 | BROKER_HEARTBEAT | clusterName, brokerAddr, brokerName | |
+| 105 | GET_ROUTEINFO_BY_TOPIC | topic | reply: TopicRouteData JSON |
+| 106 | GET_BROKER_CLUSTER_INFO | | reply: ClusterInfo JSON |
+| 206 | GET_ALL_TOPIC_LIST_FROM_NAMESERVER | | reply: TopicList JSON |
+| 224 | GET_TOPICS_BY_CLUSTER | cluster | reply: TopicList JSON |
+| 216 | DELETE_TOPIC_IN_NAMESRV | topic, clusterName? | |
+
+Any other code gets REQUEST_CODE_NOT_SUPPORTED (``RequestRouter``); a missing or malformed field gets
+INVALID_PARAMETER naming it.
+
+Liveness: a broker leaves at once when the connection it registered on closes (RocketMQ's channel destroy),
+and after its timeout without REGISTER_BROKER or BROKER_HEARTBEAT (checked every ``scan_interval_ms``).
+
+Auto-creation at route lookup (4.x clients give up on TOPIC_NOT_EXIST): for an unknown topic, the masters whose
+rule allows it (``RouteTable.auto_create_plan``) are sent UPDATE_AND_CREATE_TOPIC (``create_topic_fields``) in
+parallel; each that answers SUCCESS within ``auto_create_timeout_ms`` has its queues recorded at once, and the
+route is answered. Concurrent lookups of one topic share one creation. With none created: TOPIC_NOT_EXIST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+
+from pocketmq.cluster.namesrv_config import NamesrvConfig
+from pocketmq.cluster.route import (
+    BrokerIdentity, RegisterBrokerBody, RouteFormatError, TopicRouteData, create_topic_fields, loads_lenient,
+    topic_config_from_obj, topic_list_json,
+)
+from pocketmq.cluster.route_table import RouteTable, TopicCreation
+from pocketmq.errors import BadRequestError, RemotingError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingConnection, RemotingServer, RequestRouter, RemotingClient
+from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.server.remoting_headers import HeaderFields
+
+log = logging.getLogger(__name__)
+
+_WATCHED = "namesrv_watched"  # RemotingConnection.attributes key: its close already removes its brokers
+
+
+class NameServer:
+    def __init__(self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK):
+        self.config = config
+        self.clock = clock
+        self.routes = RouteTable(broker_expire_ms=config.broker_expire_ms,
+                                 delete_topic_with_broker_registration=config.delete_topic_with_broker_registration)
+        router = RequestRouter()
+        for code, handler in ((RequestCode.REGISTER_BROKER, self._register_broker),
+                              (RequestCode.UNREGISTER_BROKER, self._unregister_broker),
+                              (RequestCode.BROKER_HEARTBEAT, self._broker_heartbeat),
+                              (RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_of_topic),
+                              (RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info),
+                              (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._all_topics),
+                              (RequestCode.GET_TOPICS_BY_CLUSTER, self._topics_of_cluster),
+                              (RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)):
+            router.register(code, handler)
+        self._server = RemotingServer(router, config.host, config.port)
+        self._brokers = RemotingClient(connect_timeout_s=config.auto_create_timeout_ms / 1000)
+        self._creations: dict[str, asyncio.Task] = {}  # topic -> its auto-creation in flight
+        self._scan_task: asyncio.Task | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._server.start()
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="pocketmq-namesrv-scan")
+        log.info("event=namesrv_started address=%s broker_expire_ms=%d", self.address, self.config.broker_expire_ms)
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._scan_task, *self._creations.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._scan_task = None
+        await self._server.stop()
+        await self._brokers.close()
+        log.info("event=namesrv_stopped")
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.host}:{self.port}"
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.scan_interval_ms / 1000)
+            self.expire_inactive_brokers()
+
+    def expire_inactive_brokers(self) -> None:
+        for identity in self.routes.expire(self.clock.now_ms()):
+            log.warning("event=broker_expired cluster=%s broker=%s id=%d addr=%s", identity.cluster,
+                        identity.broker_name, identity.broker_id, identity.broker_addr)
+
+    def _connection_closed(self, conn: RemotingConnection) -> None:
+        for identity in self.routes.remove_channel(conn):
+            log.info("event=broker_connection_closed cluster=%s broker=%s id=%d addr=%s", identity.cluster,
+                     identity.broker_name, identity.broker_id, identity.broker_addr)
+
+    # -- broker requests ------------------------------------------------------------------------------------------
+    async def _register_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        fields = HeaderFields(request.ext_fields)
+        identity = BrokerIdentity(_cluster(fields), fields.str("brokerName"), _broker_id(fields),
+                                  _broker_addr(fields), fields.str("haServerAddr", ""),
+                                  _positive_or_none(fields, "heartbeatTimeoutMillis"))
+        if fields.bool("compressed"):
+            raise BadRequestError("compressed registration bodies are not supported: set compressedRegister=false")
+        crc = fields.int("bodyCrc32", 0)
+        if crc and crc != zlib.crc32(request.body):
+            return request.response(ResponseCode.SYSTEM_ERROR, remark="crc32 not match")  # RocketMQ's answer
+        try:
+            body = RegisterBrokerBody.from_json(request.body) if request.body else RegisterBrokerBody()
+        except RouteFormatError as exc:
+            raise BadRequestError(f"registration body: {exc}") from None
+        result = self.routes.register(identity, body, now_ms=self.clock.now_ms(), channel=conn)
+        if not conn.attributes.get(_WATCHED):
+            conn.attributes[_WATCHED] = True
+            conn.on_close(self._connection_closed)
+        if result.is_new:
+            log.info("event=broker_registered cluster=%s broker=%s id=%d addr=%s topics=%d grpc=%s",
+                     identity.cluster, identity.broker_name, identity.broker_id, identity.broker_addr,
+                     len(body.topics), body.flags.grpc_addr)
+        return request.response(ext_fields={"masterAddr": result.master_addr,
+                                            "haServerAddr": result.ha_server_addr})
+
+    async def _unregister_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        fields = HeaderFields(request.ext_fields)
+        identity = self.routes.unregister(_cluster(fields), _broker_addr(fields))
+        if identity is not None:
+            log.info("event=broker_unregistered cluster=%s broker=%s id=%d addr=%s", identity.cluster,
+                     identity.broker_name, identity.broker_id, identity.broker_addr)
+        return request.response()
+
+    async def _broker_heartbeat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        fields = HeaderFields(request.ext_fields)
+        # An unknown broker is not an error (RocketMQ ignores it too): its next registration brings it back.
+        self.routes.heartbeat(_cluster(fields), _broker_addr(fields), now_ms=self.clock.now_ms())
+        return request.response()
+
+    # -- client requests ------------------------------------------------------------------------------------------
+    async def _route_of_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        topic = HeaderFields(request.ext_fields).str("topic")
+        route = self.routes.route(topic) or await self._auto_create(topic)
+        if route is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST,
+                                    remark=f"No topic route info in name server for the topic: {topic} "
+                                           f"(and no master broker created it on lookup)")
+        return request.response(body=route.to_json())
+
+    async def _cluster_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=self.routes.cluster_info().to_json())
+
+    async def _all_topics(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=topic_list_json(self.routes.topics()))
+
+    async def _topics_of_cluster(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        cluster = HeaderFields(request.ext_fields).str("cluster")
+        return request.response(body=topic_list_json(self.routes.topics_of_cluster(cluster)))
+
+    async def _delete_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        fields = HeaderFields(request.ext_fields)
+        topic, cluster = fields.str("topic"), fields.str("clusterName", None)
+        if self.routes.delete_topic(topic, cluster):
+            log.info("event=topic_deleted topic=%s cluster=%s", topic, cluster or "*")
+        return request.response()
+
+    # -- auto-creation --------------------------------------------------------------------------------------------
+    async def _auto_create(self, topic: str) -> TopicRouteData | None:
+        task = self._creations.get(topic)
+        if task is None:
+            plan = self.routes.auto_create_plan(topic)
+            if not plan:
+                return None
+            task = asyncio.create_task(self._create_on_brokers(topic, plan), name=f"pocketmq-autocreate-{topic}")
+            self._creations[topic] = task
+            task.add_done_callback(lambda _: self._creations.pop(topic, None))
+        # Shielded: a lookup whose connection closes must not cancel the creation others wait for.
+        await asyncio.shield(task)
+        return self.routes.route(topic)
+
+    async def _create_on_brokers(self, topic: str, plan: list[TopicCreation]) -> None:
+        await asyncio.gather(*(self._create_on(topic, creation) for creation in plan))
+
+    async def _create_on(self, topic: str, creation: TopicCreation) -> None:
+        request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_fields(creation.config, auto_create=True))
+        try:
+            response = await self._brokers.invoke(creation.master_addr, request,
+                                                  self.config.auto_create_timeout_ms / 1000)
+        except RemotingError as exc:
+            log.warning("event=topic_auto_create_failed topic=%s broker=%s addr=%s error=%s", topic,
+                        creation.broker_name, creation.master_addr, exc)
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("event=topic_auto_create_refused topic=%s broker=%s code=%s remark=%s", topic,
+                        creation.broker_name, response.code, response.remark)
+            return
+        # A PocketMQ broker answers with the topic as it really is (it may have existed already, with other
+        # queue numbers, and its registration may not have reached us yet); a RocketMQ broker sends no body.
+        config = creation.config
+        if response.body:
+            try:
+                config = topic_config_from_obj(topic, loads_lenient(response.body))
+            except (RouteFormatError, ValueError) as exc:
+                log.warning("event=topic_auto_create_reply_unreadable topic=%s error=%s", topic, exc)
+        self.routes.record_created(topic, creation.broker_name, config)
+        log.info("event=topic_auto_created topic=%s broker=%s queues=%d", topic, creation.broker_name,
+                 config.write_queue_nums)
+
+    def __repr__(self) -> str:
+        where = self.address if self._scan_task is not None else "stopped"
+        return f"<NameServer {where} {self.routes!r}>"
+
+
+def _cluster(fields: HeaderFields) -> str:
+    return fields.str("clusterName")
+
+
+def _broker_id(fields: HeaderFields) -> int:
+    broker_id = fields.int("brokerId")
+    if broker_id < 0:
+        raise BadRequestError(f"header field brokerId={broker_id} is negative")
+    return broker_id
+
+
+def _broker_addr(fields: HeaderFields) -> str:
+    addr = fields.str("brokerAddr")
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise BadRequestError(f"header field brokerAddr={addr!r} is not HOST:PORT")
+    return addr
+
+
+def _positive_or_none(fields: HeaderFields, name: str) -> int | None:
+    value = fields.int(name, None)
+    return value if value is not None and value > 0 else None

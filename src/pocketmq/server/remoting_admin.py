@@ -1,0 +1,200 @@
+"""The broker's admin request codes: topics, subscription groups, consume stats, broker config and runtime info.
+
+Bodies are RocketMQ's JSON shapes where a standard JSON parser can read them (``TopicConfigSerializeWrapper``,
+``SubscriptionGroupWrapper``, ``KVTable``, ``key=value`` config text). GET_CONSUME_STATS is the exception:
+RocketMQ keys its offset table by MessageQueue *objects* (not valid JSON), so PocketMQ sends a list of entries
+instead (docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pocketmq.broker.dynamic_config import config_properties
+from pocketmq.broker.groups import group_config_from_json, group_config_to_json
+from pocketmq.broker.topics import topic_config_to_json
+from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, is_system_topic, topic_name_problem
+from pocketmq.errors import BadRequestError, IllegalTopicError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import STORE_TIMESTAMP_POS
+from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
+
+_MESSAGE_TYPE_ATTRIBUTE = "message.type"
+_INT64 = struct.Struct(">q")
+
+
+def parse_topic_attributes(text: str) -> dict[str, str]:
+    """RocketMQ 5's attribute string ``+key=value,+key2=value2`` (``-key`` removes: ignored here)."""
+    attributes = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item or item.startswith("-"):
+            continue
+        key, sep, value = item.lstrip("+").partition("=")
+        if not sep or not key:
+            raise BadRequestError(f"topic attribute {item!r} is not +key=value")
+        attributes[key.strip()] = value.strip()
+    return attributes
+
+
+def topic_config_from_header(h: HeaderFields, *, default_queue_nums: int) -> TopicConfig:
+    """UPDATE_AND_CREATE_TOPIC's fields as a TopicConfig; ``messageType`` (PocketMQ) wins over the attribute."""
+    topic = h.str("topic")
+    problem = topic_name_problem(topic)
+    if problem:
+        raise IllegalTopicError(problem)
+    type_text = h.str("messageType", None) or parse_topic_attributes(h.str("attributes", "")).get(
+        _MESSAGE_TYPE_ATTRIBUTE)
+    try:
+        message_type = MessageType.parse(type_text) if type_text else MessageType.MIXED
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from None
+    read_nums = h.int("readQueueNums", default_queue_nums)
+    return TopicConfig(topic, read_nums, h.int("writeQueueNums", read_nums), h.int("perm", PERM_READ_WRITE),
+                       message_type, h.bool("order"))
+
+
+def parse_properties_text(body: bytes) -> dict[str, str]:
+    """``key=value`` lines (Java properties, as UPDATE_BROKER_CONFIG sends them); ``#`` comments skipped."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequestError("config body is not UTF-8") from None
+    changes = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise BadRequestError(f"config line {line!r} is not key=value")
+        changes[key.strip()] = value.strip()
+    return changes
+
+
+class AdminHandlers:
+    def __init__(self, broker) -> None:
+        self._broker = broker
+
+    def register(self, router: RequestRouter) -> None:
+        for code, handler in (
+            (RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic),
+            (RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config),
+            (RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic_in_broker),
+            (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_and_create_subscription_group),
+            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group_config),
+            (RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group),
+            (RequestCode.GET_CONSUME_STATS, self.get_consume_stats),
+            (RequestCode.GET_BROKER_CONFIG, self.get_broker_config),
+            (RequestCode.UPDATE_BROKER_CONFIG, self.update_broker_config),
+            (RequestCode.GET_BROKER_RUNTIME_INFO, self.get_broker_runtime_info),
+        ):
+            router.register(code, handler)
+
+    # -- topics ---------------------------------------------------------------------------------------------------
+    async def update_and_create_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """Create or update a topic. ``autoCreate=true`` (PocketMQ, sent by the name server on a route query for
+        an unknown topic) applies this broker's auto-create rule instead, and never changes an existing topic."""
+        h = HeaderFields(request.ext_fields)
+        topics = self._broker.topics
+        if h.bool("autoCreate"):
+            config = topics.get_or_create(h.str("topic"))  # TOPIC_NOT_EXIST when this broker's auto-creation is off
+            # The reply carries the topic as it is here (it may have existed with other queue numbers), so the
+            # name server records the truth rather than its plan.
+            return request.response(ResponseCode.SUCCESS, body=json_bytes(topic_config_to_json(config)))
+        config = topic_config_from_header(h, default_queue_nums=self._broker.config.default_topic_queue_nums)
+        if is_system_topic(config.name):
+            raise IllegalTopicError(f"topic {config.name!r} is a system topic")
+        topics.create_or_update(config)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_all_topic_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        topics = self._broker.topics
+        return request.response(ResponseCode.SUCCESS, body=json_bytes({
+            "topicConfigTable": {t.name: topic_config_to_json(t) for t in topics.all()},
+            "dataVersion": self._broker.data_version(topics.data_version),
+        }))
+
+    async def delete_topic_in_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """Idempotent: deleting a topic this broker does not have is SUCCESS (admin tools ask every master)."""
+        topic = HeaderFields(request.ext_fields).str("topic")
+        if is_system_topic(topic):
+            raise IllegalTopicError(f"topic {topic!r} is a system topic")
+        self._broker.delete_topic(topic)
+        return request.response(ResponseCode.SUCCESS)
+
+    # -- subscription groups ------------------------------------------------------------------------------------
+    async def update_and_create_subscription_group(self, conn: RemotingConnection,
+                                                   request: RemotingCommand) -> RemotingCommand:
+        config = group_config_from_json(json_body(request.body, "subscription group"))
+        self._broker.groups.create_or_update(config)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_all_subscription_group_config(self, conn: RemotingConnection,
+                                                request: RemotingCommand) -> RemotingCommand:
+        groups = self._broker.groups
+        return request.response(ResponseCode.SUCCESS, body=json_bytes({
+            "subscriptionGroupTable": {g.group: group_config_to_json(g) for g in groups.all()},
+            "dataVersion": self._broker.data_version(groups.data_version),
+        }))
+
+    async def delete_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        self._broker.delete_group(h.str("groupName"), clean_offsets=h.bool("cleanOffset"))
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """Per queue: the broker's max offset, the group's committed offset, and when the last consumed
+        message was stored; ``totalDiff`` sums the lag."""
+        h = HeaderFields(request.ext_fields)
+        group = h.str("consumerGroup")
+        broker = self._broker
+        topic = h.str("topic", None)
+        if topic is not None:
+            topic_names = [topic]
+        else:
+            info = broker.consumers.table.group_info(group)
+            topic_names = sorted(set(broker.offsets.topics_of_group(group)) | set(info.subscriptions if info else ()))
+        entries = []
+        for name in topic_names:
+            config = broker.topics.get(name)
+            if config is None:
+                continue
+            committed = broker.offsets.offsets(group, name)
+            for queue_id in range(config.read_queue_nums):
+                consumer_offset = committed.get(queue_id, 0)
+                entries.append({
+                    "topic": name, "brokerName": broker.broker_name, "queueId": queue_id,
+                    "brokerOffset": broker.store.max_queue_offset(name, queue_id),
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": self._store_time_before(name, queue_id, consumer_offset),
+                })
+        total_diff = sum(max(0, e["brokerOffset"] - e["consumerOffset"]) for e in entries)
+        return request.response(ResponseCode.SUCCESS, body=json_bytes(
+            {"offsetTable": entries, "consumeTps": 0.0, "totalDiff": total_diff}))
+
+    def _store_time_before(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store timestamp of the message before ``queue_offset`` (the last one consumed), or 0."""
+        if queue_offset <= 0:
+            return 0
+        got = self._broker.store.get_messages(topic, queue_id, queue_offset - 1, 1, max_bytes=1 << 20,
+                                              tag_filter=None)
+        if not got.records:
+            return 0
+        return _INT64.unpack_from(got.records[0], STORE_TIMESTAMP_POS)[0]
+
+    # -- broker config and runtime info ---------------------------------------------------------------------------
+    async def get_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        text = "".join(f"{k}={v}\n" for k, v in sorted(config_properties(self._broker.config).items()))
+        version = json_bytes(self._broker.data_version(self._broker.topics.data_version)).decode()
+        return request.response(ResponseCode.SUCCESS, {"version": version}, body=text.encode())
+
+    async def update_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        self._broker.update_config(parse_properties_text(request.body))
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_broker_runtime_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=json_bytes({"table": self._broker.runtime_info()}))
+

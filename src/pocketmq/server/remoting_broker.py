@@ -1,0 +1,380 @@
+"""The broker's remoting front end: request codes -> broker services, replies in RocketMQ's shapes.
+
+``build_broker_router(broker)`` returns the handler of every connection of the broker's remoting port. This
+module serves messaging (send, pull, offsets, heartbeats and the consumer list, message lookup); the admin
+codes live in ``remoting_admin``. docs/protocol.md lists each code with its fields.
+
+Rules every handler follows:
+
+- header fields are read leniently (``remoting_headers``); a missing or bad one is INVALID_PARAMETER with a
+  remark naming it;
+- service errors carry their response code (``pocketmq.errors``); the router turns them, and any unexpected
+  exception (SYSTEM_ERROR), into a reply, so nothing a client sends takes the server down;
+- until ``Broker.start`` has returned, and after shutdown begins, every request gets SERVICE_NOT_AVAILABLE;
+- the send and pull paths do no per-message logging and no copies beyond decoding: a pull reply body is the
+  stored records joined once.
+"""
+
+from __future__ import annotations
+
+from pocketmq.broker.consumers import ConsumerGroupInfo, Notification, SubscriptionData
+from pocketmq.common.message import MessageExt, parse_offset_msg_id
+from pocketmq.common.properties import decode_properties
+from pocketmq.common.topic import group_name_problem, topic_name_problem
+from pocketmq.errors import BadRequestError, IllegalMessageError, PocketMQError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import RecordFormatError, decode_batch, encode_record
+from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.server.remoting_admin import AdminHandlers
+from pocketmq.server.remoting_headers import SEND_V2_FIELD_NAMES, HeaderFields, host_port, json_body, json_bytes
+from pocketmq.store.api import PutStatus
+
+# PULL_MESSAGE sysFlag bits (PullSysFlag)
+PULL_COMMIT_OFFSET = 0x1
+PULL_SUSPEND = 0x2
+PULL_SUBSCRIPTION = 0x4
+
+DEFAULT_PULL_MAX_NUMS = 32
+QUERY_MESSAGE_MAX_NUMS = 64
+
+_SEND_CODE_OF_PUT = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+# Enum fields of a heartbeat may arrive as ordinals (RocketMQ's enum order).
+_CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
+_MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+_CONSUME_FROM = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                 "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                 "CONSUME_FROM_TIMESTAMP")
+_CLOSE_HOOK = "pocketmq.broker.close_hook"
+_BORN_HOST = "pocketmq.broker.born_host"
+
+
+class BrokerRequestRouter(RequestRouter):
+    """A RequestRouter that answers SERVICE_NOT_AVAILABLE while its broker is not serving."""
+
+    def __init__(self, broker) -> None:
+        super().__init__()
+        self._broker = broker
+
+    async def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        if not self._broker.started:
+            return request.response(ResponseCode.SERVICE_NOT_AVAILABLE, remark="broker is starting or stopping")
+        return await super().__call__(conn, request)
+
+
+def build_broker_router(broker) -> BrokerRequestRouter:
+    """The request handler of the broker's remoting port; also installs the consumer-change notifier."""
+    router = BrokerRequestRouter(broker)
+    MessagingHandlers(broker).register(router)
+    AdminHandlers(broker).register(router)
+    return router
+
+
+def topic_and_queue(h: HeaderFields) -> tuple[str, int]:
+    topic = h.str("topic")
+    problem = topic_name_problem(topic)
+    if problem:
+        raise BadRequestError(problem)
+    return topic, h.int("queueId")
+
+
+def checked_group(h: HeaderFields, name: str = "consumerGroup") -> str:
+    group = h.str(name)
+    problem = group_name_problem(group)
+    if problem:
+        raise BadRequestError(problem)
+    return group
+
+
+class MessagingHandlers:
+    def __init__(self, broker) -> None:
+        self._broker = broker
+        broker.consumers.add_notifier(self._notify_consumer_ids_changed)
+
+    def register(self, router: RequestRouter) -> None:
+        for code, handler in (
+            (RequestCode.SEND_MESSAGE, self.send_message),
+            (RequestCode.SEND_MESSAGE_V2, self.send_message),
+            (RequestCode.SEND_BATCH_MESSAGE, self.send_message),
+            (RequestCode.PULL_MESSAGE, self.pull_message),
+            (RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset),
+            (RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset),
+            (RequestCode.GET_MIN_OFFSET, self.get_min_offset),
+            (RequestCode.GET_MAX_OFFSET, self.get_max_offset),
+            (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset_by_timestamp),
+            (RequestCode.GET_EARLIEST_MSG_STORETIME, self.get_earliest_msg_storetime),
+            (RequestCode.HEART_BEAT, self.heart_beat),
+            (RequestCode.UNREGISTER_CLIENT, self.unregister_client),
+            (RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group),
+            (RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id),
+            (RequestCode.QUERY_MESSAGE, self.query_message),
+        ):
+            router.register(code, handler)
+
+    # -- send ---------------------------------------------------------------------------------------------------
+    async def send_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """SEND_MESSAGE (full field names), SEND_MESSAGE_V2 (one-letter names), SEND_BATCH_MESSAGE."""
+        fields = request.ext_fields
+        if "b" in fields and "topic" not in fields:  # V2 header (SEND_MESSAGE_V2, and batches from 4.x clients)
+            fields = {SEND_V2_FIELD_NAMES.get(k, k): v for k, v in fields.items()}
+        h = HeaderFields(fields)
+        topic = h.str("topic")
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or h.bool("batch")
+        if batch:
+            try:
+                messages = decode_batch(request.body, topic)
+            except (RecordFormatError, UnicodeDecodeError) as exc:
+                raise IllegalMessageError(f"batch body does not parse: {exc}") from None
+        else:
+            messages = [MessageExt(topic=topic, body=request.body,
+                                   properties=decode_properties(h.str("properties", "")), flag=h.int("flag", 0),
+                                   sys_flag=h.int("sysFlag", 0), reconsume_times=h.int("reconsumeTimes", 0))]
+        queue_id = h.int("queueId", -1)
+        results = await self._broker.messages.send(
+            messages, topic=topic, queue_id=queue_id if queue_id >= 0 else None, born_host=self._born_host(conn),
+            born_timestamp_ms=h.int("bornTimestamp", 0), producer_group=h.str("producerGroup", None), batch=batch)
+        first = results[0]
+        code = ResponseCode.SUCCESS
+        for result in results:  # the weakest guarantee of the batch is the answer
+            status_code = _SEND_CODE_OF_PUT.get(result.status, ResponseCode.SUCCESS)
+            if status_code != ResponseCode.SUCCESS:
+                code = status_code
+        msg_id = first.offset_msg_id if len(results) == 1 else ",".join(r.offset_msg_id for r in results)
+        return request.response(code, {"msgId": msg_id, "queueId": first.queue_id, "queueOffset": first.queue_offset,
+                                       "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+
+    @staticmethod
+    def _born_host(conn: RemotingConnection) -> tuple[str, int]:
+        born_host = conn.attributes.get(_BORN_HOST)
+        if born_host is None:
+            born_host = conn.attributes[_BORN_HOST] = host_port(conn.remote_address)
+        return born_host  # type: ignore[return-value]
+
+    # -- pull ---------------------------------------------------------------------------------------------------
+    async def pull_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        group = checked_group(h)
+        topic, queue_id = topic_and_queue(h)
+        queue_offset = h.int("queueOffset")
+        max_nums = h.int("maxMsgNums", DEFAULT_PULL_MAX_NUMS)
+        sys_flag = h.int("sysFlag", 0)
+        expression_type = h.str("expressionType", "TAG").upper()
+        if expression_type != "TAG":
+            raise PocketMQError(f"expression type {expression_type} is not supported: filter by TAG",
+                                response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        if sys_flag & PULL_SUBSCRIPTION:
+            expression = h.str("subscription", "*")
+        else:  # the client relies on the subscription it gave in its heartbeat
+            expression = self._heartbeat_expression(group, topic)
+        broker = self._broker
+        if sys_flag & PULL_COMMIT_OFFSET:
+            commit_offset = h.int("commitOffset", -1)
+            if commit_offset >= 0:
+                broker.offsets.commit(group, topic, queue_id, commit_offset)
+        suspend_ms = h.int("suspendTimeoutMillis", 0) if sys_flag & PULL_SUSPEND else 0
+        outcome = await broker.messages.pull(group, topic, queue_id, queue_offset, max_nums, tag_filter=expression,
+                                             suspend_timeout_ms=suspend_ms)
+        return request.response(outcome.status.response_code,
+                                 {"nextBeginOffset": outcome.next_begin_offset, "minOffset": outcome.min_offset,
+                                  "maxOffset": outcome.max_offset, "suggestWhichBrokerId": 0},
+                                 body=b"".join(outcome.records) if outcome.records else b"")
+
+    def _heartbeat_expression(self, group: str, topic: str) -> str:
+        info = self._broker.consumers.table.group_info(group)
+        subscription = info.subscriptions.get(topic) if info else None
+        return subscription.expression if subscription else "*"
+
+    # -- offsets --------------------------------------------------------------------------------------------------
+    async def query_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        group = checked_group(h)
+        topic, queue_id = topic_and_queue(h)
+        offset = self._broker.offsets.query(group, topic, queue_id)
+        if offset is None:
+            # RocketMQ answers 0 for a group that never committed while the queue still starts at 0: some 4.x
+            # clients cannot choose where a new group starts and rely on it to see the first messages.
+            if h.bool("setZeroIfNotFound", True) and self._broker.store.min_queue_offset(topic, queue_id) <= 0:
+                offset = 0
+            else:
+                return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                        remark=f"group {group} has no offset for {topic}/{queue_id}")
+        return request.response(ResponseCode.SUCCESS, {"offset": offset})
+
+    async def update_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        group = checked_group(h)
+        topic, queue_id = topic_and_queue(h)
+        self._broker.offsets.commit(group, topic, queue_id, h.int("commitOffset"))  # negative ones are ignored
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_min_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = topic_and_queue(HeaderFields(request.ext_fields))
+        return request.response(ResponseCode.SUCCESS, {"offset": self._broker.store.min_queue_offset(topic, queue_id)})
+
+    async def get_max_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = topic_and_queue(HeaderFields(request.ext_fields))
+        return request.response(ResponseCode.SUCCESS, {"offset": self._broker.store.max_queue_offset(topic, queue_id)})
+
+    async def search_offset_by_timestamp(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        topic, queue_id = topic_and_queue(h)
+        offset = self._broker.store.queue_offset_by_time(topic, queue_id, h.int("timestamp"))
+        return request.response(ResponseCode.SUCCESS, {"offset": offset})
+
+    async def get_earliest_msg_storetime(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = topic_and_queue(HeaderFields(request.ext_fields))
+        return request.response(ResponseCode.SUCCESS,
+                                {"timestamp": self._broker.store.earliest_store_time_ms(topic, queue_id)})
+
+    # -- clients --------------------------------------------------------------------------------------------------
+    async def heart_beat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        body = json_body(request.body, "heartbeat")
+        if not isinstance(body, dict):
+            raise BadRequestError("heartbeat body must be a JSON object")
+        client_id = body.get("clientID")
+        if not isinstance(client_id, str) or not client_id:
+            raise BadRequestError("heartbeat lacks clientID")
+        consumers = [_consumer_group_info(obj) for obj in _list_field(body, "consumerDataSet")]
+        producer_groups = [str(obj.get("groupName") or "") for obj in _list_field(body, "producerDataSet")]
+        for group in producer_groups:
+            if group_name_problem(group):
+                raise BadRequestError(f"heartbeat producer group: {group_name_problem(group)}")
+        broker = self._broker
+        for info in consumers:
+            broker.groups.get_or_create(info.group)  # SUBSCRIPTION_GROUP_NOT_EXIST when auto-creation is off
+            broker.topics.get_or_create(f"%RETRY%{info.group}")  # consumers pull their retry topic on their own
+        self._hook_close(conn)
+        common = {"language": request.language, "version": request.version, "remote_address": conn.remote_address}
+        for info in consumers:
+            broker.consumers.heartbeat(info.group, client_id, conn, info=info, **common)
+        for group in producer_groups:
+            broker.producers.heartbeat(group, client_id, conn, **common)
+        return request.response(ResponseCode.SUCCESS)
+
+    def _hook_close(self, conn: RemotingConnection) -> None:
+        if conn.attributes.get(_CLOSE_HOOK):
+            return
+        conn.attributes[_CLOSE_HOOK] = True
+        broker = self._broker
+
+        def closed(c: RemotingConnection) -> None:
+            broker.consumers.connection_closed(c)
+            broker.producers.connection_closed(c)
+
+        conn.on_close(closed)
+
+    async def unregister_client(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        client_id = h.str("clientID")
+        producer_group = h.str("producerGroup", None)
+        consumer_group = h.str("consumerGroup", None)
+        if producer_group:
+            self._broker.producers.unregister(producer_group, client_id)
+        if consumer_group:
+            self._broker.consumers.unregister(consumer_group, client_id)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_consumer_list_by_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        # An empty list is SUCCESS too (RocketMQ says SYSTEM_ERROR): an error at startup stops some clients for good.
+        group = checked_group(HeaderFields(request.ext_fields))
+        return request.response(ResponseCode.SUCCESS,
+                                body=json_bytes({"consumerIdList": self._broker.consumers.client_ids(group)}))
+
+    def _notify_consumer_ids_changed(self, notification: Notification) -> None:
+        conn = notification.connection
+        if not isinstance(conn, RemotingConnection) or conn.is_closed:
+            return  # another front end's client, or gone already
+        config = self._broker.groups.get(notification.group)
+        if config is not None and not config.notify_consumer_ids_changed_enable:
+            return
+        conn.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                   {"consumerGroup": notification.group}))
+
+    # -- message lookup ---------------------------------------------------------------------------------------------
+    async def view_message_by_id(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """By commit log offset (RocketMQ's ``offset``), or by offset message id (PocketMQ's ``msgId``)."""
+        h = HeaderFields(request.ext_fields)
+        msg_id = h.str("msgId", None)
+        if msg_id is not None:
+            try:
+                _, phys_offset = parse_offset_msg_id(msg_id)
+            except ValueError as exc:
+                raise BadRequestError(f"msgId {msg_id!r}: {exc}") from None
+        else:
+            phys_offset = h.int("offset")
+        message = self._broker.store.read_message(phys_offset) if phys_offset >= 0 else None
+        if message is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND, remark=f"no message at commit log offset {phys_offset}")
+        return request.response(ResponseCode.SUCCESS, body=encode_record(message))
+
+    async def query_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """By key (``KEYS``), or by the producer's id when ``_UNIQUE_KEY_QUERY`` is true; records back to back."""
+        h = HeaderFields(request.ext_fields)
+        topic = h.str("topic")
+        key = h.str("key")
+        max_nums = max(1, min(h.int("maxNum", QUERY_MESSAGE_MAX_NUMS), QUERY_MESSAGE_MAX_NUMS))
+        store = self._broker.store
+        if h.bool("_UNIQUE_KEY_QUERY"):
+            messages = store.query_by_uniq_key(topic, key)
+        else:
+            messages = store.query_by_key(topic, key, max_nums, h.int("beginTimestamp", 0),
+                                          h.int("endTimestamp", 2 ** 62))
+        if not messages:
+            return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                    remark=f"no message of topic {topic} with key {key!r} in that time range")
+        messages = messages[:max_nums]
+        last = max(messages, key=lambda m: m.phys_offset)
+        return request.response(ResponseCode.SUCCESS,
+                                {"indexLastUpdateTimestamp": last.store_timestamp_ms,
+                                 "indexLastUpdatePhyoffset": last.phys_offset},
+                                body=b"".join(encode_record(m) for m in messages))
+
+
+def _list_field(body: dict, name: str) -> list[dict]:
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise BadRequestError(f"heartbeat {name} must be a list of objects")
+    return value
+
+
+def _enum_name(value, names: tuple[str, ...], default: str) -> str:
+    """An enum field given as its name or as its ordinal."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names[value] if 0 <= value < len(names) else default
+    text = str(value)
+    if text.isdigit():
+        return names[int(text)] if int(text) < len(names) else default
+    return text
+
+
+def _consumer_group_info(obj: dict) -> ConsumerGroupInfo:
+    group = str(obj.get("groupName") or "")
+    problem = group_name_problem(group)
+    if problem:
+        raise BadRequestError(f"heartbeat consumer group: {problem}")
+    subscriptions = {}
+    for sub in obj.get("subscriptionDataSet") or []:
+        if not isinstance(sub, dict) or not sub.get("topic"):
+            raise BadRequestError(f"heartbeat of group {group}: a subscription lacks its topic")
+        try:
+            sub_version = int(sub.get("subVersion") or 0)
+        except (TypeError, ValueError):
+            sub_version = 0
+        topic = str(sub["topic"])
+        subscriptions[topic] = SubscriptionData(topic, str(sub.get("subString") or "*"),
+                                                str(sub.get("expressionType") or "TAG"), sub_version)
+    return ConsumerGroupInfo(
+        group=group,
+        consume_type=_enum_name(obj.get("consumeType"), _CONSUME_TYPES, "CONSUME_PASSIVELY"),
+        message_model=_enum_name(obj.get("messageModel"), _MESSAGE_MODELS, "CLUSTERING"),
+        consume_from_where=_enum_name(obj.get("consumeFromWhere"), _CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"),
+        subscriptions=subscriptions,
+    )
+

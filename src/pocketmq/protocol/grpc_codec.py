@@ -197,15 +197,16 @@ class RouteQueue:
     readable: bool = True
     writable: bool = True
     message_type: MessageType = MessageType.MIXED
+    domain_name: bool = False  # the endpoints are host names (an echo of a client's DOMAIN_NAME access point)
 
 
 def route_response(queues: list[RouteQueue]):
     resp = spb.QueryRouteResponse(status=ok_status())
     endpoints_cache: dict[tuple, object] = {}
     for q in queues:
-        endpoints = endpoints_cache.get(q.endpoints)
+        endpoints = endpoints_cache.get((q.endpoints, q.domain_name))
         if endpoints is None:
-            endpoints = endpoints_cache[q.endpoints] = make_endpoints(q.endpoints)
+            endpoints = endpoints_cache[(q.endpoints, q.domain_name)] = make_endpoints(q.endpoints, q.domain_name)
         mq = resp.message_queues.add()
         mq.topic.name = q.topic
         mq.id = q.queue_id

@@ -1,0 +1,163 @@
+"""The official RocketMQ 5 Python client's send rate against ``pocketmq serve`` and against a do-nothing gRPC
+server (same service, answering OK at once: the ceiling of Python gRPC on this machine), in one run.
+
+Each target gets its own fresh client process (HOME in a temp dir: the client logs under ~/logs); each client
+warms up, then times MESSAGES sync sends of SIZE-byte bodies from THREADS threads sharing one producer. The
+two targets alternate ROUNDS times and the best round of each counts. Prints one JSON line; the target is
+``ratio`` >= 0.8.
+
+    python bench/produce_grpc.py [--messages 5000] [--size 1024] [--threads 1,4] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+WARMUP_SENDS = 200
+
+
+# -- the do-nothing server (run with --null-server READY_FILE) ---------------------------------------------------
+def run_null_server(ready_file: str) -> None:
+    import grpc
+
+    from pocketmq.common.topic import MessageType
+    from pocketmq.protocol import grpc_codec as codec
+    from pocketmq.protocol.grpc_service import add_messaging_service
+    from pocketmq.server.grpc_server import MAX_GRPC_MESSAGE_BYTES
+
+    class NullServicer:
+        """Answers what a producer needs, at once, storing nothing."""
+
+        async def QueryRoute(self, request, context):
+            topic, dialled, domain = codec.decode_route_request(request)
+            return codec.route_response([codec.RouteQueue(topic, i, "null", tuple(dialled), domain_name=domain,
+                                                          message_type=MessageType.MIXED) for i in range(8)])
+
+        async def Heartbeat(self, request, context):
+            return codec.heartbeat_response()
+
+        async def NotifyClientTermination(self, request, context):
+            return codec.termination_response()
+
+        async def SendMessage(self, request, context):
+            return codec.send_response([codec.SendEntry(codec.V2Code.OK, message_id=m.system_properties.message_id)
+                                        for m in request.messages])
+
+        async def Telemetry(self, request_iterator, context):
+            async for command in request_iterator:
+                if codec.telemetry_kind(command) == "settings":
+                    yield codec.settings_reply(command, max_body_bytes=4 * 1024 * 1024)
+
+    async def serve() -> None:
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES)])
+        add_messaging_service(NullServicer(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        Path(ready_file).write_text(json.dumps({"grpc": f"127.0.0.1:{port}"}))
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
+# -- the client (run with --client JSON) -------------------------------------------------------------------------
+def run_client(spec: dict) -> None:
+    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+
+    producer = Producer(ClientConfiguration(spec["endpoint"], Credentials()), [spec["topic"]])
+    producer.startup()
+    body = os.urandom(spec["size"])
+
+    def send(count: int) -> None:
+        for _ in range(count):
+            msg = Message()
+            msg.topic = spec["topic"]
+            msg.body = body
+            msg.tag = "bench"
+            producer.send(msg)
+
+    try:
+        send(WARMUP_SENDS)
+        per_thread = spec["messages"] // spec["threads"]
+        threads = [threading.Thread(target=send, args=(per_thread,)) for _ in range(spec["threads"])]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed_s = time.perf_counter() - started
+    finally:
+        producer.shutdown()
+    print(json.dumps({"msgs_per_s": per_thread * spec["threads"] / elapsed_s}), flush=True)
+
+
+# -- the driver ----------------------------------------------------------------------------------------------------
+def measure(endpoint: str, home: Path, *, messages: int, size: int, threads: int) -> float:
+    spec = {"endpoint": endpoint, "topic": "bench_grpc", "messages": messages, "size": size, "threads": threads}
+    env = dict(os.environ, HOME=str(home))
+    out = subprocess.run([sys.executable, __file__, "--client", json.dumps(spec)], env=env, check=True,
+                         capture_output=True, text=True, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1])["msgs_per_s"]
+
+
+def wait_ready(ready: Path, proc: subprocess.Popen, timeout_s: float = 30) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("do-nothing server did not start")
+        time.sleep(0.05)
+    return json.loads(ready.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--threads", default="1,4", help="comma-separated client thread counts")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--null-server", metavar="READY_FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--client", metavar="JSON", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.null_server:
+        return run_null_server(args.null_server)
+    if args.client:
+        return run_client(json.loads(args.client))
+
+    from pocketmq.testing.processes import broker_process
+
+    with tempfile.TemporaryDirectory(prefix="pmq-bench-grpc-") as tmp:
+        tmp_path = Path(tmp)
+        ready = tmp_path / "null.ready.json"
+        null = subprocess.Popen([sys.executable, __file__, "--null-server", str(ready)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        broker = broker_process(tmp_path / "broker", "broker-a").start()
+        try:
+            null_endpoint = wait_ready(ready, null)["grpc"]
+            result = {"bench": "produce_grpc", "client": "rocketmq-python-client (official, sync send)",
+                      "messages": args.messages, "body_bytes": args.size, "runs": []}
+            for threads in (int(t) for t in args.threads.split(",")):
+                best = {"null": 0.0, "pocketmq": 0.0}
+                for _ in range(args.rounds):
+                    for name, endpoint in (("null", null_endpoint), ("pocketmq", broker.grpc)):
+                        rate = measure(endpoint, tmp_path, messages=args.messages, size=args.size, threads=threads)
+                        best[name] = max(best[name], rate)
+                result["runs"].append({"threads": threads, "ceiling_msgs_per_s": round(best["null"]),
+                                       "pocketmq_msgs_per_s": round(best["pocketmq"]),
+                                       "ratio": round(best["pocketmq"] / best["null"], 3)})
+            print(json.dumps(result))
+        finally:
+            broker.stop()
+            null.terminate()
+            null.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

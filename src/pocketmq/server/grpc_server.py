@@ -1,0 +1,86 @@
+"""The gRPC v2 front end: a grpc.aio server on the broker's event loop, serving ``MessagingService``.
+
+``GrpcFrontEnd(broker, host, port)``: ``await start()`` binds (port 0: the OS picks) and returns the bound
+port; ``await stop(grace_s)`` ends every client stream, then lets in-flight requests finish for up to
+``grace_s``. The front end may start before ``broker.start()`` (the broker needs the bound port to advertise
+it); requests that arrive before the broker has started are answered INTERNAL_SERVER_ERROR ("starting").
+
+Limits: messages up to ``MAX_GRPC_MESSAGE_BYTES`` each way (a 4 MiB body plus its envelope must pass: grpc's
+own 4 MiB default would refuse it with RESOURCE_EXHAUSTED); at most ``max_inflight_sends`` SendMessage
+requests at once, beyond which a send is answered TOO_MANY_REQUESTS. Sessions of clients that stop sending
+heartbeats expire after the broker's ``client_channel_expire_ms`` (120 s by default), checked every
+``client_scan_interval_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from pocketmq.protocol.grpc_service import add_messaging_service
+from pocketmq.runtime.clock import Clock
+from pocketmq.server.grpc_servicer import DEFAULT_MAX_INFLIGHT_SENDS, MessagingServicer
+from pocketmq.server.sessions import SessionRegistry
+
+log = logging.getLogger(__name__)
+
+MAX_GRPC_MESSAGE_BYTES = 130 * 1024 * 1024  # as the Apache proxy
+
+
+class GrpcFrontEnd:
+    def __init__(self, broker, host: str, port: int, *, clock: Clock | None = None,
+                 heartbeat_timeout_ms: int | None = None, scan_interval_ms: int | None = None,
+                 max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS):
+        self._broker = broker
+        self._host = host
+        self._requested_port = port
+        self._clock = clock or broker.clock
+        self.sessions = SessionRegistry(heartbeat_timeout_ms or broker.config.client_channel_expire_ms)
+        self._scan_interval_ms = scan_interval_ms or broker.config.client_scan_interval_ms
+        self.servicer = MessagingServicer(broker, self.sessions, self._clock, max_inflight_sends=max_inflight_sends)
+        self._server: grpc.aio.Server | None = None
+        self._expiry: asyncio.Task | None = None
+        self.port: int | None = None
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port. Raises RuntimeError when the address cannot be bound."""
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),  # a port in use must fail to bind, not be shared
+        ])
+        add_messaging_service(self.servicer, server)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self.port = server.add_insecure_port(f"{host}:{self._requested_port}")
+        if not self.port:  # older grpc versions report a failed bind as port 0
+            raise RuntimeError(f"cannot bind gRPC to {host}:{self._requested_port}")
+        await server.start()
+        self._server = server
+        self._expiry = asyncio.ensure_future(self._expire_sessions())
+        self._expiry.set_name("grpc-session-expiry")
+        log.info("event=grpc_listening host=%s port=%d heartbeat_timeout_ms=%d", self._host, self.port,
+                 self.sessions.heartbeat_timeout_ms)
+        return self.port
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """End client streams, then stop; requests in flight get up to ``grace_s`` to finish."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.wait([self._expiry])
+            self._expiry = None
+        self.sessions.close_all()
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None
+            log.info("event=grpc_stopped port=%s", self.port)
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(self._scan_interval_ms / 1000)
+            self.sessions.expire(self._clock.now_ms())
+
+    def __repr__(self) -> str:
+        state = f"port={self.port}" if self._server is not None else "stopped"
+        return f"<GrpcFrontEnd {self._host} {state} sessions={len(self.sessions)}>"

@@ -1,0 +1,283 @@
+"""The ``apache.rocketmq.v2.MessagingService`` servicer: the v2 front end over the Broker facade.
+
+Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage, NotifyClientTermination. The consumer RPCs
+(ReceiveMessage, Ack, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue, the Pull
+and offset RPCs), EndTransaction, RecallMessage and SyncLiteSubscription answer a NOT_IMPLEMENTED status
+until their issues land.
+
+Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
+and answered INTERNAL_SERVER_ERROR. Bytes that are not the method's protobuf arrive as ``Malformed`` (see
+protocol/grpc_service.py) and get gRPC INVALID_ARGUMENT; inside a Telemetry stream they get a status
+command and the stream goes on. No request can end another request, a stream, or the server.
+
+Telemetry: each stream is registered in the session registry under the ``x-mq-client-id`` header; what the
+server sends on it (settings replies now, transaction checks later) goes through the session's outbox, so
+any part of the broker can push a command to a live client with ``sessions.get(client_id).push(cmd)``.
+The stream ends when the client half-closes it, when the session is dropped (NotifyClientTermination,
+heartbeat expiry) or when a newer stream of the same client replaces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from pocketmq.common.topic import MessageType
+from pocketmq.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
+from pocketmq.protocol import grpc_codec as codec
+from pocketmq.protocol.grpc_codec import V2Code
+from pocketmq.protocol.grpc_service import Malformed
+from pocketmq.runtime.clock import Clock
+from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
+from pocketmq.server.grpc_validation import SendLimits, check_send_request, check_topic, validate_message
+from pocketmq.server.sessions import SessionRegistry
+
+log = logging.getLogger(__name__)
+
+CLIENT_ID_HEADER = "x-mq-client-id"
+LANGUAGE_HEADER = "x-mq-language"
+DEFAULT_MAX_INFLIGHT_SENDS = 2048
+# The client kinds the v2 protocol defines; a Settings with another one is UNRECOGNIZED_CLIENT_TYPE.
+_KNOWN_CLIENT_TYPES = frozenset({"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER",
+                                 "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"})
+_POP_LATER = "consumers are not implemented by this broker yet (POP arrives in a later issue)"
+
+
+def peer_address(peer: str) -> tuple[str, int]:
+    """(host, port) of a grpc peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``); ("127.0.0.1", 0) otherwise."""
+    _, _, address = peer.partition(":")
+    parsed = parse_address(address)
+    return parsed if parsed is not None else ("127.0.0.1", 0)
+
+
+def _header(context, name: str) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == name:
+            return value
+    return ""
+
+
+def _unary_not_implemented(method: str, what: str):
+    async def answer(self, request, context):
+        return codec.not_implemented_response(method, what)
+
+    answer.__name__ = method
+    return answer
+
+
+def _stream_not_implemented(method: str, what: str):
+    async def answer(self, request, context):
+        yield codec.not_implemented_response(method, what)
+
+    answer.__name__ = method
+    return answer
+
+
+class MessagingServicer:
+    """One broker's v2 service; methods are named as the RPCs (grpc binds them by name)."""
+
+    def __init__(self, broker, sessions: SessionRegistry, clock: Clock, *,
+                 max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS):
+        self._broker = broker
+        self._sessions = sessions
+        self._clock = clock
+        self._max_inflight_sends = max_inflight_sends
+        self._inflight_sends = 0
+        self._limits = SendLimits(max_body_bytes=broker.config.max_message_bytes)
+
+    # -- routes ---------------------------------------------------------------------------------------------------
+    async def QueryRoute(self, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, "QueryRoute", request)
+        return await self._guard("QueryRoute", self._query_route(request), codec.route_error_response)
+
+    async def _query_route(self, request):
+        topic, dialled, dialled_domain = codec.decode_route_request(request)
+        check_topic(topic)
+        self._require_started()
+        route = await self._route(topic)
+        local = self._broker.topics.get(topic)
+        queues = route_queues(route, topic, own_broker_name=self._broker.broker_name,
+                              own_grpc_addr=self._broker.grpc_addr, dialled=dialled, dialled_domain=dialled_domain,
+                              message_type=local.message_type if local is not None else MessageType.MIXED)
+        if not queues:
+            raise TopicNotExistError(f"no broker of topic {topic!r} serves gRPC")
+        return codec.route_response(queues)
+
+    async def _route(self, topic: str):
+        """The topic's route over every broker; this broker's own view when the name servers do not know it.
+
+        That covers a broker without name servers, a topic created here but not registered yet, and a topic
+        this broker creates now (auto-creation, as a remoting send would).
+        """
+        namesrv = self._broker.namesrv_client()
+        if namesrv.addrs:
+            try:
+                return await namesrv.route(topic)
+            except TopicNotExistError:
+                pass
+        config = self._broker.topics.get_or_create(topic)
+        broker = self._broker
+        return local_route(config, cluster=broker.config.cluster_name, broker_name=broker.broker_name,
+                           broker_addr=broker.broker_addr, grpc_addr=broker.grpc_addr)
+
+    # -- send -----------------------------------------------------------------------------------------------------
+    async def SendMessage(self, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, "SendMessage", request)
+        count = len(request.messages)
+
+        def refuse(code: int, message: str):
+            return codec.send_error_response(code, message, count)
+
+        if self._inflight_sends >= self._max_inflight_sends:
+            return refuse(V2Code.TOO_MANY_REQUESTS, f"more than {self._max_inflight_sends} sends in flight")
+        self._inflight_sends += 1
+        try:
+            return await self._guard("SendMessage", self._send(request, context), refuse)
+        finally:
+            self._inflight_sends -= 1
+
+    async def _send(self, request, context):
+        inbound = codec.decode_send_request(request)
+        topic = check_send_request(inbound)
+        self._require_started()
+        config = self._broker.topics.get_or_create(topic)
+        now_ms = self._clock.now_ms()
+        valid = [validate_message(m, topic_type=config.message_type, limits=self._limits, now_ms=now_ms)
+                 for m in inbound]
+        first = valid[0]
+        peer_host, peer_port = peer_address(context.peer() or "")
+        # Validation checked each message's type against the topic: the service need not check it again.
+        results = await self._broker.messages.send(
+            [m.to_domain() for m in valid], topic=topic, born_host=(first.born_host or peer_host, peer_port),
+            born_timestamp_ms=first.born_timestamp_ms or now_ms)
+        return codec.send_response([codec.SendEntry(V2Code.OK, message_id=r.msg_id, queue_offset=r.queue_offset)
+                                    for r in results])
+
+    # -- sessions -------------------------------------------------------------------------------------------------
+    async def Heartbeat(self, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, "Heartbeat", request)
+        return await self._guard("Heartbeat", self._heartbeat(request, context), codec.heartbeat_response)
+
+    async def _heartbeat(self, request, context):
+        client_id = self._require_client_id(context)
+        client_type, group = codec.decode_heartbeat(request)
+        self._sessions.heartbeat(client_id, self._clock.now_ms(), client_type=client_type, group=group,
+                                 language=_header(context, LANGUAGE_HEADER))
+        return codec.heartbeat_response()
+
+    async def NotifyClientTermination(self, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, "NotifyClientTermination", request)
+        return await self._guard("NotifyClientTermination", self._terminate(context), codec.termination_response)
+
+    async def _terminate(self, context):
+        self._sessions.remove(self._require_client_id(context))
+        return codec.termination_response()
+
+    async def Telemetry(self, request_iterator, context):
+        client_id = _header(context, CLIENT_ID_HEADER).strip()
+        if not client_id:
+            # Answer the client's first command (never an unsolicited status: Node would reject its startup).
+            async for _ in request_iterator:
+                yield codec.telemetry_error(V2Code.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
+                return
+            return
+        outbox = self._sessions.open_stream(client_id, self._clock.now_ms())
+        reader = asyncio.ensure_future(self._read_telemetry(client_id, request_iterator, outbox))
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            reader.cancel()
+            await asyncio.wait([reader])
+            self._sessions.close_stream(client_id, outbox)
+
+    async def _read_telemetry(self, client_id: str, request_iterator, outbox) -> None:
+        """Answer each command of the client; the stream's outbox closes when the client stops writing."""
+        try:
+            async for command in request_iterator:
+                reply = self._telemetry_reply(client_id, command)
+                if reply is not None and not outbox.offer(reply):
+                    log.warning("event=grpc_telemetry_outbox_full client_id=%s", client_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the client reset the stream, or it broke: end it quietly
+            log.debug("event=grpc_telemetry_read_ended client_id=%s error=%r", client_id, exc)
+        finally:
+            outbox.close()
+
+    def _telemetry_reply(self, client_id: str, command):
+        """The server's answer to one client command, or None when it needs none."""
+        if isinstance(command, Malformed):
+            return codec.telemetry_error(V2Code.BAD_REQUEST, f"malformed telemetry command: {command.reason}")
+        try:
+            kind = codec.telemetry_kind(command)
+            if kind != "settings":
+                log.debug("event=grpc_telemetry_ignored client_id=%s kind=%s", client_id, kind or "empty")
+                return None
+            settings = codec.decode_client_settings(command)
+            if settings.client_type not in _KNOWN_CLIENT_TYPES:
+                return codec.telemetry_error(V2Code.UNRECOGNIZED_CLIENT_TYPE,
+                                             f"unrecognized client type {settings.client_type}")
+            self._sessions.update_settings(client_id, self._clock.now_ms(), client_type=settings.client_type,
+                                           group=settings.group, topics=settings.topics)
+            return codec.settings_reply(command, max_body_bytes=self._limits.max_body_bytes,
+                                        fifo=self._group_is_fifo(settings.group))
+        except Exception:  # one bad command never ends the stream
+            log.exception("event=grpc_telemetry_command_failed client_id=%s", client_id)
+            return codec.telemetry_error(V2Code.INTERNAL_SERVER_ERROR, "internal error")
+
+    def _group_is_fifo(self, group: str | None) -> bool:
+        config = self._broker.groups.get(group) if group else None
+        return bool(config is not None and config.consume_message_orderly)
+
+    # -- not implemented yet --------------------------------------------------------------------------------------
+    QueryAssignment = _unary_not_implemented("QueryAssignment", _POP_LATER)
+    ReceiveMessage = _stream_not_implemented("ReceiveMessage", _POP_LATER)
+    AckMessage = _unary_not_implemented("AckMessage", _POP_LATER)
+    ChangeInvisibleDuration = _unary_not_implemented("ChangeInvisibleDuration", _POP_LATER)
+    ForwardMessageToDeadLetterQueue = _unary_not_implemented("ForwardMessageToDeadLetterQueue", _POP_LATER)
+    PullMessage = _stream_not_implemented("PullMessage", _POP_LATER)
+    UpdateOffset = _unary_not_implemented("UpdateOffset", _POP_LATER)
+    GetOffset = _unary_not_implemented("GetOffset", _POP_LATER)
+    QueryOffset = _unary_not_implemented("QueryOffset", _POP_LATER)
+    EndTransaction = _unary_not_implemented("EndTransaction", "transactions are not implemented by this broker yet")
+    RecallMessage = _unary_not_implemented("RecallMessage", "delay messages are not implemented by this broker yet")
+    SyncLiteSubscription = _unary_not_implemented("SyncLiteSubscription", "lite consumers are not supported")
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+    def _require_started(self) -> None:
+        if not self._broker.started or self._broker.messages is None:
+            raise ServiceNotAvailableError("the broker is starting or stopping")
+
+    @staticmethod
+    def _require_client_id(context) -> str:
+        client_id = _header(context, CLIENT_ID_HEADER).strip()
+        if not client_id:
+            raise PocketMQError(f"header {CLIENT_ID_HEADER} is required", v2_code=V2Code.CLIENT_ID_REQUIRED)
+        return client_id
+
+    @staticmethod
+    async def _guard(rpc: str, work, on_error):
+        """Run one request; its failure becomes its response (``on_error(code, message)``)."""
+        try:
+            return await work
+        except PocketMQError as exc:
+            log.debug("event=grpc_request_refused rpc=%s code=%d error=%s", rpc, exc.v2_code, exc)
+            return on_error(exc.v2_code, str(exc))
+        except Exception:
+            log.exception("event=grpc_request_failed rpc=%s", rpc)
+            return on_error(V2Code.INTERNAL_SERVER_ERROR, "internal error")
+
+    def __repr__(self) -> str:
+        return f"<MessagingServicer broker={self._broker.broker_name} inflight_sends={self._inflight_sends}>"
+
+
+async def _abort_malformed(context, rpc: str, request: Malformed) -> None:
+    log.debug("event=grpc_malformed_request rpc=%s reason=%s", rpc, request.reason)
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {rpc} request: {request.reason}")

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench clean
+.PHONY: run test venv java-check bench pipeline clean
 
 venv: $(STAMP)
 
@@ -29,6 +29,11 @@ test: $(STAMP) java-check
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The example pipeline of docs/spark.md: orders -> Spark streaming aggregation -> topic + Parquet, checked,
+# with a stop and restart of the job halfway.
+pipeline: $(STAMP) java-check
+	cd examples/pipeline && PYSPARK_PYTHON=$(abspath $(BIN)/python) $(abspath $(BIN)/python) run_pipeline.py
 
 clean:
 	rm -rf $(VENV) $(DATA_DIR)

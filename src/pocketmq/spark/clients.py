@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.loop_thread import client_loop
-from pocketmq.client.producer import Producer, ProducerOptions, SendResult
+from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions
 from pocketmq.client.pull_consumer import MAX_PULL_COUNT, PullConsumer, PullStatus
 from pocketmq.common.message import Message, MessageExt, MessageQueue
+from pocketmq.errors import RemoteServerError, RemotingError
 from pocketmq.spark.offsets import QueueBounds, QueueId
 
 log = logging.getLogger(__name__)
 
 SPARK_CONSUMER_GROUP = "PMQ_SPARK_READER"  # pulls name a group; offsets are never committed under it
 SPARK_PRODUCER_GROUP = "PMQ_SPARK_WRITER"
+RETRY_BACKOFF_S = 0.2  # between resends of a chunk after a retriable failure (grows with the attempt)
 
 _cache_lock = threading.Lock()
 _clients: dict[str, "QueueClient"] = {}
@@ -52,7 +55,7 @@ def client_for(namesrv: str) -> "QueueClient":
 class QueueClient:
     def __init__(self, namesrv: str):
         self.namesrv = namesrv
-        self._config = ClientConfig(namesrv_addr=namesrv, instance_name=f"spark-{id(self):x}")
+        self._config = ClientConfig(namesrv_addr=namesrv, instance_name=f"spark-{os.getpid()}")
         self._loop = client_loop()
         self._consumer = PullConsumer(SPARK_CONSUMER_GROUP, self._config).start()
         self._producer: Producer | None = None
@@ -68,7 +71,7 @@ class QueueClient:
         from pocketmq.client.admin import Admin  # lazily: only the driver needs the admin client
 
         with Admin(self._config) as admin:
-            return {t for t in admin.topics()}
+            return set(admin.list_topics())
 
     def queues(self, topic: str) -> list[QueueId]:
         return sorted(QueueId(mq.topic, mq.broker_name, mq.queue_id) for mq in self._consumer.fetch_queues(topic))
@@ -103,12 +106,23 @@ class QueueClient:
         self._gather(core.commit(_mq(q), offset) for q, offset in positions.items())
 
     # -- writing ---------------------------------------------------------------------------------------------
-    def send_batch(self, messages: Sequence[Message], *, timeout_ms: int,
-                   queue: QueueId | None = None) -> SendResult:
-        return self.producer.send_batch(messages, queue=_mq(queue) if queue else None, timeout_s=timeout_ms / 1000)
+    def write_queues(self, topic: str) -> list[QueueId]:
+        """``topic``'s writable queues in route order (interleaved by broker): what placement indexes."""
+        route = self._loop.run(self.producer.core.instance.route(topic))
+        return [QueueId(mq.topic, mq.broker_name, mq.queue_id) for mq in route.write_queues]
 
-    def send(self, message: Message, *, timeout_ms: int) -> SendResult:
-        return self.producer.send(message, timeout_s=timeout_ms / 1000)
+    def send_chunks(self, chunks: Mapping[QueueId, Sequence[Sequence[Message]]], *, timeout_ms: int,
+                    attempts: int) -> None:
+        """Send every chunk to its queue as one batch: queues in parallel, a queue's chunks in order. A
+        retriable failure is retried on the *same* queue (idempotent keys make that safe; another broker
+        could not de-duplicate), up to ``attempts`` times within ``timeout_ms`` per chunk."""
+        core = self.producer.core
+
+        async def one_queue(queue: QueueId, queue_chunks: Sequence[Sequence[Message]]) -> None:
+            for chunk in queue_chunks:
+                await _send_chunk(core, queue, chunk, timeout_ms=timeout_ms, attempts=attempts)
+
+        self._gather(one_queue(queue, queue_chunks) for queue, queue_chunks in chunks.items())
 
     @property
     def producer(self) -> Producer:
@@ -124,6 +138,22 @@ class QueueClient:
 
     def __repr__(self) -> str:
         return f"<QueueClient namesrv={self.namesrv} alive={self.alive}>"
+
+
+async def _send_chunk(core: AsyncProducer, queue: QueueId, chunk: Sequence[Message], *, timeout_ms: int,
+                      attempts: int) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    for attempt in range(1, attempts + 1):
+        try:
+            await core.send_batch(chunk, queue=_mq(queue), timeout_s=max(0.1, deadline - loop.time()))
+            return
+        except (RemotingError, RemoteServerError) as exc:
+            if not exc.retriable or attempt == attempts or loop.time() >= deadline:
+                raise
+            log.info("event=sink_send_retry queue=%s messages=%d attempt=%d error=%s", queue, len(chunk), attempt,
+                     exc)
+            await asyncio.sleep(min(RETRY_BACKOFF_S * attempt, max(0.0, deadline - loop.time())))
 
 
 def _mq(queue: QueueId) -> MessageQueue:

@@ -153,7 +153,20 @@ def make_partitions(ranges: list[OffsetRange], options: SourceOptions) -> list[Q
     return [QueueRangePartition((r,), settings) for r in split_ranges(ranges, options.min_partitions)]
 
 
-class PocketBatchReader(DataSourceReader):
+class _PickledWithOptionsOnly:
+    """Spark pickles the planning reader into the read function it ships to executors; a reader's client
+    (threads, sockets) cannot travel and ``read`` needs none of the driver's state, only the partition."""
+
+    options: SourceOptions
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict) -> None:
+        self.options = state["options"]
+
+
+class PocketBatchReader(_PickledWithOptionsOnly, DataSourceReader):
     """``spark.read.format("pocketmq")``: everything between startingOffsets and endingOffsets, resolved
     when the query is planned."""
 
@@ -185,7 +198,7 @@ class PocketBatchReader(DataSourceReader):
         return read_partition(partition)
 
 
-class PocketStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class PocketStreamReader(_PickledWithOptionsOnly, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("pocketmq")``: micro-batches of queue offset ranges, exactly once with
     Spark's checkpoint (see planning.py for how the first batch positions the queues)."""
 

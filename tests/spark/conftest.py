@@ -1,0 +1,109 @@
+"""One local[2] SparkSession per test run, and a two-broker PocketMQ cluster of real processes.
+
+Java 17 is required: a missing ``java`` fails every Spark test with a clear message (never a silent
+skip). Workers run this interpreter (``PYSPARK_PYTHON``), so they import the same ``pocketmq`` and find
+``pyspark_pocketmq`` (the data source registers itself: no ``register`` call anywhere in these tests).
+The master is ``local[2,2]``: two cores, and a failed task is tried once more (the sink tests need that).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pocketmq.client.admin import Admin
+from pocketmq.client.config import ClientConfig
+from pocketmq.common.message import Message, MessageQueue
+from pocketmq.spark.clients import client_for
+from pocketmq.testing.processes import PocketProcess, broker_process, wait_until
+
+QUEUES_PER_BROKER = 2
+_topic_numbers = itertools.count()
+
+
+def _require_java() -> None:
+    java = shutil.which("java")
+    if java is None:
+        pytest.fail("Spark tests need Java 17+ on PATH (java not found); install a JDK, e.g. openjdk-17-jre",
+                    pytrace=False)
+    version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    if not any(f'"{v}' in version for v in range(17, 30)):
+        pytest.fail(f"Spark tests need Java 17+, found: {version}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    _require_java()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2,2]").appName("pocketmq-tests")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.streaming.stopTimeout", "10s")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@dataclass
+class Cluster:
+    namesrv: str
+    brokers: list[PocketProcess]
+    admin: Admin
+
+    def new_topic(self, prefix: str = "spark") -> str:
+        """A fresh topic with QUEUES_PER_BROKER queues on each broker, visible in its route."""
+        topic = f"{prefix}-{os.getpid()}-{next(_topic_numbers)}"
+        self.admin.create_topic(topic, queues=QUEUES_PER_BROKER)
+        wanted = QUEUES_PER_BROKER * len(self.brokers)
+        wait_until(lambda: len(client_for(self.namesrv).queues(topic)) == wanted, timeout_s=15,
+                   message=f"route of {topic} with {wanted} queues")
+        return topic
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        return [MessageQueue(q.topic, q.broker, q.queue_id) for q in client_for(self.namesrv).queues(topic)]
+
+    def produce(self, topic: str, count: int, *, start: int = 0, tags=lambda n: "even" if n % 2 == 0 else "odd"
+                ) -> list[bytes]:
+        """``count`` messages ``msg-<n>`` spread evenly over the topic's queues; returns their bodies."""
+        queues = self.queues(topic)
+        bodies = [f"msg-{n}".encode() for n in range(start, start + count)]
+        per_queue: dict[MessageQueue, list[Message]] = {q: [] for q in queues}
+        for i, body in enumerate(bodies):
+            n = start + i
+            per_queue[queues[i % len(queues)]].append(
+                Message.create(topic, body, tags=tags(n), keys=f"k{n}", properties={"n": str(n)}))
+        client = client_for(self.namesrv)
+        client.write_queues(topic)  # the producer's route: a send to an explicit queue needs its broker address
+        for queue, messages in per_queue.items():
+            for i in range(0, len(messages), 500):
+                client.producer.send_batch(messages[i:i + 500], queue=queue)
+        return bodies
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    root: Path = tmp_path_factory.mktemp("spark-cluster")
+    first = broker_process(root / "a", "broker-a").start()
+    brokers = [first]
+    try:
+        brokers.append(broker_process(root / "b", "broker-b", namesrv=first.namesrv).start())
+        config = ClientConfig(namesrv_addr=first.namesrv)
+        admin = Admin(config).start()
+        wait_until(lambda: len(admin.master_addrs()) == 2, timeout_s=15, message="both brokers registered")
+        yield Cluster(first.namesrv, brokers, admin)
+        admin.shutdown()
+    finally:
+        for broker in reversed(brokers):
+            broker.stop()

@@ -22,7 +22,8 @@ Crash behaviour: frames reach the page cache with one ``pwrite`` per append batc
 crash loses nothing written; a power loss keeps what ``flush()`` covered. Recovery finds the valid prefix.
 
 Thread safety: single writer on the event loop (append, truncate, delete). ``flush_segments()`` runs in a
-worker thread on a list taken by ``take_dirty()`` on the loop; reads run on the loop.
+worker thread on a list taken by ``take_dirty()`` on the loop; reads run on the loop. A segment's write
+handle is closed (``after_flush``) only between flushes, never while a worker thread may fsync it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from crc32c import crc32c
 
 from pocketmq.errors import StoreError
 from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, STORE_TIMESTAMP_POS, record_size
-from pocketmq.store.segment import Segment, list_segment_bases
+from pocketmq.store.segment import Segment, open_segments, segment_at
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ MIN_RECORD_SIZE = record_size(0, 0, 0)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _RECORD_CHECK = struct.Struct(">ii")  # total_size, magic
+_EMPTY_HEADER = bytes(FRAME_HEADER_SIZE)
 
 
 def frame_size_for(record_len: int) -> int:
@@ -67,21 +69,13 @@ class CommitLog:
     """The segments of the commit log and the write position ``max_phys_offset``."""
 
     def __init__(self, folder: Path, segment_bytes: int):
-        if segment_bytes < 64 * 1024 and segment_bytes < 4096:
+        if segment_bytes < 4096:
             raise StoreError(f"commit log segment of {segment_bytes} bytes is too small")
         self.folder = Path(folder)
         self.segment_bytes = segment_bytes
-        self.segments: list[Segment] = []
-        self.max_phys_offset = 0  # where the next frame goes
         self._dirty: dict[int, Segment] = {}
         self.folder.mkdir(parents=True, exist_ok=True)
-        for base in list_segment_bases(self.folder):
-            if base % segment_bytes:
-                raise StoreError(f"commit log file {base} is not aligned to the segment size {segment_bytes}")
-            self.segments.append(Segment(self.folder, base, segment_bytes))
-        for prev, nxt in zip(self.segments, self.segments[1:]):
-            if nxt.base_offset != prev.end_offset:
-                raise StoreError(f"commit log has a hole between {prev} and {nxt}")
+        self.segments: list[Segment] = open_segments(self.folder, segment_bytes, "commit log")
         self.max_phys_offset = self.segments[0].base_offset if self.segments else 0
 
     # ---- positions -------------------------------------------------------------------------------------
@@ -91,14 +85,9 @@ class CommitLog:
         return self.segments[0].base_offset if self.segments else self.max_phys_offset
 
     def segment_for(self, phys_offset: int) -> Segment | None:
-        if not self.segments:
-            return None
-        index = (phys_offset - self.segments[0].base_offset) // self.segment_bytes
-        if 0 <= index < len(self.segments):
-            return self.segments[index]
-        return None
+        return segment_at(self.segments, phys_offset, self.segment_bytes)
 
-    def _next_position(self, phys_offset: int) -> int:
+    def next_position(self, phys_offset: int) -> int:
         """Normalise a write/read position: a segment tail shorter than a frame header is skipped."""
         rel = phys_offset % self.segment_bytes
         if rel and self.segment_bytes - rel < FRAME_HEADER_SIZE:
@@ -110,9 +99,9 @@ class CommitLog:
     def fits(self, record_len: int) -> bool:
         return frame_size_for(record_len) <= self.segment_bytes
 
-    def append(self, records: list[bytearray]) -> list[int]:
-        """Append records (4.x layout; their phys offset field is filled in here) and return their phys
-        offsets. One ``pwrite`` per segment touched. Every record must satisfy ``fits``."""
+    def append(self, records: list[bytes]) -> list[int]:
+        """Append records (4.x layout; their phys offset field is set here, in the copy written) and return
+        their phys offsets. One ``pwrite`` per segment touched. Every record must satisfy ``fits``."""
         offsets = []
         pos = self.max_phys_offset
         seg_end = pos - pos % self.segment_bytes + self.segment_bytes
@@ -120,7 +109,7 @@ class CommitLog:
         chunk = bytearray()
         for record in records:
             frame_len = FRAME_HEADER_SIZE + len(record)
-            if pos + frame_len > seg_end:
+            if pos + frame_len > seg_end:  # does not fit: a blank frame fills the segment (>= 8 bytes remain)
                 blank = seg_end - pos
                 chunk += FRAME_HEADER.pack(-blank, BLANK_MARK)
                 chunk += bytes(blank - FRAME_HEADER_SIZE)
@@ -128,13 +117,20 @@ class CommitLog:
                 pos = chunk_start = seg_end
                 seg_end += self.segment_bytes
                 chunk = bytearray()
-            _I64.pack_into(record, PHYS_OFFSET_POS, pos)
-            chunk += FRAME_HEADER.pack(frame_len, crc32c(record))
+            frame_at = len(chunk)
+            chunk += _EMPTY_HEADER
             chunk += record
+            _I64.pack_into(chunk, frame_at + FRAME_HEADER_SIZE + PHYS_OFFSET_POS, pos)
+            with memoryview(chunk) as view:
+                crc = crc32c(view[frame_at + FRAME_HEADER_SIZE:])
+            FRAME_HEADER.pack_into(chunk, frame_at, frame_len, crc)
             offsets.append(pos)
             pos += frame_len
-            if seg_end - pos < FRAME_HEADER_SIZE:
-                pos = seg_end
+            if seg_end - pos < FRAME_HEADER_SIZE:  # no room for even a frame header: go on in the next segment
+                self._write(chunk_start, chunk)
+                pos = chunk_start = seg_end
+                seg_end += self.segment_bytes
+                chunk = bytearray()
         if chunk:
             self._write(chunk_start, chunk)
         self.max_phys_offset = pos
@@ -165,7 +161,7 @@ class CommitLog:
         if start < len(data):
             self._write(pos, memoryview(data)[start:])
         if frames:
-            self.max_phys_offset = self._next_position(frames[-1].phys_offset + frames[-1].size)
+            self.max_phys_offset = self.next_position(frames[-1].phys_offset + frames[-1].size)
         return frames
 
     def _write(self, phys_offset: int, data) -> None:
@@ -174,8 +170,6 @@ class CommitLog:
             base = phys_offset - phys_offset % self.segment_bytes
             if self.segments and base != self.segments[-1].end_offset:
                 raise StoreError(f"commit log write at {phys_offset} leaves a hole after {self.segments[-1]}")
-            if self.segments and self.segments[-1].base_offset not in self._dirty:
-                self.segments[-1].seal()
             segment = Segment(self.folder, base, self.segment_bytes)
             self.segments.append(segment)
         segment.write(phys_offset - segment.base_offset, data)
@@ -189,11 +183,11 @@ class CommitLog:
         self._dirty.clear()
         return dirty, self.max_phys_offset
 
-    def after_flush(self, flushed: list[Segment]) -> None:
-        """Seal flushed segments that are no longer written (frees their file handles); call on the loop."""
-        last = self.segments[-1] if self.segments else None
-        for segment in flushed:
-            if segment is not last and segment.base_offset not in self._dirty:
+    def after_flush(self) -> None:
+        """Seal the segments behind the active one that nothing wrote since the last flush (frees their write
+        handles); call on the loop once no flush runs, so no worker thread still uses a handle."""
+        for segment in self.segments[:-1]:
+            if segment.base_offset not in self._dirty:
                 segment.seal()
 
     @staticmethod
@@ -231,7 +225,7 @@ class CommitLog:
     def read_frames(self, phys_offset: int, max_bytes: int) -> bytes:
         """Whole frames from ``phys_offset`` (a frame boundary) within one segment, at most ``max_bytes``
         unless the first frame alone is larger (so a reader always progresses). Empty at the end."""
-        phys_offset = self._next_position(phys_offset)
+        phys_offset = self.next_position(phys_offset)
         if phys_offset >= self.max_phys_offset:
             return b""
         segment = self.segment_for(phys_offset)
@@ -255,7 +249,7 @@ class CommitLog:
 
     def scan(self, from_phys_offset: int) -> Iterator[Frame]:
         """Valid frames from ``from_phys_offset`` on, stopping before the first invalid byte."""
-        pos = self._next_position(from_phys_offset)
+        pos = self.next_position(from_phys_offset)
         while True:
             segment = self.segment_for(pos)
             if segment is None:
@@ -264,7 +258,7 @@ class CommitLog:
             if frame is None:
                 return
             yield frame
-            pos = self._next_position(pos + frame.size)
+            pos = self.next_position(pos + frame.size)
 
     def scan_bytes(self, phys_offset: int, data) -> Iterator[Frame]:
         """Valid frames of ``data`` whose first byte is at ``phys_offset`` (replication input)."""
@@ -276,7 +270,7 @@ class CommitLog:
                 return
             yield frame
             pos += frame.size
-            gap = self._next_position(phys_offset + pos) - (phys_offset + pos)
+            gap = self.next_position(phys_offset + pos) - (phys_offset + pos)
             if gap:  # the writer skipped a short segment tail that was never part of any frame
                 return
 

@@ -39,6 +39,30 @@ def list_segment_bases(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if len(p.name) == NAME_DIGITS and p.name.isdigit())
 
 
+def open_segments(folder: Path, segment_bytes: int, what: str) -> list["Segment"]:
+    """Open the segment files of ``folder``, checking that they are aligned and leave no hole (``what`` names
+    the log in errors)."""
+    segments = []
+    for base in list_segment_bases(folder):
+        if base % segment_bytes:
+            raise StoreError(f"{what} file {folder / segment_name(base)} is not aligned to {segment_bytes} bytes")
+        segments.append(Segment(folder, base, segment_bytes))
+    for prev, nxt in zip(segments, segments[1:]):
+        if nxt.base_offset != prev.end_offset:
+            raise StoreError(f"{what} has a hole between {prev} and {nxt}")
+    return segments
+
+
+def segment_at(segments: list["Segment"], position: int, segment_bytes: int) -> "Segment | None":
+    """The segment of ``segments`` (contiguous, ascending) holding byte ``position`` of the log, else None."""
+    if not segments:
+        return None
+    index = (position - segments[0].base_offset) // segment_bytes
+    if 0 <= index < len(segments):
+        return segments[index]
+    return None
+
+
 class Segment:
     """One preallocated file of ``size_bytes`` holding the log bytes ``[base_offset, base_offset + size_bytes)``."""
 

@@ -1,0 +1,548 @@
+"""``MessageStore``: the storage engine's facade (contract in ``pocketmq.store.api``).
+
+Files under ``config.data_dir``::
+
+    commitlog/<20-digit phys offset>                     commit log segments (commit_log.py)
+    consumequeue/<topic>/<queue id>/<20-digit byte pos>  consume queue segments (consume_queue.py)
+    index/<20-digit phys offset>                         index entries per commit log segment (index.py)
+    checkpoint                                           phys offset covered by queues + index (checkpoint.py)
+
+Put path (event loop, single writer, no await until the flush wait): stamp store time and host, assign queue
+offsets from the queues' ``max_queue_offset``, encode every record, one ``CommitLog.append`` (one ``pwrite``
+per segment) for the batch, then dispatch: consume queue units packed per queue (one ``pwrite`` per queue per
+batch), index keys, and the arrival listeners once per touched queue. A batch is all or nothing.
+
+Durability: ``GroupCommit`` runs the flush; each round fsyncs the commit log in a worker thread and, when a
+checkpoint is due, also the consume queues and the index, then saves the checkpoint. Recovery
+(``start``) re-dispatches the commit log from the checkpoint (see recovery.py).
+
+Retention (``clean_expired``, every ``cleanup_interval_ms``): deletes the oldest commit log segments that are
+older than ``file_reserved_hours`` or while the disk is fuller than ``disk_max_used_ratio`` (retention.py),
+then their index files and the consume queue segments that only point into them.
+
+Thread safety: everything runs on one event loop except the blocking half of a flush, which touches only
+segments and index entries taken from the loop before it started; retention, topic deletion and shutdown
+take the flush lock so they never close a file a flush is using.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable
+
+from pocketmq.common import properties as props
+from pocketmq.common.message import MessageExt, make_offset_msg_id
+from pocketmq.common.properties import encode_properties
+from pocketmq.errors import StoreError
+from pocketmq.protocol.message_codec import (
+    MAX_PROPERTIES_BYTES, RecordFormatError, decode_record, encode_record,
+)
+from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.store.api import (
+    FlushMode, GetResult, GetStatus, PutResult, PutStatus, RecoveryReport, StoreConfig,
+)
+from pocketmq.store.checkpoint import Checkpoint
+from pocketmq.store.commit_log import CommitLog, Frame
+from pocketmq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from pocketmq.store.group_commit import GroupCommit
+from pocketmq.store.index import MessageIndex
+from pocketmq.store.recovery import recover_commit_log
+from pocketmq.store.retention import DiskUsage, SegmentAge, segments_to_delete
+from pocketmq.store.tags import tag_hash_code
+
+log = logging.getLogger(__name__)
+
+MAX_SCAN_UNITS = 16_000  # units one get may skip through a tag filter (RocketMQ's maxFilterMessageCount)
+MAX_QUERY_RESULTS = 64  # records one index query returns at most
+DEFAULT_MAX_GET_BYTES = 256 * 1024
+
+ArrivalListener = Callable[[str, int, int], None]
+DiskUsageProbe = Callable[[Path], tuple[int, int, int]]  # shutil.disk_usage: (total, used, free)
+
+# One dispatch entry per record: (topic, queue_id, queue_offset, phys_offset, size, tags_code, index keys)
+DispatchEntry = tuple[str, int, int, int, int, int, list[str]]
+
+
+def tags_code_of(properties: dict[str, str]) -> int:
+    tag = properties.get(props.TAGS)
+    return tag_hash_code(tag) if tag else 0
+
+
+def index_keys_of(properties: dict[str, str]) -> list[str]:
+    """The keys a record is indexed by: its UNIQ_KEY and each word of its KEYS."""
+    keys = [k for k in properties.get(props.KEYS, "").split(" ") if k]
+    uniq_key = properties.get(props.UNIQ_KEY)
+    if uniq_key:
+        keys.append(uniq_key)
+    return keys
+
+
+def _parse_host(host_port: str) -> tuple[str, int]:
+    host, _, port = host_port.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+class _Refused(Exception):
+    def __init__(self, status: PutStatus, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, clock: Clock = SYSTEM_CLOCK, *,
+                 disk_usage: DiskUsageProbe = shutil.disk_usage):
+        self.config = config
+        self._clock = clock
+        self._disk_usage = disk_usage
+        self._data_dir = Path(config.data_dir)
+        self._store_host = _parse_host(config.store_host)
+        self._msg_id_prefix = make_offset_msg_id(self._store_host, 0)[:16]  # host + port: the same for all
+        self._commit_log: CommitLog | None = None
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._dirty_queues: set[ConsumeQueue] = set()
+        self._doomed_queues: list[ConsumeQueue] = []  # deleted while a flush ran; destroyed after it
+        self._index = MessageIndex(self._data_dir / "index", config.commit_log_segment_bytes)
+        self._checkpoint = Checkpoint(self._data_dir)
+        self._listeners: list[ArrivalListener] = []
+        self._flush_lock = asyncio.Lock()
+        self._group_commit = GroupCommit(self._flush, sync=config.flush_mode is FlushMode.SYNC,
+                                         flush_interval_ms=config.flush_interval_ms,
+                                         checkpoint_interval_ms=config.checkpoint_interval_ms)
+        self._cleanup_task: asyncio.Task | None = None
+        self._state = "new"
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> RecoveryReport:
+        """Open the files and recover (synchronous). Background flush and retention start with the first put
+        or now when called on a running event loop."""
+        if self._state != "new":
+            raise StoreError(f"store already {self._state}")
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        commit_log = self._commit_log = CommitLog(self._data_dir / "commitlog", self.config.commit_log_segment_bytes)
+        self._load_queues()
+        checkpoint = self._checkpoint.load()
+        replay_from = commit_log.min_phys_offset
+        if checkpoint is not None and commit_log.segments:
+            replay_from = min(max(checkpoint, replay_from), commit_log.segments[-1].end_offset)
+        for queue in self._queues.values():
+            queue.truncate_from_phys(replay_from)
+        self._index.load(replay_from)
+        report = recover_commit_log(commit_log, replay_from, self._dispatch_frames)
+        for queue in self._queues.values():
+            queue.delete_below_phys(commit_log.min_phys_offset)
+        self._group_commit.durable_phys_offset = commit_log.max_phys_offset  # what a restart reads back
+        self._state = "running"
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return report
+        self._start_background()
+        return report
+
+    def _load_queues(self) -> None:
+        root = self._data_dir / "consumequeue"
+        if not root.is_dir():
+            return
+        for topic_dir in sorted(root.iterdir()):
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if queue_dir.name.isdigit():
+                    self._queue(topic_dir.name, int(queue_dir.name))
+
+    def _start_background(self) -> None:
+        self._group_commit.start()
+        if self._cleanup_task is None:
+            self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(), name="store-cleanup")
+
+    async def shutdown(self) -> None:
+        """Flush everything (commit log, queues, index, checkpoint) and close the files."""
+        if self._state != "running":
+            return
+        self._state = "stopping"
+        if self._cleanup_task is not None:
+            self._cleanup_task.cancel()
+            try:
+                await self._cleanup_task
+            except asyncio.CancelledError:
+                pass
+            self._cleanup_task = None
+        await self._group_commit.stop()
+        await self._group_commit.flush_now(checkpoint=True)
+        async with self._flush_lock:
+            self._commit_log.close()
+            for queue in self._queues.values():
+                queue.close()
+            self._destroy_doomed()
+        self._state = "closed"
+        log.info("store.closed data_dir=%s", self._data_dir)
+
+    # ---- writing ---------------------------------------------------------------------------------------
+
+    async def put_message(self, msg: MessageExt) -> PutResult:
+        return (await self.put_messages([msg]))[0]
+
+    async def put_messages(self, msgs: list[MessageExt]) -> list[PutResult]:
+        """Append ``msgs`` as one batch (all or nothing) and dispatch them; see the module docstring."""
+        if self._state != "running":
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"store is {self._state}")] * len(msgs)
+        if not msgs:
+            return []
+        self._start_background()
+        now_ms = self._clock.now_ms()
+        try:
+            records = self._encode(msgs, now_ms)
+            phys_offsets = self._commit_log.append(records)
+        except _Refused as refused:
+            return [PutResult(refused.status, reason=refused.reason)] * len(msgs)
+        except OSError as exc:
+            log.error("store.append_failed error=%r", exc)
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"commit log write failed: {exc}")] * len(msgs)
+        entries: list[DispatchEntry] = []
+        results = []
+        id_prefix = self._msg_id_prefix
+        for msg, phys_offset in zip(msgs, phys_offsets):
+            msg.phys_offset = phys_offset
+            entries.append((msg.topic, msg.queue_id, msg.queue_offset, phys_offset, msg.store_size,
+                            tags_code_of(msg.properties), index_keys_of(msg.properties)))
+            results.append(PutResult(PutStatus.PUT_OK, phys_offset, msg.queue_offset, msg.store_size, now_ms,
+                                     f"{id_prefix}{phys_offset:016X}"))
+        self._dispatch(entries)
+        if self.config.flush_mode is FlushMode.SYNC:
+            durable = await self._group_commit.wait_durable(self._commit_log.max_phys_offset,
+                                                            self.config.sync_flush_timeout_ms)
+            if not durable:
+                results = [_with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) for r in results]
+        return results
+
+    def _encode(self, msgs: list[MessageExt], now_ms: int) -> list[bytes]:
+        next_offsets: dict[tuple[str, int], int] = {}
+        records = []
+        host = self._store_host
+        limit = self.config.max_message_bytes
+        for msg in msgs:
+            key = (msg.topic, msg.queue_id)
+            queue_offset = next_offsets.get(key)
+            if queue_offset is None:
+                queue = self._queues.get(key)
+                queue_offset = queue.max_queue_offset if queue is not None else 0
+            next_offsets[key] = queue_offset + 1
+            msg.queue_offset = queue_offset
+            msg.store_timestamp_ms = now_ms
+            msg.store_host = host
+            properties = encode_properties(msg.properties).encode()
+            if len(properties) > MAX_PROPERTIES_BYTES:
+                raise _Refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                               f"properties are {len(properties)} bytes, more than {MAX_PROPERTIES_BYTES}")
+            try:
+                record = encode_record(msg, properties)
+            except RecordFormatError as exc:
+                raise _Refused(PutStatus.MESSAGE_ILLEGAL, str(exc)) from None
+            if len(record) > limit or not self._commit_log.fits(len(record)):
+                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"record of {len(record)} bytes is larger than the "
+                               f"limit of {min(limit, self.config.commit_log_segment_bytes - 8)}")
+            records.append(record)
+        return records
+
+    def _dispatch(self, entries: Iterable[DispatchEntry]) -> None:
+        """Write consume queue units (one run of consecutive offsets per queue and write) and index keys,
+        then tell the arrival listeners about every queue that grew."""
+        runs: dict[tuple[str, int], tuple[int, bytearray]] = {}
+        index = self._index
+        for topic, queue_id, queue_offset, phys_offset, size, tags_code, keys in entries:
+            key = (topic, queue_id)
+            run = runs.get(key)
+            if run is not None and run[0] + len(run[1]) // UNIT_SIZE == queue_offset:
+                run[1].extend(UNIT.pack(phys_offset, size, tags_code))
+            else:
+                if run is not None:
+                    self._queue(*key).put(run[0], run[1])
+                runs[key] = (queue_offset, bytearray(UNIT.pack(phys_offset, size, tags_code)))
+            if keys:
+                index.add(topic, keys, phys_offset)
+        touched = []
+        for key, (first_offset, units) in runs.items():
+            queue = self._queue(*key)
+            queue.put(first_offset, units)
+            self._dirty_queues.add(queue)
+            touched.append(queue)
+        for listener in self._listeners:
+            for queue in touched:
+                listener(queue.topic, queue.queue_id, queue.max_queue_offset)
+
+    def _dispatch_frames(self, frames: list[Frame]) -> None:
+        """Dispatch records read back from the commit log (recovery, replication)."""
+        entries = []
+        for frame in frames:
+            if frame.record is None:
+                continue
+            msg, _ = decode_record(frame.record)
+            entries.append((msg.topic, msg.queue_id, msg.queue_offset, frame.phys_offset, len(frame.record),
+                            tags_code_of(msg.properties), index_keys_of(msg.properties)))
+        self._dispatch(entries)
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            queue = ConsumeQueue(self._data_dir / "consumequeue" / topic / str(queue_id), topic, queue_id,
+                                 self.config.consume_queue_segment_units)
+            self._queues[(topic, queue_id)] = queue
+        return queue
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """``listener(topic, queue_id, max_queue_offset)`` runs on the loop after records reach a queue."""
+        self._listeners.append(listener)
+
+    # ---- flushing --------------------------------------------------------------------------------------
+
+    async def _flush(self, checkpoint: bool) -> int:
+        """One flush round (run by GroupCommit): returns the phys offset now durable."""
+        async with self._flush_lock:
+            commit_log = self._commit_log
+            segments, covered = commit_log.take_dirty()
+            queue_segments: list = []
+            index_pending: dict[int, bytes] = {}
+            save_at = None
+            if checkpoint and covered != self._checkpoint.phys_offset:
+                for queue in self._dirty_queues:
+                    queue_segments.extend(queue.take_dirty())
+                self._dirty_queues.clear()
+                index_pending = self._index.take_pending()
+                save_at = covered
+            if segments or save_at is not None:
+                await asyncio.to_thread(self._flush_blocking, segments, queue_segments, index_pending, save_at,
+                                        self._clock.now_ms())
+            commit_log.after_flush()
+            self._destroy_doomed()
+            return covered
+
+    def _flush_blocking(self, segments, queue_segments, index_pending, save_at: int | None, now_ms: int) -> None:
+        CommitLog.flush_segments(segments)
+        if save_at is None:
+            return
+        self._index.write_pending(index_pending)
+        for segment in queue_segments:
+            segment.flush()
+        self._checkpoint.save(save_at, now_ms)
+
+    @property
+    def flush_rounds(self) -> int:
+        """Flush rounds run so far (each is at most one fsync of the commit log)."""
+        return self._group_commit.rounds
+
+    # ---- reading ---------------------------------------------------------------------------------------
+
+    def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_count: int, *,
+                     max_bytes: int = DEFAULT_MAX_GET_BYTES, tag_filter: Callable[[int], bool] | None = None
+                     ) -> GetResult:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE)
+        low, high = queue.min_queue_offset, queue.max_queue_offset
+        if high == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, min_offset=low, max_offset=high)
+        if queue_offset < low:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, next_begin_offset=low, min_offset=low, max_offset=high)
+        if queue_offset == high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, next_begin_offset=high, min_offset=low, max_offset=high)
+        if queue_offset > high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, next_begin_offset=low if low == 0 else high,
+                             min_offset=low, max_offset=high)
+        records, next_offset, status = self._read_queue(queue, queue_offset, max_count, max_bytes, tag_filter)
+        return GetResult(status, records, next_offset, low, high)
+
+    def _read_queue(self, queue: ConsumeQueue, queue_offset: int, max_count: int, max_bytes: int,
+                    tag_filter) -> tuple[list[bytes], int, GetStatus]:
+        commit_log = self._commit_log
+        min_phys = commit_log.min_phys_offset
+        records: list[bytes] = []
+        total_bytes = 0
+        next_offset = queue_offset
+        removed = found_null = False
+        scan_end = min(queue.max_queue_offset, queue_offset + MAX_SCAN_UNITS)
+        while next_offset < scan_end and len(records) < max_count:
+            units = queue.read_units(next_offset, scan_end - next_offset)
+            if not units:
+                found_null = True
+                break
+            for phys_offset, size, tags_code in units:
+                if len(records) >= max_count:
+                    break
+                if phys_offset < min_phys:
+                    removed = True
+                elif tag_filter is None or tag_filter(tags_code):
+                    if records and total_bytes + size > max_bytes:
+                        return records, next_offset, GetStatus.FOUND
+                    record = commit_log.read_record(phys_offset, size)
+                    if record is None:
+                        found_null = True
+                        break
+                    records.append(record)
+                    total_bytes += size
+                next_offset += 1
+            if found_null:
+                break
+        if records:
+            return records, next_offset, GetStatus.FOUND
+        if removed:
+            return records, next_offset, GetStatus.MESSAGE_WAS_REMOVING
+        if found_null:
+            return records, next_offset, GetStatus.OFFSET_FOUND_NULL
+        return records, next_offset, GetStatus.NO_MATCHED_MESSAGE
+
+    def min_queue_offset(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        return queue.min_queue_offset if queue is not None else 0
+
+    def max_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The next queue offset to be written (0 for an unknown queue)."""
+        queue = self._queues.get((topic, queue_id))
+        return queue.max_queue_offset if queue is not None else 0
+
+    def queue_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after ``timestamp_ms``; the max offset when all are older."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return 0
+        return queue.offset_by_time(timestamp_ms, self._commit_log.store_timestamp_ms)
+
+    def earliest_store_time_ms(self, topic: str, queue_id: int) -> int:
+        """Store timestamp of the queue's oldest record still readable; -1 when there is none."""
+        queue = self._queues.get((topic, queue_id))
+        unit = queue.unit(queue.min_queue_offset) if queue is not None else None
+        if unit is None or unit[0] < self._commit_log.min_phys_offset:
+            return -1
+        return self._commit_log.store_timestamp_ms(unit[0])
+
+    def read_message(self, phys_offset: int) -> MessageExt | None:
+        """The message whose frame starts at ``phys_offset`` (an offset message id), else None."""
+        if phys_offset < self._commit_log.min_phys_offset:
+            return None
+        record = self._commit_log.read_frame_record(phys_offset)
+        return decode_record(record)[0] if record is not None else None
+
+    def query_by_key(self, topic: str, key: str, max_count: int = MAX_QUERY_RESULTS, begin_ms: int = 0,
+                     end_ms: int = 2 ** 63 - 1) -> list[MessageExt]:
+        """The newest ``max_count`` (at most MAX_QUERY_RESULTS) messages of ``topic`` with ``key`` among their
+        KEYS, stored in ``[begin_ms, end_ms]``, oldest first."""
+        return self._query(topic, key, max_count, begin_ms, end_ms, lambda m: key in m.keys)
+
+    def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
+        """The messages of ``topic`` whose UNIQ_KEY (producer message id) is ``uniq_key``, oldest first (the
+        first is the original of any redelivered copies)."""
+        return self._query(topic, uniq_key, MAX_QUERY_RESULTS, 0, 2 ** 63 - 1, lambda m: m.uniq_key == uniq_key)
+
+    def _query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, matches) -> list[MessageExt]:
+        max_count = max(0, min(max_count, MAX_QUERY_RESULTS))
+        found: list[MessageExt] = []
+        for phys_offset in reversed(self._index.candidates(topic, key)):
+            if len(found) >= max_count:
+                break
+            msg = self.read_message(phys_offset)
+            if msg is not None and msg.topic == topic and begin_ms <= msg.store_timestamp_ms <= end_ms \
+                    and matches(msg):
+                found.append(msg)
+        found.reverse()
+        return found
+
+    # ---- topics ----------------------------------------------------------------------------------------
+
+    def queues(self) -> dict[str, list[int]]:
+        result: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self._queues):
+            result.setdefault(topic, []).append(queue_id)
+        return result
+
+    def delete_topic(self, topic: str) -> None:
+        """Forget the topic's consume queues and delete their files (the records stay in the commit log
+        until retention removes them)."""
+        doomed = [self._queues.pop(key) for key in [k for k in self._queues if k[0] == topic]]
+        for queue in doomed:
+            self._dirty_queues.discard(queue)
+        self._doomed_queues.extend(doomed)
+        if not self._flush_lock.locked():
+            self._destroy_doomed()
+
+    def _destroy_doomed(self) -> None:
+        for queue in self._doomed_queues:
+            queue.destroy()
+            try:
+                queue.folder.parent.rmdir()  # the topic folder, once its last queue is gone
+            except OSError:
+                pass
+        self._doomed_queues.clear()
+
+    # ---- replication -----------------------------------------------------------------------------------
+
+    @property
+    def max_phys_offset(self) -> int:
+        return self._commit_log.max_phys_offset
+
+    @property
+    def min_phys_offset(self) -> int:
+        return self._commit_log.min_phys_offset
+
+    def read_commit_log(self, phys_offset: int, max_bytes: int) -> bytes:
+        """Whole frames from ``phys_offset`` (a frame boundary a reader got from ``max_phys_offset`` or a
+        previous read), at most ``max_bytes`` unless one frame is larger; empty at the end of the log."""
+        return bytes(self._commit_log.read_frames(phys_offset, max_bytes))
+
+    async def append_replicated(self, phys_offset: int, data: bytes) -> int:
+        """Append frames read from a master at exactly ``phys_offset`` (validated; nothing is written when
+        any is invalid) and dispatch them like local puts. Returns the new ``max_phys_offset``."""
+        if self._state != "running":
+            raise StoreError(f"store is {self._state}")
+        self._start_background()
+        frames = self._commit_log.append_frames(phys_offset, data)
+        self._dispatch_frames(frames)
+        if self.config.flush_mode is FlushMode.SYNC:
+            await self._group_commit.wait_durable(self._commit_log.max_phys_offset, self.config.sync_flush_timeout_ms)
+        return self._commit_log.max_phys_offset
+
+    # ---- retention -------------------------------------------------------------------------------------
+
+    async def _cleanup_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.cleanup_interval_ms / 1000)
+            try:
+                await self.clean_expired()
+            except OSError as exc:
+                log.error("store.cleanup_failed error=%r", exc)
+
+    async def clean_expired(self) -> int:
+        """Delete what retention says may go now; returns the number of commit log segments deleted."""
+        async with self._flush_lock:
+            commit_log = self._commit_log
+            durable_until = self._checkpoint.phys_offset or 0
+            candidates = [SegmentAge(s.base_offset, s.size_bytes, os.stat(s.path).st_mtime_ns // 1_000_000)
+                          for s in commit_log.segments[:-1] if s.end_offset <= durable_until]
+            total, used, _free = self._disk_usage(self._data_dir)
+            count = segments_to_delete(candidates, self._clock.now_ms(),
+                                       int(self.config.file_reserved_hours * 3_600_000),
+                                       DiskUsage(total, used), self.config.disk_max_used_ratio)
+            for segment in commit_log.segments[:count]:
+                commit_log.delete_segment(segment)
+                self._index.delete_segment(segment.base_offset, segment.end_offset)
+            queue_segments = 0
+            if count:
+                for queue in self._queues.values():
+                    queue_segments += queue.delete_below_phys(commit_log.min_phys_offset)
+                log.info("store.retention deleted_segments=%d consume_queue_segments=%d min_phys_offset=%d",
+                         count, queue_segments, commit_log.min_phys_offset)
+            return count
+
+    def __repr__(self) -> str:
+        commit_log = self._commit_log
+        positions = (f" min_phys={commit_log.min_phys_offset} max_phys={commit_log.max_phys_offset}"
+                     if commit_log is not None else "")
+        return (f"<MessageStore {self._data_dir} {self._state} flush={self.config.flush_mode.value}{positions} "
+                f"durable={self._group_commit.durable_phys_offset} queues={len(self._queues)}>")
+
+
+def _with_status(result: PutResult, status: PutStatus) -> PutResult:
+    return PutResult(status, result.phys_offset, result.queue_offset, result.store_size, result.store_timestamp_ms,
+                     result.offset_msg_id, reason="no fsync covered the record within the sync flush timeout")

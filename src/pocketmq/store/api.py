@@ -129,7 +129,7 @@ class StoreConfig:
                                    "aliases": ("flushIntervalCommitLog",)})
     sync_flush_timeout_ms: int = field(default=5000, metadata={"check": _positive,
                                        "aliases": ("syncFlushTimeout",)})
-    max_message_bytes: int = field(default=4 * 1024 * 1024, metadata={"check": _positive,
+    max_message_bytes: int = field(default=4 * 1024 * 1024, metadata={"check": _positive,  # the largest body
                                    "aliases": ("maxMessageSize",)})
     file_reserved_hours: float = field(default=72.0, metadata={"check": _positive,
                                        "aliases": ("fileReservedTime",)})

@@ -242,9 +242,14 @@ class MessageStore:
                 record = encode_record(msg, properties)
             except RecordFormatError as exc:
                 raise _Refused(PutStatus.MESSAGE_ILLEGAL, str(exc)) from None
-            if len(record) > limit or not self._commit_log.fits(len(record)):
-                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"record of {len(record)} bytes is larger than the "
-                               f"limit of {min(limit, self.config.commit_log_segment_bytes - 8)}")
+            # The limit is on the body (what users and both protocols call the message size, as RocketMQ 5
+            # allows a record of the max plus its headers); the whole record must still fit in a segment.
+            if len(msg.body) > limit:
+                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"body of {len(msg.body)} bytes is larger than the "
+                               f"limit of {limit}")
+            if not self._commit_log.fits(len(record)):
+                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"record of {len(record)} bytes does not fit in a "
+                               f"commit log segment of {self.config.commit_log_segment_bytes}")
             records.append(record)
         return records
 

@@ -176,8 +176,6 @@ async def test_garbage_is_invalid_argument_and_the_server_goes_on(h, method):
     assert (await h.stub.SendMessage(send_request())).status.code == V2Code.OK
 
 
-@pytest.mark.xfail(strict=True, reason="store: the record limit is max_message_bytes itself, so a 4 MiB body plus "
-                   "its header cannot fit; RocketMQ 5 allows the record max_message_bytes + 64 KiB")
 async def test_send_keeps_the_clients_message_id_and_a_4_mib_body_passes(h):
     reply = await h.stub.SendMessage(send_request(body=b"x" * (4 * 1024 * 1024), message_id="MY-ID"))
     assert reply.status.code == V2Code.OK, reply.status.message

@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass, field
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
 from pocketmq.client.loop_thread import client_loop
 from pocketmq.client.route_view import MASTER_ID
-from pocketmq.cluster.route import ClusterInfo
+from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields
 from pocketmq.common.message import MessageQueue
-from pocketmq.common.topic import (DEFAULT_TOPIC, PERM_READ_WRITE, MessageType, group_name_problem,
-                                   topic_name_problem)
+from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem, topic_name_problem
 from pocketmq.errors import (BadRequestError, ClientError, IllegalTopicError, RemoteServerError,
-                             SubscriptionGroupNotExistError)
+                             SubscriptionGroupNotExistError, TopicNotExistError)
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 
+log = logging.getLogger(__name__)
+
 MAX_QUEUE_NUMS = 1024
-MESSAGE_TYPE_ATTRIBUTE = "message.type"  # RocketMQ 5's TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE
+ROUTE_WAIT_S = 5.0
+ROUTE_POLL_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +81,11 @@ class GroupConfig:
                    extra={k: v for k, v in obj.items() if k not in known})
 
 
-def topic_attributes(message_type: MessageType) -> str:
-    """RocketMQ 5's attribute string for UPDATE_AND_CREATE_TOPIC (``+key=value``, comma-joined)."""
-    return f"+{MESSAGE_TYPE_ATTRIBUTE}={message_type.value}"
+def route_shows_queues(route: TopicRouteData, brokers: list[str], queues: int) -> bool:
+    """Whether ``route`` lists ``queues`` read and write queues on each of ``brokers``."""
+    by_broker = {qd.broker_name: qd for qd in route.queue_datas}
+    return all(name in by_broker and by_broker[name].read_queue_nums == queues
+               and by_broker[name].write_queue_nums == queues for name in brokers)
 
 
 class AsyncAdmin:
@@ -151,20 +156,42 @@ class AsyncAdmin:
 
     # -- topics ---------------------------------------------------------------------------------------------------
     async def create_topic(self, topic: str, *, queues: int = 8, message_type: MessageType = MessageType.MIXED,
-                           perm: int = PERM_READ_WRITE, cluster: str | None = None, order: bool = False) -> list[str]:
+                           perm: int = PERM_READ_WRITE, cluster: str | None = None, order: bool = False,
+                           route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
         """Create or update ``topic`` on every master of ``cluster`` (every cluster when None); returns the
-        broker names."""
+        broker names.
+
+        Brokers tell the name server about a topic change by re-registering, a moment later; this waits up to
+        ``route_wait_s`` until the name server's route shows ``queues`` on every one of them, so a send made
+        right after gets the new queues.
+        """
         _check_topic(topic)
         if not 1 <= queues <= MAX_QUEUE_NUMS:
             raise BadRequestError(f"queue count must be in [1, {MAX_QUEUE_NUMS}], got {queues}")
-        fields = {"topic": topic, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": queues, "writeQueueNums": queues,
-                  "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order,
-                  "attributes": topic_attributes(message_type)}
+        fields = create_topic_fields(TopicConfig(topic, queues, queues, perm, message_type, order))
         responses = await self._on_masters(
             lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster)
         for response in responses.values():
             _expect_success(response)
-        return sorted(responses)
+        brokers = sorted(responses)
+        await self._wait_for_route(topic, brokers, queues, route_wait_s)
+        return brokers
+
+    async def _wait_for_route(self, topic: str, brokers: list[str], queues: int, wait_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            try:
+                route = await self.instance.fetch_route_data(topic)
+                if route_shows_queues(route, brokers, queues):
+                    await self.instance.route(topic, refresh=True)  # this process's cache too
+                    return
+            except (TopicNotExistError, RemoteServerError):
+                pass  # not registered yet
+            if loop.time() >= deadline:
+                log.warning("event=route_not_updated topic=%s brokers=%s wait_s=%.1f", topic, brokers, wait_s)
+                return
+            await asyncio.sleep(ROUTE_POLL_INTERVAL_S)
 
     update_topic = create_topic
 

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+LEGAL_TOPICS_CACHED = 1024
 
 
 class SendStatus(enum.Enum):
@@ -102,6 +103,7 @@ class AsyncProducer:
         self._instance = instance
         self._owns_instance = instance is None
         self._started = False
+        self._legal_topics: set[str] = set()  # names already checked, so a send skips the regex
 
     @property
     def instance(self) -> ClientInstance:
@@ -179,9 +181,12 @@ class AsyncProducer:
                                              uniq_keys=[m.properties[props.UNIQ_KEY] for m in messages])
 
     def _check_message(self, message: Message) -> None:
-        problem = topic_name_problem(message.topic)
-        if problem:
-            raise IllegalTopicError(problem)
+        if message.topic not in self._legal_topics:
+            problem = topic_name_problem(message.topic)
+            if problem:
+                raise IllegalTopicError(problem)
+            if len(self._legal_topics) < LEGAL_TOPICS_CACHED:
+                self._legal_topics.add(message.topic)
         if not message.body:
             raise IllegalMessageError("message body is empty")
         if len(message.body) > self.options.max_message_bytes:
@@ -218,7 +223,10 @@ class AsyncProducer:
             try:
                 mq = queue
                 if mq is None:
-                    route = await instance.route(message.topic, refresh=_needs_route_refresh(last_error))
+                    refresh = _needs_route_refresh(last_error)
+                    # the cached route without a coroutine call: this is the path of every send
+                    route = (None if refresh else instance.cached_route(message.topic)) or \
+                        await instance.route(message.topic, refresh=refresh)
                     if not route.write_queues:
                         raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
                     mq = self.selector.select(route.write_queues, message, frozenset(failed_brokers))

@@ -36,6 +36,7 @@ _opaque_counter = itertools.count(1)
 _INT32 = struct.Struct(">i")
 _FRAME_PREFIX = struct.Struct(">ii")
 _BIN_FIXED = struct.Struct(">hbhii")
+_JSON_HEADER_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # one per process: cheaper
 
 
 class MalformedFrameError(ValueError):
@@ -153,7 +154,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         header["remark"] = cmd.remark
     if cmd.ext_fields:
         header["extFields"] = cmd.ext_fields
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return _JSON_HEADER_ENCODER.encode(header).encode()
 
 
 def _decode_json_header(header: bytes) -> RemotingCommand:

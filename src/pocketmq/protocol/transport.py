@@ -55,8 +55,12 @@ class RequestRouter:
 class RemotingConnection(asyncio.Protocol):
     """One TCP connection speaking remoting frames, usable as client and server at once."""
 
-    def __init__(self, handler: Handler | None, *, name: str = ""):
+    def __init__(self, handler: Handler | None, *, name: str = "", coalesce_writes: bool = False):
         self._handler = handler
+        # With coalesce_writes, frames written in one turn of the loop go out in one socket write (clients
+        # with many requests in flight save a syscall per request); close() sends what is buffered first.
+        self._coalesce_writes = coalesce_writes
+        self._outbox: list[bytes] = []
         self._decoder = FrameDecoder()
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future] = {}
@@ -139,23 +143,36 @@ class RemotingConnection(asyncio.Protocol):
     def write(self, cmd: RemotingCommand) -> None:
         if self.is_closed:
             raise RemotingError(f"connection to {self.remote_address or self.name} is closed")
-        self._transport.write(cmd.encode())  # type: ignore[union-attr]
+        if not self._coalesce_writes:
+            self._transport.write(cmd.encode())  # type: ignore[union-attr]
+            return
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._flush_outbox)
+        self._outbox.append(cmd.encode())
+
+    def _flush_outbox(self) -> None:
+        if self._outbox and not self.is_closed:
+            self._transport.write(b"".join(self._outbox))  # type: ignore[union-attr]
+        self._outbox.clear()
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its reply."""
         if not self._writable.is_set():
             await self._writable.wait()
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self._pending[request.opaque] = fut
+        # A timer handle on the future is cheaper per request than an asyncio.timeout context.
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
             self.write(request)
-            async with asyncio.timeout(timeout_s):
-                return await fut
-        except TimeoutError:
+            return await fut
+        except _ReplyTimeout:
             raise RemotingTimeoutError(
                 f"no reply from {self.remote_address or self.name} within {timeout_s:.1f}s (code {request.code})"
             ) from None
         finally:
+            timer.cancel()
             self._pending.pop(request.opaque, None)
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
@@ -164,6 +181,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
+            self._flush_outbox()
             self._transport.close()
 
     async def wait_closed(self) -> None:
@@ -181,6 +199,15 @@ class RemotingConnection(asyncio.Protocol):
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else "open"
         return f"<RemotingConnection {self.remote_address or self.name} {state} pending={len(self._pending)}>"
+
+
+class _ReplyTimeout(Exception):
+    """Set on a pending call's future when its time is up (turned into RemotingTimeoutError by invoke)."""
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(_ReplyTimeout())
 
 
 class RemotingServer:
@@ -267,8 +294,8 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._connect_timeout_s):
-                _, conn = await loop.create_connection(lambda: RemotingConnection(self._handler, name=address),
-                                                       host, int(port))
+                _, conn = await loop.create_connection(
+                    lambda: RemotingConnection(self._handler, name=address, coalesce_writes=True), host, int(port))
         except TimeoutError:
             raise RemotingTimeoutError(f"connect to {address} timed out") from None
         except OSError as exc:

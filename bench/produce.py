@@ -1,0 +1,134 @@
+"""The SDK's send rate: 1 KiB messages through ``pocketmq.client`` to a ``pocketmq serve`` this script starts.
+
+For each flush mode (ASYNC_FLUSH, then SYNC_FLUSH; each on a fresh broker and data directory) three cases run
+against one 8-queue topic, each after a warm-up:
+
+- ``one_at_a_time``: the synchronous ``Producer.send``, one message at a time (a user's plain loop);
+- ``in_flight_100``: the asyncio core, 100 sends in flight on one ``AsyncProducer``;
+- ``batch_32``: the synchronous ``Producer.send_batch`` of 32 messages, one batch at a time.
+
+Prints one JSON line per case. Targets on the 2-core machine (issue 3): 5,000 msg/s one at a time, 40,000 msg/s
+with 100 in flight or batched. ``--profile CASE`` runs cProfile over the client side of that case and prints
+the top functions (cumulative) to stderr.
+
+    python bench/produce.py [--messages 20000] [--flush async,sync] [--cases one_at_a_time,in_flight_100,batch_32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pocketmq.client import Admin, AsyncProducer, ClientConfig, Message, Producer
+from pocketmq.testing.processes import broker_process
+
+BODY = b"x" * 1024
+TOPIC = "bench_produce"
+QUEUES = 8
+IN_FLIGHT = 100
+BATCH = 32
+WARMUP_MESSAGES = 1000
+TARGETS_MSG_PER_S = {"one_at_a_time": 5_000, "in_flight_100": 40_000, "batch_32": 40_000}
+
+
+def one_at_a_time(config: ClientConfig, messages: int) -> None:
+    with Producer(config) as producer:
+        for _ in range(messages):
+            producer.send(Message(TOPIC, BODY))
+
+
+def in_flight_100(config: ClientConfig, messages: int) -> None:
+    async def run() -> None:
+        async with AsyncProducer(config) as producer:
+            remaining = messages
+
+            async def worker() -> None:
+                nonlocal remaining
+                while remaining > 0:
+                    remaining -= 1
+                    await producer.send(Message(TOPIC, BODY))
+
+            await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+
+    asyncio.run(run())
+
+
+def batch_32(config: ClientConfig, messages: int) -> None:
+    with Producer(config) as producer:
+        for _ in range(messages // BATCH):
+            producer.send_batch([Message(TOPIC, BODY) for _ in range(BATCH)])
+
+
+CASES = {"one_at_a_time": one_at_a_time, "in_flight_100": in_flight_100, "batch_32": batch_32}
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_case(name: str, config: ClientConfig, messages: int, broker_pid: int, profile: bool) -> dict:
+    """Time one case; wall seconds and the CPU seconds the client (this process) and the broker spent."""
+    CASES[name](config, WARMUP_MESSAGES)
+    profiler = cProfile.Profile() if profile else None
+    start, client_cpu, broker_cpu = time.perf_counter(), time.process_time(), process_cpu_s(broker_pid)
+    if profiler:
+        profiler.enable()
+    CASES[name](config, messages)
+    if profiler:
+        profiler.disable()
+    elapsed_s = time.perf_counter() - start
+    if profiler:
+        print(f"--- client profile of {name} ---", file=sys.stderr)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    return {"seconds": round(elapsed_s, 3), "client_cpu_s": round(time.process_time() - client_cpu, 2),
+            "broker_cpu_s": round(process_cpu_s(broker_pid) - broker_cpu, 2)}
+
+
+def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: str | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="pocketmq-bench-") as tmp:
+        broker = broker_process(Path(tmp), "bench", extra_args=["--flush", flush]).start()
+        try:
+            config = ClientConfig(namesrv_addr=broker.namesrv)
+            with Admin(config) as admin:
+                admin.create_topic(TOPIC, queues=QUEUES)
+            for name in cases:
+                count = messages - messages % BATCH if name == "batch_32" else messages
+                timing = run_case(name, config, count, broker.proc.pid, profile_case == name)
+                elapsed_s = timing["seconds"]
+                print(json.dumps({
+                    "bench": "produce", "case": name, "flush": f"{flush.upper()}_FLUSH", "messages": count,
+                    "body_bytes": len(BODY), **timing, "msg_per_s": round(count / elapsed_s),
+                    "mb_per_s": round(count * len(BODY) / elapsed_s / 2**20, 1),
+                    "target_msg_per_s": TARGETS_MSG_PER_S[name],
+                }), flush=True)
+        finally:
+            broker.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000, help="messages per case (default 20000)")
+    parser.add_argument("--flush", default="async,sync", help="flush modes, comma-separated (default async,sync)")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
+    parser.add_argument("--profile", choices=list(CASES), help="cProfile the client side of this case")
+    args = parser.parse_args()
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = set(cases) - set(CASES)
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
+    for flush in args.flush.split(","):
+        bench_flush_mode(flush, cases, args.messages, args.profile)
+
+
+if __name__ == "__main__":
+    main()

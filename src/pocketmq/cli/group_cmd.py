@@ -1,0 +1,82 @@
+"""``pocketmq group create|list|describe``: subscription (consumer) groups on every master broker.
+
+- ``create GROUP [--retry-max-times N] [--fifo] [--cluster C]``: create or update the group's config
+  (``retryMaxTimes``; ``--fifo`` sets ``consumeMessageOrderly``) on every master of the cluster.
+- ``list``: the groups over every master, with their retry and FIFO settings.
+- ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag.
+"""
+
+from __future__ import annotations
+
+from pocketmq.cli.output import add_action, emit, json_line, print_rows, report, run_admin
+from pocketmq.client.admin import AsyncAdmin, GroupConfig
+
+GROUP_COLUMNS = ["group", "retry_max_times", "fifo", "consume_enable"]
+OFFSET_COLUMNS = ["topic", "broker", "queue_id", "consumer_offset", "broker_offset", "lag"]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("group", help="create, list and describe consumer groups",
+                                   description=__doc__.split("\n\n")[0])
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = add_action(actions, "create", "create or update a group on every master broker", create, "group")
+    p.add_argument("--retry-max-times", type=int, default=16,
+                   help="deliveries of a failing message before its dead-letter queue (default 16)")
+    p.add_argument("--fifo", action="store_true", help="consume each message group in order")
+    p.add_argument("--cluster", help="only the masters of this cluster")
+    add_action(actions, "list", "list groups", list_groups)
+    p = add_action(actions, "describe", "a group's offsets and lag per queue", describe, "group")
+    p.add_argument("--topic", help="only this topic")
+
+
+def group_row(config: GroupConfig) -> dict:
+    return {"group": config.group, "retry_max_times": config.retry_max_times,
+            "fifo": config.consume_message_orderly, "consume_enable": config.consume_enable}
+
+
+def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
+    """Rows of the brokers' GET_CONSUME_STATS answers (``offsetTable`` lists), sorted by topic, broker, queue."""
+    rows = []
+    for broker_name, stats in stats_by_broker.items():
+        for entry in stats.get("offsetTable") or []:
+            broker_offset, consumer_offset = int(entry["brokerOffset"]), int(entry["consumerOffset"])
+            rows.append({"topic": entry["topic"], "broker": entry.get("brokerName", broker_name),
+                         "queue_id": int(entry["queueId"]), "consumer_offset": consumer_offset,
+                         "broker_offset": broker_offset, "lag": max(0, broker_offset - consumer_offset)})
+    return sorted(rows, key=lambda r: (r["topic"], r["broker"], r["queue_id"]))
+
+
+def create(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        brokers = await admin.create_group(args.group, cluster=args.cluster, retry_max_times=args.retry_max_times,
+                                           consume_message_orderly=args.fifo)
+        report(args, {"group": args.group, "brokers": brokers, "retry_max_times": args.retry_max_times,
+                      "fifo": args.fifo},
+               f"group {args.group} created on {', '.join(brokers)}: retry max times {args.retry_max_times}"
+               f"{', FIFO' if args.fifo else ''}")
+
+    return run_admin(args, action)
+
+
+def list_groups(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        groups = await admin.list_groups()
+        print_rows(args, [group_row(g) for g in groups.values()], GROUP_COLUMNS)
+
+    return run_admin(args, action)
+
+
+def describe(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        config = await admin.describe_group(args.group)
+        rows = offset_rows(await admin.consume_stats(args.group, args.topic))
+        if args.json:
+            for row in rows:
+                emit(json_line({"group": args.group, **row}))
+            return
+        settings = group_row(config)
+        emit(f"group {args.group}: retry max times {settings['retry_max_times']}, "
+             f"{'FIFO' if settings['fifo'] else 'concurrent'}, total lag {sum(r['lag'] for r in rows)}")
+        print_rows(args, rows, OFFSET_COLUMNS)
+
+    return run_admin(args, action)

@@ -1,0 +1,133 @@
+"""What the client commands (topic, send, tail, cluster, group) share: the name server option, the client
+configuration, and their output.
+
+Output contract: tables for people (``format_table``: a header row, columns padded to their widest cell), one
+JSON object per line for scripts (``--json``, ``json_line``), flushed as each line is printed so that a script
+reading a pipe sees a message as soon as it is acknowledged or received. Errors are one line on stderr and a
+non-zero exit status (``pocketmq.cli.main``).
+
+Messages as JSON (``message_to_json``): ``message_id`` (the producer's UNIQ_KEY, else the broker's id),
+``topic``, ``broker``, ``queue_id``, ``queue_offset``, ``tag``, ``keys`` (a list), ``properties`` (user
+properties only), ``born_timestamp_ms``, ``store_timestamp_ms``, ``body``: the text when the body is UTF-8,
+else its base64 with ``"body_encoding": "base64"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+from typing import Awaitable, Callable, Iterable, Sequence
+
+from pocketmq.client.admin import AsyncAdmin
+from pocketmq.client.config import NAMESRV_ENV, ClientConfig, default_namesrv_addr
+from pocketmq.common.message import MessageExt
+
+# Short enough that an unreachable name server fails the command quickly, long enough for a busy broker.
+CLI_CONNECT_TIMEOUT_S = 3.0
+CLI_REQUEST_TIMEOUT_S = 5.0
+
+
+def add_client_options(parser, *, json_output: bool = True) -> None:
+    """``-n/--namesrv`` (and ``--json`` for commands with an output) on a client sub-command."""
+    parser.add_argument("-n", "--namesrv", default=None, metavar="HOST:PORT",
+                        help=f"name server address(es), ';'-separated (default: ${NAMESRV_ENV} or "
+                             f"{default_namesrv_addr()})")
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+
+
+def add_action(actions, name: str, help_text: str, func, *positionals: str):
+    """A client sub-command action (``topic create`` ...) with its positionals, ``-n`` and ``--json``; the
+    parser is returned for the action's own options."""
+    parser = actions.add_parser(name, help=help_text)
+    for positional in positionals:
+        parser.add_argument(positional)
+    add_client_options(parser)
+    parser.set_defaults(func=func)
+    return parser
+
+
+def client_config(args) -> ClientConfig:
+    """The SDK configuration of a CLI command: its name server, short timeouts, its own instance name."""
+    return ClientConfig(namesrv_addr=args.namesrv or default_namesrv_addr(), instance_name=f"cli-{args.command}",
+                        connect_timeout_s=CLI_CONNECT_TIMEOUT_S, request_timeout_s=CLI_REQUEST_TIMEOUT_S)
+
+
+def run_admin(args, action: Callable[[AsyncAdmin], Awaitable[int | None]]) -> int:
+    """Run ``action(admin)`` with a started admin client of the command's name server; its exit status."""
+    async def main() -> int | None:
+        async with AsyncAdmin(client_config(args)) as admin:
+            return await action(admin)
+
+    return asyncio.run(main()) or 0
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """``rows`` as a text table with ``columns`` as the header; a missing cell prints as ``-``."""
+    cells = [[str(c).upper() for c in columns]]
+    cells += [["-" if row.get(c) is None else str(row[c]) for c in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells)
+
+
+def json_line(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def emit(line: str) -> None:
+    """Print one line now (scripts read our stdout as a stream)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def report(args, obj: dict, text: str) -> None:
+    """The outcome of a command that changed something: ``obj`` as a JSON line with ``--json``, else ``text``."""
+    emit(json_line(obj) if getattr(args, "json", False) else text)
+
+
+def print_rows(args, rows: Sequence[dict], columns: Sequence[str]) -> None:
+    """``rows`` as JSON lines with ``--json``, else as a table."""
+    if getattr(args, "json", False):
+        for row in rows:
+            emit(json_line(row))
+    else:
+        emit(format_table(rows, columns))
+
+
+def body_fields(body: bytes) -> dict:
+    """``{"body": text}`` when ``body`` is UTF-8, else its base64 with ``"body_encoding": "base64"``."""
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body": base64.b64encode(body).decode("ascii"), "body_encoding": "base64"}
+
+
+def message_to_json(msg: MessageExt, broker_name: str | None = None) -> dict:
+    return {
+        "message_id": msg.msg_id, "topic": msg.topic, "broker": broker_name, "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset, "tag": msg.tags, "keys": msg.keys, "properties": msg.user_properties(),
+        "born_timestamp_ms": msg.born_timestamp_ms, "store_timestamp_ms": msg.store_timestamp_ms,
+        **body_fields(msg.body),
+    }
+
+
+def message_to_text(msg: MessageExt, broker_name: str | None = None) -> str:
+    """One line for people: where the message is, its tag and keys, and its body (escaped when binary)."""
+    fields = body_fields(msg.body)
+    body = fields["body"] if "body_encoding" not in fields else f"base64:{fields['body']}"
+    meta = " ".join(f"{k}={v}" for k, v in (("tag", msg.tags), ("keys", ",".join(msg.keys) or None))
+                    if v is not None)
+    return f"{broker_name or '-'}/{msg.queue_id}@{msg.queue_offset} {msg.msg_id} {meta} {body!r}".replace("  ", " ")
+
+
+def parse_key_values(items: Iterable[str], what: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; ValueError naming ``what`` on an item without ``=`` or with an empty key."""
+    result = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{what} {item!r}: expected KEY=VALUE")
+        result[key] = value
+    return result

@@ -1,0 +1,83 @@
+"""``pocketmq topic create|update|delete|list|describe``: topics on every master broker of a cluster.
+
+- ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|mixed] [--cluster C]``: on every master of
+  the cluster (every cluster when not given); returns once the name server's route shows the queues.
+  ``update`` is the same request (RocketMQ's create-or-update).
+- ``delete TOPIC [--cluster C]``: from every master, then from the name server.
+- ``list [--all]``: the topics the name server knows; system topics, and the cluster and broker names that
+  brokers register as topics (RocketMQ does the same), only with ``--all``.
+- ``describe TOPIC``: per queue, its broker, min and max queue offsets and the messages still stored.
+"""
+
+from __future__ import annotations
+
+from pocketmq.cli.output import add_action, emit, print_rows, report, run_admin
+from pocketmq.client.admin import AsyncAdmin
+from pocketmq.common.topic import MessageType, is_system_topic
+
+TYPE_CHOICES = [t.value.lower() for t in MessageType]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("topic", help="create, update, delete, list and describe topics",
+                                   description=__doc__.split("\n\n")[0])
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, help_text in (("create", "create a topic on every master broker"),
+                            ("update", "change a topic's queues or type on every master broker")):
+        p = add_action(actions, name, help_text, create, "topic")
+        p.add_argument("--queues", type=int, default=8, help="read and write queues per broker (default 8)")
+        p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, default="mixed",
+                       help="message type the topic accepts (default mixed: every type)")
+        p.add_argument("--cluster", help="only the masters of this cluster")
+    p = add_action(actions, "delete", "delete a topic from every master broker and the name server", delete, "topic")
+    p.add_argument("--cluster", help="only from the masters of this cluster")
+    p = add_action(actions, "list", "list topics", list_topics)
+    p.add_argument("--all", action="store_true", help="include system topics and cluster/broker name topics")
+    add_action(actions, "describe", "queues of a topic with their offsets", describe, "topic")
+
+
+def create(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        brokers = await admin.create_topic(args.topic, queues=args.queues,
+                                           message_type=MessageType.parse(args.message_type), cluster=args.cluster)
+        verb = "created" if args.action == "create" else "updated"
+        report(args, {"topic": args.topic, "brokers": brokers, "queues": args.queues, "type": args.message_type.upper()},
+               f"topic {args.topic} {verb} on {', '.join(brokers)}: {args.queues} queues each, "
+               f"type {args.message_type.upper()}")
+
+    return run_admin(args, action)
+
+
+def delete(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        brokers = await admin.delete_topic(args.topic, cluster=args.cluster)
+        report(args, {"topic": args.topic, "brokers": brokers, "deleted": True},
+               f"topic {args.topic} deleted from {', '.join(brokers)} and the name server")
+
+    return run_admin(args, action)
+
+
+def list_topics(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        topics = await admin.list_topics()
+        if not args.all:
+            info = await admin.cluster_info()
+            hidden = set(info.cluster_addr_table) | set(info.broker_addr_table)
+            topics = [t for t in topics if t not in hidden and not is_system_topic(t)]
+        print_rows(args, [{"topic": t} for t in topics], ["topic"])
+
+    return run_admin(args, action)
+
+
+def describe(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        status = await admin.describe_topic(args.topic)
+        rows = [{"topic": args.topic, "broker": q.queue.broker_name, "queue_id": q.queue.queue_id,
+                 "min_offset": q.min_offset, "max_offset": q.max_offset, "messages": q.max_offset - q.min_offset}
+                for q in status.queues]
+        print_rows(args, rows, ["broker", "queue_id", "min_offset", "max_offset", "messages"])
+        if not args.json:
+            emit(f"{args.topic}: {len(rows)} queues on {len({r['broker'] for r in rows})} broker(s), "
+                 f"{status.message_count} messages stored")
+
+    return run_admin(args, action)

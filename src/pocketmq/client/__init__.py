@@ -1,0 +1,26 @@
+"""PocketMQ's Python SDK on RocketMQ's remoting protocol.
+
+Every client has an asyncio core (``AsyncProducer``, ``AsyncPullConsumer``, ``AsyncAdmin``) and a synchronous
+facade of the same API (``Producer``, ``PullConsumer``, ``Admin``) that runs the core on one background loop
+thread per process. See docs/sdk.md.
+
+>>> from pocketmq.client import ClientConfig, Message, Producer
+>>> with Producer(ClientConfig(namesrv_addr="127.0.0.1:9876")) as producer:
+...     result = producer.send(Message.create("orders", "hello", tags="created", keys="order-1"))
+"""
+
+from pocketmq.client.admin import Admin, AsyncAdmin, GroupConfig, QueueStatus, TopicStatus
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus
+from pocketmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult, PullStatus
+from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
+from pocketmq.client.queue_select import MessageGroupSelector, QueueSelector, RoundRobinSelector
+from pocketmq.common.message import Message, MessageExt, MessageQueue
+from pocketmq.common.topic import MessageType
+
+__all__ = [
+    "Admin", "AsyncAdmin", "AsyncProducer", "AsyncPullConsumer", "AsyncSimpleConsumer", "ClientConfig", "GroupConfig", "Message",
+    "MessageExt", "MessageGroupSelector", "MessageQueue", "MessageType", "Producer", "ProducerOptions",
+    "PullConsumer", "PullResult", "PullStatus", "QueueSelector", "QueueStatus", "RoundRobinSelector",
+    "SendResult", "SendStatus", "SimpleConsumer", "TopicStatus",
+]

@@ -1,0 +1,246 @@
+"""Simple (POP) consumers: ``AsyncSimpleConsumer`` (asyncio core) and ``SimpleConsumer`` (synchronous facade).
+
+The broker owns the position: ``receive`` pops up to ``max_count`` (<= 32) messages of the subscribed topics,
+each invisible to other consumers of the group for ``invisible_duration_ms``; ``ack`` removes a message for
+good; ``change_invisible_duration`` moves its deadline (the delivery attempt stays). A message neither acked
+nor changed comes back after its invisible time with ``reconsume_times`` + 1, and lands in ``%DLQ%<group>``
+after the group's max retries. Over the remoting protocol (POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
+CHANGE_MESSAGE_INVISIBLETIME).
+
+A received message carries its receipt handle as the ``POP_CK`` property (RocketMQ's extraInfo, built from
+the reply's startOffsetInfo / msgOffsetInfo as RocketMQ's client does) and the broker name in
+``PMQ_BROKER_NAME``; ``ack`` and ``change_invisible_duration`` need nothing else.
+
+>>> with SimpleConsumer("my-group", {"orders": "*"}, config) as consumer:
+...     for msg in consumer.receive(32, invisible_duration_ms=30_000):
+...         handle(msg)
+...         consumer.ack(msg)
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import zlib
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
+from pocketmq.client.loop_thread import client_loop
+from pocketmq.common import properties as props
+from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
+from pocketmq.common.topic import group_name_problem, topic_name_problem
+from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import decode_records
+
+MAX_RECEIVE = 32
+BROKER_NAME_PROPERTY = "PMQ_BROKER_NAME"
+_NOTHING = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.NO_MESSAGE)
+
+
+def _infos(text: str) -> dict[tuple[int, int], str]:
+    """``"r qid value;r qid value"`` -> {(r, qid): value}."""
+    out = {}
+    for entry in (text or "").split(";"):
+        parts = entry.split(" ")
+        if len(parts) >= 3:
+            out[(int(parts[0]), int(parts[1]))] = " ".join(parts[2:])
+    return out
+
+
+def messages_of_pop_reply(response: RemotingCommand, broker_name: str) -> list[MessageExt]:
+    """Decode a POP_MESSAGE reply; every message gets its POP_CK (extraInfo) and broker name."""
+    h = response.ext_fields
+    starts = _infos(h.get("startOffsetInfo", ""))
+    order_counts = {(int(p[0]), int(p[1]), int(p[2])): int(p[3])
+                    for p in (e.split(" ") for e in h.get("orderCountInfo", "").split(";")) if len(p) == 4}
+    head = f"{h['popTime']} {h['invisibleTime']} {h['reviveQid']}"
+    messages = decode_records(response.body)
+    for msg in messages:
+        retry = 1 if props.RETRY_TOPIC in msg.properties else 0
+        start = starts.get((retry, msg.queue_id), msg.queue_offset)
+        if (retry, msg.queue_id, msg.queue_offset) in order_counts:
+            start = msg.queue_offset  # FIFO: every message is its own checkpoint
+            msg.reconsume_times = order_counts[(retry, msg.queue_id, msg.queue_offset)]
+        msg.properties[props.POP_CK] = (f"{start} {head} {retry} {broker_name} {msg.queue_id} "
+                                        f"{msg.queue_offset}")
+        msg.properties[BROKER_NAME_PROPERTY] = broker_name
+        if msg.sys_flag & SYSFLAG_COMPRESSED:
+            msg.body = zlib.decompress(msg.body)
+            msg.sys_flag &= ~SYSFLAG_COMPRESSED
+    return messages
+
+
+def _expect_success(response: RemotingCommand) -> RemotingCommand:
+    if response.code != ResponseCode.SUCCESS:
+        raise RemoteServerError(response.code, response.remark or "")
+    return response
+
+
+def _pop_ck(msg: MessageExt) -> tuple[str, str]:
+    extra = msg.properties.get(props.POP_CK)
+    broker = msg.properties.get(BROKER_NAME_PROPERTY)
+    if not extra or not broker:
+        raise ClientError("the message was not received by a simple consumer (no POP_CK)")
+    return extra, broker
+
+
+class AsyncSimpleConsumer:
+    """The asyncio simple consumer of one consumer group over ``subscriptions`` {topic: tag expression}."""
+
+    def __init__(self, group: str, subscriptions: dict[str, str], config: ClientConfig | None = None, *,
+                 await_duration_ms: int = 20_000):
+        problem = group_name_problem(group) or next(filter(None, map(topic_name_problem, subscriptions)), None)
+        if problem:
+            raise ClientError(problem)
+        if not subscriptions:
+            raise ClientError("a simple consumer subscribes to at least one topic")
+        self.group = group
+        self.subscriptions = dict(subscriptions)
+        self.config = config or ClientConfig()
+        self.await_duration_ms = await_duration_ms
+        self._instance: ClientInstance | None = None
+        self._turn = itertools.count()
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientError("simple consumer is not started")
+        return self._instance
+
+    async def start(self) -> None:
+        if self._instance is not None:
+            return
+        self._instance = await acquire_instance(self.config)
+        self._instance.register_consumer(ConsumerData(self.group, consume_type="CONSUME_POP",
+                                                      subscriptions=self.subscriptions))
+        for topic in self.subscriptions:
+            await self._instance.route(topic)
+        await self._instance.heartbeat_all()
+
+    async def shutdown(self) -> None:
+        if self._instance is None:
+            return
+        instance, self._instance = self._instance, None
+        instance.unregister_consumer(self.group)
+        await release_instance(instance)
+
+    async def __aenter__(self) -> "AsyncSimpleConsumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    async def receive(self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *,
+                      await_duration_ms: int | None = None) -> list[MessageExt]:
+        """Up to ``max_count`` messages of one subscribed topic and broker (turn by turn); waits up to
+        ``await_duration_ms`` (default: the consumer's) for one to arrive. An empty list when none came."""
+        if not 1 <= max_count <= MAX_RECEIVE:
+            raise BadRequestError(f"max_count must be in [1, {MAX_RECEIVE}], got {max_count}")
+        if invisible_duration_ms <= 0:
+            raise BadRequestError("invisible_duration_ms must be positive")
+        wait_ms = self.await_duration_ms if await_duration_ms is None else await_duration_ms
+        instance = self.instance
+        turn = next(self._turn)
+        topics = sorted(self.subscriptions)
+        topic = topics[turn % len(topics)]
+        route = await instance.route(topic)
+        brokers = route.broker_names
+        if not brokers:
+            raise ClientError(f"topic {topic!r} has no readable queue")
+        broker_name = brokers[turn // len(topics) % len(brokers)]
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, {
+            "consumerGroup": self.group, "topic": topic, "queueId": -1, "maxMsgNums": max_count,
+            "invisibleTime": invisible_duration_ms, "pollTime": wait_ms, "bornTime": instance.clock.now_ms(),
+            "initMode": 0, "expType": "TAG", "exp": self.subscriptions[topic] or "*", "order": "false"})
+        response = await instance.invoke_broker(broker_name, request,
+                                                wait_ms / 1000 + self.config.request_timeout_s)
+        if response.code in _NOTHING:
+            return []
+        return messages_of_pop_reply(_expect_success(response), broker_name)
+
+    async def ack(self, msg: MessageExt) -> None:
+        extra, broker = _pop_ck(msg)
+        offset = extra.rsplit(" ", 1)[1]
+        _expect_success(await self.instance.invoke_broker(broker, RemotingCommand.request(RequestCode.ACK_MESSAGE, {
+            "consumerGroup": self.group, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
+            "offset": offset})))
+
+    async def ack_batch(self, messages: list[MessageExt]) -> None:
+        """Ack many messages in one BATCH_ACK_MESSAGE per broker (stale ones are skipped by the broker)."""
+        by_broker: dict[str, dict[tuple, int]] = {}
+        for msg in messages:
+            extra, broker = _pop_ck(msg)
+            start, pop_time, invisible, revive_qid, retry, _, queue_id, offset = extra.split(" ")
+            key = (msg.topic, retry, int(start), int(queue_id), int(revive_qid), int(pop_time), int(invisible))
+            bits = by_broker.setdefault(broker, {})
+            bits[key] = bits.get(key, 0) | 1 << (int(offset) - int(start))
+        for broker, entries in by_broker.items():
+            acks = [{"c": self.group, "t": t, "r": r, "so": so, "q": q, "rq": rq, "pt": pt, "it": it,
+                     "b": base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode()}
+                    for (t, r, so, q, rq, pt, it), bits in entries.items()]
+            body = RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, {},
+                                           body=_json({"brokerName": broker, "acks": acks}))
+            _expect_success(await self.instance.invoke_broker(broker, body))
+
+    async def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> MessageExt:
+        """Make ``msg`` invisible for ``invisible_duration_ms`` from now; updates (and returns) ``msg`` with its
+        new receipt handle: ack or change it again through the returned message."""
+        extra, broker = _pop_ck(msg)
+        parts = extra.split(" ")
+        response = _expect_success(await self.instance.invoke_broker(broker, RemotingCommand.request(
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
+                "consumerGroup": self.group, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
+                "offset": parts[7], "invisibleTime": invisible_duration_ms})))
+        h = response.ext_fields
+        parts[0], parts[1], parts[2], parts[3] = parts[7], h["popTime"], h["invisibleTime"], h["reviveQid"]
+        msg.properties[props.POP_CK] = " ".join(parts)
+        return msg
+
+    def __repr__(self) -> str:
+        return f"<AsyncSimpleConsumer group={self.group} topics={sorted(self.subscriptions)}>"
+
+
+def _json(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class SimpleConsumer:
+    """The synchronous simple consumer: ``AsyncSimpleConsumer`` run on the process's client loop thread."""
+
+    def __init__(self, group: str, subscriptions: dict[str, str], config: ClientConfig | None = None, *,
+                 await_duration_ms: int = 20_000):
+        self._loop = client_loop()
+        self.core = AsyncSimpleConsumer(group, subscriptions, config, await_duration_ms=await_duration_ms)
+
+    def start(self) -> "SimpleConsumer":
+        self._loop.run(self.core.start())
+        return self
+
+    def shutdown(self) -> None:
+        self._loop.run(self.core.shutdown())
+
+    def __enter__(self) -> "SimpleConsumer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def receive(self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *,
+                await_duration_ms: int | None = None) -> list[MessageExt]:
+        return self._loop.run(self.core.receive(max_count, invisible_duration_ms, await_duration_ms=await_duration_ms))
+
+    def ack(self, msg: MessageExt) -> None:
+        self._loop.run(self.core.ack(msg))
+
+    def ack_batch(self, messages: list[MessageExt]) -> None:
+        self._loop.run(self.core.ack_batch(messages))
+
+    def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> MessageExt:
+        return self._loop.run(self.core.change_invisible_duration(msg, invisible_duration_ms))
+
+    def __repr__(self) -> str:
+        return f"<SimpleConsumer {self.core!r}>"

@@ -16,12 +16,13 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
 from pocketmq.client.loop_thread import client_loop
 from pocketmq.client.route_view import MASTER_ID
+from pocketmq.client.replies import check_topic, expect_success, json_body, offset_of
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields
 from pocketmq.common.message import MessageQueue
-from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem, topic_name_problem
-from pocketmq.errors import (BadRequestError, ClientError, IllegalTopicError, RemoteServerError,
+from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
+from pocketmq.errors import (BadRequestError, ClientError, RemoteServerError,
                              SubscriptionGroupNotExistError, TopicNotExistError)
-from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class AsyncAdmin:
     # -- cluster --------------------------------------------------------------------------------------------------
     async def cluster_info(self) -> ClusterInfo:
         response = await self.instance.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
-        _expect_success(response)
+        expect_success(response)
         return ClusterInfo.from_json(response.body)
 
     async def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
@@ -165,14 +166,14 @@ class AsyncAdmin:
         ``route_wait_s`` until the name server's route shows ``queues`` on every one of them, so a send made
         right after gets the new queues.
         """
-        _check_topic(topic)
+        check_topic(topic)
         if not 1 <= queues <= MAX_QUEUE_NUMS:
             raise BadRequestError(f"queue count must be in [1, {MAX_QUEUE_NUMS}], got {queues}")
         fields = create_topic_fields(TopicConfig(topic, queues, queues, perm, message_type, order))
         responses = await self._on_masters(
             lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster)
         for response in responses.values():
-            _expect_success(response)
+            expect_success(response)
         brokers = sorted(responses)
         await self._wait_for_route(topic, brokers, queues, route_wait_s)
         return brokers
@@ -197,25 +198,25 @@ class AsyncAdmin:
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from every master of the cluster, then from the name server."""
-        _check_topic(topic)
+        check_topic(topic)
         responses = await self._on_masters(
             lambda: RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), cluster)
         for response in responses.values():
-            _expect_success(response)
+            expect_success(response)
         fields = {"topic": topic} if cluster is None else {"topic": topic, "clusterName": cluster}
-        _expect_success(await self.instance.invoke_namesrv(
+        expect_success(await self.instance.invoke_namesrv(
             RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)))
         return sorted(responses)
 
     async def list_topics(self) -> list[str]:
         response = await self.instance.invoke_namesrv(
             RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-        _expect_success(response)
-        return sorted(_json_body(response).get("topicList", []))
+        expect_success(response)
+        return sorted(json_body(response).get("topicList", []))
 
     async def describe_topic(self, topic: str) -> TopicStatus:
         """Per queue min and max offsets, from each broker of the topic's route."""
-        _check_topic(topic)
+        check_topic(topic)
         route = await self.instance.route(topic, refresh=True)
 
         async def status(mq: MessageQueue) -> QueueStatus:
@@ -223,7 +224,7 @@ class AsyncAdmin:
             min_r, max_r = await asyncio.gather(
                 self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)),
                 self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, fields)))
-            return QueueStatus(mq, _offset_of(min_r), _offset_of(max_r))
+            return QueueStatus(mq, offset_of(min_r), offset_of(max_r))
 
         queues = sorted(set(route.read_queues) | set(route.write_queues))
         statuses = await asyncio.gather(*(status(mq) for mq in queues))
@@ -240,7 +241,7 @@ class AsyncAdmin:
         responses = await self._on_masters(
             lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), cluster)
         for response in responses.values():
-            _expect_success(response)
+            expect_success(response)
         return sorted(responses)
 
     async def list_groups(self, *, cluster: str | None = None) -> dict[str, GroupConfig]:
@@ -249,8 +250,8 @@ class AsyncAdmin:
             lambda: RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), cluster)
         groups: dict[str, GroupConfig] = {}
         for response in responses.values():
-            _expect_success(response)
-            for obj in (_json_body(response).get("subscriptionGroupTable") or {}).values():
+            expect_success(response)
+            for obj in (json_body(response).get("subscriptionGroupTable") or {}).values():
                 config = GroupConfig.from_json(obj)
                 groups.setdefault(config.group, config)
         return dict(sorted(groups.items()))
@@ -269,38 +270,16 @@ class AsyncAdmin:
             lambda: RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields), cluster)
         result = {}
         for name, response in responses.items():
-            _expect_success(response)
-            result[name] = _json_body(response)
+            expect_success(response)
+            result[name] = json_body(response)
         return result
 
     def __repr__(self) -> str:
         return f"<AsyncAdmin namesrv={self.config.namesrv_addr} started={self._started}>"
 
 
-def _check_topic(topic: str) -> None:
-    problem = topic_name_problem(topic)
-    if problem:
-        raise IllegalTopicError(problem)
 
 
-def _expect_success(response: RemotingCommand) -> None:
-    if response.code != ResponseCode.SUCCESS:
-        raise RemoteServerError(response.code, response.remark or "")
-
-
-def _offset_of(response: RemotingCommand) -> int:
-    _expect_success(response)
-    return int(response.ext_fields.get("offset", "0"))
-
-
-def _json_body(response: RemotingCommand) -> dict:
-    if not response.body:
-        return {}
-    try:
-        obj = json.loads(response.body)
-    except ValueError as exc:
-        raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"reply body is not JSON: {exc}") from None
-    return obj if isinstance(obj, dict) else {}
 
 
 class Admin:

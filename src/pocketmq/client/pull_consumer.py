@@ -19,9 +19,10 @@ from typing import Iterable
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
 from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.replies import check_topic, expect_success, offset_of
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
-from pocketmq.common.topic import group_name_problem, topic_name_problem
-from pocketmq.errors import BadRequestError, ClientError, IllegalTopicError, RemoteServerError
+from pocketmq.common.topic import group_name_problem
+from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records
@@ -143,7 +144,7 @@ class AsyncPullConsumer:
     # -- queues ---------------------------------------------------------------------------------------------------
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` from a fresh route; TopicNotExistError when it has none."""
-        _check_topic(topic)
+        check_topic(topic)
         route = await self.instance.route(topic, refresh=True)
         return list(route.read_queues)
 
@@ -184,7 +185,7 @@ class AsyncPullConsumer:
         response = await self._invoke(queue, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
             "commitOffset": queue_offset}))
-        _expect_success(response)
+        expect_success(response)
 
     async def committed(self, queue: MessageQueue) -> int | None:
         """This group's committed offset of ``queue``, or None when it never committed one."""
@@ -192,7 +193,7 @@ class AsyncPullConsumer:
             "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id}))
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        return _offset_of(response)
+        return offset_of(response)
 
     async def min_offset(self, queue: MessageQueue) -> int:
         return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue)
@@ -208,7 +209,7 @@ class AsyncPullConsumer:
     async def _offset_query(self, code: int, queue: MessageQueue, **extra) -> int:
         response = await self._invoke(queue, RemotingCommand.request(code, {
             "topic": queue.topic, "queueId": queue.queue_id, **extra}))
-        return _offset_of(response)
+        return offset_of(response)
 
     async def _invoke(self, queue: MessageQueue, request: RemotingCommand,
                       timeout_s: float | None = None) -> RemotingCommand:
@@ -221,23 +222,7 @@ class AsyncPullConsumer:
         return f"<AsyncPullConsumer group={self.group} assigned={len(self._assigned)} started={self._started}>"
 
 
-def _check_topic(topic: str) -> None:
-    problem = topic_name_problem(topic)
-    if problem:
-        raise IllegalTopicError(problem)
 
-
-def _expect_success(response: RemotingCommand) -> None:
-    if response.code != ResponseCode.SUCCESS:
-        raise RemoteServerError(response.code, response.remark or "")
-
-
-def _offset_of(response: RemotingCommand) -> int:
-    _expect_success(response)
-    try:
-        return int(response.ext_fields["offset"])
-    except (KeyError, ValueError):
-        raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"reply lacks an offset: {response.ext_fields}") from None
 
 
 class PullConsumer:

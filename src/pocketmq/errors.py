@@ -56,6 +56,12 @@ class SubscriptionGroupNotExistError(PocketMQError):
     v2_code = 40403
 
 
+class InvalidReceiptHandleError(BadRequestError):
+    """A receipt handle that is garbage, stale (acked, changed or revived already) or another broker's."""
+
+    v2_code = 40013  # INVALID_RECEIPT_HANDLE
+
+
 class NoPermissionError(PocketMQError):
     response_code = ResponseCode.NO_PERMISSION
     v2_code = 40300  # FORBIDDEN

@@ -31,7 +31,12 @@ from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.messages import MessageService
 from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.producers import ProducerRegistry
+from pocketmq.broker.queue_locks import QueueLockTable
+from pocketmq.broker.send_back import SendBackService
+from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
+from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.errors import BadRequestError
@@ -58,6 +63,10 @@ class Broker:
         self.holds = PullHoldService(config.long_polling_max_waiters)
         self.store: MessageStore | None = None
         self.messages: MessageService | None = None
+        self.timer: TimerService | None = None  # delayed messages; built at start (it needs the store)
+        self.send_back: SendBackService | None = None  # consumer retries and the DLQ; built at start
+        self.queue_locks = QueueLockTable(config.queue_lock_max_live_ms)  # orderly consumers' queue locks
+        self.pop = None  # broker.pop.engine.PopService, built at start (it needs the store)
         self.remoting_client = RemotingClient()  # to the name servers
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
         self._registrar = None
@@ -110,6 +119,9 @@ class Broker:
             max_properties_bytes=self.config.max_properties_bytes, long_polling_enable=self.config.long_polling_enable,
             short_polling_ms=self.config.short_polling_ms)
         self.topics.add_listener(self._topics_changed)
+        self._start_timer()
+        self.pop = build_pop_service(self)
+        self.pop.start()
         self._spawn(self._every(self.config.offset_persist_interval_ms, self._persist_offsets), "persist-offsets")
         self._spawn(self._every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
         if self._namesrv.addrs:
@@ -118,6 +130,16 @@ class Broker:
         self.started = True
         log.info("event=broker_started name=%s addr=%s grpc=%s namesrv=%s topics=%d", self.broker_name,
                  self.broker_addr, self.grpc_addr, self.config.namesrv_addr, len(self.topics.names()))
+
+    def _start_timer(self) -> None:
+        limits = TimerLimits(parse_delay_levels(self.config.message_delay_level), self.config.timer_max_delay_ms,
+                             self.config.timer_past_tolerance_ms)
+        self.timer = TimerService(self.store, self.topics, limits, self.config.metadata_dir() / "timer_progress.json",
+                                  self.clock)
+        self.timer.start()
+        self.messages.timer = self.timer  # type: ignore[union-attr]
+        self.send_back = SendBackService(self.store, self.topics, self.groups, self.timer)
+        self._spawn(self.timer.run(), "timer")
 
     def _make_registrar(self):
         from pocketmq.cluster.registrar import BrokerRegistrar
@@ -142,6 +164,8 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self.holds.wake_all()
+        self.timer.stop()  # type: ignore[union-attr]
+        await self.pop.stop()
         self._persist_offsets()
         await self.store.shutdown()  # type: ignore[union-attr]
         await self.remoting_client.close()

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
+from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_problem
 from pocketmq.common.topic import topic_name_problem
 from pocketmq.store.api import FlushMode, StoreConfig
 
@@ -38,6 +40,14 @@ def _not_negative(value) -> str | None:
 
 def _queue_nums(value: int) -> str | None:
     return None if 1 <= value <= 1024 else "must be in [1, 1024]"
+
+
+def _backoff(value: tuple) -> str | None:
+    return None if value and all(step > 0 for step in value) else "needs at least one step, each > 0 ms"
+
+
+def _ending(value: str) -> str | None:
+    return None if value in ("dlq", "drop") else "must be dlq or drop"
 
 
 def _name(value: str) -> str | None:
@@ -89,6 +99,20 @@ class BrokerConfig:
     client_scan_interval_ms: int = field(default=10_000, metadata={"check": _positive})
     offset_persist_interval_ms: int = field(default=5_000, metadata={"aliases": ("flushConsumerOffsetInterval",),
                                                                     "check": _positive})
+    # POP consumption (broker/pop): revive pass period, CK rewrite backoff and its ending, invisible time floor.
+    pop_revive_interval_ms: int = field(default=1000, metadata={"check": _positive})
+    pop_ck_rewrite_backoff_ms: tuple[int, ...] = field(default=DEFAULT_CK_REWRITE_BACKOFF_MS,
+                                                       metadata={"check": _backoff})
+    pop_ck_rewrite_ending: str = field(default="dlq", metadata={"check": _ending})  # dlq | drop
+    pop_min_invisible_ms: int = field(default=1000, metadata={"check": _not_negative})
+    pop_state_persist_interval_ms: int = field(default=500, metadata={"check": _positive})
+    # Delayed messages and consumer retries (broker/timer, broker/send_back; docs/retry.md).
+    message_delay_level: str = field(default=DEFAULT_DELAY_LEVELS, metadata={"aliases": ("messageDelayLevel",),
+                                                                            "check": delay_levels_problem})
+    timer_max_delay_ms: int = field(default=3 * 86_400_000, metadata={"check": _positive})  # RocketMQ 5: 3 days
+    timer_past_tolerance_ms: int = field(default=60_000, metadata={"check": _not_negative})
+    queue_lock_max_live_ms: int = field(default=60_000, metadata={"aliases": ("rebalanceLockMaxLiveTime",),
+                                                                  "check": _positive})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")

@@ -18,13 +18,17 @@ import logging
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Awaitable
 
 from pocketmq.broker.consumers import parse_tag_expression
 from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.send_back import retry_send_destination, strip_delay
 from pocketmq.broker.topics import TopicManager, is_group_topic
 from pocketmq.common import properties as props
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
-from pocketmq.common.topic import MessageType, TopicConfig, is_system_topic, topic_name_problem
+from pocketmq.common.topic import (
+    RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig, is_system_topic, topic_name_problem,
+)
 from pocketmq.errors import (
     BadRequestError, IllegalMessageError, IllegalTopicError, NoPermissionError, ServiceNotAvailableError,
     StoreError,
@@ -154,6 +158,7 @@ class MessageService:
         self._recent: OrderedDict[tuple[str, str], SendResult] = OrderedDict()
         self.put_messages_total = 0  # messages stored since start (runtime info)
         self.got_messages_total = 0  # messages handed to pulls since start
+        self.timer = None  # broker.timer.service.TimerService: delayed messages are diverted to it (set at start)
 
     def configure(self, *, max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int) -> None:
         """Apply changed settings of a running broker (UPDATE_BROKER_CONFIG)."""
@@ -162,16 +167,24 @@ class MessageService:
         self._short_polling_ms = short_polling_ms
 
     # -- send ---------------------------------------------------------------------------------------------------
-    async def send(self, messages: list[Message], *, topic: str, queue_id: int | None = None,
-                   born_host: tuple[str, int] = ("127.0.0.1", 0), born_timestamp_ms: int = 0,
-                   producer_group: str | None = None, message_type: MessageType | None = None,
-                   batch: bool = False) -> list[SendResult]:
-        """Validate and append ``messages`` to ``topic``; one SendResult per message, in order.
+    async def send(self, messages: list[Message], **options) -> list[SendResult]:
+        """Validate and append ``messages``; one SendResult per message, in order (``send_nowait``, awaited)."""
+        outcome = self.send_nowait(messages, **options)
+        return outcome if isinstance(outcome, list) else await outcome
+
+    def send_nowait(self, messages: list[Message], *, topic: str, queue_id: int | None = None,
+                    born_host: tuple[str, int] = ("127.0.0.1", 0), born_timestamp_ms: int = 0,
+                    producer_group: str | None = None, message_type: MessageType | None = None,
+                    batch: bool = False) -> list[SendResult] | Awaitable[list[SendResult]]:
+        """Validate and append ``messages`` to ``topic``: one SendResult per message, in order, at once when
+        nothing must wait (ASYNC_FLUSH, no idempotent message), else an awaitable of them.
 
         ``queue_id`` None lets the broker pick (round robin, or the message group's hash for FIFO); a
         ``batch`` goes to one queue. ``message_type`` None skips the type check (remoting senders do not
         declare one). Messages that are ``MessageExt`` keep their sys_flag and reconsume_times.
         """
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
+            topic = self._retry_destination(topic, messages[0])  # a client's own retry may be due for the DLQ
         config = self._check_topic(topic)
         if not messages:
             raise BadRequestError("no message to send")
@@ -187,9 +200,18 @@ class MessageService:
         queue_ids = self._pick_queues(config, messages, queue_id, batch)
         stored = [self._to_stored(m, topic, q, born_host, born_timestamp_ms, producer_group)
                   for m, q in zip(messages, queue_ids)]
+        if self.timer is not None:
+            for msg in stored:
+                self.timer.divert(msg, config)  # a delayed message waits in the timer topic
         keys = sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
-        if not keys:
-            return await self._append(stored)
+        if keys:
+            return self._send_idempotent_locked(stored, keys)
+        if self._store.sync_flush:
+            return self._append(stored)
+        return self._results(stored, self._store.append_messages(stored))
+
+    async def _send_idempotent_locked(self, stored: list[MessageExt], keys: list[tuple[str, str]]
+                                      ) -> list[SendResult]:
         async with _KeyLocks(self._key_locks, keys):
             return await self._send_idempotent(stored)
 
@@ -203,6 +225,14 @@ class MessageService:
         if not config.writable:
             raise NoPermissionError(f"topic {topic!r} is not writable on this broker (perm {config.perm})")
         return config
+
+    def _retry_destination(self, topic: str, msg: Message) -> str:
+        group_config = self._groups.get(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+        max_times = group_config.retry_max_times if group_config is not None else -1
+        destination = retry_send_destination(topic, getattr(msg, "reconsume_times", 0), msg.properties, max_times)
+        if destination != topic:
+            strip_delay(msg.properties)  # the DLQ copy is visible at once (#2724)
+        return destination
 
     def _pick_queues(self, config: TopicConfig, messages: list[Message], queue_id: int | None,
                      batch: bool) -> list[int]:
@@ -230,10 +260,9 @@ class MessageService:
         return stored
 
     async def _append(self, stored: list[MessageExt]) -> list[SendResult]:
-        if len(stored) == 1:
-            puts = [await self._store.put_message(stored[0])]
-        else:
-            puts = await self._store.put_messages(stored)
+        return self._results(stored, await self._store.put_messages(stored))
+
+    def _results(self, stored: list[MessageExt], puts: list[PutResult]) -> list[SendResult]:
         self.put_messages_total += len(stored)
         return [self._result(msg, put) for msg, put in zip(stored, puts)]
 
@@ -241,9 +270,12 @@ class MessageService:
         if not put.status.stored:
             _raise_put_failure(put)
         offset_msg_id = put.offset_msg_id or make_offset_msg_id(msg.store_host, put.phys_offset)
+        topic, queue_id = msg.topic, msg.queue_id
+        if topic == TIMER_TOPIC:  # a delayed message answers with its real topic and queue
+            topic, queue_id = msg.properties[props.REAL_TOPIC], int(msg.properties[props.REAL_QUEUE_ID])
         return SendResult(status=put.status, msg_id=msg.uniq_key or offset_msg_id, offset_msg_id=offset_msg_id,
-                          queue_id=msg.queue_id, queue_offset=put.queue_offset, phys_offset=put.phys_offset,
-                          topic=msg.topic)
+                          queue_id=queue_id, queue_offset=put.queue_offset, phys_offset=put.phys_offset,
+                          topic=topic)
 
     async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:
         results: list[SendResult | None] = [None] * len(stored)

@@ -31,7 +31,8 @@ _SCHEDULE_QUEUE_NUMS = 18  # one queue per delay level
 
 def is_group_topic(topic: str) -> bool:
     """A %RETRY%<group> or %DLQ%<group> topic, created on demand whatever the auto-create setting."""
-    return topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)) and len(topic) > 7
+    return any(topic.startswith(prefix) and len(topic) > len(prefix)
+               for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
 
 
 def auto_create_decision(topic: str, *, auto_create_enabled: bool, default_queue_nums: int) -> TopicConfig | None:

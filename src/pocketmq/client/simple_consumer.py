@@ -25,7 +25,12 @@ import json
 import zlib
 
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
+from pocketmq.client.instance import (
+    ClientInstance,
+    ConsumerData,
+    acquire_instance,
+    release_instance,
+)
 from pocketmq.client.loop_thread import client_loop
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
@@ -127,7 +132,7 @@ class AsyncSimpleConsumer:
         instance.unregister_consumer(self.group)
         await release_instance(instance)
 
-    async def __aenter__(self) -> "AsyncSimpleConsumer":
+    async def __aenter__(self) -> AsyncSimpleConsumer:
         await self.start()
         return self
 
@@ -216,14 +221,14 @@ class SimpleConsumer:
         self._loop = client_loop()
         self.core = AsyncSimpleConsumer(group, subscriptions, config, await_duration_ms=await_duration_ms)
 
-    def start(self) -> "SimpleConsumer":
+    def start(self) -> SimpleConsumer:
         self._loop.run(self.core.start())
         return self
 
     def shutdown(self) -> None:
         self._loop.run(self.core.shutdown())
 
-    def __enter__(self) -> "SimpleConsumer":
+    def __enter__(self) -> SimpleConsumer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -319,6 +319,11 @@ def telemetry_error(code: int, message: str):
     return spb.TelemetryCommand(status=status(code, message))
 
 
+def error_response(method: str, code: int, message: str):
+    """A response of RPC ``method`` carrying only a status."""
+    return getattr(spb, f"{method}Response")(status=status(code, message))
+
+
 def not_implemented_response(method: str, message: str):
     """A response of RPC ``method`` (a MessagingService method name) carrying NOT_IMPLEMENTED."""
     cls = getattr(spb, f"{method}Response")

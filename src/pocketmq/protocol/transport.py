@@ -3,6 +3,10 @@
 A connection decodes frames as bytes arrive. Replies complete the pending call with the same ``opaque``;
 requests are handled concurrently (4.x clients keep long polls open on the connection they also send on)
 and answered out of order. A malformed frame closes that connection only.
+
+A handler returns its reply (or None) when it can answer at once, else an awaitable of it. Replies given at once
+skip the task a waiting handler needs, and the replies to every request that arrived in one read leave in one
+socket write: with many requests in flight that saves a task, a loop turn and a syscall per request.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, Remotin
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["RemotingConnection", RemotingCommand], Awaitable[RemotingCommand | None]]
+Reply = RemotingCommand | None
+Handler = Callable[["RemotingConnection", RemotingCommand], Reply | Awaitable[Reply]]
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 4096
 _WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
@@ -35,21 +40,37 @@ class RequestRouter:
     def codes(self) -> list[int]:
         return sorted(self._handlers)
 
-    async def __call__(self, conn: "RemotingConnection", request: RemotingCommand) -> RemotingCommand | None:
+    def __call__(self, conn: "RemotingConnection", request: RemotingCommand) -> Reply | Awaitable[Reply]:
+        """The reply at once when the handler gives it at once, else an awaitable of it (errors become replies)."""
         code = canonical_request_code(request.code)
         handler = self._handlers.get(code)
         if handler is None:
             return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                     remark=f"request code {request.code} not supported")
         try:
-            return await handler(conn, request)
-        except PocketMQError as exc:
-            return request.response(exc.response_code, remark=str(exc))
+            outcome = handler(conn, request)
+        except Exception as exc:
+            return self._error_reply(conn, request, exc)
+        if outcome is None or isinstance(outcome, RemotingCommand):
+            return outcome
+        return self._finish(conn, request, outcome)
+
+    async def _finish(self, conn: "RemotingConnection", request: RemotingCommand,
+                      outcome: Awaitable[Reply]) -> Reply:
+        try:
+            return await outcome
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a bug in one handler must not take the connection down
-            log.exception("event=handler_failed code=%s remote=%s", code, conn.remote_address)
-            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            return self._error_reply(conn, request, exc)
+
+    @staticmethod
+    def _error_reply(conn: "RemotingConnection", request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, PocketMQError):
+            return request.response(exc.response_code, remark=str(exc))
+        # a bug in one handler must not take the connection down
+        log.error("event=handler_failed code=%s remote=%s", request.code, conn.remote_address, exc_info=exc)
+        return request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -95,6 +116,7 @@ class RemotingConnection(asyncio.Protocol):
             log.warning("event=malformed_frame remote=%s reason=%s", self.remote_address, exc)
             self.close()
             return
+        replies: list[bytes] = []  # answered at once: sent together after the loop
         for cmd in commands:
             if cmd.is_response:
                 fut = self._pending.pop(cmd.opaque, None)
@@ -104,9 +126,22 @@ class RemotingConnection(asyncio.Protocol):
                 continue  # a peer that does not serve requests ignores them, as 4.x clients do
             elif len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION:
                 if not cmd.is_oneway:
-                    self.write(cmd.response(ResponseCode.SYSTEM_BUSY, remark="too many requests in flight"))
+                    replies.append(cmd.response(ResponseCode.SYSTEM_BUSY,
+                                                remark="too many requests in flight").encode())
             else:
-                task = asyncio.get_running_loop().create_task(self._serve(cmd))
+                outcome = self._handler(self, cmd)
+                if outcome is None or isinstance(outcome, RemotingCommand):
+                    if outcome is not None and not cmd.is_oneway:
+                        replies.append(outcome.encode())
+                else:
+                    task = asyncio.get_running_loop().create_task(self._serve(cmd, outcome))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+        if replies and not self.is_closed:
+            if self._transport.get_write_buffer_size() <= _WRITE_BUFFER_HIGH_BYTES:  # type: ignore[union-attr]
+                self._transport.write(b"".join(replies) if len(replies) > 1 else replies[0])  # type: ignore
+            else:  # the peer does not read: replies wait for the buffer to drain, as a waiting handler's do
+                task = asyncio.get_running_loop().create_task(self._write_when_writable(replies))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
@@ -187,14 +222,19 @@ class RemotingConnection(asyncio.Protocol):
     async def wait_closed(self) -> None:
         await self._closed.wait()
 
-    async def _serve(self, request: RemotingCommand) -> None:
-        response = await self._handler(self, request)  # type: ignore[misc]
+    async def _serve(self, request: RemotingCommand, outcome: Awaitable[Reply]) -> None:
+        response = await outcome
         if response is None or request.is_oneway or self.is_closed:
             return
         if self._transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH_BYTES:  # type: ignore[union-attr]
             await self._writable.wait()
         if not self.is_closed:
             self.write(response)
+
+    async def _write_when_writable(self, frames: list[bytes]) -> None:
+        await self._writable.wait()
+        if not self.is_closed:
+            self._transport.write(b"".join(frames))  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else "open"

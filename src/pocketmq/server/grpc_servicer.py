@@ -1,8 +1,8 @@
 """The ``apache.rocketmq.v2.MessagingService`` servicer: the v2 front end over the Broker facade.
 
-Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage, NotifyClientTermination. The consumer RPCs
-(ReceiveMessage, Ack, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue, the Pull
-and offset RPCs), EndTransaction, RecallMessage and SyncLiteSubscription answer a NOT_IMPLEMENTED status
+Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage, NotifyClientTermination, and the POP consumer
+RPCs (ReceiveMessage, Ack, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see
+server/grpc_consumer.py). The Pull and offset RPCs, EndTransaction, RecallMessage and SyncLiteSubscription answer a NOT_IMPLEMENTED status
 until their issues land.
 
 Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
@@ -30,8 +30,14 @@ from pocketmq.protocol import grpc_codec as codec
 from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
+from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
-from pocketmq.server.grpc_validation import SendLimits, check_send_request, check_topic, validate_message
+from pocketmq.server.grpc_validation import (
+    SendLimits,
+    check_send_request,
+    check_topic,
+    validate_message,
+)
 from pocketmq.server.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -42,7 +48,7 @@ DEFAULT_MAX_INFLIGHT_SENDS = 2048
 # The client kinds the v2 protocol defines; a Settings with another one is UNRECOGNIZED_CLIENT_TYPE.
 _KNOWN_CLIENT_TYPES = frozenset({"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER",
                                  "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"})
-_POP_LATER = "consumers are not implemented by this broker yet (POP arrives in a later issue)"
+_POP_LATER = "pull consumers and offsets are not implemented by this broker yet"
 
 
 def peer_address(peer: str) -> tuple[str, int]:
@@ -85,7 +91,9 @@ class MessagingServicer:
         self._clock = clock
         self._max_inflight_sends = max_inflight_sends
         self._inflight_sends = 0
-        self._limits = SendLimits(max_body_bytes=broker.config.max_message_bytes)
+        self._limits = SendLimits(max_body_bytes=broker.config.max_message_bytes,
+                                 max_delay_ms=broker.config.timer_max_delay_ms)  # the timer's horizon
+        self._consumers = ConsumerRpcs(broker)
 
     # -- routes ---------------------------------------------------------------------------------------------------
     async def QueryRoute(self, request, context):
@@ -236,12 +244,35 @@ class MessagingServicer:
         config = self._broker.groups.get(group) if group else None
         return bool(config is not None and config.consume_message_orderly)
 
+    # -- consumers (server/grpc_consumer.py) ----------------------------------------------------------------------
+    async def ReceiveMessage(self, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, "ReceiveMessage", request)
+        async for response in self._consumers.receive(request, context):
+            yield response
+
+    async def QueryAssignment(self, request, context):
+        return await self._consumer_rpc("QueryAssignment", self._consumers.query_assignment, request, context)
+
+    async def AckMessage(self, request, context):
+        return await self._consumer_rpc("AckMessage", self._consumers.ack, request, context)
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return await self._consumer_rpc("ChangeInvisibleDuration", self._consumers.change_invisible, request,
+                                        context)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return await self._consumer_rpc("ForwardMessageToDeadLetterQueue", self._consumers.forward_to_dead_letter,
+                                        request, context)
+
+    async def _consumer_rpc(self, method: str, rpc, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, method, request)
+        self._require_started()
+        return await self._guard(method, rpc(request, context),
+                                 lambda code, message: codec.error_response(method, code, message))
+
     # -- not implemented yet --------------------------------------------------------------------------------------
-    QueryAssignment = _unary_not_implemented("QueryAssignment", _POP_LATER)
-    ReceiveMessage = _stream_not_implemented("ReceiveMessage", _POP_LATER)
-    AckMessage = _unary_not_implemented("AckMessage", _POP_LATER)
-    ChangeInvisibleDuration = _unary_not_implemented("ChangeInvisibleDuration", _POP_LATER)
-    ForwardMessageToDeadLetterQueue = _unary_not_implemented("ForwardMessageToDeadLetterQueue", _POP_LATER)
     PullMessage = _stream_not_implemented("PullMessage", _POP_LATER)
     UpdateOffset = _unary_not_implemented("UpdateOffset", _POP_LATER)
     GetOffset = _unary_not_implemented("GetOffset", _POP_LATER)

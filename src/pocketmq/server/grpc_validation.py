@@ -20,8 +20,8 @@ from pocketmq.common.topic import MessageType, is_system_topic, topic_name_probl
 from pocketmq.errors import BadRequestError, IllegalTopicError, PocketMQError
 from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
 
-# Types this front end stores today; DELAY and TRANSACTION join when the timer and transaction services land.
-SUPPORTED_TYPES = frozenset({MessageType.NORMAL, MessageType.FIFO})
+# Types this front end stores today (DELAY through the broker's timer); TRANSACTION joins with its service.
+SUPPORTED_TYPES = frozenset({MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY})
 
 
 @dataclass(frozen=True, slots=True)

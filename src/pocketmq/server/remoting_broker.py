@@ -17,7 +17,10 @@ Rules every handler follows:
 
 from __future__ import annotations
 
+from typing import Awaitable
+
 from pocketmq.broker.consumers import ConsumerGroupInfo, Notification, SubscriptionData
+from pocketmq.broker.messages import SendResult
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.topic import group_name_problem, topic_name_problem
@@ -27,7 +30,8 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import RecordFormatError, decode_batch, encode_record
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.remoting_admin import AdminHandlers
-from pocketmq.server.remoting_headers import SEND_V2_FIELD_NAMES, HeaderFields, host_port, json_body, json_bytes
+from pocketmq.server.remoting_retry import RetryHandlers
+from pocketmq.server.remoting_headers import SEND_V2_SHORT_NAMES, HeaderFields, host_port, json_body, json_bytes
 from pocketmq.store.api import PutStatus
 
 # PULL_MESSAGE sysFlag bits (PullSysFlag)
@@ -61,17 +65,21 @@ class BrokerRequestRouter(RequestRouter):
         super().__init__()
         self._broker = broker
 
-    async def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+    def __call__(self, conn: RemotingConnection, request: RemotingCommand):
         if not self._broker.started:
             return request.response(ResponseCode.SERVICE_NOT_AVAILABLE, remark="broker is starting or stopping")
-        return await super().__call__(conn, request)
+        return super().__call__(conn, request)
 
 
 def build_broker_router(broker) -> BrokerRequestRouter:
     """The request handler of the broker's remoting port; also installs the consumer-change notifier."""
+    from pocketmq.server.remoting_pop import PopHandlers  # it imports this module's header helpers
+
     router = BrokerRequestRouter(broker)
     MessagingHandlers(broker).register(router)
     AdminHandlers(broker).register(router)
+    PopHandlers(broker).register(router)
+    RetryHandlers(broker).register(router)
     return router
 
 
@@ -117,12 +125,12 @@ class MessagingHandlers:
             router.register(code, handler)
 
     # -- send ---------------------------------------------------------------------------------------------------
-    async def send_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        """SEND_MESSAGE (full field names), SEND_MESSAGE_V2 (one-letter names), SEND_BATCH_MESSAGE."""
+    def send_message(self, conn: RemotingConnection, request: RemotingCommand):
+        """SEND_MESSAGE (full field names), SEND_MESSAGE_V2 (one-letter names), SEND_BATCH_MESSAGE. The reply comes
+        at once unless the send must wait (SYNC_FLUSH, idempotent messages): then an awaitable of it."""
         fields = request.ext_fields
-        if "b" in fields and "topic" not in fields:  # V2 header (SEND_MESSAGE_V2, and batches from 4.x clients)
-            fields = {SEND_V2_FIELD_NAMES.get(k, k): v for k, v in fields.items()}
-        h = HeaderFields(fields)
+        # V2 header (SEND_MESSAGE_V2, and batches from 4.x clients): read by the long names through the short ones
+        h = HeaderFields(fields, SEND_V2_SHORT_NAMES if "b" in fields and "topic" not in fields else None)
         topic = h.str("topic")
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or h.bool("batch")
         if batch:
@@ -135,18 +143,12 @@ class MessagingHandlers:
                                    properties=decode_properties(h.str("properties", "")), flag=h.int("flag", 0),
                                    sys_flag=h.int("sysFlag", 0), reconsume_times=h.int("reconsumeTimes", 0))]
         queue_id = h.int("queueId", -1)
-        results = await self._broker.messages.send(
+        outcome = self._broker.messages.send_nowait(
             messages, topic=topic, queue_id=queue_id if queue_id >= 0 else None, born_host=self._born_host(conn),
             born_timestamp_ms=h.int("bornTimestamp", 0), producer_group=h.str("producerGroup", None), batch=batch)
-        first = results[0]
-        code = ResponseCode.SUCCESS
-        for result in results:  # the weakest guarantee of the batch is the answer
-            status_code = _SEND_CODE_OF_PUT.get(result.status, ResponseCode.SUCCESS)
-            if status_code != ResponseCode.SUCCESS:
-                code = status_code
-        msg_id = first.offset_msg_id if len(results) == 1 else ",".join(r.offset_msg_id for r in results)
-        return request.response(code, {"msgId": msg_id, "queueId": first.queue_id, "queueOffset": first.queue_offset,
-                                       "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+        if isinstance(outcome, list):
+            return _send_reply(request, outcome)
+        return _send_reply_when_stored(request, outcome)
 
     @staticmethod
     def _born_host(conn: RemotingConnection) -> tuple[str, int]:
@@ -333,6 +335,23 @@ class MessagingHandlers:
                                 {"indexLastUpdateTimestamp": last.store_timestamp_ms,
                                  "indexLastUpdatePhyoffset": last.phys_offset},
                                 body=b"".join(encode_record(m) for m in messages))
+
+
+async def _send_reply_when_stored(request: RemotingCommand, outcome: Awaitable[list[SendResult]]) -> RemotingCommand:
+    return _send_reply(request, await outcome)
+
+
+def _send_reply(request: RemotingCommand, results: list[SendResult]) -> RemotingCommand:
+    first = results[0]
+    code = ResponseCode.SUCCESS
+    for result in results:  # the weakest guarantee of the batch is the answer
+        status_code = _SEND_CODE_OF_PUT.get(result.status, ResponseCode.SUCCESS)
+        if status_code != ResponseCode.SUCCESS:
+            code = status_code
+    msg_id = first.offset_msg_id if len(results) == 1 else ",".join(r.offset_msg_id for r in results)
+    return request.response(code, {"msgId": msg_id, "queueId": str(first.queue_id),
+                                   "queueOffset": str(first.queue_offset), "MSG_REGION": "DefaultRegion",
+                                   "TRACE_ON": "true"})
 
 
 def _list_field(body: dict, name: str) -> list[dict]:

@@ -6,7 +6,8 @@ Values arrive as JSON strings, numbers or booleans depending on the client (``"0
 ``BadRequestError`` (INVALID_PARAMETER) naming the field; signature fields (``AccessKey``, ``Signature``) are
 simply never read.
 
-SEND_MESSAGE_V2 carries SEND_MESSAGE's fields under one-letter names; ``SEND_V2_FIELD_NAMES`` maps them.
+SEND_MESSAGE_V2 carries SEND_MESSAGE's fields under one-letter names; ``SEND_V2_FIELD_NAMES`` maps them, and
+``HeaderFields(fields, SEND_V2_SHORT_NAMES)`` reads a V2 header by the long names without copying it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SEND_V2_FIELD_NAMES = {
     "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
     "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
 }
+SEND_V2_SHORT_NAMES = {long: short for short, long in SEND_V2_FIELD_NAMES.items()}
 
 
 def lenient_int(raw: str, name: str) -> int:
@@ -50,15 +52,21 @@ def lenient_bool(raw: str, name: str) -> bool:
 
 
 class HeaderFields:
-    """Typed, lenient access to one request's ``extFields``."""
+    """Typed, lenient access to one request's ``extFields``; with ``names``, a field is looked up under
+    ``names[name]`` when present there (a header that spells the fields differently)."""
 
-    __slots__ = ("_fields",)
+    __slots__ = ("_fields", "_names")
 
-    def __init__(self, fields: dict[str, str]):
+    def __init__(self, fields: dict[str, str], names: dict[str, str] | None = None):
         self._fields = fields
+        self._names = names
+
+    def _raw(self, name: str) -> str | None:
+        names = self._names
+        return self._fields.get(name if names is None else names.get(name, name))
 
     def str(self, name: str, default: Any = _REQUIRED) -> Any:
-        value = self._fields.get(name)
+        value = self._raw(name)
         if value is None or value == "":
             if default is _REQUIRED:
                 raise BadRequestError(f"header field {name} is missing")
@@ -66,7 +74,11 @@ class HeaderFields:
         return value
 
     def int(self, name: str, default: Any = _REQUIRED) -> Any:
-        value = self._fields.get(name)
+        value = self._raw(name)
+        try:
+            return int(value)  # type: ignore[arg-type]  # the usual case, first: a plain integer
+        except (TypeError, ValueError):
+            pass
         if value is None or value.strip() == "":
             if default is _REQUIRED:
                 raise BadRequestError(f"header field {name} is missing")
@@ -74,7 +86,7 @@ class HeaderFields:
         return lenient_int(value, name)
 
     def bool(self, name: str, default: bool = False) -> bool:
-        value = self._fields.get(name)
+        value = self._raw(name)
         if value is None:
             return default
         return lenient_bool(value, name)

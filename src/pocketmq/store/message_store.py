@@ -187,7 +187,24 @@ class MessageStore:
         return (await self.put_messages([msg]))[0]
 
     async def put_messages(self, msgs: list[MessageExt]) -> list[PutResult]:
-        """Append ``msgs`` as one batch (all or nothing) and dispatch them; see the module docstring."""
+        """Append ``msgs`` as one batch (all or nothing) and dispatch them; under SYNC_FLUSH, then wait for the
+        fsync that covers them. See the module docstring."""
+        results = self.append_messages(msgs)
+        if self.sync_flush and results and results[0].status is PutStatus.PUT_OK:
+            durable = await self._group_commit.wait_durable(self._commit_log.max_phys_offset,
+                                                            self.config.sync_flush_timeout_ms)
+            if not durable:
+                results = [_with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) for r in results]
+        return results
+
+    @property
+    def sync_flush(self) -> bool:
+        """Whether ``put_messages`` waits for an fsync (SYNC_FLUSH); if not, ``append_messages`` says it all."""
+        return self.config.flush_mode is FlushMode.SYNC
+
+    def append_messages(self, msgs: list[MessageExt]) -> list[PutResult]:
+        """``put_messages`` without the durability wait, so without a suspension point: an ASYNC_FLUSH put
+        answered at once (the broker's send path avoids a task per request with it)."""
         if self._state != "running":
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"store is {self._state}")] * len(msgs)
         if not msgs:
@@ -212,11 +229,6 @@ class MessageStore:
             results.append(PutResult(PutStatus.PUT_OK, phys_offset, msg.queue_offset, msg.store_size, now_ms,
                                      f"{id_prefix}{phys_offset:016X}"))
         self._dispatch(entries)
-        if self.config.flush_mode is FlushMode.SYNC:
-            durable = await self._group_commit.wait_durable(self._commit_log.max_phys_offset,
-                                                            self.config.sync_flush_timeout_ms)
-            if not durable:
-                results = [_with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) for r in results]
         return results
 
     def _encode(self, msgs: list[MessageExt], now_ms: int) -> list[bytes]:

@@ -232,15 +232,15 @@ async def test_requests_before_the_broker_started_are_refused_cleanly(tmp_path):
         await h.close()
 
 
-async def test_consumer_and_transaction_rpcs_answer_not_implemented(h):
+async def test_consumer_rpcs_refuse_a_request_without_group_and_transactions_are_not_implemented(h):
     stream = h.stub.ReceiveMessage(spb.ReceiveMessageRequest())
     replies = [r async for r in stream]
-    assert [r.status.code for r in replies] == [V2Code.NOT_IMPLEMENTED]
+    assert [r.status.code for r in replies] == [V2Code.ILLEGAL_CONSUMER_GROUP]
     for call, request in ((h.stub.AckMessage, spb.AckMessageRequest()),
                           (h.stub.QueryAssignment, spb.QueryAssignmentRequest()),
-                          (h.stub.ChangeInvisibleDuration, spb.ChangeInvisibleDurationRequest()),
-                          (h.stub.EndTransaction, spb.EndTransactionRequest())):
-        assert (await call(request)).status.code == V2Code.NOT_IMPLEMENTED
+                          (h.stub.ChangeInvisibleDuration, spb.ChangeInvisibleDurationRequest())):
+        assert (await call(request)).status.code == V2Code.ILLEGAL_CONSUMER_GROUP
+    assert (await h.stub.EndTransaction(spb.EndTransactionRequest())).status.code == V2Code.NOT_IMPLEMENTED
 
 
 async def test_stop_ends_open_streams(tmp_path):

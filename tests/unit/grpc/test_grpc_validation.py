@@ -148,11 +148,14 @@ def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
     assert code_of(validate, msg(**overrides), topic_type) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
-@pytest.mark.parametrize("overrides", [dict(message_type="DELAY", delivery_timestamp_ms=NOW_MS + 1000),
-                                       dict(message_type="TRANSACTION"), dict(message_type="LITE"),
+@pytest.mark.parametrize("overrides", [dict(message_type="TRANSACTION"), dict(message_type="LITE"),
                                        dict(message_type="PRIORITY"), dict(message_type="42")])
 def test_types_not_stored_yet_are_not_implemented(overrides):
     assert code_of(validate, msg(**overrides)) == V2Code.NOT_IMPLEMENTED
+
+
+def test_delay_messages_are_accepted():
+    assert validate(msg(message_type="DELAY", delivery_timestamp_ms=NOW_MS + 1000)).message_type == "DELAY"
 
 
 def test_unspecified_type_is_inferred_from_the_properties():

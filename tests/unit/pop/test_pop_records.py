@@ -10,9 +10,20 @@ from hypothesis import strategies as st
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
-from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS, CkEnding, CkRewritePolicy, End, Rewrite
-from pocketmq.common.read_result import FailureReason, ReadResult, ReadStatus, check_offset
+from pocketmq.broker.pop.rewrite import (
+    DEFAULT_CK_REWRITE_BACKOFF_MS,
+    CkEnding,
+    CkRewritePolicy,
+    End,
+    Rewrite,
+)
 from pocketmq.common.message import MessageExt
+from pocketmq.common.read_result import (
+    FailureReason,
+    ReadResult,
+    ReadStatus,
+    check_offset,
+)
 
 names = st.from_regex(r"[a-zA-Z0-9_%-]{1,20}", fullmatch=True)
 offset_sets = st.lists(st.integers(0, 10_000), min_size=1, max_size=32, unique=True).map(sorted)

@@ -53,7 +53,7 @@ class PopCheckpoint:
 
     @classmethod
     def of_offsets(cls, topic: str, group: str, queue_id: int, queue_offsets: list[int], pop_time_ms: int,
-                   invisible_time_ms: int, broker_name: str, revive_queue_id: int = 0) -> "PopCheckpoint":
+                   invisible_time_ms: int, broker_name: str, revive_queue_id: int = 0) -> PopCheckpoint:
         start = queue_offsets[0]
         return cls(topic, group, queue_id, start, tuple(o - start for o in queue_offsets), pop_time_ms,
                    invisible_time_ms, broker_name, revive_queue_id)
@@ -92,7 +92,7 @@ class PopCheckpoint:
     def unacked_offsets(self) -> list[int]:
         return [self.start_offset + d for i, d in enumerate(self.offset_deltas) if not self.is_acked(i)]
 
-    def with_acks(self, queue_offsets) -> "PopCheckpoint":
+    def with_acks(self, queue_offsets) -> PopCheckpoint:
         """This CK with the messages at ``queue_offsets`` marked acked; offsets not in it are ignored."""
         bitmap = self.ack_bitmap
         for offset in queue_offsets:
@@ -101,7 +101,7 @@ class PopCheckpoint:
                 bitmap |= 1 << index
         return self if bitmap == self.ack_bitmap else replace(self, ack_bitmap=bitmap)
 
-    def single(self, queue_offset: int, *, invisible_time_ms: int, rewrite_count: int) -> "PopCheckpoint":
+    def single(self, queue_offset: int, *, invisible_time_ms: int, rewrite_count: int) -> PopCheckpoint:
         """A one-message CK for ``queue_offset`` with this CK's pop time (a rewrite keeps the pop time)."""
         return PopCheckpoint(self.topic, self.group, self.queue_id, queue_offset, (0,), self.pop_time_ms,
                              invisible_time_ms, self.broker_name, self.revive_queue_id, 0, rewrite_count)
@@ -114,7 +114,7 @@ class PopCheckpoint:
         }, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "PopCheckpoint":
+    def from_json(cls, data: bytes | str) -> PopCheckpoint:
         obj = json.loads(data)
         start = int(obj["so"])
         deltas = obj.get("d") or list(range(int(obj["n"])))  # RocketMQ's old form: so + i
@@ -160,7 +160,7 @@ class AckRecord:
         return json.dumps(obj, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, data: bytes | str, default_broker_name: str = "") -> "AckRecord":
+    def from_json(cls, data: bytes | str, default_broker_name: str = "") -> AckRecord:
         """``default_broker_name`` stands in for a missing ``bn`` (RocketMQ #8981: the broker's own name)."""
         obj = json.loads(data)
         offsets = obj.get("aol")

@@ -87,6 +87,11 @@ class ReviveLedger:
     def is_open(self, key: str) -> bool:
         return key in self._open
 
+    def open_checkpoint(self, key: str) -> PopCheckpoint | None:
+        """The open CK of ``key`` with the acks read so far, or None (never seen, or closed)."""
+        entry = self._open.get(key)
+        return entry.checkpoint if entry is not None else None
+
     def commit_offset(self) -> int:
         """Where a restart must start reading so that every open CK is read again."""
         return min((e.revive_offset for e in self._open.values()), default=self._next_offset)

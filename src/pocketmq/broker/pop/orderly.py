@@ -84,6 +84,15 @@ class OrderlyQueue:
             self.commit_offset += 1
         return True
 
+    def mark_done(self, queue_offsets) -> None:
+        """Offsets that will never be delivered (filtered out by tags) count as done unless in flight."""
+        for offset in queue_offsets:
+            if offset >= self.commit_offset and offset not in self._in_flight:
+                self._done.add(offset)
+        while self.commit_offset in self._done:
+            self._done.discard(self.commit_offset)
+            self.commit_offset += 1
+
     def skip_to(self, queue_offset: int) -> None:
         """Everything below ``queue_offset`` is done (filtered out by tags, or removed by retention)."""
         if queue_offset > self.commit_offset:
@@ -113,7 +122,7 @@ class OrderlyQueue:
                 "flight": {str(o): [d.attempt, d.invisible_until_ms] for o, d in sorted(self._in_flight.items())}}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "OrderlyQueue":
+    def from_json(cls, obj: dict) -> OrderlyQueue:
         queue = cls(int(obj["commit"]))
         queue._done = {int(o) for o in obj.get("done", ())}
         queue._in_flight = {int(o): _Delivery(int(a), int(t)) for o, (a, t) in obj.get("flight", {}).items()}

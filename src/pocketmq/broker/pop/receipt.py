@@ -50,7 +50,7 @@ class ReceiptHandle:
             self.retry_flag, self.broker_name, self.queue_id, self.queue_offset, self.phys_offset))
 
     @classmethod
-    def decode(cls, text: str) -> "ReceiptHandle":
+    def decode(cls, text: str) -> ReceiptHandle:
         parts = text.split(" ") if isinstance(text, str) else []
         if len(parts) != _FIELDS:
             raise InvalidReceiptHandle(f"a receipt handle has {_FIELDS} fields, this one {len(parts)}")

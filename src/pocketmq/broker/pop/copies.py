@@ -1,0 +1,85 @@
+"""What revive writes for a message that was not acked: a retry copy, or a dead letter. Pure.
+
+- ``retry_copy``: the message again, in queue 0 of the pop retry topic ``%RETRY%<group>_<topic>``, with
+  ``reconsume_times + 1`` and every property kept. The first retry also records ``1ST_POP_TIME`` (the pop
+  time of the first delivery), ``RETRY_TOPIC`` (the business topic, so a pop of the retry topic hands the
+  message out under its own topic), ``ORIGIN_MESSAGE_ID`` and where the message first sat
+  (``PMQ_ORIGIN_QUEUE_ID`` / ``PMQ_ORIGIN_QUEUE_OFFSET``).
+- ``dead_letter``: the message in queue 0 of ``%DLQ%<group>`` with ``DLQ_ORIGIN_TOPIC``,
+  ``DLQ_ORIGIN_MESSAGE_ID``, the original queue id and offset (``PMQ_DLQ_ORIGIN_QUEUE_ID`` /
+  ``PMQ_DLQ_ORIGIN_QUEUE_OFFSET``) and ``PMQ_DLQ_REASON`` (``MAX_ATTEMPTS``, ``CLIENT_FORWARD``, or the reason of
+  the read that kept failing).
+- ``dead_letter_reference``: for a message that could not be read at all: a JSON body naming it, with the
+  same properties, so an operator can find it (nothing is dropped silently).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pocketmq.common import properties as props
+from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import dlq_topic, pop_retry_topic
+
+ORIGIN_QUEUE_ID = "PMQ_ORIGIN_QUEUE_ID"
+ORIGIN_QUEUE_OFFSET = "PMQ_ORIGIN_QUEUE_OFFSET"
+DLQ_ORIGIN_QUEUE_ID = "PMQ_DLQ_ORIGIN_QUEUE_ID"
+DLQ_ORIGIN_QUEUE_OFFSET = "PMQ_DLQ_ORIGIN_QUEUE_OFFSET"
+DLQ_REASON = "PMQ_DLQ_REASON"
+REASON_MAX_ATTEMPTS = "MAX_ATTEMPTS"
+REASON_CLIENT_FORWARD = "CLIENT_FORWARD"  # ForwardMessageToDeadLetterQueue
+
+
+def business_topic(msg: MessageExt) -> str:
+    """The topic a consumer subscribed to: a retry copy remembers it in RETRY_TOPIC."""
+    return msg.properties.get(props.RETRY_TOPIC) or msg.topic
+
+
+def _copy(msg: MessageExt, topic: str, properties: dict[str, str], reconsume_times: int) -> MessageExt:
+    return MessageExt(topic=topic, body=msg.body, properties=properties, flag=msg.flag, queue_id=0,
+                      sys_flag=msg.sys_flag, born_timestamp_ms=msg.born_timestamp_ms, born_host=msg.born_host,
+                      reconsume_times=reconsume_times)
+
+
+def retry_copy(msg: MessageExt, group: str, first_pop_time_ms: int) -> MessageExt:
+    topic = business_topic(msg)
+    properties = dict(msg.properties)
+    properties.pop(props.POP_CK, None)
+    if props.RETRY_TOPIC not in properties:
+        properties[props.RETRY_TOPIC] = topic
+        properties[ORIGIN_QUEUE_ID] = str(msg.queue_id)
+        properties[ORIGIN_QUEUE_OFFSET] = str(msg.queue_offset)
+    properties.setdefault(props.FIRST_POP_TIME, str(first_pop_time_ms))
+    properties.setdefault(props.ORIGIN_MESSAGE_ID, msg.msg_id)
+    return _copy(msg, pop_retry_topic(group, topic), properties, msg.reconsume_times + 1)
+
+
+def _dead_letter_properties(base: dict[str, str], topic: str, msg_id: str, queue_id: str, queue_offset: str,
+                            reason: str) -> dict[str, str]:
+    properties = dict(base)
+    for transient in (props.POP_CK, props.DELAY_TIME_LEVEL, props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC,
+                      props.TIMER_DELAY_MS):
+        properties.pop(transient, None)  # a dead letter is readable at once (RocketMQ #2724)
+    properties[props.DLQ_ORIGIN_TOPIC] = topic
+    properties[props.DLQ_ORIGIN_MESSAGE_ID] = msg_id
+    properties[DLQ_ORIGIN_QUEUE_ID] = queue_id
+    properties[DLQ_ORIGIN_QUEUE_OFFSET] = queue_offset
+    properties[DLQ_REASON] = reason
+    return properties
+
+
+def dead_letter(msg: MessageExt, group: str, reason: str) -> MessageExt:
+    properties = msg.properties
+    queue_id = properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id))
+    queue_offset = properties.get(ORIGIN_QUEUE_OFFSET, str(msg.queue_offset))
+    msg_id = properties.get(props.ORIGIN_MESSAGE_ID) or msg.msg_id
+    dead = _dead_letter_properties(properties, business_topic(msg), msg_id, queue_id, queue_offset, reason)
+    return _copy(msg, dlq_topic(group), dead, msg.reconsume_times)
+
+
+def dead_letter_reference(group: str, topic: str, queue_id: int, queue_offset: int, reason: str,
+                          description: str) -> MessageExt:
+    body = json.dumps({"topic": topic, "queueId": queue_id, "queueOffset": queue_offset, "reason": reason,
+                       "description": description}, separators=(",", ":")).encode()
+    dead = _dead_letter_properties({}, topic, "", str(queue_id), str(queue_offset), reason)
+    return MessageExt(topic=dlq_topic(group), body=body, properties=dead, queue_id=0)

@@ -1,0 +1,69 @@
+"""FIFO pop state of one broker: an ``OrderlyQueue`` per (group, topic, queue id), persisted atomically.
+
+FIFO pops write no CK: what is in flight, with its attempt and deadline, lives in the ``OrderlyQueue``s, which
+are saved as one JSON file (``<data_dir>/config/pop_fifo.json``, temp file + fsync + rename) at most every
+``persist_interval_ms`` when something changed, and at shutdown.
+
+What a ``kill -9`` can cost: the changes of the last interval. A pop not yet saved is forgotten, so its message
+is delivered again at once after the restart (a duplicate, attempt not counted); an ack not yet saved makes
+the acked message come back once more after its invisible time. Nothing is lost: the state only ever
+forgets progress, and a message is done only once an ack for it was saved.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pocketmq.broker.pop.orderly import OrderlyQueue
+from pocketmq.store.metadata import atomic_write_json, load_json
+
+log = logging.getLogger(__name__)
+
+ORDERLY_REVIVE_QUEUE_ID = 999  # RocketMQ's revive queue id of orderly pops; marks FIFO receipt handles
+_KEY_SEPARATOR = "@"
+
+
+class FifoPopState:
+    def __init__(self, path: Path):
+        self._path = Path(path)
+        self._queues: dict[tuple[str, str, int], OrderlyQueue] = {}
+        self._dirty = False
+
+    def load(self) -> None:
+        data = load_json(self._path, {})
+        for key, obj in data.get("queues", {}).items():
+            group, topic, queue_id = key.split(_KEY_SEPARATOR)
+            self._queues[(group, topic, int(queue_id))] = OrderlyQueue.from_json(obj)
+        log.info("event=fifo_pop_state_loaded queues=%d path=%s", len(self._queues), self._path)
+
+    def queue(self, group: str, topic: str, queue_id: int, start_offset: int) -> OrderlyQueue:
+        key = (group, topic, queue_id)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = OrderlyQueue(start_offset)
+        return queue
+
+    def find(self, group: str, topic: str, queue_id: int) -> OrderlyQueue | None:
+        return self._queues.get((group, topic, queue_id))
+
+    def of_group(self, group: str) -> dict[tuple[str, int], OrderlyQueue]:
+        return {(t, q): oq for (g, t, q), oq in self._queues.items() if g == group}
+
+    def changed(self) -> None:
+        self._dirty = True
+
+    def persist(self) -> bool:
+        if not self._dirty:
+            return False
+        self._dirty = False
+        snapshot = {_KEY_SEPARATOR.join((g, t, str(q))): oq.to_json() for (g, t, q), oq in self._queues.items()}
+        try:
+            atomic_write_json(self._path, {"queues": snapshot})
+        except OSError:
+            self._dirty = True
+            raise
+        return True
+
+    def __repr__(self) -> str:
+        return f"<FifoPopState queues={len(self._queues)} dirty={self._dirty}>"

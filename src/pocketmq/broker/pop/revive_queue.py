@@ -1,0 +1,105 @@
+"""One revive queue: CK and ACK records as messages of the revive topic, and the ledger that reads them.
+
+Records are messages of ``rmq_sys_REVIVE_LOG_<cluster>`` (one of its queues, the *revive queue*), with the
+JSON of ``PopCheckpoint`` / ``AckRecord`` as body and RocketMQ's tags: ``ck`` for a checkpoint, ``ack`` for an
+ack of one message, ``bAck`` for an ack of several. The revive offset of a record is its queue offset.
+
+``ReviveQueue.catch_up()`` reads every record appended since the last call (synchronously: the store's reads
+do not block) and feeds it to the ``ReviveLedger``, in order. Every path that needs an up-to-date view of
+what is open (an ack checks its handle, revive picks due CKs) catches up first, so the ledger is the single
+source of truth and a restart rebuilds it by reading from the committed revive offset.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+from pocketmq.broker.pop.ledger import ReviveLedger
+from pocketmq.common import properties as props
+from pocketmq.common.message import MessageExt
+from pocketmq.errors import StoreError
+from pocketmq.store.api import GetStatus
+
+log = logging.getLogger(__name__)
+
+CK_TAG = "ck"
+ACK_TAG = "ack"
+BATCH_ACK_TAG = "bAck"
+_CATCH_UP_BATCH = 256
+_READ_MAX_BYTES = 4 * 1024 * 1024
+
+
+def checkpoint_message(revive_topic: str, ck: PopCheckpoint) -> MessageExt:
+    return MessageExt(topic=revive_topic, body=ck.to_json(), queue_id=ck.revive_queue_id,
+                      properties={props.TAGS: CK_TAG, props.UNIQ_KEY: f"{ck.key}@ck@{ck.rewrite_count}"})
+
+
+def ack_message(revive_topic: str, revive_queue_id: int, ack: AckRecord) -> MessageExt:
+    tag = ACK_TAG if len(ack.acked_offsets) == 1 else BATCH_ACK_TAG
+    return MessageExt(topic=revive_topic, body=ack.to_json(), queue_id=revive_queue_id, properties={props.TAGS: tag})
+
+
+class ReviveQueue:
+    """The ledger of one revive queue plus its appender; the store is the one of this broker."""
+
+    def __init__(self, store, revive_topic: str, queue_id: int, broker_name: str, start_offset: int):
+        self._store = store
+        self.topic = revive_topic
+        self.queue_id = queue_id
+        self._broker_name = broker_name
+        # Retention may have removed records below the committed offset's successor; start at what exists.
+        self.ledger = ReviveLedger(max(start_offset, store.min_queue_offset(revive_topic, queue_id)))
+        self.bad_records = 0
+
+    async def append(self, records: list[MessageExt]) -> None:
+        """Append CK / ACK messages in one store call; StoreError when the store did not take them."""
+        results = await self._store.put_messages(records)
+        for result in results:
+            if not result.status.stored:
+                raise StoreError(f"revive queue {self.queue_id}: {result.status.value} {result.reason}")
+
+    async def append_checkpoint(self, ck: PopCheckpoint) -> None:
+        await self.append([checkpoint_message(self.topic, ck)])
+
+    async def append_ack(self, ack: AckRecord) -> None:
+        await self.append([ack_message(self.topic, self.queue_id, ack)])
+
+    def catch_up(self) -> int:
+        """Feed the ledger every record appended since the last call; returns how many were read."""
+        store, ledger = self._store, self.ledger
+        read = 0
+        while True:
+            offset = ledger.next_offset
+            got = store.get_messages(self.topic, self.queue_id, offset, _CATCH_UP_BATCH, max_bytes=_READ_MAX_BYTES)
+            if got.status is not GetStatus.FOUND:
+                if got.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING) \
+                        and got.next_begin_offset > offset:
+                    log.error("event=revive_records_removed queue=%d from=%d to=%d", self.queue_id, offset,
+                              got.next_begin_offset)
+                    for skipped in range(offset, got.next_begin_offset):
+                        ledger.skip(skipped)
+                    continue
+                return read
+            for msg in got.messages():
+                self._feed(msg)
+                read += 1
+
+    def _feed(self, msg: MessageExt) -> None:
+        tag = msg.properties.get(props.TAGS)
+        try:
+            if tag == CK_TAG:
+                self.ledger.on_checkpoint(PopCheckpoint.from_json(msg.body), msg.queue_offset)
+                return
+            if tag in (ACK_TAG, BATCH_ACK_TAG):
+                self.ledger.on_ack(AckRecord.from_json(msg.body, self._broker_name), msg.queue_offset)
+                return
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            self.bad_records += 1
+            log.error("event=revive_record_unreadable queue=%d offset=%d error=%s", self.queue_id,
+                      msg.queue_offset, exc)
+        self.ledger.skip(msg.queue_offset)
+
+    def __repr__(self) -> str:
+        return f"<ReviveQueue {self.topic}/{self.queue_id} {self.ledger!r}>"

@@ -1,0 +1,33 @@
+"""Building a broker's ``PopService`` from its configuration and services (called by ``Broker.start``)."""
+
+from __future__ import annotations
+
+from pocketmq.broker.pop.engine import PopService
+from pocketmq.broker.pop.fifo import FifoPopState
+from pocketmq.broker.pop.reader import LocalMessageReader, MessageReader
+from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
+from pocketmq.broker.pop.revive_queue import ReviveQueue
+from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy
+from pocketmq.broker.pop.waiters import PopWaiters
+from pocketmq.common.topic import revive_topic
+
+
+def build_pop_service(broker, reader: MessageReader | None = None) -> PopService:
+    """``reader`` replaces the local store reader (tests inject failures; issue 7 adds remote reads)."""
+    config = broker.config
+    store = broker.store
+    topic = revive_topic(config.cluster_name)
+    topic_config = broker.topics.get_or_create(topic)
+    queues = []
+    for queue_id in range(topic_config.write_queue_nums):
+        committed = broker.offsets.query(REVIVE_GROUP, topic, queue_id)
+        queues.append(ReviveQueue(store, topic, queue_id, broker.broker_name, committed or 0))
+    policy = CkRewritePolicy(tuple(config.pop_ck_rewrite_backoff_ms), CkEnding(config.pop_ck_rewrite_ending))
+    revive = ReviveService(queues, reader or LocalMessageReader(store), store, broker.groups, broker.offsets,
+                           broker.topics, broker.clock, policy=policy, interval_ms=config.pop_revive_interval_ms)
+    return PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
+                      clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
+                      revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
+                      waiters=PopWaiters(config.long_polling_max_waiters),
+                      min_invisible_ms=config.pop_min_invisible_ms,
+                      persist_interval_ms=config.pop_state_persist_interval_ms)

@@ -1,0 +1,163 @@
+"""The v2 consumer RPCs over the pop engine (``broker.pop``): ReceiveMessage, AckMessage,
+ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
+
+- ReceiveMessage long-polls until messages arrive or ``min(long_polling_timeout (default 20 s), the client's
+  deadline - 500 ms)``, so the answer always beats the client's deadline; the batch is clamped to [1, 32]; the
+  queue id is ignored (any queue) except for FIFO groups, whose clients get one assignment per queue. The
+  invisible time is the request's (auto-renewing push consumers send none: 60 s), at least the broker's
+  ``pop_min_invisible_ms`` and at most 12 h (``ILLEGAL_INVISIBLE_TIME`` beyond). Only TAG filters
+  (``ILLEGAL_FILTER_EXPRESSION`` for SQL). Each message carries its receipt handle, delivery attempt
+  (reconsume times + 1) and invisible duration.
+- AckMessage: per-entry status; a garbage, stale or foreign handle is ``INVALID_RECEIPT_HANDLE`` (40013).
+- ChangeInvisibleDuration: always returns a usable handle (the new one, or the request's on error), since
+  the Python client overwrites its handle with the reply before it checks the status.
+- QueryAssignment: a non-FIFO group gets one assignment with queue id -1 (any queue) on this broker; a FIFO
+  group one per readable queue; ``FORBIDDEN`` when the topic has no readable queue.
+- ForwardMessageToDeadLetterQueue: the message goes to ``%DLQ%<group>`` (reason CLIENT_FORWARD), acked.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pocketmq.broker.pop.engine import MAX_INVISIBLE_MS, PopRequest
+from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.errors import (
+    BadRequestError,
+    InvalidReceiptHandleError,
+    NoPermissionError,
+    PocketMQError,
+    ServiceNotAvailableError,
+)
+from pocketmq.protocol import grpc_pop_codec as codec
+from pocketmq.protocol.grpc_codec import V2Code, encode_delivered_message
+from pocketmq.server.grpc_validation import check_topic
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LONG_POLLING_MS = 20_000
+AUTO_RENEW_INVISIBLE_MS = 60_000
+DEADLINE_MARGIN_MS = 500
+MAX_BATCH = 32
+
+
+def decode_handle(text: str) -> ReceiptHandle:
+    try:
+        return ReceiptHandle.decode(text)
+    except InvalidReceiptHandle as exc:
+        raise InvalidReceiptHandleError(str(exc)) from None
+
+
+def _check_group(group: str) -> None:
+    if not group:
+        raise PocketMQError("the consumer group is required", v2_code=V2Code.ILLEGAL_CONSUMER_GROUP)
+
+
+class ConsumerRpcs:
+    def __init__(self, broker):
+        self._broker = broker
+
+    # -- receive ----------------------------------------------------------------------------------------------------
+    async def receive(self, request, context):
+        """The ReceiveMessage stream (an async generator of responses)."""
+        try:
+            if not self._broker.started or self._broker.pop is None:
+                raise ServiceNotAvailableError("the broker is starting or stopping")
+            req = codec.decode_receive_request(request)
+            pop_request = self._pop_request(req, context)
+            result = await self._broker.pop.pop(pop_request)
+        except PocketMQError as exc:
+            yield codec.receive_status(exc.v2_code, str(exc))
+            return
+        now_ms = self._broker.clock.now_ms()
+        delivered = result.delivered()
+        if not delivered:
+            yield codec.receive_status(V2Code.MESSAGE_NOT_FOUND, "no new message")
+        else:
+            yield codec.receive_status()
+            for msg, handle in delivered:
+                yield codec.receive_message(encode_delivered_message(
+                    msg, receipt_handle=handle.encode(), delivery_attempt=msg.reconsume_times + 1,
+                    invisible_duration_ms=result.invisible_ms))
+        yield codec.receive_delivery_timestamp(now_ms)
+
+    def _pop_request(self, req: codec.ReceiveRequest, context) -> PopRequest:
+        _check_group(req.group)
+        check_topic(req.topic)
+        if req.filter_type != "TAG":
+            raise PocketMQError(f"{req.filter_type} filters are not supported: filter by TAG",
+                                v2_code=V2Code.ILLEGAL_FILTER_EXPRESSION)
+        invisible_ms = req.invisible_ms if req.invisible_ms is not None else AUTO_RENEW_INVISIBLE_MS
+        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+            raise PocketMQError(f"invisible duration {invisible_ms} ms is outside (0, 12 h]",
+                                v2_code=V2Code.ILLEGAL_INVISIBLE_TIME)
+        poll_ms = req.long_polling_ms if req.long_polling_ms is not None else DEFAULT_LONG_POLLING_MS
+        remaining_s = context.time_remaining() if context is not None else None
+        if remaining_s is not None:
+            poll_ms = min(poll_ms, int(remaining_s * 1000) - DEADLINE_MARGIN_MS)
+        group_config = self._broker.groups.get(req.group)
+        fifo = bool(group_config is not None and group_config.consume_message_orderly)
+        return PopRequest(req.group, req.topic, max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)), invisible_ms,
+                          queue_id=req.queue_id if fifo else -1, tag_expression=req.filter_expression,
+                          poll_ms=max(poll_ms, 0))
+
+    # -- ack --------------------------------------------------------------------------------------------------------
+    async def ack(self, request, context):
+        try:
+            group, topic, entries = codec.decode_ack_request(request)
+            _check_group(group)
+            check_topic(topic)
+            if not entries:
+                raise BadRequestError("no entry to ack")
+        except PocketMQError as exc:
+            return codec.ack_error_response(exc.v2_code, str(exc))
+        handles, results = [], []
+        for entry in entries:
+            try:
+                handles.append((entry, decode_handle(entry.receipt_handle)))
+            except InvalidReceiptHandleError as exc:
+                results.append((entry, exc.v2_code, str(exc)))
+        outcomes = await self._broker.pop.ack(group, [h for _, h in handles])
+        for (entry, _), error in zip(handles, outcomes):
+            results.append((entry, V2Code.OK, "OK") if error is None else (entry, error.v2_code, str(error)))
+        return codec.ack_response(results)
+
+    # -- change invisible duration ------------------------------------------------------------------------------
+    async def change_invisible(self, request, context):
+        group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
+        try:
+            _check_group(group)
+            check_topic(topic)
+            if invisible_ms > MAX_INVISIBLE_MS:
+                raise PocketMQError("invisible duration is more than 12 h", v2_code=V2Code.ILLEGAL_INVISIBLE_TIME)
+            new = await self._broker.pop.change_invisible(group, decode_handle(text), invisible_ms)
+        except PocketMQError as exc:
+            return codec.change_invisible_response(exc.v2_code, str(exc), text)
+        return codec.change_invisible_response(V2Code.OK, "OK", new.encode())
+
+    # -- assignment -------------------------------------------------------------------------------------------------
+    async def query_assignment(self, request, context):
+        try:
+            topic, group, endpoints = codec.decode_assignment_request(request)
+            _check_group(group)
+            check_topic(topic)
+            config = self._broker.topics.require(topic)
+            if not config.readable or config.read_queue_nums == 0:
+                raise NoPermissionError(f"topic {topic!r} has no readable queue here")
+            group_config = self._broker.groups.get(group)
+            fifo = bool(group_config is not None and group_config.consume_message_orderly)
+            queue_ids = list(range(config.read_queue_nums)) if fifo else [-1]
+        except PocketMQError as exc:
+            return codec.assignment_error_response(exc.v2_code, str(exc))
+        return codec.assignment_response(topic, self._broker.broker_name, queue_ids, endpoints)
+
+    # -- dead letter --------------------------------------------------------------------------------------------
+    async def forward_to_dead_letter(self, request, context):
+        try:
+            group, topic, text, _ = codec.decode_forward_request(request)
+            _check_group(group)
+            check_topic(topic)
+            await self._broker.pop.forward_to_dead_letter(group, decode_handle(text))
+        except PocketMQError as exc:
+            return codec.forward_response(exc.v2_code, str(exc))
+        return codec.forward_response()

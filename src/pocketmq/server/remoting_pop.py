@@ -1,0 +1,164 @@
+"""POP over the remoting protocol, as RocketMQ 5 brokers answer it, on ``broker.pop`` (the pop engine).
+
+Requests (``extFields``), replies and bodies:
+
+- POP_MESSAGE (200050): consumerGroup, topic, queueId (< 0: all), maxMsgNums (<= 32), invisibleTime (ms),
+  pollTime (ms of long polling), bornTime (ms; ``now - bornTime - pollTime > 500`` is POLLING_TIMEOUT, the
+  client gave up already), initMode (0 MIN, 1 MAX), expType (TAG only), exp, order (FIFO pop; the group's
+  consumeMessageOrderly also says so), attemptId (accepted, unused).
+  Reply SUCCESS with the records back to back (RocketMQ 4.x layout; messages of the pop retry topic re-encoded
+  under their own topic, FIFO ones with reconsume times = attempt - 1) and the header popTime, invisibleTime,
+  reviveQid, restNum, startOffsetInfo (``retry qid startOffset`` per queue, ``;``-joined), msgOffsetInfo
+  (``retry qid o1,o2,...``), orderCountInfo (FIFO: ``retry qid offset attempt-1`` per message). A client builds
+  each message's POP_CK (extraInfo) ``startOffset popTime invisibleTime reviveQid retry brokerName qid offset``
+  from them. Nothing found: POLLING_TIMEOUT after long polling, PULL_NOT_FOUND without.
+- ACK_MESSAGE (200051): consumerGroup, topic (the business topic), queueId, extraInfo, offset.
+- BATCH_ACK_MESSAGE (200151): JSON body ``{"brokerName": ..., "acks": [{"c","t","r","so","q","rq","pt","it",
+  "b"}]}`` (RocketMQ's BatchAck: ``r`` "1" for the retry topic, ``b`` the bit set of acked ``offset - so``, as a
+  base64 ``BitSet.toByteArray`` or a list of ``toLongArray`` words).
+- CHANGE_MESSAGE_INVISIBLETIME (200053): the ACK fields plus invisibleTime; reply popTime, invisibleTime,
+  reviveQid: the new extraInfo is ``offset popTime invisibleTime reviveQid retry brokerName qid offset``.
+
+A handle that is garbage, stale or another broker's is INVALID_PARAMETER with a remark (the v2 front end
+says INVALID_RECEIPT_HANDLE).
+"""
+
+from __future__ import annotations
+
+import base64
+
+from pocketmq.broker.pop.engine import PopRequest, PopResult
+from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
+from pocketmq.errors import BadRequestError, InvalidReceiptHandleError, PocketMQError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import encode_record
+from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.server.remoting_broker import checked_group, topic_and_queue
+from pocketmq.server.remoting_headers import HeaderFields, json_body
+
+POLL_LATE_TOLERANCE_MS = 500
+
+
+def extra_info(result: PopResult, retry: bool, queue_id: int, start_offset: int, queue_offset: int) -> str:
+    """RocketMQ's extraInfo (the POP_CK property) of one popped message."""
+    return (f"{start_offset} {result.pop_time_ms} {result.invisible_ms} {result.revive_queue_id} {int(retry)} "
+            f"{result.broker_name} {queue_id} {queue_offset}")
+
+
+def handle_from_extra_info(group: str, topic: str, extra: str, queue_offset: int | None = None) -> ReceiptHandle:
+    """A ReceiptHandle from the extraInfo of an ACK / CHANGE request; InvalidReceiptHandleError if garbage."""
+    parts = extra.split(" ")
+    try:
+        if len(parts) not in (7, 8):
+            raise ValueError(f"extraInfo has {len(parts)} fields, not 7 or 8")
+        start, pop_time, invisible, revive_qid, retry = (int(p) for p in parts[:5])
+        queue_id = int(parts[6])
+        offset = int(parts[7]) if len(parts) == 8 else queue_offset
+        if offset is None:
+            raise ValueError("no message offset")
+        actual = pop_retry_topic(group, topic) if retry and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else topic
+        return ReceiptHandle.decode(" ".join(str(v) for v in (
+            actual, start, pop_time, invisible, revive_qid, 1 if retry else 0, parts[5], queue_id, offset, 0)))
+    except (ValueError, InvalidReceiptHandle) as exc:
+        raise InvalidReceiptHandleError(f"extraInfo {extra!r}: {exc}") from None
+
+
+def bit_set(value) -> int:
+    """RocketMQ's serialized java.util.BitSet: base64 of toByteArray(), or a list of toLongArray() words."""
+    if isinstance(value, str):
+        return int.from_bytes(base64.b64decode(value), "little")
+    if isinstance(value, list):
+        return sum((int(word) & (2 ** 64 - 1)) << (64 * i) for i, word in enumerate(value))
+    raise ValueError("bit set is neither base64 nor a list of words")
+
+
+class PopHandlers:
+    def __init__(self, broker) -> None:
+        self._broker = broker
+
+    def register(self, router: RequestRouter) -> None:
+        router.register(RequestCode.POP_MESSAGE, self.pop_message)
+        router.register(RequestCode.ACK_MESSAGE, self.ack_message)
+        router.register(RequestCode.BATCH_ACK_MESSAGE, self.batch_ack_message)
+        router.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time)
+
+    async def pop_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        group = checked_group(h)
+        topic, queue_id = topic_and_queue(h)
+        poll_ms = max(h.int("pollTime", 0), 0)
+        born_ms = h.int("bornTime", 0)
+        broker = self._broker
+        if born_ms > 0 and broker.clock.now_ms() - born_ms - poll_ms > POLL_LATE_TOLERANCE_MS:
+            return request.response(ResponseCode.POLLING_TIMEOUT, remark="the pop arrived after its poll time")
+        if h.str("expType", "TAG").upper() != "TAG":
+            raise PocketMQError("only TAG expressions are supported", response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        fifo = True if h.bool("order") else None
+        result = await broker.pop.pop(PopRequest(group, topic, h.int("maxMsgNums", 32), h.int("invisibleTime"),
+                                                 queue_id=queue_id, tag_expression=h.str("exp", "*"), poll_ms=poll_ms,
+                                                 init_mode=h.int("initMode", 0), fifo=fifo))
+        header = {"popTime": result.pop_time_ms, "invisibleTime": result.invisible_ms,
+                  "reviveQid": result.revive_queue_id, "restNum": result.rest_num}
+        if not result.queues:
+            code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
+            return request.response(code, header, remark="no new message")
+        start_info, offset_info, order_info, body = [], [], [], []
+        for popped in result.queues:
+            retry = int(popped.retry)
+            offsets = popped.queue_offsets
+            start_info.append(f"{retry} {popped.queue_id} {popped.start_offset}")
+            offset_info.append(f"{retry} {popped.queue_id} {','.join(map(str, offsets))}")
+            if popped.attempts is not None:
+                order_info += [f"{retry} {popped.queue_id} {o} {a - 1}" for o, a in zip(offsets, popped.attempts)]
+            if popped.as_stored:
+                body += popped.records
+            else:
+                body += [encode_record(m) for m in popped.messages()]
+        header.update(startOffsetInfo=";".join(start_info), msgOffsetInfo=";".join(offset_info))
+        if order_info:
+            header["orderCountInfo"] = ";".join(order_info)
+        return request.response(ResponseCode.SUCCESS, header, body=b"".join(body))
+
+    def _handle(self, h: HeaderFields, group: str) -> ReceiptHandle:
+        topic, _ = topic_and_queue(h)
+        return handle_from_extra_info(group, topic, h.str("extraInfo"), h.int("offset", None))
+
+    async def ack_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        group = checked_group(h)
+        [error] = await self._broker.pop.ack(group, [self._handle(h, group)])
+        if error is not None:
+            raise error
+        return request.response(ResponseCode.SUCCESS)
+
+    async def batch_ack_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        body = json_body(request.body, "batch ack")
+        acks = body.get("acks") if isinstance(body, dict) else None
+        if not isinstance(acks, list):
+            raise BadRequestError("batch ack body lacks its acks list")
+        broker_name = str(body.get("brokerName") or self._broker.broker_name)
+        by_group: dict[str, list[ReceiptHandle]] = {}
+        for ack in acks:
+            try:
+                group, topic = str(ack["c"]), str(ack["t"])
+                retry = str(ack.get("r", "0")) not in ("0", "", "None")
+                start, bits = int(ack["so"]), bit_set(ack["b"])
+                prefix = " ".join(str(v) for v in (
+                    start, int(ack["pt"]), int(ack["it"]), int(ack["rq"]), int(retry), broker_name, int(ack["q"])))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BadRequestError(f"batch ack entry {ack!r}: {exc}") from None
+            offsets = [start + i for i in range(bits.bit_length()) if bits >> i & 1]
+            by_group.setdefault(group, []).extend(
+                handle_from_extra_info(group, topic, f"{prefix} {o}") for o in offsets)
+        for group, handles in by_group.items():
+            await self._broker.pop.ack(group, handles)  # stale entries of a batch are skipped, as RocketMQ does
+        return request.response(ResponseCode.SUCCESS)
+
+    async def change_invisible_time(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        group = checked_group(h)
+        new = await self._broker.pop.change_invisible(group, self._handle(h, group), h.int("invisibleTime"))
+        return request.response(ResponseCode.SUCCESS, {"popTime": new.pop_time_ms, "invisibleTime":
+                                                       new.invisible_time_ms, "reviveQid": new.revive_queue_id})

@@ -1,0 +1,84 @@
+"""Remoting handlers of consumer retries and orderly queue locks.
+
+- CONSUMER_SEND_MSG_BACK (36), header fields as 4.x clients send them: ``offset`` (commit log offset),
+  ``group``, ``delayLevel`` (0: the broker decides, < 0: DLQ), ``originMsgId``, ``originTopic``,
+  ``maxReconsumeTimes`` (optional), ``unitMode`` (ignored). SUCCESS, no body.
+- LOCK_BATCH_MQ (41), JSON body ``{"consumerGroup", "clientId", "mqSet": [{"topic", "brokerName",
+  "queueId"}]}``; the reply body ``{"lockOKMQSet": [...]}`` lists the queues now locked by that client.
+- UNLOCK_BATCH_MQ (42), the same body; SUCCESS, no body.
+"""
+
+from __future__ import annotations
+
+from pocketmq.broker.send_back import SendBackRequest
+from pocketmq.common.message import MessageQueue
+from pocketmq.common.topic import group_name_problem
+from pocketmq.errors import BadRequestError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
+
+
+def _checked_group(name: str) -> str:
+    problem = group_name_problem(name)
+    if problem:
+        raise BadRequestError(problem)
+    return name
+
+
+def queue_to_json(mq: MessageQueue) -> dict:
+    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
+
+
+def queue_from_json(obj) -> MessageQueue:
+    if not isinstance(obj, dict):
+        raise BadRequestError("a message queue must be a JSON object")
+    try:
+        return MessageQueue(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
+    except (KeyError, TypeError, ValueError):
+        raise BadRequestError(f"message queue {obj!r} lacks topic, brokerName or queueId") from None
+
+
+def _lock_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
+    obj = json_body(body, "lock batch")
+    if not isinstance(obj, dict):
+        raise BadRequestError("lock batch body must be a JSON object")
+    group = _checked_group(str(obj.get("consumerGroup") or ""))
+    client_id = str(obj.get("clientId") or "")
+    if not client_id:
+        raise BadRequestError("lock batch body lacks clientId")
+    mq_set = obj.get("mqSet") or []
+    if not isinstance(mq_set, list):
+        raise BadRequestError("lock batch mqSet must be a list")
+    return group, client_id, [queue_from_json(o) for o in mq_set]
+
+
+class RetryHandlers:
+    def __init__(self, broker) -> None:
+        self._broker = broker
+
+    def register(self, router: RequestRouter) -> None:
+        router.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.consumer_send_msg_back)
+        router.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
+        router.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
+
+    async def consumer_send_msg_back(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        send_back = SendBackRequest(
+            group=_checked_group(h.str("group")), phys_offset=h.int("offset"), delay_level=h.int("delayLevel", 0),
+            origin_msg_id=h.str("originMsgId", None), origin_topic=h.str("originTopic", None),
+            max_reconsume_times=h.int("maxReconsumeTimes", None))
+        await self._broker.send_back.send_back(send_back)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def lock_batch_mq(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(request.body)
+        locked = self._broker.queue_locks.try_lock(group, client_id, queues, self._broker.clock.now_ms())
+        return request.response(ResponseCode.SUCCESS,
+                                body=json_bytes({"lockOKMQSet": [queue_to_json(mq) for mq in locked]}))
+
+    async def unlock_batch_mq(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(request.body)
+        self._broker.queue_locks.unlock(group, client_id, queues)
+        return request.response(ResponseCode.SUCCESS)

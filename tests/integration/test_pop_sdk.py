@@ -1,0 +1,105 @@
+"""POP with the SDK's SimpleConsumer against a real ``pocketmq serve`` (remoting protocol).
+
+- 1,000 messages, half acked: every dropped one comes back, attempt 2 (reconsume times 1), nothing acked does.
+- change_invisible_duration postpones redelivery; batch ack; stale handles are refused.
+- (slow) ``kill -9`` with 500 messages in flight: after the restart every un-acked one is redelivered, once.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
+from pocketmq.errors import RemoteServerError
+from pocketmq.testing.processes import broker_process
+
+FAST_REVIVE = ["--set", "pop_revive_interval_ms=100"]
+INVISIBLE_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = broker_process(tmp_path_factory.mktemp("pop"), "broker-pop", extra_args=FAST_REVIVE).start()
+    yield proc
+    assert proc.stop() == 0, proc.log_tail()
+
+
+@pytest.fixture(scope="module")
+def config(broker) -> ClientConfig:
+    return ClientConfig(namesrv_addr=broker.namesrv)
+
+
+def produce(config: ClientConfig, topic: str, count: int, queues: int = 4) -> None:
+    with Admin(config) as admin:
+        admin.create_topic(topic, queues=queues)
+    with Producer(config) as producer:
+        for start in range(0, count, 100):
+            producer.send_batch([Message.create(topic, f"{i}") for i in range(start, min(start + 100, count))])
+
+
+def receive_all(consumer: SimpleConsumer, want: int, timeout_s: float = 20.0, invisible_ms: int = INVISIBLE_MS):
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        got += consumer.receive(32, invisible_ms, await_duration_ms=1000)
+    return got
+
+
+def test_dropped_half_comes_back_with_attempt_two(config):
+    produce(config, "pop_half", 1000)
+    with SimpleConsumer("pop_half_group", {"pop_half": "*"}, config) as consumer:
+        first = receive_all(consumer, 1000)
+        assert sorted(int(m.body) for m in first) == list(range(1000))
+        assert {m.reconsume_times for m in first} == {0}
+        acked = [m for m in first if int(m.body) % 2 == 0]
+        consumer.ack_batch(acked[:250])
+        for msg in acked[250:]:
+            consumer.ack(msg)
+        again = receive_all(consumer, 500, invisible_ms=60_000)
+        assert sorted(int(m.body) for m in again) == list(range(1, 1000, 2))
+        assert {m.reconsume_times for m in again} == {1}
+        assert {m.topic for m in again} == {"pop_half"}
+        consumer.ack_batch(again)
+        assert consumer.receive(32, INVISIBLE_MS, await_duration_ms=2 * INVISIBLE_MS) == []
+
+
+def test_change_invisible_duration_postpones(config):
+    produce(config, "pop_change", 1, queues=1)
+    with SimpleConsumer("pop_change_group", {"pop_change": "*"}, config) as consumer:
+        [msg] = receive_all(consumer, 1)
+        consumer.change_invisible_duration(msg, 5000)
+        started = time.monotonic()
+        assert consumer.receive(32, INVISIBLE_MS, await_duration_ms=3000) == []  # past the first 1.5 s
+        [again] = receive_all(consumer, 1)
+        assert time.monotonic() - started >= 4.0
+        assert again.reconsume_times == 1 and again.body == msg.body
+        with pytest.raises(RemoteServerError):
+            consumer.ack(msg)  # its CK was revived: the handle is stale
+        consumer.ack(again)
+
+
+@pytest.mark.slow
+def test_kill_9_with_messages_in_flight(tmp_path):
+    proc = broker_process(tmp_path, "broker-kill", extra_args=FAST_REVIVE + ["--remoting-port", "0"])
+    proc.start()
+    config = ClientConfig(namesrv_addr=proc.namesrv)
+    produce(config, "pop_kill", 600)
+    with SimpleConsumer("pop_kill_group", {"pop_kill": "*"}, config) as consumer:
+        first = receive_all(consumer, 600, invisible_ms=4000)
+        acked = {int(m.body) for m in first[:100]}
+        consumer.ack_batch(first[:100])
+    proc.kill()
+    proc.restart()
+    config = ClientConfig(namesrv_addr=proc.namesrv)
+    with SimpleConsumer("pop_kill_group", {"pop_kill": "*"}, config) as consumer:
+        expected = set(range(600)) - acked
+        bodies: list[int] = []
+        deadline = time.monotonic() + 30
+        while not expected <= set(bodies) and time.monotonic() < deadline:
+            bodies += [int(m.body) for m in consumer.receive(32, 60_000, await_duration_ms=1000)]
+        # Every un-acked message comes back, once; an acked one only if its pop was not persisted yet.
+        assert sorted(expected - set(bodies)) == []
+        assert len(bodies) == len(set(bodies))
+    proc.stop()

@@ -1,0 +1,39 @@
+"""An in-process broker on a ManualClock for pop engine tests (no sockets)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+from pocketmq.broker.broker import Broker
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.pop.engine import PopRequest
+from pocketmq.common.message import Message
+from pocketmq.common.topic import TopicConfig
+from pocketmq.runtime.clock import ManualClock
+
+
+@contextlib.asynccontextmanager
+async def running_broker(tmp_path, clock: ManualClock | None = None, **settings):
+    config = dataclasses.replace(BrokerConfig(data_dir=tmp_path / "data", remoting_port=0, grpc_port=0),
+                                 pop_revive_interval_ms=3_600_000, **settings)
+    broker = Broker(config, clock=clock or ManualClock())
+    await broker.start(remoting_port=10911)
+    try:
+        yield broker
+    finally:
+        await broker.shutdown()
+
+
+async def send(broker: Broker, topic: str, count: int, *, queues: int = 1, group_of=None, tags=None) -> None:
+    if broker.topics.get(topic) is None:
+        broker.topics.create_or_update(TopicConfig(topic, queues, queues))
+    messages = [Message.create(topic, f"m{i}", tags=tags(i) if tags else None,
+                               message_group=group_of(i) if group_of else None) for i in range(count)]
+    for msg in messages:
+        await broker.messages.send([msg], topic=topic)
+
+
+async def pop(broker: Broker, group: str, topic: str, max_count: int = 32, invisible_ms: int = 10_000, **kw):
+    result = await broker.pop.pop(PopRequest(group, topic, max_count, invisible_ms, **kw))
+    return result.delivered()

@@ -1,0 +1,83 @@
+"""Typed reads in revive: NOT_FOUND means done (no rewrite); FAILED with need_retry rewrites the CK on the
+backoff schedule and, past its end, dead-letters a reference carrying the reason. Virtual time."""
+
+from __future__ import annotations
+
+import json
+
+from pocketmq.broker.pop.copies import DLQ_REASON
+from pocketmq.broker.pop.reader import LocalMessageReader
+from pocketmq.common.read_result import (
+    FailureReason,
+    NotFoundCause,
+    ReadResult,
+    ReadStatus,
+)
+from pocketmq.runtime.clock import ManualClock
+from pocketmq.store.api import GetResult, GetStatus
+from tests.unit.pop.pop_support import pop, running_broker, send
+
+BACKOFF_MS = (1_000, 2_000, 4_000)
+
+
+class FailingReader:
+    """Every read fails with a passing reason; counts the reads and when they happened."""
+
+    def __init__(self, clock: ManualClock):
+        self.clock = clock
+        self.read_times_ms: list[int] = []
+
+    async def read(self, topic, queue_id, queue_offset) -> ReadResult:
+        self.read_times_ms.append(self.clock.now_ms())
+        return ReadResult.failed(FailureReason.TIMEOUT, "broker did not answer")
+
+
+class RaisingStore:
+    def get_messages(self, *args, **kwargs):
+        raise OSError("disk on fire")
+
+
+class RetentionStore:
+    def get_messages(self, topic, queue_id, queue_offset, max_count, **kwargs):
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, next_begin_offset=100, min_offset=100, max_offset=120)
+
+
+async def test_local_reader_maps_store_answers():
+    removed = await LocalMessageReader(RetentionStore()).read("T", 0, 5)
+    assert removed.status is ReadStatus.NOT_FOUND and removed.not_found_cause is NotFoundCause.BELOW_MIN_OFFSET
+    raised = await LocalMessageReader(RaisingStore()).read("T", 0, 5)
+    assert raised.status is ReadStatus.FAILED and raised.need_retry and raised.failure is FailureReason.EXCEPTION
+
+
+async def test_message_gone_is_done_without_rewrite(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        broker.pop.revive.reader = LocalMessageReader(RetentionStore())
+        await send(broker, "T", 3)
+        assert len(await pop(broker, "G", "T")) == 3
+        clock.advance(10_001)
+        assert await broker.pop.revive.run_once(clock.now_ms()) == 1
+        metrics = broker.pop.revive.metrics
+        assert metrics["not_found"] == 3 and metrics["rewrites"] == 0 and metrics["retried"] == 0
+        clock.advance(3_600_000)
+        assert await broker.pop.revive.run_once(clock.now_ms()) == 0  # closed for good
+
+
+async def test_failed_reads_rewrite_on_schedule_then_dead_letter_with_reason(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=BACKOFF_MS) as broker:
+        reader = broker.pop.revive.reader = FailingReader(clock)
+        await send(broker, "T", 1)
+        await pop(broker, "G", "T", invisible_ms=10_000)
+        popped_at = clock.now_ms()
+        for _ in range(200):  # step virtual time by 100 ms; revive only acts when a CK is due
+            clock.advance(100)
+            await broker.pop.revive.run_once(clock.now_ms())
+        waits = [t - popped_at for t in reader.read_times_ms]
+        assert waits == [10_000, 11_000, 13_000, 17_000]  # invisible time, then each backoff step
+        metrics = broker.pop.revive.metrics
+        assert metrics["rewrites"] == 3 and metrics["endings"] == 1 and metrics["dead_lettered"] == 1
+        [dead] = broker.store.get_messages("%DLQ%G", 0, 0, 10).messages()
+        assert dead.properties[DLQ_REASON] == "TIMEOUT"
+        assert json.loads(dead.body) == {"topic": "T", "queueId": 0, "queueOffset": 0, "reason": "TIMEOUT",
+                                         "description": "broker did not answer"}

@@ -1,0 +1,54 @@
+"""TimerWheel against a simple model: every timer comes out once, never before it is due."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pocketmq.broker.timer.wheel import TimerWheel
+
+
+def test_pop_due_in_time_order_by_second_and_never_early():
+    wheel = TimerWheel()
+    wheel.add(5_500, 1)
+    wheel.add(5_100, 2)
+    wheel.add(2_000, 3)
+    assert wheel.next_due_ms() == 2_000
+    assert wheel.pop_due(1_999, 10) == []
+    assert wheel.pop_due(5_200, 10) == [(2_000, 3), (5_100, 2)]
+    assert len(wheel) == 1 and wheel.next_due_ms() == 5_500
+    assert wheel.pop_due(6_000, 10) == [(5_500, 1)]
+    assert wheel.next_due_ms() is None and repr(wheel) == "<TimerWheel pending=0 seconds=0>"
+
+
+def test_limit_and_remove_and_min_key():
+    wheel = TimerWheel()
+    for key in range(10):
+        wheel.add(1_000 + key, key)
+    assert wheel.remove(1_004, 4) and not wheel.remove(1_004, 4)
+    assert wheel.min_key() == 0
+    assert [k for _, k in wheel.pop_due(10_000, 3)] == [0, 1, 2]
+    assert wheel.min_key() == 3
+    assert [k for _, k in wheel.pop_due(10_000, 100)] == [3, 5, 6, 7, 8, 9]
+
+
+@given(st.lists(st.integers(0, 20_000), max_size=200), st.lists(st.integers(0, 25_000), max_size=20))
+def test_model(deliveries, pop_times):
+    wheel = TimerWheel()
+    for key, deliver_ms in enumerate(deliveries):
+        wheel.add(deliver_ms, key)
+    seen = {}
+    for now_ms in sorted(pop_times) + [30_000]:
+        for deliver_ms, key in wheel.pop_due(now_ms, 7):
+            assert deliver_ms <= now_ms
+            assert key not in seen
+            seen[key] = deliver_ms
+        while True:  # drain what is due now in limit-sized steps
+            more = wheel.pop_due(now_ms, 7)
+            if not more:
+                break
+            for deliver_ms, key in more:
+                assert deliver_ms <= now_ms and key not in seen
+                seen[key] = deliver_ms
+        nxt = wheel.next_due_ms()
+        assert nxt is None or nxt > now_ms
+    assert seen == dict(enumerate(deliveries))
+    assert len(wheel) == 0

@@ -39,7 +39,7 @@ from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
-from pocketmq.errors import BadRequestError
+from pocketmq.errors import BadRequestError, ConfigError
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.message_store import MessageStore
@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK):
+        problem = config.role_problem()
+        if problem:
+            raise ConfigError(problem)
         self.config = config
         self.clock = clock
         meta = config.metadata_dir()
@@ -67,6 +70,8 @@ class Broker:
         self.send_back: SendBackService | None = None  # consumer retries and the DLQ; built at start
         self.queue_locks = QueueLockTable(config.queue_lock_max_live_ms)  # orderly consumers' queue locks
         self.pop = None  # broker.pop.engine.PopService, built at start (it needs the store)
+        self.ha_master = None  # cluster.ha_master.HaMaster of a master: serves its slaves (built at start)
+        self.ha_slave = None  # cluster.ha_slave.HaSlave of a slave: follows its master (built at start)
         self.remoting_client = RemotingClient()  # to the name servers
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
         self._registrar = None
@@ -85,7 +90,7 @@ class Broker:
     @property
     def broker_addr(self) -> str:
         """The advertised remoting address (what routes and the name server carry)."""
-        return f"{self.config.public_host}:{self._remoting_port}"
+        return self.config.public_addr(self._remoting_port)
 
     @property
     def grpc_addr(self) -> str | None:
@@ -121,7 +126,11 @@ class Broker:
         self.topics.add_listener(self._topics_changed)
         self._start_timer()
         self.pop = build_pop_service(self)
-        self.pop.start()
+        if self.config.is_slave:  # a slave writes nothing of its own: delay delivery and revive stay with the master
+            self._start_slave()
+        else:
+            self.pop.start()
+            self._start_master()
         self._spawn(self._every(self.config.offset_persist_interval_ms, self._persist_offsets), "persist-offsets")
         self._spawn(self._every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
         if self._namesrv.addrs:
@@ -139,7 +148,36 @@ class Broker:
         self.timer.start()
         self.messages.timer = self.timer  # type: ignore[union-attr]
         self.send_back = SendBackService(self.store, self.topics, self.groups, self.timer)
-        self._spawn(self.timer.run(), "timer")
+        if not self.config.is_slave:
+            self._spawn(self.timer.run(), "timer")
+
+    def _start_master(self) -> None:
+        from pocketmq.broker.config import BrokerRole
+        from pocketmq.cluster.ha_master import HaMaster
+
+        config = self.config
+        self.ha_master = HaMaster(self.store, clock=self.clock, ack_timeout_ms=config.ha_slave_ack_timeout_ms,
+                                  max_gap_bytes=config.ha_max_gap_bytes, slave_expire_ms=config.ha_slave_expire_ms)
+        self.ha_master.start()
+        if config.broker_role is BrokerRole.SYNC_MASTER:
+            self.messages.replication = self.ha_master  # type: ignore[union-attr]
+
+    def _start_slave(self) -> None:
+        from pocketmq.cluster.ha_slave import HaSlave
+
+        config = self.config
+        self.store.read_only_reason = (f"broker {self.broker_name}/{config.broker_id} is a slave: "  # type: ignore
+                                       "send to the master of its group")
+        self.messages.read_only_reason = self.store.read_only_reason  # type: ignore[union-attr]
+        self.ha_slave = HaSlave(self.store, self.topics, self.groups, self.offsets, self._namesrv,
+                                self.remoting_client, cluster_name=config.cluster_name,
+                                broker_name=self.broker_name, broker_id=config.broker_id, slave_addr=self.broker_addr,
+                                transfer_max_bytes=config.ha_transfer_max_bytes,
+                                pull_suspend_ms=config.ha_pull_suspend_ms,
+                                lookup_interval_ms=config.ha_master_lookup_interval_ms,
+                                metadata_interval_ms=config.ha_metadata_sync_interval_ms)
+        self._spawn(self.ha_slave.run_replication(), "ha-replication")
+        self._spawn(self.ha_slave.run_metadata_sync(), "ha-metadata")
 
     def _make_registrar(self):
         from pocketmq.cluster.registrar import BrokerRegistrar
@@ -165,7 +203,8 @@ class Broker:
         self._tasks.clear()
         self.holds.wake_all()
         self.timer.stop()  # type: ignore[union-attr]
-        await self.pop.stop()
+        if self.pop.running:
+            await self.pop.stop()
         self._persist_offsets()
         await self.store.shutdown()  # type: ignore[union-attr]
         await self.remoting_client.close()
@@ -253,7 +292,13 @@ class Broker:
             "producerGroupsOnline": str(len(self.producers.groups())),
             "pullsHeld": str(self.holds.held),
             "flushMode": self.config.flush_mode.value,
+            "brokerRole": self.config.broker_role.name,
+            "brokerId": str(self.config.broker_id),
         }
+        if self.ha_master is not None:
+            info.update(self.ha_master.runtime_info())
+        if self.ha_slave is not None:
+            info["masterAddr"] = self.ha_slave.master_addr or ""
         if store is not None:
             info["commitLogMinOffset"] = str(store.min_phys_offset)
             info["commitLogMaxOffset"] = str(store.max_phys_offset)

@@ -9,6 +9,7 @@ The store's settings live here too (same names and aliases as ``StoreConfig``) a
 from __future__ import annotations
 
 import dataclasses
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,10 @@ def _port(value: int) -> str | None:
     return None if 0 <= value <= 65535 else "must be a port number in [0, 65535] (0: the OS picks)"
 
 
+def _optional_port(value: int | None) -> str | None:
+    return None if value is None else _port(value)
+
+
 def _positive(value) -> str | None:
     return None if value > 0 else "must be positive"
 
@@ -48,6 +53,25 @@ def _backoff(value: tuple) -> str | None:
 
 def _ending(value: str) -> str | None:
     return None if value in ("dlq", "drop") else "must be dlq or drop"
+
+
+class BrokerRole(enum.Enum):
+    """RocketMQ's brokerRole: how a broker takes part in its group's replication (docs/ha.md)."""
+
+    ASYNC_MASTER = "async_master"  # sends return once stored locally; slaves follow behind
+    SYNC_MASTER = "sync_master"  # a send returns once a slave has the record (or a slave status on timeout)
+    SLAVE = "slave"  # follows the master of its group (broker id 0); refuses sends, serves pulls
+
+    @classmethod
+    def parse(cls, text: str) -> "BrokerRole":
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise ValueError(f"unknown broker role {text!r} (expected async_master|sync_master|slave)") from None
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
 
 
 def _name(value: str) -> str | None:
@@ -76,6 +100,8 @@ class BrokerConfig:
     # The IPv4 address clients are told to connect to (routes, offset message ids); None: ``host``.
     advertise_host: str | None = field(default=None, metadata={"aliases": ("brokerIP1",)})
     remoting_port: int = field(default=10911, metadata={"aliases": ("listenPort",), "check": _port})
+    # The remoting port clients are told to use when it differs from the bound one (NAT, port mapping).
+    advertise_port: int | None = field(default=None, metadata={"check": _optional_port})
     grpc_port: int = field(default=8081, metadata={"aliases": ("grpcServerPort",), "check": _port})
     # Name server address(es) "host:port[;host:port]"; None runs one embedded in this process.
     namesrv_addr: str | None = field(default=None, metadata={"aliases": ("namesrvAddr",), "check": _address})
@@ -113,6 +139,20 @@ class BrokerConfig:
     timer_past_tolerance_ms: int = field(default=60_000, metadata={"check": _not_negative})
     queue_lock_max_live_ms: int = field(default=60_000, metadata={"aliases": ("rebalanceLockMaxLiveTime",),
                                                                   "check": _positive})
+    # Replication (cluster/ha_*.py, docs/ha.md). broker_id 0 is a master; a slave (id > 0) follows the master of
+    # its cluster and broker name, found through the name server.
+    broker_role: BrokerRole = field(default=BrokerRole.ASYNC_MASTER, metadata={"aliases": ("brokerRole",)})
+    # SYNC_MASTER: how long a send waits for a slave's ack before answering FLUSH_SLAVE_TIMEOUT.
+    ha_slave_ack_timeout_ms: int = field(default=3_000, metadata={"aliases": ("syncFlushTimeout",),
+                                                                 "check": _positive})
+    # A slave whose log trails the master's by more is not in sync: SYNC sends answer SLAVE_NOT_AVAILABLE.
+    ha_max_gap_bytes: int = field(default=256 * 1024 * 1024, metadata={"aliases": ("haMaxGapNotInSync",),
+                                                                      "check": _positive})
+    ha_slave_expire_ms: int = field(default=10_000, metadata={"check": _positive})  # silent slave: gone
+    ha_transfer_max_bytes: int = field(default=4 * 1024 * 1024, metadata={"check": _positive})  # per pull
+    ha_pull_suspend_ms: int = field(default=1_000, metadata={"check": _positive})  # a caught-up slave's pull
+    ha_master_lookup_interval_ms: int = field(default=1_000, metadata={"check": _positive})
+    ha_metadata_sync_interval_ms: int = field(default=3_000, metadata={"check": _positive})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")
@@ -127,11 +167,27 @@ class BrokerConfig:
     def public_host(self) -> str:
         return self.advertise_host or self.host
 
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role is BrokerRole.SLAVE
+
+    def role_problem(self) -> str | None:
+        """Why broker_id and broker_role do not fit together (RocketMQ: id 0 is the master), or None."""
+        if self.is_slave and self.broker_id == 0:
+            return "a slave needs --broker-id > 0 (0 is the master of its group)"
+        if not self.is_slave and self.broker_id != 0:
+            return f"broker id {self.broker_id} is a slave id: use --role slave, or --broker-id 0 for a master"
+        return None
+
     def store_config(self, remoting_port: int | None = None) -> StoreConfig:
         """The store's config; ``remoting_port`` is the port actually bound (when configured as 0)."""
         shared = {name: getattr(self, name) for name in _STORE_FIELDS if name in _BROKER_FIELD_NAMES}
+        return StoreConfig(**shared, store_host=self.public_addr(remoting_port))
+
+    def public_addr(self, remoting_port: int | None = None) -> str:
+        """The advertised remoting "host:port"; ``remoting_port`` is the port actually bound."""
         port = self.remoting_port if remoting_port is None else remoting_port
-        return StoreConfig(**shared, store_host=f"{self.public_host}:{port}")
+        return f"{self.public_host}:{self.advertise_port or port}"
 
     def metadata_dir(self) -> Path:
         """Where topics, groups and consumer offsets are persisted."""

@@ -159,6 +159,8 @@ class MessageService:
         self.put_messages_total = 0  # messages stored since start (runtime info)
         self.got_messages_total = 0  # messages handed to pulls since start
         self.timer = None  # broker.timer.service.TimerService: delayed messages are diverted to it (set at start)
+        self.replication = None  # cluster.ha_master.HaMaster of a SYNC_MASTER: sends wait for a slave's ack
+        self.read_only_reason: str | None = None  # set on a slave: sends are refused (SERVICE_NOT_AVAILABLE)
 
     def configure(self, *, max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int) -> None:
         """Apply changed settings of a running broker (UPDATE_BROKER_CONFIG)."""
@@ -183,6 +185,8 @@ class MessageService:
         ``batch`` goes to one queue. ``message_type`` None skips the type check (remoting senders do not
         declare one). Messages that are ``MessageExt`` keep their sys_flag and reconsume_times.
         """
+        if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
+            raise ServiceNotAvailableError(self.read_only_reason)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic = self._retry_destination(topic, messages[0])  # a client's own retry may be due for the DLQ
         config = self._check_topic(topic)
@@ -205,10 +209,14 @@ class MessageService:
                 self.timer.divert(msg, config)  # a delayed message waits in the timer topic
         keys = sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
         if keys:
-            return self._send_idempotent_locked(stored, keys)
-        if self._store.sync_flush:
-            return self._append(stored)
-        return self._results(stored, self._store.append_messages(stored))
+            outcome = self._send_idempotent_locked(stored, keys)
+        elif self._store.sync_flush:
+            outcome = self._append(stored)
+        else:
+            outcome = self._results(stored, self._store.append_messages(stored))
+        if self.replication is not None:  # SYNC_MASTER: answer once a slave has the records
+            return self.replication.replicated(outcome)
+        return outcome
 
     async def _send_idempotent_locked(self, stored: list[MessageExt], keys: list[tuple[str, str]]
                                       ) -> list[SendResult]:

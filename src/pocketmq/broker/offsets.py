@@ -89,8 +89,7 @@ class ConsumerOffsetManager:
         with self._lock:
             if not self._dirty:
                 return False
-            snapshot = {f"{t}{_KEY_SEPARATOR}{g}": {str(q): o for q, o in queues.items()}
-                        for (t, g), queues in self._table.items()}
+            snapshot = self._snapshot_locked()
             self._dirty = False
         try:
             atomic_write_json(self._path, {"offsetTable": snapshot})
@@ -98,6 +97,15 @@ class ConsumerOffsetManager:
             self._dirty = True  # try again next interval
             raise
         return True
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """The table in RocketMQ's offsetTable shape: {"topic@group": {"queueId": queue offset}}."""
+        with self._lock:
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> dict[str, dict[str, int]]:
+        return {f"{t}{_KEY_SEPARATOR}{g}": {str(q): o for q, o in queues.items()}
+                for (t, g), queues in self._table.items()}
 
     def __repr__(self) -> str:
         return f"<ConsumerOffsetManager entries={len(self._table)} dirty={self._dirty}>"

@@ -3,16 +3,30 @@
 - ``create GROUP [--retry-max-times N] [--fifo] [--cluster C]``: create or update the group's config
   (``retryMaxTimes``; ``--fifo`` sets ``consumeMessageOrderly``) on every master of the cluster.
 - ``list``: the groups over every master, with their retry and FIFO settings.
-- ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag.
+- ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag,
+  and its POP state: messages in flight, waiting to revive (invisible time passed, not handed back yet),
+  retried and dead-lettered (the last two counted since the broker started). A POP group's retried messages
+  sit in its pop retry topic ``%RETRY%<group>_<topic>``, which has rows of its own.
 """
 
 from __future__ import annotations
 
-from pocketmq.cli.output import add_action, emit, json_line, print_rows, report, run_admin
+from pocketmq.cli.output import (
+    add_action,
+    emit,
+    json_line,
+    print_rows,
+    report,
+    run_admin,
+)
 from pocketmq.client.admin import AsyncAdmin, GroupConfig
 
 GROUP_COLUMNS = ["group", "retry_max_times", "fifo", "consume_enable"]
-OFFSET_COLUMNS = ["topic", "broker", "queue_id", "consumer_offset", "broker_offset", "lag"]
+OFFSET_COLUMNS = ["topic", "broker", "queue_id", "consumer_offset", "broker_offset", "lag", "in_flight",
+                  "waiting_to_revive", "retried", "dead_lettered"]
+# The POP columns and the GET_CONSUME_STATS entry fields they come from (PocketMQ's; 0 from other brokers).
+POP_FIELDS = {"in_flight": "popInFlight", "waiting_to_revive": "popWaitingToRevive", "retried": "popRetried",
+              "dead_lettered": "popDeadLettered"}
 
 
 def register(subparsers) -> None:
@@ -25,7 +39,7 @@ def register(subparsers) -> None:
     p.add_argument("--fifo", action="store_true", help="consume each message group in order")
     p.add_argument("--cluster", help="only the masters of this cluster")
     add_action(actions, "list", "list groups", list_groups)
-    p = add_action(actions, "describe", "a group's offsets and lag per queue", describe, "group")
+    p = add_action(actions, "describe", "a group's offsets, lag and POP state per queue", describe, "group")
     p.add_argument("--topic", help="only this topic")
 
 
@@ -42,7 +56,8 @@ def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
             broker_offset, consumer_offset = int(entry["brokerOffset"]), int(entry["consumerOffset"])
             rows.append({"topic": entry["topic"], "broker": entry.get("brokerName", broker_name),
                          "queue_id": int(entry["queueId"]), "consumer_offset": consumer_offset,
-                         "broker_offset": broker_offset, "lag": max(0, broker_offset - consumer_offset)})
+                         "broker_offset": broker_offset, "lag": max(0, broker_offset - consumer_offset),
+                         **{column: int(entry.get(field, 0)) for column, field in POP_FIELDS.items()}})
     return sorted(rows, key=lambda r: (r["topic"], r["broker"], r["queue_id"]))
 
 
@@ -76,7 +91,8 @@ def describe(args) -> int:
             return
         settings = group_row(config)
         emit(f"group {args.group}: retry max times {settings['retry_max_times']}, "
-             f"{'FIFO' if settings['fifo'] else 'concurrent'}, total lag {sum(r['lag'] for r in rows)}")
+             f"{'FIFO' if settings['fifo'] else 'concurrent'}, total lag {sum(r['lag'] for r in rows)}, "
+             f"in flight {sum(r['in_flight'] for r in rows)}")
         print_rows(args, rows, OFFSET_COLUMNS)
 
     return run_admin(args, action)

@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "pocketmq.cli.tail_cmd",  # tail
     "pocketmq.cli.cluster_cmd",  # cluster
     "pocketmq.cli.group_cmd",  # group
+    "pocketmq.cli.dlq_cmd",  # dlq list|resend
+    "pocketmq.cli.retry_cmd",  # retry stats
 )
 
 

@@ -42,7 +42,12 @@ def register(subparsers) -> None:
     p.add_argument("--data-dir", help="where the store and metadata live, default ./data")
     p.add_argument("--flush", dest="flush_mode", choices=("async", "sync"), help="ASYNC_FLUSH (default) or SYNC_FLUSH")
     p.add_argument("--broker-name", help="default broker-a")
-    p.add_argument("--cluster-name", help="default DefaultCluster")
+    p.add_argument("--cluster-name", "--cluster", dest="cluster_name", help="default DefaultCluster")
+    p.add_argument("--broker-id", type=int, help="0 (default) is the master of its group; > 0 a slave")
+    p.add_argument("--role", dest="broker_role", choices=("async_master", "sync_master", "slave"),
+                   help="replication role (docs/ha.md), default async_master")
+    p.add_argument("--advertise", metavar="HOST:PORT",
+                   help="remoting address others and clients must use (default --host and the bound port)")
     p.add_argument("--config", help="TOML file ([broker] section) or RocketMQ broker.conf")
     p.add_argument("--host", help="address to bind, default 127.0.0.1")
     p.add_argument("--advertise-host", help="IPv4 address clients are told to use, default --host")
@@ -64,10 +69,16 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
         overrides[key.strip()] = value.strip()
     for name in ("remoting_port", "grpc_port", "namesrv_port", "namesrv_addr", "data_dir", "flush_mode",
-                 "broker_name", "cluster_name", "host", "advertise_host", "register_interval_ms"):
+                 "broker_name", "cluster_name", "host", "advertise_host", "register_interval_ms", "broker_id",
+                 "broker_role"):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
+    if args.advertise:
+        host, sep, port = args.advertise.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"--advertise {args.advertise!r}: expected HOST:PORT")
+        overrides["advertise_host"], overrides["advertise_port"] = host, port
     return load_config(BrokerConfig, file=args.config, section="broker", overrides=overrides)
 
 

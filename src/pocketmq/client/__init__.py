@@ -14,11 +14,26 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult, PullStatus
 from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
-from pocketmq.client.queue_select import MessageGroupSelector, QueueSelector, RoundRobinSelector
+from pocketmq.client.listener import (
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus,
+)
+from pocketmq.client.push_consumer import (
+    AsyncPushConsumer, ConsumeFromWhere, MessageModel, PushConsumer, PushConsumerOptions,
+)
+from pocketmq.client.queue_select import (
+    FunctionSelector, KeyHashSelector, MessageGroupSelector, QueueSelector, RandomSelector, RoundRobinSelector,
+)
+from pocketmq.client.rebalance import (
+    ConsistentHashAllocator, allocate_averagely, allocate_averagely_by_circle,
+)
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.topic import MessageType
 
 __all__ = [
+    "AsyncPushConsumer", "ConsistentHashAllocator", "ConsumeConcurrentlyContext", "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere", "ConsumeOrderlyContext", "ConsumeOrderlyStatus", "FunctionSelector", "KeyHashSelector",
+    "MessageModel", "PushConsumer", "PushConsumerOptions", "RandomSelector", "allocate_averagely",
+    "allocate_averagely_by_circle",
     "Admin", "AsyncAdmin", "AsyncProducer", "AsyncPullConsumer", "AsyncSimpleConsumer", "ClientConfig", "GroupConfig", "Message",
     "MessageExt", "MessageGroupSelector", "MessageQueue", "MessageType", "Producer", "ProducerOptions",
     "PullConsumer", "PullResult", "PullStatus", "QueueSelector", "QueueStatus", "RoundRobinSelector",

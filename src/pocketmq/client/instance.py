@@ -187,10 +187,10 @@ class ClientInstance:
         view = route_view_of(topic, data)
         old = self._routes.get(topic)
         self._routes[topic] = view
-        if old is None or old.master_addrs != view.master_addrs or old.write_queues != view.write_queues:
+        if old is None or old.broker_addrs != view.broker_addrs or old.write_queues != view.write_queues:
             log.info("event=route_changed topic=%s brokers=%s write_queues=%d", topic, view.broker_names,
                      len(view.write_queues))
-            new_addrs = set(view.master_addrs.values()) - set(self._broker_addrs.values())
+            new_addrs = set(view.broker_addrs.values()) - set(self._broker_addrs.values())
             self._rebuild_broker_table()
             if new_addrs and self._has_groups():
                 await asyncio.gather(*(self._heartbeat(addr) for addr in new_addrs), return_exceptions=True)
@@ -206,7 +206,7 @@ class ClientInstance:
     def _rebuild_broker_table(self) -> None:
         table: dict[str, str] = {}
         for view in self._routes.values():
-            table.update(view.master_addrs)
+            table.update(view.broker_addrs)
         for name, addr in self._broker_addrs.items():
             if table.get(name) != addr and addr not in table.values():
                 log.info("event=broker_left_routes broker=%s addr=%s", name, addr)

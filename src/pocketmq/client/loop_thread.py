@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from typing import Awaitable, TypeVar
+from typing import Awaitable, Coroutine, TypeVar
 
 from pocketmq.errors import RemotingTimeoutError
 
@@ -45,18 +45,50 @@ class LoopThread:
         """
         if threading.current_thread() is self._thread:
             raise RuntimeError("a synchronous PocketMQ call was made on the client loop itself: use the async API")
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        if not asyncio.iscoroutine(coro):
+            raise TypeError(f"a coroutine is required, not {type(coro).__name__}")
+        call = _Call(coro)
+        self.loop.call_soon_threadsafe(call.start)
         try:
-            return future.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise RemotingTimeoutError(f"call did not finish within {timeout_s:.1f}s") from None
+            finished = call.done.acquire(timeout=-1 if timeout_s is None else max(timeout_s, 0))
         except BaseException:
-            future.cancel()  # KeyboardInterrupt while waiting: do not leave the call running
+            self.loop.call_soon_threadsafe(call.cancel)  # KeyboardInterrupt while waiting: do not leave it running
             raise
+        if not finished:
+            self.loop.call_soon_threadsafe(call.cancel)
+            raise RemotingTimeoutError(f"call did not finish within {timeout_s:.1f}s")
+        task = call.task
+        if task.cancelled():  # type: ignore[union-attr]
+            raise concurrent.futures.CancelledError()
+        return task.result()  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return f"<LoopThread alive={self.alive}>"
+
+
+class _Call:
+    """One coroutine handed to the loop thread; the caller blocks on ``done`` (a plain lock, released when the
+    task ends). Cheaper per call than ``run_coroutine_threadsafe``, whose two chained futures and condition
+    variable cost about as much as a whole send on the loop."""
+
+    __slots__ = ("coro", "done", "task")
+
+    def __init__(self, coro: Coroutine) -> None:
+        self.coro = coro
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:  # on the loop
+        self.task = asyncio.get_running_loop().create_task(self.coro)
+        self.task.add_done_callback(self._finished)
+
+    def _finished(self, _task: asyncio.Future) -> None:
+        self.done.release()
+
+    def cancel(self) -> None:  # on the loop, after start (call_soon_threadsafe keeps the order)
+        if self.task is not None:
+            self.task.cancel()
 
 
 def client_loop() -> LoopThread:

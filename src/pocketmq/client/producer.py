@@ -1,11 +1,14 @@
 """Producers: ``AsyncProducer`` (the asyncio core) and ``Producer`` (its synchronous facade).
 
-A send picks a queue (round robin over every broker's writable queues, or the message group's queue), sends
-SEND_MESSAGE_V2 (one-letter header fields) to that broker's master, and on a retriable failure (connection
-lost, timeout, broker busy, topic or permission gone on that broker) tries again on another broker, up to
-``retry_times_when_send_failed`` more times within one overall deadline, refreshing the route when the error
-says so. A reply of FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a stored message with a
-weaker guarantee: it is a result, not a retry (RocketMQ's ``retryAnotherBrokerWhenNotStoreOK`` false).
+A send picks a queue (round robin over every broker's writable queues, or the message group's queue, or any
+``QueueSelector``), sends SEND_MESSAGE_V2 (one-letter header fields) to that broker's master, and on a
+retriable failure (connection lost, timeout, broker busy, topic or permission gone on that broker) tries again
+on another broker, up to ``retry_times_when_send_failed`` (sync) or ``retry_times_when_send_async_failed``
+(``send_async``) more times within one overall deadline, refreshing the route when the error says so. A reply
+of FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a stored message with a weaker guarantee:
+a result, unless ``retry_another_broker_when_not_store_ok`` asks to try another broker. With
+``send_latency_fault_enable`` every send's latency (or failure) is reported to ``LatencyFaultTolerance`` and
+brokers sitting out are avoided by the selector. ``send_oneway`` waits for nothing and never retries.
 
 Bodies of ``compress_over_bytes`` and more are zlib-compressed (sys_flag bit 0), as 4.x clients do; batches
 are never compressed.
@@ -14,6 +17,7 @@ are never compressed.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import enum
 import logging
 import zlib
@@ -22,6 +26,7 @@ from typing import Sequence
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
+from pocketmq.client.latency_fault import LatencyFaultTolerance
 from pocketmq.client.loop_thread import client_loop
 from pocketmq.client.queue_select import MessageGroupSelector, QueueSelector
 from pocketmq.common import properties as props
@@ -79,6 +84,12 @@ class SendResult:
 class ProducerOptions:
     group: str = DEFAULT_PRODUCER_GROUP
     retry_times_when_send_failed: int = 2
+    retry_times_when_send_async_failed: int = 2
+    # Resend a message stored with a weaker guarantee (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+    # SLAVE_NOT_AVAILABLE) on another broker (RocketMQ's retryAnotherBrokerWhenNotStoreOK).
+    retry_another_broker_when_not_store_ok: bool = False
+    # Avoid brokers that were slow or failing for RocketMQ 5's durations (client/latency_fault.py).
+    send_latency_fault_enable: bool = False
     send_timeout_s: float = 3.0
     compress_over_bytes: int = 4096
     max_message_bytes: int = MAX_MESSAGE_BYTES
@@ -88,8 +99,9 @@ class ProducerOptions:
         problem = group_name_problem(self.group)
         if problem:
             raise ClientError(f"producer group: {problem}")
-        if self.retry_times_when_send_failed < 0 or self.send_timeout_s <= 0:
-            raise ClientError("retry_times_when_send_failed must be >= 0 and send_timeout_s > 0")
+        if min(self.retry_times_when_send_failed, self.retry_times_when_send_async_failed) < 0 \
+                or self.send_timeout_s <= 0:
+            raise ClientError("retry times must be >= 0 and send_timeout_s > 0")
 
 
 class AsyncProducer:
@@ -103,6 +115,7 @@ class AsyncProducer:
         self._instance = instance
         self._owns_instance = instance is None
         self._started = False
+        self.faults = LatencyFaultTolerance()  # used when options.send_latency_fault_enable
         self._legal_topics: set[str] = set()  # names already checked, so a send skips the regex
 
     @property
@@ -136,10 +149,15 @@ class AsyncProducer:
         await self.shutdown()
 
     # -- sending ------------------------------------------------------------------------------------------------
-    async def send(self, message: Message, *, queue: MessageQueue | None = None,
-                   timeout_s: float | None = None) -> SendResult:
-        """Send one message; with ``queue``, to that queue only (no retry elsewhere)."""
+    async def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
+                   delay_level: int | None = None, deliver_at_ms: int | None = None,
+                   _retry_times: int | None = None) -> SendResult:
+        """Send one message; with ``queue``, to that queue only (no retry elsewhere).
+
+        ``delay_level`` (1-18 with the broker's default table) or ``deliver_at_ms`` (epoch ms) delays it.
+        """
         instance = self.instance
+        _set_delay(message, delay_level, deliver_at_ms)
         self._check_message(message)
         if props.UNIQ_KEY not in message.properties:
             message.properties[props.UNIQ_KEY] = instance.message_ids.next_id(instance.clock.now_ms())
@@ -151,8 +169,54 @@ class AsyncProducer:
         def build(mq: MessageQueue) -> RemotingCommand:
             return self._request(RequestCode.SEND_MESSAGE_V2, mq, properties, sys_flag, message.flag, body)
 
-        result = await self._send_with_retries(message, build, queue, timeout_s)
-        return result
+        retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
+        return await self._send_with_retries(message, build, queue, timeout_s, retry_times=retry_times)
+
+    def send_async(self, message: Message, callback=None, on_exception=None, *, queue: MessageQueue | None = None,
+                   timeout_s: float | None = None) -> "asyncio.Task[SendResult]":
+        """Start a send and return at once: the returned task is awaitable; ``callback(result)`` or
+        ``on_exception(error)`` run on the loop when it ends. Retried ``retry_times_when_send_async_failed``
+        times."""
+        task = asyncio.get_running_loop().create_task(self.send(
+            message, queue=queue, timeout_s=timeout_s, _retry_times=self.options.retry_times_when_send_async_failed))
+
+        def done(t: asyncio.Task) -> None:
+            if t.cancelled():
+                return
+            error = t.exception()
+            if error is None and callback is not None:
+                callback(t.result())
+            elif error is not None and on_exception is not None:
+                on_exception(error)
+            elif error is not None:
+                log.warning("event=async_send_failed topic=%s error=%s", message.topic, error)
+
+        task.add_done_callback(done)
+        return task
+
+    async def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
+        """Send without waiting for the broker's answer (no result, no retry): RocketMQ's sendOneway."""
+        instance = self.instance
+        self._check_message(message)
+        if props.UNIQ_KEY not in message.properties:
+            message.properties[props.UNIQ_KEY] = instance.message_ids.next_id(instance.clock.now_ms())
+        mq = queue
+        if mq is None:
+            route = instance.cached_route(message.topic) or await instance.route(message.topic)
+            if not route.write_queues:
+                raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
+            mq = self.selector.select(route.write_queues, message, self._avoided_brokers(route.write_queues))
+        request = self._request(RequestCode.SEND_MESSAGE_V2, mq, props.encode_properties(message.properties), 0,
+                                message.flag, message.body)
+        await instance.remoting.invoke_oneway(instance.broker_addr(mq.broker_name), request)
+
+    def _avoided_brokers(self, queues) -> frozenset[str]:
+        """Brokers sitting out after being slow or failing (only with ``send_latency_fault_enable``)."""
+        if not self.options.send_latency_fault_enable:
+            return frozenset()
+        names = sorted({mq.broker_name for mq in queues})
+        available = self.faults.filter(names, self.instance.clock.now_ms())
+        return frozenset(names) - set(available)
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout_s: float | None = None) -> SendResult:
@@ -208,12 +272,16 @@ class AsyncProducer:
         return cmd
 
     async def _send_with_retries(self, message: Message, build, queue: MessageQueue | None,
-                                 timeout_s: float | None, uniq_keys: list[str] | None = None) -> SendResult:
+                                 timeout_s: float | None, uniq_keys: list[str] | None = None, *,
+                                 retry_times: int | None = None) -> SendResult:
         instance = self.instance
         timeout_s = timeout_s or self.options.send_timeout_s
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        attempts = 1 if queue is not None else 1 + self.options.retry_times_when_send_failed
+        if retry_times is None:
+            retry_times = self.options.retry_times_when_send_failed
+        attempts = 1 if queue is not None else 1 + retry_times
+        weak_result: SendResult | None = None
         failed_brokers: set[str] = set()
         last_error: PocketMQError | None = None
         for attempt in range(attempts):
@@ -229,21 +297,39 @@ class AsyncProducer:
                         await instance.route(message.topic, refresh=refresh)
                     if not route.write_queues:
                         raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
-                    mq = self.selector.select(route.write_queues, message, frozenset(failed_brokers))
+                    avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues)
+                    mq = self.selector.select(route.write_queues, message, avoid)
                 addr = instance.broker_addr(mq.broker_name)
+                started_ms = instance.clock.monotonic_ms()
                 response = await instance.remoting.invoke(addr, build(mq), remaining_s)
-                return self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
+                self._report_latency(mq.broker_name, instance.clock.monotonic_ms() - started_ms, failed=False)
+                result = self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
+                if result.status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok \
+                        or attempt == attempts - 1:
+                    return result
+                weak_result = result  # stored, with a weaker guarantee: try another broker for a full one
+                failed_brokers.add(mq.broker_name)
+                log.info("event=send_not_store_ok topic=%s broker=%s status=%s", message.topic, mq.broker_name,
+                         result.status.value)
             except (RemotingError, RemoteServerError) as exc:
                 if not exc.retriable:
                     raise
+                if mq is not None:
+                    self._report_latency(mq.broker_name, 0, failed=True)
                 last_error = exc
                 if mq is not None:
                     failed_brokers.add(mq.broker_name)
                 log.info("event=send_failed topic=%s broker=%s attempt=%d error=%s", message.topic,
                          mq.broker_name if mq else None, attempt + 1, exc)
+        if weak_result is not None:
+            return weak_result
         if last_error is None:
             raise RemotingTimeoutError(f"send to topic {message.topic!r} timed out after {timeout_s:.1f}s")
         raise last_error
+
+    def _report_latency(self, broker_name: str, latency_ms: float, *, failed: bool) -> None:
+        if self.options.send_latency_fault_enable:
+            self.faults.update(broker_name, latency_ms, failed=failed, now_ms=self.instance.clock.now_ms())
 
     def _result(self, response: RemotingCommand, mq: MessageQueue, uniq_keys: list[str]) -> SendResult:
         status = _STATUS_BY_CODE.get(response.code)
@@ -264,10 +350,25 @@ class AsyncProducer:
         return f"<AsyncProducer group={self.options.group} started={self._started}>"
 
 
+def _set_delay(message: Message, delay_level: int | None, deliver_at_ms: int | None) -> None:
+    if delay_level is not None and deliver_at_ms is not None:
+        raise ClientError("give a delay level or a delivery time, not both")
+    if delay_level is not None:
+        if delay_level < 1:
+            raise ClientError(f"delay level {delay_level} must be >= 1")
+        message.properties[props.DELAY_TIME_LEVEL] = str(delay_level)
+    if deliver_at_ms is not None:
+        message.properties[props.TIMER_DELIVER_MS] = str(deliver_at_ms)
+
+
 def _needs_route_refresh(error: PocketMQError | None) -> bool:
     if error is None:
         return False
     return error.refresh_route or error.response_code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION)
+
+
+async def _awaited(task):
+    return await task
 
 
 class Producer:
@@ -295,9 +396,23 @@ class Producer:
     def __exit__(self, *exc) -> None:
         self.shutdown()
 
-    def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None
-             ) -> SendResult:
-        return self._loop.run(self.core.send(message, queue=queue, timeout_s=timeout_s))
+    def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
+             delay_level: int | None = None, deliver_at_ms: int | None = None) -> SendResult:
+        return self._loop.run(self.core.send(message, queue=queue, timeout_s=timeout_s, delay_level=delay_level,
+                                             deliver_at_ms=deliver_at_ms))
+
+    def send_async(self, message: Message, callback=None, on_exception=None, *,
+                   queue: MessageQueue | None = None) -> "concurrent.futures.Future[SendResult]":
+        """Start a send and return at once; the future resolves to the SendResult. Callbacks run on the
+        client loop thread."""
+        async def start():
+            return self.core.send_async(message, callback, on_exception, queue=queue)
+
+        task = self._loop.run(start())
+        return asyncio.run_coroutine_threadsafe(_awaited(task), self._loop.loop)
+
+    def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
+        self._loop.run(self.core.send_oneway(message, queue=queue))
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout_s: float | None = None) -> SendResult:

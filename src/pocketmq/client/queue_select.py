@@ -9,6 +9,9 @@
   process (Python's ``hash()`` is salted per process and is never used). A retry of a group message stays on
   that queue, as RocketMQ 5 clients do for FIFO messages: moving it would break the group's order.
 
+Also: ``KeyHashSelector`` (hash of a message key, RocketMQ's SelectMessageQueueByHash), ``RandomSelector``,
+and ``FunctionSelector`` (a user-defined function).
+
 Selectors take the failed brokers as input so that the retries issue can add latency-based fault avoidance
 as one more set of brokers to avoid.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from pocketmq.common.message import Message, MessageQueue
 
@@ -79,3 +82,50 @@ class MessageGroupSelector:
         if not queues:
             raise ValueError("no queue to select from")
         return queues[abs(java_string_hash(group)) % len(queues)]
+
+
+class KeyHashSelector:
+    """RocketMQ's SelectMessageQueueByHash: the queue at ``java_string_hash(key) mod len(queues)``, the key being
+    ``key_of(message)`` (default: the message's first key). Messages without a key fall back to round robin."""
+
+    def __init__(self, key_of: Callable[[Message], str | None] | None = None,
+                 fallback: QueueSelector | None = None):
+        self._key_of = key_of or (lambda m: m.keys[0] if m.keys else None)
+        self._fallback = fallback or RoundRobinSelector()
+
+    def select(self, queues: Sequence[MessageQueue], message: Message,
+               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+        key = self._key_of(message)
+        if key is None:
+            return self._fallback.select(queues, message, avoid_brokers)
+        if not queues:
+            raise ValueError("no queue to select from")
+        return queues[abs(java_string_hash(key)) % len(queues)]
+
+
+class RandomSelector:
+    """RocketMQ's SelectMessageQueueByRandom, preferring brokers not to avoid; seedable for tests."""
+
+    def __init__(self, rng: random.Random | None = None):
+        self._rng = rng or random.Random()
+
+    def select(self, queues: Sequence[MessageQueue], message: Message,
+               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+        if not queues:
+            raise ValueError("no queue to select from")
+        preferred = [q for q in queues if q.broker_name not in avoid_brokers] or list(queues)
+        return preferred[self._rng.randrange(len(preferred))]
+
+
+class FunctionSelector:
+    """A user-defined selector from a plain function ``fn(queues, message) -> MessageQueue``."""
+
+    def __init__(self, fn: Callable[[Sequence[MessageQueue], Message], MessageQueue]):
+        self._fn = fn
+
+    def select(self, queues: Sequence[MessageQueue], message: Message,
+               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+        chosen = self._fn(queues, message)
+        if chosen not in queues:
+            raise ValueError(f"selector returned {chosen}, which is not one of the topic's writable queues")
+        return chosen

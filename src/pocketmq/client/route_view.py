@@ -1,5 +1,9 @@
 """What a client needs from a topic's route: broker masters and the queues to write to and read from.
 
+A group whose master is gone (the name server lists only its slaves, as RocketMQ's does) stays readable
+through its lowest-id slave: its queues are in ``read_queues`` and ``broker_addrs`` names the slave, but it
+has no ``write_queues`` (slaves refuse sends).
+
 Built from the name server's route data (the route JSON is parsed by ``pocketmq.cluster.route``); pure.
 """
 
@@ -16,10 +20,12 @@ MASTER_ID = 0
 
 @dataclass(frozen=True, slots=True)
 class TopicRouteView:
-    """A topic as this client uses it. Brokers without a master address carry no queues here."""
+    """A topic as this client uses it. Brokers without any address carry no queues here."""
 
     topic: str
     master_addrs: dict[str, str] = field(default_factory=dict)  # broker name -> master "host:port"
+    # broker name -> the address to talk to: the master, else (reads only) the lowest-id slave
+    broker_addrs: dict[str, str] = field(default_factory=dict)
     write_queues: tuple[MessageQueue, ...] = ()  # interleaved by broker, for round robin
     read_queues: tuple[MessageQueue, ...] = ()  # sorted
 
@@ -41,16 +47,19 @@ def build_route_view(topic: str, queue_datas, broker_datas) -> TopicRouteView:
     """From the route's queue data (broker_name, read/write queue nums, perm) and broker data (name ->
     addresses by broker id)."""
     masters: dict[str, str] = {}
+    reachable: dict[str, str] = {}
     for broker in broker_datas:
         addr = broker.broker_addrs.get(MASTER_ID)
         if addr:
             masters[broker.broker_name] = addr
+        if broker.broker_addrs:
+            reachable[broker.broker_name] = addr or broker.broker_addrs[min(broker.broker_addrs)]
     write, read = [], []
     for qd in queue_datas:
-        if qd.broker_name not in masters:
+        if qd.broker_name not in reachable:
             continue
-        if qd.perm & PERM_WRITE:
+        if qd.perm & PERM_WRITE and qd.broker_name in masters:
             write += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums)]
         if qd.perm & PERM_READ:
             read += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums)]
-    return TopicRouteView(topic, masters, tuple(interleave_by_broker(write)), tuple(sorted(read)))
+    return TopicRouteView(topic, masters, reachable, tuple(interleave_by_broker(write)), tuple(sorted(read)))

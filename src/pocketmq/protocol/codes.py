@@ -103,6 +103,9 @@ INT16_ALIASES = {
 
 # PocketMQ's own request codes live at 30000-30999 (unused by RocketMQ); docs/protocol.md lists them.
 POCKETMQ_CODE_BASE = 30000
+# Master/slave replication (cluster/ha_*.py, docs/ha.md).
+HA_PULL_COMMIT_LOG = POCKETMQ_CODE_BASE + 100  # a slave asks for commit log bytes from a phys offset
+HA_SYNC_METADATA = POCKETMQ_CODE_BASE + 101  # a slave asks for topics, groups and consumer offsets
 
 
 def canonical_request_code(code: int) -> int:

@@ -280,11 +280,15 @@ def termination_response(code: int = V2Code.OK, message: str = ""):
     return spb.NotifyClientTerminationResponse(status=status(code, message))
 
 
-def settings_reply(command, *, max_body_bytes: int, fifo: bool = False):
+def settings_reply(command, *, max_body_bytes: int, fifo: bool = False,
+                   consumer_max_attempts: int = CONSUMER_MAX_ATTEMPTS,
+                   consumer_backoff_seconds: tuple[int, ...] = CONSUMER_BACKOFF_SECONDS):
     """The server's answer to a client's Settings: the client's own Settings echoed, completed per client kind.
 
     Python ignores Settings unless the status is OK; both clients reject every send when max_body_size is 0;
-    Node's producer throws without an exponential backoff (reference §3).
+    Node's producer throws without an exponential backoff (reference §3). Consumers get their group's FIFO
+    flag, max attempts (retry max times + 1) and the customized backoff a push consumer's nack uses as the
+    message's next invisible duration (whole seconds: the Python client reads only the seconds).
     """
     settings = pb.Settings()
     settings.CopyFrom(command.settings)
@@ -300,8 +304,8 @@ def settings_reply(command, *, max_body_bytes: int, fifo: bool = False):
         settings.publishing.validate_message_type = True
     elif kind == "subscription" or _client_type_name(settings.client_type).endswith("CONSUMER"):
         settings.backoff_policy.Clear()
-        settings.backoff_policy.max_attempts = CONSUMER_MAX_ATTEMPTS
-        for seconds in CONSUMER_BACKOFF_SECONDS:
+        settings.backoff_policy.max_attempts = consumer_max_attempts
+        for seconds in consumer_backoff_seconds:
             settings.backoff_policy.customized_backoff.next.add(seconds=seconds)
         sub = settings.subscription
         sub.fifo = fifo

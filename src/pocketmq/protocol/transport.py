@@ -344,7 +344,9 @@ class RemotingClient:
         return conn
 
     async def invoke(self, address: str, request: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
-        conn = await self.connection(address)
+        conn = self._connections.get(address)
+        if conn is None or conn.is_closed:  # the usual case, an open connection, skips a coroutine call
+            conn = await self.connection(address)
         try:
             return await conn.invoke(request, timeout_s)
         except RemotingTimeoutError:

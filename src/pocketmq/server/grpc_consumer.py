@@ -8,6 +8,11 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
   ``pop_min_invisible_ms`` and at most 12 h (``ILLEGAL_INVISIBLE_TIME`` beyond). Only TAG filters
   (``ILLEGAL_FILTER_EXPRESSION`` for SQL). Each message carries its receipt handle, delivery attempt
   (reconsume times + 1) and invisible duration.
+- Auto renew (push consumers): each message of an ``auto_renew`` receive is tracked in a ``RenewalTable``
+  (broker/pop/renewal.py) and renewed every ``RENEW_SCAN_MS`` check while its client's session lives; the
+  client keeps using its first handle, which the ack, nack and forward below map to the current one. A
+  renewal in progress finishes before an ack or nack of its message is served, so neither sees a handle
+  the renewal just closed.
 - AckMessage: per-entry status; a garbage, stale or foreign handle is ``INVALID_RECEIPT_HANDLE`` (40013).
 - ChangeInvisibleDuration: always returns a usable handle (the new one, or the request's on error), since
   the Python client overwrites its handle with the reply before it checks the status.
@@ -18,10 +23,12 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from pocketmq.broker.pop.engine import MAX_INVISIBLE_MS, PopRequest
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
@@ -36,7 +43,7 @@ from pocketmq.server.grpc_validation import check_topic
 log = logging.getLogger(__name__)
 
 DEFAULT_LONG_POLLING_MS = 20_000
-AUTO_RENEW_INVISIBLE_MS = 60_000
+RENEW_SCAN_MS = 1_000
 DEADLINE_MARGIN_MS = 500
 MAX_BATCH = 32
 
@@ -54,11 +61,65 @@ def _check_group(group: str) -> None:
 
 
 class ConsumerRpcs:
-    def __init__(self, broker):
+    def __init__(self, broker, sessions=None, renewals: RenewalTable | None = None):
         self._broker = broker
+        self._sessions = sessions  # a client is alive while it has a session (None: every client is)
+        self.renewals = renewals if renewals is not None else RenewalTable()
+        self._renewing: dict[str, asyncio.Future] = {}  # first handle text -> its renewal in progress
+        self._renew_task: asyncio.Task | None = None
+
+    # -- lifecycle (the auto-renew loop) ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._renew_task = asyncio.ensure_future(self._renew_loop())
+
+    async def stop(self) -> None:
+        if self._renew_task is not None:
+            self._renew_task.cancel()
+            await asyncio.wait([self._renew_task])
+            self._renew_task = None
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_SCAN_MS / 1000)
+            try:
+                await self.renew_due()
+            except Exception:  # one failed pass must not end renewals for good
+                log.exception("event=grpc_auto_renew_failed")
+
+    async def renew_due(self) -> int:
+        """Renew every tracked message near its deadline whose client lives; returns how many were renewed."""
+        pop = self._broker.pop
+        if pop is None:
+            return 0
+        renewed = 0
+        for text, renewal in self.renewals.due(self._broker.clock.now_ms()):
+            if self._sessions is not None and self._sessions.get(renewal.client_id) is None:
+                self.renewals.drop(text)  # the client is gone: its messages come back after their deadline
+                continue
+            done = self._renewing[text] = asyncio.get_running_loop().create_future()
+            try:
+                self.renewals.renewed(text, await pop.change_invisible(renewal.group, renewal.handle,
+                                                                       self.renewals.invisible_ms))
+                renewed += 1
+            except PocketMQError as exc:  # acked elsewhere, revived already, or the store refused: stop here
+                log.info("event=grpc_auto_renew_ended group=%s error=%s", renewal.group, exc)
+                self.renewals.drop(text)
+            finally:
+                del self._renewing[text]
+                done.set_result(None)
+        return renewed
+
+    async def _current_handle(self, text: str) -> ReceiptHandle:
+        """The handle to act on for a handle a client sent: the current one of an auto-renewed message (whose
+        renewal ends here), else the handle itself."""
+        in_progress = self._renewing.get(text)
+        if in_progress is not None:
+            await in_progress
+        current = self.renewals.take(text)
+        return current if current is not None else decode_handle(text)
 
     # -- receive ----------------------------------------------------------------------------------------------------
-    async def receive(self, request, context):
+    async def receive(self, request, context, client_id: str = ""):
         """The ReceiveMessage stream (an async generator of responses)."""
         try:
             if not self._broker.started or self._broker.pop is None:
@@ -74,10 +135,14 @@ class ConsumerRpcs:
         if not delivered:
             yield codec.receive_status(V2Code.MESSAGE_NOT_FOUND, "no new message")
         else:
+            renew = req.auto_renew and req.invisible_ms is None
             yield codec.receive_status()
             for msg, handle in delivered:
+                text = handle.encode()
+                if renew:
+                    self.renewals.track(text, client_id, req.group, handle, now_ms)
                 yield codec.receive_message(encode_delivered_message(
-                    msg, receipt_handle=handle.encode(), delivery_attempt=msg.reconsume_times + 1,
+                    msg, receipt_handle=text, delivery_attempt=msg.reconsume_times + 1,
                     invisible_duration_ms=result.invisible_ms))
         yield codec.receive_delivery_timestamp(now_ms)
 
@@ -87,7 +152,7 @@ class ConsumerRpcs:
         if req.filter_type != "TAG":
             raise PocketMQError(f"{req.filter_type} filters are not supported: filter by TAG",
                                 v2_code=V2Code.ILLEGAL_FILTER_EXPRESSION)
-        invisible_ms = req.invisible_ms if req.invisible_ms is not None else AUTO_RENEW_INVISIBLE_MS
+        invisible_ms = req.invisible_ms if req.invisible_ms is not None else self.renewals.invisible_ms
         if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
             raise PocketMQError(f"invisible duration {invisible_ms} ms is outside (0, 12 h]",
                                 v2_code=V2Code.ILLEGAL_INVISIBLE_TIME)
@@ -114,7 +179,7 @@ class ConsumerRpcs:
         handles, results = [], []
         for entry in entries:
             try:
-                handles.append((entry, decode_handle(entry.receipt_handle)))
+                handles.append((entry, await self._current_handle(entry.receipt_handle)))
             except InvalidReceiptHandleError as exc:
                 results.append((entry, exc.v2_code, str(exc)))
         outcomes = await self._broker.pop.ack(group, [h for _, h in handles])
@@ -130,7 +195,7 @@ class ConsumerRpcs:
             check_topic(topic)
             if invisible_ms > MAX_INVISIBLE_MS:
                 raise PocketMQError("invisible duration is more than 12 h", v2_code=V2Code.ILLEGAL_INVISIBLE_TIME)
-            new = await self._broker.pop.change_invisible(group, decode_handle(text), invisible_ms)
+            new = await self._broker.pop.change_invisible(group, await self._current_handle(text), invisible_ms)
         except PocketMQError as exc:
             return codec.change_invisible_response(exc.v2_code, str(exc), text)
         return codec.change_invisible_response(V2Code.OK, "OK", new.encode())
@@ -157,7 +222,7 @@ class ConsumerRpcs:
             group, topic, text, _ = codec.decode_forward_request(request)
             _check_group(group)
             check_topic(topic)
-            await self._broker.pop.forward_to_dead_letter(group, decode_handle(text))
+            await self._broker.pop.forward_to_dead_letter(group, await self._current_handle(text))
         except PocketMQError as exc:
             return codec.forward_response(exc.v2_code, str(exc))
         return codec.forward_response()

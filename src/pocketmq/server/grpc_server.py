@@ -60,6 +60,7 @@ class GrpcFrontEnd:
         self._server = server
         self._expiry = asyncio.ensure_future(self._expire_sessions())
         self._expiry.set_name("grpc-session-expiry")
+        self.servicer.consumers.start()  # auto-renewed invisibility of push consumers' messages
         log.info("event=grpc_listening host=%s port=%d heartbeat_timeout_ms=%d", self._host, self.port,
                  self.sessions.heartbeat_timeout_ms)
         return self.port
@@ -70,6 +71,7 @@ class GrpcFrontEnd:
             self._expiry.cancel()
             await asyncio.wait([self._expiry])
             self._expiry = None
+        await self.servicer.consumers.stop()
         self.sessions.close_all()
         if self._server is not None:
             await self._server.stop(grace_s)

@@ -24,6 +24,8 @@ import logging
 
 import grpc
 
+from pocketmq.broker.pop.revive import retry_limit
+from pocketmq.broker.timer.delay import parse_delay_levels
 from pocketmq.common.topic import MessageType
 from pocketmq.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol import grpc_codec as codec
@@ -93,7 +95,9 @@ class MessagingServicer:
         self._inflight_sends = 0
         self._limits = SendLimits(max_body_bytes=broker.config.max_message_bytes,
                                  max_delay_ms=broker.config.timer_max_delay_ms)  # the timer's horizon
-        self._consumers = ConsumerRpcs(broker)
+        self.consumers = self._consumers = ConsumerRpcs(broker, sessions)
+        self._consumer_backoff_s = tuple(max(1, level_ms // 1000)
+                                         for level_ms in parse_delay_levels(broker.config.message_delay_level))
 
     # -- routes ---------------------------------------------------------------------------------------------------
     async def QueryRoute(self, request, context):
@@ -235,20 +239,25 @@ class MessagingServicer:
             self._sessions.update_settings(client_id, self._clock.now_ms(), client_type=settings.client_type,
                                            group=settings.group, topics=settings.topics)
             return codec.settings_reply(command, max_body_bytes=self._limits.max_body_bytes,
-                                        fifo=self._group_is_fifo(settings.group))
+                                        **self._consumer_settings(settings.group))
         except Exception:  # one bad command never ends the stream
             log.exception("event=grpc_telemetry_command_failed client_id=%s", client_id)
             return codec.telemetry_error(V2Code.INTERNAL_SERVER_ERROR, "internal error")
 
-    def _group_is_fifo(self, group: str | None) -> bool:
+    def _consumer_settings(self, group: str | None) -> dict:
+        """The group's FIFO flag and max attempts (retry max times + 1), and the broker's delay levels as the
+        consumers' customized backoff (a push consumer nacks with the level of the message's attempt)."""
         config = self._broker.groups.get(group) if group else None
-        return bool(config is not None and config.consume_message_orderly)
+        retry_max_times = config.retry_max_times if config is not None else -1
+        return {"fifo": bool(config is not None and config.consume_message_orderly),
+                "consumer_max_attempts": retry_limit(retry_max_times) + 1,
+                "consumer_backoff_seconds": self._consumer_backoff_s}
 
     # -- consumers (server/grpc_consumer.py) ----------------------------------------------------------------------
     async def ReceiveMessage(self, request, context):
         if isinstance(request, Malformed):
             await _abort_malformed(context, "ReceiveMessage", request)
-        async for response in self._consumers.receive(request, context):
+        async for response in self._consumers.receive(request, context, _header(context, CLIENT_ID_HEADER).strip()):
             yield response
 
     async def QueryAssignment(self, request, context):

@@ -13,7 +13,13 @@ import struct
 from pocketmq.broker.dynamic_config import config_properties
 from pocketmq.broker.groups import group_config_from_json, group_config_to_json
 from pocketmq.broker.topics import topic_config_to_json
-from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, is_system_topic, topic_name_problem
+from pocketmq.common.topic import (
+    PERM_READ_WRITE,
+    MessageType,
+    TopicConfig,
+    is_system_topic,
+    topic_name_problem,
+)
 from pocketmq.errors import BadRequestError, IllegalTopicError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -147,7 +153,8 @@ class AdminHandlers:
 
     async def get_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Per queue: the broker's max offset, the group's committed offset, and when the last consumed
-        message was stored; ``totalDiff`` sums the lag."""
+        message was stored; ``totalDiff`` sums the lag. PocketMQ adds the group's POP state per queue
+        (``popInFlight``, ``popWaitingToRevive``, ``popRetried``, ``popDeadLettered``: docs/protocol.md)."""
         h = HeaderFields(request.ext_fields)
         group = h.str("consumerGroup")
         broker = self._broker
@@ -157,6 +164,7 @@ class AdminHandlers:
         else:
             info = broker.consumers.table.group_info(group)
             topic_names = sorted(set(broker.offsets.topics_of_group(group)) | set(info.subscriptions if info else ()))
+        pop_stats = broker.pop.group_stats(group) if broker.pop is not None else {}
         entries = []
         for name in topic_names:
             config = broker.topics.get(name)
@@ -170,6 +178,7 @@ class AdminHandlers:
                     "brokerOffset": broker.store.max_queue_offset(name, queue_id),
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": self._store_time_before(name, queue_id, consumer_offset),
+                    **pop_fields(pop_stats.get((name, queue_id))),
                 })
         total_diff = sum(max(0, e["brokerOffset"] - e["consumerOffset"]) for e in entries)
         return request.response(ResponseCode.SUCCESS, body=json_bytes(
@@ -198,3 +207,10 @@ class AdminHandlers:
     async def get_broker_runtime_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=json_bytes({"table": self._broker.runtime_info()}))
 
+
+def pop_fields(stats) -> dict:
+    """The POP columns of a GET_CONSUME_STATS entry (zeros for a queue the group never popped)."""
+    return {"popInFlight": stats.in_flight if stats else 0,
+            "popWaitingToRevive": stats.waiting_to_revive if stats else 0,
+            "popRetried": stats.retried if stats else 0,
+            "popDeadLettered": stats.dead_lettered if stats else 0}

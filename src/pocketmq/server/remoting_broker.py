@@ -73,6 +73,7 @@ class BrokerRequestRouter(RequestRouter):
 
 def build_broker_router(broker) -> BrokerRequestRouter:
     """The request handler of the broker's remoting port; also installs the consumer-change notifier."""
+    from pocketmq.server.remoting_ha import HaHandlers
     from pocketmq.server.remoting_pop import PopHandlers  # it imports this module's header helpers
 
     router = BrokerRequestRouter(broker)
@@ -80,6 +81,7 @@ def build_broker_router(broker) -> BrokerRequestRouter:
     AdminHandlers(broker).register(router)
     PopHandlers(broker).register(router)
     RetryHandlers(broker).register(router)
+    HaHandlers(broker).register(router)
     return router
 
 

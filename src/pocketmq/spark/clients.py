@@ -9,24 +9,29 @@ timestamps, group commits) are gathered there in one round trip instead of one c
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.loop_thread import client_loop
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions
-from pocketmq.client.pull_consumer import MAX_PULL_COUNT, PullConsumer, PullStatus
-from pocketmq.common.message import Message, MessageExt, MessageQueue
+from pocketmq.client.pull_consumer import PullConsumer
+from pocketmq.common.message import Message, MessageQueue
 from pocketmq.errors import RemoteServerError, RemotingError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
 from pocketmq.spark.offsets import QueueBounds, QueueId
 
 log = logging.getLogger(__name__)
 
 SPARK_CONSUMER_GROUP = "PMQ_SPARK_READER"  # pulls name a group; offsets are never committed under it
 SPARK_PRODUCER_GROUP = "PMQ_SPARK_WRITER"
+PULL_MAX_MESSAGES = 256  # the broker's cap on one pull (broker/messages.py PULL_MAX_COUNT)
+_PULL_SYS_FLAG = 0x4  # RocketMQ PullSysFlag: the request carries its subscription (no commit, no suspend)
 RETRY_BACKOFF_S = 0.2  # between resends of a chunk after a retriable failure (grows with the attempt)
 
 _cache_lock = threading.Lock()
@@ -35,12 +40,24 @@ _clients: dict[str, "QueueClient"] = {}
 
 @dataclass(frozen=True, slots=True)
 class Pulled:
-    """One pull: the messages found (already tag-filtered) and where the next pull starts."""
+    """One pull: the stored records as the broker sent them (RocketMQ 4.x layout, back to back, filtered by
+    tag hash only) and where the next pull starts."""
 
-    status: str
+    status: str  # FOUND, NO_NEW_MSG, NO_MATCHED_MSG or OFFSET_MOVED
     next_offset: int
-    offset_moved: bool
-    messages: list[MessageExt] = field(default_factory=list)
+    records: bytes = b""
+
+    @property
+    def offset_moved(self) -> bool:
+        return self.status == "OFFSET_MOVED"
+
+
+_PULL_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: "FOUND",
+    ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
+    ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG",
+    ResponseCode.PULL_OFFSET_MOVED: "OFFSET_MOVED",
+}
 
 
 def client_for(namesrv: str) -> "QueueClient":
@@ -91,11 +108,31 @@ class QueueClient:
         return dict(zip(queues, self._gather(core.offset_for_timestamp(_mq(q), timestamp_ms) for q in queues)))
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def pull(self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int) -> Pulled:
-        result = self._consumer.pull(_mq(queue), queue_offset, min(max_count, MAX_PULL_COUNT),
-                                     tag_expression=tags, timeout_s=timeout_ms / 1000)
-        return Pulled(result.status.value, result.next_begin_offset, result.status is PullStatus.OFFSET_ILLEGAL,
-                      result.messages)
+    def submit_pull(self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int
+                    ) -> "concurrent.futures.Future[Pulled]":
+        """Start one pull on the client loop and return at once (the caller keeps several in flight). The
+        records come back undecoded: the reader decodes them in bulk, straight into columns."""
+        return asyncio.run_coroutine_threadsafe(self._pull(queue, queue_offset, max_count, tags, timeout_ms),
+                                                self._loop.loop)
+
+    async def _pull(self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int) -> Pulled:
+        instance = self._consumer.core.instance
+        if queue.broker not in instance.broker_addrs:
+            await instance.route(queue.topic, refresh=True)
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": SPARK_CONSUMER_GROUP, "topic": queue.topic, "queueId": queue.queue_id,
+            "queueOffset": queue_offset, "maxMsgNums": max_count, "sysFlag": _PULL_SYS_FLAG, "commitOffset": 0,
+            "suspendTimeoutMillis": 0, "subscription": tags, "subVersion": 0, "expressionType": "TAG"})
+        response = await instance.invoke_broker(queue.broker, request, timeout_ms / 1000)
+        status = _PULL_STATUS_BY_CODE.get(response.code)
+        if status is None:
+            raise RemoteServerError(response.code, response.remark or "")
+        try:
+            next_offset = int(response.ext_fields["nextBeginOffset"])
+        except (KeyError, ValueError):
+            raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"pull reply lacks nextBeginOffset: "
+                                                               f"{response.ext_fields}") from None
+        return Pulled(status, next_offset, response.body if status == "FOUND" else b"")
 
     def commit_group(self, group: str, positions: Mapping[QueueId, int]) -> None:
         """Store ``positions`` as ``group``'s consumer offsets (what ``pocketmq group describe`` shows)."""

@@ -13,7 +13,6 @@ Progress lives only in Spark's checkpoint: offsets are end-exclusive positions (
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
@@ -26,88 +25,11 @@ from pocketmq.spark.clients import QueueClient, client_for
 from pocketmq.spark.offsets import (EARLIEST, LATEST, OffsetSpec, QueueBounds, QueueId, from_offset_json,
                                     resolve_spec, to_offset_json, unknown_queues)
 from pocketmq.spark.options import OptionError, SourceOptions, parse_source_options
-from pocketmq.spark.planning import (DataLoss, OffsetRange, TriggerLimits, clip_to_bounds, next_offsets,
-                                     ranges_between, split_ranges)
-from pocketmq.spark.schema import messages_to_batch
+from pocketmq.spark.planning import (OffsetRange, TriggerLimits, clip_to_bounds, next_offsets, ranges_between,
+                                     split_ranges)
+from pocketmq.spark.range_reader import QueueRangePartition, ReadSettings, log_loss, read_partition
 
 log = logging.getLogger(__name__)
-
-MAX_PULLS_WITHOUT_PROGRESS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class ReadSettings:
-    """What an executor needs to read a range (picklable, no client in it)."""
-
-    namesrv: str
-    tags: str
-    include_properties: bool
-    fail_on_data_loss: bool
-    pull_batch_size: int
-    pull_timeout_ms: int
-
-    @classmethod
-    def of(cls, options: SourceOptions) -> "ReadSettings":
-        return cls(options.namesrv, options.tags, options.include_properties, options.fail_on_data_loss,
-                   options.pull_batch_size, options.pull_timeout_ms)
-
-
-class QueueRangePartition(InputPartition):
-    """One Spark task: offset ranges of queues, and how to read them."""
-
-    def __init__(self, ranges: tuple[OffsetRange, ...], settings: ReadSettings):
-        super().__init__(None)
-        self.ranges = ranges
-        self.settings = settings
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{r.queue}[{r.start_offset},{r.end_offset})" for r in self.ranges)
-        return f"<QueueRangePartition {shown}>"
-
-
-def read_partition(partition: QueueRangePartition) -> Iterator[pa.RecordBatch]:
-    client = client_for(partition.settings.namesrv)
-    for offset_range in partition.ranges:
-        yield from read_range(client, offset_range, partition.settings)
-
-
-def read_range(client: QueueClient, offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
-    """Pull ``[start, end)`` of one queue. Offsets that retention removed (or a reset queue) are a data
-    loss: an error when ``fail_on_data_loss``, else skipped and logged with their count."""
-    queue = offset_range.queue
-    current, loss = clip_to_bounds(offset_range, client.bounds([queue])[queue], settings.fail_on_data_loss)
-    _log_loss(loss, where="read")
-    offset, end = current.start_offset, current.end_offset
-    stalled = 0
-    while offset < end:
-        pulled = client.pull(queue, offset, min(settings.pull_batch_size, end - offset), settings.tags,
-                             settings.pull_timeout_ms)
-        if pulled.next_offset <= offset or pulled.offset_moved:
-            # The queue moved under us (retention ran since we checked): judge again from here.
-            stalled += 1
-            remaining, loss = clip_to_bounds(OffsetRange(queue, offset, end), client.bounds([queue])[queue],
-                                             settings.fail_on_data_loss)
-            _log_loss(loss, where="read")
-            if remaining.start_offset != offset or remaining.end_offset != end:
-                offset, end, stalled = remaining.start_offset, remaining.end_offset, 0
-                continue
-            if stalled >= MAX_PULLS_WITHOUT_PROGRESS:
-                raise RuntimeError(f"pocketmq: no progress pulling {queue} at offset {offset} (end {end}): "
-                                   f"the broker answered {pulled.status} {stalled} times")
-            continue
-        stalled = 0
-        messages = [m for m in pulled.messages if offset <= m.queue_offset < end]
-        if messages:
-            yield messages_to_batch(queue.topic, queue.broker, messages,
-                                    include_properties=settings.include_properties)
-        offset = pulled.next_offset
-
-
-def _log_loss(loss: DataLoss | None, *, where: str) -> None:
-    if loss is not None:
-        log.warning("event=data_loss where=%s queue=%s requested_offset=%d min_offset=%d max_offset=%d lost=%s "
-                    "detail=%r", where, loss.queue, loss.requested_offset, loss.bounds.min_offset,
-                    loss.bounds.max_offset, "unknown" if loss.lost is None else loss.lost, loss.describe())
 
 
 class QueueCatalog:
@@ -185,7 +107,7 @@ class PocketBatchReader(_PickledWithOptionsOnly, DataSourceReader):
             wanted = OffsetRange(queue, start[queue], end[queue])
             if wanted.size:
                 clipped, loss = clip_to_bounds(wanted, bounds[queue], self.options.fail_on_data_loss)
-                _log_loss(loss, where="plan")
+                log_loss(loss, where="plan")
                 if clipped.size:
                     ranges.append(clipped)
         partitions = make_partitions(ranges, self.options)
@@ -240,7 +162,7 @@ class PocketStreamReader(_PickledWithOptionsOnly, DataSourceStreamReader, Suppor
                               last_trigger_ms=self._last_trigger_ms, now_ms=now_ms,
                               fail_on_data_loss=self.options.fail_on_data_loss, target=self._target)
         for loss in result.losses:
-            _log_loss(loss, where="plan")
+            log_loss(loss, where="plan")
         if result.rows:
             self._last_trigger_ms = now_ms
         if result.positioned or result.rows:

@@ -115,6 +115,9 @@ class MessageStore:
                                          checkpoint_interval_ms=config.checkpoint_interval_ms)
         self._cleanup_task: asyncio.Task | None = None
         self._state = "new"
+        # Set on a slave: local puts are refused (SERVICE_NOT_AVAILABLE), only append_replicated writes, so
+        # the commit log stays byte-identical to the master's.
+        self.read_only_reason: str | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -207,6 +210,8 @@ class MessageStore:
         answered at once (the broker's send path avoids a task per request with it)."""
         if self._state != "running":
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"store is {self._state}")] * len(msgs)
+        if self.read_only_reason is not None:
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.read_only_reason)] * len(msgs)
         if not msgs:
             return []
         self._start_background()
@@ -382,7 +387,10 @@ class MessageStore:
         removed = found_null = False
         scan_end = min(queue.max_queue_offset, queue_offset + MAX_SCAN_UNITS)
         while next_offset < scan_end and len(records) < max_count:
-            units = queue.read_units(next_offset, scan_end - next_offset)
+            want = scan_end - next_offset
+            if tag_filter is None:  # every unit read is kept: read no more than are wanted
+                want = min(want, max_count - len(records))
+            units = queue.read_units(next_offset, want)
             if not units:
                 found_null = True
                 break

@@ -34,11 +34,13 @@ def test_permissions_and_queue_numbers_decide_read_and_write_queues():
     assert view.read_queues == tuple(MessageQueue("t", "a", i) for i in range(4))
 
 
-def test_a_broker_without_a_master_carries_no_queues():
+def test_a_broker_without_a_master_is_read_through_its_slave_and_never_written():
     data = route(QueueData("a", 2, 2), QueueData("slave-only", 2, 2))
     view = build_route_view("t", data.queue_datas, data.broker_datas)
-    assert {q.broker_name for q in view.write_queues + view.read_queues} == {"a"}
+    assert {q.broker_name for q in view.write_queues} == {"a"}
+    assert {q.broker_name for q in view.read_queues} == {"a", "slave-only"}
     assert "slave-only" not in view.master_addrs
+    assert view.broker_addrs["a"] == "10.0.0.0:10911" and view.broker_addrs["slave-only"] == "10.0.2.1:10911"
 
 
 def test_a_broker_that_left_the_route_has_no_queue_in_the_view():

@@ -74,7 +74,7 @@ async def test_three_failures_retry_at_levels_3_4_5_then_success(broker, clock):
 
 async def test_always_failing_goes_to_the_dlq_after_exactly_max(broker, clock):
     broker.groups.create_or_update(SubscriptionGroupConfig("g", retry_max_times=3))
-    [sent] = await broker.messages.send([Message.create("orders", "bad", properties={"DELAY": "1"})],
+    await broker.messages.send([Message.create("orders", "bad", properties={"DELAY": "1"})],
                                         topic="orders", queue_id=0)
     await deliver_until(broker, clock, "orders", 1)
     current = read_all(broker, "orders")[0]

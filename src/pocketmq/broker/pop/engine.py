@@ -372,13 +372,15 @@ class PopService:
             raise StoreError(f"store refused the copies: {results[0].status.value} {results[0].reason}")
 
     # -- ack, change invisible time, forward to DLQ --------------------------------------------------------------
-    def _open_checkpoint(self, group: str, handle: ReceiptHandle) -> tuple[ReviveQueue, PopCheckpoint]:
+    def _open_checkpoint(self, group: str, handle: ReceiptHandle, *,
+                         catch_up: bool = True) -> tuple[ReviveQueue, PopCheckpoint]:
         if handle.broker_name != self.broker_name:
             raise InvalidReceiptHandleError(f"the receipt handle is broker {handle.broker_name}'s, not this one's")
         if not 0 <= handle.revive_queue_id < len(self._revive_queues):
             raise InvalidReceiptHandleError(f"the receipt handle names revive queue {handle.revive_queue_id}")
         queue = self._revive_queues[handle.revive_queue_id]
-        queue.catch_up()
+        if catch_up:
+            queue.catch_up()
         key = ck_key(handle.topic, group, handle.queue_id, handle.start_offset, handle.pop_time_ms, handle.broker_name)
         ck = queue.ledger.open_checkpoint(key)
         index = ck.index_of(handle.queue_offset) if ck is not None else None
@@ -399,6 +401,10 @@ class PopService:
         """Ack every handle; one entry per handle: None when acked, the error when the handle is invalid."""
         outcome: list[InvalidReceiptHandleError | None] = []
         acks: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
+        # Catch each revive queue up once for the whole batch (once per handle was the ack path's main cost).
+        for queue_id in {h.revive_queue_id for h in handles}:
+            if 0 <= queue_id < len(self._revive_queues):
+                self._revive_queues[queue_id].catch_up()
         for handle in handles:
             try:
                 if handle.revive_queue_id == ORDERLY_REVIVE_QUEUE_ID:
@@ -406,7 +412,7 @@ class PopService:
                     self._fifo.changed()
                     self._waiters.notify(handle.topic)  # the message group may deliver its next message now
                 else:
-                    queue, ck = self._open_checkpoint(group, handle)
+                    queue, ck = self._open_checkpoint(group, handle, catch_up=False)
                     acks.setdefault((queue.queue_id, ck.key), (queue, ck, []))[2].append(handle.queue_offset)
                 outcome.append(None)
             except InvalidReceiptHandleError as exc:
@@ -433,14 +439,16 @@ class PopService:
                                  handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
                                  handle.phys_offset)
         queue, ck = self._open_checkpoint(group, handle)
-        new_ck = PopCheckpoint.of_offsets(ck.topic, group, ck.queue_id, [handle.queue_offset], now_ms, invisible_ms,
-                                          self.broker_name, queue.queue_id)
+        # The new CK must not have the old one's key, which a change in the pop's millisecond at the CK's start
+        # offset would give it: the ledger would take it for the old CK (whose other messages would be lost)
+        # and the old handle would stay valid. A pop time one millisecond later keeps the keys apart.
+        pop_time_ms = max(now_ms, ck.pop_time_ms + 1)
+        new_ck = PopCheckpoint.of_offsets(ck.topic, group, ck.queue_id, [handle.queue_offset], pop_time_ms,
+                                          invisible_ms, self.broker_name, queue.queue_id)
         old_ack = AckRecord(ck.topic, group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
                             (handle.queue_offset,))
-        # One append, the ACK first: when the new CK has the old one's key (a change within the pop's
-        # millisecond, at its start offset) the ledger closes the old CK before it opens the new one.
         await queue.append([ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)])
-        return ReceiptHandle(handle.topic, handle.queue_offset, now_ms, invisible_ms, queue.queue_id,
+        return ReceiptHandle(handle.topic, handle.queue_offset, pop_time_ms, invisible_ms, queue.queue_id,
                              handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
                              handle.phys_offset)
 

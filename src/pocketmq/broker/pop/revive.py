@@ -139,8 +139,8 @@ class ReviveService:
             while True:
                 queue.catch_up()
                 due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS)
-                for ck in due:
-                    await self._revive(queue, ck, now_ms)
+                if due:
+                    await self._revive(queue, due, now_ms)
                 queue.catch_up()
                 self._offsets.commit(REVIVE_GROUP, queue.topic, queue.queue_id, queue.ledger.commit_offset())
                 handled += len(due)
@@ -148,7 +148,29 @@ class ReviveService:
                     break
         return handled
 
-    async def _revive(self, queue: ReviveQueue, ck: PopCheckpoint, now_ms: int) -> None:
+    async def _revive(self, queue: ReviveQueue, cks: list[PopCheckpoint], now_ms: int) -> None:
+        """Revive a batch of due CKs with two store writes: every copy, then one append of their ACKs and
+        rewritten CKs (two writes per CK made revive wait on the store's write path most of the time)."""
+        plans = [await self._plan(ck, now_ms) for ck in cks]
+        outgoing = [copy for _, copies_of_ck, _, _ in plans for copy in copies_of_ck]
+        if outgoing and not await self._write_copies(outgoing):
+            # The copies did not reach the store: keep the CKs open; the next pass tries again.
+            return
+        records = []
+        for ck, _, rewrites, offsets in plans:
+            ack = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
+                            tuple(offsets))
+            # The ACK goes first: a rewritten CK keeps the pop time, so when it starts at this CK's start offset
+            # it has this CK's key, and the ledger must close the old CK before it opens the rewritten one.
+            records.append(ack_message(queue.topic, queue.queue_id, ack))
+            records += [checkpoint_message(queue.topic, c) for c in rewrites]
+        await queue.append(records)
+        for ck, copies_of_ck, _, _ in plans:
+            self._count(ck, copies_of_ck)
+
+    async def _plan(self, ck: PopCheckpoint, now_ms: int) -> tuple[PopCheckpoint, list[Copy], list[PopCheckpoint],
+                                                                   list[int]]:
+        """What revive does with each un-acked message of ``ck``: (ck, copies, rewritten CKs, offsets closed)."""
         config = self._groups.get(ck.group)
         retry_max_times = config.retry_max_times if config is not None else DEFAULT_RETRY_MAX_TIMES
         outgoing: list[Copy] = []
@@ -174,26 +196,16 @@ class ReviveService:
                 self.metrics["endings"] += 1
                 log.error("event=ck_dropped group=%s topic=%s queue=%d offset=%d reason=%s", ck.group, ck.topic,
                           ck.queue_id, queue_offset, decision.reason)
-        if outgoing and not await self._write_copies(ck, outgoing):
-            # The copies did not reach the store: keep the CK open; the next pass tries again.
-            return
-        ack = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                        tuple(offsets))
-        # The ACK goes first: a rewritten CK keeps the pop time, so when it starts at this CK's start offset it
-        # has this CK's key, and the ledger must close the old CK before it opens the rewritten one.
-        records = [ack_message(queue.topic, queue.queue_id, ack)]
-        records += [checkpoint_message(queue.topic, c) for c in rewrites]
-        await queue.append(records)
-        self._count(ck, outgoing)
+        return ck, outgoing, rewrites, offsets
 
-    async def _write_copies(self, ck: PopCheckpoint, outgoing: list[Copy]) -> bool:
+    async def _write_copies(self, outgoing: list[Copy]) -> bool:
         for copy in outgoing:
             self._topics.get_or_create(copy.message.topic)  # retry and DLQ topics are created on demand
         try:
             results = await self._store.put_messages([c.message for c in outgoing])
         except PocketMQError as exc:
             results = None
-            log.warning("event=revive_write_failed group=%s topic=%s error=%s", ck.group, ck.topic, exc)
+            log.warning("event=revive_write_failed copies=%d error=%s", len(outgoing), exc)
         if results is None or not all(r.status.stored for r in results):
             self.metrics["write_failures"] += 1
             return False

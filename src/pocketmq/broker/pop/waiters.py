@@ -4,6 +4,11 @@ A pop covers every queue of a topic and of its retry topic, so waiters are keyed
 as held pulls are. The store's arrival listener (``notify``) wakes every waiter of the topic; an ack of a FIFO
 message (which may unblock its message group) wakes them too. The number of waiters is bounded: past
 ``max_waiters`` a receive answers "nothing" at once instead of waiting.
+
+Why not ``broker/long_polling.PullHoldService``: it has the same bounded wait-with-timeout shape, but a held
+pull waits on one queue until that queue's max offset passes the pull's offset, while a pop waits on several
+topics at once (the topic and its retry topic) for any arrival, and FIFO acks wake it too. One mechanism would
+need both keyings and both wake rules behind flags; the shared part is the dozen lines of ``wait``.
 """
 
 from __future__ import annotations

@@ -241,6 +241,9 @@ class TimerService:
     def next_due_ms(self) -> int | None:
         return self._wheel.next_due_ms()
 
+    def wheel_memory_bytes(self) -> int:
+        return self._wheel.memory_bytes()
+
     def __repr__(self) -> str:
         return (f"<TimerService pending={len(self._wheel)} loaded_until={self._loaded_until} "
                 f"delivered={self.delivered_total}>")

@@ -12,6 +12,7 @@ Pure: the caller gives ``now_ms``.
 from __future__ import annotations
 
 import heapq
+import sys
 from array import array
 
 
@@ -89,6 +90,11 @@ class TimerWheel:
                 low = min(bucket[1::2])
                 smallest = low if smallest is None else min(smallest, low)
         return smallest
+
+    def memory_bytes(self) -> int:
+        """Approximate bytes held: the arrays, the bucket dict and the heap (what docs/retry.md quotes)."""
+        arrays = sum(sys.getsizeof(bucket) for bucket in self._buckets.values())
+        return arrays + sys.getsizeof(self._buckets) + sys.getsizeof(self._seconds) + 28 * len(self._buckets)
 
     def _drop_head(self) -> None:
         second = heapq.heappop(self._seconds)

@@ -1,0 +1,131 @@
+"""Push consumer end to end: 1 KiB messages produced with the SDK and consumed by a ``PushConsumer`` from a
+``pocketmq serve`` this script starts (4 queues, ASYNC_FLUSH).
+
+- ``throughput``: ``--messages`` sends (100 in flight on one ``AsyncProducer``) while the consumer (concurrent
+  listener that returns CONSUME_SUCCESS, batch size ``--batch``) consumes; msg/s from the first send to the
+  last message consumed. Target (issue 6): 30,000 msg/s on the 2-core machine.
+- ``latency_at_1000``: sends paced at 1,000 msg/s for ``--latency-seconds``; end-to-end latency = listener
+  time - send time (a property), p50/p99. Target: p99 < 10 ms.
+
+Prints one JSON line per case.
+
+    python bench/consume_push.py [--messages 50000] [--batch 32] [--latency-seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from pocketmq.client import (
+    Admin, AsyncProducer, ClientConfig, ConsumeConcurrentlyStatus, Message, PushConsumer, PushConsumerOptions,
+)
+from pocketmq.testing.processes import broker_process
+
+BODY = b"x" * 1024
+TOPIC = "bench_push"
+IN_FLIGHT = 100
+
+
+class Counter:
+    def __init__(self):
+        self.count = 0
+        self.latencies_ms: list[float] = []
+        self.lock = threading.Lock()
+        self.last_at = 0.0
+
+    def __call__(self, msgs, ctx):
+        now_ms = time.time() * 1000
+        with self.lock:
+            self.count += len(msgs)
+            self.last_at = time.perf_counter()
+            for m in msgs:
+                sent = m.properties.get("sent_ms")
+                if sent:
+                    self.latencies_ms.append(now_ms - float(sent))
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+async def produce(config: ClientConfig, count: int, rate_per_s: float | None, stamp: bool) -> None:
+    async with AsyncProducer(config) as producer:
+        if rate_per_s is None:
+            semaphore = asyncio.Semaphore(IN_FLIGHT)
+
+            async def one(i: int) -> None:
+                async with semaphore:
+                    await producer.send(Message(TOPIC, BODY))
+
+            await asyncio.gather(*(one(i) for i in range(count)))
+            return
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        pending = []
+        for i in range(count):
+            delay = start + i / rate_per_s - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            props = {"sent_ms": repr(time.time() * 1000)} if stamp else {}
+            pending.append(asyncio.ensure_future(producer.send(Message(TOPIC, BODY, properties=props))))
+        await asyncio.gather(*pending)
+
+
+def wait_for(counter: Counter, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while counter.count < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=32, help="consume batch size (consumeMessageBatchMaxSize)")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    proc = broker_process(Path(tempfile.mkdtemp(prefix="bench_push_")), "broker-bench").start()
+    try:
+        config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="bench-push")
+        with Admin(config) as admin:
+            admin.create_topic(TOPIC, queues=4)
+        counter = Counter()
+        consumer = PushConsumer(PushConsumerOptions("bench_push_group", consume_batch_size=args.batch,
+                                                    pull_batch_size=64), config)
+        consumer.subscribe(TOPIC)
+        consumer.register_listener(counter)
+        consumer.start()
+        try:
+            started = time.perf_counter()
+            asyncio.run(produce(config, args.messages, None, stamp=False))
+            produced_s = time.perf_counter() - started
+            wait_for(counter, args.messages, 120)
+            elapsed = counter.last_at - started
+            print(json.dumps({"bench": "consume_push", "case": "throughput", "messages": counter.count,
+                              "consume_batch": args.batch, "msg_per_s": round(counter.count / elapsed),
+                              "produce_msg_per_s": round(args.messages / produced_s),
+                              "target_msg_per_s": 30_000}), flush=True)
+            base = counter.count
+            latency_count = int(1000 * args.latency_seconds)
+            counter.latencies_ms.clear()
+            asyncio.run(produce(config, latency_count, 1000.0, stamp=True))
+            wait_for(counter, base + latency_count, 60)
+            lat = counter.latencies_ms
+            print(json.dumps({"bench": "consume_push", "case": "latency_at_1000", "messages": len(lat),
+                              "p50_ms": round(percentile(lat, 0.50), 2), "p99_ms": round(percentile(lat, 0.99), 2),
+                              "max_ms": round(max(lat), 2) if lat else None, "target_p99_ms": 10}), flush=True)
+        finally:
+            consumer.shutdown()
+    finally:
+        proc.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""POP speed: the SDK's receive + ack rate against ``pocketmq serve``, and the revive service's throughput.
+
+- ``sdk``: MESSAGES 1 KiB messages in an 8-queue topic (sent first, not timed); CONSUMERS ``AsyncSimpleConsumer``s
+  of one group in this process (one event loop) each loop receive(32) + ack_batch until every message was
+  acked once. Target on the 2-core machine (issue 5): 20,000 msg/s.
+- ``revive``: in process, on a ManualClock: REVIVE_MESSAGES messages popped (batches of 32) and never acked; the
+  clock passes their invisible time and revive passes run until every one is in the retry topic. Reports the
+  revive passes' messages per second (the pops are not timed).
+
+Prints one JSON line per case. ``--profile`` runs cProfile over the broker's pop path in process (pop + ack of
+the revive case's messages) and prints the top functions (total time) to stderr.
+
+    python bench/pop.py [--messages 64000] [--consumers 4] [--revive-messages 100000] [--cases sdk,revive]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import dataclasses
+import json
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pocketmq.client import Admin, AsyncSimpleConsumer, ClientConfig, Message, Producer
+from pocketmq.testing.processes import broker_process
+
+BODY = b"x" * 1024
+TOPIC = "bench_pop"
+GROUP = "bench_pop_group"
+QUEUES = 8
+BATCH = 32
+TARGET_MSG_PER_S = 20_000
+
+
+# -- the SDK's receive + ack against a real broker -----------------------------------------------------------------
+def produce(config: ClientConfig, messages: int) -> None:
+    with Admin(config) as admin:
+        admin.create_topic(TOPIC, queues=QUEUES)
+    with Producer(config) as producer:
+        for start in range(0, messages, BATCH):
+            producer.send_batch([Message(TOPIC, BODY) for _ in range(min(BATCH, messages - start))])
+
+
+async def consume_all(config: ClientConfig, messages: int, consumers: int) -> float:
+    """Seconds for ``consumers`` consumers to receive and ack ``messages`` messages."""
+    remaining = messages
+    clients = [AsyncSimpleConsumer(GROUP, {TOPIC: "*"}, config) for _ in range(consumers)]
+    for client in clients:
+        await client.start()
+
+    async def loop(client: AsyncSimpleConsumer) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            got = await client.receive(BATCH, 60_000, await_duration_ms=1000)
+            if got:
+                await client.ack_batch(got)
+                remaining -= len(got)
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(loop(c) for c in clients))
+        return time.perf_counter() - started
+    finally:
+        for client in clients:
+            await client.shutdown()
+
+
+def bench_sdk(messages: int, consumers: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = broker_process(Path(tmp), "broker-bench-pop").start()
+        try:
+            config = ClientConfig(namesrv_addr=proc.namesrv)
+            produce(config, messages)
+            elapsed_s = asyncio.run(consume_all(config, messages, consumers))
+        finally:
+            proc.stop()
+    rate = messages / elapsed_s
+    return {"case": "sdk_receive_ack", "messages": messages, "consumers": consumers, "batch": BATCH,
+            "seconds": round(elapsed_s, 2), "msgs_per_s": round(rate), "target_msgs_per_s": TARGET_MSG_PER_S,
+            "meets_target": rate >= TARGET_MSG_PER_S}
+
+
+# -- revive throughput in process ---------------------------------------------------------------------------------
+async def pop_everything(broker, messages: int, *, ack: bool) -> None:
+    from pocketmq.broker.pop.engine import PopRequest
+
+    taken = 0
+    while taken < messages:
+        result = await broker.pop.pop(PopRequest(GROUP, TOPIC, BATCH, 10_000))
+        delivered = result.delivered()
+        if ack:
+            await broker.pop.ack(GROUP, [h for _, h in delivered])
+        taken += len(delivered)
+
+
+async def revive_case(tmp: Path, messages: int, profile: bool) -> dict:
+    from pocketmq.broker.broker import Broker
+    from pocketmq.broker.config import BrokerConfig
+    from pocketmq.common.message import Message as StoredMessage
+    from pocketmq.common.topic import TopicConfig
+    from pocketmq.runtime.clock import ManualClock
+
+    clock = ManualClock()
+    config = dataclasses.replace(BrokerConfig(data_dir=tmp / "data", remoting_port=0, grpc_port=0),
+                                 pop_revive_interval_ms=3_600_000)
+    broker = Broker(config, clock=clock)
+    await broker.start(remoting_port=10911)
+    try:
+        broker.topics.create_or_update(TopicConfig(TOPIC, QUEUES, QUEUES))
+        for start in range(0, messages, 1000):
+            await broker.messages.send([StoredMessage(TOPIC, BODY) for _ in range(min(1000, messages - start))],
+                                       topic=TOPIC)
+        if profile:
+            profiler = cProfile.Profile()
+            profiler.enable()
+            await pop_everything(broker, messages, ack=True)
+            profiler.disable()
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+            return {"case": "profile_pop_ack", "messages": messages}
+        await pop_everything(broker, messages, ack=False)
+        clock.advance(10_001)
+        revive = broker.pop.revive
+        before = revive.metrics.get("retried", 0)
+        started = time.perf_counter()
+        while revive.metrics.get("retried", 0) - before < messages:
+            await revive.run_once(clock.now_ms())
+        elapsed_s = time.perf_counter() - started
+    finally:
+        await broker.shutdown()
+    return {"case": "revive", "messages": messages, "seconds": round(elapsed_s, 2),
+            "msgs_per_s": round(messages / elapsed_s)}
+
+
+def bench_revive(messages: int, profile: bool = False) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        return asyncio.run(revive_case(Path(tmp), messages, profile))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=64_000)
+    parser.add_argument("--consumers", type=int, default=4)
+    parser.add_argument("--revive-messages", type=int, default=100_000)
+    parser.add_argument("--cases", default="sdk,revive")
+    parser.add_argument("--profile", action="store_true", help="profile the in-process pop + ack path instead")
+    args = parser.parse_args()
+    if args.profile:
+        print(json.dumps(bench_revive(min(args.revive_messages, 32_000), profile=True)), flush=True)
+        return
+    cases = args.cases.split(",")
+    if "sdk" in cases:
+        print(json.dumps(bench_sdk(args.messages, args.consumers)), flush=True)
+    if "revive" in cases:
+        print(json.dumps(bench_revive(args.revive_messages)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Consume services of the push consumer: how pulled messages reach the listener and what a result does.
+
+A consume service is a strategy object the consumer hands every pulled batch to (``submit``); it is started,
+and shut down (waiting for listeners in flight) with the consumer. Two are here:
+
+- ``ConcurrentConsumeService``: batches of ``consume_batch_size`` run on the bounded thread pool in any order.
+  Failed messages (RECONSUME_LATER, or after ``ack_index``) are sent back to the broker in clustering mode
+  (dropped with a warning in broadcasting mode); a message whose send-back fails stays in its process queue
+  and is consumed again locally after ``local_retry_delay_ms`` (5 s), so it is never lost and the committed
+  offset never passes it.
+- ``OrderlyConsumeService``: one batch at a time per queue, in offset order, only while the queue's broker
+  lock is held (clustering). SUSPEND_CURRENT_QUEUE_A_MOMENT puts the batch back and pauses the queue; after
+  ``max_reconsume_times`` local attempts (unlimited by default) the batch goes to the DLQ.
+
+A staged-concurrent service (issue 9) plugs in as a third class with the same ``submit``/``shutdown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from pocketmq.client.listener import (
+    ConsumeConcurrentlyContext, ConsumeOrderlyContext, ConsumeOrderlyStatus, failed_indexes,
+)
+from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.common.message import MessageExt, MessageQueue
+
+log = logging.getLogger(__name__)
+
+DLQ_LEVEL = -1
+
+
+class ConsumerHooks(Protocol):
+    """What a consume service needs from its consumer."""
+
+    broadcasting: bool
+
+    async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool: ...
+
+    def offset_done(self, mq: MessageQueue, offset: int) -> None: ...
+
+    async def ensure_locked(self, mq: MessageQueue, pq: ProcessQueue) -> bool: ...
+
+
+class _ServiceBase:
+    def __init__(self, hooks: ConsumerHooks, listener, *, threads: int, batch_size: int):
+        self._hooks = hooks
+        self._listener = listener
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pocketmq-consume")
+        self._batch_size = batch_size
+        self._tasks: set[asyncio.Task] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self.consumed_total = 0
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _call_listener(self, messages: list[MessageExt], context):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
+
+    def _guarded_call(self, messages, context):
+        try:
+            return self._listener(messages, context)
+        except Exception:  # user code: a failure is a "consume later", as RocketMQ treats it
+            log.exception("event=listener_failed count=%d first_msg_id=%s", len(messages), messages[0].msg_id)
+            return None
+
+    async def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop taking batches, let listeners in flight finish (bounded), release the pool."""
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class ConcurrentConsumeService(_ServiceBase):
+    def __init__(self, hooks: ConsumerHooks, listener, *, threads: int = 20, batch_size: int = 1,
+                 local_retry_delay_ms: int = 5000):
+        super().__init__(hooks, listener, threads=threads, batch_size=batch_size)
+        self._local_retry_delay_ms = local_retry_delay_ms
+        self.sent_back_total = 0
+        self.local_retries_total = 0
+
+    def submit(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
+        for start in range(0, len(messages), self._batch_size):
+            self._spawn(self._consume(pq, mq, messages[start:start + self._batch_size]))
+
+    async def _consume(self, pq: ProcessQueue, mq: MessageQueue, batch: list[MessageExt]) -> None:
+        if pq.dropped:
+            return
+        context = ConsumeConcurrentlyContext(mq)
+        status = await self._call_listener(batch, context)
+        if pq.dropped:  # the queue moved to another consumer meanwhile: it consumes from the committed offset
+            return
+        self.consumed_total += len(batch)
+        failed = [batch[i] for i in failed_indexes(status, context.ack_index, len(batch))]
+        retry_locally: list[MessageExt] = []
+        if failed and self._hooks.broadcasting:
+            log.warning("event=broadcast_consume_failed_dropped count=%d first_msg_id=%s", len(failed),
+                        failed[0].msg_id)
+        elif failed:
+            for msg in failed:
+                if await self._hooks.send_back(msg, context.delay_level_when_next_consume, mq):
+                    self.sent_back_total += 1
+                else:
+                    msg.reconsume_times += 1
+                    retry_locally.append(msg)
+        kept = {id(m) for m in retry_locally}
+        offset = pq.remove([m for m in batch if id(m) not in kept])
+        if offset >= 0:
+            self._hooks.offset_done(mq, offset)
+        if retry_locally:
+            self.local_retries_total += len(retry_locally)
+            log.warning("event=send_back_failed_retry_locally count=%d delay_ms=%d", len(retry_locally),
+                        self._local_retry_delay_ms)
+            self._later(pq, mq, retry_locally)
+
+    def _later(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
+        def fire() -> None:
+            self._timers.discard(handle)
+            if not pq.dropped:
+                self.submit(pq, mq, messages)
+
+        handle = asyncio.get_running_loop().call_later(self._local_retry_delay_ms / 1000, fire)
+        self._timers.add(handle)
+
+
+class OrderlyConsumeService(_ServiceBase):
+    def __init__(self, hooks: ConsumerHooks, listener, *, threads: int = 20, batch_size: int = 1,
+                 suspend_ms: int = 1000, max_reconsume_times: int = -1, lock_retry_ms: int = 100):
+        super().__init__(hooks, listener, threads=threads, batch_size=batch_size)
+        self._suspend_ms = suspend_ms
+        self._max_reconsume_times = max_reconsume_times  # -1: unlimited (RocketMQ's orderly default)
+        self._lock_retry_ms = lock_retry_ms
+        self._running: set[MessageQueue] = set()
+
+    def submit(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
+        if mq not in self._running:
+            self._running.add(mq)
+            self._spawn(self._run_queue(pq, mq))
+
+    async def _run_queue(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        try:
+            while not pq.dropped:
+                if not await self._hooks.ensure_locked(mq, pq):
+                    await asyncio.sleep(self._lock_retry_ms / 1000)
+                    continue
+                batch = pq.take(self._batch_size)
+                if not batch:
+                    return
+                context = ConsumeOrderlyContext(mq)
+                status = await self._call_listener(batch, context)
+                if pq.dropped:
+                    return
+                self.consumed_total += len(batch)
+                if status is ConsumeOrderlyStatus.SUCCESS or await self._dead_letter_if_exhausted(batch, mq):
+                    offset = pq.commit()
+                    if offset >= 0:
+                        self._hooks.offset_done(mq, offset)
+                    continue
+                for msg in batch:
+                    msg.reconsume_times += 1
+                pq.put_back(batch)
+                suspend_ms = context.suspend_current_queue_time_ms
+                await asyncio.sleep((suspend_ms if suspend_ms > 0 else self._suspend_ms) / 1000)
+        finally:
+            self._running.discard(mq)
+
+    async def _dead_letter_if_exhausted(self, batch: list[MessageExt], mq: MessageQueue) -> bool:
+        """After ``max_reconsume_times`` local attempts the batch goes to the DLQ; True when it went."""
+        if self._max_reconsume_times < 0 or self._hooks.broadcasting:
+            return False
+        if not all(m.reconsume_times >= self._max_reconsume_times for m in batch):
+            return False
+        for msg in batch:
+            if not await self._hooks.send_back(msg, DLQ_LEVEL, mq):
+                return False
+        return True

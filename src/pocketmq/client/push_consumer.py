@@ -1,0 +1,520 @@
+"""Push consumers: ``AsyncPushConsumer`` (asyncio core) and ``PushConsumer`` (synchronous facade).
+
+RocketMQ's DefaultMQPushConsumer on a pull loop. For each subscribed topic (and, in clustering mode, the
+group's ``%RETRY%<group>``) the consumer rebalances: it lists the topic's read queues from the route and the
+group's consumer ids from a broker (GET_CONSUMER_LIST_BY_GROUP), keeps the queues the allocation strategy
+(``client/rebalance.py``; averagely by default) gives its client id, and drops the rest. Rebalancing runs at
+start, every ``rebalance_interval_ms`` and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED. In
+broadcasting mode every instance takes every queue.
+
+Each owned queue has a ``ProcessQueue`` and a pull task: it long-polls PULL_MESSAGE (committing the consumed
+offset in the same request), puts what it got into the process queue, and hands it to the consume service
+(``client/consume_service.py``: concurrent or orderly listener). Pulling pauses while the process queue holds
+more than ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_bytes``. Retried messages
+come back from ``%RETRY%<group>`` with their original topic restored, as RocketMQ clients show them.
+
+Offsets: the smallest offset still in a process queue is the consumed position (``client/offset_store.py``:
+on the brokers for clustering, a local file for broadcasting), persisted every ``persist_interval_ms``, when
+a queue is dropped, and at shutdown. A new queue starts at the stored offset; without one, at
+``consume_from_where``.
+
+Orderly listeners lock their queues on the broker (LOCK_BATCH_MQ, renewed every ``lock_renew_interval_ms``)
+before consuming and unlock them when dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
+from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
+from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
+from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.pull_consumer import PullStatus, parse_tag_expression, pull_result_from_response
+from pocketmq.client.rebalance import AllocateStrategy, allocate_averagely
+from pocketmq.common import properties as props
+from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.common.properties import encode_properties
+from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, group_name_problem, retry_topic, topic_name_problem
+from pocketmq.errors import ClientError, PocketMQError, RemoteServerError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+_PULL_COMMIT_OFFSET = 0x1
+_PULL_SUSPEND = 0x2
+_PULL_SUBSCRIPTION = 0x4
+_RETRY_BASE_LEVEL = 3
+
+
+class MessageModel(enum.Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+
+
+@dataclass(frozen=True)
+class PushConsumerOptions:
+    """RocketMQ's DefaultMQPushConsumer settings (same defaults unless said)."""
+
+    group: str
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    allocate_strategy: AllocateStrategy = allocate_averagely
+    consume_thread_max: int = 20
+    consume_batch_size: int = 1  # consumeMessageBatchMaxSize
+    pull_batch_size: int = 32
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue_bytes: int = 100 * 1024 * 1024
+    long_poll_ms: int = 15_000  # brokerSuspendMaxTimeMillis
+    pull_delay_on_error_ms: int = 3000
+    flow_control_delay_ms: int = 50
+    max_reconsume_times: int = -1  # -1: 16 for concurrent listeners, unlimited for orderly ones
+    suspend_current_queue_time_ms: int = 1000
+    local_retry_delay_ms: int = 5000  # a message whose send-back failed is consumed again locally this much later
+    rebalance_interval_ms: int = 20_000
+    persist_interval_ms: int = 5000
+    lock_renew_interval_ms: int = 20_000
+    offset_store_dir: Path = field(default_factory=lambda: Path(os.path.expanduser("~/.pocketmq_offsets")))
+
+    def __post_init__(self) -> None:
+        problem = group_name_problem(self.group)
+        if problem:
+            raise ClientError(f"consumer group: {problem}")
+        if self.consume_thread_max < 1 or self.consume_batch_size < 1 or not 1 <= self.pull_batch_size <= 1024:
+            raise ClientError("consume_thread_max, consume_batch_size >= 1 and pull_batch_size in [1, 1024]")
+
+
+class AsyncPushConsumer:
+    """The asyncio push consumer: ``subscribe``, ``register_listener`` (or ``register_orderly_listener``),
+    ``await start()``, ``await shutdown()``."""
+
+    def __init__(self, options: PushConsumerOptions, config: ClientConfig | None = None, *,
+                 instance: ClientInstance | None = None):
+        self.options = options
+        self.group = options.group
+        self.config = config or ClientConfig()
+        self._instance = instance
+        self._owns_instance = instance is None
+        self._subscriptions: dict[str, str] = {}
+        self._listener: Callable | None = None
+        self._orderly = False
+        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | None = None
+        self.offset_store: RemoteOffsetStore | LocalFileOffsetStore | None = None
+        self._queues: dict[MessageQueue, ProcessQueue] = {}
+        self._pull_tasks: dict[MessageQueue, asyncio.Task] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._rebalance_now = asyncio.Event()
+        self._rebalance_complete = False
+        self._started = False
+
+    @property
+    def broadcasting(self) -> bool:
+        return self.options.message_model is MessageModel.BROADCASTING
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientError("push consumer is not started")
+        return self._instance
+
+    # -- setup ----------------------------------------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        problem = topic_name_problem(topic)
+        if problem:
+            raise ClientError(problem)
+        self._subscriptions[topic] = expression.strip() or "*"
+
+    def register_listener(self, listener) -> None:
+        """A concurrent listener: ``listener(messages, ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``."""
+        self._listener, self._orderly = listener, False
+
+    def register_orderly_listener(self, listener) -> None:
+        """An orderly listener: ``listener(messages, ConsumeOrderlyContext) -> ConsumeOrderlyStatus``."""
+        self._listener, self._orderly = listener, True
+
+    @property
+    def assignment(self) -> list[MessageQueue]:
+        return sorted(self._queues)
+
+    def _all_subscriptions(self) -> dict[str, str]:
+        subscriptions = dict(self._subscriptions)
+        if not self.broadcasting:
+            subscriptions[retry_topic(self.group)] = "*"  # failed messages come back through it
+        return subscriptions
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._listener is None or not self._subscriptions:
+            raise ClientError("subscribe to a topic and register a listener before start()")
+        if self._owns_instance:
+            self._instance = await acquire_instance(self.config)
+        instance = self.instance
+        opts = self.options
+        if self.broadcasting:
+            self.offset_store = LocalFileOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
+        else:
+            self.offset_store = RemoteOffsetStore(instance, self.group)
+        if self._orderly:
+            max_times = opts.max_reconsume_times  # -1 stays unlimited
+            self.consume_service = OrderlyConsumeService(self, self._listener, threads=opts.consume_thread_max,
+                                                         batch_size=opts.consume_batch_size,
+                                                         suspend_ms=opts.suspend_current_queue_time_ms,
+                                                         max_reconsume_times=max_times)
+        else:
+            self.consume_service = ConcurrentConsumeService(self, self._listener, threads=opts.consume_thread_max,
+                                                            batch_size=opts.consume_batch_size,
+                                                            local_retry_delay_ms=opts.local_retry_delay_ms)
+        instance.register_consumer(ConsumerData(
+            self.group, consume_type="CONSUME_PASSIVELY", message_model=opts.message_model.value,
+            consume_from_where=opts.consume_from_where.value, subscriptions=self._all_subscriptions()))
+        instance.add_consumer_ids_listener(self._consumer_ids_changed)
+        for topic in self._subscriptions:
+            try:
+                await instance.route(topic)  # learn the brokers, so the heartbeat reaches them
+            except PocketMQError as exc:
+                log.warning("event=route_failed topic=%s error=%s", topic, exc)
+        await instance.heartbeat_all()
+        self._started = True
+        self._rebalance_complete = await self.rebalance()  # queues are assigned when start() returns
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._rebalance_loop(), name=f"pocketmq-rebalance-{self.group}"),
+                       loop.create_task(self._persist_loop(), name=f"pocketmq-persist-{self.group}")]
+        if self._orderly and not self.broadcasting:
+            self._tasks.append(loop.create_task(self._lock_loop(), name=f"pocketmq-lock-{self.group}"))
+        log.info("event=push_consumer_started group=%s model=%s orderly=%s topics=%s", self.group,
+                 opts.message_model.value, self._orderly, sorted(self._subscriptions))
+
+    async def shutdown(self) -> None:
+        """Stop pulling, let listeners in flight finish, persist offsets, unlock, leave the group."""
+        if not self._started:
+            return
+        self._started = False
+        for task in [*self._tasks, *self._pull_tasks.values()]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._pull_tasks.values(), return_exceptions=True)
+        self._tasks, self._pull_tasks = [], {}
+        await self.consume_service.shutdown()  # type: ignore[union-attr]
+        await self.offset_store.persist(list(self._queues))  # type: ignore[union-attr]
+        if self._orderly and not self.broadcasting:
+            await self._unlock(list(self._queues))
+        for pq in self._queues.values():
+            pq.dropped = True
+        self._queues.clear()
+        self.instance.unregister_consumer(self.group)
+        if self._owns_instance:
+            await release_instance(self.instance)
+            self._instance = None
+        log.info("event=push_consumer_stopped group=%s", self.group)
+
+    async def __aenter__(self) -> "AsyncPushConsumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    # -- rebalance ------------------------------------------------------------------------------------------------
+    def _consumer_ids_changed(self, group: str) -> None:
+        if group == self.group:
+            self._rebalance_now.set()
+
+    async def _rebalance_loop(self) -> None:
+        complete = self._rebalance_complete
+        while True:
+            wait_ms = self.options.rebalance_interval_ms if complete else min(1000, self.options.rebalance_interval_ms)
+            try:
+                async with asyncio.timeout(wait_ms / 1000):
+                    await self._rebalance_now.wait()
+            except TimeoutError:
+                pass
+            self._rebalance_now.clear()
+            complete = await self.rebalance()
+
+    async def rebalance(self) -> bool:
+        """One rebalance over every subscription; False when some topic could not be rebalanced."""
+        complete = True
+        for topic in self._all_subscriptions():
+            try:
+                await self._rebalance_topic(topic)
+            except PocketMQError as exc:
+                complete = False
+                log.info("event=rebalance_incomplete group=%s topic=%s error=%s", self.group, topic, exc)
+        return complete
+
+    async def _rebalance_topic(self, topic: str) -> None:
+        route = await self.instance.route(topic, refresh=True)
+        queues = list(route.read_queues)
+        if self.broadcasting:
+            mine = set(queues)
+        else:
+            ids = await self._consumer_ids(route.broker_names)
+            if not ids:
+                return
+            mine = set(self.options.allocate_strategy(queues, ids).get(self.instance.client_id, []))
+        for mq in [mq for mq in self._queues if mq.topic == topic and mq not in mine]:
+            await self._drop_queue(mq)
+        for mq in sorted(mine - set(self._queues)):
+            await self._add_queue(mq)
+
+    async def _consumer_ids(self, broker_names: list[str]) -> list[str]:
+        for broker in broker_names:
+            response = await self.instance.invoke_broker(broker, RemotingCommand.request(
+                RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}))
+            if response.code == ResponseCode.SUCCESS and response.body:
+                ids = json.loads(response.body).get("consumerIdList") or []
+                if ids:
+                    return [str(i) for i in ids]
+        return []
+
+    async def _add_queue(self, mq: MessageQueue) -> None:
+        offset = await self._start_offset(mq)
+        pq = ProcessQueue()
+        self._queues[mq] = pq
+        if self._orderly and not self.broadcasting:
+            await self._lock([mq])
+        self._pull_tasks[mq] = asyncio.get_running_loop().create_task(self._pull_loop(mq, pq, offset),
+                                                                      name=f"pocketmq-pull-{mq}")
+        log.info("event=queue_assigned group=%s mq=%s offset=%d", self.group, mq, offset)
+
+    async def _drop_queue(self, mq: MessageQueue) -> None:
+        pq = self._queues.pop(mq)
+        pq.dropped = True
+        task = self._pull_tasks.pop(mq, None)
+        if task is not None:
+            task.cancel()
+        await self.offset_store.persist([mq])  # type: ignore[union-attr]
+        self.offset_store.remove(mq)  # type: ignore[union-attr]
+        if self._orderly and not self.broadcasting:
+            await self._unlock([mq])
+        log.info("event=queue_dropped group=%s mq=%s", self.group, mq)
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        stored = await self.offset_store.read(mq)  # type: ignore[union-attr]
+        if stored is not None and stored >= 0:
+            return stored
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return 0
+        if self.options.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            code = RequestCode.GET_MIN_OFFSET
+        else:
+            code = RequestCode.GET_MAX_OFFSET
+        response = await self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(
+            code, {"topic": mq.topic, "queueId": mq.queue_id}))
+        if response.code != ResponseCode.SUCCESS:
+            raise RemoteServerError(response.code, response.remark or "")
+        return int(response.ext_fields["offset"])
+
+    # -- pulling --------------------------------------------------------------------------------------------------
+    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        opts = self.options
+        expression = self._all_subscriptions().get(mq.topic, "*")
+        tags = parse_tag_expression(expression)
+        while not pq.dropped:
+            if pq.count > opts.pull_threshold_for_queue or pq.size_bytes > opts.pull_threshold_size_for_queue_bytes:
+                await asyncio.sleep(opts.flow_control_delay_ms / 1000)
+                continue
+            try:
+                response = await self.instance.invoke_broker(mq.broker_name, self._pull_request(mq, offset, expression),
+                                                             opts.long_poll_ms / 1000 + self.config.request_timeout_s)
+                result = pull_result_from_response(response, tags)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a broker down or a bad reply: pull this queue again a bit later
+                log.warning("event=pull_failed mq=%s offset=%d error=%s", mq, offset, exc)
+                await asyncio.sleep(opts.pull_delay_on_error_ms / 1000)
+                continue
+            if pq.dropped:
+                return
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning("event=pull_offset_moved mq=%s from=%d to=%d", mq, offset, result.next_begin_offset)
+                self.offset_store.update(mq, result.next_begin_offset, increase_only=False)  # type: ignore[union-attr]
+            offset = result.next_begin_offset
+            if result.messages:
+                for msg in result.messages:
+                    _restore_retry_topic(msg, self.group)
+                pq.add(result.messages)
+                self.consume_service.submit(pq, mq, result.messages)  # type: ignore[union-attr]
+            elif pq.count == 0 and result.status is not PullStatus.OFFSET_ILLEGAL:
+                self.offset_store.update(mq, offset)  # type: ignore[union-attr]  # filtered-out messages are passed
+
+    def _pull_request(self, mq: MessageQueue, offset: int, expression: str) -> RemotingCommand:
+        commit_offset = -1 if self.broadcasting else self.offset_store.table.get(mq, -1)  # type: ignore[union-attr]
+        sys_flag = _PULL_SUSPEND | _PULL_SUBSCRIPTION | (_PULL_COMMIT_OFFSET if commit_offset > 0 else 0)
+        return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+            "maxMsgNums": self.options.pull_batch_size, "sysFlag": sys_flag, "commitOffset": max(commit_offset, 0),
+            "suspendTimeoutMillis": self.options.long_poll_ms, "subscription": expression, "subVersion": 0,
+            "expressionType": "TAG"})
+
+    # -- hooks of the consume services ------------------------------------------------------------------------------
+    def offset_done(self, mq: MessageQueue, offset: int) -> None:
+        if mq in self._queues:
+            self.offset_store.update(mq, offset)  # type: ignore[union-attr]
+
+    async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool:
+        """Hand ``msg`` back to its broker (CONSUMER_SEND_MSG_BACK), else send the retry copy ourselves."""
+        max_times = self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else 16
+        request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": msg.phys_offset, "group": self.group, "delayLevel": delay_level, "originMsgId": msg.msg_id,
+            "originTopic": msg.topic, "unitMode": "false", "maxReconsumeTimes": max_times})
+        try:
+            response = await self.instance.invoke_broker(mq.broker_name, request)
+            if response.code == ResponseCode.SUCCESS:
+                return True
+            log.warning("event=send_back_refused msg_id=%s code=%d remark=%s", msg.msg_id, response.code,
+                        response.remark)
+        except PocketMQError as exc:
+            log.warning("event=send_back_failed msg_id=%s error=%s", msg.msg_id, exc)
+        return await self._send_retry_copy(msg, delay_level, mq, max_times)
+
+    async def _send_retry_copy(self, msg: MessageExt, delay_level: int, mq: MessageQueue, max_times: int) -> bool:
+        """RocketMQ's client fallback: a plain send to ``%RETRY%<group>`` carrying the retry properties."""
+        properties = dict(msg.properties)
+        properties.setdefault(props.RETRY_TOPIC, msg.topic)
+        properties.setdefault(props.ORIGIN_MESSAGE_ID, msg.msg_id)
+        properties[props.MAX_RECONSUME_TIMES] = str(max_times)
+        properties[props.DELAY_TIME_LEVEL] = str(delay_level if delay_level > 0 else _RETRY_BASE_LEVEL + msg.reconsume_times)
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
+            "a": "CLIENT_INNER_PRODUCER", "b": retry_topic(self.group), "c": "TBW102", "d": "1", "e": "-1",
+            "f": "0", "g": self.instance.clock.now_ms(), "h": msg.flag, "i": encode_properties(properties),
+            "j": msg.reconsume_times + 1, "k": "false", "l": max_times, "m": "false"}, msg.body)
+        try:
+            response = await self.instance.invoke_broker(mq.broker_name, request)
+        except PocketMQError as exc:
+            log.warning("event=retry_copy_failed msg_id=%s error=%s", msg.msg_id, exc)
+            return False
+        return response.code == ResponseCode.SUCCESS
+
+    async def ensure_locked(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        if self.broadcasting:
+            return True
+        now_ms = self.instance.clock.monotonic_ms()
+        if pq.locked and now_ms - pq.lock_renewed_ms < 30_000:  # RocketMQ's client lock max live time
+            return True
+        await self._lock([mq])
+        return pq.locked
+
+    async def _lock(self, mqs: list[MessageQueue]) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        now_ms = self.instance.clock.monotonic_ms()
+        for broker, queues in by_broker.items():
+            try:
+                response = await self.instance.invoke_broker(broker, RemotingCommand.request(
+                    RequestCode.LOCK_BATCH_MQ, body=_lock_body(self.group, self.instance.client_id, queues)))
+                locked_json = json.loads(response.body or b"{}").get("lockOKMQSet", [])
+            except (PocketMQError, ValueError) as exc:
+                log.warning("event=lock_failed broker=%s error=%s", broker, exc)
+                continue
+            locked = {MessageQueue(o["topic"], o["brokerName"], int(o["queueId"])) for o in locked_json}
+            for mq in queues:
+                pq = self._queues.get(mq)
+                if pq is not None:
+                    pq.locked = mq in locked
+                    pq.lock_renewed_ms = now_ms if pq.locked else pq.lock_renewed_ms
+
+    async def _unlock(self, mqs: list[MessageQueue]) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker, queues in by_broker.items():
+            try:
+                await self.instance.invoke_broker(broker, RemotingCommand.request(
+                    RequestCode.UNLOCK_BATCH_MQ, body=_lock_body(self.group, self.instance.client_id, queues)))
+            except PocketMQError as exc:
+                log.info("event=unlock_failed broker=%s error=%s", broker, exc)
+
+    async def _lock_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.lock_renew_interval_ms / 1000)
+            await self._lock(list(self._queues))
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.persist_interval_ms / 1000)
+            try:
+                await self.offset_store.persist(list(self._queues))  # type: ignore[union-attr]
+            except OSError as exc:
+                log.warning("event=offset_persist_failed group=%s error=%s", self.group, exc)
+
+    def __repr__(self) -> str:
+        return (f"<AsyncPushConsumer group={self.group} model={self.options.message_model.value} "
+                f"queues={len(self._queues)} started={self._started}>")
+
+
+def _lock_body(group: str, client_id: str, queues: list[MessageQueue]) -> bytes:
+    return json.dumps({"consumerGroup": group, "clientId": client_id, "onlyThisBroker": False,
+                       "mqSet": [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id}
+                                 for q in queues]}).encode()
+
+
+def _restore_retry_topic(msg: MessageExt, group: str) -> None:
+    """A retried message shows its original topic (RocketMQ's resetRetryAndNamespace)."""
+    original = msg.properties.get(props.RETRY_TOPIC)
+    if original and msg.topic == retry_topic(group):
+        msg.topic = original
+
+
+class PushConsumer:
+    """The synchronous push consumer: ``AsyncPushConsumer`` run on the process's client loop thread; the
+    listener runs on the consumer's own thread pool.
+
+    >>> consumer = PushConsumer(PushConsumerOptions("my-group"), ClientConfig(namesrv_addr="127.0.0.1:9876"))
+    >>> consumer.subscribe("orders", "created || paid")
+    >>> consumer.register_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    >>> consumer.start()
+    """
+
+    def __init__(self, options: PushConsumerOptions, config: ClientConfig | None = None):
+        self._loop = client_loop()
+        self.core = AsyncPushConsumer(options, config)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self.core.subscribe(topic, expression)
+
+    def register_listener(self, listener) -> None:
+        self.core.register_listener(listener)
+
+    def register_orderly_listener(self, listener) -> None:
+        self.core.register_orderly_listener(listener)
+
+    def start(self) -> "PushConsumer":
+        self._loop.run(self.core.start())
+        return self
+
+    def shutdown(self) -> None:
+        self._loop.run(self.core.shutdown())
+
+    def rebalance(self) -> bool:
+        return self._loop.run(self.core.rebalance())
+
+    @property
+    def assignment(self) -> list[MessageQueue]:
+        return self.core.assignment
+
+    def __enter__(self) -> "PushConsumer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"<PushConsumer {self.core!r}>"

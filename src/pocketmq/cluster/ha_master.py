@@ -1,0 +1,130 @@
+"""The master side of replication: serve slaves' commit-log pulls and hold SYNC_MASTER sends until acked.
+
+A slave's HA_PULL_COMMIT_LOG asks for the commit log from the phys offset where its own log ends (which is
+also its ack, see ``ha_state``). The master answers with whole records read by ``read_commit_log``; when the
+slave is caught up the pull is held up to its ``suspendMillis`` until new records arrive (long polling), so a
+SYNC send is acknowledged one round trip after it is stored.
+
+``replicated(outcome)`` is what the send path of a SYNC_MASTER awaits: the store's results, with PUT_OK
+turned into FLUSH_SLAVE_TIMEOUT (no ack within ``ack_timeout_ms``, or the slave left while waiting) or
+SLAVE_NOT_AVAILABLE (no slave in sync when the send arrived).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import itertools
+import logging
+from typing import Hashable
+
+from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict, replication_start
+from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.store.api import PutStatus
+
+log = logging.getLogger(__name__)
+
+
+class HaMaster:
+    def __init__(self, store, *, clock: Clock = SYSTEM_CLOCK, ack_timeout_ms: int, max_gap_bytes: int,
+                 slave_expire_ms: int):
+        self._store = store
+        self._clock = clock
+        self._ack_timeout_ms = ack_timeout_ms
+        self.acks = ReplicaAcks(max_gap_bytes=max_gap_bytes, expire_ms=slave_expire_ms)
+        self._arrived = asyncio.Event()  # replaced after each set: a held pull waits on the one it saw
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (record phys offset, seq, future)
+        self._seq = itertools.count()
+
+    def start(self) -> None:
+        self._store.add_arrival_listener(self._on_arrival)
+
+    def _on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
+        self._arrived.set()
+        self._arrived = asyncio.Event()
+
+    # -- slaves -------------------------------------------------------------------------------------------------
+    async def serve_pull(self, link: Hashable, slave_addr: str, slave_phys_offset: int, max_bytes: int,
+                         suspend_ms: int) -> tuple[int, bytes]:
+        """(start phys offset, whole records from there); ValueError when the slave cannot follow this log."""
+        now_ms = self._clock.now_ms()
+        if self.acks.heard(link, slave_addr, slave_phys_offset, now_ms):
+            log.info("event=slave_connected slave=%s phys_offset=%d master_max_phys_offset=%d", slave_addr,
+                     slave_phys_offset, self._store.max_phys_offset)
+        self._release_acked()
+        start = replication_start(slave_phys_offset, self._store.min_phys_offset, self._store.max_phys_offset)
+        data = self._store.read_commit_log(start, max_bytes)
+        if not data and suspend_ms > 0:
+            arrived = self._arrived
+            try:
+                async with asyncio.timeout(suspend_ms / 1000):
+                    await arrived.wait()
+            except TimeoutError:
+                pass
+            data = self._store.read_commit_log(start, max_bytes)
+        return start, data
+
+    def link_closed(self, link: Hashable) -> None:
+        progress = self.acks.gone(link)
+        if progress is not None:
+            log.warning("event=slave_disconnected slave=%s acked_phys_offset=%d", progress.slave_addr,
+                        progress.acked_phys_offset)
+            self._release_when_no_slave()
+
+    def _release_when_no_slave(self) -> None:
+        """Sends waiting on an ack that can no longer come answer now (the record may or may not be there)."""
+        if self.acks.in_sync(self._store.max_phys_offset, self._clock.now_ms()):
+            return
+        for _, _, future in self._waiters:
+            if not future.done():
+                future.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
+        self._waiters.clear()
+
+    def _release_acked(self) -> None:
+        acked = self.acks.best_acked_phys_offset
+        while self._waiters and self._waiters[0][0] < acked:
+            future = heapq.heappop(self._waiters)[2]
+            if not future.done():
+                future.set_result(PutStatus.PUT_OK)
+
+    # -- SYNC_MASTER sends --------------------------------------------------------------------------------------
+    async def replicated(self, outcome) -> list:
+        """The send path's results (a list, or an awaitable of one) once replicated, statuses adjusted."""
+        results = outcome if isinstance(outcome, list) else await outcome
+        stored = [r.phys_offset for r in results if r.status is PutStatus.PUT_OK]
+        if not stored:
+            return results
+        status = await self.wait_replicated(max(stored))
+        if status is PutStatus.PUT_OK:
+            return results
+        return [dataclasses.replace(r, status=status) if r.status is PutStatus.PUT_OK else r for r in results]
+
+    async def wait_replicated(self, record_phys_offset: int) -> PutStatus:
+        now_ms = self._clock.now_ms()
+        for progress in self.acks.expire(now_ms):
+            log.warning("event=slave_expired slave=%s acked_phys_offset=%d", progress.slave_addr,
+                        progress.acked_phys_offset)
+        verdict = self.acks.verdict(record_phys_offset, self._store.max_phys_offset, now_ms)
+        if verdict is SyncVerdict.NO_SLAVE:
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        if verdict is SyncVerdict.REPLICATED:
+            return PutStatus.PUT_OK
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (record_phys_offset, next(self._seq), future))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self._ack_timeout_ms / 1000)
+        except TimeoutError:
+            future.cancel()  # dropped from the heap once an ack passes it or the slaves leave
+            return PutStatus.FLUSH_SLAVE_TIMEOUT
+
+    def runtime_info(self) -> dict[str, str]:
+        master_max = self._store.max_phys_offset
+        slaves = self.acks.slaves()
+        return {"haConnections": str(len(slaves)),
+                "haSlaves": ",".join(f"{p.slave_addr}@{p.acked_phys_offset}" for p in slaves),
+                "haMaxLagBytes": str(max((master_max - p.acked_phys_offset for p in slaves), default=0))}
+
+    def __repr__(self) -> str:
+        return f"<HaMaster {self.acks!r} waiting_sends={len(self._waiters)}>"
+

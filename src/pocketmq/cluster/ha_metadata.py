@@ -1,0 +1,74 @@
+"""Metadata a slave copies from its master (HA_SYNC_METADATA): topics, subscription groups, consumer offsets.
+
+Snapshot body (JSON)::
+
+    {"topics": [TopicConfig JSON, ...], "groups": [SubscriptionGroupConfig JSON, ...],
+     "offsets": {"topic@group": {"queueId": queue offset}}}
+
+Applying it makes the slave's topic and group tables equal to the master's (creating, updating, deleting;
+deleting a topic here drops only its config: its records come and go with the replicated commit log).
+Offsets only move forward, so a consumer that committed on the slave while its master was down keeps its
+progress when the master, with older offsets, is followed again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pocketmq.broker.groups import group_config_from_json, group_config_to_json
+from pocketmq.broker.topics import topic_config_from_json, topic_config_to_json
+from pocketmq.errors import PocketMQError
+
+_KEY_SEPARATOR = "@"
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataChanges:
+    topics_changed: int
+    topics_deleted: int
+    groups_changed: int
+    groups_deleted: int
+    offsets_moved: int
+
+    @property
+    def any(self) -> bool:
+        return any((self.topics_changed, self.topics_deleted, self.groups_changed, self.groups_deleted,
+                    self.offsets_moved))
+
+
+def metadata_snapshot(topics, groups, offsets) -> bytes:
+    return json.dumps({"topics": [topic_config_to_json(c) for c in topics.all()],
+                       "groups": [group_config_to_json(g) for g in groups.all()],
+                       "offsets": offsets.snapshot()}).encode()
+
+
+def apply_metadata(body: bytes, topics, groups, offsets) -> MetadataChanges:
+    """Make the slave's tables follow the master's snapshot ``body``; ValueError when it does not parse."""
+    try:
+        snapshot = json.loads(body)
+        master_topics = [topic_config_from_json(obj) for obj in snapshot["topics"]]
+        master_groups = [group_config_from_json(obj) for obj in snapshot["groups"]]
+        master_offsets = snapshot["offsets"]
+    except (ValueError, KeyError, TypeError, AttributeError, PocketMQError) as exc:
+        raise ValueError(f"metadata snapshot does not parse: {exc}") from None
+    topics_changed = _upsert(topics, master_topics, lambda c: c.name)
+    topic_names = {c.name for c in master_topics}
+    topics_deleted = sum(topics.delete(name) for name in topics.names() if name not in topic_names)
+    groups_changed = _upsert(groups, master_groups, lambda g: g.group)
+    group_names = {g.group for g in master_groups}
+    groups_deleted = sum(groups.delete(g.group) for g in groups.all() if g.group not in group_names)
+    offsets_moved = 0
+    for key, queues in master_offsets.items():
+        topic, _, group = key.partition(_KEY_SEPARATOR)
+        for queue_id, queue_offset in queues.items():
+            offsets_moved += offsets.commit(group, topic, int(queue_id), int(queue_offset))
+    return MetadataChanges(topics_changed, topics_deleted, groups_changed, groups_deleted, offsets_moved)
+
+
+def _upsert(table, configs, name_of) -> int:
+    """Create or update every config that differs from ``table``'s; returns how many changed."""
+    changed = [c for c in configs if table.get(name_of(c)) != c]
+    for config in changed:
+        table.create_or_update(config)
+    return len(changed)

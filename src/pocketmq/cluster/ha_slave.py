@@ -1,0 +1,124 @@
+"""The slave side of replication: find the group's master, follow its commit log, copy its metadata.
+
+The master is the broker with id 0 of this slave's cluster and broker name in the name server's cluster
+info (looked up again after any failure, so a master that comes back on another address is found).
+
+Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, see ``ha_state``), append the
+answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
+slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: every ``metadata_interval_ms``
+HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata``. Both wait ``lookup_interval_ms`` after a failure
+(no master in the route, connection refused, timeout, refused by the master) and log a failure once per
+outage, not once per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from pocketmq.cluster.ha_metadata import apply_metadata
+from pocketmq.errors import PocketMQError, RemoteServerError
+from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingClient
+
+log = logging.getLogger(__name__)
+
+
+class HaSlave:
+    def __init__(self, store, topics, groups, offsets, namesrv, remoting: RemotingClient, *, cluster_name: str,
+                 broker_name: str, broker_id: int, slave_addr: str, transfer_max_bytes: int, pull_suspend_ms: int,
+                 lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000):
+        self._store = store
+        self._tables = (topics, groups, offsets)
+        self._namesrv = namesrv
+        self._remoting = remoting
+        self._cluster_name = cluster_name
+        self._broker_name = broker_name
+        self._broker_id = broker_id
+        self._slave_addr = slave_addr
+        self._transfer_max_bytes = transfer_max_bytes
+        self._pull_suspend_ms = pull_suspend_ms
+        self._lookup_interval_s = lookup_interval_ms / 1000
+        self._metadata_interval_s = metadata_interval_ms / 1000
+        self._request_timeout_s = request_timeout_ms / 1000
+        self.master_addr: str | None = None
+        self._failing: dict[str, str] = {}  # loop name -> the failure logged for the current outage
+
+    # -- replication --------------------------------------------------------------------------------------------
+    async def run_replication(self) -> None:
+        while True:
+            try:
+                master = await self._master()
+                await self._follow(master)
+            except (PocketMQError, ValueError) as exc:
+                self._failed("replication", exc)
+                await asyncio.sleep(self._lookup_interval_s)
+
+    async def _follow(self, master: str) -> None:
+        while True:
+            request = RemotingCommand.request(HA_PULL_COMMIT_LOG, {
+                "brokerName": self._broker_name, "brokerId": self._broker_id, "slaveAddr": self._slave_addr,
+                "physOffset": self._store.max_phys_offset, "maxBytes": self._transfer_max_bytes,
+                "suspendMillis": self._pull_suspend_ms})
+            response = await self._invoke(master, request, self._pull_suspend_ms / 1000 + self._request_timeout_s)
+            if response.body:
+                start = int(response.ext_fields["physOffset"])
+                await self._store.append_replicated(start, response.body)
+            self._recovered("replication", f"master={master} phys_offset={self._store.max_phys_offset}")
+
+    # -- metadata -----------------------------------------------------------------------------------------------
+    async def run_metadata_sync(self) -> None:
+        while True:
+            try:
+                await self.sync_metadata_once()
+            except (PocketMQError, ValueError) as exc:
+                self._failed("metadata", exc)
+            await asyncio.sleep(self._metadata_interval_s)
+
+    async def sync_metadata_once(self) -> None:
+        master = await self._master()
+        response = await self._invoke(master, RemotingCommand.request(HA_SYNC_METADATA, {
+            "brokerName": self._broker_name, "slaveAddr": self._slave_addr}), self._request_timeout_s)
+        changes = apply_metadata(response.body, *self._tables)
+        if changes.any:
+            log.info("event=metadata_synced master=%s changes=%s", master, changes)
+        self._recovered("metadata", f"master={master}")
+
+    # -- shared -------------------------------------------------------------------------------------------------
+    async def _master(self) -> str:
+        """The group master's address from the name server; PocketMQError when there is none now."""
+        info = await self._namesrv.cluster_info()
+        group = info.broker_addr_table.get(self._broker_name)
+        addr = group.master_addr if group and group.cluster == self._cluster_name else None
+        if addr is None:
+            raise PocketMQError(f"no master of {self._cluster_name}/{self._broker_name} in the name server's routes")
+        if addr != self.master_addr:
+            log.info("event=master_found broker=%s master=%s", self._broker_name, addr)
+            self.master_addr = addr
+        return addr
+
+    async def _invoke(self, master: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        try:
+            response = await self._remoting.invoke(master, request, timeout_s)
+        except PocketMQError:
+            self._remoting.drop(master)
+            raise
+        if response.code != ResponseCode.SUCCESS:
+            raise RemoteServerError(response.code, response.remark or "")
+        return response
+
+    def _failed(self, loop_name: str, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        if self._failing.get(loop_name) != reason:
+            log.warning("event=ha_%s_failed broker=%s master=%s error=%s retry_in_ms=%d", loop_name,
+                        self._broker_name, self.master_addr, reason, int(self._lookup_interval_s * 1000))
+        self._failing[loop_name] = reason
+
+    def _recovered(self, loop_name: str, detail: str) -> None:
+        if self._failing.pop(loop_name, None) is not None:
+            log.info("event=ha_%s_recovered broker=%s %s", loop_name, self._broker_name, detail)
+
+    def __repr__(self) -> str:
+        return f"<HaSlave {self._broker_name}/{self._broker_id} master={self.master_addr} " \
+               f"phys_offset={self._store.max_phys_offset}>"

@@ -1,0 +1,60 @@
+"""Remoting handlers of master/slave replication (PocketMQ's own codes; docs/protocol.md, docs/ha.md).
+
+- HA_PULL_COMMIT_LOG (30100), header ``brokerName``, ``brokerId``, ``slaveAddr``, ``physOffset`` (where the
+  slave's commit log ends: its ack), ``maxBytes``, ``suspendMillis``. Reply header ``physOffset`` (where the
+  body starts: the request's, or the master's first record for an empty slave), ``masterMaxOffset``; body:
+  whole commit log records (the store's frames), empty when nothing new came within ``suspendMillis``.
+  ILLEGAL_OPERATION when the slave cannot follow (diverged, or behind the master's retention); NO_PERMISSION
+  from a broker that is not a master or not of that broker name.
+- HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
+  ``cluster.ha_metadata``.
+"""
+
+from __future__ import annotations
+
+from pocketmq.cluster.ha_metadata import metadata_snapshot
+from pocketmq.errors import NoPermissionError, PocketMQError
+from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.server.remoting_headers import HeaderFields
+
+_HA_LINK_HOOK = "pocketmq.ha.link_hook"
+
+
+class HaHandlers:
+    def __init__(self, broker) -> None:
+        self._broker = broker
+
+    def register(self, router: RequestRouter) -> None:
+        router.register(HA_PULL_COMMIT_LOG, self.pull_commit_log)
+        router.register(HA_SYNC_METADATA, self.sync_metadata)
+
+    def _master(self, h: HeaderFields):
+        broker = self._broker
+        name = h.str("brokerName")
+        if broker.ha_master is None or name != broker.broker_name:
+            raise NoPermissionError(f"{broker.broker_addr} is not the master of {name!r} "
+                                    f"(it is {broker.broker_name}/{broker.config.broker_id})")
+        return broker.ha_master
+
+    async def pull_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        master = self._master(h)
+        if _HA_LINK_HOOK not in conn.attributes:  # a slave's link ends with its connection
+            conn.attributes[_HA_LINK_HOOK] = True
+            conn.on_close(master.link_closed)
+        try:
+            start, data = await master.serve_pull(conn, h.str("slaveAddr", conn.remote_address),
+                                                  h.int("physOffset"), h.int("maxBytes"), h.int("suspendMillis", 0))
+        except ValueError as exc:
+            raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
+        return request.response(ResponseCode.SUCCESS, {"physOffset": start,
+                                                       "masterMaxOffset": self._broker.store.max_phys_offset},
+                                body=data)
+
+    async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        self._master(HeaderFields(request.ext_fields))
+        broker = self._broker
+        return request.response(ResponseCode.SUCCESS,
+                                body=metadata_snapshot(broker.topics, broker.groups, broker.offsets))

@@ -1,0 +1,73 @@
+"""RemoteMessageReader against real processes: one result per FOUND / NOT_FOUND cause / FAILED reason that
+real brokers can produce on demand (TIMEOUT, BROKER_BUSY and BELOW_MIN_OFFSET are covered by the unit tests).
+
+Unreachable brokers are real brokers that advertise a port nobody listens on (``--advertise``), so the name
+server keeps routing to them while every connection is refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketmq.broker.namesrv_client import NamesrvClient
+from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.cluster.remote_reader import RemoteMessageReader
+from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
+from pocketmq.common.topic import PERM_WRITE
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.processes import broker_process, namesrv_process
+
+pytestmark = pytest.mark.slow
+TOPIC = "rr-orders"
+
+
+def broker(tmp_path, namesrv: str, dirname: str, group: str, broker_id: int, *extra: str):
+    role = "slave" if broker_id else "async_master"
+    return broker_process(tmp_path / dirname, group, namesrv=namesrv, extra_args=[
+        "--cluster", "rr", "--broker-id", str(broker_id), "--role", role, *extra]).start()
+
+
+async def test_each_result_of_a_remote_read(tmp_path):
+    namesrv = namesrv_process(tmp_path / "ns").start()
+    procs = [namesrv, broker(tmp_path, namesrv.namesrv, "good", "good", 0)]
+    remoting = RemotingClient()
+    names = NamesrvClient([namesrv.namesrv], remoting)
+    board = BreakerBoard()
+
+    def reader(group: str) -> RemoteMessageReader:
+        return RemoteMessageReader(group, names, remoting, breakers=board, timeout_ms=2000)
+
+    try:
+        good = procs[1].remoting
+        for i in range(3):
+            reply = await remoting.invoke(good, RemotingCommand.request(RequestCode.SEND_MESSAGE, {
+                "producerGroup": "p", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
+                "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0, "properties": "", "reconsumeTimes": 0,
+            }, b"m%d" % i))
+            assert reply.code == ResponseCode.SUCCESS
+        reply = await remoting.invoke(good, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": "rr-write-only", "readQueueNums": 1, "writeQueueNums": 1, "perm": PERM_WRITE}))
+        assert reply.code == ResponseCode.SUCCESS
+
+        found = await reader("good").read(TOPIC, 0, 1)
+        assert found.status is ReadStatus.FOUND and found.message.body == b"m1" and found.message.queue_offset == 1
+        assert (await reader("good").read(TOPIC, 0, 9)).not_found_cause is NotFoundCause.BEYOND_MAX_OFFSET
+        assert (await reader("good").read("rr-none", 0, 0)).not_found_cause is NotFoundCause.TOPIC_GONE
+        no_permission = await reader("good").read("rr-write-only", 0, 0)
+        assert (no_permission.failure, no_permission.need_retry) == (FailureReason.NO_PERMISSION, True)
+        assert (await reader("nowhere").read(TOPIC, 0, 0)).failure is FailureReason.BROKER_ADDR_UNKNOWN
+
+        procs.append(broker(tmp_path, namesrv.namesrv, "dead-master", "dead", 0, "--advertise", "127.0.0.1:1"))
+        refused = await reader("dead").read(TOPIC, 0, 0)
+        assert (refused.failure, refused.need_retry) == (FailureReason.CONNECTION_REFUSED, True)
+        # a broker registers before it reports ready, so the route lists the slave from here on
+        procs.append(broker(tmp_path, namesrv.namesrv, "dead-slave", "dead", 1, "--advertise", "127.0.0.1:2"))
+        unreachable = await reader("dead").read(TOPIC, 0, 0)
+        assert unreachable.failure is FailureReason.GROUP_UNREACHABLE, unreachable
+        assert "127.0.0.1:1" in unreachable.description and "127.0.0.1:2" in unreachable.description
+    finally:
+        await remoting.close()
+        for proc in reversed(procs):
+            proc.kill()

@@ -1,0 +1,169 @@
+"""The push consumer and consumer retries against a real ``pocketmq serve`` (shortened delay levels, 100 ms
+steps): the seed scenario (fail 3 times then succeed -> seen 4 times, reconsume_times 0..3, at levels 3, 4,
+5), the DLQ after exactly max_reconsume_times, broadcasting dropping failures, and delay-level sends."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer, PullStatus
+from pocketmq.client.listener import ConsumeConcurrentlyStatus
+from pocketmq.client.push_consumer import MessageModel, PushConsumer, PushConsumerOptions
+from pocketmq.common.message import MessageQueue
+from pocketmq.testing.processes import broker_process, wait_until
+
+LEVELS = " ".join(f"{100 * i}ms" for i in range(1, 19))  # level n waits n * 100 ms
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = broker_process(tmp_path_factory.mktemp("push"), "broker-push",
+                          extra_args=["--set", f"message_delay_level={LEVELS}"]).start()
+    yield proc
+    assert proc.stop() == 0, proc.log_tail()
+
+
+@pytest.fixture(scope="module")
+def config(broker) -> ClientConfig:
+    return ClientConfig(namesrv_addr=broker.namesrv, instance_name="push-tests")
+
+
+def options(group, **kw):
+    return PushConsumerOptions(group, rebalance_interval_ms=500, persist_interval_ms=200, long_poll_ms=1000, **kw)
+
+
+class Recorder:
+    """A listener that records every delivery and fails each message ``fail_times`` times."""
+
+    def __init__(self, fail_times: int):
+        self.fail_times = fail_times
+        self.seen: list[tuple[str, int, float]] = []  # (body, reconsume_times, monotonic s)
+        self.lock = threading.Lock()
+
+    def __call__(self, msgs, ctx):
+        with self.lock:
+            for m in msgs:
+                self.seen.append((m.body.decode(), m.reconsume_times, time.monotonic()))
+            failures = sum(1 for body, _, _ in self.seen if body == msgs[0].body.decode())
+        if failures <= self.fail_times:
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def of(self, body):
+        with self.lock:
+            return [(rt, t) for b, rt, t in self.seen if b == body]
+
+
+def start_consumer(config, topic, group, recorder, *, queues=2, **option_overrides) -> PushConsumer:
+    """Create ``topic``, then a started push consumer of ``group`` on it with ``recorder`` as listener."""
+    with Admin(config) as admin:
+        admin.create_topic(topic, queues=queues)
+    consumer = PushConsumer(options(group, **option_overrides), config)
+    consumer.subscribe(topic)
+    consumer.register_listener(recorder)
+    return consumer.start()
+
+
+def test_fail_three_times_then_succeed(config):
+    recorder = Recorder(fail_times=3)
+    consumer = start_consumer(config, "push_seed", "g_seed", recorder)
+    try:
+        with Producer(config) as producer:
+            producer.send(Message.create("push_seed", "seed"))
+        wait_until(lambda: len(recorder.of("seed")) >= 4, timeout_s=20, message="4 deliveries")
+        deliveries = recorder.of("seed")
+        assert [rt for rt, _ in deliveries] == [0, 1, 2, 3]
+        gaps = [b - a for (_, a), (_, b) in zip(deliveries, deliveries[1:])]
+        for gap, level in zip(gaps, (3, 4, 5)):
+            assert gap >= level * 0.1 - 0.02, (gaps, level)  # not before its level's delay
+    finally:
+        consumer.shutdown()
+    assert len(recorder.of("seed")) == 4  # the 4th delivery succeeded: no more
+
+
+def test_always_failing_goes_to_dlq_after_exactly_max(config):
+    recorder = Recorder(fail_times=10 ** 6)
+    consumer = start_consumer(config, "push_dlq", "g_dlq", recorder, max_reconsume_times=3)
+    try:
+        with Producer(config) as producer:
+            producer.send(Message.create("push_dlq", "doomed", properties={"who": "me"}))
+        with PullConsumer("g_dlq_reader", config) as reader:
+            queue = MessageQueue("%DLQ%g_dlq", "broker-push", 0)
+            wait_until(lambda: _safe_max(reader, queue) >= 1, timeout_s=20, message="a DLQ message")
+            result = reader.pull(queue, 0, 10)
+        assert result.status is PullStatus.FOUND
+        [dead] = result.messages
+        assert dead.body == b"doomed" and dead.properties["who"] == "me" and dead.reconsume_times == 4
+        assert dead.properties["RETRY_TOPIC"] == "push_dlq"
+        assert [rt for rt, _ in recorder.of("doomed")] == [0, 1, 2, 3]  # 1 + max_reconsume_times deliveries
+    finally:
+        consumer.shutdown()
+
+
+def _safe_max(reader, queue):
+    try:
+        return reader.max_offset(queue)
+    except Exception:
+        return 0
+
+
+def test_broadcasting_drops_failures(config, tmp_path):
+    recorder = Recorder(fail_times=1)
+    consumer = start_consumer(config, "push_bcast", "g_bcast", recorder, queues=1,
+                              message_model=MessageModel.BROADCASTING, offset_store_dir=tmp_path)
+    try:
+        with Producer(config) as producer:
+            producer.send(Message.create("push_bcast", "fails-once"))
+            wait_until(lambda: recorder.of("fails-once"), timeout_s=10, message="first delivery")
+            producer.send(Message.create("push_bcast", "marker"))
+        wait_until(lambda: recorder.of("marker"), timeout_s=10, message="marker delivery")
+        time.sleep(0.5)  # longer than a level-3 retry (300 ms) would take: it must not come back
+        assert len(recorder.of("fails-once")) == 1
+    finally:
+        consumer.shutdown()
+    assert any(tmp_path.rglob("offsets.json"))  # broadcasting offsets are kept in a local file
+
+
+def test_delay_level_send_is_visible_after_its_delay(config):
+    recorder = Recorder(fail_times=0)
+    consumer = start_consumer(config, "push_delay", "g_delay", recorder, queues=1)
+    try:
+        wait_until(lambda: consumer.assignment, timeout_s=10, message="assignment")
+        with Producer(config) as producer:
+            sent_at = time.monotonic()
+            producer.send(Message.create("push_delay", "later", properties={"DELAY": "5"}))
+        wait_until(lambda: recorder.of("later"), timeout_s=10, message="delayed delivery")
+        [(rt, at)] = recorder.of("later")
+        assert 0.5 - 0.02 <= at - sent_at <= 0.5 + 1.0
+    finally:
+        consumer.shutdown()
+
+
+def test_dlq_and_retry_cli(config, capsys):
+    """After test_always_failing_goes_to_dlq_after_exactly_max: list, stats, resend by id."""
+    import json
+
+    from pocketmq.cli.main import main
+
+    ns = ["-n", config.namesrv_addr, "--json"]
+    assert main(["dlq", "list", "g_dlq", *ns]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["origin_topic"] == "push_dlq" and row["body"] == "doomed" and row["reconsume_times"] == 4
+    assert main(["retry", "stats", "g_dlq", *ns]) == 0
+    [stats] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert stats == {"broker": "broker-push", "retried": 3, "retry_pending": 0, "dead": 1}
+    with PullConsumer("g_resend_reader", config) as reader:
+        queues = reader.fetch_queues("push_dlq")
+        before = {q: reader.max_offset(q) for q in queues}
+        assert main(["dlq", "resend", "g_dlq", "--id", row["message_id"], *ns]) == 0
+        capsys.readouterr()
+        grown = [q for q in queues if reader.max_offset(q) > before[q]]
+        [queue] = grown
+        [resent] = reader.pull(queue, before[queue], 10).messages
+    assert resent.body == b"doomed" and resent.properties["who"] == "me" and resent.msg_id == row["message_id"]
+    assert "RETRY_TOPIC" not in resent.properties and resent.reconsume_times == 0

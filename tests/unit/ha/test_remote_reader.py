@@ -1,0 +1,128 @@
+"""Typed remote reads: each PULL answer and each failure classified; slaves tried when the master fails;
+the breaker makes reads of a dead group fail fast."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
+from pocketmq.cluster.remote_reader import RemoteMessageReader, classify_error, classify_pull_reply
+from pocketmq.cluster.route import BrokerData, ClusterInfo
+from pocketmq.common.message import MessageExt
+from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
+from pocketmq.errors import RemotingError, RemotingTimeoutError, ServiceNotAvailableError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import encode_record
+from pocketmq.runtime.clock import ManualClock
+
+PULL = RemotingCommand.request(RequestCode.PULL_MESSAGE, {})
+
+
+def reply(code: int, *offsets: int, min_offset: int = 0, max_offset: int = 10) -> RemotingCommand:
+    body = b"".join(encode_record(MessageExt(topic="t", body=b"m%d" % o, queue_offset=o)) for o in offsets)
+    return PULL.response(code, {"minOffset": min_offset, "maxOffset": max_offset}, body=body)
+
+
+def test_found_and_missing_offsets_of_one_reply():
+    results = classify_pull_reply(reply(ResponseCode.SUCCESS, 3, 4, min_offset=2), [1, 3, 4, 12], from_slave=False)
+    assert results[3].status is ReadStatus.FOUND and results[3].message.body == b"m3"
+    assert results[1].not_found_cause is NotFoundCause.BELOW_MIN_OFFSET
+    assert results[12].not_found_cause is NotFoundCause.BEYOND_MAX_OFFSET
+
+
+@pytest.mark.parametrize("code", [ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED])
+def test_no_record_codes_use_the_queue_bounds(code):
+    assert classify_pull_reply(reply(code, min_offset=5), [2], from_slave=False)[2].not_found_cause \
+        is NotFoundCause.BELOW_MIN_OFFSET
+    lagging = classify_pull_reply(reply(code, max_offset=5), [7], from_slave=True)[7]
+    assert lagging.failure is FailureReason.GROUP_UNREACHABLE and lagging.need_retry  # a slave may lag
+
+
+@pytest.mark.parametrize("code, expected", [
+    (ResponseCode.NO_PERMISSION, FailureReason.NO_PERMISSION),
+    (ResponseCode.SYSTEM_BUSY, FailureReason.BROKER_BUSY),
+    (ResponseCode.SERVICE_NOT_AVAILABLE, FailureReason.BROKER_BUSY),
+    (ResponseCode.SYSTEM_ERROR, FailureReason.EXCEPTION),
+])
+def test_refusals_are_failed_reads_to_retry(code, expected):
+    result = classify_pull_reply(PULL.response(code, remark="no"), [0], from_slave=False)[0]
+    assert (result.failure, result.need_retry, result.code) == (expected, True, code)
+    assert result.retry_delay_ms > 0
+
+
+def test_topic_not_exist_is_gone_for_good():
+    result = classify_pull_reply(PULL.response(ResponseCode.TOPIC_NOT_EXIST), [0], from_slave=False)[0]
+    assert result.not_found_cause is NotFoundCause.TOPIC_GONE and not result.need_retry
+
+
+def test_call_errors():
+    assert classify_error(RemotingTimeoutError("late")).failure is FailureReason.TIMEOUT
+    assert classify_error(RemotingError("cannot connect")).failure is FailureReason.CONNECTION_REFUSED
+    assert classify_error(KeyError("x")).failure is FailureReason.EXCEPTION
+
+
+class FakeNamesrv:
+    def __init__(self, addrs: dict[int, str] | None):
+        self.addrs = addrs
+
+    async def cluster_info(self) -> ClusterInfo:
+        if self.addrs is None:
+            raise ServiceNotAvailableError("no name server answered")
+        return ClusterInfo({"b": BrokerData("c", "b", dict(self.addrs))} if self.addrs else {})
+
+
+class FakeRemoting:
+    def __init__(self, answers: dict[str, object]):
+        self.answers = answers
+        self.calls: list[str] = []
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        self.calls.append(addr)
+        answer = self.answers[addr]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def reader(addrs, answers, clock=None, threshold=2):
+    remoting = FakeRemoting(answers)
+    board = BreakerBoard(BreakerSettings(failure_threshold=threshold, cool_down_ms=1000))
+    return RemoteMessageReader("b", FakeNamesrv(addrs), remoting, breakers=board, clock=clock or ManualClock()), \
+        remoting, board
+
+
+async def test_reads_the_master_and_falls_back_to_a_slave():
+    r, remoting, _ = reader({0: "m:1", 1: "s:1"}, {"m:1": RemotingError("refused"), "s:1": reply(0, 4)})
+    result = await r.read("t", 0, 4)
+    assert result.status is ReadStatus.FOUND and remoting.calls == ["m:1", "s:1"]
+
+
+async def test_a_whole_group_down_and_an_unknown_group():
+    r, _, _ = reader({0: "m:1", 1: "s:1"}, {"m:1": RemotingError("refused"), "s:1": RemotingTimeoutError("late")})
+    down = await r.read("t", 0, 4)
+    assert down.failure is FailureReason.GROUP_UNREACHABLE and "m:1" in down.description and "s:1" in down.description
+    assert (await reader({}, {})[0].read("t", 0, 1)).failure is FailureReason.BROKER_ADDR_UNKNOWN
+    assert (await reader(None, {})[0].read("t", 0, 1)).failure is FailureReason.BROKER_ADDR_UNKNOWN
+
+
+async def test_breaker_opens_fails_fast_with_the_cool_down_and_closes_after_a_good_probe():
+    clock = ManualClock()
+    r, remoting, board = reader({0: "m:1"}, {"m:1": RemotingError("refused")}, clock)
+    assert (await r.read("t", 0, 1)).failure is FailureReason.CONNECTION_REFUSED
+    await r.read("t", 0, 1)
+    assert board.get("b").state is BreakerState.OPEN
+    clock.advance(400)
+    fast = await r.read("t", 0, 1)
+    assert (fast.failure, fast.retry_delay_ms, len(remoting.calls)) == (FailureReason.BREAKER_OPEN, 600, 2)
+    clock.advance(600)
+    remoting.answers["m:1"] = reply(0, 1)
+    assert (await r.read("t", 0, 1)).status is ReadStatus.FOUND
+    assert board.get("b").state is BreakerState.CLOSED
+
+
+async def test_many_offsets_of_a_queue_in_one_rpc():
+    r, remoting, _ = reader({0: "m:1"}, {"m:1": reply(0, 5, 6, 8)})
+    results = await r.read_many("t", 0, [8, 5, 6, 7])
+    assert [results[o].status for o in (5, 6, 8)] == [ReadStatus.FOUND] * 3
+    assert results[7].failure is FailureReason.OFFSET_MISMATCH and len(remoting.calls) == 1

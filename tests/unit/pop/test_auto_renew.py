@@ -1,0 +1,103 @@
+"""Auto-renewed invisibility of push consumers (gRPC ``auto_renew`` receives) in virtual time.
+
+A message received with auto renew stays invisible while its client's session lives, however long the
+listener takes, and the client's first receipt handle keeps working for ack and nack; once the client is
+gone the message comes back after its deadline.
+"""
+
+from __future__ import annotations
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+
+from pocketmq.broker.pop.renewal import RenewalTable
+from pocketmq.protocol.grpc_codec import V2Code
+from pocketmq.runtime.clock import ManualClock
+from pocketmq.server.grpc_consumer import ConsumerRpcs
+from tests.unit.pop.pop_support import pop, running_broker, send
+
+GROUP, TOPIC = "G", "T"
+
+
+class AliveClients:
+    """The part of the session registry the renewal reads: a live client has a session."""
+
+    def __init__(self, clients: set[str]):
+        self.clients = clients
+
+    def get(self, client_id: str):
+        return client_id if client_id in self.clients else None
+
+
+def receive_request(batch: int = 32) -> spb.ReceiveMessageRequest:
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name=GROUP), batch_size=batch, auto_renew=True)
+    req.message_queue.topic.name = TOPIC
+    req.message_queue.id = -1
+    req.filter_expression.type = pb.TAG
+    req.filter_expression.expression = "*"
+    req.long_polling_timeout.seconds = 0
+    return req
+
+
+async def receive(rpcs: ConsumerRpcs, client_id: str) -> list[str]:
+    """The receipt handles of one auto-renew receive."""
+    return [r.message.system_properties.receipt_handle async for r in rpcs.receive(receive_request(), None, client_id)
+            if r.WhichOneof("content") == "message"]
+
+
+def ack_request(handle: str) -> spb.AckMessageRequest:
+    return spb.AckMessageRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC),
+                                 entries=[spb.AckMessageEntry(message_id="x", receipt_handle=handle)])
+
+
+async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, TOPIC, 3)
+        alive = AliveClients({"c1"})
+        rpcs = ConsumerRpcs(broker, alive, RenewalTable(invisible_ms=60_000, ahead_ms=10_000))
+        handles = await receive(rpcs, "c1")
+        assert len(handles) == 3 and len(rpcs.renewals) == 3
+        for _ in range(10):  # ten minutes of a slow listener, checked every 5 s
+            for _ in range(12):
+                clock.advance(5_000)
+                await rpcs.renew_due()
+                await broker.pop.revive.run_once(clock.now_ms())
+            assert await pop(broker, GROUP, TOPIC) == []  # nothing came back
+        reply = await rpcs.ack(ack_request(handles[0]), None)
+        assert [e.status.code for e in reply.entries] == [V2Code.OK]
+        nack = spb.ChangeInvisibleDurationRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC),
+                                                  receipt_handle=handles[1], message_id="x")
+        nack.invisible_duration.seconds = 1
+        reply = await rpcs.change_invisible(nack, None)
+        assert reply.status.code == V2Code.OK
+        assert len(rpcs.renewals) == 1  # acked and nacked messages are no longer renewed
+        clock.advance(1_001)
+        await broker.pop.revive.run_once(clock.now_ms())
+        again = await pop(broker, GROUP, TOPIC)
+        assert [m.body for m, _ in again] == [b"m1"] and again[0][0].reconsume_times == 1
+        assert await broker.pop.ack(GROUP, [again[0][1]]) == [None]
+        # The client goes away: its last message is not renewed any more and comes back after its deadline.
+        alive.clients.clear()
+        clock.advance(60_000)
+        await rpcs.renew_due()
+        assert len(rpcs.renewals) == 0
+        await broker.pop.revive.run_once(clock.now_ms())
+        assert [m.body for m, _ in await pop(broker, GROUP, TOPIC)] == [b"m2"]
+
+
+async def test_renewal_stops_after_max_renew(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, TOPIC, 1)
+        rpcs = ConsumerRpcs(broker, None, RenewalTable(invisible_ms=60_000, ahead_ms=10_000, max_renew_ms=120_000))
+        [handle] = await receive(rpcs, "c1")
+        for _ in range(60):
+            clock.advance(5_000)
+            await rpcs.renew_due()
+            await broker.pop.revive.run_once(clock.now_ms())
+        assert len(rpcs.renewals) == 0
+        [(msg, _)] = await pop(broker, GROUP, TOPIC)
+        assert msg.reconsume_times == 1
+        reply = await rpcs.ack(ack_request(handle), None)  # revived already: the first handle is stale
+        assert [e.status.code for e in reply.entries] == [V2Code.INVALID_RECEIPT_HANDLE]

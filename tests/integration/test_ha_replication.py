@@ -95,7 +95,7 @@ async def test_sync_replication_and_failover_to_the_slave(tmp_path):
         route = await poll(lambda: _route_brokers(client, namesrv.namesrv), 10, "route without the master")
         assert route == {"1": slave.remoting}
         async with AsyncPullConsumer(GROUP, ClientConfig(namesrv_addr=namesrv.namesrv)) as consumer:
-            queue = [q for q in await consumer.fetch_queues(TOPIC) if q.queue_id == 0][0]
+            queue = next(q for q in await consumer.fetch_queues(TOPIC) if q.queue_id == 0)
             result = await consumer.pull(queue, 0, 256)
             assert set(sent_ok) <= {m.body for m in result.messages}
     finally:

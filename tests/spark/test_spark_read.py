@@ -1,4 +1,5 @@
-"""The pocketmq source on a real two-broker cluster: batch reads, options, failures at start, data loss."""
+"""The pocketmq source on a real two-broker cluster: batch reads, options, failures at start (data loss:
+test_spark_data_loss.py)."""
 
 from __future__ import annotations
 
@@ -70,26 +71,32 @@ def test_several_topics_and_a_topic_pattern(spark, cluster):
 @pytest.mark.parametrize("options, words", [
     ({"topic": "no-such-topic-x"}, ["'topic'", "no-such-topic-x", "do not exist"]),
     ({"startingOffsets": "{not json"}, ["'startingOffsets'", "neither earliest, latest nor valid JSON"]),
+    ({"endingOffsets": '{"TOPIC": 5}'}, ["'endingOffsets'", "must be an object"]),
+    ({"startingOffsets": '{"TOPIC": {"broker-z:0": 1}}'}, ["'startingOffsets'", "broker-z:0",
+                                                           "names queue(s) the topics do not have"]),
     ({"topicPattern": "x.*"}, ["'topicPattern'", "not both"]),
+    ({"topics": "TOPIC"}, ["'topics'", "not both"]),
     ({"maxOffsetsPerTriger": "10"}, ["unknown option", "maxOffsetsPerTrigger"]),
 ])
 def test_bad_options_fail_at_start_naming_the_option(spark, cluster, options, words):
     topic = cluster.new_topic("bad")
     reader = spark.read.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", topic)
     for name, value in options.items():
-        reader = reader.option(name, value)
+        reader = reader.option(name, value.replace("TOPIC", topic))
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
         reader.load().collect()
     assert all(word in str(info.value) for word in words), str(info.value)[:2000]
 
 
-def test_fail_on_data_loss_both_ways(spark, cluster):
-    topic = cluster.new_topic("loss")
-    cluster.produce(topic, 80)  # 20 per queue
-    # Asking for offsets a queue does not have (it was reset, or its broker lost them) is a data loss.
-    beyond = json.dumps({topic: {"broker-a:0": 50}})
+@pytest.mark.parametrize("options, words", [
+    ({"topic": "no-such-topic-y"}, ["'topic'", "no-such-topic-y", "do not exist"]),
+    ({"startingOffsets": "[1, 2]"}, ["'startingOffsets'", "must be a JSON object"]),
+    ({"topic": "a", "topicPattern": "a.*"}, ["'topicPattern'", "not both"]),
+])
+def test_bad_stream_options_fail_the_query_at_start(spark, cluster, options, words):
+    reader = spark.readStream.format("pocketmq").option("namesrv", cluster.namesrv)
+    for name, value in options.items():
+        reader = reader.option(name, value)
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
-        read(spark, cluster, topic, endingOffsets=beyond).collect()
-    assert "failOnDataLoss" in str(info.value) and "broker-a:0" in str(info.value)
-    rows = read(spark, cluster, topic, endingOffsets=beyond, failOnDataLoss="false").collect()
-    assert len(rows) == 80  # what exists is read; the missing offsets are skipped and logged
+        reader.load().writeStream.format("noop").start().awaitTermination(30)
+    assert all(word in str(info.value) for word in words), str(info.value)[:2000]

@@ -162,6 +162,7 @@ class BrokerConfig:
     sync_flush_timeout_ms: int = _store_field("sync_flush_timeout_ms")
     file_reserved_hours: float = _store_field("file_reserved_hours")
     disk_max_used_ratio: float = _store_field("disk_max_used_ratio")
+    cleanup_interval_ms: int = _store_field("cleanup_interval_ms")
 
     @property
     def public_host(self) -> str:

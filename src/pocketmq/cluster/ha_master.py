@@ -17,7 +17,7 @@ import dataclasses
 import heapq
 import itertools
 import logging
-from typing import Hashable
+from collections.abc import Hashable
 
 from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict, replication_start
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock

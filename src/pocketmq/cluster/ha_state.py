@@ -12,8 +12,8 @@ answers SLAVE_NOT_AVAILABLE at once; otherwise it waits for an ack (FLUSH_SLAVE_
 from __future__ import annotations
 
 import enum
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Hashable
 
 
 class SyncVerdict(enum.Enum):

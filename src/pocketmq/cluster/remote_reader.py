@@ -40,7 +40,12 @@ import logging
 from dataclasses import dataclass
 
 from pocketmq.cluster.breaker import BreakerBoard
-from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadResult, ReadStatus
+from pocketmq.common.read_result import (
+    FailureReason,
+    NotFoundCause,
+    ReadResult,
+    ReadStatus,
+)
 from pocketmq.errors import PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand

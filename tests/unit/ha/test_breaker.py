@@ -6,7 +6,12 @@ import logging
 
 import pytest
 
-from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState, CircuitBreaker
+from pocketmq.cluster.breaker import (
+    BreakerBoard,
+    BreakerSettings,
+    BreakerState,
+    CircuitBreaker,
+)
 
 
 def breaker() -> CircuitBreaker:

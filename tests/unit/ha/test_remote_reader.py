@@ -6,11 +6,19 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
-from pocketmq.cluster.remote_reader import RemoteMessageReader, classify_error, classify_pull_reply
+from pocketmq.cluster.remote_reader import (
+    RemoteMessageReader,
+    classify_error,
+    classify_pull_reply,
+)
 from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
-from pocketmq.errors import RemotingError, RemotingTimeoutError, ServiceNotAvailableError
+from pocketmq.errors import (
+    RemotingError,
+    RemotingTimeoutError,
+    ServiceNotAvailableError,
+)
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record

@@ -33,7 +33,8 @@ class HaMaster:
         self._clock = clock
         self._ack_timeout_ms = ack_timeout_ms
         self.acks = ReplicaAcks(max_gap_bytes=max_gap_bytes, expire_ms=slave_expire_ms)
-        self._arrived = asyncio.Event()  # replaced after each set: a held pull waits on the one it saw
+        # Made by the first held pull and dropped when set: a put with no pull waiting costs nothing.
+        self._arrived: asyncio.Event | None = None
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (record phys offset, seq, future)
         self._seq = itertools.count()
 
@@ -41,8 +42,9 @@ class HaMaster:
         self._store.add_arrival_listener(self._on_arrival)
 
     def _on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
-        self._arrived.set()
-        self._arrived = asyncio.Event()
+        if self._arrived is not None:
+            self._arrived.set()
+            self._arrived = None
 
     # -- slaves -------------------------------------------------------------------------------------------------
     async def serve_pull(self, link: Hashable, slave_addr: str, slave_phys_offset: int, max_bytes: int,
@@ -56,6 +58,8 @@ class HaMaster:
         start = replication_start(slave_phys_offset, self._store.min_phys_offset, self._store.max_phys_offset)
         data = self._store.read_commit_log(start, max_bytes)
         if not data and suspend_ms > 0:
+            if self._arrived is None:
+                self._arrived = asyncio.Event()
             arrived = self._arrived
             try:
                 async with asyncio.timeout(suspend_ms / 1000):

@@ -2,8 +2,9 @@
 
 Starts a broker (embedded name server) in a temp dir, loads N messages of SIZE bytes into a 4-queue topic,
 then times warm batch reads (the best of ``--runs`` after one warm-up read, so session and worker start-up
-are excluded). Besides wall time it reports the CPU seconds the broker and Spark (JVM and Python workers)
-spent in the timed read (the bench process, the broker's parent, is Spark's driver): on a shared 2-core machine those say where the time goes.
+are excluded). Besides wall time it reports the CPU seconds the broker and Spark (JVM and Python workers;
+the bench process, the broker's parent, is Spark's driver) spent in the timed read: on a shared 2-core
+machine those say where the time goes.
 
     python bench/spark_read.py [--messages 1000000] [--size 1024] [--runs 2]
 """
@@ -63,6 +64,15 @@ def tree_cpu_s(root_pid: int) -> float:
     return total
 
 
+def bench_parser(doc: str) -> argparse.ArgumentParser:
+    """The options the Spark benches share; Spark's Python workers run this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=1024)
+    return parser
+
+
 def spark_session():
     from pyspark.sql import SparkSession
 
@@ -72,12 +82,9 @@ def spark_session():
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--size", type=int, default=1024)
+    parser = bench_parser(__doc__)
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     with tempfile.TemporaryDirectory(prefix="pmq-bench-") as tmp:
         broker = broker_process(Path(tmp), "broker-a").start()

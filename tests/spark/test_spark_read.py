@@ -90,7 +90,7 @@ def test_bad_options_fail_at_start_naming_the_option(spark, cluster, options, wo
 
 @pytest.mark.parametrize("options, words", [
     ({"topic": "no-such-topic-y"}, ["'topic'", "no-such-topic-y", "do not exist"]),
-    ({"startingOffsets": "[1, 2]"}, ["'startingOffsets'", "must be a JSON object"]),
+    ({"topic": "a", "startingOffsets": "[1, 2]"}, ["'startingOffsets'", "must be a JSON object"]),
     ({"topic": "a", "topicPattern": "a.*"}, ["'topicPattern'", "not both"]),
 ])
 def test_bad_stream_options_fail_the_query_at_start(spark, cluster, options, words):

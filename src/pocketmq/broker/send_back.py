@@ -13,6 +13,9 @@ The copy keeps body, flag, sys_flag, born time and host and the user's propertie
 consumer sees the same message id); ``RETRY_TOPIC`` = the original topic (set once), ``ORIGIN_MESSAGE_ID`` =
 the first id (set once); its ``reconsume_times`` is the original's + 1.
 
+A gray message (property ``PMQ_GRAY``) is retried into the gray retry queue (the last) of a split retry
+topic, any other message into the remaining queues (broker/gray.py); the DLQ copy keeps the mark.
+
 When the send-back fails, RocketMQ clients send the copy themselves to ``%RETRY%<group>`` with
 ``RECONSUME_TIME`` (already + 1), ``MAX_RECONSUME_TIMES`` and ``DELAY``; ``retry_send_destination`` applies
 the broker's check on such sends, which compares with ``>``.
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 from pocketmq.broker.timer.delay import TIMER_PROPERTIES
 from pocketmq.common import properties as props
+from pocketmq.common.gray import is_gray_message, retry_queue_id
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
 from pocketmq.errors import NoPermissionError, PocketMQError, StoreError
@@ -131,7 +135,9 @@ class SendBackService:
         if not config.writable:
             raise NoPermissionError(f"topic {topic!r} is not writable (perm {config.perm})")
         uniq = original.uniq_key or original.offset_msg_id
-        queue_id = zlib.crc32(uniq.encode()) % config.write_queue_nums
+        # a gray message's retry goes to the gray retry queue, others never do (broker/gray.py); the DLQ has 1
+        queue_id = retry_queue_id(config.write_queue_nums, is_gray_message(original.properties),
+                                  zlib.crc32(uniq.encode()))
         copy = retry_copy(original, topic=topic, queue_id=queue_id, delay_level=decision.delay_level,
                           origin_msg_id=request.origin_msg_id)
         if not decision.to_dlq:

@@ -21,6 +21,11 @@ class ClientConfig:
     ``namesrv_addr`` may list several name servers separated by ``;`` (RocketMQ's form); the first that answers
     is used. ``instance_name`` is the second part of the client id ``ip@instanceName``; RocketMQ defaults it to
     the pid so two processes on one host never share an id.
+
+    Gray release (docs/gray.md): ``enable_gray_switch`` makes every client of this config gray: its id ends in
+    ``@gray``, its producers mark messages gray (property ``PMQ_GRAY`` = ``gray_tag``) and send them to gray
+    queues. ``gray_queue_ratio`` says which queues are gray (per broker the last ceil(n * ratio)); every
+    client of a gray rollout (gray or not, producers and consumers) must use the same ratio.
     """
 
     namesrv_addr: str = field(default_factory=default_namesrv_addr)
@@ -31,6 +36,9 @@ class ClientConfig:
     poll_name_server_interval_ms: int = 30_000  # route refresh period
     heartbeat_broker_interval_ms: int = 30_000
     unit_mode: bool = False
+    enable_gray_switch: bool = False
+    gray_tag: str = "gray"  # the value of the PMQ_GRAY property a gray producer stamps
+    gray_queue_ratio: float = 0.1
 
     def __post_init__(self) -> None:
         problems = []
@@ -42,6 +50,10 @@ class ClientConfig:
                 problems.append(f"name server address {addr!r} is not HOST:PORT")
         if not self.instance_name or "@" in self.instance_name:
             problems.append(f"instance_name {self.instance_name!r} must be non-empty and without '@'")
+        if not 0.0 <= self.gray_queue_ratio <= 1.0:
+            problems.append(f"gray_queue_ratio {self.gray_queue_ratio} is outside [0, 1]")
+        if not self.gray_tag or self.gray_tag.lower() == "false":
+            problems.append(f"gray_tag {self.gray_tag!r} must be non-empty and not 'false'")
         for name in ("request_timeout_s", "connect_timeout_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")

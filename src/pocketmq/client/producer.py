@@ -10,6 +10,9 @@ a result, unless ``retry_another_broker_when_not_store_ok`` asks to try another 
 ``send_latency_fault_enable`` every send's latency (or failure) is reported to ``LatencyFaultTolerance`` and
 brokers sitting out are avoided by the selector. ``send_oneway`` waits for nothing and never retries.
 
+Gray release (docs/gray.md): a gray producer (``ClientConfig.enable_gray_switch``) marks its messages gray;
+a gray message (from it, or marked by hand) goes to a gray queue through ``GraySelector``.
+
 Bodies of ``compress_over_bytes`` and more are zlib-compressed (sys_flag bit 0), as 4.x clients do; batches
 are never compressed.
 """
@@ -28,8 +31,9 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
 from pocketmq.client.latency_fault import LatencyFaultTolerance
 from pocketmq.client.loop_thread import client_loop
-from pocketmq.client.queue_select import MessageGroupSelector, QueueSelector
+from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector
 from pocketmq.common import properties as props
+from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
 from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
 from pocketmq.errors import (ClientError, IllegalMessageError, IllegalTopicError, PocketMQError, RemoteServerError,
@@ -112,6 +116,7 @@ class AsyncProducer:
         self.config = config or ClientConfig()
         self.options = options or ProducerOptions()
         self.selector = selector or MessageGroupSelector()
+        self._gray_selector: GraySelector | None = None  # built on the first gray message
         self._instance = instance
         self._owns_instance = instance is None
         self._started = False
@@ -159,6 +164,7 @@ class AsyncProducer:
         instance = self.instance
         _set_delay(message, delay_level, deliver_at_ms)
         self._check_message(message)
+        self._mark_gray(message)
         if props.UNIQ_KEY not in message.properties:
             message.properties[props.UNIQ_KEY] = instance.message_ids.next_id(instance.clock.now_ms())
         body, sys_flag = message.body, 0
@@ -198,6 +204,7 @@ class AsyncProducer:
         """Send without waiting for the broker's answer (no result, no retry): RocketMQ's sendOneway."""
         instance = self.instance
         self._check_message(message)
+        self._mark_gray(message)
         if props.UNIQ_KEY not in message.properties:
             message.properties[props.UNIQ_KEY] = instance.message_ids.next_id(instance.clock.now_ms())
         mq = queue
@@ -205,7 +212,8 @@ class AsyncProducer:
             route = instance.cached_route(message.topic) or await instance.route(message.topic)
             if not route.write_queues:
                 raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
-            mq = self.selector.select(route.write_queues, message, self._avoided_brokers(route.write_queues))
+            mq = self._selector_for(message).select(route.write_queues, message,
+                                                    self._avoided_brokers(route.write_queues))
         request = self._request(RequestCode.SEND_MESSAGE_V2, mq, props.encode_properties(message.properties), 0,
                                 message.flag, message.body)
         await instance.remoting.invoke_oneway(instance.broker_addr(mq.broker_name), request)
@@ -232,6 +240,7 @@ class AsyncProducer:
             if msg.delay_level > 0:
                 raise IllegalMessageError("delayed messages cannot be sent in a batch")
             self._check_message(msg)
+            self._mark_gray(msg)
             if props.UNIQ_KEY not in msg.properties:
                 msg.properties[props.UNIQ_KEY] = instance.message_ids.next_id(now_ms)
         body = encode_batch(list(messages))
@@ -243,6 +252,20 @@ class AsyncProducer:
 
         return await self._send_with_retries(messages[0], build, queue, timeout_s,
                                              uniq_keys=[m.properties[props.UNIQ_KEY] for m in messages])
+
+    def _mark_gray(self, message: Message) -> None:
+        """A gray producer's messages are all gray (docs/gray.md)."""
+        if self.config.enable_gray_switch:
+            message.properties.setdefault(GRAY_PROPERTY, self.config.gray_tag)
+
+    def _selector_for(self, message: Message) -> QueueSelector:
+        """A gray message always goes through a gray selector (the configured one picks within the gray
+        queues); other messages use the configured selector, which is a ``GraySelector`` in a gray rollout."""
+        if isinstance(self.selector, GraySelector) or not is_gray_message(message.properties):
+            return self.selector
+        if self._gray_selector is None:
+            self._gray_selector = GraySelector(self.config.gray_queue_ratio, inner=self.selector)
+        return self._gray_selector
 
     def _check_message(self, message: Message) -> None:
         if message.topic not in self._legal_topics:
@@ -298,7 +321,7 @@ class AsyncProducer:
                     if not route.write_queues:
                         raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
                     avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues)
-                    mq = self.selector.select(route.write_queues, message, avoid)
+                    mq = self._selector_for(message).select(route.write_queues, message, avoid)
                 addr = instance.broker_addr(mq.broker_name)
                 started_ms = instance.clock.monotonic_ms()
                 response = await instance.remoting.invoke(addr, build(mq), remaining_s)

@@ -3,7 +3,8 @@
 RocketMQ's DefaultMQPushConsumer on a pull loop. For each subscribed topic (and, in clustering mode, the
 group's ``%RETRY%<group>``) the consumer rebalances: it lists the topic's read queues from the route and the
 group's consumer ids from a broker (GET_CONSUMER_LIST_BY_GROUP), keeps the queues the allocation strategy
-(``client/rebalance.py``; averagely by default) gives its client id, and drops the rest. Rebalancing runs at
+(``client/rebalance.py``; averagely by default, always inside a ``GrayAllocator`` so gray consumers get only gray
+queues: docs/gray.md) gives its client id, and drops the rest. Rebalancing runs at
 start, every ``rebalance_interval_ms`` and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED. In
 broadcasting mode every instance takes every queue.
 
@@ -40,7 +41,7 @@ from pocketmq.client.loop_thread import client_loop
 from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.pull_consumer import PullStatus, parse_tag_expression, pull_result_from_response
-from pocketmq.client.rebalance import AllocateStrategy, allocate_averagely
+from pocketmq.client.rebalance import AllocateStrategy, GrayAllocator, allocate_averagely
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.properties import encode_properties
@@ -267,11 +268,20 @@ class AsyncPushConsumer:
             ids = await self._consumer_ids(route.broker_names)
             if not ids:
                 return
-            mine = set(self.options.allocate_strategy(queues, ids).get(self.instance.client_id, []))
+            mine = set(self._allocator(topic)(queues, ids).get(self.instance.client_id, []))
         for mq in [mq for mq in self._queues if mq.topic == topic and mq not in mine]:
             await self._drop_queue(mq)
         for mq in sorted(mine - set(self._queues)):
             await self._add_queue(mq)
+
+    def _allocator(self, topic: str) -> AllocateStrategy:
+        """The configured strategy inside a GrayAllocator: without a gray consumer in the group it gives the
+        strategy's own result; with one, gray consumers get only gray queues and normal ones only the rest.
+        The group's retry topic is split by its gray retry queue (docs/gray.md)."""
+        strategy, ratio = self.options.allocate_strategy, self.config.gray_queue_ratio
+        if isinstance(strategy, GrayAllocator):  # a GrayAllocator given by hand: its strategy and ratio
+            strategy, ratio = strategy.inner, strategy.ratio
+        return GrayAllocator(strategy, ratio, retry_split=topic == retry_topic(self.group))
 
     async def _consumer_ids(self, broker_names: list[str]) -> list[str]:
         for broker in broker_names:

@@ -9,6 +9,8 @@
   process (Python's ``hash()`` is salted per process and is never used). A retry of a group message stays on
   that queue, as RocketMQ 5 clients do for FIFO messages: moving it would break the group's order.
 
+- **Gray** (``GraySelector``, docs/gray.md): gray messages to gray queues, the others to normal queues.
+
 Also: ``KeyHashSelector`` (hash of a message key, RocketMQ's SelectMessageQueueByHash), ``RandomSelector``,
 and ``FunctionSelector`` (a user-defined function).
 
@@ -22,7 +24,10 @@ import itertools
 import random
 from typing import Callable, Iterable, Protocol, Sequence
 
+from pocketmq.client.rebalance import gray_queues
+from pocketmq.common.gray import is_gray_message
 from pocketmq.common.message import Message, MessageQueue
+from pocketmq.errors import ClientError
 
 
 def java_string_hash(text: str) -> int:
@@ -129,3 +134,27 @@ class FunctionSelector:
         if chosen not in queues:
             raise ValueError(f"selector returned {chosen}, which is not one of the topic's writable queues")
         return chosen
+
+
+class GraySelector:
+    """RIP-72's SelectMessageQueueByGray: a gray message (property ``PMQ_GRAY``, common/gray.py) goes to a gray
+    queue, any other to a normal one; ``inner`` (round robin by default) picks within that part. Gray queues
+    are, per broker, the last ceil(n * ratio) queues. With ratio 1 there is no normal queue, with ratio 0 no
+    gray one: sending the message that needs the missing kind raises ClientError saying so."""
+
+    def __init__(self, ratio: float = 0.1, inner: QueueSelector | None = None):
+        if not 0.0 <= ratio <= 1.0:
+            raise ClientError(f"gray queue ratio {ratio} is outside [0, 1]")
+        self.ratio = ratio
+        self._inner = inner or RoundRobinSelector()
+
+    def select(self, queues: Sequence[MessageQueue], message: Message,
+               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+        gray = is_gray_message(message.properties)
+        gray_set = gray_queues(list(queues), self.ratio)
+        part = [q for q in queues if (q in gray_set) == gray]
+        if not part:
+            kind = "gray" if gray else "normal"
+            raise ClientError(f"no {kind} queues: topic {message.topic!r} has {len(queues)} writable queues and "
+                              f"gray queue ratio {self.ratio} leaves none {kind}")
+        return self._inner.select(part, message, avoid_brokers)

@@ -28,13 +28,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
+from pocketmq.common.gray import GRAY_MARK, is_gray_client  # noqa: F401  (GRAY_MARK re-exported)
 from pocketmq.common.message import MessageQueue
 
 Assignment = dict[str, list[MessageQueue]]
 AllocateStrategy = Callable[[list[MessageQueue], list[str]], Assignment]
-
-GRAY_MARK = "@gray"
-
 
 def _sorted_queues(queues) -> list[MessageQueue]:
     return sorted(set(queues), key=lambda q: (q.topic, q.broker_name, q.queue_id))
@@ -84,10 +82,6 @@ class ConsistentHashAllocator:
         return result
 
 
-def is_gray_client(client_id: str) -> bool:
-    return GRAY_MARK in client_id
-
-
 def gray_queues(queues: list[MessageQueue], ratio: float) -> set[MessageQueue]:
     """Per broker (and topic), the last ceil(n * ratio) of its sorted queues."""
     if not 0.0 <= ratio <= 1.0:
@@ -102,16 +96,27 @@ def gray_queues(queues: list[MessageQueue], ratio: float) -> set[MessageQueue]:
     return result
 
 
+def gray_retry_queues(queues: list[MessageQueue]) -> set[MessageQueue]:
+    """Of a ``%RETRY%`` topic, per broker, the last queue when the broker has 2 or more (common/gray.py)."""
+    by_broker: dict[tuple[str, str], list[MessageQueue]] = defaultdict(list)
+    for mq in _sorted_queues(queues):
+        by_broker[(mq.topic, mq.broker_name)].append(mq)
+    return {mqs[-1] for mqs in by_broker.values() if len(mqs) >= 2}
+
+
 @dataclass(frozen=True)
 class GrayAllocator:
+    """``retry_split``: split by ``gray_retry_queues`` (a retry topic) instead of ``gray_queues(ratio)``."""
+
     inner: AllocateStrategy = allocate_averagely
     ratio: float = 0.1
+    retry_split: bool = False
 
     def __call__(self, queues: list[MessageQueue], consumer_ids: list[str]) -> Assignment:
         gray_ids = [cid for cid in consumer_ids if is_gray_client(cid)]
         if not gray_ids:
             return self.inner(queues, consumer_ids)
-        gray = gray_queues(queues, self.ratio)
+        gray = gray_retry_queues(queues) if self.retry_split else gray_queues(queues, self.ratio)
         normal_ids = [cid for cid in consumer_ids if not is_gray_client(cid)]
         result = self.inner([q for q in queues if q in gray], gray_ids)
         if normal_ids:

@@ -20,7 +20,9 @@ from __future__ import annotations
 from typing import Awaitable
 
 from pocketmq.broker.consumers import ConsumerGroupInfo, Notification, SubscriptionData
+from pocketmq.broker.gray import ensure_gray_retry_queues
 from pocketmq.broker.messages import SendResult
+from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.topic import group_name_problem, topic_name_problem
@@ -251,7 +253,9 @@ class MessagingHandlers:
         broker = self._broker
         for info in consumers:
             broker.groups.get_or_create(info.group)  # SUBSCRIPTION_GROUP_NOT_EXIST when auto-creation is off
-            broker.topics.get_or_create(f"%RETRY%{info.group}")  # consumers pull their retry topic on their own
+            retry_config = broker.topics.get_or_create(f"%RETRY%{info.group}")  # consumers pull it on their own
+            if is_gray_client(client_id):  # split the retry topic so gray retries stay gray (docs/gray.md)
+                ensure_gray_retry_queues(broker.topics, retry_config)
         self._hook_close(conn)
         common = {"language": request.language, "version": request.version, "remote_address": conn.remote_address}
         for info in consumers:

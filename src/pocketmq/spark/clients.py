@@ -4,6 +4,11 @@ Spark reuses its Python workers, so ``client_for(namesrv)`` keeps one ``QueueCli
 module-level cache: the first task of a worker connects, later tasks reuse the connections and routes. The
 SDK runs its async core on one loop thread per process; calls that fan out over many queues (bounds,
 timestamps, group commits) are gathered there in one round trip instead of one call per queue.
+
+Pulls bypass the SDK's ``PullConsumer.pull``, which decodes every record into a ``MessageExt``: the reader
+wants the reply body as the broker sent it (stored records back to back) to decode in bulk into Arrow
+columns, and wants several pulls in flight, so ``submit_pull`` sends the PULL_MESSAGE request itself on the
+SDK's client instance (its connections and routes) and returns a future.
 """
 
 from __future__ import annotations

@@ -133,3 +133,7 @@ def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05, mes
         if time.monotonic() > deadline:
             raise AssertionError(f"{message} not reached within {timeout_s}s")
         time.sleep(interval_s)
+
+
+# ``--set`` arguments for ``broker_process`` giving delay level n a wait of n * 100 ms, so retries come back fast
+FAST_DELAY_LEVEL_ARGS = ["--set", "message_delay_level=" + " ".join(f"{100 * i}ms" for i in range(1, 19))]

@@ -16,7 +16,7 @@ queue_lists = st.lists(st.builds(MessageQueue, st.just("T"), st.sampled_from(["a
 client_ids = st.lists(st.from_regex(r"10\.0\.0\.[0-9]{1,3}@[0-9]{1,5}(@gray)?", fullmatch=True), max_size=8,
                       unique=True)
 STRATEGIES = [allocate_averagely, allocate_averagely_by_circle, ConsistentHashAllocator(),
-              GrayAllocator(ratio=0.25)]
+              GrayAllocator(ratio=0.25), GrayAllocator(retry_split=True)]
 
 
 def flatten(assignment):

@@ -1,0 +1,30 @@
+"""The broker's part of gray release (docs/gray.md, common/gray.py): retries of gray messages stay gray.
+
+RocketMQ's RIP-72 left ``%RETRY%<group>`` with one queue shared by everyone, so a failed gray message could be
+retried on a normal consumer and the other way round. Here the first heartbeat of a gray consumer grows its
+group's retry topic to ``GRAY_RETRY_QUEUE_NUMS`` queues; send-back then puts the retry copy of a gray message
+(property ``PMQ_GRAY``, which the copy keeps) into the last queue and every other retry into the others
+(``common.gray.retry_queue_id``), and consumers split the retry topic by the same rule. A topic that already
+has 2 queues or more is left as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from pocketmq.common.gray import GRAY_RETRY_QUEUE_NUMS
+from pocketmq.common.topic import TopicConfig
+
+log = logging.getLogger(__name__)
+
+
+def ensure_gray_retry_queues(topics, retry_config: TopicConfig) -> TopicConfig:
+    """Grow a group's retry topic to the gray split's queue count; the config in force afterwards."""
+    if min(retry_config.read_queue_nums, retry_config.write_queue_nums) >= GRAY_RETRY_QUEUE_NUMS:
+        return retry_config
+    grown = dataclasses.replace(retry_config, read_queue_nums=max(retry_config.read_queue_nums,
+                                                                  GRAY_RETRY_QUEUE_NUMS),
+                                write_queue_nums=max(retry_config.write_queue_nums, GRAY_RETRY_QUEUE_NUMS))
+    log.info("event=gray_retry_topic_split topic=%s queues=%d", grown.name, grown.write_queue_nums)
+    return topics.create_or_update(grown)

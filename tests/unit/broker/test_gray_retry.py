@@ -1,0 +1,43 @@
+"""Retries that stay gray on the broker: the retry topic split and the queue a retry copy goes to."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pocketmq.broker.gray import ensure_gray_retry_queues
+from pocketmq.broker.send_back import retry_copy
+from pocketmq.common.gray import GRAY_PROPERTY, retry_queue_id
+from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import TopicConfig
+
+
+@given(st.integers(1, 16), st.booleans(), st.integers(0, 2 ** 32))
+def test_gray_retries_take_the_last_queue_and_normal_ones_never(queue_nums, gray, spread):
+    queue_id = retry_queue_id(queue_nums, gray, spread)
+    assert 0 <= queue_id < queue_nums
+    if queue_nums >= 2:
+        assert (queue_id == queue_nums - 1) == gray
+
+
+class FakeTopics:
+    def __init__(self):
+        self.updated = []
+
+    def create_or_update(self, config):
+        self.updated.append(config)
+        return config
+
+
+def test_retry_topic_grows_to_two_queues_once():
+    topics = FakeTopics()
+    grown = ensure_gray_retry_queues(topics, TopicConfig("%RETRY%g", 1, 1))
+    assert (grown.read_queue_nums, grown.write_queue_nums) == (2, 2)
+    assert ensure_gray_retry_queues(topics, grown) is grown and topics.updated == [grown]
+
+
+def test_retry_and_dlq_copies_keep_the_gray_mark():
+    original = MessageExt(topic="T", queue_id=7, body=b"x", properties={GRAY_PROPERTY: "v2", "UNIQ_KEY": "u"})
+    for topic in ("%RETRY%g", "%DLQ%g"):
+        copy = retry_copy(original, topic=topic, queue_id=0, delay_level=0, origin_msg_id=None)
+        assert copy.properties[GRAY_PROPERTY] == "v2"

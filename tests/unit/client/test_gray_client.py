@@ -1,0 +1,83 @@
+"""Gray release on the client: settings, client id, the gray queue selector, the producer's choice of it,
+and the split of a retry topic (docs/gray.md)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.producer import AsyncProducer
+from pocketmq.client.queue_select import GraySelector, RoundRobinSelector
+from pocketmq.client.rebalance import GrayAllocator, gray_queues, gray_retry_queues
+from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
+from pocketmq.common.message import Message, MessageQueue
+from pocketmq.errors import ClientError, ConfigError
+
+QUEUES = [MessageQueue("T", b, q) for b in ("a", "b") for q in range(8)]
+
+
+def message(gray: bool) -> Message:
+    return Message.create("T", b"x", properties={GRAY_PROPERTY: "v2"} if gray else {})
+
+
+def test_gray_client_id_and_settings():
+    assert ClientInstance(ClientConfig(instance_name="i", client_ip="10.0.0.1")).client_id == "10.0.0.1@i"
+    gray = ClientConfig(instance_name="i", client_ip="10.0.0.1", enable_gray_switch=True)
+    assert ClientInstance(gray).client_id == "10.0.0.1@i@gray"
+    assert gray.gray_queue_ratio == 0.1
+    with pytest.raises(ConfigError, match="gray_queue_ratio"):
+        ClientConfig(gray_queue_ratio=1.5)
+
+
+def test_gray_property_values():
+    assert is_gray_message({GRAY_PROPERTY: "v2"}) and is_gray_message({GRAY_PROPERTY: "true"})
+    assert not is_gray_message({}) and not is_gray_message({GRAY_PROPERTY: "false"})
+
+
+@given(st.sampled_from([0.1, 0.25, 0.5, 0.8]), st.booleans(), st.integers(0, 100))
+def test_selector_keeps_gray_and_normal_apart(ratio, gray, start):
+    selector = GraySelector(ratio, RoundRobinSelector(start))
+    gray_set = gray_queues(QUEUES, ratio)
+    for _ in range(20):
+        assert (selector.select(QUEUES, message(gray), frozenset()) in gray_set) == gray
+
+
+def test_selector_avoids_brokers_within_its_part():
+    chosen = {GraySelector(0.25).select(QUEUES, message(True), frozenset({"a"})) for _ in range(10)}
+    assert chosen <= {MessageQueue("T", "b", 6), MessageQueue("T", "b", 7)} and chosen
+
+
+@pytest.mark.parametrize("ratio, gray, missing", [(1.0, False, "no normal queues"), (0.0, True, "no gray queues")])
+def test_selector_says_clearly_when_a_part_is_empty(ratio, gray, missing):
+    with pytest.raises(ClientError, match=missing):
+        GraySelector(ratio).select(QUEUES, message(gray), frozenset())
+    GraySelector(ratio).select(QUEUES, message(not gray), frozenset())  # the other part still works
+
+
+def test_gray_producer_marks_messages_and_uses_gray_queues():
+    producer = AsyncProducer(ClientConfig(enable_gray_switch=True, gray_tag="v2", gray_queue_ratio=0.25))
+    msg = Message.create("T", b"x")
+    producer._mark_gray(msg)
+    assert msg.properties[GRAY_PROPERTY] == "v2"
+    assert producer._selector_for(msg).select(QUEUES, msg, frozenset()) in gray_queues(QUEUES, 0.25)
+
+
+def test_normal_producer_routes_only_marked_messages_through_the_gray_selector():
+    producer = AsyncProducer(ClientConfig(gray_queue_ratio=0.25))
+    plain = Message.create("T", b"x")
+    producer._mark_gray(plain)
+    assert GRAY_PROPERTY not in plain.properties
+    assert producer._selector_for(plain) is producer.selector  # no gray rollout: all queues, as before
+    assert producer._selector_for(message(True)).select(QUEUES, message(True), frozenset()) in \
+        gray_queues(QUEUES, 0.25)
+
+
+def test_retry_topic_split_is_the_last_queue_of_brokers_with_two_or_more():
+    retry = [MessageQueue("%RETRY%g", "a", 0), MessageQueue("%RETRY%g", "a", 1), MessageQueue("%RETRY%g", "b", 0)]
+    assert gray_retry_queues(retry) == {MessageQueue("%RETRY%g", "a", 1)}
+    assignment = GrayAllocator(retry_split=True)(retry, ["n1", "n2", "x@g@gray"])
+    assert assignment["x@g@gray"] == [MessageQueue("%RETRY%g", "a", 1)]
+    assert GrayAllocator(retry_split=True)(retry, ["n1"])["n1"] == sorted(retry)

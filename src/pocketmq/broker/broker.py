@@ -34,6 +34,7 @@ from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.producers import ProducerRegistry
 from pocketmq.broker.queue_locks import QueueLockTable
+from pocketmq.broker.stage_offsets import StageOffsetManager
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
@@ -61,6 +62,7 @@ class Broker:
                                                          config.default_topic_queue_nums))
         self.groups = SubscriptionGroupManager(meta / "groups.json", auto_create=config.auto_create_subscription_group)
         self.offsets = ConsumerOffsetManager(meta / "consumer_offsets.json")
+        self.stage_offsets = StageOffsetManager(meta / "consumer_stage_offsets.json")  # staged consumers
         self.consumers = ConsumerRegistry(config.client_channel_expire_ms, clock=clock)
         self.producers = ProducerRegistry(config.client_channel_expire_ms, clock=clock)
         self.holds = PullHoldService(config.long_polling_max_waiters)
@@ -114,6 +116,7 @@ class Broker:
         self.topics.load()
         self.groups.load()
         self.offsets.load()
+        self.stage_offsets.load()
         self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock)
         report = self.store.start()
         log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d", report.max_phys_offset,
@@ -224,6 +227,7 @@ class Broker:
 
     def _persist_offsets(self) -> None:
         self.offsets.persist()
+        self.stage_offsets.persist()
 
     def _expire_clients(self) -> None:
         self.consumers.expire()
@@ -257,6 +261,7 @@ class Broker:
         removed = self.groups.delete(group)
         if clean_offsets:
             self.offsets.remove_group(group)
+            self.stage_offsets.remove_group(group)
         return removed
 
     def update_config(self, changes: dict[str, str]) -> BrokerConfig:

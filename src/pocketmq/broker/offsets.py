@@ -9,24 +9,22 @@ loses at most one interval of commits: consumers then see some messages again, n
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.broker.json_table import PersistedJsonTable
+from pocketmq.store.metadata import load_json
 
 log = logging.getLogger(__name__)
 
 _KEY_SEPARATOR = "@"  # RocketMQ's "topic@group" key of its offset table
 
 
-class ConsumerOffsetManager:
+class ConsumerOffsetManager(PersistedJsonTable):
     """The offset table. Thread-safe; ``persist()`` writes only when something changed."""
 
     def __init__(self, path: Path):
-        self._path = Path(path)
+        super().__init__(path)
         self._table: dict[tuple[str, str], dict[int, int]] = {}  # (topic, group) -> queue id -> queue offset
-        self._lock = threading.Lock()
-        self._dirty = False
 
     def load(self) -> None:
         data = load_json(self._path, {})
@@ -84,19 +82,8 @@ class ConsumerOffsetManager:
                 del self._table[key]
                 self._dirty = True
 
-    def persist(self) -> bool:
-        """Write the table if it changed since the last write; returns whether it wrote."""
-        with self._lock:
-            if not self._dirty:
-                return False
-            snapshot = self._snapshot_locked()
-            self._dirty = False
-        try:
-            atomic_write_json(self._path, {"offsetTable": snapshot})
-        except OSError:
-            self._dirty = True  # try again next interval
-            raise
-        return True
+    def _document_locked(self) -> dict:
+        return {"offsetTable": self._snapshot_locked()}
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         """The table in RocketMQ's offsetTable shape: {"topic@group": {"queueId": queue offset}}."""

@@ -16,6 +16,7 @@ from pocketmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullR
 from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
 from pocketmq.client.listener import (
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus,
+    StagedConcurrentListener,
 )
 from pocketmq.client.push_consumer import (
     AsyncPushConsumer, ConsumeFromWhere, MessageModel, PushConsumer, PushConsumerOptions,
@@ -37,5 +38,5 @@ __all__ = [
     "Admin", "AsyncAdmin", "AsyncProducer", "AsyncPullConsumer", "AsyncSimpleConsumer", "ClientConfig", "GroupConfig", "Message",
     "MessageExt", "MessageGroupSelector", "MessageQueue", "MessageType", "Producer", "ProducerOptions",
     "PullConsumer", "PullResult", "PullStatus", "QueueSelector", "QueueStatus", "RoundRobinSelector",
-    "SendResult", "SendStatus", "SimpleConsumer", "TopicStatus",
+    "SendResult", "SendStatus", "SimpleConsumer", "StagedConcurrentListener", "TopicStatus",
 ]

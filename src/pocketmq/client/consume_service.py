@@ -12,7 +12,8 @@ and shut down (waiting for listeners in flight) with the consumer. Two are here:
   lock is held (clustering). SUSPEND_CURRENT_QUEUE_A_MOMENT puts the batch back and pauses the queue; after
   ``max_reconsume_times`` local attempts (unlimited by default) the batch goes to the DLQ.
 
-A staged-concurrent service (issue 9) plugs in as a third class with the same ``submit``/``shutdown``.
+The staged-concurrent service (RIP-22) is the third, with the same ``submit``/``shutdown``:
+``client/staged_consume_service.py``.
 """
 
 from __future__ import annotations

@@ -62,3 +62,34 @@ def failed_indexes(status: ConsumeConcurrentlyStatus | None, ack_index: int, cou
         last_ok = min(max(ack_index, -1), count - 1)
         return range(last_ok + 1, count)
     return range(count)
+
+
+class StagedConcurrentListener:
+    """A staged-concurrent listener (RocketMQ's RIP-22 ``MessageListenerStagedConcurrently``; docs/staged.md).
+
+    Subclass it and register it with ``PushConsumer.register_staged_listener``. ``consume_message`` gets one
+    message at a time and returns a ``ConsumeOrderlyStatus``. ``stage_definitions(strategy)`` gives the stage
+    sizes of a strategy (``[]``: concurrent, all ones: orderly); ``compute_strategy(msg)`` picks the strategy
+    (None: plain concurrency) and ``compute_group(msg)`` the stage group, so one queue carries several
+    independent staged sequences. ``reset_current_stage_offset_if_need`` may replace the stage offset a
+    sequence starts from (return None to keep it).
+    """
+
+    def consume_message(self, msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        raise NotImplementedError
+
+    def stage_definitions(self, strategy: str | None = None) -> list[int]:
+        return []
+
+    def compute_strategy(self, msg: MessageExt) -> str | None:
+        return ""  # one staged sequence per queue unless overridden
+
+    def compute_group(self, msg: MessageExt) -> str | None:
+        return ""
+
+    def reset_current_stage_offset_if_need(self, mq: MessageQueue, strategy: str | None, group: str | None,
+                                           stage_offset: int) -> int | None:
+        return None
+
+    def __call__(self, msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        return self.consume_message(msgs, context)

@@ -10,8 +10,9 @@ broadcasting mode every instance takes every queue.
 
 Each owned queue has a ``ProcessQueue`` and a pull task: it long-polls PULL_MESSAGE (committing the consumed
 offset in the same request), puts what it got into the process queue, and hands it to the consume service
-(``client/consume_service.py``: concurrent or orderly listener). Pulling pauses while the process queue holds
-more than ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_bytes``. Retried messages
+(``client/consume_service.py``: concurrent or orderly listener; ``client/staged_consume_service.py``:
+staged-concurrent listener, docs/staged.md). Pulling pauses while the process queue holds more than
+``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_bytes``. Retried messages
 come back from ``%RETRY%<group>`` with their original topic restored, as RocketMQ clients show them.
 
 Offsets: the smallest offset still in a process queue is the consumed position (``client/offset_store.py``:
@@ -42,6 +43,8 @@ from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.pull_consumer import PullStatus, parse_tag_expression, pull_result_from_response
 from pocketmq.client.rebalance import AllocateStrategy, GrayAllocator, allocate_averagely
+from pocketmq.client.stage_offset_store import LocalFileStageOffsetStore, RemoteStageOffsetStore
+from pocketmq.client.staged_consume_service import StagedConsumeService
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.properties import encode_properties
@@ -113,8 +116,9 @@ class AsyncPushConsumer:
         self._owns_instance = instance is None
         self._subscriptions: dict[str, str] = {}
         self._listener: Callable | None = None
-        self._orderly = False
-        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | None = None
+        self._orderly = False  # queues are locked on the broker (orderly and staged listeners)
+        self._staged = False
+        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | StagedConsumeService | None = None
         self.offset_store: RemoteOffsetStore | LocalFileOffsetStore | None = None
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task] = {}
@@ -142,11 +146,16 @@ class AsyncPushConsumer:
 
     def register_listener(self, listener) -> None:
         """A concurrent listener: ``listener(messages, ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``."""
-        self._listener, self._orderly = listener, False
+        self._listener, self._orderly, self._staged = listener, False, False
 
     def register_orderly_listener(self, listener) -> None:
         """An orderly listener: ``listener(messages, ConsumeOrderlyContext) -> ConsumeOrderlyStatus``."""
-        self._listener, self._orderly = listener, True
+        self._listener, self._orderly, self._staged = listener, True, False
+
+    def register_staged_listener(self, listener) -> None:
+        """A staged-concurrent listener (``StagedConcurrentListener``, docs/staged.md): order between stages,
+        concurrency inside a stage; queues are locked as for orderly listeners."""
+        self._listener, self._orderly, self._staged = listener, True, True
 
     @property
     def assignment(self) -> list[MessageQueue]:
@@ -172,7 +181,14 @@ class AsyncPushConsumer:
             self.offset_store = LocalFileOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
         else:
             self.offset_store = RemoteOffsetStore(instance, self.group)
-        if self._orderly:
+        if self._staged:
+            stage_store = (LocalFileStageOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
+                           if self.broadcasting else RemoteStageOffsetStore(instance, self.group))
+            self.consume_service = StagedConsumeService(self, self._listener, stage_store,
+                                                        threads=opts.consume_thread_max,
+                                                        suspend_ms=opts.suspend_current_queue_time_ms,
+                                                        max_reconsume_times=opts.max_reconsume_times)
+        elif self._orderly:
             max_times = opts.max_reconsume_times  # -1 stays unlimited
             self.consume_service = OrderlyConsumeService(self, self._listener, threads=opts.consume_thread_max,
                                                          batch_size=opts.consume_batch_size,
@@ -316,6 +332,11 @@ class AsyncPushConsumer:
         log.info("event=queue_dropped group=%s mq=%s", self.group, mq)
 
     async def _start_offset(self, mq: MessageQueue) -> int:
+        if self._staged:  # a stage record is valid at its own queue offset: resume there (client/stages.py)
+            resume = await self.consume_service.resume_offset(mq)  # type: ignore[union-attr]
+            if resume is not None:
+                self.offset_store.update(mq, resume, increase_only=False)  # type: ignore[union-attr]
+                return resume
         stored = await self.offset_store.read(mq)  # type: ignore[union-attr]
         if stored is not None and stored >= 0:
             return stored
@@ -505,6 +526,9 @@ class PushConsumer:
 
     def register_orderly_listener(self, listener) -> None:
         self.core.register_orderly_listener(listener)
+
+    def register_staged_listener(self, listener) -> None:
+        self.core.register_staged_listener(listener)
 
     def start(self) -> "PushConsumer":
         self._loop.run(self.core.start())

@@ -77,6 +77,7 @@ def build_broker_router(broker) -> BrokerRequestRouter:
     """The request handler of the broker's remoting port; also installs the consumer-change notifier."""
     from pocketmq.server.remoting_ha import HaHandlers
     from pocketmq.server.remoting_pop import PopHandlers  # it imports this module's header helpers
+    from pocketmq.server.remoting_stages import StageOffsetHandlers  # the same
 
     router = BrokerRequestRouter(broker)
     MessagingHandlers(broker).register(router)
@@ -84,6 +85,7 @@ def build_broker_router(broker) -> BrokerRequestRouter:
     PopHandlers(broker).register(router)
     RetryHandlers(broker).register(router)
     HaHandlers(broker).register(router)
+    StageOffsetHandlers(broker).register(router)
     return router
 
 

@@ -1,0 +1,190 @@
+"""The staged-concurrent consume service of the push consumer (RIP-22; docs/staged.md).
+
+The third consume service next to the concurrent and orderly ones (client/consume_service.py), with the same
+``submit``/``shutdown``. Per owned queue it keeps a ``QueueStageScheduler`` (client/stages.py) and a pump task:
+while the queue's broker lock is held (clustering, as for orderly listeners) the pump starts what the scheduler
+allows on the bounded pool shared by all queues, one message per listener call, and sleeps until a listener
+finishes, a message arrives or a held-back failure may run again.
+
+Results: SUCCESS completes the message; SUSPEND_CURRENT_QUEUE_A_MOMENT (or an exception) retries it locally
+after the suspend time while the rest of its stage goes on and the next stage waits. After
+``max_reconsume_times`` local attempts (-1: unlimited, the orderly default) it goes to the DLQ, which counts as
+completed (clustering only, as for orderly consumption).
+
+Durability: when the committable offset of a queue moves, the scheduler's ``StageOffsetRecord`` for it is
+written to the stage offset store (the broker, or a local file when broadcasting); writes of one queue are
+coalesced, and stop once the queue is dropped (the new owner then resumes from the last record, seeing some
+messages again, never a stage out of order). ``resume_offset`` gives the push consumer the queue offset a
+record is valid at: consumption restarts there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from pocketmq.client.consume_service import ConsumerHooks, OrderlyConsumeService
+from pocketmq.client.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus, StagedConcurrentListener
+from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.stages import PLAIN_CONCURRENT, QueueStageScheduler, StageKey, StageOffsetRecord
+from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.errors import PocketMQError
+
+log = logging.getLogger(__name__)
+
+_IDLE_CHECK_MS = 1000
+
+
+@dataclass
+class _StagedQueue:
+    pq: ProcessQueue
+    scheduler: QueueStageScheduler
+    messages: dict[int, MessageExt] = field(default_factory=dict)  # queue offset -> message, pending or running
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    unwritten: StageOffsetRecord | None = None  # the newest record not yet handed to the store
+    writing: bool = False
+
+
+class StagedConsumeService(OrderlyConsumeService):
+    """``stage_store`` has ``async read(mq) -> StageOffsetRecord | None`` and ``async write(mq, record)``."""
+
+    def __init__(self, hooks: ConsumerHooks, listener: StagedConcurrentListener, stage_store, *, threads: int = 20,
+                 suspend_ms: int = 1000, max_reconsume_times: int = -1, lock_retry_ms: int = 100):
+        super().__init__(hooks, listener, threads=threads, batch_size=1, suspend_ms=suspend_ms,
+                         max_reconsume_times=max_reconsume_times, lock_retry_ms=lock_retry_ms)
+        self._staged_listener = listener
+        self._store = stage_store
+        self._threads = threads
+        self._in_flight = 0
+        self._records: dict[MessageQueue, StageOffsetRecord] = {}  # read at assignment, used by the first submit
+        self._states: dict[MessageQueue, _StagedQueue] = {}
+        self._pumps: dict[MessageQueue, asyncio.Task] = {}
+
+    async def resume_offset(self, mq: MessageQueue) -> int | None:
+        """The queue offset to consume ``mq`` from (None: no stage record, use the consumer offset)."""
+        try:
+            record = await self._store.read(mq)
+        except (PocketMQError, OSError, ValueError) as exc:
+            raise PocketMQError(f"stage offsets of {mq} unreadable: {exc}") from exc
+        if record is None:
+            self._records.pop(mq, None)
+            return None
+        self._records[mq] = record
+        return record.commit_offset
+
+    def _key(self, msg: MessageExt) -> StageKey:
+        strategy = self._staged_listener.compute_strategy(msg)
+        if strategy is None:
+            return PLAIN_CONCURRENT
+        return strategy, self._staged_listener.compute_group(msg)
+
+    def _state(self, pq: ProcessQueue, mq: MessageQueue) -> _StagedQueue:
+        state = self._states.get(mq)
+        if state is None or state.pq is not pq:  # first submit since (re)assignment
+            record = self._records.pop(mq, None)
+            listener = self._staged_listener
+
+            def reset(key: StageKey, offset: int) -> int | None:
+                return listener.reset_current_stage_offset_if_need(mq, key[0], key[1], offset)
+
+            scheduler = QueueStageScheduler(listener.stage_definitions,
+                                            record.stage_offsets if record else None, reset)
+            state = self._states[mq] = _StagedQueue(pq, scheduler)
+            old = self._pumps.pop(mq, None)
+            if old is not None:
+                old.cancel()
+            self._pumps[mq] = asyncio.get_running_loop().create_task(self._pump(mq, state),
+                                                                     name=f"pocketmq-staged-{mq}")
+        return state
+
+    def submit(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
+        state = self._state(pq, mq)
+        for msg in messages:
+            if msg.queue_offset not in state.messages:
+                state.messages[msg.queue_offset] = msg
+                state.scheduler.add(msg.queue_offset, self._key(msg))
+        state.wake.set()
+
+    async def _pump(self, mq: MessageQueue, state: _StagedQueue) -> None:
+        try:
+            while not state.pq.dropped:
+                state.wake.clear()
+                if state.scheduler.pending_count and not await self._hooks.ensure_locked(mq, state.pq):
+                    await asyncio.sleep(self._lock_retry_ms / 1000)
+                    continue
+                now_ms = time.monotonic() * 1000
+                for offset in state.scheduler.ready(self._threads - self._in_flight, now_ms):
+                    self._in_flight += 1
+                    self._spawn(self._consume_one(mq, state, offset))
+                retry_ms = state.scheduler.next_retry_ms()  # at least once a second: notice a dropped queue
+                timeout_s = min(_IDLE_CHECK_MS if retry_ms is None else max(retry_ms - now_ms, 1), _IDLE_CHECK_MS) / 1000
+                try:
+                    async with asyncio.timeout(timeout_s):
+                        await state.wake.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            if self._states.get(mq) is state:
+                del self._states[mq]
+                self._pumps.pop(mq, None)
+
+    def _wake_all(self) -> None:
+        for state in self._states.values():  # the pool is shared: a free thread may serve any queue
+            state.wake.set()
+
+    async def _consume_one(self, mq: MessageQueue, state: _StagedQueue, offset: int) -> None:
+        msg = state.messages[offset]
+        context = ConsumeOrderlyContext(mq)
+        try:
+            status = await self._call_listener([msg], context)
+        finally:
+            self._in_flight -= 1
+            self._wake_all()
+        if state.pq.dropped:  # the queue moved on: its new owner resumes from the stored record
+            return
+        self.consumed_total += 1
+        if status is ConsumeOrderlyStatus.SUCCESS or await self._dead_letter_if_exhausted([msg], mq):
+            state.scheduler.complete(offset)
+            del state.messages[offset]
+            commit_offset = state.pq.remove([msg])
+            if commit_offset >= 0:
+                self._record_changed(mq, state, state.scheduler.advance_commit(commit_offset))
+                self._hooks.offset_done(mq, commit_offset)
+        else:
+            msg.reconsume_times += 1
+            suspend_ms = context.suspend_current_queue_time_ms
+            state.scheduler.fail(offset, time.monotonic() * 1000 + (suspend_ms if suspend_ms > 0 else self._suspend_ms))
+            log.info("event=staged_consume_suspended mq=%s offset=%d reconsume_times=%d", mq, offset,
+                     msg.reconsume_times)
+        state.wake.set()
+
+    def _record_changed(self, mq: MessageQueue, state: _StagedQueue, record: StageOffsetRecord) -> None:
+        state.unwritten = record
+        if not state.writing:
+            state.writing = True
+            self._spawn(self._write_records(mq, state))
+
+    async def _write_records(self, mq: MessageQueue, state: _StagedQueue) -> None:
+        """Write the newest record until none is left (one write in flight per queue)."""
+        try:
+            while state.unwritten is not None and not state.pq.dropped:
+                record, state.unwritten = state.unwritten, None
+                try:
+                    await self._store.write(mq, record)
+                except (PocketMQError, OSError) as exc:  # the next change writes a newer record
+                    log.warning("event=stage_offsets_write_failed mq=%s commit_offset=%d error=%s", mq,
+                                record.commit_offset, exc)
+        finally:
+            state.writing = False
+
+    async def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop starting messages, let listeners in flight finish, then flush the stage records."""
+        pumps = list(self._pumps.values())
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+        await super().shutdown(timeout_s)
+        if self._tasks:  # record writes spawned by the last completions
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)

@@ -1,0 +1,39 @@
+"""Remoting handlers of staged-concurrent consumers' stage offsets (PocketMQ codes, docs/protocol.md).
+
+- QUERY_STAGE_OFFSETS (30200): header ``consumerGroup``, ``topic``, ``queueId``. SUCCESS with the queue's
+  record as JSON body (``{"commitOffset", "stageOffsets": [{"strategy", "stageGroup", "stageOffset"}]}``),
+  or QUERY_NOT_FOUND when the group never stored one for that queue.
+- UPDATE_STAGE_OFFSETS (30201): the same header, the record as JSON body; it replaces the stored record.
+"""
+
+from __future__ import annotations
+
+from pocketmq.protocol.codes import QUERY_STAGE_OFFSETS, UPDATE_STAGE_OFFSETS, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.server.remoting_broker import checked_group, topic_and_queue
+from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
+
+
+def _group_topic_queue(request: RemotingCommand) -> tuple[str, str, int]:
+    h = HeaderFields(request.ext_fields)
+    return checked_group(h), *topic_and_queue(h)
+
+
+class StageOffsetHandlers:
+    def __init__(self, broker) -> None:
+        self._broker = broker
+
+    def register(self, router: RequestRouter) -> None:
+        router.register(QUERY_STAGE_OFFSETS, self.query_stage_offsets)
+        router.register(UPDATE_STAGE_OFFSETS, self.update_stage_offsets)
+
+    async def query_stage_offsets(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        record = self._broker.stage_offsets.query(*_group_topic_queue(request))
+        if record is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND, remark="no stage offsets for this queue")
+        return request.response(ResponseCode.SUCCESS, body=json_bytes(record))
+
+    async def update_stage_offsets(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        self._broker.stage_offsets.update(*_group_topic_queue(request), json_body(request.body, "stage offsets"))
+        return request.response(ResponseCode.SUCCESS)

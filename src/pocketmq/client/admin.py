@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
-from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.route_view import MASTER_ID
 from pocketmq.client.replies import check_topic, expect_success, json_body, offset_of
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields
@@ -282,25 +282,11 @@ class AsyncAdmin:
 
 
 
-class Admin:
+class Admin(SyncFacade):
     """The synchronous admin client, run on the process's client loop thread."""
 
     def __init__(self, config: ClientConfig | None = None):
-        self._loop = client_loop()
-        self.core = AsyncAdmin(config)
-
-    def start(self) -> "Admin":
-        self._loop.run(self.core.start())
-        return self
-
-    def shutdown(self) -> None:
-        self._loop.run(self.core.shutdown())
-
-    def __enter__(self) -> "Admin":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
+        super().__init__(AsyncAdmin(config))
 
     def __getattr__(self, name: str):
         """Every coroutine method of ``AsyncAdmin`` (create_topic, describe_topic ...), run synchronously."""

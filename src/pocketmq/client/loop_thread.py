@@ -98,3 +98,27 @@ def client_loop() -> LoopThread:
         if _loop_thread is None or not _loop_thread.alive:
             _loop_thread = LoopThread()
         return _loop_thread
+
+
+class SyncFacade:
+    """The synchronous face of an asyncio client: ``core`` runs on the process's client loop thread.
+
+    Subclasses build their core and add the synchronous methods they expose (``self._loop.run(...)``).
+    """
+
+    def __init__(self, core) -> None:
+        self._loop = client_loop()
+        self.core = core
+
+    def start(self):
+        self._loop.run(self.core.start())
+        return self
+
+    def shutdown(self) -> None:
+        self._loop.run(self.core.shutdown())
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()

@@ -30,7 +30,7 @@ from typing import Sequence
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
 from pocketmq.client.latency_fault import LatencyFaultTolerance
-from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector
 from pocketmq.common import properties as props
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
@@ -394,7 +394,7 @@ async def _awaited(task):
     return await task
 
 
-class Producer:
+class Producer(SyncFacade):
     """The synchronous producer: the same API as ``AsyncProducer`` run on the process's client loop thread.
 
     >>> with Producer(ClientConfig(namesrv_addr="127.0.0.1:9876")) as producer:
@@ -403,21 +403,7 @@ class Producer:
 
     def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
                  selector: QueueSelector | None = None):
-        self._loop = client_loop()
-        self.core = AsyncProducer(config, options, selector=selector)
-
-    def start(self) -> "Producer":
-        self._loop.run(self.core.start())
-        return self
-
-    def shutdown(self) -> None:
-        self._loop.run(self.core.shutdown())
-
-    def __enter__(self) -> "Producer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
+        super().__init__(AsyncProducer(config, options, selector=selector))
 
     def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
              delay_level: int | None = None, deliver_at_ms: int | None = None) -> SendResult:

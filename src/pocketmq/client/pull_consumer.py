@@ -18,7 +18,7 @@ from typing import Iterable
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
-from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, expect_success, offset_of
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
 from pocketmq.common.topic import group_name_problem
@@ -225,7 +225,7 @@ class AsyncPullConsumer:
 
 
 
-class PullConsumer:
+class PullConsumer(SyncFacade):
     """The synchronous pull consumer: ``AsyncPullConsumer`` run on the process's client loop thread.
 
     >>> with PullConsumer("my-group") as consumer:
@@ -234,21 +234,7 @@ class PullConsumer:
     """
 
     def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, config: ClientConfig | None = None):
-        self._loop = client_loop()
-        self.core = AsyncPullConsumer(group, config)
-
-    def start(self) -> "PullConsumer":
-        self._loop.run(self.core.start())
-        return self
-
-    def shutdown(self) -> None:
-        self._loop.run(self.core.shutdown())
-
-    def __enter__(self) -> "PullConsumer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
+        super().__init__(AsyncPullConsumer(group, config))
 
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
         return self._loop.run(self.core.fetch_queues(topic))

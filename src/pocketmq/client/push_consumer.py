@@ -38,7 +38,7 @@ from typing import Callable
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
 from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
-from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.pull_consumer import PullStatus, parse_tag_expression, pull_result_from_response
@@ -504,7 +504,7 @@ def _restore_retry_topic(msg: MessageExt, group: str) -> None:
         msg.topic = original
 
 
-class PushConsumer:
+class PushConsumer(SyncFacade):
     """The synchronous push consumer: ``AsyncPushConsumer`` run on the process's client loop thread; the
     listener runs on the consumer's own thread pool.
 
@@ -515,8 +515,7 @@ class PushConsumer:
     """
 
     def __init__(self, options: PushConsumerOptions, config: ClientConfig | None = None):
-        self._loop = client_loop()
-        self.core = AsyncPushConsumer(options, config)
+        super().__init__(AsyncPushConsumer(options, config))
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self.core.subscribe(topic, expression)
@@ -530,25 +529,12 @@ class PushConsumer:
     def register_staged_listener(self, listener) -> None:
         self.core.register_staged_listener(listener)
 
-    def start(self) -> "PushConsumer":
-        self._loop.run(self.core.start())
-        return self
-
-    def shutdown(self) -> None:
-        self._loop.run(self.core.shutdown())
-
     def rebalance(self) -> bool:
         return self._loop.run(self.core.rebalance())
 
     @property
     def assignment(self) -> list[MessageQueue]:
         return self.core.assignment
-
-    def __enter__(self) -> "PushConsumer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return f"<PushConsumer {self.core!r}>"

@@ -31,7 +31,7 @@ from pocketmq.client.instance import (
     acquire_instance,
     release_instance,
 )
-from pocketmq.client.loop_thread import client_loop
+from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
 from pocketmq.common.topic import group_name_problem, topic_name_problem
@@ -213,26 +213,12 @@ def _json(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-class SimpleConsumer:
+class SimpleConsumer(SyncFacade):
     """The synchronous simple consumer: ``AsyncSimpleConsumer`` run on the process's client loop thread."""
 
     def __init__(self, group: str, subscriptions: dict[str, str], config: ClientConfig | None = None, *,
                  await_duration_ms: int = 20_000):
-        self._loop = client_loop()
-        self.core = AsyncSimpleConsumer(group, subscriptions, config, await_duration_ms=await_duration_ms)
-
-    def start(self) -> SimpleConsumer:
-        self._loop.run(self.core.start())
-        return self
-
-    def shutdown(self) -> None:
-        self._loop.run(self.core.shutdown())
-
-    def __enter__(self) -> SimpleConsumer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
+        super().__init__(AsyncSimpleConsumer(group, subscriptions, config, await_duration_ms=await_duration_ms))
 
     def receive(self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *,
                 await_duration_ms: int | None = None) -> list[MessageExt]:

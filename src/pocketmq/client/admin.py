@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
+from pocketmq.client.instance import InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.route_view import MASTER_ID
 from pocketmq.client.replies import check_topic, expect_success, json_body, offset_of
@@ -89,40 +89,8 @@ def route_shows_queues(route: TopicRouteData, brokers: list[str], queues: int) -
                and by_broker[name].write_queue_nums == queues for name in brokers)
 
 
-class AsyncAdmin:
-    def __init__(self, config: ClientConfig | None = None, *, instance: ClientInstance | None = None):
-        self.config = config or ClientConfig()
-        self._instance = instance
-        self._owns_instance = instance is None
-        self._started = False
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or not self._started:
-            raise ClientError("admin client is not started")
-        return self._instance
-
-    async def start(self) -> None:
-        if self._started:
-            return
-        if self._owns_instance:
-            self._instance = await acquire_instance(self.config)
-        self._started = True
-
-    async def shutdown(self) -> None:
-        if not self._started:
-            return
-        self._started = False
-        if self._owns_instance:
-            await release_instance(self._instance)  # type: ignore[arg-type]
-            self._instance = None
-
-    async def __aenter__(self) -> "AsyncAdmin":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.shutdown()
+class AsyncAdmin(InstanceUser):
+    _kind = "admin client"
 
     # -- cluster --------------------------------------------------------------------------------------------------
     async def cluster_info(self) -> ClusterInfo:

@@ -324,3 +324,55 @@ async def release_instance(instance: ClientInstance) -> None:
         if value is instance:
             del _instances[key]
     await instance.shutdown()
+
+
+class InstanceUser:
+    """An asyncio client that works through a ``ClientInstance``: the process's shared one for its config,
+    acquired at ``start`` and released at ``shutdown``, or one the caller passes in (and keeps owning).
+
+    Subclasses register with the instance in ``_attach`` and leave it in ``_detach``.
+    """
+
+    _kind = "client"  # for the "not started" error
+
+    def __init__(self, config: ClientConfig | None = None, *, instance: ClientInstance | None = None):
+        self.config = config or ClientConfig()
+        self._instance = instance
+        self._owns_instance = instance is None
+        self._started = False
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None or not self._started:
+            raise ClientError(f"{self._kind} is not started")
+        return self._instance
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._owns_instance:
+            self._instance = await acquire_instance(self.config)
+        self._started = True
+        self._attach()
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._detach()
+        if self._owns_instance:
+            await release_instance(self._instance)  # type: ignore[arg-type]
+            self._instance = None
+
+    def _attach(self) -> None:
+        """Register with the instance (heartbeats carry the client's groups)."""
+
+    def _detach(self) -> None:
+        """Leave the instance."""
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.instance import ClientInstance, acquire_instance, release_instance
+from pocketmq.client.instance import ClientInstance, InstanceUser
 from pocketmq.client.latency_fault import LatencyFaultTolerance
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector
@@ -108,50 +108,19 @@ class ProducerOptions:
             raise ClientError("retry times must be >= 0 and send_timeout_s > 0")
 
 
-class AsyncProducer:
+class AsyncProducer(InstanceUser):
     """The asyncio producer. ``await start()``, then ``await send(msg)`` from any task of the same loop."""
+
+    _kind = "producer"
 
     def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
                  selector: QueueSelector | None = None, instance: ClientInstance | None = None):
-        self.config = config or ClientConfig()
+        super().__init__(config, instance=instance)
         self.options = options or ProducerOptions()
         self.selector = selector or MessageGroupSelector()
         self._gray_selector: GraySelector | None = None  # built on the first gray message
-        self._instance = instance
-        self._owns_instance = instance is None
-        self._started = False
         self.faults = LatencyFaultTolerance()  # used when options.send_latency_fault_enable
         self._legal_topics: set[str] = set()  # names already checked, so a send skips the regex
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or not self._started:
-            raise ClientError("producer is not started")
-        return self._instance
-
-    async def start(self) -> None:
-        if self._started:
-            return
-        if self._owns_instance:
-            self._instance = await acquire_instance(self.config)
-        self._instance.register_producer(self.options.group)  # type: ignore[union-attr]
-        self._started = True
-
-    async def shutdown(self) -> None:
-        if not self._started:
-            return
-        self._started = False
-        self._instance.unregister_producer(self.options.group)  # type: ignore[union-attr]
-        if self._owns_instance:
-            await release_instance(self._instance)  # type: ignore[arg-type]
-            self._instance = None
-
-    async def __aenter__(self) -> "AsyncProducer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.shutdown()
 
     # -- sending ------------------------------------------------------------------------------------------------
     async def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
@@ -177,6 +146,12 @@ class AsyncProducer:
 
         retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
         return await self._send_with_retries(message, build, queue, timeout_s, retry_times=retry_times)
+
+    def _attach(self) -> None:
+        self._instance.register_producer(self.options.group)  # type: ignore[union-attr]
+
+    def _detach(self) -> None:
+        self._instance.unregister_producer(self.options.group)  # type: ignore[union-attr]
 
     def send_async(self, message: Message, callback=None, on_exception=None, *, queue: MessageQueue | None = None,
                    timeout_s: float | None = None) -> "asyncio.Task[SendResult]":

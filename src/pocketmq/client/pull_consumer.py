@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
+from pocketmq.client.instance import ClientInstance, ConsumerData, InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, expect_success, offset_of
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
@@ -92,8 +92,10 @@ def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | 
     return PullResult(status, next_begin, min_offset, max_offset, messages)
 
 
-class AsyncPullConsumer:
+class AsyncPullConsumer(InstanceUser):
     """The asyncio pull consumer of one consumer group."""
+
+    _kind = "pull consumer"
 
     def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, config: ClientConfig | None = None, *,
                  instance: ClientInstance | None = None):
@@ -101,45 +103,15 @@ class AsyncPullConsumer:
         if problem:
             raise ClientError(f"consumer group: {problem}")
         self.group = group
-        self.config = config or ClientConfig()
-        self._instance = instance
-        self._owns_instance = instance is None
+        super().__init__(config, instance=instance)
         self._assigned: tuple[MessageQueue, ...] = ()
-        self._started = False
 
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or not self._started:
-            raise ClientError("pull consumer is not started")
-        return self._instance
-
-    async def start(self) -> None:
-        if self._started:
-            return
-        if self._owns_instance:
-            self._instance = await acquire_instance(self.config)
-        self._started = True
-        self._register()
-
-    async def shutdown(self) -> None:
-        if not self._started:
-            return
-        self._started = False
-        self._instance.unregister_consumer(self.group)  # type: ignore[union-attr]
-        if self._owns_instance:
-            await release_instance(self._instance)  # type: ignore[arg-type]
-            self._instance = None
-
-    async def __aenter__(self) -> "AsyncPullConsumer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.shutdown()
-
-    def _register(self) -> None:
+    def _attach(self) -> None:
         subscriptions = {mq.topic: "*" for mq in self._assigned}
         self.instance.register_consumer(ConsumerData(self.group, subscriptions=subscriptions))
+
+    def _detach(self) -> None:
+        self._instance.unregister_consumer(self.group)  # type: ignore[union-attr]
 
     # -- queues ---------------------------------------------------------------------------------------------------
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
@@ -150,7 +122,7 @@ class AsyncPullConsumer:
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         self._assigned = tuple(sorted(set(queues)))
-        self._register()
+        self._attach()
 
     @property
     def assignment(self) -> tuple[MessageQueue, ...]:

@@ -5,7 +5,7 @@ directory (the client writes its logs under ~/logs and runs its own threads, so 
 with pytest). Each send's outcome is one JSON line on stdout, flushed at once, so a test that kills the broker
 midway still knows exactly which sends returned OK:
 
-    {"i": 7, "ok": true, "message_id": "...", "offset": 3}
+    {"i": 7, "ok": true, "message_id": "...", "offset": 3}  (+ "due_ms" for a DELAY message)
     {"i": 8, "ok": false, "error": "..."}
 
 SPEC: {"endpoint": "127.0.0.1:P", "topic": "t", "count": N, "prefix": "n", "groups": G (0: NORMAL),
@@ -67,8 +67,10 @@ def main(spec: dict) -> int:
                     break
                 continue
             failures_in_a_row = 0
-            print(json.dumps({"i": i, "ok": True, "message_id": receipt.message_id, "offset": receipt.offset}),
-                  flush=True)
+            outcome = {"i": i, "ok": True, "message_id": receipt.message_id, "offset": receipt.offset}
+            if msg.delivery_timestamp:
+                outcome["due_ms"] = msg.delivery_timestamp * 1000  # the client sends whole seconds
+            print(json.dumps(outcome), flush=True)
     finally:
         producer.shutdown()
     return 0

@@ -8,6 +8,8 @@ than the broker's own due time.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 import socket
 import time
@@ -16,6 +18,9 @@ import pytest
 
 from pocketmq.client import Admin, AsyncProducer, ClientConfig, Message, PullConsumer, PullStatus
 from pocketmq.common.message import MessageQueue
+from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process, wait_until
 
 pytestmark = pytest.mark.slow
@@ -25,6 +30,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def timer_outstanding(broker_addr: str) -> int:
+    """The broker's count of timers that may still fire (GET_BROKER_RUNTIME_INFO ``timerOutstanding``)."""
+    async def ask() -> int:
+        client = RemotingClient()
+        try:
+            reply = await client.invoke(broker_addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        finally:
+            await client.close()
+        return int(json.loads(reply.body)["table"]["timerOutstanding"])
+
+    return asyncio.run(ask())
 
 
 def read_all(consumer: PullConsumer, queue: MessageQueue) -> list:
@@ -38,8 +56,6 @@ def read_all(consumer: PullConsumer, queue: MessageQueue) -> list:
 
 
 async def send_delayed(config: ClientConfig, topic: str, delays_ms: list[int], tag: str) -> None:
-    import asyncio
-
     async with AsyncProducer(config) as producer:
         async def one(i: int, delay_ms: int) -> None:
             due_ms = int(time.time() * 1000) + delay_ms
@@ -51,8 +67,6 @@ async def send_delayed(config: ClientConfig, topic: str, delays_ms: list[int], t
 
 
 def test_thousand_mixed_delays_visible_on_time(tmp_path):
-    import asyncio
-
     proc = broker_process(tmp_path, "broker-delay").start()
     try:
         config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="delay-test")
@@ -74,8 +88,6 @@ def test_thousand_mixed_delays_visible_on_time(tmp_path):
 
 
 def test_restart_in_the_middle_loses_and_duplicates_none(tmp_path):
-    import asyncio
-
     ports = ["--remoting-port", str(free_port()), "--port", str(free_port()), "--namesrv-port", str(free_port())]
     proc = broker_process(tmp_path, "broker-restart", extra_args=ports).start()
     try:
@@ -91,10 +103,39 @@ def test_restart_in_the_middle_loses_and_duplicates_none(tmp_path):
         proc.restart()
         with PullConsumer("restart_reader2", config) as reader:
             wait_until(lambda: reader.max_offset(queue) >= 300, timeout_s=20, message="all deliveries")
-            time.sleep(0.3)  # a duplicate would have arrived by now: the timers were all due
+            # Nothing left that could fire: a duplicate delivery would already be in the queue.
+            wait_until(lambda: timer_outstanding(proc.remoting) == 0, timeout_s=10, message="no timer outstanding")
             messages = read_all(reader, queue)
         bodies = [m.body.decode() for m in messages]
         assert sorted(bodies) == sorted(f"r-{i}" for i in range(300)), "lost or duplicated"
         assert all(m.store_timestamp_ms >= int(m.properties["due"]) for m in messages)
+    finally:
+        proc.stop()
+
+
+def test_official_client_delay_message_is_visible_at_its_delivery_time(tmp_path):
+    """A DELAY message from the unmodified official client (``delivery_timestamp``) becomes visible at its
+    delivery time: not before, within 1 s after."""
+    from grpc_support import run_official_client
+
+    from pocketmq.common.topic import MessageType
+
+    proc = broker_process(tmp_path, "broker-odelay").start()
+    try:
+        config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="official-delay-test")
+        with Admin(config) as admin:
+            admin.create_topic("odelayed", queues=1, message_type=MessageType.DELAY)
+        outcomes = run_official_client({"endpoint": proc.grpc, "topic": "odelayed", "count": 5, "prefix": "od",
+                                        "delay_s": 2}, tmp_path / "home")
+        assert [o["ok"] for o in outcomes] == [True] * 5, outcomes
+        due_ms = {o["message_id"]: o["due_ms"] for o in outcomes}
+        queue = MessageQueue("odelayed", "broker-odelay", 0)
+        with PullConsumer("odelay_reader", config) as reader:
+            wait_until(lambda: reader.max_offset(queue) >= 5, timeout_s=15, message="5 deliveries")
+            messages = read_all(reader, queue)
+        assert sorted(m.body.decode() for m in messages) == sorted(f"od-{i}" for i in range(5))
+        for m in messages:
+            lateness_ms = m.store_timestamp_ms - due_ms[m.properties["UNIQ_KEY"]]
+            assert 0 <= lateness_ms <= 1000, f"{m.body!r} visible {lateness_ms} ms after its delivery time"
     finally:
         proc.stop()

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer, PullStatus
-from pocketmq.client.listener import ConsumeConcurrentlyStatus
+from pocketmq.client.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from pocketmq.client.push_consumer import MessageModel, PushConsumer, PushConsumerOptions
 from pocketmq.common.message import MessageQueue
 from pocketmq.testing.processes import broker_process, wait_until
@@ -122,11 +122,55 @@ def test_broadcasting_drops_failures(config, tmp_path):
             wait_until(lambda: recorder.of("fails-once"), timeout_s=10, message="first delivery")
             producer.send(Message.create("push_bcast", "marker"))
         wait_until(lambda: recorder.of("marker"), timeout_s=10, message="marker delivery")
-        time.sleep(0.5)  # longer than a level-3 retry (300 ms) would take: it must not come back
+        # Both messages are done and the queue's offset is past them: with no send-back and no local retry,
+        # nothing can bring the failed one back.
+        queue = MessageQueue("push_bcast", "broker-push", 0)
+        wait_until(lambda: consumer.core.offset_store.table.get(queue) == 2, timeout_s=10, message="offset 2")
+        service = consumer.core.consume_service
+        assert (service.sent_back_total, service.local_retries_total) == (0, 0)
         assert len(recorder.of("fails-once")) == 1
     finally:
         consumer.shutdown()
     assert any(tmp_path.rglob("offsets.json"))  # broadcasting offsets are kept in a local file
+
+
+def test_orderly_listener_keeps_queue_order_through_a_suspend(config):
+    """An orderly listener on 2 queues: message 7 of each queue asks SUSPEND_CURRENT_QUEUE_A_MOMENT once; it
+    is consumed again locally (reconsume_times 1, no send-back) before anything after it in its queue."""
+    deliveries: dict[int, list[tuple[int, int]]] = {0: [], 1: []}  # queue id -> [(index, reconsume_times)]
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):
+        [msg] = msgs  # consume_batch_size 1
+        index = int(msg.body.decode().split("-")[1])
+        with lock:
+            deliveries[msg.queue_id].append((index, msg.reconsume_times))
+            first_time = sum(1 for i, _ in deliveries[msg.queue_id] if i == index) == 1
+        if index == 7 and first_time:
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    with Admin(config) as admin:
+        admin.create_topic("push_orderly", queues=2)
+    consumer = PushConsumer(options("g_orderly", suspend_current_queue_time_ms=100), config)
+    consumer.subscribe("push_orderly")
+    consumer.register_orderly_listener(listener)
+    consumer.start()
+    try:
+        wait_until(lambda: len([q for q in consumer.assignment if q.topic == "push_orderly"]) == 2, timeout_s=10,
+                   message="both queues assigned")
+        with Producer(config) as producer:
+            for queue_id in (0, 1):
+                queue = MessageQueue("push_orderly", "broker-push", queue_id)
+                for i in range(20):
+                    producer.send(Message.create("push_orderly", f"q{queue_id}-{i}"), queue=queue)
+        wait_until(lambda: all(len(d) == 21 for d in deliveries.values()), timeout_s=20, message="21 deliveries each")
+        expected = [(i, 0) for i in range(8)] + [(7, 1)] + [(i, 0) for i in range(8, 20)]
+        assert deliveries == {0: expected, 1: expected}
+    finally:
+        consumer.shutdown()
+    with PullConsumer("g_orderly_reader", config) as reader:  # a local retry: nothing was sent back
+        assert _safe_max(reader, MessageQueue("%RETRY%g_orderly", "broker-push", 0)) == 0
 
 
 def test_delay_level_send_is_visible_after_its_delay(config):

@@ -300,6 +300,8 @@ class Broker:
             "brokerRole": self.config.broker_role.name,
             "brokerId": str(self.config.broker_id),
         }
+        if self.timer is not None:
+            info["timerOutstanding"] = str(self.timer.outstanding)
         if self.ha_master is not None:
             info.update(self.ha_master.runtime_info())
         if self.ha_slave is not None:

@@ -238,6 +238,13 @@ class TimerService:
     def pending(self) -> int:
         return len(self._wheel)
 
+    @property
+    def outstanding(self) -> int:
+        """Timers that may still fire: in the wheel, being delivered, or timer records not read yet (new timers
+        or done records). 0 means no delivery happens until a new delayed message arrives."""
+        max_offset = self._store.max_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
+        return len(self._wheel) + len(self._in_flight) + max(max_offset - self._loaded_until, 0)
+
     def next_due_ms(self) -> int | None:
         return self._wheel.next_due_ms()
 

@@ -8,6 +8,8 @@
   consumer's process, as before). Target (issue 6): 30,000 msg/s on the 2-core machine.
 - ``latency_at_1000``: single sends paced at 1,000 msg/s for ``--latency-seconds``; end-to-end latency =
   listener time - send time (a property), p50/p99. Target: p99 < 10 ms.
+- ``consume_only``: then a new group reads everything stored from the first offset, with nothing else running:
+  msg/s and the client's CPU per message.
 
 Prints one JSON line per case.
 
@@ -28,6 +30,7 @@ from pathlib import Path
 from pocketmq.client import (
     Admin, AsyncProducer, ClientConfig, ConsumeConcurrentlyStatus, Message, PushConsumer, PushConsumerOptions,
 )
+from pocketmq.client.push_consumer import ConsumeFromWhere
 from pocketmq.testing.processes import broker_process
 
 BODY = b"x" * 1024
@@ -159,8 +162,29 @@ def main() -> None:
                               "max_ms": round(max(lat), 2) if lat else None, "target_p99_ms": 10}), flush=True)
         finally:
             consumer.shutdown()
+        drain(config, counter.count, args.batch)
     finally:
         proc.stop()
+
+
+def drain(config: ClientConfig, stored: int, batch: int) -> None:
+    """``consume_only``: a new group reads the ``stored`` messages of the topic from the first offset, alone."""
+    counter = Counter()
+    consumer = PushConsumer(PushConsumerOptions("bench_push_drain", consume_batch_size=batch, pull_batch_size=64,
+                                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET), config)
+    consumer.subscribe(TOPIC)
+    consumer.register_listener(counter)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    consumer.start()
+    try:
+        wait_for(counter, stored, 120)
+        elapsed = counter.last_at - started
+        print(json.dumps({"bench": "consume_push", "case": "consume_only", "messages": counter.count,
+                          "msg_per_s": round(counter.count / elapsed),
+                          "client_cpu_us_per_msg": round((time.process_time() - cpu_started) / counter.count * 1e6, 1)}),
+              flush=True)
+    finally:
+        consumer.shutdown()
 
 
 if __name__ == "__main__":

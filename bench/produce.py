@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from pocketmq.client import Admin, AsyncProducer, ClientConfig, Message, Producer
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, process_cpu_s
 
 BODY = b"x" * 1024
 TOPIC = "bench_produce"
@@ -68,12 +68,6 @@ def batch_32(config: ClientConfig, messages: int) -> None:
 
 
 CASES = {"one_at_a_time": one_at_a_time, "in_flight_100": in_flight_100, "batch_32": batch_32}
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_case(name: str, config: ClientConfig, messages: int, broker_pid: int, profile: bool) -> dict:

@@ -123,6 +123,12 @@ def namesrv_process(workdir: Path, *, extra_args: list[str] | None = None) -> Po
                          ready_file=workdir / "namesrv.ready.json", env=_env(workdir))
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc), for benchmarks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05, message: str = "condition"):
     """Poll ``predicate`` until it returns a truthy value; raise AssertionError after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

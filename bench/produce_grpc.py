@@ -1,12 +1,21 @@
-"""The official RocketMQ 5 Python client's send rate against ``pocketmq serve`` and against a do-nothing gRPC
-server (same service, answering OK at once: the ceiling of Python gRPC on this machine), in one run.
+"""The official RocketMQ 5 Python client against ``pocketmq serve`` and against a do-nothing gRPC server (same
+service, answering at once: the ceiling of Python gRPC on this machine), in one run.
+
+Workloads (``--workload``):
+
+- ``send``: the client's ``Producer``, MESSAGES sync sends of SIZE-byte bodies from THREADS threads sharing one
+  producer (issue 4: ``ratio`` >= 0.8).
+- ``receive_ack``: the client's ``SimpleConsumer``, THREADS threads sharing one consumer, each looping
+  ``receive(32)`` then ``ack`` of every message (the client acks one message per RPC) until MESSAGES were acked.
+  ``pocketmq serve`` gets the messages first from the PocketMQ SDK (not timed); the do-nothing server hands
+  out the same 32 canned messages every time (issue 5: the official client's rate beside the ceiling).
 
 Each target gets its own fresh client process (HOME in a temp dir: the client logs under ~/logs); each client
-warms up, then times MESSAGES sync sends of SIZE-byte bodies from THREADS threads sharing one producer. The
-two targets alternate ROUNDS times and the best round of each counts. Prints one JSON line; the target is
-``ratio`` >= 0.8.
+warms up, then is timed. The two targets alternate ROUNDS times and the best round of each counts. Prints one
+JSON line.
 
-    python bench/produce_grpc.py [--messages 5000] [--size 1024] [--threads 1,4] [--rounds 2]
+    python bench/produce_grpc.py [--workload send|receive_ack] [--messages 5000] [--size 1024] [--threads 1,4]
+                                 [--rounds 2]
 """
 
 from __future__ import annotations
@@ -23,19 +32,31 @@ import time
 from pathlib import Path
 
 WARMUP_SENDS = 200
+WARMUP_ACKS = 200
+RECEIVE_BATCH = 32
+TOPIC = "bench_grpc"
+GROUP = "bench_grpc_group"
 
 
 # -- the do-nothing server (run with --null-server READY_FILE) ---------------------------------------------------
 def run_null_server(ready_file: str) -> None:
     import grpc
 
+    from pocketmq.common.message import MessageExt
     from pocketmq.common.topic import MessageType
     from pocketmq.protocol import grpc_codec as codec
+    from pocketmq.protocol import grpc_pop_codec as codec_pop
     from pocketmq.protocol.grpc_service import add_messaging_service
     from pocketmq.server.grpc_server import MAX_GRPC_MESSAGE_BYTES
 
+    now_ms = int(time.time() * 1000)
+    canned = [codec.encode_delivered_message(
+        MessageExt(topic=TOPIC, body=b"x" * 1024, properties={"UNIQ_KEY": f"NULL{i:028X}"}, queue_offset=i,
+                   born_timestamp_ms=now_ms, store_timestamp_ms=now_ms),
+        receipt_handle=f"null-handle-{i}", invisible_duration_ms=60_000) for i in range(RECEIVE_BATCH)]
+
     class NullServicer:
-        """Answers what a producer needs, at once, storing nothing."""
+        """Answers what a producer or a simple consumer needs, at once, storing nothing."""
 
         async def QueryRoute(self, request, context):
             topic, dialled, domain = codec.decode_route_request(request)
@@ -51,6 +72,20 @@ def run_null_server(ready_file: str) -> None:
         async def SendMessage(self, request, context):
             return codec.send_response([codec.SendEntry(codec.V2Code.OK, message_id=m.system_properties.message_id)
                                         for m in request.messages])
+
+        async def QueryAssignment(self, request, context):
+            topic, _, dialled = codec_pop.decode_assignment_request(request)
+            return codec_pop.assignment_response(topic, "null", [-1], dialled)
+
+        async def ReceiveMessage(self, request, context):
+            yield codec_pop.receive_status()
+            for message in canned[:max(request.batch_size, 1)]:
+                yield codec_pop.receive_message(message)
+            yield codec_pop.receive_delivery_timestamp(int(time.time() * 1000))
+
+        async def AckMessage(self, request, context):
+            _, _, entries = codec_pop.decode_ack_request(request)
+            return codec_pop.ack_response([(entry, codec.V2Code.OK, "OK") for entry in entries])
 
         async def Telemetry(self, request_iterator, context):
             async for command in request_iterator:
@@ -70,6 +105,8 @@ def run_null_server(ready_file: str) -> None:
 
 # -- the client (run with --client JSON) -------------------------------------------------------------------------
 def run_client(spec: dict) -> None:
+    if spec["workload"] == "receive_ack":
+        return run_simple_consumer(spec)
     from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
     producer = Producer(ClientConfiguration(spec["endpoint"], Credentials()), [spec["topic"]])
@@ -99,9 +136,51 @@ def run_client(spec: dict) -> None:
     print(json.dumps({"msgs_per_s": per_thread * spec["threads"] / elapsed_s}), flush=True)
 
 
+def run_simple_consumer(spec: dict) -> None:
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+
+    consumer = SimpleConsumer(ClientConfiguration(spec["endpoint"], Credentials()), GROUP,
+                              {spec["topic"]: FilterExpression("*")}, await_duration=2)
+    consumer.startup()
+
+    def receive_and_ack(count: int) -> None:
+        acked = 0
+        while acked < count:
+            for msg in consumer.receive(RECEIVE_BATCH, 60):
+                consumer.ack(msg)
+                acked += 1
+
+    try:
+        receive_and_ack(WARMUP_ACKS)
+        per_thread = spec["messages"] // spec["threads"]
+        threads = [threading.Thread(target=receive_and_ack, args=(per_thread,)) for _ in range(spec["threads"])]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed_s = time.perf_counter() - started
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"msgs_per_s": per_thread * spec["threads"] / elapsed_s}), flush=True)
+
+
+def fill_topic(namesrv: str, messages: int, size: int) -> None:
+    """Enough messages on ``pocketmq serve`` for every receive_ack round (PocketMQ SDK, batches of 32)."""
+    from pocketmq.client import Admin, ClientConfig, Message, Producer
+
+    config = ClientConfig(namesrv_addr=namesrv)
+    with Admin(config) as admin:
+        admin.create_topic(TOPIC, queues=8)
+    with Producer(config) as producer:
+        for start in range(0, messages, RECEIVE_BATCH):
+            producer.send_batch([Message(TOPIC, b"x" * size) for _ in range(min(RECEIVE_BATCH, messages - start))])
+
+
 # -- the driver ----------------------------------------------------------------------------------------------------
-def measure(endpoint: str, home: Path, *, messages: int, size: int, threads: int) -> float:
-    spec = {"endpoint": endpoint, "topic": "bench_grpc", "messages": messages, "size": size, "threads": threads}
+def measure(endpoint: str, home: Path, *, workload: str, messages: int, size: int, threads: int) -> float:
+    spec = {"endpoint": endpoint, "topic": TOPIC, "workload": workload, "messages": messages, "size": size,
+            "threads": threads}
     env = dict(os.environ, HOME=str(home))
     out = subprocess.run([sys.executable, __file__, "--client", json.dumps(spec)], env=env, check=True,
                          capture_output=True, text=True, timeout=600)
@@ -119,6 +198,7 @@ def wait_ready(ready: Path, proc: subprocess.Popen, timeout_s: float = 30) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=("send", "receive_ack"), default="send")
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--threads", default="1,4", help="comma-separated client thread counts")
@@ -141,13 +221,20 @@ def main() -> None:
         broker = broker_process(tmp_path / "broker", "broker-a").start()
         try:
             null_endpoint = wait_ready(ready, null)["grpc"]
-            result = {"bench": "produce_grpc", "client": "rocketmq-python-client (official, sync send)",
+            thread_counts = [int(t) for t in args.threads.split(",")]
+            if args.workload == "receive_ack":
+                fill_topic(broker.namesrv, (args.messages + WARMUP_ACKS + RECEIVE_BATCH * max(thread_counts))
+                           * args.rounds * len(thread_counts), args.size)
+            client = {"send": "Producer, sync send", "receive_ack": "SimpleConsumer, receive(32) + ack each"}
+            result = {"bench": "produce_grpc", "workload": args.workload,
+                      "client": f"rocketmq-python-client (official, {client[args.workload]})",
                       "messages": args.messages, "body_bytes": args.size, "runs": []}
-            for threads in (int(t) for t in args.threads.split(",")):
+            for threads in thread_counts:
                 best = {"null": 0.0, "pocketmq": 0.0}
                 for _ in range(args.rounds):
                     for name, endpoint in (("null", null_endpoint), ("pocketmq", broker.grpc)):
-                        rate = measure(endpoint, tmp_path, messages=args.messages, size=args.size, threads=threads)
+                        rate = measure(endpoint, tmp_path, workload=args.workload, messages=args.messages,
+                                       size=args.size, threads=threads)
                         best[name] = max(best[name], rate)
                 result["runs"].append({"threads": threads, "ceiling_msgs_per_s": round(best["null"]),
                                        "pocketmq_msgs_per_s": round(best["pocketmq"]),

@@ -154,7 +154,8 @@ class AdminHandlers:
     async def get_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Per queue: the broker's max offset, the group's committed offset, and when the last consumed
         message was stored; ``totalDiff`` sums the lag. PocketMQ adds the group's POP state per queue
-        (``popInFlight``, ``popWaitingToRevive``, ``popRetried``, ``popDeadLettered``: docs/protocol.md)."""
+        (``popInFlight``, ``popWaitingToRevive``, ``popRetried``, ``popDeadLettered``, ``popCkRewrites``,
+        ``popCkEndings``: docs/protocol.md)."""
         h = HeaderFields(request.ext_fields)
         group = h.str("consumerGroup")
         broker = self._broker
@@ -213,4 +214,6 @@ def pop_fields(stats) -> dict:
     return {"popInFlight": stats.in_flight if stats else 0,
             "popWaitingToRevive": stats.waiting_to_revive if stats else 0,
             "popRetried": stats.retried if stats else 0,
-            "popDeadLettered": stats.dead_lettered if stats else 0}
+            "popDeadLettered": stats.dead_lettered if stats else 0,
+            "popCkRewrites": stats.rewrites if stats else 0,
+            "popCkEndings": stats.endings if stats else 0}

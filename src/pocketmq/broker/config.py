@@ -107,6 +107,8 @@ class BrokerConfig:
     # Name server address(es) "host:port[;host:port]"; None runs one embedded in this process.
     namesrv_addr: str | None = field(default=None, metadata={"aliases": ("namesrvAddr",), "check": _address})
     namesrv_port: int = field(default=9876, metadata={"check": _port})  # the embedded name server's port
+    # Prometheus ``/metrics`` over HTTP (docs/metrics.md); None: not served, 0: the OS picks.
+    metrics_port: int | None = field(default=None, metadata={"check": _optional_port})
     auto_create_topic_enable: bool = field(default=True, metadata={"aliases": ("autoCreateTopicEnable",)})
     auto_create_subscription_group: bool = field(default=True,
                                                  metadata={"aliases": ("autoCreateSubscriptionGroup",)})

@@ -101,8 +101,8 @@ class CircuitBreaker:
                               ("broker", "to")).inc(broker=self.name, to=state.value)
 
     def _state_gauge(self):
-        return self._metrics.gauge("pocketmq_breaker_state",
-                                   "Circuit breaker state per remote broker: 0 closed, 1 half-open, 2 open", ("broker",))
+        return self._metrics.gauge("pocketmq_breaker_state", "Circuit breaker state per remote broker: "
+                                   "0 closed, 1 half-open, 2 open", ("broker",))
 
     def __repr__(self) -> str:
         return f"<CircuitBreaker {self.name} {self.state.value} failures={self.consecutive_failures}>"

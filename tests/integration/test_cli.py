@@ -88,7 +88,8 @@ def test_topic_list_describe_and_cluster(broker):
 
     cluster = pocketmq("cluster", "--json", "-n", broker.namesrv)
     assert json_lines(cluster.stdout) == [{"cluster": "DefaultCluster", "broker": "broker-cli", "broker_id": 0,
-                                           "role": "master", "address": broker.remoting, "grpc": broker.grpc}]
+                                           "role": "master", "address": broker.remoting, "grpc": broker.grpc,
+                                           "lag_bytes": None, "lag_s": None, "breakers": {}}]
 
 
 def test_group_create_list_describe(broker):

@@ -20,12 +20,13 @@ the registrar re-registers every ``register_interval_ms`` and at once after a to
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Awaitable, Callable
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerRegistry
-from pocketmq.broker.dynamic_config import changed_config
+from pocketmq.broker.dynamic_config import changed_config, persist_changes, with_persisted_changes
 from pocketmq.broker.groups import SubscriptionGroupManager
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.messages import MessageService
@@ -39,8 +40,10 @@ from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
+from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.errors import BadRequestError, ConfigError
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.message_store import MessageStore
@@ -49,12 +52,15 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK):
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, *, metrics: MetricsRegistry | None = None):
         problem = config.role_problem()
         if problem:
             raise ConfigError(problem)
+        config = with_persisted_changes(config)  # run-time changes (UPDATE_BROKER_CONFIG) outlive restarts
         self.config = config
         self.clock = clock
+        self.metrics = metrics if metrics is not None else MetricsRegistry()  # this broker's (docs/metrics.md)
+        self.breakers = BreakerBoard(config.breaker_settings(), metrics=self.metrics)  # one per remote broker
         meta = config.metadata_dir()
         self.topics = TopicManager(meta / "topics.json", auto_create_enabled=config.auto_create_topic_enable,
                                    default_queue_nums=config.default_topic_queue_nums,
@@ -160,7 +166,8 @@ class Broker:
 
         config = self.config
         self.ha_master = HaMaster(self.store, clock=self.clock, ack_timeout_ms=config.ha_slave_ack_timeout_ms,
-                                  max_gap_bytes=config.ha_max_gap_bytes, slave_expire_ms=config.ha_slave_expire_ms)
+                                  max_gap_bytes=config.ha_max_gap_bytes, slave_expire_ms=config.ha_slave_expire_ms,
+                                  metrics=self.metrics)
         self.ha_master.start()
         if config.broker_role is BrokerRole.SYNC_MASTER:
             self.messages.replication = self.ha_master  # type: ignore[union-attr]
@@ -269,13 +276,18 @@ class Broker:
         if not changes:
             raise BadRequestError("no setting to change")
         new = changed_config(self.config, changes)
+        persist_changes(new, changes)  # first: a change that cannot be kept is not made
         self.config = new
+        self.breakers.configure(new.breaker_settings())
+        if self.pop is not None:
+            self.pop.revive.policy = new.ck_rewrite_policy()
         self.topics.set_auto_create(new.auto_create_topic_enable, new.default_topic_queue_nums)
         self.groups.set_auto_create(new.auto_create_subscription_group)
         if self.messages is not None:
             self.messages.configure(max_properties_bytes=new.max_properties_bytes,
                                     long_polling_enable=new.long_polling_enable, short_polling_ms=new.short_polling_ms)
         log.info("event=config_updated changes=%s", ",".join(f"{k}={v}" for k, v in sorted(changes.items())))
+        self.metrics.counter("pocketmq_config_updates_total", "Accepted run-time config changes").inc()
         self._topics_changed()  # the name server learns the new auto-create flags
         return new
 
@@ -306,6 +318,7 @@ class Broker:
             info.update(self.ha_master.runtime_info())
         if self.ha_slave is not None:
             info["masterAddr"] = self.ha_slave.master_addr or ""
+        info["breakerStates"] = json.dumps({name: state.value for name, state in self.breakers.states().items()})
         if store is not None:
             info["commitLogMinOffset"] = str(store.min_phys_offset)
             info["commitLogMaxOffset"] = str(store.max_phys_offset)

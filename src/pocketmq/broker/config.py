@@ -13,8 +13,9 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
+from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS, CkEnding, CkRewritePolicy
 from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_problem
+from pocketmq.cluster.breaker import BreakerSettings
 from pocketmq.common.topic import topic_name_problem
 from pocketmq.store.api import FlushMode, StoreConfig
 
@@ -106,6 +107,8 @@ class BrokerConfig:
     # Name server address(es) "host:port[;host:port]"; None runs one embedded in this process.
     namesrv_addr: str | None = field(default=None, metadata={"aliases": ("namesrvAddr",), "check": _address})
     namesrv_port: int = field(default=9876, metadata={"check": _port})  # the embedded name server's port
+    # Prometheus ``/metrics`` over HTTP (docs/metrics.md); None: not served, 0: the OS picks.
+    metrics_port: int | None = field(default=None, metadata={"check": _optional_port})
     auto_create_topic_enable: bool = field(default=True, metadata={"aliases": ("autoCreateTopicEnable",)})
     auto_create_subscription_group: bool = field(default=True,
                                                  metadata={"aliases": ("autoCreateSubscriptionGroup",)})
@@ -153,6 +156,13 @@ class BrokerConfig:
     ha_pull_suspend_ms: int = field(default=1_000, metadata={"check": _positive})  # a caught-up slave's pull
     ha_master_lookup_interval_ms: int = field(default=1_000, metadata={"check": _positive})
     ha_metadata_sync_interval_ms: int = field(default=3_000, metadata={"check": _positive})
+    # Slave acting master and the escape bridge (docs/ha.md); both change at run time (docs/broker.md).
+    enable_slave_acting_master: bool = field(default=False, metadata={"aliases": ("enableSlaveActingMaster",)})
+    enable_remote_escape: bool = field(default=False, metadata={"aliases": ("enableRemoteEscape",)})
+    # The circuit breaker per remote broker (cluster/breaker.py): consecutive failed reads that open it, and
+    # how long it stays open before one probe.
+    breaker_failure_threshold: int = field(default=5, metadata={"check": _positive})
+    breaker_cool_down_ms: int = field(default=10_000, metadata={"check": _not_negative})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")
@@ -189,6 +199,13 @@ class BrokerConfig:
         """The advertised remoting "host:port"; ``remoting_port`` is the port actually bound."""
         port = self.remoting_port if remoting_port is None else remoting_port
         return f"{self.public_host}:{self.advertise_port or port}"
+
+    def ck_rewrite_policy(self) -> CkRewritePolicy:
+        """POP revive's CK rewrite backoff and ending (``pop_ck_rewrite_*``)."""
+        return CkRewritePolicy(tuple(self.pop_ck_rewrite_backoff_ms), CkEnding(self.pop_ck_rewrite_ending))
+
+    def breaker_settings(self) -> BreakerSettings:
+        return BreakerSettings(self.breaker_failure_threshold, self.breaker_cool_down_ms)
 
     def metadata_dir(self) -> Path:
         """Where topics, groups and consumer offsets are persisted."""

@@ -4,15 +4,29 @@
 their RocketMQ ``broker.conf`` aliases), checks them exactly as ``load_config`` checks a file, and returns
 the new config. Unknown keys, bad values and settings that only take effect at a restart (ports, data
 directory, names) are refused, all problems at once, and nothing changes.
+
+Accepted changes persist in ``<data dir>/config/dynamic_config.json`` (field name -> text, the dynamic
+settings only), written atomically before they apply, and ``with_persisted_changes`` lays them over the
+configuration a broker starts with. They are the *top* layer: defaults < config file < ``POCKETMQ_*`` env <
+CLI flags < persisted run-time changes. Why: a change made at run time must survive a restart made with the
+same command line (which often sets the same key, e.g. a short backoff table in a test, or the fleet's
+usual settings in a service unit); otherwise a restart would silently undo what the operator set. A broker
+that starts with a persisted value different from its configured one logs ``event=dynamic_config_applied``
+naming both. To go back, ``config set`` the key again (or delete it from the file while the broker is down).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+from pathlib import Path
 
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.common.config import load_config
+from pocketmq.common.config import field_name, load_config
 from pocketmq.errors import BadRequestError, ConfigError
+from pocketmq.store.metadata import atomic_write_json, load_json
+
+log = logging.getLogger(__name__)
 
 # Settings the services read on every request, so a new value applies at once.
 DYNAMIC_FIELDS = frozenset({
@@ -22,7 +36,14 @@ DYNAMIC_FIELDS = frozenset({
     "max_properties_bytes",
     "long_polling_enable",
     "short_polling_ms",
+    "pop_ck_rewrite_backoff_ms",  # revive reads ReviveService.policy at each CK
+    "pop_ck_rewrite_ending",
+    "breaker_failure_threshold",  # BreakerBoard.configure: existing breakers and later ones
+    "breaker_cool_down_ms",
+    "enable_slave_acting_master",  # read from broker.config where they are decided
+    "enable_remote_escape",
 })
+DYNAMIC_CONFIG_FILE = "dynamic_config.json"
 
 
 def changed_config(current: BrokerConfig, changes: dict[str, str]) -> BrokerConfig:
@@ -49,9 +70,49 @@ def config_properties(config: BrokerConfig) -> dict[str, str]:
             text = "true" if value else "false"
         elif value is None:
             text = ""
+        elif isinstance(value, tuple):
+            text = ",".join(str(item) for item in value)  # the form a change or a config file gives
         elif hasattr(value, "value") and not isinstance(value, (int, float)):
             text = str(value.value)  # enums
         else:
             text = str(value)
         result[f.name] = text
     return result
+
+
+def dynamic_config_path(config: BrokerConfig) -> Path:
+    return config.metadata_dir() / DYNAMIC_CONFIG_FILE
+
+
+def with_persisted_changes(config: BrokerConfig) -> BrokerConfig:
+    """``config`` with the run-time changes persisted in its data directory laid over it; ConfigError when
+    the file holds something this version refuses (it names the file)."""
+    path = dynamic_config_path(config)
+    try:
+        persisted = load_json(path, {})
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    if not persisted:
+        return config
+    if not isinstance(persisted, dict):
+        raise ConfigError(f"{path}: expected a JSON object of setting -> value")
+    try:
+        new = changed_config(config, {str(k): str(v) for k, v in persisted.items()})
+    except BadRequestError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    before, after = config_properties(config), config_properties(new)
+    for name in sorted(n for n in after if after[n] != before[n]):
+        log.info("event=dynamic_config_applied key=%s configured=%s persisted=%s file=%s", name, before[name],
+                 after[name], path)
+    return new
+
+
+def persist_changes(new: BrokerConfig, changes: dict[str, str]) -> None:
+    """Record the dynamic settings ``changes`` named (as ``new`` holds them) in the data directory's file."""
+    names = {field_name(BrokerConfig, key) for key in changes} & DYNAMIC_FIELDS
+    if not names:
+        return
+    path = dynamic_config_path(new)
+    persisted = load_json(path, {})
+    text = config_properties(new)
+    atomic_write_json(path, {**persisted, **{name: text[name] for name in sorted(names)}})

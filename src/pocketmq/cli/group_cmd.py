@@ -5,7 +5,8 @@
 - ``list``: the groups over every master, with their retry and FIFO settings.
 - ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag,
   and its POP state: messages in flight, waiting to revive (invisible time passed, not handed back yet),
-  retried and dead-lettered (the last two counted since the broker started). A POP group's retried messages
+  retried, dead-lettered, CK rewrites (revive backing off after failed reads) and CK endings (reads that
+  failed past the backoff table) (the last four counted since the broker started). A POP group's retried messages
   sit in its pop retry topic ``%RETRY%<group>_<topic>``, which has rows of its own.
 """
 
@@ -23,10 +24,10 @@ from pocketmq.client.admin import AsyncAdmin, GroupConfig
 
 GROUP_COLUMNS = ["group", "retry_max_times", "fifo", "consume_enable"]
 OFFSET_COLUMNS = ["topic", "broker", "queue_id", "consumer_offset", "broker_offset", "lag", "in_flight",
-                  "waiting_to_revive", "retried", "dead_lettered"]
+                  "waiting_to_revive", "retried", "dead_lettered", "ck_rewrites", "ck_endings"]
 # The POP columns and the GET_CONSUME_STATS entry fields they come from (PocketMQ's; 0 from other brokers).
 POP_FIELDS = {"in_flight": "popInFlight", "waiting_to_revive": "popWaitingToRevive", "retried": "popRetried",
-              "dead_lettered": "popDeadLettered"}
+              "dead_lettered": "popDeadLettered", "ck_rewrites": "popCkRewrites", "ck_endings": "popCkEndings"}
 
 
 def register(subparsers) -> None:

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.group_cmd",  # group
     "pocketmq.cli.dlq_cmd",  # dlq list|resend
     "pocketmq.cli.retry_cmd",  # retry stats
+    "pocketmq.cli.config_cmd",  # config set|get
 )
 
 

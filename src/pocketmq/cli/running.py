@@ -3,8 +3,8 @@ running until SIGTERM/SIGINT.
 
 - ``configure_logging()``: the entry point's log format, ``time level logger message`` on stderr.
 - ``write_ready_file(path, addresses)``: once listening, write ``{"remoting": "H:P" | null, "namesrv": "H:P" |
-  null, "grpc": "H:P" | null}`` (keys not given are null) atomically (temp file + fsync + rename), so a test
-  that sees the file can read all of it (``pocketmq.testing.processes``).
+  null, "grpc": "H:P" | null, "metrics": "H:P" | null}`` (keys not given are null) atomically (temp file +
+  fsync + rename), so a test that sees the file can read all of it (``pocketmq.testing.processes``).
 - ``wait_for_stop_signal()``: returns once SIGTERM or SIGINT arrives.
 - ``run_until_signalled(start, stop)``: ``await start()``, wait for the signal, then ``await stop()``. ``stop``
   also runs when ``start`` fails half way, so it must cope with a partial start.
@@ -20,7 +20,7 @@ import signal
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-READY_FILE_KEYS = ("remoting", "namesrv", "grpc")
+READY_FILE_KEYS = ("remoting", "namesrv", "grpc", "metrics")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

@@ -4,7 +4,8 @@ external ones) an embedded name server.
 Start order: name server, remoting front end (bound first: its port is baked into message ids), gRPC front
 end when ``pocketmq.server.grpc_server`` is importable, then the broker services (store recovery,
 registration). Once everything listens it prints the addresses and writes the ready file
-(``{"remoting": ..., "namesrv": ... | null, "grpc": ... | null}``). SIGTERM or SIGINT stops it cleanly, in
+(``{"remoting": ..., "namesrv": ... | null, "grpc": ... | null, "metrics": ... | null}``; ``--metrics-port``
+serves Prometheus ``/metrics``, docs/metrics.md). SIGTERM or SIGINT stops it cleanly, in
 the reverse order: front ends stop taking requests, the broker unregisters and persists, the name server goes.
 
 Configuration: defaults < ``--config FILE`` (TOML ``[broker]`` section or RocketMQ ``broker.conf``) <
@@ -23,6 +24,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
 from pocketmq.common.config import load_config
 from pocketmq.errors import ConfigError
+from pocketmq.metrics.http import MetricsHttpServer
 from pocketmq.protocol.transport import RemotingServer
 from pocketmq.server.remoting_broker import build_broker_router
 
@@ -57,6 +59,7 @@ def register(subparsers) -> None:
     p.add_argument("--namesrv-scan-interval-ms", type=int, help="embedded name server: expiry scan period")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker setting (field name or broker.conf key); repeatable")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics over HTTP on this port (0: any)")
     p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
     p.set_defaults(func=run)
 
@@ -70,7 +73,7 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
         overrides[key.strip()] = value.strip()
     for name in ("remoting_port", "grpc_port", "namesrv_port", "namesrv_addr", "data_dir", "flush_mode",
                  "broker_name", "cluster_name", "host", "advertise_host", "register_interval_ms", "broker_id",
-                 "broker_role"):
+                 "broker_role", "metrics_port"):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
@@ -102,22 +105,30 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
     broker = Broker(config)
     remoting = RemotingServer(build_broker_router(broker), config.host, config.remoting_port)
     grpc = None
+    metrics = None
     try:
         await remoting.start()
         grpc = _grpc_front_end(broker, config)
         grpc_port = await grpc.start() if grpc is not None else None
         await broker.start(remoting_port=remoting.port, grpc_port=grpc_port)
+        if config.metrics_port is not None:
+            metrics = MetricsHttpServer(broker.metrics, config.host, config.metrics_port)
+            await metrics.start()
         addresses = {"remoting": f"{config.host}:{remoting.port}",
                      "namesrv": namesrv.address if namesrv is not None else None,
-                     "grpc": f"{config.host}:{grpc_port}" if grpc_port is not None else None}
+                     "grpc": f"{config.host}:{grpc_port}" if grpc_port is not None else None,
+                     "metrics": metrics.address if metrics is not None else None}
         print(f"pocketmq broker {config.broker_name} ready: remoting {addresses['remoting']}, "
               f"gRPC {addresses['grpc'] or 'off'}, name server {addresses['namesrv'] or config.namesrv_addr}"
-              f"{' (embedded)' if namesrv else ''}, data {config.data_dir}", flush=True)
+              f"{' (embedded)' if namesrv else ''}, data {config.data_dir}"
+              f"{', metrics http://' + addresses['metrics'] + '/metrics' if addresses['metrics'] else ''}", flush=True)
         if ready_file:
             write_ready_file(ready_file, addresses)
         await wait_for_stop_signal()
         log.info("event=stopping broker=%s", config.broker_name)
     finally:
+        if metrics is not None:
+            await metrics.stop()
         await remoting.stop()
         if grpc is not None:
             await grpc.stop(GRPC_STOP_GRACE_S)

@@ -24,12 +24,20 @@ from pocketmq.errors import (BadRequestError, ClientError, RemoteServerError,
                              SubscriptionGroupNotExistError, TopicNotExistError)
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_NUMS = 1024
 ROUTE_WAIT_S = 5.0
 ROUTE_POLL_INTERVAL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    broker_name: str
+    broker_id: int  # 0: the master
+    addr: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +249,40 @@ class AsyncAdmin(InstanceUser):
             expect_success(response)
             result[name] = json_body(response)
         return result
+
+    # -- brokers: config and runtime info ---------------------------------------------------------------------------
+    async def brokers(self, broker_name: str | None = None) -> list[BrokerAddress]:
+        """Every broker (masters and slaves) registered with the name server, or those of group ``broker_name``;
+        BadRequestError for a group the name server does not know."""
+        info = await self.cluster_info()
+        if broker_name is not None and broker_name not in info.broker_addr_table:
+            raise BadRequestError(f"broker {broker_name!r} is unknown to the name server "
+                                  f"(known: {', '.join(sorted(info.broker_addr_table)) or 'none'})")
+        found = [BrokerAddress(name, broker_id, addr)
+                 for name, data in sorted(info.broker_addr_table.items()) if broker_name in (None, name)
+                 for broker_id, addr in sorted(data.broker_addrs.items())]
+        if not found:
+            raise ClientError(f"no broker is registered with the name server {self.config.namesrv_addr}")
+        return found
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every setting of the broker at ``addr``, as text."""
+        response = await self.instance.remoting.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG),
+                                                       self.config.request_timeout_s)
+        expect_success(response)
+        return parse_properties_text(response.body)
+
+    async def update_broker_config(self, addr: str, changes: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: the broker applies all of ``changes`` (and keeps them) or none."""
+        request = RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, body=properties_text(changes))
+        expect_success(await self.instance.remoting.invoke(addr, request, self.config.request_timeout_s))
+
+    async def runtime_info(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table of the broker at ``addr``."""
+        response = await self.instance.remoting.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), self.config.request_timeout_s)
+        expect_success(response)
+        return dict(json_body(response).get("table") or {})
 
     def __repr__(self) -> str:
         return f"<AsyncAdmin namesrv={self.config.namesrv_addr} started={self._started}>"

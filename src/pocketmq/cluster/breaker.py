@@ -8,7 +8,12 @@ States::
     HALF_OPEN --probe succeeds--> CLOSED        HALF_OPEN --probe fails--> OPEN (a fresh cool-down)
 
 ``admit(now_ms)`` says whether a request may go out; when it may not, ``retry_delay_ms(now_ms)`` is the
-remaining cool-down (what a FAILED read with BREAKER_OPEN suggests). Every state change is logged.
+remaining cool-down (what a FAILED read with BREAKER_OPEN suggests). Every state change is logged and
+counted in the metrics (``pocketmq_breaker_state`` 0 closed / 1 half-open / 2 open, and
+``pocketmq_breaker_transitions_total{broker,to}``; docs/metrics.md).
+
+The settings are read at each decision, so ``BreakerBoard.configure`` (a dynamic config change) applies to
+breakers that exist as well as to those made later.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import enum
 import logging
 from dataclasses import dataclass
 
+from pocketmq.metrics import MetricsRegistry
+
 log = logging.getLogger(__name__)
 
 
@@ -24,6 +31,9 @@ class BreakerState(enum.Enum):
     CLOSED = "CLOSED"
     OPEN = "OPEN"
     HALF_OPEN = "HALF_OPEN"
+
+
+STATE_GAUGE_VALUES = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +47,13 @@ class BreakerSettings:
 
 
 class CircuitBreaker:
-    def __init__(self, name: str, settings: BreakerSettings = BreakerSettings()):
+    def __init__(self, name: str, settings: BreakerSettings = BreakerSettings(), *,
+                 metrics: MetricsRegistry | None = None):
         self.name = name
         self.settings = settings
+        self._metrics = metrics if metrics is not None else MetricsRegistry()
         self.state = BreakerState.CLOSED
+        self._state_gauge().set(STATE_GAUGE_VALUES[self.state], broker=name)
         self.consecutive_failures = 0
         self._opened_at_ms = 0
         self._probe_in_flight = False
@@ -83,23 +96,38 @@ class CircuitBreaker:
         log.warning("event=breaker_state_changed broker=%s from=%s to=%s why=%s", self.name, self.state.value,
                     state.value, why)
         self.state = state
+        self._state_gauge().set(STATE_GAUGE_VALUES[state], broker=self.name)
+        self._metrics.counter("pocketmq_breaker_transitions_total", "Circuit breaker state changes per remote broker",
+                              ("broker", "to")).inc(broker=self.name, to=state.value)
+
+    def _state_gauge(self):
+        return self._metrics.gauge("pocketmq_breaker_state", "Circuit breaker state per remote broker: "
+                                   "0 closed, 1 half-open, 2 open", ("broker",))
 
     def __repr__(self) -> str:
         return f"<CircuitBreaker {self.name} {self.state.value} failures={self.consecutive_failures}>"
 
 
 class BreakerBoard:
-    """One breaker per remote broker name, created on first use with the shared settings."""
+    """One breaker per remote broker name, created on first use with the shared settings; ``metrics`` is the
+    owning broker's registry (remote readers count their reads there too)."""
 
-    def __init__(self, settings: BreakerSettings = BreakerSettings()):
+    def __init__(self, settings: BreakerSettings = BreakerSettings(), *, metrics: MetricsRegistry | None = None):
         self.settings = settings
+        self.metrics = metrics if metrics is not None else MetricsRegistry()
         self._breakers: dict[str, CircuitBreaker] = {}
 
     def get(self, broker_name: str) -> CircuitBreaker:
         breaker = self._breakers.get(broker_name)
         if breaker is None:
-            breaker = self._breakers[broker_name] = CircuitBreaker(broker_name, self.settings)
+            breaker = self._breakers[broker_name] = CircuitBreaker(broker_name, self.settings, metrics=self.metrics)
         return breaker
+
+    def configure(self, settings: BreakerSettings) -> None:
+        """New settings for every breaker, existing and future (a dynamic config change)."""
+        self.settings = settings
+        for breaker in self._breakers.values():
+            breaker.settings = settings
 
     def states(self) -> dict[str, BreakerState]:
         return {name: b.state for name, b in sorted(self._breakers.items())}

@@ -8,6 +8,11 @@ SYNC send is acknowledged one round trip after it is stored.
 ``replicated(outcome)`` is what the send path of a SYNC_MASTER awaits: the store's results, with PUT_OK
 turned into FLUSH_SLAVE_TIMEOUT (no ack within ``ack_timeout_ms``, or the slave left while waiting) or
 SLAVE_NOT_AVAILABLE (no slave in sync when the send arrived).
+
+Replication lag per slave (``slave_lags``; runtime info ``haSlaveLag`` and the gauges
+``pocketmq_ha_slave_lag_bytes`` / ``pocketmq_ha_slave_lag_seconds``): bytes = the master's log end minus the
+slave's ack; seconds = the age (store timestamp to now) of the oldest record the slave has not acked, 0 when
+it has everything. Computed when asked (a scrape, a runtime-info request), one small read per slave.
 """
 
 from __future__ import annotations
@@ -16,20 +21,39 @@ import asyncio
 import dataclasses
 import heapq
 import itertools
+import json
 import logging
 from collections.abc import Hashable
+from dataclasses import dataclass
 
 from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict, replication_start
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.api import PutStatus
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class SlaveLag:
+    slave_addr: str
+    lag_bytes: int
+    lag_ms: int  # age of the oldest record the slave has not acked; 0 when it has them all
+
+
+def replication_lag(slave_addr: str, acked_phys_offset: int, master_max_phys_offset: int,
+                    oldest_unacked_store_ms: int, now_ms: int) -> SlaveLag:
+    """A slave's lag; ``oldest_unacked_store_ms`` is -1 when no record follows its ack (or it is unreadable)."""
+    lag_bytes = max(0, master_max_phys_offset - acked_phys_offset)
+    lag_ms = max(0, now_ms - oldest_unacked_store_ms) if lag_bytes and oldest_unacked_store_ms >= 0 else 0
+    return SlaveLag(slave_addr, lag_bytes, lag_ms)
+
+
 class HaMaster:
     def __init__(self, store, *, clock: Clock = SYSTEM_CLOCK, ack_timeout_ms: int, max_gap_bytes: int,
-                 slave_expire_ms: int):
+                 slave_expire_ms: int, metrics: MetricsRegistry | None = None):
         self._store = store
+        self._metrics = metrics if metrics is not None else MetricsRegistry()
         self._clock = clock
         self._ack_timeout_ms = ack_timeout_ms
         self.acks = ReplicaAcks(max_gap_bytes=max_gap_bytes, expire_ms=slave_expire_ms)
@@ -40,6 +64,7 @@ class HaMaster:
 
     def start(self) -> None:
         self._store.add_arrival_listener(self._on_arrival)
+        self._metrics.add_collector(self._collect_lag)
 
     def _on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         if self._arrived is not None:
@@ -122,12 +147,39 @@ class HaMaster:
             future.cancel()  # dropped from the heap once an ack passes it or the slaves leave
             return PutStatus.FLUSH_SLAVE_TIMEOUT
 
+    def slave_lags(self) -> list[SlaveLag]:
+        """Each connected slave's lag (the largest when one address has several links), by address."""
+        master_max = self._store.max_phys_offset
+        now_ms = self._clock.now_ms()
+        lags: dict[str, SlaveLag] = {}
+        for p in self.acks.slaves():
+            oldest_ms = (self._store.first_store_timestamp_ms(p.acked_phys_offset)
+                         if p.acked_phys_offset < master_max else -1)
+            lag = replication_lag(p.slave_addr, p.acked_phys_offset, master_max, oldest_ms, now_ms)
+            if p.slave_addr not in lags or lag.lag_bytes > lags[p.slave_addr].lag_bytes:
+                lags[p.slave_addr] = lag
+        return [lags[addr] for addr in sorted(lags)]
+
+    def _collect_lag(self) -> None:
+        lag_bytes = self._metrics.gauge("pocketmq_ha_slave_lag_bytes",
+                                        "Commit log bytes the master holds that the slave has not acked", ("slave",))
+        lag_seconds = self._metrics.gauge("pocketmq_ha_slave_lag_seconds",
+                                          "Age of the oldest record the slave has not acked", ("slave",))
+        lag_bytes.clear()  # a slave that left has no lag to show
+        lag_seconds.clear()
+        for lag in self.slave_lags():
+            lag_bytes.set(lag.lag_bytes, slave=lag.slave_addr)
+            lag_seconds.set(lag.lag_ms / 1000, slave=lag.slave_addr)
+
     def runtime_info(self) -> dict[str, str]:
         master_max = self._store.max_phys_offset
         slaves = self.acks.slaves()
+        lags = self.slave_lags()
         return {"haConnections": str(len(slaves)),
                 "haSlaves": ",".join(f"{p.slave_addr}@{p.acked_phys_offset}" for p in slaves),
-                "haMaxLagBytes": str(max((master_max - p.acked_phys_offset for p in slaves), default=0))}
+                "haMaxLagBytes": str(max((master_max - p.acked_phys_offset for p in slaves), default=0)),
+                "haSlaveLag": json.dumps({lag.slave_addr: {"lagBytes": lag.lag_bytes, "lagMs": lag.lag_ms}
+                                          for lag in lags})}
 
     def __repr__(self) -> str:
         return f"<HaMaster {self.acks!r} waiting_sends={len(self._waiters)}>"

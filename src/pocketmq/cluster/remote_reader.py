@@ -32,6 +32,10 @@ breaker open                                  FAILED BREAKER_OPEN, retry delay =
 
 A circuit breaker per remote broker group (``cluster.breaker``) counts reads that got no answer (connection,
 timeout, busy); any answer closes it again.
+
+Metrics (the broker's registry: ``metrics``, by default the breaker board's): every offset's result in
+``pocketmq_remote_reads_total{broker,result,reason}`` (BREAKER_OPEN included), and each RPC span's time in
+``pocketmq_remote_read_latency_seconds{broker}`` (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from pocketmq.common.read_result import (
     ReadStatus,
 )
 from pocketmq.errors import PocketMQError, RemotingError, RemotingTimeoutError
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import RecordFormatError, decode_records
@@ -144,7 +149,7 @@ class RemoteMessageReader:
     """Reads of broker group ``broker_name``; ``namesrv`` is a ``broker.namesrv_client.NamesrvClient``."""
 
     def __init__(self, broker_name: str, namesrv, remoting, *, breakers: BreakerBoard, clock: Clock = SYSTEM_CLOCK,
-                 timeout_ms: int = 3_000, delays: RetryDelays = RetryDelays()):
+                 timeout_ms: int = 3_000, delays: RetryDelays = RetryDelays(), metrics: MetricsRegistry | None = None):
         self.broker_name = broker_name
         self._namesrv = namesrv
         self._remoting = remoting
@@ -153,6 +158,11 @@ class RemoteMessageReader:
         self._timeout_s = timeout_ms / 1000
         self._delays = delays
         self._group = f"InnerConsumerGroup_{broker_name}"
+        metrics = metrics if metrics is not None else breakers.metrics
+        self._reads = metrics.counter("pocketmq_remote_reads_total", "Typed reads of messages on other brokers, "
+                                      "per offset, by result and reason", ("broker", "result", "reason"))
+        self._latency = metrics.histogram("pocketmq_remote_read_latency_seconds",
+                                          "Time of one remote read RPC (a span of offsets of one queue)", ("broker",))
 
     async def read(self, topic: str, queue_id: int, queue_offset: int) -> ReadResult:
         return (await self.read_many(topic, queue_id, [queue_offset]))[queue_offset]
@@ -174,14 +184,22 @@ class RemoteMessageReader:
             open_result = ReadResult.failed(
                 FailureReason.BREAKER_OPEN, f"breaker of {self.broker_name} is {self._breaker.state.value}",
                 retry_delay_ms=self._breaker.retry_delay_ms(now_ms) or self._delays.busy_ms)
+            self._count([open_result] * len(offsets))
             return dict.fromkeys(offsets, open_result)
+        started_ms = self._clock.monotonic_ms()
         try:
             results = await self._read_from_group(topic, queue_id, offsets)
         except Exception as exc:  # a read that raised is a failed read, never a skipped one
             log.warning("event=remote_read_raised broker=%s error=%r", self.broker_name, exc)
             results = dict.fromkeys(offsets, classify_error(exc, self._delays))
+        self._latency.observe((self._clock.monotonic_ms() - started_ms) / 1000, broker=self.broker_name)
         self._record(list(results.values()))
+        self._count(list(results.values()))
         return results
+
+    def _count(self, results: list[ReadResult]) -> None:
+        for result in results:
+            self._reads.inc(broker=self.broker_name, result=result.status.value, reason=result.reason)
 
     async def _read_from_group(self, topic: str, queue_id: int, offsets: list[int]) -> dict[int, ReadResult]:
         try:

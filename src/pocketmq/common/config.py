@@ -33,19 +33,16 @@ def load_config(
     (None values are ignored, so unset flags fall through).
     """
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    by_alias = {alias: f.name for f in fields.values() for alias in f.metadata.get("aliases", ())}
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     problems: list[str] = []
 
     def put(key: str, raw: Any, source: str) -> None:
-        name = key if key in fields else by_alias.get(key) or by_alias.get(key.lower())
+        name = field_name(cls, key)
         if name is None:
-            name = key.replace("-", "_").lower()
-            if name not in fields:
-                problems.append(f"{source}: unknown setting {key!r}")
-                return
+            problems.append(f"{source}: unknown setting {key!r}")
+            return
         try:
             values[name] = _coerce(raw, hints[name])
             sources[name] = source
@@ -72,6 +69,19 @@ def load_config(
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
     return cls(**values)
+
+
+def field_name(cls: type, key: str) -> str | None:
+    """The field of ``cls`` that ``key`` names: the field name, a ``broker.conf`` alias (any case), or the
+    name with dashes and capitals (``long-polling-enable``); None when it names none."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if key in fields:
+        return key
+    by_alias = {alias: f.name for f in fields.values() for alias in f.metadata.get("aliases", ())}
+    name = by_alias.get(key) or by_alias.get(key.lower())
+    if name is None:
+        name = key.replace("-", "_").lower()
+    return name if name in fields else None
 
 
 def _read_file(path: Path, section: str | None, problems: list[str]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from pocketmq.errors import BadRequestError, IllegalTopicError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import STORE_TIMESTAMP_POS
+from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
 
@@ -60,24 +61,6 @@ def topic_config_from_header(h: HeaderFields, *, default_queue_nums: int) -> Top
     read_nums = h.int("readQueueNums", default_queue_nums)
     return TopicConfig(topic, read_nums, h.int("writeQueueNums", read_nums), h.int("perm", PERM_READ_WRITE),
                        message_type, h.bool("order"))
-
-
-def parse_properties_text(body: bytes) -> dict[str, str]:
-    """``key=value`` lines (Java properties, as UPDATE_BROKER_CONFIG sends them); ``#`` comments skipped."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequestError("config body is not UTF-8") from None
-    changes = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise BadRequestError(f"config line {line!r} is not key=value")
-        changes[key.strip()] = value.strip()
-    return changes
 
 
 class AdminHandlers:
@@ -154,7 +137,8 @@ class AdminHandlers:
     async def get_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Per queue: the broker's max offset, the group's committed offset, and when the last consumed
         message was stored; ``totalDiff`` sums the lag. PocketMQ adds the group's POP state per queue
-        (``popInFlight``, ``popWaitingToRevive``, ``popRetried``, ``popDeadLettered``: docs/protocol.md)."""
+        (``popInFlight``, ``popWaitingToRevive``, ``popRetried``, ``popDeadLettered``, ``popCkRewrites``,
+        ``popCkEndings``: docs/protocol.md)."""
         h = HeaderFields(request.ext_fields)
         group = h.str("consumerGroup")
         broker = self._broker
@@ -196,9 +180,9 @@ class AdminHandlers:
 
     # -- broker config and runtime info ---------------------------------------------------------------------------
     async def get_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        text = "".join(f"{k}={v}\n" for k, v in sorted(config_properties(self._broker.config).items()))
         version = json_bytes(self._broker.data_version(self._broker.topics.data_version)).decode()
-        return request.response(ResponseCode.SUCCESS, {"version": version}, body=text.encode())
+        return request.response(ResponseCode.SUCCESS, {"version": version},
+                                body=properties_text(config_properties(self._broker.config)))
 
     async def update_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         self._broker.update_config(parse_properties_text(request.body))
@@ -213,4 +197,6 @@ def pop_fields(stats) -> dict:
     return {"popInFlight": stats.in_flight if stats else 0,
             "popWaitingToRevive": stats.waiting_to_revive if stats else 0,
             "popRetried": stats.retried if stats else 0,
-            "popDeadLettered": stats.dead_lettered if stats else 0}
+            "popDeadLettered": stats.dead_lettered if stats else 0,
+            "popCkRewrites": stats.rewrites if stats else 0,
+            "popCkEndings": stats.endings if stats else 0}

@@ -443,6 +443,14 @@ class MessageStore:
             return -1
         return self._commit_log.store_timestamp_ms(unit[0])
 
+    def first_store_timestamp_ms(self, from_phys_offset: int) -> int:
+        """Store timestamp of the first record at or after ``from_phys_offset`` (a frame boundary, e.g. a
+        slave's ack), skipping a segment's blank tail; -1 when there is none (end of log, or below retention)."""
+        for frame in self._commit_log.scan(max(from_phys_offset, self._commit_log.min_phys_offset)):
+            if frame.record is not None:
+                return self._commit_log.store_timestamp_ms(frame.phys_offset)
+        return -1
+
     def read_message(self, phys_offset: int) -> MessageExt | None:
         """The message whose frame starts at ``phys_offset`` (an offset message id), else None."""
         if phys_offset < self._commit_log.min_phys_offset:

@@ -41,6 +41,11 @@ class PocketProcess:
     def grpc(self) -> str | None:
         return self.addresses.get("grpc")
 
+    @property
+    def metrics(self) -> str | None:
+        """The ``/metrics`` HTTP address (``serve --metrics-port``), else None."""
+        return self.addresses.get("metrics")
+
     def start(self, timeout_s: float = 30.0) -> "PocketProcess":
         self.ready_file.unlink(missing_ok=True)
         log = open(self.log_path, "ab")

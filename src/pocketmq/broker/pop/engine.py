@@ -153,12 +153,18 @@ class PopResult:
         return out
 
 
+# Where each of ReviveService.per_queue's counts goes in a QueuePopStats row.
+_REVIVE_COLUMNS = {"retried": 2, "dead_lettered": 3, "rewrites": 4, "endings": 5}
+
+
 @dataclass(frozen=True, slots=True)
 class QueuePopStats:
     in_flight: int = 0
     waiting_to_revive: int = 0
     retried: int = 0
     dead_lettered: int = 0
+    rewrites: int = 0  # CK rewrites after failed reads (revive backoff)
+    endings: int = 0  # messages whose reads failed past the backoff table (dead-lettered reference or dropped)
 
 
 def tag_predicate(expression: str | None):
@@ -468,12 +474,13 @@ class PopService:
 
     # -- observability ----------------------------------------------------------------------------------------------
     def group_stats(self, group: str) -> dict[tuple[str, int], QueuePopStats]:
-        """(topic, queue id) -> in flight, waiting to revive, retried, dead-lettered, for ``group describe``."""
+        """(topic, queue id) -> in flight, waiting to revive, retried, dead-lettered, rewrites, endings, for
+        ``group describe``."""
         now_ms = self._clock.now_ms()
         counts: dict[tuple[str, int], list[int]] = {}
 
         def row(topic: str, queue_id: int) -> list[int]:
-            return counts.setdefault((topic, queue_id), [0, 0, 0, 0])
+            return counts.setdefault((topic, queue_id), [0] * 6)
 
         for queue in self._revive_queues:
             queue.catch_up()
@@ -486,7 +493,7 @@ class PopService:
             row(topic, queue_id)[0] += orderly.in_flight(now_ms)
         for (g, topic, queue_id, what), n in self.revive.per_queue.items():
             if g == group:
-                row(topic, queue_id)[2 if what == "retried" else 3] += n
+                row(topic, queue_id)[_REVIVE_COLUMNS[what]] += n
         for (g, topic, queue_id), n in self.fifo_dead_lettered.items():
             if g == group:
                 row(topic, queue_id)[3] += n

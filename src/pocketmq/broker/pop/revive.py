@@ -17,6 +17,12 @@ twice, and a crash before it only makes the CK revive again (at least once). Pro
 
 ``decide`` is pure; ``ReviveService`` is the async shell: one pass over every revive queue each
 ``interval_ms`` (``run_once(now_ms)`` for tests in virtual time).
+
+Metrics (the broker's registry; docs/metrics.md): ``pocketmq_pop_revive_messages_total{group,topic,queue_id,
+outcome}`` (retried, dead_lettered, not_found, dropped), ``pocketmq_pop_ck_rewrites_total{group,topic,
+queue_id,attempt}``, ``pocketmq_pop_ck_rewrite_wait_seconds{group}`` (the backoff waits),
+``pocketmq_pop_ck_endings_total{group,topic,queue_id,ending}`` (dlq, drop), ``pocketmq_pop_revive_cks_total``
+and ``pocketmq_pop_revive_write_failures_total``. ``group describe`` reads them per queue (``per_queue``).
 """
 
 from __future__ import annotations
@@ -38,12 +44,15 @@ from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult, ReadStatus
 from pocketmq.errors import PocketMQError
+from pocketmq.metrics import MetricsRegistry
 
 log = logging.getLogger(__name__)
 
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
 DEFAULT_RETRY_MAX_TIMES = 16
 REVIVE_BATCH_CKS = 64  # CKs handled per revive queue and pass: bounds one pass's work
+# Seconds; the default backoff table runs from 10 s to 2 h.
+REWRITE_WAIT_BUCKETS_S = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +103,40 @@ def decide(ck: PopCheckpoint, queue_offset: int, read: ReadResult, *, retry_max_
                                              read.description), dead_letter=True)
 
 
+class ReviveMetrics:
+    """Revive's metric families in a broker's registry."""
+
+    QUEUE_LABELS = ("group", "topic", "queue_id")
+
+    def __init__(self, registry: MetricsRegistry):
+        self.messages = registry.counter("pocketmq_pop_revive_messages_total",
+                                         "Un-acked POP messages revive handled, by outcome",
+                                         (*self.QUEUE_LABELS, "outcome"))
+        self.rewrites = registry.counter("pocketmq_pop_ck_rewrites_total",
+                                         "CKs rewritten with backoff after a failed read, by attempt number",
+                                         (*self.QUEUE_LABELS, "attempt"))
+        self.rewrite_wait = registry.histogram("pocketmq_pop_ck_rewrite_wait_seconds",
+                                               "Backoff wait of each CK rewrite", ("group",),
+                                               buckets=REWRITE_WAIT_BUCKETS_S)
+        self.endings = registry.counter("pocketmq_pop_ck_endings_total",
+                                        "Messages whose reads kept failing past the backoff table, by ending",
+                                        (*self.QUEUE_LABELS, "ending"))
+        self.cks = registry.counter("pocketmq_pop_revive_cks_total", "CKs revive closed")
+        self.write_failures = registry.counter("pocketmq_pop_revive_write_failures_total",
+                                               "Revive passes whose retry or DLQ copies did not reach the store")
+
+    def message(self, ck: PopCheckpoint, outcome: str) -> None:
+        self.messages.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id, outcome=outcome)
+
+    def ending(self, ck: PopCheckpoint, ending: CkEnding) -> None:
+        self.endings.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id, ending=ending.value)
+
+
 class ReviveService:
-    """Runs revive over the revive queues of one broker; counters are read by ``group describe``."""
+    """Runs revive over the revive queues of one broker; its metrics are read by ``group describe``."""
 
     def __init__(self, queues: list[ReviveQueue], reader: MessageReader, store, groups, offsets, topics, clock, *,
-                 policy: CkRewritePolicy, interval_ms: int):
+                 policy: CkRewritePolicy, interval_ms: int, metrics: MetricsRegistry | None = None):
         self._queues = queues
         self.reader = reader
         self._store = store
@@ -109,8 +147,7 @@ class ReviveService:
         self.policy = policy
         self._interval_ms = interval_ms
         self._task: asyncio.Task | None = None
-        self.metrics: Counter[str] = Counter()  # revived, dead_lettered, not_found, rewrites, endings, drops ...
-        self.per_queue: Counter[tuple[str, str, int, str]] = Counter()  # (group, topic, queue id, what) -> count
+        self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._loop())
@@ -184,16 +221,17 @@ class ReviveService:
                 outgoing.append(decision)
             elif isinstance(decision, Rewrite):
                 rewrites.append(decision.checkpoint)
-                self.metrics["rewrites"] += 1
-                self.metrics["backoff_wait_ms"] += decision.wait_ms
+                self._metrics.rewrites.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id,
+                                           attempt=decision.checkpoint.rewrite_count)
+                self._metrics.rewrite_wait.observe(decision.wait_ms / 1000, group=ck.group)
                 log.info("event=ck_rewritten group=%s topic=%s queue=%d offset=%d rewrites=%d wait_ms=%d reason=%s",
                          ck.group, ck.topic, ck.queue_id, queue_offset, decision.checkpoint.rewrite_count,
                          decision.wait_ms, read.reason)
             elif isinstance(decision, Gone):
-                self.metrics["not_found"] += 1
+                self._metrics.message(ck, "not_found")
             else:
-                self.metrics["drops"] += 1
-                self.metrics["endings"] += 1
+                self._metrics.message(ck, "dropped")
+                self._metrics.ending(ck, CkEnding.DROP)
                 log.error("event=ck_dropped group=%s topic=%s queue=%d offset=%d reason=%s", ck.group, ck.topic,
                           ck.queue_id, queue_offset, decision.reason)
         return ck, outgoing, rewrites, offsets
@@ -207,21 +245,46 @@ class ReviveService:
             results = None
             log.warning("event=revive_write_failed copies=%d error=%s", len(outgoing), exc)
         if results is None or not all(r.status.stored for r in results):
-            self.metrics["write_failures"] += 1
+            self._metrics.write_failures.inc()
             return False
         return True
 
     def _count(self, ck: PopCheckpoint, outgoing: list[Copy]) -> None:
         for copy in outgoing:
-            what = "dead_lettered" if copy.dead_letter else "retried"
-            self.metrics[what] += 1
-            self.per_queue[(ck.group, ck.topic, ck.queue_id, what)] += 1
+            self._metrics.message(ck, "dead_lettered" if copy.dead_letter else "retried")
             reason = copy.message.properties.get(copies.DLQ_REASON)
             if copy.dead_letter and reason != copies.REASON_MAX_ATTEMPTS:
-                self.metrics["endings"] += 1
+                self._metrics.ending(ck, CkEnding.DEAD_LETTER)
                 log.error("event=dead_lettered_after_failed_reads group=%s topic=%s queue=%d reason=%s",
                           ck.group, ck.topic, ck.queue_id, reason)
-        self.metrics["cks_revived"] += 1
+        self._metrics.cks.inc()
+
+    @property
+    def per_queue(self) -> Counter[tuple[str, str, int, str]]:
+        """(group, topic, queue id, what) -> count since start; what: retried, dead_lettered, rewrites, endings."""
+        counts: Counter[tuple[str, str, int, str]] = Counter()
+        for (group, topic, queue_id, outcome), n in self._metrics.messages.values().items():
+            if outcome in ("retried", "dead_lettered"):
+                counts[(group, topic, int(queue_id), outcome)] += int(n)
+        for what, family in (("rewrites", self._metrics.rewrites), ("endings", self._metrics.endings)):
+            for (group, topic, queue_id, _), n in family.values().items():
+                counts[(group, topic, int(queue_id), what)] += int(n)
+        return counts
+
+    @property
+    def metrics(self) -> Counter[str]:
+        """Totals over every label: retried, dead_lettered, not_found, drops, rewrites, endings, cks_revived,
+        write_failures (tests and ``repr`` read them; the waits are in ``pocketmq_pop_ck_rewrite_wait_seconds``)."""
+        m = self._metrics
+        totals: Counter[str] = Counter()
+        names = {"retried": "retried", "dead_lettered": "dead_lettered", "not_found": "not_found", "dropped": "drops"}
+        for (_, _, _, outcome), n in m.messages.values().items():
+            totals[names[outcome]] += int(n)
+        totals["rewrites"] = int(sum(m.rewrites.values().values()))
+        totals["endings"] = int(sum(m.endings.values().values()))
+        totals["cks_revived"] = int(m.cks.value())
+        totals["write_failures"] = int(m.write_failures.value())
+        return +totals
 
     def __repr__(self) -> str:
         return f"<ReviveService queues={len(self._queues)} {dict(self.metrics)}>"

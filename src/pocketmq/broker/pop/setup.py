@@ -7,7 +7,6 @@ from pocketmq.broker.pop.fifo import FifoPopState
 from pocketmq.broker.pop.reader import LocalMessageReader, MessageReader
 from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
 from pocketmq.broker.pop.revive_queue import ReviveQueue
-from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy
 from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common.topic import revive_topic
 
@@ -22,9 +21,9 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
     for queue_id in range(topic_config.write_queue_nums):
         committed = broker.offsets.query(REVIVE_GROUP, topic, queue_id)
         queues.append(ReviveQueue(store, topic, queue_id, broker.broker_name, committed or 0))
-    policy = CkRewritePolicy(tuple(config.pop_ck_rewrite_backoff_ms), CkEnding(config.pop_ck_rewrite_ending))
     revive = ReviveService(queues, reader or LocalMessageReader(store), store, broker.groups, broker.offsets,
-                           broker.topics, broker.clock, policy=policy, interval_ms=config.pop_revive_interval_ms)
+                           broker.topics, broker.clock, policy=config.ck_rewrite_policy(),
+                           interval_ms=config.pop_revive_interval_ms, metrics=broker.metrics)
     return PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
                       clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
                       revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),

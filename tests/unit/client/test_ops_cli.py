@@ -1,0 +1,42 @@
+"""The pure parts of ``pocketmq cluster`` (lag and breaker columns) and ``pocketmq config set`` (the local check)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pocketmq.cli.cluster_cmd import add_runtime_columns, breakers_text
+from pocketmq.cli.config_cmd import checked_change, setting_name
+from pocketmq.errors import BadRequestError
+
+ROWS = [{"broker": "a", "broker_id": 0, "address": "m:1"}, {"broker": "a", "broker_id": 1, "address": "s:1"},
+        {"broker": "b", "broker_id": 0, "address": "b:1"}]
+
+
+def test_slave_rows_get_the_lag_their_master_reports_and_every_row_its_breakers():
+    runtime = {"m:1": {"haSlaveLag": json.dumps({"s:1": {"lagBytes": 300, "lagMs": 1500}}),
+                       "breakerStates": json.dumps({"b": "OPEN"})},
+               "s:1": {"breakerStates": "{}"},
+               "b:1": None}  # did not answer
+    rows = add_runtime_columns(ROWS, runtime)
+    assert [(r["lag_bytes"], r["lag_s"], r["breakers"]) for r in rows] == [
+        (None, None, {"b": "OPEN"}), (300, 1.5, {}), (None, None, None)]
+    assert [breakers_text(r)["breakers"] for r in rows] == ["b:OPEN", "-", "?"]
+
+
+def test_a_slave_whose_master_is_gone_shows_no_lag():
+    rows = add_runtime_columns(ROWS[1:2], {"s:1": {"breakerStates": "{}"}})
+    assert rows[0]["lag_bytes"] is None
+
+
+def test_config_set_is_checked_before_anything_is_sent():
+    assert checked_change("enableRemoteEscape", "true") == "enable_remote_escape"
+    assert checked_change("pop_ck_rewrite_backoff_ms", "1000,2000") == "pop_ck_rewrite_backoff_ms"
+    with pytest.raises(BadRequestError, match="unknown setting 'nope'"):
+        checked_change("nope", "1")
+    with pytest.raises(BadRequestError, match="only at a restart"):
+        checked_change("remoting_port", "1")
+    with pytest.raises(BadRequestError, match="must be dlq or drop"):
+        checked_change("pop_ck_rewrite_ending", "forever")
+    assert setting_name("brokerRole") == "broker_role"

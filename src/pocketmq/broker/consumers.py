@@ -156,6 +156,10 @@ class ConsumerRegistry:
     def client_ids(self, group: str) -> list[str]:
         return self.table.client_ids(group)
 
+    def client_id_on(self, group: str, connection: object) -> str:
+        """The id the client on ``connection`` heart-beat with in ``group`` ("" when it did not)."""
+        return next((ch.client_id for ch in self.table.clients(group) if ch.connection is connection), "")
+
     def _dispatch(self, notifications: list[Notification]) -> None:
         for notification in notifications:
             for notifier in self._notifiers:

@@ -152,6 +152,10 @@ class SessionRegistry:
     def get(self, client_id: str) -> Session | None:
         return self._sessions.get(client_id)
 
+    def client_ids(self, group: str) -> list[str]:
+        """The consumers of ``group`` with a session (a producer's session names no group)."""
+        return [s.client_id for s in self._sessions.values() if s.group == group]
+
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
 

@@ -34,6 +34,7 @@ import struct
 from dataclasses import dataclass, field
 
 from pocketmq.broker.consumers import parse_tag_expression
+from pocketmq.broker.gray_split import EVERY_QUEUE, QueueShare
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import (
     MAX_MESSAGES_PER_CK,
@@ -88,6 +89,7 @@ class PopRequest:
     poll_ms: int = 0  # long polling: how long to wait for a message when there is none
     init_mode: int = INIT_MODE_MIN
     fifo: bool | None = None  # None: the group's consumeMessageOrderly
+    share: QueueShare = EVERY_QUEUE  # the queues this client may pop (gray split: broker/gray_split.py)
 
 
 @dataclass(slots=True)
@@ -245,9 +247,11 @@ class PopService:
         retry_topic = pop_retry_topic(req.group, req.topic)
         watched = (req.topic,) if fifo else (req.topic, retry_topic)
         deadline_ms = self._clock.monotonic_ms() + req.poll_ms
-        queue_ids = [req.queue_id] if req.queue_id >= 0 else list(range(topic_config.read_queue_nums))
+        allowed = req.share.queue_ids(topic_config.read_queue_nums)
+        # a queue outside the client's share gives nothing: gray and normal clients never take each other's
+        queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
         while True:
-            plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic)
+            plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic, req.share)
             result = PopResult(self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues),
                                self.broker_name)
             for topic, queue_id in plan:
@@ -265,14 +269,15 @@ class PopService:
                 return result
             await self._waiters.wait(watched, min(remaining_ms, FIFO_RECHECK_MS) if fifo else remaining_ms)
 
-    def _plan(self, topic: str, queue_ids: list[int], retry_topic: str | None) -> list[tuple[str, int]]:
+    def _plan(self, topic: str, queue_ids: list[int], retry_topic: str | None,
+              share: QueueShare) -> list[tuple[str, int]]:
         turn = next(self._pops)
-        start = turn % len(queue_ids)
+        start = turn % len(queue_ids) if queue_ids else 0
         plan = [(topic, q) for q in queue_ids[start:] + queue_ids[:start]]
         retry_config = self._topics.get(retry_topic) if retry_topic else None
         if retry_config is None:
             return plan
-        retry = [(retry_topic, q) for q in range(retry_config.read_queue_nums)]
+        retry = [(retry_topic, q) for q in share.retry_queue_ids(retry_config.read_queue_nums)]
         return retry + plan if turn % RETRY_FIRST_EVERY == 0 else plan + retry
 
     def _lock(self, group: str, topic: str, queue_id: int) -> asyncio.Lock | None:

@@ -200,11 +200,15 @@ class AsyncAdmin(InstanceUser):
 
     # -- subscription groups ----------------------------------------------------------------------------------------
     async def create_group(self, group: str, *, cluster: str | None = None, retry_max_times: int = 16,
-                           consume_message_orderly: bool = False) -> list[str]:
+                           consume_message_orderly: bool = False, attributes: dict[str, str] | None = None
+                           ) -> list[str]:
+        """``attributes``: RocketMQ 5's group attributes, e.g. the gray rule ``gray.clients`` /
+        ``gray.queue.ratio`` (docs/gray.md)."""
         problem = group_name_problem(group)
         if problem:
             raise BadRequestError(problem)
-        body = json.dumps(GroupConfig(group, retry_max_times=retry_max_times,
+        extra = {"attributes": dict(attributes)} if attributes else {}
+        body = json.dumps(GroupConfig(group, retry_max_times=retry_max_times, extra=extra,
                                       consume_message_orderly=consume_message_orderly).to_json()).encode()
         responses = await self._on_masters(
             lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), cluster)

@@ -166,7 +166,7 @@ class ConsumerRpcs:
         fifo = bool(group_config is not None and group_config.consume_message_orderly)
         return PopRequest(req.group, req.topic, max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)), invisible_ms,
                           queue_id=req.queue_id if fifo else -1, tag_expression=req.filter_expression,
-                          poll_ms=max(poll_ms, 0), share=self._broker.gray.share(req.group, client_id))
+                          poll_ms=max(poll_ms, 0), client_id=client_id)
 
     # -- ack --------------------------------------------------------------------------------------------------------
     async def ack(self, request, context):

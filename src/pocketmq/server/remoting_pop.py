@@ -97,10 +97,10 @@ class PopHandlers:
         if h.str("expType", "TAG").upper() != "TAG":
             raise PocketMQError("only TAG expressions are supported", response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED)
         fifo = True if h.bool("order") else None
-        share = broker.gray.share(group, broker.consumers.client_id_on(group, conn))
         result = await broker.pop.pop(PopRequest(group, topic, h.int("maxMsgNums", 32), h.int("invisibleTime"),
                                                  queue_id=queue_id, tag_expression=h.str("exp", "*"), poll_ms=poll_ms,
-                                                 init_mode=h.int("initMode", 0), fifo=fifo, share=share))
+                                                 init_mode=h.int("initMode", 0), fifo=fifo,
+                                                 client_id=broker.consumers.client_id_on(group, conn)))
         header = {"popTime": result.pop_time_ms, "invisibleTime": result.invisible_ms,
                   "reviveQid": result.revive_queue_id, "restNum": result.rest_num}
         if not result.queues:

@@ -117,7 +117,7 @@ async def test_engine_pops_only_the_share_and_revived_gray_messages_only_reach_g
                                        topic="T", queue_id=q)
 
         async def pop(client_id, queue_id=-1):
-            request = PopRequest("G", "T", 32, 10_000, queue_id=queue_id, share=broker.gray.share("G", client_id))
+            request = PopRequest("G", "T", 32, 10_000, queue_id=queue_id, client_id=client_id)
             return [(m.queue_id, m.body.decode(), m.reconsume_times) for m, _ in
                     (await broker.pop.pop(request)).delivered()]
 

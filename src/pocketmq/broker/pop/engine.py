@@ -12,6 +12,9 @@ the queue min for MIN mode and retry topics; for MAX the max, unless the queue s
 CK to a revive queue (round robin over the revive topic's queues), then commit the next offset: the consumer
 offset advances at pop time, once the CK is stored. When nothing is found and ``poll_ms`` > 0 the pop waits
 for an arrival in the topic or its retry topic (``PopWaiters``) and tries again, until ``poll_ms`` passes.
+The queues a client may pop (of the topic and of the pop retry topic) are its share in the group's gray
+split (``broker/gray_split.py``: every queue unless the group has gray and normal clients alive), looked up
+on every try.
 
 **FIFO groups** (``consumeMessageOrderly``) pop through ``OrderlyQueue`` (state in ``FifoPopState``): no CK,
 one message of a message group in flight at a time, redelivery of the same message (attempt + 1) after its
@@ -34,7 +37,7 @@ import struct
 from dataclasses import dataclass, field
 
 from pocketmq.broker.consumers import parse_tag_expression
-from pocketmq.broker.gray_split import EVERY_QUEUE, QueueShare
+from pocketmq.broker.gray_split import EVERY_QUEUE, GraySplits, QueueShare
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import (
     MAX_MESSAGES_PER_CK,
@@ -89,7 +92,7 @@ class PopRequest:
     poll_ms: int = 0  # long polling: how long to wait for a message when there is none
     init_mode: int = INIT_MODE_MIN
     fifo: bool | None = None  # None: the group's consumeMessageOrderly
-    share: QueueShare = EVERY_QUEUE  # the queues this client may pop (gray split: broker/gray_split.py)
+    client_id: str = ""  # who pops: the group's gray split decides its queues (broker/gray_split.py)
 
 
 @dataclass(slots=True)
@@ -173,7 +176,7 @@ def tag_predicate(expression: str | None):
 class PopService:
     def __init__(self, *, store, topics, groups, offsets, clock, broker_name: str, revive_topic: str,
                  revive: ReviveService, revive_queues: list[ReviveQueue], fifo: FifoPopState, waiters: PopWaiters,
-                 min_invisible_ms: int, persist_interval_ms: int):
+                 min_invisible_ms: int, persist_interval_ms: int, gray: GraySplits | None = None):
         self._store = store
         self._topics = topics
         self._groups = groups
@@ -187,6 +190,7 @@ class PopService:
         self._waiters = waiters
         self.min_invisible_ms = min_invisible_ms
         self._persist_interval_ms = persist_interval_ms
+        self._gray = gray
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._pops = itertools.count()
         self._tasks: list[asyncio.Task] = []
@@ -247,11 +251,13 @@ class PopService:
         retry_topic = pop_retry_topic(req.group, req.topic)
         watched = (req.topic,) if fifo else (req.topic, retry_topic)
         deadline_ms = self._clock.monotonic_ms() + req.poll_ms
-        allowed = req.share.queue_ids(topic_config.read_queue_nums)
-        # a queue outside the client's share gives nothing: gray and normal clients never take each other's
-        queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
         while True:
-            plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic, req.share)
+            # The split is looked up on every try: a long poll must not keep a share that changed meanwhile.
+            share = self._gray.share(req.group, req.client_id) if self._gray is not None else EVERY_QUEUE
+            allowed = share.queue_ids(topic_config.read_queue_nums)
+            # a queue outside the client's share gives nothing: gray and normal clients never take each other's
+            queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
+            plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic, share)
             result = PopResult(self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues),
                                self.broker_name)
             for topic, queue_id in plan:

@@ -24,6 +24,7 @@ from pocketmq.client import Admin, ClientConfig, Message, Producer
 from pocketmq.client.queue_select import GraySelector
 from pocketmq.testing.processes import broker_process, wait_until
 from tests.integration.grpc_support import client_env, stub
+from tests.integration.test_cli import json_lines, pocketmq
 
 SCRIPT = Path(__file__).with_name("gray_official_client.py")
 TOPIC, GROUP, RATIO = "gray_pop", "g_gray_pop", 0.25
@@ -107,6 +108,14 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
         wait_until(lambda: assigned_queue_ids(proc.grpc, gray.client_id) == GRAY_QUEUE_IDS
                    and assigned_queue_ids(proc.grpc, normal.client_id) == NORMAL_QUEUE_IDS,
                    timeout_s=10, message="QueryAssignment splits gray and normal")
+        described = pocketmq("group", "describe", GROUP, "--json", "-n", proc.namesrv)
+        assert described.returncode == 0, described.stderr
+        clients = {r["client_id"]: r for r in json_lines(described.stdout) if "client_id" in r}
+        assert (clients[gray.client_id]["gray"], clients[normal.client_id]["gray"]) == (True, False)
+        assert clients[gray.client_id]["queues"] == [[TOPIC, q] for q in GRAY_QUEUE_IDS]  # the broker's share
+        assert clients[normal.client_id]["queues"] == [[TOPIC, q] for q in NORMAL_QUEUE_IDS]
+        table = pocketmq("group", "describe", GROUP, "-n", proc.namesrv).stdout
+        assert f"{TOPIC}:6,7" in table and f"{TOPIC}:0,1,2,3,4,5" in table, table
 
         gray_names = [f"gray-{i}" + ("-fail" if i % 3 == 0 else "") for i in range(12)]
         normal_names = [f"normal-{i}" + ("-fail" if i % 3 == 0 else "") for i in range(12)]

@@ -66,7 +66,7 @@ class Broker:
         self.stage_offsets = StageOffsetManager(meta / "consumer_stage_offsets.json")  # staged consumers
         self.consumers = ConsumerRegistry(config.client_channel_expire_ms, clock=clock)
         self.gray = GraySplits(self.groups)  # POP's server-side gray split; the gRPC front end adds its sessions
-        self.gray.add_member_source(self.consumers.client_ids)
+        self.gray.add_member_source(self.consumers.subscribers)
         self.producers = ProducerRegistry(config.client_channel_expire_ms, clock=clock)
         self.holds = PullHoldService(config.long_polling_max_waiters)
         self.store: MessageStore | None = None

@@ -14,7 +14,10 @@ unmodified official clients, whose ids are ``hostname@pid@index@time``, can be g
 is the one in the first gray member's id (sorted), else the group's ``gray.queue.ratio``, else 0.1.
 
 ``GraySplit`` and ``QueueShare`` are pure; ``GraySplits`` reads the live members from the sources the front
-ends register (remoting consumers, gRPC sessions) and the group attributes.
+ends register (remoting consumers, gRPC sessions) and the group attributes. For ``pocketmq group describe``
+it also keeps the queues push consumers say they hold (their heartbeats carry ``pmqHeldQueues``: they
+rebalance on their own) and answers, per live member, whether it is gray and which queues of this broker it
+holds (push) or may pop (the server-side share of every topic it subscribes and of its pop retry topic).
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from pocketmq.common.gray import (
     gray_ratio_of,
     is_gray_client,
 )
+from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.errors import BadRequestError
 
 GRAY_CLIENTS_ATTRIBUTE = "gray.clients"  # comma-separated shell globs over client ids
 GRAY_RATIO_ATTRIBUTE = "gray.queue.ratio"
 
-MemberSource = Callable[[str], Iterable[str]]  # group -> the client ids alive in it (one front end's view)
+# group -> {client id: the topics it subscribes} of the clients alive in it (one front end's view)
+MemberSource = Callable[[str], Mapping[str, Iterable[str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +129,48 @@ class GraySplits:
     def __init__(self, groups) -> None:
         self._groups = groups
         self._sources: list[MemberSource] = []
+        self._held: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}  # (group, client id) -> queues
 
     def add_member_source(self, source: MemberSource) -> None:
         self._sources.append(source)
 
+    def subscriptions(self, group: str) -> dict[str, set[str]]:
+        """Live client id -> the topics it subscribes, over every front end."""
+        members: dict[str, set[str]] = {}
+        for source in self._sources:
+            for cid, topics in source(group).items():
+                members.setdefault(cid, set()).update(topics)
+        return members
+
     def members(self, group: str) -> list[str]:
-        return sorted({cid for source in self._sources for cid in source(group)})
+        return sorted(self.subscriptions(group))
+
+    def record_held(self, group: str, client_id: str, queues: Iterable[tuple[str, int]] | None) -> None:
+        """What a push consumer says it holds on this broker (None: it does not say); bounded by the live
+        members: entries of clients that left are dropped here."""
+        if queues is None:
+            self._held.pop((group, client_id), None)
+        else:
+            self._held[(group, client_id)] = tuple(sorted(queues))
+        live = set(self.members(group)) | {client_id}
+        for key in [k for k in self._held if k[0] == group and k[1] not in live]:
+            del self._held[key]
+
+    def describe(self, group: str, read_queue_nums: Callable[[str], int | None]) -> list[dict]:
+        """Per live member: ``clientId``, ``gray``, ``assignedBy`` (``client``: the queues a push consumer
+        reported; ``broker``: its POP share) and ``queues`` (``[topic, queue id]`` pairs of this broker).
+        ``read_queue_nums(topic)`` is the topic's read queue count here (None when the topic is not here)."""
+        split = self.split(group)
+        rows = []
+        for cid, topics in sorted(self.subscriptions(group).items()):
+            held = self._held.get((group, cid))
+            if held is not None:
+                queues = [list(q) for q in held]
+            else:
+                queues = share_queues(split.share(cid), group, topics, read_queue_nums)
+            rows.append({"clientId": cid, "gray": split.rule.is_gray(cid),
+                         "assignedBy": "client" if held is not None else "broker", "queues": queues})
+        return rows
 
     def rule(self, group: str) -> GrayRule:
         config = self._groups.get(group)
@@ -143,3 +184,31 @@ class GraySplits:
 
     def __repr__(self) -> str:
         return f"<GraySplits sources={len(self._sources)}>"
+
+
+def share_queues(share: QueueShare, group: str, topics: Iterable[str],
+                 read_queue_nums: Callable[[str], int | None]) -> list[list]:
+    """``[topic, queue id]`` pairs a POP client may pop: its share of each topic and of its pop retry topic."""
+    queues: list[list] = []
+    for topic in sorted(t for t in topics if not t.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+        for name, ids in ((topic, share.queue_ids), (pop_retry_topic(group, topic), share.retry_queue_ids)):
+            queue_nums = read_queue_nums(name)
+            if queue_nums is not None:
+                queues += [[name, q] for q in ids(queue_nums)]
+    return queues
+
+
+def held_queues(consumer_data: Mapping, broker_name: str) -> list[tuple[str, int]] | None:
+    """The queues of ``broker_name`` in a heartbeat's consumer data ``pmqHeldQueues`` (PocketMQ's; None when
+    absent, as from RocketMQ clients); entries that are not ``{topic, brokerName, queueId}`` are skipped."""
+    entries = consumer_data.get("pmqHeldQueues")
+    if not isinstance(entries, list):
+        return None
+    held = []
+    for entry in entries:
+        try:
+            if entry["brokerName"] == broker_name:
+                held.append((str(entry["topic"]), int(entry["queueId"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return held

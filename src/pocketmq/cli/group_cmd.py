@@ -6,11 +6,13 @@
 - ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag,
   and its POP state: messages in flight, waiting to revive (invisible time passed, not handed back yet),
   retried and dead-lettered (the last two counted since the broker started). A POP group's retried messages
-  sit in its pop retry topic ``%RETRY%<group>_<topic>``, which has rows of its own.
+  sit in its pop retry topic ``%RETRY%<group>_<topic>``, which has rows of its own. Then the live clients:
+  which are gray and which queues each holds or may pop (cli/gray_view.py, docs/gray.md).
 """
 
 from __future__ import annotations
 
+from pocketmq.cli.gray_view import CLIENT_COLUMNS, client_rows
 from pocketmq.cli.output import (
     add_action,
     emit,
@@ -85,8 +87,9 @@ def describe(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         config = await admin.describe_group(args.group)
         rows = offset_rows(await admin.consume_stats(args.group, args.topic))
+        clients = client_rows(await admin.gray_clients(args.group), as_json=args.json)
         if args.json:
-            for row in rows:
+            for row in rows + clients:
                 emit(json_line({"group": args.group, **row}))
             return
         settings = group_row(config)
@@ -94,5 +97,7 @@ def describe(args) -> int:
              f"{'FIFO' if settings['fifo'] else 'concurrent'}, total lag {sum(r['lag'] for r in rows)}, "
              f"in flight {sum(r['in_flight'] for r in rows)}")
         print_rows(args, rows, OFFSET_COLUMNS)
+        emit("clients (gray or not, and the queues each holds or may pop):")
+        print_rows(args, clients, CLIENT_COLUMNS)
 
     return run_admin(args, action)

@@ -22,7 +22,7 @@ from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
 from pocketmq.errors import (BadRequestError, ClientError, RemoteServerError,
                              SubscriptionGroupNotExistError, TopicNotExistError)
-from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode
 from pocketmq.protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -238,8 +238,15 @@ class AsyncAdmin(InstanceUser):
                             cluster: str | None = None) -> dict[str, dict]:
         """GET_CONSUME_STATS of ``group`` from every master: broker name -> the broker's JSON answer."""
         fields = {"consumerGroup": group} if topic is None else {"consumerGroup": group, "topic": topic}
-        responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields), cluster)
+        return await self._json_from_masters(RequestCode.GET_CONSUME_STATS, fields, cluster)
+
+    async def gray_clients(self, group: str, *, cluster: str | None = None) -> dict[str, dict]:
+        """GET_GROUP_GRAY_CLIENTS of ``group`` from every master: broker name -> its JSON answer (the live
+        clients, whether each is gray, and the queues each holds or may pop there: docs/gray.md)."""
+        return await self._json_from_masters(GET_GROUP_GRAY_CLIENTS, {"consumerGroup": group}, cluster)
+
+    async def _json_from_masters(self, code: int, fields: dict, cluster: str | None) -> dict[str, dict]:
+        responses = await self._on_masters(lambda: RemotingCommand.request(code, fields), cluster)
         result = {}
         for name, response in responses.items():
             expect_success(response)

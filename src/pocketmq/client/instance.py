@@ -24,6 +24,7 @@ from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
 from pocketmq.client.route_view import TopicRouteView, route_view_of
 from pocketmq.cluster.route import TopicRouteData
 from pocketmq.common.gray import gray_client_id_suffix
+from pocketmq.common.message import MessageQueue
 from pocketmq.errors import ClientError, RemoteServerError, RemotingError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -44,9 +45,12 @@ class ConsumerData:
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
+    held_queues: list[MessageQueue] | None = None  # a push consumer's assignment (group describe: docs/gray.md)
 
     def to_json(self, unit_mode: bool) -> dict:
-        return {
+        held = {} if self.held_queues is None else {"pmqHeldQueues": [  # PocketMQ's; RocketMQ brokers ignore it
+            {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id} for mq in self.held_queues]}
+        return {**held,
             "groupName": self.group,
             "consumeType": self.consume_type,
             "messageModel": self.message_model,

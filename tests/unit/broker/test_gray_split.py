@@ -110,7 +110,7 @@ async def test_engine_pops_only_the_share_and_revived_gray_messages_only_reach_g
     async with running_broker(tmp_path, clock) as broker:
         broker.groups.create_or_update(SubscriptionGroupConfig("G", attributes={"gray.queue.ratio": "0.25"}))
         members = {"n@1", "g@2@gray"}
-        broker.gray.add_member_source(lambda group: members if group == "G" else ())
+        broker.gray.add_member_source(lambda group: {cid: ("T",) for cid in members} if group == "G" else {})
         await send(broker, "T", 16, queues=8)
         for q in range(8):  # one gray message per queue too
             await broker.messages.send([Message.create("T", f"gray{q}", properties={GRAY_PROPERTY: "v2"})],

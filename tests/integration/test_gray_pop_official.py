@@ -20,7 +20,7 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from pocketmq.client import Admin, ClientConfig, Message, Producer
+from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.client.queue_select import GraySelector
 from pocketmq.testing.processes import broker_process, wait_until
 from tests.integration.grpc_support import client_env, stub
@@ -140,9 +140,11 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
 
         again = OfficialConsumer(proc.grpc, tmp_path / "gray-again")
         consumers.append(again)
-        with Admin(config) as admin:  # the new canary process joins the rule
-            admin.create_group(GROUP, attributes={"gray.clients": f"*@{again.client_id.split('@')[1]}@*",
-                                                  "gray.queue.ratio": "0.25"})
+        refused = pocketmq("group", "create", GROUP, "--gray-queue-ratio", "2", "-n", proc.namesrv)
+        assert refused.returncode != 0 and "gray.queue.ratio" in refused.stderr
+        created = pocketmq("group", "create", GROUP, "--gray-clients", f"*@{again.client_id.split('@')[1]}@*",
+                           "--gray-queue-ratio", "0.25", "-n", proc.namesrv)  # the new canary process's rule
+        assert created.returncode == 0, created.stderr
         wait_until(lambda: assigned_queue_ids(proc.grpc, again.client_id) == GRAY_QUEUE_IDS,
                    timeout_s=10, message="gray queues back with the gray consumer")
         returned = [f"back-{i}" for i in range(6)]
@@ -154,4 +156,35 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
             consumer.stop()
         gray_producer.shutdown()
         normal_producer.shutdown()
+        assert proc.stop() == 0, proc.log_tail()
+
+
+def test_sdk_pop_consumers_over_remoting_split_and_fall_back(tmp_path):
+    """The same split on the remoting front end (POP_MESSAGE): SDK SimpleConsumers, gray by ``@gray[0.25]``."""
+    proc = broker_process(tmp_path, "broker-gray-pop-sdk").start()
+    gray_config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="gray", enable_gray_switch=True,
+                               gray_queue_ratio=RATIO)
+    normal_config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="normal")
+    try:
+        with Admin(normal_config) as admin:
+            admin.create_topic(TOPIC, queues=8)
+        with Producer(normal_config) as producer:  # round robin: 2 messages in each queue, gray ones too
+            for i in range(16):
+                producer.send(Message.create(TOPIC, f"m{i}"))
+        normal = SimpleConsumer(GROUP, {TOPIC: "*"}, normal_config).start()
+        try:
+            with SimpleConsumer(GROUP, {TOPIC: "*"}, gray_config) as gray:
+                got = {"gray": [], "normal": []}
+                for name, consumer in (("gray", gray), ("normal", normal)):
+                    wait_until(lambda: got[name].extend(consumer.receive(32, 30_000)) or len(got[name]) >= 4,
+                               timeout_s=10, message=f"{name} receives")
+                assert {m.queue_id for m in got["gray"]} == {6, 7} and len(got["gray"]) == 4
+                assert {m.queue_id for m in got["normal"]} <= set(range(6))
+            with Producer(gray_config) as producer:  # the gray consumer is gone: its queues are the normal's
+                assert producer.send(Message.create(TOPIC, "after")).queue_id in GRAY_QUEUE_IDS
+            wait_until(lambda: any(m.body == b"after" for m in normal.receive(32, 30_000)), timeout_s=10,
+                       message="the normal consumer pops the gray queue once the gray consumer left")
+        finally:
+            normal.shutdown()
+    finally:
         assert proc.stop() == 0, proc.log_tail()

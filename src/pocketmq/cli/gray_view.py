@@ -1,10 +1,21 @@
-"""The gray part of ``pocketmq group describe``: which live clients of a group are gray and which queues each
-holds (push consumers, as their heartbeats report) or may pop (POP clients: the broker's server-side share),
-from every master's GET_GROUP_GRAY_CLIENTS answer (docs/gray.md)."""
+"""The gray parts of ``pocketmq group``: ``describe`` lists which live clients of a group are gray and which
+queues each holds (push consumers, as their heartbeats report) or may pop (POP clients: the broker's
+server-side share), from every master's GET_GROUP_GRAY_CLIENTS answer; ``create --gray-clients GLOBS
+--gray-queue-ratio R`` sets the group attributes ``gray.clients`` / ``gray.queue.ratio`` (docs/gray.md)."""
 
 from __future__ import annotations
 
 CLIENT_COLUMNS = ["client_id", "broker", "gray", "assigned_by", "queues"]
+
+
+def gray_attributes(args) -> dict[str, str] | None:
+    """The group attributes of ``group create``'s gray options (None when neither is given)."""
+    attributes = {}
+    if args.gray_clients is not None:
+        attributes["gray.clients"] = args.gray_clients
+    if args.gray_queue_ratio is not None:
+        attributes["gray.queue.ratio"] = args.gray_queue_ratio
+    return attributes or None
 
 
 def _compact(pairs: list) -> str:

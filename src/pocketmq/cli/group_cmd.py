@@ -1,7 +1,8 @@
 """``pocketmq group create|list|describe``: subscription (consumer) groups on every master broker.
 
-- ``create GROUP [--retry-max-times N] [--fifo] [--cluster C]``: create or update the group's config
-  (``retryMaxTimes``; ``--fifo`` sets ``consumeMessageOrderly``) on every master of the cluster.
+- ``create GROUP [--retry-max-times N] [--fifo] [--gray-clients GLOBS] [--gray-queue-ratio R] [--cluster C]``:
+  create or update the group's config (``retryMaxTimes``; ``--fifo`` sets ``consumeMessageOrderly``; the gray
+  options set the attributes of cli/gray_view.py) on every master of the cluster.
 - ``list``: the groups over every master, with their retry and FIFO settings.
 - ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag,
   and its POP state: messages in flight, waiting to revive (invisible time passed, not handed back yet),
@@ -12,7 +13,7 @@
 
 from __future__ import annotations
 
-from pocketmq.cli.gray_view import CLIENT_COLUMNS, client_rows
+from pocketmq.cli.gray_view import CLIENT_COLUMNS, client_rows, gray_attributes
 from pocketmq.cli.output import (
     add_action,
     emit,
@@ -39,6 +40,9 @@ def register(subparsers) -> None:
     p.add_argument("--retry-max-times", type=int, default=16,
                    help="deliveries of a failing message before its dead-letter queue (default 16)")
     p.add_argument("--fifo", action="store_true", help="consume each message group in order")
+    p.add_argument("--gray-clients", help="comma-separated globs over client ids the broker treats as gray "
+                   "POP clients (group attribute gray.clients; docs/gray.md)")
+    p.add_argument("--gray-queue-ratio", help="the group's gray queue ratio (attribute gray.queue.ratio)")
     p.add_argument("--cluster", help="only the masters of this cluster")
     add_action(actions, "list", "list groups", list_groups)
     p = add_action(actions, "describe", "a group's offsets, lag and POP state per queue", describe, "group")
@@ -66,7 +70,7 @@ def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
 def create(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         brokers = await admin.create_group(args.group, cluster=args.cluster, retry_max_times=args.retry_max_times,
-                                           consume_message_orderly=args.fifo)
+                                           consume_message_orderly=args.fifo, attributes=gray_attributes(args))
         report(args, {"group": args.group, "brokers": brokers, "retry_max_times": args.retry_max_times,
                       "fifo": args.fifo},
                f"group {args.group} created on {', '.join(brokers)}: retry max times {args.retry_max_times}"

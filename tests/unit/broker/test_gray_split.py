@@ -7,9 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.broker.gray import place_retry_copy
-from pocketmq.broker.gray_split import GraySplit, GraySplits, GrayRule
+from pocketmq.broker.gray_split import GraySplit, GraySplits, GrayRule, held_queues
 from pocketmq.broker.groups import SubscriptionGroupConfig, group_config_from_json, group_config_to_json
 from pocketmq.broker.pop.engine import PopRequest
+from pocketmq.cli.gray_view import client_rows
+from pocketmq.client.instance import ConsumerData
 from pocketmq.client.rebalance import gray_queues
 from pocketmq.common.gray import GRAY_PROPERTY, gray_ratio_of
 from pocketmq.common.message import Message, MessageExt, MessageQueue
@@ -138,3 +140,25 @@ async def test_engine_pops_only_the_share_and_revived_gray_messages_only_reach_g
         members.discard("g@2@gray")  # the gray client left: the normal one gets everything at once
         await send(broker, "T", 8, queues=8)
         assert {q for q, _, _ in await pop("n@1")} == set(range(8))
+
+
+def test_describe_lists_push_reports_and_pop_shares_of_live_members_only():
+    class Groups:
+        def get(self, group):
+            return SubscriptionGroupConfig(group, attributes={"gray.queue.ratio": "0.25"})
+
+    splits = GraySplits(Groups())
+    members = {"push@1": ("T", "%RETRY%G"), "pop@2@gray": ("T",), "pop@3": ("T",)}
+    splits.add_member_source(lambda group: members)
+    data = ConsumerData("G", held_queues=[MessageQueue("T", "b1", 0), MessageQueue("T", "b2", 1)]).to_json(False)
+    splits.record_held("G", "push@1", held_queues(data, "b1"))
+    splits.record_held("G", "gone@9", [("T", 5)])  # not a live member: not kept
+    queue_nums = {"T": 8, "%RETRY%G_T": 2}.get
+    rows = {r["clientId"]: r for r in splits.describe("G", queue_nums)}
+    assert set(rows) == {"push@1", "pop@2@gray", "pop@3"}
+    assert rows["push@1"] == {"clientId": "push@1", "gray": False, "assignedBy": "client", "queues": [["T", 0]]}
+    assert rows["pop@2@gray"]["queues"] == [["T", 6], ["T", 7], ["%RETRY%G_T", 1]]
+    assert rows["pop@3"]["queues"] == [["T", q] for q in range(6)] + [["%RETRY%G_T", 0]]
+    assert held_queues({"pmqHeldQueues": [{"topic": "T"}, "x"]}, "b1") == [] and held_queues({}, "b1") is None
+    table = client_rows({"b1": {"brokerName": "b1", "clients": list(rows.values())}})
+    assert [r["queues"] for r in table] == ["%RETRY%G_T:1 T:6,7", "%RETRY%G_T:0 T:0,1,2,3,4,5", "T:0"]

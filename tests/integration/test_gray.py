@@ -80,6 +80,15 @@ def split_is(gray_consumer, normals) -> bool:
             and topic_queue_ids(gray_consumer, f"%RETRY%{GROUP}") == {1} and normal_retry == {0})
 
 
+def reported(admin: Admin, c: PushConsumer) -> set[tuple[str, int]] | None:
+    """The queues the broker lists for ``c`` (GET_GROUP_GRAY_CLIENTS), when it lists it as gray."""
+    for answer in admin.gray_clients(GROUP).values():
+        for client in answer["clients"]:
+            if client["clientId"] == c.core.instance.client_id and client["gray"] and client["assignedBy"] == "client":
+                return {(t, q) for t, q in client["queues"]}
+    return None
+
+
 def test_gray_split_retries_switch_over_and_back(broker):
     with Admin(config(broker, "admin")) as admin:
         admin.create_topic(TOPIC, queues=8)
@@ -90,6 +99,9 @@ def test_gray_split_retries_switch_over_and_back(broker):
     normal_producer = Producer(config(broker, "normal-producer"), selector=GraySelector(RATIO)).start()
     try:
         wait_until(lambda: split_is(gray, normals), timeout_s=15, message="gray split of topic and retry topic")
+        with Admin(config(broker, "admin")) as admin:  # group describe: push consumers report what they hold
+            wait_until(lambda: reported(admin, gray) == {(TOPIC, 6), (TOPIC, 7), (f"%RETRY%{GROUP}", 1)},
+                       timeout_s=5, message="the gray consumer's queues in group describe")
         gray_bodies = [f"gray-{i}" + ("-fail" if i % 4 == 0 else "") for i in range(16)]
         normal_bodies = [f"normal-{i}" + ("-fail" if i % 4 == 0 else "") for i in range(16)]
         for g, n in zip(gray_bodies, normal_bodies):

@@ -56,7 +56,11 @@ def test_group_describe_shows_pop_state_per_queue(tmp_path):
 
                 described = pocketmq("group", "describe", GROUP, "--json", "-n", proc.namesrv)
                 assert described.returncode == 0, described.stderr
-                rows = {(r["topic"], r["queue_id"]): r for r in json_lines(described.stdout)}
+                lines = json_lines(described.stdout)
+                rows = {(r["topic"], r["queue_id"]): r for r in lines if "queue_id" in r}
+                [client] = [r for r in lines if "client_id" in r]  # the SimpleConsumer, not gray, its POP share
+                assert not client["gray"] and client["assigned_by"] == "broker"
+                assert [TOPIC, 0] in client["queues"] and [TOPIC, 1] in client["queues"]
                 business = [rows[(TOPIC, q)] for q in (0, 1)]
                 assert sum(r["consumer_offset"] for r in business) == 10
                 assert sum(r["retried"] for r in business) == 6

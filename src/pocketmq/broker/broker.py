@@ -27,6 +27,7 @@ from typing import Awaitable, Callable
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerRegistry
 from pocketmq.broker.dynamic_config import changed_config, persist_changes, with_persisted_changes
+from pocketmq.broker.gray_split import GraySplits
 from pocketmq.broker.groups import SubscriptionGroupManager
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.messages import MessageService
@@ -70,6 +71,8 @@ class Broker:
         self.offsets = ConsumerOffsetManager(meta / "consumer_offsets.json")
         self.stage_offsets = StageOffsetManager(meta / "consumer_stage_offsets.json")  # staged consumers
         self.consumers = ConsumerRegistry(config.client_channel_expire_ms, clock=clock)
+        self.gray = GraySplits(self.groups)  # POP's server-side gray split; the gRPC front end adds its sessions
+        self.gray.add_member_source(self.consumers.subscribers)
         self.producers = ProducerRegistry(config.client_channel_expire_ms, clock=clock)
         self.holds = PullHoldService(config.long_polling_max_waiters)
         self.store: MessageStore | None = None

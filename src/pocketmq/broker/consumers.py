@@ -156,6 +156,16 @@ class ConsumerRegistry:
     def client_ids(self, group: str) -> list[str]:
         return self.table.client_ids(group)
 
+    def subscribers(self, group: str) -> dict[str, tuple[str, ...]]:
+        """Client id -> the topics the group subscribes (remoting heartbeats carry them per group)."""
+        info = self.table.group_info(group)
+        topics = tuple(sorted(info.subscriptions)) if info is not None else ()
+        return {cid: topics for cid in self.table.client_ids(group)}
+
+    def client_id_on(self, group: str, connection: object) -> str:
+        """The id the client on ``connection`` heart-beat with in ``group`` ("" when it did not)."""
+        return next((ch.client_id for ch in self.table.clients(group) if ch.connection is connection), "")
+
     def _dispatch(self, notifications: list[Notification]) -> None:
         for notification in notifications:
             for notifier in self._notifiers:

@@ -5,15 +5,20 @@ retried on a normal consumer and the other way round. Here the first heartbeat o
 group's retry topic to ``GRAY_RETRY_QUEUE_NUMS`` queues; send-back then puts the retry copy of a gray message
 (property ``PMQ_GRAY``, which the copy keeps) into the last queue and every other retry into the others
 (``common.gray.retry_queue_id``), and consumers split the retry topic by the same rule. A topic that already
-has 2 queues or more is left as it is.
+has 2 queues or more is left as it is. POP retries (``%RETRY%<group>_<topic>``: ``place_retry_copy``) and a
+client's own retry send when send-back failed (broker/messages.py: a send to ``%RETRY%`` without a queue
+id) are placed by the same rule.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import zlib
 
-from pocketmq.common.gray import GRAY_RETRY_QUEUE_NUMS
+from pocketmq.common import properties as props
+from pocketmq.common.gray import GRAY_RETRY_QUEUE_NUMS, is_gray_message, retry_queue_id
+from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import TopicConfig
 
 log = logging.getLogger(__name__)
@@ -28,3 +33,16 @@ def ensure_gray_retry_queues(topics, retry_config: TopicConfig) -> TopicConfig:
                                 write_queue_nums=max(retry_config.write_queue_nums, GRAY_RETRY_QUEUE_NUMS))
     log.info("event=gray_retry_topic_split topic=%s queues=%d", grown.name, grown.write_queue_nums)
     return topics.create_or_update(grown)
+
+
+def place_retry_copy(topics, msg: MessageExt) -> None:
+    """Set the queue of a POP retry copy (revive): a gray message's goes into the last queue, the topic grown
+    to the split first (POP clients send no remoting heartbeat, and a pop retry topic exists per business
+    topic, so it grows when its first gray retry comes); any other into the remaining queues, spread by its
+    origin message id."""
+    gray = is_gray_message(msg.properties)
+    config = topics.get_or_create(msg.topic)
+    if gray:
+        config = ensure_gray_retry_queues(topics, config)
+    spread = zlib.crc32((msg.properties.get(props.ORIGIN_MESSAGE_ID) or msg.uniq_key or "").encode())
+    msg.queue_id = retry_queue_id(config.write_queue_nums, gray, spread)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocketmq.broker.gray_split import GrayRule
 from pocketmq.common.topic import group_name_problem
 from pocketmq.errors import BadRequestError, SubscriptionGroupNotExistError
 from pocketmq.store.metadata import atomic_write_json, load_json
@@ -31,6 +32,7 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    attributes: dict[str, str] = field(default_factory=dict)  # RocketMQ 5's; gray release reads two (gray_split.py)
 
 
 # Python field name <-> RocketMQ's JSON field name.
@@ -45,6 +47,7 @@ _JSON_NAMES = {
     "broker_id": "brokerId",
     "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
     "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
+    "attributes": "attributes",
 }
 
 
@@ -67,9 +70,11 @@ def group_config_from_json(obj: dict) -> SubscriptionGroupConfig:
                 values[f.name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
             elif f.type == "int":
                 values[f.name] = int(raw)
+            elif f.name == "attributes":
+                values[f.name] = {str(k): str(v) for k, v in raw.items()}
             else:
                 values[f.name] = str(raw)
-        except (TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError):
             raise BadRequestError(f"subscription group field {json_name}={raw!r} is not valid") from None
     if "group" not in values:
         raise BadRequestError("subscription group config lacks groupName")
@@ -86,6 +91,7 @@ def validate_group_config(config: SubscriptionGroupConfig) -> None:
         raise BadRequestError("retryMaxTimes must be -1 (default) or more")
     if not 1 <= config.retry_queue_nums <= 64:
         raise BadRequestError("retryQueueNums must be in [1, 64]")
+    GrayRule.of(config.attributes)  # a bad gray ratio is refused here, not at the next pop
 
 
 class SubscriptionGroupManager:

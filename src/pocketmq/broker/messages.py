@@ -25,6 +25,7 @@ from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
 from pocketmq.broker.topics import TopicManager, is_group_topic
 from pocketmq.common import properties as props
+from pocketmq.common.gray import is_gray_message, retry_queue_id
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
 from pocketmq.common.topic import (
     RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig, is_system_topic, topic_name_problem,
@@ -246,6 +247,9 @@ class MessageService:
                      batch: bool) -> list[int]:
         if queue_id is not None:
             return [queue_id] * len(messages)
+        if config.name.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a client's own retry: gray ones stay gray (gray.md)
+            return [retry_queue_id(config.write_queue_nums, is_gray_message(m.properties), next(self._round_robin))
+                    for m in messages]
         if batch:
             return [select_queue(config, messages[0].message_group, next(self._round_robin))] * len(messages)
         return [select_queue(config, m.message_group, next(self._round_robin)) for m in messages]

@@ -1,17 +1,20 @@
 """``pocketmq group create|list|describe``: subscription (consumer) groups on every master broker.
 
-- ``create GROUP [--retry-max-times N] [--fifo] [--cluster C]``: create or update the group's config
-  (``retryMaxTimes``; ``--fifo`` sets ``consumeMessageOrderly``) on every master of the cluster.
+- ``create GROUP [--retry-max-times N] [--fifo] [--gray-clients GLOBS] [--gray-queue-ratio R] [--cluster C]``:
+  create or update the group's config (``retryMaxTimes``; ``--fifo`` sets ``consumeMessageOrderly``; the gray
+  options set the attributes of cli/gray_view.py) on every master of the cluster.
 - ``list``: the groups over every master, with their retry and FIFO settings.
 - ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag,
   and its POP state: messages in flight, waiting to revive (invisible time passed, not handed back yet),
   retried, dead-lettered, CK rewrites (revive backing off after failed reads) and CK endings (reads that
   failed past the backoff table) (the last four counted since the broker started). A POP group's retried messages
-  sit in its pop retry topic ``%RETRY%<group>_<topic>``, which has rows of its own.
+  sit in its pop retry topic ``%RETRY%<group>_<topic>``, which has rows of its own. Then the live clients:
+  which are gray and which queues each holds or may pop (cli/gray_view.py, docs/gray.md).
 """
 
 from __future__ import annotations
 
+from pocketmq.cli.gray_view import CLIENT_COLUMNS, client_rows, gray_attributes
 from pocketmq.cli.output import (
     add_action,
     emit,
@@ -38,6 +41,9 @@ def register(subparsers) -> None:
     p.add_argument("--retry-max-times", type=int, default=16,
                    help="deliveries of a failing message before its dead-letter queue (default 16)")
     p.add_argument("--fifo", action="store_true", help="consume each message group in order")
+    p.add_argument("--gray-clients", help="comma-separated globs over client ids the broker treats as gray "
+                   "POP clients (group attribute gray.clients; docs/gray.md)")
+    p.add_argument("--gray-queue-ratio", help="the group's gray queue ratio (attribute gray.queue.ratio)")
     p.add_argument("--cluster", help="only the masters of this cluster")
     add_action(actions, "list", "list groups", list_groups)
     p = add_action(actions, "describe", "a group's offsets, lag and POP state per queue", describe, "group")
@@ -65,7 +71,7 @@ def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
 def create(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         brokers = await admin.create_group(args.group, cluster=args.cluster, retry_max_times=args.retry_max_times,
-                                           consume_message_orderly=args.fifo)
+                                           consume_message_orderly=args.fifo, attributes=gray_attributes(args))
         report(args, {"group": args.group, "brokers": brokers, "retry_max_times": args.retry_max_times,
                       "fifo": args.fifo},
                f"group {args.group} created on {', '.join(brokers)}: retry max times {args.retry_max_times}"
@@ -86,8 +92,9 @@ def describe(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         config = await admin.describe_group(args.group)
         rows = offset_rows(await admin.consume_stats(args.group, args.topic))
+        clients = client_rows(await admin.gray_clients(args.group), as_json=args.json)
         if args.json:
-            for row in rows:
+            for row in rows + clients:
                 emit(json_line({"group": args.group, **row}))
             return
         settings = group_row(config)
@@ -95,5 +102,7 @@ def describe(args) -> int:
              f"{'FIFO' if settings['fifo'] else 'concurrent'}, total lag {sum(r['lag'] for r in rows)}, "
              f"in flight {sum(r['in_flight'] for r in rows)}")
         print_rows(args, rows, OFFSET_COLUMNS)
+        emit("clients (gray or not, and the queues each holds or may pop):")
+        print_rows(args, clients, CLIENT_COLUMNS)
 
     return run_admin(args, action)

@@ -22,7 +22,7 @@ from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
 from pocketmq.errors import (BadRequestError, ClientError, RemoteServerError,
                              SubscriptionGroupNotExistError, TopicNotExistError)
-from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 
@@ -208,11 +208,15 @@ class AsyncAdmin(InstanceUser):
 
     # -- subscription groups ----------------------------------------------------------------------------------------
     async def create_group(self, group: str, *, cluster: str | None = None, retry_max_times: int = 16,
-                           consume_message_orderly: bool = False) -> list[str]:
+                           consume_message_orderly: bool = False, attributes: dict[str, str] | None = None
+                           ) -> list[str]:
+        """``attributes``: RocketMQ 5's group attributes, e.g. the gray rule ``gray.clients`` /
+        ``gray.queue.ratio`` (docs/gray.md)."""
         problem = group_name_problem(group)
         if problem:
             raise BadRequestError(problem)
-        body = json.dumps(GroupConfig(group, retry_max_times=retry_max_times,
+        extra = {"attributes": dict(attributes)} if attributes else {}
+        body = json.dumps(GroupConfig(group, retry_max_times=retry_max_times, extra=extra,
                                       consume_message_orderly=consume_message_orderly).to_json()).encode()
         responses = await self._on_masters(
             lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), cluster)
@@ -242,8 +246,15 @@ class AsyncAdmin(InstanceUser):
                             cluster: str | None = None) -> dict[str, dict]:
         """GET_CONSUME_STATS of ``group`` from every master: broker name -> the broker's JSON answer."""
         fields = {"consumerGroup": group} if topic is None else {"consumerGroup": group, "topic": topic}
-        responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.GET_CONSUME_STATS, fields), cluster)
+        return await self._json_from_masters(RequestCode.GET_CONSUME_STATS, fields, cluster)
+
+    async def gray_clients(self, group: str, *, cluster: str | None = None) -> dict[str, dict]:
+        """GET_GROUP_GRAY_CLIENTS of ``group`` from every master: broker name -> its JSON answer (the live
+        clients, whether each is gray, and the queues each holds or may pop there: docs/gray.md)."""
+        return await self._json_from_masters(GET_GROUP_GRAY_CLIENTS, {"consumerGroup": group}, cluster)
+
+    async def _json_from_masters(self, code: int, fields: dict, cluster: str | None) -> dict[str, dict]:
+        responses = await self._on_masters(lambda: RemotingCommand.request(code, fields), cluster)
         result = {}
         for name, response in responses.items():
             expect_success(response)

@@ -1,7 +1,7 @@
 """ClientInstance: what the producers, consumers and admin clients of one process share per name server.
 
 Like RocketMQ's ``MQClientInstance``: one remoting connection pool, one route cache, one heartbeat loop and
-one client id (``ip@instanceName``, plus ``@gray`` for a gray client: docs/gray.md). Routes of the topics in use are refreshed from the name server every
+one client id (``ip@instanceName``, plus ``@gray[<ratio>]`` for a gray client: docs/gray.md). Routes of the topics in use are refreshed from the name server every
 ``poll_name_server_interval_ms`` and on demand (after a send failure); a broker that leaves every route is
 forgotten and its connection dropped. Every known broker master gets a HEART_BEAT listing this client's
 producer and consumer groups every ``heartbeat_broker_interval_ms``; UNREGISTER_CLIENT goes to each at
@@ -23,7 +23,8 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
 from pocketmq.client.route_view import TopicRouteView, route_view_of
 from pocketmq.cluster.route import TopicRouteData
-from pocketmq.common.gray import GRAY_MARK
+from pocketmq.common.gray import gray_client_id_suffix
+from pocketmq.common.message import MessageQueue
 from pocketmq.errors import ClientError, RemoteServerError, RemotingError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -44,9 +45,12 @@ class ConsumerData:
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
+    held_queues: list[MessageQueue] | None = None  # a push consumer's assignment (group describe: docs/gray.md)
 
     def to_json(self, unit_mode: bool) -> dict:
-        return {
+        held = {} if self.held_queues is None else {"pmqHeldQueues": [  # PocketMQ's; RocketMQ brokers ignore it
+            {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id} for mq in self.held_queues]}
+        return {**held,
             "groupName": self.group,
             "consumeType": self.consume_type,
             "messageModel": self.message_model,
@@ -66,7 +70,8 @@ class ClientInstance:
         self.config = config
         self.clock = clock
         self.client_ip = config.client_ip or local_ipv4()
-        self.client_id = f"{self.client_ip}@{config.instance_name}" + (GRAY_MARK if config.enable_gray_switch else "")
+        self.client_id = f"{self.client_ip}@{config.instance_name}" + (
+            gray_client_id_suffix(config.gray_queue_ratio) if config.enable_gray_switch else "")
         self.message_ids = MessageIdGenerator.for_this_process(self.client_ip)
         self.remoting = RemotingClient(self._serve_request, connect_timeout_s=config.connect_timeout_s)
         self._routes: dict[str, TopicRouteView] = {}

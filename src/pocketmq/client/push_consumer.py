@@ -121,6 +121,7 @@ class AsyncPushConsumer:
         self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | StagedConsumeService | None = None
         self.offset_store: RemoteOffsetStore | LocalFileOffsetStore | None = None
         self._queues: dict[MessageQueue, ProcessQueue] = {}
+        self._consumer_data: ConsumerData | None = None  # this consumer's heartbeat entry (set at start)
         self._pull_tasks: dict[MessageQueue, asyncio.Task] = {}
         self._tasks: list[asyncio.Task] = []
         self._rebalance_now = asyncio.Event()
@@ -198,9 +199,10 @@ class AsyncPushConsumer:
             self.consume_service = ConcurrentConsumeService(self, self._listener, threads=opts.consume_thread_max,
                                                             batch_size=opts.consume_batch_size,
                                                             local_retry_delay_ms=opts.local_retry_delay_ms)
-        instance.register_consumer(ConsumerData(
+        self._consumer_data = ConsumerData(
             self.group, consume_type="CONSUME_PASSIVELY", message_model=opts.message_model.value,
-            consume_from_where=opts.consume_from_where.value, subscriptions=self._all_subscriptions()))
+            consume_from_where=opts.consume_from_where.value, subscriptions=self._all_subscriptions(), held_queues=[])
+        instance.register_consumer(self._consumer_data)
         instance.add_consumer_ids_listener(self._consumer_ids_changed)
         for topic in self._subscriptions:
             try:
@@ -273,6 +275,9 @@ class AsyncPushConsumer:
             except PocketMQError as exc:
                 complete = False
                 log.info("event=rebalance_incomplete group=%s topic=%s error=%s", self.group, topic, exc)
+        if self._consumer_data.held_queues != self.assignment:  # tell the brokers now (group describe shows it)
+            self._consumer_data.held_queues = self.assignment
+            await self.instance.heartbeat_all()
         return complete
 
     async def _rebalance_topic(self, topic: str) -> None:

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
-from pocketmq.common.gray import GRAY_MARK, is_gray_client  # noqa: F401  (GRAY_MARK re-exported)
+from pocketmq.common.gray import GRAY_MARK, gray_queue_count, is_gray_client  # noqa: F401  (GRAY_MARK re-exported)
 from pocketmq.common.message import MessageQueue
 
 Assignment = dict[str, list[MessageQueue]]
@@ -85,13 +84,13 @@ class ConsistentHashAllocator:
 def gray_queues(queues: list[MessageQueue], ratio: float) -> set[MessageQueue]:
     """Per broker (and topic), the last ceil(n * ratio) of its sorted queues."""
     if not 0.0 <= ratio <= 1.0:
-        raise ValueError(f"gray queue ratio {ratio} is outside [0, 1]")
+        raise ValueError(f"gray queue ratio {ratio} is outside [0, 1]")  # even for an empty topic
     by_broker: dict[tuple[str, str], list[MessageQueue]] = defaultdict(list)
     for mq in _sorted_queues(queues):
         by_broker[(mq.topic, mq.broker_name)].append(mq)
     result: set[MessageQueue] = set()
     for mqs in by_broker.values():
-        count = math.ceil(len(mqs) * ratio)
+        count = gray_queue_count(len(mqs), ratio)
         result.update(mqs[len(mqs) - count:] if count else ())
     return result
 

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Mapping
 
 GRAY_MARK = "@gray"
@@ -37,3 +39,31 @@ def retry_queue_id(write_queue_nums: int, gray: bool, spread_hash: int) -> int:
     if gray:
         return write_queue_nums - 1
     return spread_hash % (write_queue_nums - 1)
+
+
+DEFAULT_GRAY_QUEUE_RATIO = 0.1
+_RATIO_IN_ID = re.compile(re.escape(GRAY_MARK) + r"\[([0-9.]+)\]")
+
+
+def gray_ratio_of(client_id: str) -> float | None:
+    """The ratio a RIP-72 client id carries (``ip@pid@gray[0.25]``); None when it carries none or a bad one."""
+    match = _RATIO_IN_ID.search(client_id)
+    if match is None:
+        return None
+    try:
+        ratio = float(match.group(1))
+    except ValueError:
+        return None
+    return ratio if 0.0 <= ratio <= 1.0 else None
+
+
+def gray_client_id_suffix(ratio: float) -> str:
+    """What a gray client appends to its id: RIP-72's ``@gray[<ratio>]``, so brokers learn the ratio too."""
+    return f"{GRAY_MARK}[{ratio:g}]"
+
+
+def gray_queue_count(queue_nums: int, ratio: float) -> int:
+    """How many of a broker's ``queue_nums`` queues of a topic are gray: the last ceil(n * ratio)."""
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"gray queue ratio {ratio} is outside [0, 1]")
+    return math.ceil(queue_nums * ratio)

@@ -109,6 +109,8 @@ HA_SYNC_METADATA = POCKETMQ_CODE_BASE + 101  # a slave asks for topics, groups a
 # Staged concurrency (client/stages.py, docs/staged.md): a queue's stage offsets, stored by the broker.
 QUERY_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 200
 UPDATE_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 201
+# Gray release (broker/gray_split.py, docs/gray.md): a group's live clients, gray or not, and their queues.
+GET_GROUP_GRAY_CLIENTS = POCKETMQ_CODE_BASE + 400
 
 
 def canonical_request_code(code: int) -> int:

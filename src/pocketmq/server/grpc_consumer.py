@@ -17,7 +17,9 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
 - ChangeInvisibleDuration: always returns a usable handle (the new one, or the request's on error), since
   the Python client overwrites its handle with the reply before it checks the status.
 - QueryAssignment: a non-FIFO group gets one assignment with queue id -1 (any queue) on this broker; a FIFO
-  group one per readable queue; ``FORBIDDEN`` when the topic has no readable queue.
+  group one per readable queue; ``FORBIDDEN`` when the topic has no readable queue. While the group has gray
+  and normal clients alive (broker/gray_split.py), each client gets one assignment per queue of its share
+  (gray: the gray queues; normal: the rest), and ReceiveMessage pops only from that share.
 - ForwardMessageToDeadLetterQueue: the message goes to ``%DLQ%<group>`` (reason CLIENT_FORWARD), acked.
 """
 
@@ -125,7 +127,7 @@ class ConsumerRpcs:
             if not self._broker.started or self._broker.pop is None:
                 raise ServiceNotAvailableError("the broker is starting or stopping")
             req = codec.decode_receive_request(request)
-            pop_request = self._pop_request(req, context)
+            pop_request = self._pop_request(req, context, client_id)
             result = await self._broker.pop.pop(pop_request)
         except PocketMQError as exc:
             yield codec.receive_status(exc.v2_code, str(exc))
@@ -146,7 +148,7 @@ class ConsumerRpcs:
                     invisible_duration_ms=result.invisible_ms))
         yield codec.receive_delivery_timestamp(now_ms)
 
-    def _pop_request(self, req: codec.ReceiveRequest, context) -> PopRequest:
+    def _pop_request(self, req: codec.ReceiveRequest, context, client_id: str) -> PopRequest:
         _check_group(req.group)
         check_topic(req.topic)
         if req.filter_type != "TAG":
@@ -164,7 +166,7 @@ class ConsumerRpcs:
         fifo = bool(group_config is not None and group_config.consume_message_orderly)
         return PopRequest(req.group, req.topic, max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)), invisible_ms,
                           queue_id=req.queue_id if fifo else -1, tag_expression=req.filter_expression,
-                          poll_ms=max(poll_ms, 0))
+                          poll_ms=max(poll_ms, 0), client_id=client_id)
 
     # -- ack --------------------------------------------------------------------------------------------------------
     async def ack(self, request, context):
@@ -201,7 +203,7 @@ class ConsumerRpcs:
         return codec.change_invisible_response(V2Code.OK, "OK", new.encode())
 
     # -- assignment -------------------------------------------------------------------------------------------------
-    async def query_assignment(self, request, context):
+    async def query_assignment(self, request, context, client_id: str = ""):
         try:
             topic, group, endpoints = codec.decode_assignment_request(request)
             _check_group(group)
@@ -211,7 +213,8 @@ class ConsumerRpcs:
                 raise NoPermissionError(f"topic {topic!r} has no readable queue here")
             group_config = self._broker.groups.get(group)
             fifo = bool(group_config is not None and group_config.consume_message_orderly)
-            queue_ids = list(range(config.read_queue_nums)) if fifo else [-1]
+            share = self._broker.gray.share(group, client_id)
+            queue_ids = share.queue_ids(config.read_queue_nums) if fifo or share.split else [-1]
         except PocketMQError as exc:
             return codec.assignment_error_response(exc.v2_code, str(exc))
         return codec.assignment_response(topic, self._broker.broker_name, queue_ids, endpoints)

@@ -38,6 +38,7 @@ class GrpcFrontEnd:
         self._requested_port = port
         self._clock = clock or broker.clock
         self.sessions = SessionRegistry(heartbeat_timeout_ms or broker.config.client_channel_expire_ms)
+        broker.gray.add_member_source(self.sessions.consumers_of)  # POP clients count in their group's gray split
         self._scan_interval_ms = scan_interval_ms or broker.config.client_scan_interval_ms
         self.servicer = MessagingServicer(broker, self.sessions, self._clock, max_inflight_sends=max_inflight_sends)
         self._server: grpc.aio.Server | None = None

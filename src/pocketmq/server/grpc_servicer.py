@@ -20,6 +20,7 @@ heartbeat expiry) or when a newer stream of the same client replaces it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 import grpc
@@ -261,7 +262,9 @@ class MessagingServicer:
             yield response
 
     async def QueryAssignment(self, request, context):
-        return await self._consumer_rpc("QueryAssignment", self._consumers.query_assignment, request, context)
+        client_id = _header(context, CLIENT_ID_HEADER).strip()  # the gray split depends on who asks
+        assign = functools.partial(self._consumers.query_assignment, client_id=client_id)
+        return await self._consumer_rpc("QueryAssignment", assign, request, context)
 
     async def AckMessage(self, request, context):
         return await self._consumer_rpc("AckMessage", self._consumers.ack, request, context)

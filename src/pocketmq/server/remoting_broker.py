@@ -21,6 +21,7 @@ from typing import Awaitable
 
 from pocketmq.broker.consumers import ConsumerGroupInfo, Notification, SubscriptionData
 from pocketmq.broker.gray import ensure_gray_retry_queues
+from pocketmq.broker.gray_split import held_queues
 from pocketmq.broker.messages import SendResult
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
@@ -77,6 +78,7 @@ def build_broker_router(broker) -> BrokerRequestRouter:
     """The request handler of the broker's remoting port; also installs the consumer-change notifier."""
     from pocketmq.server.remoting_ha import HaHandlers
     from pocketmq.server.remoting_pop import PopHandlers  # it imports this module's header helpers
+    from pocketmq.server.remoting_gray import GrayHandlers  # the same
     from pocketmq.server.remoting_stages import StageOffsetHandlers  # the same
 
     router = BrokerRequestRouter(broker)
@@ -86,6 +88,7 @@ def build_broker_router(broker) -> BrokerRequestRouter:
     RetryHandlers(broker).register(router)
     HaHandlers(broker).register(router)
     StageOffsetHandlers(broker).register(router)
+    GrayHandlers(broker).register(router)
     return router
 
 
@@ -247,7 +250,8 @@ class MessagingHandlers:
         client_id = body.get("clientID")
         if not isinstance(client_id, str) or not client_id:
             raise BadRequestError("heartbeat lacks clientID")
-        consumers = [_consumer_group_info(obj) for obj in _list_field(body, "consumerDataSet")]
+        consumer_data = _list_field(body, "consumerDataSet")
+        consumers = [_consumer_group_info(obj) for obj in consumer_data]
         producer_groups = [str(obj.get("groupName") or "") for obj in _list_field(body, "producerDataSet")]
         for group in producer_groups:
             if group_name_problem(group):
@@ -260,8 +264,9 @@ class MessagingHandlers:
                 ensure_gray_retry_queues(broker.topics, retry_config)
         self._hook_close(conn)
         common = {"language": request.language, "version": request.version, "remote_address": conn.remote_address}
-        for info in consumers:
+        for info, obj in zip(consumers, consumer_data):
             broker.consumers.heartbeat(info.group, client_id, conn, info=info, **common)
+            broker.gray.record_held(info.group, client_id, held_queues(obj, broker.broker_name))  # group describe
         for group in producer_groups:
             broker.producers.heartbeat(group, client_id, conn, **common)
         return request.response(ResponseCode.SUCCESS)

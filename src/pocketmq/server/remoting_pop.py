@@ -5,7 +5,8 @@ Requests (``extFields``), replies and bodies:
 - POP_MESSAGE (200050): consumerGroup, topic, queueId (< 0: all), maxMsgNums (<= 32), invisibleTime (ms),
   pollTime (ms of long polling), bornTime (ms; ``now - bornTime - pollTime > 500`` is POLLING_TIMEOUT, the
   client gave up already), initMode (0 MIN, 1 MAX), expType (TAG only), exp, order (FIFO pop; the group's
-  consumeMessageOrderly also says so), attemptId (accepted, unused).
+  consumeMessageOrderly also says so), attemptId (accepted, unused). The gray split (broker/gray_split.py)
+  applies to the client the connection heart-beat as: all queues means its share, a queue outside it nothing.
   Reply SUCCESS with the records back to back (RocketMQ 4.x layout; messages of the pop retry topic re-encoded
   under their own topic, FIFO ones with reconsume times = attempt - 1) and the header popTime, invisibleTime,
   reviveQid, restNum, startOffsetInfo (``retry qid startOffset`` per queue, ``;``-joined), msgOffsetInfo
@@ -98,7 +99,8 @@ class PopHandlers:
         fifo = True if h.bool("order") else None
         result = await broker.pop.pop(PopRequest(group, topic, h.int("maxMsgNums", 32), h.int("invisibleTime"),
                                                  queue_id=queue_id, tag_expression=h.str("exp", "*"), poll_ms=poll_ms,
-                                                 init_mode=h.int("initMode", 0), fifo=fifo))
+                                                 init_mode=h.int("initMode", 0), fifo=fifo,
+                                                 client_id=broker.consumers.client_id_on(group, conn)))
         header = {"popTime": result.pop_time_ms, "invisibleTime": result.invisible_ms,
                   "reviveQid": result.revive_queue_id, "restNum": result.rest_num}
         if not result.queues:

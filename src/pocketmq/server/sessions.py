@@ -152,6 +152,10 @@ class SessionRegistry:
     def get(self, client_id: str) -> Session | None:
         return self._sessions.get(client_id)
 
+    def consumers_of(self, group: str) -> dict[str, tuple[str, ...]]:
+        """Client id -> subscribed topics of the consumers of ``group`` (a producer's session names no group)."""
+        return {s.client_id: s.topics for s in self._sessions.values() if s.group == group}
+
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
 

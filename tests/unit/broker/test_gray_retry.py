@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from pocketmq.broker.gray import ensure_gray_retry_queues
 from pocketmq.broker.send_back import retry_copy
 from pocketmq.common.gray import GRAY_PROPERTY, retry_queue_id
-from pocketmq.common.message import MessageExt
+from pocketmq.common.message import Message, MessageExt
 from pocketmq.common.topic import TopicConfig
+from tests.unit.pop.pop_support import running_broker
 
 
 @given(st.integers(1, 16), st.booleans(), st.integers(0, 2 ** 32))
@@ -41,3 +42,14 @@ def test_retry_and_dlq_copies_keep_the_gray_mark():
     for topic in ("%RETRY%g", "%DLQ%g"):
         copy = retry_copy(original, topic=topic, queue_id=0, delay_level=0, origin_msg_id=None)
         assert copy.properties[GRAY_PROPERTY] == "v2"
+
+
+async def test_a_clients_own_retry_send_keeps_the_gray_placement(tmp_path):
+    """The SDK's fallback when CONSUMER_SEND_MSG_BACK fails: a send to %RETRY%<group> with no queue id."""
+    async with running_broker(tmp_path) as broker:
+        broker.topics.create_or_update(TopicConfig("%RETRY%g", 3, 3))
+        for gray in (True, False):
+            for i in range(6):
+                msg = Message.create("%RETRY%g", f"m{i}", properties={GRAY_PROPERTY: "v2"} if gray else {})
+                [result] = await broker.messages.send([msg], topic="%RETRY%g")
+                assert (result.queue_id == 2) == gray

@@ -26,7 +26,7 @@ def message(gray: bool) -> Message:
 def test_gray_client_id_and_settings():
     assert ClientInstance(ClientConfig(instance_name="i", client_ip="10.0.0.1")).client_id == "10.0.0.1@i"
     gray = ClientConfig(instance_name="i", client_ip="10.0.0.1", enable_gray_switch=True)
-    assert ClientInstance(gray).client_id == "10.0.0.1@i@gray"
+    assert ClientInstance(gray).client_id == "10.0.0.1@i@gray[0.1]"
     assert gray.gray_queue_ratio == 0.1
     with pytest.raises(ConfigError, match="gray_queue_ratio"):
         ClientConfig(gray_queue_ratio=1.5)

@@ -1,10 +1,11 @@
 """What revive writes for a message that was not acked: a retry copy, or a dead letter. Pure.
 
-- ``retry_copy``: the message again, in queue 0 of the pop retry topic ``%RETRY%<group>_<topic>``, with
-  ``reconsume_times + 1`` and every property kept. The first retry also records ``1ST_POP_TIME`` (the pop
-  time of the first delivery), ``RETRY_TOPIC`` (the business topic, so a pop of the retry topic hands the
-  message out under its own topic), ``ORIGIN_MESSAGE_ID`` and where the message first sat
-  (``PMQ_ORIGIN_QUEUE_ID`` / ``PMQ_ORIGIN_QUEUE_OFFSET``).
+- ``retry_copy``: the message again, for the pop retry topic ``%RETRY%<group>_<topic>`` (revive picks the
+  queue: a gray message's is the last, broker/gray.py), with ``reconsume_times + 1`` and every property kept
+  (``PMQ_GRAY`` too). The first retry also records ``1ST_POP_TIME`` (the pop time of the first delivery),
+  ``RETRY_TOPIC`` (the business topic, so a pop of the retry topic hands the message out under its own
+  topic), ``ORIGIN_MESSAGE_ID`` and where the message first sat (``PMQ_ORIGIN_QUEUE_ID`` /
+  ``PMQ_ORIGIN_QUEUE_OFFSET``).
 - ``dead_letter``: the message in queue 0 of ``%DLQ%<group>`` with ``DLQ_ORIGIN_TOPIC``,
   ``DLQ_ORIGIN_MESSAGE_ID``, the original queue id and offset (``PMQ_DLQ_ORIGIN_QUEUE_ID`` /
   ``PMQ_DLQ_ORIGIN_QUEUE_OFFSET``) and ``PMQ_DLQ_REASON`` (``MAX_ATTEMPTS``, ``CLIENT_FORWARD``, or the reason of

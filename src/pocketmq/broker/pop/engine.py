@@ -12,6 +12,9 @@ the queue min for MIN mode and retry topics; for MAX the max, unless the queue s
 CK to a revive queue (round robin over the revive topic's queues), then commit the next offset: the consumer
 offset advances at pop time, once the CK is stored. When nothing is found and ``poll_ms`` > 0 the pop waits
 for an arrival in the topic or its retry topic (``PopWaiters``) and tries again, until ``poll_ms`` passes.
+The queues a client may pop (of the topic and of the pop retry topic) are its share in the group's gray
+split (``broker/gray_split.py``: every queue unless the group has gray and normal clients alive), looked up
+on every try.
 
 **FIFO groups** (``consumeMessageOrderly``) pop through ``OrderlyQueue`` (state in ``FifoPopState``): no CK,
 one message of a message group in flight at a time, redelivery of the same message (attempt + 1) after its
@@ -34,6 +37,7 @@ import struct
 from dataclasses import dataclass, field
 
 from pocketmq.broker.consumers import parse_tag_expression
+from pocketmq.broker.gray_split import EVERY_QUEUE, GraySplits, QueueShare
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import (
     MAX_MESSAGES_PER_CK,
@@ -88,6 +92,7 @@ class PopRequest:
     poll_ms: int = 0  # long polling: how long to wait for a message when there is none
     init_mode: int = INIT_MODE_MIN
     fifo: bool | None = None  # None: the group's consumeMessageOrderly
+    client_id: str = ""  # who pops: the group's gray split decides its queues (broker/gray_split.py)
 
 
 @dataclass(slots=True)
@@ -177,7 +182,7 @@ def tag_predicate(expression: str | None):
 class PopService:
     def __init__(self, *, store, topics, groups, offsets, clock, broker_name: str, revive_topic: str,
                  revive: ReviveService, revive_queues: list[ReviveQueue], fifo: FifoPopState, waiters: PopWaiters,
-                 min_invisible_ms: int, persist_interval_ms: int):
+                 min_invisible_ms: int, persist_interval_ms: int, gray: GraySplits | None = None):
         self._store = store
         self._topics = topics
         self._groups = groups
@@ -191,6 +196,7 @@ class PopService:
         self._waiters = waiters
         self.min_invisible_ms = min_invisible_ms
         self._persist_interval_ms = persist_interval_ms
+        self._gray = gray
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._pops = itertools.count()
         self._tasks: list[asyncio.Task] = []
@@ -251,9 +257,13 @@ class PopService:
         retry_topic = pop_retry_topic(req.group, req.topic)
         watched = (req.topic,) if fifo else (req.topic, retry_topic)
         deadline_ms = self._clock.monotonic_ms() + req.poll_ms
-        queue_ids = [req.queue_id] if req.queue_id >= 0 else list(range(topic_config.read_queue_nums))
         while True:
-            plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic)
+            # The split is looked up on every try: a long poll must not keep a share that changed meanwhile.
+            share = self._gray.share(req.group, req.client_id) if self._gray is not None else EVERY_QUEUE
+            allowed = share.queue_ids(topic_config.read_queue_nums)
+            # a queue outside the client's share gives nothing: gray and normal clients never take each other's
+            queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
+            plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic, share)
             result = PopResult(self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues),
                                self.broker_name)
             for topic, queue_id in plan:
@@ -271,14 +281,15 @@ class PopService:
                 return result
             await self._waiters.wait(watched, min(remaining_ms, FIFO_RECHECK_MS) if fifo else remaining_ms)
 
-    def _plan(self, topic: str, queue_ids: list[int], retry_topic: str | None) -> list[tuple[str, int]]:
+    def _plan(self, topic: str, queue_ids: list[int], retry_topic: str | None,
+              share: QueueShare) -> list[tuple[str, int]]:
         turn = next(self._pops)
-        start = turn % len(queue_ids)
+        start = turn % len(queue_ids) if queue_ids else 0
         plan = [(topic, q) for q in queue_ids[start:] + queue_ids[:start]]
         retry_config = self._topics.get(retry_topic) if retry_topic else None
         if retry_config is None:
             return plan
-        retry = [(retry_topic, q) for q in range(retry_config.read_queue_nums)]
+        retry = [(retry_topic, q) for q in share.retry_queue_ids(retry_config.read_queue_nums)]
         return retry + plan if turn % RETRY_FIRST_EVERY == 0 else plan + retry
 
     def _lock(self, group: str, topic: str, queue_id: int) -> asyncio.Lock | None:

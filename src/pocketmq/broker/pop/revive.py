@@ -32,6 +32,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
+from pocketmq.broker.gray import place_retry_copy
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.reader import MessageReader
@@ -238,7 +239,10 @@ class ReviveService:
 
     async def _write_copies(self, outgoing: list[Copy]) -> bool:
         for copy in outgoing:
-            self._topics.get_or_create(copy.message.topic)  # retry and DLQ topics are created on demand
+            if copy.dead_letter:
+                self._topics.get_or_create(copy.message.topic)  # retry and DLQ topics are created on demand
+            else:
+                place_retry_copy(self._topics, copy.message)  # gray retries stay gray (broker/gray.py)
         try:
             results = await self._store.put_messages([c.message for c in outgoing])
         except PocketMQError as exc:

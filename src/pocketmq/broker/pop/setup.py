@@ -29,4 +29,4 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
                       revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
                       waiters=PopWaiters(config.long_polling_max_waiters),
                       min_invisible_ms=config.pop_min_invisible_ms,
-                      persist_interval_ms=config.pop_state_persist_interval_ms)
+                      persist_interval_ms=config.pop_state_persist_interval_ms, gray=broker.gray)

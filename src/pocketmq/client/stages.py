@@ -26,33 +26,16 @@ Pure and single-threaded (the consumer's event loop); ids are queue offsets.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from pocketmq.common.stages import check_definitions, stage_end, stage_index
+
 StageKey = tuple[str | None, str | None]  # (strategy id, stage group); strategy None: plain concurrency
 PLAIN_CONCURRENT: StageKey = (None, None)
-
-
-def stage_end(definitions: list[int], stage_offset: int) -> float:
-    """One past the last sequence number of the stage ``stage_offset`` is in (inf: the unbounded last stage)."""
-    for end in itertools.accumulate(definitions):
-        if stage_offset < end:
-            return end
-    return float("inf")
-
-
-def stage_index(definitions: list[int], seq: int) -> int:
-    """Which stage sequence number ``seq`` belongs to (``len(definitions)``: the unbounded last stage)."""
-    return bisect.bisect_right(list(itertools.accumulate(definitions)), seq)
-
-
-def check_definitions(definitions: list[int]) -> list[int]:
-    if any(not isinstance(size, int) or size < 1 for size in definitions):
-        raise ValueError(f"stage sizes must be positive integers, got {definitions!r}")
-    return list(definitions)
+__all__ = ["PLAIN_CONCURRENT", "QueueStageScheduler", "StageKey", "StageOffsetRecord", "check_definitions",
+           "stage_end", "stage_index"]
 
 
 @dataclass

@@ -25,6 +25,7 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
@@ -111,6 +112,8 @@ class ReviveService:
         self._task: asyncio.Task | None = None
         self.metrics: Counter[str] = Counter()  # revived, dead_lettered, not_found, rewrites, endings, drops ...
         self.per_queue: Counter[tuple[str, str, int, str]] = Counter()  # (group, topic, queue id, what) -> count
+        # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
+        self.handled_elsewhere: Callable[[PopCheckpoint], bool] | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._loop())
@@ -138,7 +141,7 @@ class ReviveService:
         for queue in self._queues:
             while True:
                 queue.catch_up()
-                due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS)
+                due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS, self.handled_elsewhere)
                 if due:
                     await self._revive(queue, due, now_ms)
                 queue.catch_up()

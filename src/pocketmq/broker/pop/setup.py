@@ -8,6 +8,7 @@ from pocketmq.broker.pop.reader import LocalMessageReader, MessageReader
 from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
 from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy
+from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common.topic import revive_topic
 
@@ -25,9 +26,15 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
     policy = CkRewritePolicy(tuple(config.pop_ck_rewrite_backoff_ms), CkEnding(config.pop_ck_rewrite_ending))
     revive = ReviveService(queues, reader or LocalMessageReader(store), store, broker.groups, broker.offsets,
                            broker.topics, broker.clock, policy=policy, interval_ms=config.pop_revive_interval_ms)
-    return PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
+    service = PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
                       clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
                       revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
                       waiters=PopWaiters(config.long_polling_max_waiters),
                       min_invisible_ms=config.pop_min_invisible_ms,
                       persist_interval_ms=config.pop_state_persist_interval_ms)
+    registry = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
+    registry.load()
+    service.staged = StagedPop(registry=registry, store=store, topics=broker.topics, offsets=broker.offsets,
+                               revive_queues=queues, broker_name=broker.broker_name, put=service._put)  # its DLQ writer
+    revive.handled_elsewhere = service.staged.handled_elsewhere
+    return service

@@ -321,10 +321,12 @@ class AsyncPushConsumer:
 
     async def _drop_queue(self, mq: MessageQueue) -> None:
         pq = self._queues.pop(mq)
-        pq.dropped = True
         task = self._pull_tasks.pop(mq, None)
         if task is not None:
             task.cancel()
+        if self._staged:  # its listeners in flight finish and count before the queue is unlocked
+            await self.consume_service.drain(mq)  # type: ignore[union-attr]
+        pq.dropped = True
         await self.offset_store.persist([mq])  # type: ignore[union-attr]
         self.offset_store.remove(mq)  # type: ignore[union-attr]
         if self._orderly and not self.broadcasting:

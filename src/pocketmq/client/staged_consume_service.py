@@ -14,7 +14,8 @@ completed (clustering only, as for orderly consumption).
 Durability: when the committable offset of a queue moves, the scheduler's ``StageOffsetRecord`` for it is
 written to the stage offset store (the broker, or a local file when broadcasting); writes of one queue are
 coalesced, and stop once the queue is dropped (the new owner then resumes from the last record, seeing some
-messages again, never a stage out of order). ``resume_offset`` gives the push consumer the queue offset a
+messages again, never a stage out of order). A rebalance ``drain``s a queue before unlocking it: its listeners in
+flight finish and their progress is stored first. ``resume_offset`` gives the push consumer the queue offset a
 record is valid at: consumption restarts there.
 """
 
@@ -45,6 +46,9 @@ class _StagedQueue:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     unwritten: StageOffsetRecord | None = None  # the newest record not yet handed to the store
     writing: bool = False
+    draining: bool = False  # the queue is being dropped: start nothing more of it
+    running: set[asyncio.Task] = field(default_factory=set)  # its listener calls in flight
+    writer: asyncio.Task | None = None
 
 
 class StagedConsumeService(OrderlyConsumeService):
@@ -109,7 +113,7 @@ class StagedConsumeService(OrderlyConsumeService):
 
     async def _pump(self, mq: MessageQueue, state: _StagedQueue) -> None:
         try:
-            while not state.pq.dropped:
+            while not state.pq.dropped and not state.draining:
                 state.wake.clear()
                 if state.scheduler.pending_count and not await self._hooks.ensure_locked(mq, state.pq):
                     await asyncio.sleep(self._lock_retry_ms / 1000)
@@ -117,7 +121,9 @@ class StagedConsumeService(OrderlyConsumeService):
                 now_ms = time.monotonic() * 1000
                 for offset in state.scheduler.ready(self._threads - self._in_flight, now_ms):
                     self._in_flight += 1
-                    self._spawn(self._consume_one(mq, state, offset))
+                    task = self._spawn(self._consume_one(mq, state, offset))
+                    state.running.add(task)
+                    task.add_done_callback(state.running.discard)
                 retry_ms = state.scheduler.next_retry_ms()  # at least once a second: notice a dropped queue
                 timeout_s = min(_IDLE_CHECK_MS if retry_ms is None else max(retry_ms - now_ms, 1), _IDLE_CHECK_MS) / 1000
                 try:
@@ -164,7 +170,7 @@ class StagedConsumeService(OrderlyConsumeService):
         state.unwritten = record
         if not state.writing:
             state.writing = True
-            self._spawn(self._write_records(mq, state))
+            state.writer = self._spawn(self._write_records(mq, state))
 
     async def _write_records(self, mq: MessageQueue, state: _StagedQueue) -> None:
         """Write the newest record until none is left (one write in flight per queue)."""
@@ -178,6 +184,23 @@ class StagedConsumeService(OrderlyConsumeService):
                                 record.commit_offset, exc)
         finally:
             state.writing = False
+
+    async def drain(self, mq: MessageQueue, timeout_s: float = 10.0) -> None:
+        """Before a rebalance unlocks ``mq``: start nothing more of it, let its listeners in flight finish with
+        their results recorded and the queue's stage record written (at most ``timeout_s``), as RocketMQ's
+        orderly consumer takes a queue's consume lock before unlocking it. The new owner then resumes after
+        them, and no earlier-stage message still runs on the old owner while it starts later ones."""
+        state = self._states.get(mq)
+        if state is None:
+            return
+        state.draining = True
+        state.wake.set()
+        if state.running:
+            _, late = await asyncio.wait(set(state.running), timeout=timeout_s)
+            if late:
+                log.warning("event=staged_drain_timeout mq=%s running=%d", mq, len(late))
+        if state.writer is not None and not state.writer.done():
+            await asyncio.wait({state.writer}, timeout=timeout_s)
 
     async def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop starting messages, let listeners in flight finish, then flush the stage records."""

@@ -1,0 +1,54 @@
+"""A rebalance drains a staged queue before unlocking it (client/staged_consume_service.py): nothing more of it
+starts, its listeners in flight finish and count (offset and stage record stored) before ``drain`` returns."""
+
+import asyncio
+import threading
+
+from pocketmq.client.listener import ConsumeOrderlyStatus, StagedConcurrentListener
+from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.staged_consume_service import StagedConsumeService
+from tests.unit.push.test_consume_services import MQ, FakeHooks, messages, until
+
+
+class Blocking(StagedConcurrentListener):
+    def __init__(self):
+        self.release = threading.Event()
+        self.started: list[int] = []
+
+    def stage_definitions(self, strategy=None):
+        return [3]
+
+    def consume_message(self, msgs, context):
+        self.started.append(msgs[0].queue_offset)
+        assert self.release.wait(5)
+        return ConsumeOrderlyStatus.SUCCESS
+
+
+class Records:
+    def __init__(self):
+        self.written = []
+
+    async def read(self, mq):
+        return None
+
+    async def write(self, mq, record):
+        self.written.append(record)
+
+
+async def test_drain_waits_for_listeners_in_flight_and_starts_nothing_more():
+    hooks, listener, records = FakeHooks(), Blocking(), Records()
+    service = StagedConsumeService(hooks, listener, records, threads=8)
+    pq = ProcessQueue()
+    batch = messages(5)
+    pq.add(batch)
+    service.submit(pq, MQ, batch)
+    await until(lambda: len(listener.started) == 3)  # stage 0; 3 and 4 wait for it
+    drain = asyncio.ensure_future(service.drain(MQ))
+    await asyncio.sleep(0.05)  # give a wrong drain the chance to return early
+    assert not drain.done()
+    listener.release.set()
+    await asyncio.wait_for(drain, 5)
+    assert hooks.offsets[-1] == 3  # the three completions counted before the queue is given up
+    assert records.written[-1].commit_offset == 3 and records.written[-1].stage_offsets == {("", ""): 3}
+    assert sorted(listener.started) == [0, 1, 2]  # the next stage did not start on the old owner
+    await service.shutdown()

@@ -186,6 +186,7 @@ class AsyncPushConsumer:
                            if self.broadcasting else RemoteStageOffsetStore(instance, self.group))
             self.consume_service = StagedConsumeService(self, self._listener, stage_store,
                                                         threads=opts.consume_thread_max,
+                                                        batch_size=opts.consume_batch_size,
                                                         suspend_ms=opts.suspend_current_queue_time_ms,
                                                         max_reconsume_times=opts.max_reconsume_times)
         elif self._orderly:

@@ -121,6 +121,24 @@ class QueueStageScheduler:
             self._running[offset] = self._pending.pop(offset)
         return started
 
+    def ready_batches(self, free_calls: int, batch_size: int, now_ms: float) -> list[list[int]]:
+        """What may start now as at most ``free_calls`` listener calls of at most ``batch_size`` messages each
+        (moved to running); the messages of one call share a sequence and a stage, lowest offsets first."""
+        batches: list[list[int]] = []
+        filling: dict[tuple[StageKey, int], list[int]] = {}
+        for offset in self.ready(free_calls * batch_size, now_ms):
+            item = self._running[offset]
+            where = (item.key, stage_index(self._sequences[item.key].definitions, item.seq))
+            batch = filling.get(where)
+            if batch is None or len(batch) >= batch_size:
+                if len(batches) >= free_calls:  # no call left for it: it waits for the next round
+                    self._pending[offset] = self._running.pop(offset)
+                    continue
+                batch = filling[where] = []
+                batches.append(batch)
+            batch.append(offset)
+        return batches
+
     def complete(self, offset: int) -> None:
         item = self._running.pop(offset)
         self._sequences[item.key].completed += 1

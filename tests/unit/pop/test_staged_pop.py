@@ -1,6 +1,6 @@
 """Staged POP in the engine over a real store in virtual time (broker/pop/staged.py): stage by stage, expired
 messages again in place (revive leaves them alone), dead letters past the max attempts, change invisible time,
-a restart of the broker mid-stage, bad definitions, unregistering."""
+a restart of the broker mid-stage, bad definitions, unregistering, group deletion, group describe counts."""
 
 from __future__ import annotations
 
@@ -53,7 +53,10 @@ async def test_dead_letter_past_max_attempts_ends_the_stage(tmp_path):
         clock.advance(1000)
         assert offsets(await pop(broker, "G", "T")) == [1]  # 0 was dead-lettered, stage 1 goes
         assert broker.store.max_queue_offset(dlq_topic("G"), 0) == 1
-        assert broker.pop.staged.dead_lettered == 1
+        stats = broker.pop.group_stats("G")[("T", 0)]  # group describe's columns
+        assert (stats.retried, stats.dead_lettered, stats.in_flight) == (1, 1, 1)
+        broker.delete_group("G", clean_offsets=True)
+        assert not broker.pop.staged.is_staged("G", "T")
 
 
 async def test_change_invisible_keeps_the_message_in_its_stage(tmp_path):

@@ -11,8 +11,7 @@ user reading the revive topic recognises them:
     CK   so start offset, d per-message offset deltas from so, n count, pt pop time ms, it invisible time ms,
          bm bitmap of acked messages (bit i = message i), q queue id, t topic, c group, bn broker name,
          rp rewrite count (a *string*, as RocketMQ writes it), plus PocketMQ's rq (revive queue id) and
-         ra (attempt: delivery attempts the messages had before this pop, 0-based reconsume times of the copy
-         read, kept for FIFO and for the DLQ decision)
+         ra (reconsume times of this delivery; written when not 0, by staged queues' in-place redeliveries)
     ACK  ao acked offset, aol acked offsets (batch), so, c, t, q, pt, bn: the key of the CK they belong to
 
 A CK and its ACKs are paired by ``ck_key`` (topic, group, queue id, start offset, pop time, broker name).

@@ -35,6 +35,7 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
     registry = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
     registry.load()
     service.staged = StagedPop(registry=registry, store=store, topics=broker.topics, offsets=broker.offsets,
-                               revive_queues=queues, broker_name=broker.broker_name, put=service._put)  # its DLQ writer
+                               revive_queues=queues, broker_name=broker.broker_name,
+                               put=service._put, per_queue=revive.per_queue)  # the engine's DLQ writer
     revive.handled_elsewhere = service.staged.handled_elsewhere
     return service

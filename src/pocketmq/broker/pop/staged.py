@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -90,6 +91,13 @@ class PopStageRegistry(PersistedJsonTable):
             self._dirty = True
         self.persist()
 
+    def remove_group(self, group: str) -> None:
+        with self._lock:
+            before = len(self._table)
+            self._table = {key: staged for key, staged in self._table.items() if key[0] != group}
+            self._dirty = self._dirty or len(self._table) != before
+        self.persist()
+
     def _document_locked(self) -> dict:
         return {"popStageTable": [{"group": g, "topic": t, **s.to_json()} for (g, t), s in sorted(self._table.items())]}
 
@@ -101,7 +109,8 @@ class StagedPop:
     """The async shell around ``stage_gate.decide`` for the pop engine (``PopService.staged``)."""
 
     def __init__(self, *, registry: PopStageRegistry, store, topics, offsets, revive_queues: list[ReviveQueue],
-                 broker_name: str, put: Callable[[list[MessageExt]], Awaitable[None]]):
+                 broker_name: str, put: Callable[[list[MessageExt]], Awaitable[None]],
+                 per_queue: Counter[tuple[str, str, int, str]]):
         self.registry = registry
         self._store = store
         self._topics = topics
@@ -110,6 +119,9 @@ class StagedPop:
         self._broker_name = broker_name
         self._put = put
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+        # revive's (group, topic, queue id, "retried" | "dead_lettered") counts, which group describe shows:
+        # a staged queue's redeliveries are its retries
+        self._per_queue = per_queue
         self.dead_lettered = 0
         self.redelivered = 0
 
@@ -173,6 +185,7 @@ class StagedPop:
                     if not records:
                         return None
                     self.redelivered += len(records)
+                    self._per_queue[(group, topic, queue_id, "retried")] += len(records)
                     return PoppedQueue(topic, queue_id, _offset_of(records[0]), records, retry=False,
                                        reconsume_times=decision.redeliver_attempt)
                 records = await self._fresh(group, topic, queue_id, decision, result, keep)
@@ -236,6 +249,7 @@ class StagedPop:
             await self._put(letters)  # the letters first: a crash before the ACK dead-letters again, never loses
         await self._close(offsets, holders)
         self.dead_lettered += len(letters)
+        self._per_queue[(group, topic, queue_id, "dead_lettered")] += len(letters)
 
     async def _redeliver(self, group, topic, queue_id, decision, holders, result) -> list[bytes]:
         records, gone = [], []

@@ -2,12 +2,18 @@
 ``StagedSimpleConsumer``: 100 messages in one queue, stages [10, 20, 70], ten consumer threads that work a fixed
 time per message and record start/end: stage order holds and the threads overlap inside a stage; a message
 left un-acked comes back in its stage and holds back the next one; a ``kill -9`` of the broker mid-stage keeps
-the stage's progress (nothing of the next stage before the stage is done, nothing lost)."""
+the stage's progress (nothing of the next stage before the stage is done, nothing lost); the official gRPC
+SimpleConsumer of a staged group follows the stages too."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +149,26 @@ def test_kill_9_mid_stage_keeps_stage_progress(tmp_path):
         assert all(body < 10 for body in order[:first_later])
     finally:
         proc.stop()
+
+
+def test_official_grpc_simple_consumer_follows_the_registered_stages(broker, tmp_path):
+    """The broker gates every pop of a staged (group, topic), whatever the client: the unmodified official
+    RocketMQ 5 SimpleConsumer (gRPC) gets stage 0, then stage 1, then the rest, never two stages at once."""
+    config = ClientConfig(namesrv_addr=broker.namesrv)
+    produce(config, "spop_official", 20)
+    with StagedSimpleConsumer("g_spop_official", {"spop_official": "*"}, [5, 5], config):
+        pass  # registers the stages on the broker; they stay registered
+    spec = {"endpoint": broker.grpc, "topic": "spop_official", "group": "g_spop_official", "count": 20,
+            "deadline_s": 40}
+    home = tmp_path / "home"
+    home.mkdir()
+    out = subprocess.run([sys.executable, str(Path(__file__).with_name("staged_official_client.py")),
+                          json.dumps(spec)], capture_output=True, text=True, check=False, timeout=60,
+                         env={**os.environ, "HOME": str(home)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    receives = json.loads(out.stdout.strip().splitlines()[-1])["receives"]
+    assert sorted(b for got in receives for b in got) == list(range(20))  # each once: all acked in time
+    stages = [{min(b // 5, 2) for b in got} for got in receives]
+    assert all(len(s) == 1 for s in stages), receives  # one stage per receive
+    order = [min(s) for s in stages]
+    assert order == sorted(order) and set(order) == {0, 1, 2}, receives

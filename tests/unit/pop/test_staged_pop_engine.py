@@ -104,3 +104,19 @@ async def test_bad_definitions_and_unregister(tmp_path):
         assert offsets(await pop(broker, "G", "T", 32)) == [1, 2, 3]  # plain POP again
         clock.advance(1000)
         assert await broker.pop.revive.run_once(clock.now_ms()) >= 1  # revive takes the CKs back
+
+
+async def test_restart_stages_starts_a_new_sequence_at_the_current_position(tmp_path):
+    async with running_broker(tmp_path) as broker:
+        await send(broker, "T", 10)
+        assert broker.pop.staged.register("G", "T", [2]).origins == {0: 0}
+        first = await pop(broker, "G", "T", 32)
+        await broker.pop.ack("G", [h for _, h in first])
+        old = await pop(broker, "G", "T", 3)
+        assert offsets(old) == [2, 3, 4]  # the unbounded last stage
+        assert broker.pop.staged.register("G", "T", [2]).origins == {0: 0}  # a consumer's restart keeps it
+        # a new sale: the sequence starts again at the group's position, behind what is still in flight
+        assert broker.pop.staged.register("G", "T", [2], restart=True).origins == {0: 5}
+        assert await pop(broker, "G", "T", 32) == []  # 2, 3, 4 of the old sequence are still in flight
+        await broker.pop.ack("G", [h for _, h in old])
+        assert offsets(await pop(broker, "G", "T", 32)) == [5, 6]  # stage 0 of the new sequence

@@ -5,6 +5,7 @@ offsets (QUERY/UPDATE_STAGE_OFFSETS) and no later-stage message runs early."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -171,10 +172,11 @@ def test_rebalance_mid_stage_keeps_stage_order_per_queue(config):
     runs_a: list = []
     runs_b: list = []
 
-    def start(runs):
+    def start(runs, instance_name):  # two client ids: two owners for the broker's queue locks
         consumer = PushConsumer(PushConsumerOptions(
             group, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consume_thread_max=4,
-            rebalance_interval_ms=300, persist_interval_ms=200, long_poll_ms=1000), config)
+            rebalance_interval_ms=300, persist_interval_ms=200, long_poll_ms=1000),
+            dataclasses.replace(config, instance_name=instance_name))
         consumer.subscribe(topic)
         consumer.register_staged_listener(QueueRecorder(runs, lock))
         return consumer.start()
@@ -183,11 +185,11 @@ def test_rebalance_mid_stage_keeps_stage_order_per_queue(config):
         with lock:
             return {(q, i) for q, i, _, _ in runs_a + runs_b}
 
-    first = start(runs_a)
+    first = start(runs_a, "staged-a")
     second = None
     try:
         wait_until(lambda: len(done()) >= 15, timeout_s=20, message="first consumer into stage 1")
-        second = start(runs_b)  # takes one queue over mid-stage
+        second = start(runs_b, "staged-b")  # takes one queue over mid-stage
         wait_until(lambda: len(done()) == 2 * per_queue, timeout_s=30, message="all consumed by the two")
     finally:
         for consumer in (second, first):
@@ -203,3 +205,9 @@ def test_rebalance_mid_stage_keeps_stage_order_per_queue(config):
                 if stage_of[j] < stage_of[i]:
                     assert any(e <= started for k, _, e in runs if k == j), \
                         f"queue {queue_id}: {i} (stage {stage_of[i]}) started before {j} completed"
+        # The old owner drains a dropped queue before unlocking it: no earlier-stage run is still going on
+        # anywhere when a later-stage message starts.
+        for i, started, _ in runs:
+            for j, s, e in runs:
+                assert not (stage_of[j] < stage_of[i] and s < started < e), \
+                    f"queue {queue_id}: {i} (stage {stage_of[i]}) started while {j} was still running"

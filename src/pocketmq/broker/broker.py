@@ -272,6 +272,8 @@ class Broker:
         if clean_offsets:
             self.offsets.remove_group(group)
             self.stage_offsets.remove_group(group)
+            if self.pop is not None:
+                self.pop.staged.registry.remove_group(group)
         return removed
 
     def update_config(self, changes: dict[str, str]) -> BrokerConfig:

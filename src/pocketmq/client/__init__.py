@@ -14,6 +14,7 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult, PullStatus
 from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
+from pocketmq.client.staged_simple_consumer import AsyncStagedSimpleConsumer, StagedSimpleConsumer
 from pocketmq.client.listener import (
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus,
     StagedConcurrentListener,
@@ -35,8 +36,9 @@ __all__ = [
     "ConsumeFromWhere", "ConsumeOrderlyContext", "ConsumeOrderlyStatus", "FunctionSelector", "KeyHashSelector",
     "MessageModel", "PushConsumer", "PushConsumerOptions", "RandomSelector", "allocate_averagely",
     "allocate_averagely_by_circle",
-    "Admin", "AsyncAdmin", "AsyncProducer", "AsyncPullConsumer", "AsyncSimpleConsumer", "ClientConfig", "GroupConfig", "Message",
+    "Admin", "AsyncAdmin", "AsyncProducer", "AsyncPullConsumer", "AsyncSimpleConsumer", "AsyncStagedSimpleConsumer",
+    "ClientConfig", "GroupConfig", "Message",
     "MessageExt", "MessageGroupSelector", "MessageQueue", "MessageType", "Producer", "ProducerOptions",
     "PullConsumer", "PullResult", "PullStatus", "QueueSelector", "QueueStatus", "RoundRobinSelector",
-    "SendResult", "SendStatus", "SimpleConsumer", "StagedConcurrentListener", "TopicStatus",
+    "SendResult", "SendStatus", "SimpleConsumer", "StagedConcurrentListener", "StagedSimpleConsumer", "TopicStatus",
 ]

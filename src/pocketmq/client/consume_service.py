@@ -56,10 +56,11 @@ class _ServiceBase:
         self._timers: set[asyncio.TimerHandle] = set()
         self.consumed_total = 0
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _call_listener(self, messages: list[MessageExt], context):
         loop = asyncio.get_running_loop()

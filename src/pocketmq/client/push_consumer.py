@@ -187,6 +187,7 @@ class AsyncPushConsumer:
                            if self.broadcasting else RemoteStageOffsetStore(instance, self.group))
             self.consume_service = StagedConsumeService(self, self._listener, stage_store,
                                                         threads=opts.consume_thread_max,
+                                                        batch_size=opts.consume_batch_size,
                                                         suspend_ms=opts.suspend_current_queue_time_ms,
                                                         max_reconsume_times=opts.max_reconsume_times)
         elif self._orderly:
@@ -326,10 +327,12 @@ class AsyncPushConsumer:
 
     async def _drop_queue(self, mq: MessageQueue) -> None:
         pq = self._queues.pop(mq)
-        pq.dropped = True
         task = self._pull_tasks.pop(mq, None)
         if task is not None:
             task.cancel()
+        if self._staged:  # its listeners in flight finish and count before the queue is unlocked
+            await self.consume_service.drain(mq)  # type: ignore[union-attr]
+        pq.dropped = True
         await self.offset_store.persist([mq])  # type: ignore[union-attr]
         self.offset_store.remove(mq)  # type: ignore[union-attr]
         if self._orderly and not self.broadcasting:

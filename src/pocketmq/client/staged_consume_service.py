@@ -3,8 +3,9 @@
 The third consume service next to the concurrent and orderly ones (client/consume_service.py), with the same
 ``submit``/``shutdown``. Per owned queue it keeps a ``QueueStageScheduler`` (client/stages.py) and a pump task:
 while the queue's broker lock is held (clustering, as for orderly listeners) the pump starts what the scheduler
-allows on the bounded pool shared by all queues, one message per listener call, and sleeps until a listener
-finishes, a message arrives or a held-back failure may run again.
+allows on the bounded pool shared by all queues and sleeps until a listener
+finishes, a message arrives or a held-back failure may run again. A listener call gets up to
+``batch_size`` (``consume_batch_size``) messages of one sequence and one stage; its result applies to all.
 
 Results: SUCCESS completes the message; SUSPEND_CURRENT_QUEUE_A_MOMENT (or an exception) retries it locally
 after the suspend time while the rest of its stage goes on and the next stage waits. After
@@ -14,7 +15,8 @@ completed (clustering only, as for orderly consumption).
 Durability: when the committable offset of a queue moves, the scheduler's ``StageOffsetRecord`` for it is
 written to the stage offset store (the broker, or a local file when broadcasting); writes of one queue are
 coalesced, and stop once the queue is dropped (the new owner then resumes from the last record, seeing some
-messages again, never a stage out of order). ``resume_offset`` gives the push consumer the queue offset a
+messages again, never a stage out of order). A rebalance ``drain``s a queue before unlocking it: its listeners in
+flight finish and their progress is stored first. ``resume_offset`` gives the push consumer the queue offset a
 record is valid at: consumption restarts there.
 """
 
@@ -45,14 +47,18 @@ class _StagedQueue:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     unwritten: StageOffsetRecord | None = None  # the newest record not yet handed to the store
     writing: bool = False
+    draining: bool = False  # the queue is being dropped: start nothing more of it
+    running: set[asyncio.Task] = field(default_factory=set)  # its listener calls in flight
+    writer: asyncio.Task | None = None
 
 
 class StagedConsumeService(OrderlyConsumeService):
     """``stage_store`` has ``async read(mq) -> StageOffsetRecord | None`` and ``async write(mq, record)``."""
 
     def __init__(self, hooks: ConsumerHooks, listener: StagedConcurrentListener, stage_store, *, threads: int = 20,
-                 suspend_ms: int = 1000, max_reconsume_times: int = -1, lock_retry_ms: int = 100):
-        super().__init__(hooks, listener, threads=threads, batch_size=1, suspend_ms=suspend_ms,
+                 batch_size: int = 1, suspend_ms: int = 1000, max_reconsume_times: int = -1,
+                 lock_retry_ms: int = 100):
+        super().__init__(hooks, listener, threads=threads, batch_size=batch_size, suspend_ms=suspend_ms,
                          max_reconsume_times=max_reconsume_times, lock_retry_ms=lock_retry_ms)
         self._staged_listener = listener
         self._store = stage_store
@@ -109,15 +115,17 @@ class StagedConsumeService(OrderlyConsumeService):
 
     async def _pump(self, mq: MessageQueue, state: _StagedQueue) -> None:
         try:
-            while not state.pq.dropped:
+            while not state.pq.dropped and not state.draining:
                 state.wake.clear()
                 if state.scheduler.pending_count and not await self._hooks.ensure_locked(mq, state.pq):
                     await asyncio.sleep(self._lock_retry_ms / 1000)
                     continue
                 now_ms = time.monotonic() * 1000
-                for offset in state.scheduler.ready(self._threads - self._in_flight, now_ms):
+                for batch in state.scheduler.ready_batches(self._threads - self._in_flight, self._batch_size, now_ms):
                     self._in_flight += 1
-                    self._spawn(self._consume_one(mq, state, offset))
+                    task = self._spawn(self._consume_batch(mq, state, batch))
+                    state.running.add(task)
+                    task.add_done_callback(state.running.discard)
                 retry_ms = state.scheduler.next_retry_ms()  # at least once a second: notice a dropped queue
                 timeout_s = min(_IDLE_CHECK_MS if retry_ms is None else max(retry_ms - now_ms, 1), _IDLE_CHECK_MS) / 1000
                 try:
@@ -134,37 +142,40 @@ class StagedConsumeService(OrderlyConsumeService):
         for state in self._states.values():  # the pool is shared: a free thread may serve any queue
             state.wake.set()
 
-    async def _consume_one(self, mq: MessageQueue, state: _StagedQueue, offset: int) -> None:
-        msg = state.messages[offset]
+    async def _consume_batch(self, mq: MessageQueue, state: _StagedQueue, offsets: list[int]) -> None:
+        batch = [state.messages[offset] for offset in offsets]
         context = ConsumeOrderlyContext(mq)
         try:
-            status = await self._call_listener([msg], context)
+            status = await self._call_listener(batch, context)
         finally:
             self._in_flight -= 1
             self._wake_all()
         if state.pq.dropped:  # the queue moved on: its new owner resumes from the stored record
             return
-        self.consumed_total += 1
-        if status is ConsumeOrderlyStatus.SUCCESS or await self._dead_letter_if_exhausted([msg], mq):
-            state.scheduler.complete(offset)
-            del state.messages[offset]
-            commit_offset = state.pq.remove([msg])
+        self.consumed_total += len(batch)
+        if status is ConsumeOrderlyStatus.SUCCESS or await self._dead_letter_if_exhausted(batch, mq):
+            for offset in offsets:
+                state.scheduler.complete(offset)
+                del state.messages[offset]
+            commit_offset = state.pq.remove(batch)
             if commit_offset >= 0:
                 self._record_changed(mq, state, state.scheduler.advance_commit(commit_offset))
                 self._hooks.offset_done(mq, commit_offset)
         else:
-            msg.reconsume_times += 1
             suspend_ms = context.suspend_current_queue_time_ms
-            state.scheduler.fail(offset, time.monotonic() * 1000 + (suspend_ms if suspend_ms > 0 else self._suspend_ms))
-            log.info("event=staged_consume_suspended mq=%s offset=%d reconsume_times=%d", mq, offset,
-                     msg.reconsume_times)
+            retry_at_ms = time.monotonic() * 1000 + (suspend_ms if suspend_ms > 0 else self._suspend_ms)
+            for msg in batch:
+                msg.reconsume_times += 1
+                state.scheduler.fail(msg.queue_offset, retry_at_ms)
+            log.info("event=staged_consume_suspended mq=%s offsets=%s reconsume_times=%d", mq, offsets,
+                     batch[0].reconsume_times)
         state.wake.set()
 
     def _record_changed(self, mq: MessageQueue, state: _StagedQueue, record: StageOffsetRecord) -> None:
         state.unwritten = record
         if not state.writing:
             state.writing = True
-            self._spawn(self._write_records(mq, state))
+            state.writer = self._spawn(self._write_records(mq, state))
 
     async def _write_records(self, mq: MessageQueue, state: _StagedQueue) -> None:
         """Write the newest record until none is left (one write in flight per queue)."""
@@ -178,6 +189,23 @@ class StagedConsumeService(OrderlyConsumeService):
                                 record.commit_offset, exc)
         finally:
             state.writing = False
+
+    async def drain(self, mq: MessageQueue, timeout_s: float = 10.0) -> None:
+        """Before a rebalance unlocks ``mq``: start nothing more of it, let its listeners in flight finish with
+        their results recorded and the queue's stage record written (at most ``timeout_s``), as RocketMQ's
+        orderly consumer takes a queue's consume lock before unlocking it. The new owner then resumes after
+        them, and no earlier-stage message still runs on the old owner while it starts later ones."""
+        state = self._states.get(mq)
+        if state is None:
+            return
+        state.draining = True
+        state.wake.set()
+        if state.running:
+            _, late = await asyncio.wait(set(state.running), timeout=timeout_s)
+            if late:
+                log.warning("event=staged_drain_timeout mq=%s running=%d", mq, len(late))
+        if state.writer is not None and not state.writer.done():
+            await asyncio.wait({state.writer}, timeout=timeout_s)
 
     async def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop starting messages, let listeners in flight finish, then flush the stage records."""

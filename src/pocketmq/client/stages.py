@@ -26,33 +26,16 @@ Pure and single-threaded (the consumer's event loop); ids are queue offsets.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from pocketmq.common.stages import check_definitions, stage_end, stage_index
+
 StageKey = tuple[str | None, str | None]  # (strategy id, stage group); strategy None: plain concurrency
 PLAIN_CONCURRENT: StageKey = (None, None)
-
-
-def stage_end(definitions: list[int], stage_offset: int) -> float:
-    """One past the last sequence number of the stage ``stage_offset`` is in (inf: the unbounded last stage)."""
-    for end in itertools.accumulate(definitions):
-        if stage_offset < end:
-            return end
-    return float("inf")
-
-
-def stage_index(definitions: list[int], seq: int) -> int:
-    """Which stage sequence number ``seq`` belongs to (``len(definitions)``: the unbounded last stage)."""
-    return bisect.bisect_right(list(itertools.accumulate(definitions)), seq)
-
-
-def check_definitions(definitions: list[int]) -> list[int]:
-    if any(not isinstance(size, int) or size < 1 for size in definitions):
-        raise ValueError(f"stage sizes must be positive integers, got {definitions!r}")
-    return list(definitions)
+__all__ = ["PLAIN_CONCURRENT", "QueueStageScheduler", "StageKey", "StageOffsetRecord", "check_definitions",
+           "stage_end", "stage_index"]
 
 
 @dataclass
@@ -137,6 +120,24 @@ class QueueStageScheduler:
         for offset in started:
             self._running[offset] = self._pending.pop(offset)
         return started
+
+    def ready_batches(self, free_calls: int, batch_size: int, now_ms: float) -> list[list[int]]:
+        """What may start now as at most ``free_calls`` listener calls of at most ``batch_size`` messages each
+        (moved to running); the messages of one call share a sequence and a stage, lowest offsets first."""
+        batches: list[list[int]] = []
+        filling: dict[tuple[StageKey, int], list[int]] = {}
+        for offset in self.ready(free_calls * batch_size, now_ms):
+            item = self._running[offset]
+            where = (item.key, stage_index(self._sequences[item.key].definitions, item.seq))
+            batch = filling.get(where)
+            if batch is None or len(batch) >= batch_size:
+                if len(batches) >= free_calls:  # no call left for it: it waits for the next round
+                    self._pending[offset] = self._running.pop(offset)
+                    continue
+                batch = filling[where] = []
+                batches.append(batch)
+            batch.append(offset)
+        return batches
 
     def complete(self, offset: int) -> None:
         item = self._running.pop(offset)

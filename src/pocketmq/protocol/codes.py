@@ -109,6 +109,9 @@ HA_SYNC_METADATA = POCKETMQ_CODE_BASE + 101  # a slave asks for topics, groups a
 # Staged concurrency (client/stages.py, docs/staged.md): a queue's stage offsets, stored by the broker.
 QUERY_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 200
 UPDATE_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 201
+# Staged POP (broker/pop/staged.py): a (group, topic)'s stage definitions, which the broker's pops follow.
+REGISTER_POP_STAGES = POCKETMQ_CODE_BASE + 210
+UNREGISTER_POP_STAGES = POCKETMQ_CODE_BASE + 211
 # Gray release (broker/gray_split.py, docs/gray.md): a group's live clients, gray or not, and their queues.
 GET_GROUP_GRAY_CLIENTS = POCKETMQ_CODE_BASE + 400
 

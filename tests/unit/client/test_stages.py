@@ -165,3 +165,42 @@ def test_stage_arithmetic():
     assert stage_end([10, 20, 70], 10) == 30
     assert stage_end([10, 20, 70], 100) == float("inf")
     assert [stage_index([2, 1], s) for s in range(5)] == [0, 0, 1, 2, 2]
+
+
+@settings(max_examples=150, deadline=None)
+@given(definitions_st, st.integers(0, 40), st.integers(1, 4), st.integers(1, 5),
+       st.lists(st.integers(0, 50), min_size=1, max_size=30))
+def test_batches_keep_stage_order_and_stay_inside_one_stage(definitions, count, calls, batch_size, choices):
+    """``consume_batch_size``: at most ``calls`` listener calls at once, each of at most ``batch_size`` messages
+    of one stage; stage order holds per message and every message ends done once."""
+    sched = scheduler_for(definitions)
+    for offset in range(count):
+        sched.add(offset, KEY)
+    running: list[list[int]] = []
+    events = []
+    step = 0
+    while sched.pending_count or running:
+        for batch in sched.ready_batches(calls - len(running), batch_size, 0):
+            assert 1 <= len(batch) <= batch_size
+            assert len({stage_index(definitions, o) for o in batch}) == 1, f"batch {batch} spans stages"
+            running.append(batch)
+            events += [("start", o) for o in batch]
+        assert len(running) <= calls
+        batch = running.pop(choices[step % len(choices)] % len(running))
+        step += 1
+        for offset in batch:
+            sched.complete(offset)
+            events.append(("done", offset))
+    assert_stage_order(definitions, events)
+    assert sorted(o for e, o in events if e == "done") == list(range(count))
+
+
+def test_a_batch_fills_up_to_its_size_within_the_stage():
+    sched = scheduler_for([3, 4])
+    for offset in range(10):
+        sched.add(offset, KEY)
+    assert sched.ready_batches(5, 2, 0) == [[0, 1], [2]]  # stage 0 only, in calls of two
+    for offset in (0, 1, 2):
+        sched.complete(offset)
+    assert sched.ready_batches(1, 3, 0) == [[3, 4, 5]]  # one call left: the rest waits for the next round
+    assert sched.ready_batches(1, 3, 0) == [[6]]

@@ -11,8 +11,7 @@ user reading the revive topic recognises them:
     CK   so start offset, d per-message offset deltas from so, n count, pt pop time ms, it invisible time ms,
          bm bitmap of acked messages (bit i = message i), q queue id, t topic, c group, bn broker name,
          rp rewrite count (a *string*, as RocketMQ writes it), plus PocketMQ's rq (revive queue id) and
-         ra (attempt: delivery attempts the messages had before this pop, 0-based reconsume times of the copy
-         read, kept for FIFO and for the DLQ decision)
+         ra (reconsume times of this delivery; written when not 0, by staged queues' in-place redeliveries)
     ACK  ao acked offset, aol acked offsets (batch), so, c, t, q, pt, bn: the key of the CK they belong to
 
 A CK and its ACKs are paired by ``ck_key`` (topic, group, queue id, start offset, pop time, broker name).
@@ -44,6 +43,7 @@ class PopCheckpoint:
     revive_queue_id: int = 0
     ack_bitmap: int = 0
     rewrite_count: int = 0
+    attempt: int = 0  # reconsume times of this delivery; staged queues redeliver in place (broker/pop/staged.py)
 
     def __post_init__(self):
         if not 0 < len(self.offset_deltas) <= MAX_MESSAGES_PER_CK:
@@ -53,10 +53,11 @@ class PopCheckpoint:
 
     @classmethod
     def of_offsets(cls, topic: str, group: str, queue_id: int, queue_offsets: list[int], pop_time_ms: int,
-                   invisible_time_ms: int, broker_name: str, revive_queue_id: int = 0) -> PopCheckpoint:
+                   invisible_time_ms: int, broker_name: str, revive_queue_id: int = 0,
+                   attempt: int = 0) -> PopCheckpoint:
         start = queue_offsets[0]
         return cls(topic, group, queue_id, start, tuple(o - start for o in queue_offsets), pop_time_ms,
-                   invisible_time_ms, broker_name, revive_queue_id)
+                   invisible_time_ms, broker_name, revive_queue_id, attempt=attempt)
 
     @property
     def key(self) -> str:
@@ -107,11 +108,14 @@ class PopCheckpoint:
                              invisible_time_ms, self.broker_name, self.revive_queue_id, 0, rewrite_count)
 
     def to_json(self) -> bytes:
-        return json.dumps({
+        obj = {
             "so": self.start_offset, "d": list(self.offset_deltas), "n": self.count, "pt": self.pop_time_ms,
             "it": self.invisible_time_ms, "bm": self.ack_bitmap, "q": self.queue_id, "t": self.topic,
             "c": self.group, "bn": self.broker_name, "rp": str(self.rewrite_count), "rq": self.revive_queue_id,
-        }, separators=(",", ":")).encode()
+        }
+        if self.attempt:
+            obj["ra"] = self.attempt
+        return json.dumps(obj, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, data: bytes | str) -> PopCheckpoint:
@@ -122,7 +126,7 @@ class PopCheckpoint:
                    offset_deltas=tuple(int(d) for d in deltas), pop_time_ms=int(obj["pt"]),
                    invisible_time_ms=int(obj["it"]), broker_name=str(obj.get("bn") or ""),
                    revive_queue_id=int(obj.get("rq", 0)), ack_bitmap=int(obj.get("bm", 0)),
-                   rewrite_count=_parse_rewrite_count(obj.get("rp")))
+                   rewrite_count=_parse_rewrite_count(obj.get("rp")), attempt=int(obj.get("ra", 0)))
 
 
 def _parse_rewrite_count(value) -> int:

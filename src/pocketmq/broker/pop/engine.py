@@ -105,6 +105,7 @@ class PoppedQueue:
     records: list[bytes]
     retry: bool
     attempts: list[int] | None = None  # FIFO: 1-based delivery attempt per record
+    reconsume_times: int = 0  # staged queues (pop/staged.py): a message handed out again in place
 
     @property
     def queue_offsets(self) -> list[int]:
@@ -113,7 +114,7 @@ class PoppedQueue:
     @property
     def as_stored(self) -> bool:
         """The records can go to a client unchanged (not a retry copy, no FIFO attempt to set)."""
-        return not self.retry and self.attempts is None
+        return not self.retry and self.attempts is None and not self.reconsume_times
 
     def messages(self) -> list[MessageExt]:
         """The records decoded as delivered: business topic, reconsume times = attempt - 1 for FIFO."""
@@ -124,6 +125,8 @@ class PoppedQueue:
                 msg.topic = copies.business_topic(msg)
             if self.attempts is not None:
                 msg.reconsume_times = self.attempts[i] - 1
+            elif self.reconsume_times:
+                msg.reconsume_times = self.reconsume_times
             out.append(msg)
         return out
 
@@ -202,6 +205,7 @@ class PopService:
         self._tasks: list[asyncio.Task] = []
         self.running = False
         self.fifo_dead_lettered: dict[tuple[str, str, int], int] = {}
+        self.staged = None  # pop/staged.StagedPop: (group, topic)s consumed stage by stage (set by setup)
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -272,6 +276,10 @@ class PopService:
                     break
                 if fifo:
                     popped = await self._pop_fifo(req, topic, queue_id, wanted, result, keep, max_attempts)
+                elif self.staged.is_staged(req.group, topic):
+                    popped = await self.staged.pop_queue(
+                        req.group, topic, queue_id, wanted, result, keep, max_attempts=max_attempts,
+                        next_offset=self._start_offset(req.group, topic, queue_id, req.init_mode))
                 else:
                     popped = await self._pop_queue(req, topic, queue_id, wanted, result, keep)
                 if popped is not None:
@@ -279,7 +287,9 @@ class PopService:
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if result.queues or remaining_ms <= 0 or not self.running:
                 return result
-            await self._waiters.wait(watched, min(remaining_ms, FIFO_RECHECK_MS) if fifo else remaining_ms)
+            # FIFO and staged queues also unblock when an invisible time passes: re-check now and then.
+            recheck = fifo or self.staged.is_staged(req.group, req.topic)
+            await self._waiters.wait(watched, min(remaining_ms, FIFO_RECHECK_MS) if recheck else remaining_ms)
 
     def _plan(self, topic: str, queue_ids: list[int], retry_topic: str | None,
               share: QueueShare) -> list[tuple[str, int]]:
@@ -441,6 +451,8 @@ class PopService:
             by_queue.setdefault(queue.queue_id, []).append(ack_message(queue.topic, queue.queue_id, record))
         for queue_id, records in by_queue.items():
             await self._revive_queues[queue_id].append(records)
+        for topic in {ck.topic for _, ck, _ in acks.values() if self.staged.is_staged(ck.group, ck.topic)}:
+            self._waiters.notify(topic)  # the ack may end a stage: pops waiting for the next one go now
         return outcome
 
     async def change_invisible(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:

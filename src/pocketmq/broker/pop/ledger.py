@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 
@@ -42,6 +43,8 @@ class QueuePopState:
 class ReviveLedger:
     def __init__(self, start_offset: int = 0):
         self._open: dict[str, _OpenCk] = {}
+        # (group, topic, queue id) -> keys of its open CKs: staged pops read a queue's in-flight messages here
+        self._by_queue: dict[tuple[str, str, int], set[str]] = defaultdict(set)
         self._next_offset = start_offset  # the next revive offset to read
         self.orphan_acks = 0
 
@@ -58,6 +61,7 @@ class ReviveLedger:
         self._advance(revive_offset)
         if not ck.all_acked:
             self._open[ck.key] = _OpenCk(ck, revive_offset)
+            self._by_queue[(ck.group, ck.topic, ck.queue_id)].add(ck.key)
 
     def on_ack(self, ack: AckRecord, revive_offset: int) -> None:
         self._advance(revive_offset)
@@ -67,22 +71,30 @@ class ReviveLedger:
             return
         entry.checkpoint = entry.checkpoint.with_acks(ack.acked_offsets)
         if entry.checkpoint.all_acked:
-            del self._open[ack.ck_key]
+            self.close(ack.ck_key)
 
     def skip(self, revive_offset: int) -> None:
         """A record that is neither CK nor ACK (or unreadable) still moves the read position."""
         self._advance(revive_offset)
 
-    def due(self, now_ms: int, limit: int | None = None) -> list[PopCheckpoint]:
-        entries = sorted((e for e in self._open.values() if e.checkpoint.revive_time_ms <= now_ms),
-                         key=lambda e: e.revive_offset)
+    def due(self, now_ms: int, limit: int | None = None,
+            skip: Callable[[PopCheckpoint], bool] | None = None) -> list[PopCheckpoint]:
+        """Open CKs past their revive time, oldest first; ``skip`` leaves out CKs another service hands back."""
+        entries = sorted((e for e in self._open.values() if e.checkpoint.revive_time_ms <= now_ms
+                          and not (skip is not None and skip(e.checkpoint))), key=lambda e: e.revive_offset)
         return [e.checkpoint for e in entries[:limit]]
 
     def next_revive_time_ms(self) -> int | None:
         return min((e.checkpoint.revive_time_ms for e in self._open.values()), default=None)
 
     def close(self, key: str) -> None:
-        self._open.pop(key, None)
+        entry = self._open.pop(key, None)
+        if entry is not None:
+            ck = entry.checkpoint
+            keys = self._by_queue[(ck.group, ck.topic, ck.queue_id)]
+            keys.discard(key)
+            if not keys:
+                del self._by_queue[(ck.group, ck.topic, ck.queue_id)]
 
     def is_open(self, key: str) -> bool:
         return key in self._open
@@ -91,6 +103,11 @@ class ReviveLedger:
         """The open CK of ``key`` with the acks read so far, or None (never seen, or closed)."""
         entry = self._open.get(key)
         return entry.checkpoint if entry is not None else None
+
+    def open_of_queue(self, group: str, topic: str, queue_id: int) -> list[PopCheckpoint]:
+        """The open CKs (with the acks read so far) of one (group, topic, queue)."""
+        keys = self._by_queue.get((group, topic, queue_id), ())
+        return [self._open[key].checkpoint for key in keys]
 
     def commit_offset(self) -> int:
         """Where a restart must start reading so that every open CK is read again."""

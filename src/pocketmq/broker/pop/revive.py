@@ -31,6 +31,7 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from pocketmq.broker.gray import place_retry_copy
 from pocketmq.broker.pop import copies
@@ -149,6 +150,8 @@ class ReviveService:
         self._interval_ms = interval_ms
         self._task: asyncio.Task | None = None
         self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
+        # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
+        self.handled_elsewhere: Callable[[PopCheckpoint], bool] | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._loop())
@@ -176,7 +179,7 @@ class ReviveService:
         for queue in self._queues:
             while True:
                 queue.catch_up()
-                due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS)
+                due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS, self.handled_elsewhere)
                 if due:
                     await self._revive(queue, due, now_ms)
                 queue.catch_up()
@@ -262,6 +265,11 @@ class ReviveService:
                 log.error("event=dead_lettered_after_failed_reads group=%s topic=%s queue=%d reason=%s",
                           ck.group, ck.topic, ck.queue_id, reason)
         self._metrics.cks.inc()
+
+    def count_handed_back(self, group: str, topic: str, queue_id: int, outcome: str, count: int) -> None:
+        """Messages another path handed back for revive (staged POP redelivers in place): ``outcome`` retried or
+        dead_lettered, counted with revive's own so ``group describe`` shows them."""
+        self._metrics.messages.inc(count, group=group, topic=topic, queue_id=queue_id, outcome=outcome)
 
     @property
     def per_queue(self) -> Counter[tuple[str, str, int, str]]:

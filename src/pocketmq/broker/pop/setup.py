@@ -7,6 +7,7 @@ from pocketmq.broker.pop.fifo import FifoPopState
 from pocketmq.broker.pop.reader import LocalMessageReader, MessageReader
 from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
 from pocketmq.broker.pop.revive_queue import ReviveQueue
+from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common.topic import revive_topic
 
@@ -24,9 +25,16 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
     revive = ReviveService(queues, reader or LocalMessageReader(store), store, broker.groups, broker.offsets,
                            broker.topics, broker.clock, policy=config.ck_rewrite_policy(),
                            interval_ms=config.pop_revive_interval_ms, metrics=broker.metrics)
-    return PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
+    service = PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
                       clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
                       revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
                       waiters=PopWaiters(config.long_polling_max_waiters),
                       min_invisible_ms=config.pop_min_invisible_ms,
                       persist_interval_ms=config.pop_state_persist_interval_ms, gray=broker.gray)
+    registry = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
+    registry.load()
+    service.staged = StagedPop(registry=registry, store=store, topics=broker.topics, offsets=broker.offsets,
+                               revive_queues=queues, broker_name=broker.broker_name,
+                               put=service._put, count=revive.count_handed_back)  # the engine's DLQ writer
+    revive.handled_elsewhere = service.staged.handled_elsewhere
+    return service

@@ -1,0 +1,298 @@
+"""Staged POP (docs/staged.md, "POP form"): the pop engine's path for a (group, topic) with stage definitions.
+
+A consumer (the SDK's ``StagedSimpleConsumer``, or any client once the definitions are registered) registers
+stage sizes for a (group, topic) with REGISTER_POP_STAGES; from then on every pop of that group on that topic
+goes through ``StagedPop.pop_queue`` instead of the engine's plain path, and ``stage_gate.decide`` says what
+may leave each queue: messages of the queue's current stage only (all of them at once, to many consumers),
+expired ones again in place, dead letters past the max attempts.
+
+What is durable, and why a restart resumes exactly:
+
+- the registration (definitions and each queue's origin) in ``<data_dir>/config/pop_stages.json``, written
+  at once whenever it changes (rarely: registration, a queue first seen);
+- the messages in flight: the open CKs of the revive log (``ReviveLedger.open_of_queue``) with their attempt
+  (``ra``). A redelivery appends the new CK before the ACK of the old one, so a crash between the two leaves
+  the message in flight twice (delivered once more), never in flight nowhere;
+- the next offset to pop: the consumer offset (committed after the CK is stored, as every pop).
+
+Revive leaves these CKs alone (``handled_elsewhere``): a plain revive would copy the message to the retry
+topic, out of its queue and its stage. Unregistering hands the open CKs back to revive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from pocketmq.broker.json_table import PersistedJsonTable
+from pocketmq.broker.pop import copies
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+from pocketmq.broker.pop.engine import PoppedQueue
+from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
+from pocketmq.broker.pop.stage_gate import InFlight, decide
+from pocketmq.common.message import MessageExt
+from pocketmq.common.stages import check_definitions
+from pocketmq.errors import BadRequestError
+from pocketmq.protocol.message_codec import QUEUE_OFFSET_POS, decode_record
+from pocketmq.store.api import GetStatus
+from pocketmq.store.metadata import load_json
+
+log = logging.getLogger(__name__)
+
+_QUEUE_OFFSET = struct.Struct(">q")
+
+
+def _offset_of(record: bytes) -> int:
+    return _QUEUE_OFFSET.unpack_from(record, QUEUE_OFFSET_POS)[0]
+
+
+@dataclass(slots=True)
+class StagedTopic:
+    """The stage definitions of a (group, topic) and where each queue's sequence starts (queue offsets)."""
+
+    definitions: list[int]
+    origins: dict[int, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"stageDefinitions": self.definitions, "origins": {str(q): o for q, o in sorted(self.origins.items())}}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> StagedTopic:
+        return cls(check_definitions(obj["stageDefinitions"]), {int(q): int(o) for q, o in obj["origins"].items()})
+
+
+class PopStageRegistry(PersistedJsonTable):
+    """(group, topic) -> ``StagedTopic``; every change is written at once (changes are rare, and a lost one
+    would move a sequence's origin)."""
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        self._table: dict[tuple[str, str], StagedTopic] = {}
+
+    def load(self) -> None:
+        for entry in load_json(self._path, {}).get("popStageTable", []):
+            self._table[(entry["group"], entry["topic"])] = StagedTopic.from_json(entry)
+        log.info("event=pop_stages_loaded entries=%d path=%s", len(self._table), self._path)
+
+    def get(self, group: str, topic: str) -> StagedTopic | None:
+        return self._table.get((group, topic))
+
+    def put(self, group: str, topic: str, staged: StagedTopic | None) -> None:
+        with self._lock:
+            if staged is None:
+                self._table.pop((group, topic), None)
+            else:
+                self._table[(group, topic)] = staged
+            self._dirty = True
+        self.persist()
+
+    def remove_group(self, group: str) -> None:
+        with self._lock:
+            before = len(self._table)
+            self._table = {key: staged for key, staged in self._table.items() if key[0] != group}
+            self._dirty = self._dirty or len(self._table) != before
+        self.persist()
+
+    def _document_locked(self) -> dict:
+        return {"popStageTable": [{"group": g, "topic": t, **s.to_json()} for (g, t), s in sorted(self._table.items())]}
+
+    def __repr__(self) -> str:
+        return f"<PopStageRegistry entries={len(self._table)}>"
+
+
+class StagedPop:
+    """The async shell around ``stage_gate.decide`` for the pop engine (``PopService.staged``)."""
+
+    def __init__(self, *, registry: PopStageRegistry, store, topics, offsets, revive_queues: list[ReviveQueue],
+                 broker_name: str, put: Callable[[list[MessageExt]], Awaitable[None]],
+                 count: Callable[[str, str, int, str, int], None]):
+        self.registry = registry
+        self._store = store
+        self._topics = topics
+        self._offsets = offsets
+        self._revive_queues = revive_queues
+        self._broker_name = broker_name
+        self._put = put
+        self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+        # revive's counts of (group, topic, queue id, "retried" | "dead_lettered"), which group describe shows:
+        # a staged queue's redeliveries are its retries
+        self._count = count
+        self.dead_lettered = 0
+        self.redelivered = 0
+
+    def is_staged(self, group: str, topic: str) -> bool:
+        return self.registry.get(group, topic) is not None
+
+    def handled_elsewhere(self, ck: PopCheckpoint) -> bool:
+        """For revive: a staged queue's CKs come back in place through the gate, not as retry copies."""
+        return self.registry.get(ck.group, ck.topic) is not None
+
+    # -- registration ---------------------------------------------------------------------------------------------
+    def register(self, group: str, topic: str, definitions: list[int], *, restart: bool = False) -> StagedTopic:
+        """Stage ``topic`` for ``group``. A first registration (or ``restart``: a new sale) starts every queue's
+        sequence at the group's next offset to pop; a later one keeps the origins and replaces the definitions."""
+        try:
+            definitions = check_definitions(definitions)
+        except ValueError as exc:
+            raise BadRequestError(str(exc)) from None
+        topic_config = self._topics.require(topic)
+        old = self.registry.get(group, topic)
+        origins = {} if old is None or restart else dict(old.origins)
+        for queue_id in range(topic_config.read_queue_nums):
+            origins.setdefault(queue_id, self._next_offset(group, topic, queue_id))
+        staged = StagedTopic(definitions, origins)
+        self.registry.put(group, topic, staged)
+        log.info("event=pop_stages_registered group=%s topic=%s definitions=%s restart=%s", group, topic,
+                 definitions, restart)
+        return staged
+
+    def unregister(self, group: str, topic: str) -> bool:
+        found = self.registry.get(group, topic) is not None
+        self.registry.put(group, topic, None)
+        return found
+
+    def _next_offset(self, group: str, topic: str, queue_id: int) -> int:
+        committed = self._offsets.query(group, topic, queue_id)
+        return self._store.min_queue_offset(topic, queue_id) if committed is None else committed
+
+    # -- pop ----------------------------------------------------------------------------------------------------------
+    async def pop_queue(self, group: str, topic: str, queue_id: int, wanted: int, result, keep, *,
+                        next_offset: int, max_attempts: int):
+        """What one pop takes from a staged queue: a ``PoppedQueue`` (new messages of the current stage, or
+        expired ones again) or None. ``next_offset`` is the group's consumer offset (init offset applied)."""
+        staged = self.registry.get(group, topic)
+        origin = staged.origins.get(queue_id)
+        if origin is None:  # a queue added to the topic after the registration
+            staged.origins[queue_id] = origin = next_offset
+            self.registry.put(group, topic, staged)
+        # Wait for the lock (a pop holds it for one store append): consumers of one staged queue share it,
+        # and skipping it as the plain path does would send them to sleep until the poll time ends.
+        async with self._locks.setdefault((group, topic, queue_id), asyncio.Lock()):
+            while True:
+                in_flight, holders = self._in_flight(group, topic, queue_id)
+                decision = decide(staged.definitions, origin, list(in_flight.values()), next_offset,
+                                  result.pop_time_ms, wanted, max_attempts)
+                if decision.dead_letters:
+                    await self._dead_letter(group, topic, queue_id, decision.dead_letters, in_flight, holders)
+                    continue
+                if decision.redeliver:
+                    records = await self._redeliver(group, topic, queue_id, decision, holders, result)
+                    if not records:
+                        return None
+                    self.redelivered += len(records)
+                    self._count(group, topic, queue_id, "retried", len(records))
+                    return PoppedQueue(topic, queue_id, _offset_of(records[0]), records, retry=False,
+                                       reconsume_times=decision.redeliver_attempt)
+                records = await self._fresh(group, topic, queue_id, decision, result, keep)
+                if not records:
+                    return None
+                return PoppedQueue(topic, queue_id, _offset_of(records[0]), records, retry=False)
+
+    def _in_flight(self, group: str, topic: str, queue_id: int):
+        """Offset -> ``InFlight`` from the open CKs of the queue, and the (revive queue, CK)s holding each."""
+        by_offset: dict[int, InFlight] = {}
+        holders: dict[int, list[tuple[ReviveQueue, PopCheckpoint]]] = {}
+        for queue in self._revive_queues:
+            queue.catch_up()  # acks, changes and this pop's own writes
+            for ck in queue.ledger.open_of_queue(group, topic, queue_id):
+                for offset in ck.unacked_offsets():
+                    seen = by_offset.get(offset)
+                    # In two open CKs only after a crash between a redelivery's two writes: the later wins.
+                    by_offset[offset] = InFlight(offset, max(ck.revive_time_ms, seen.deadline_ms if seen else 0),
+                                                 max(ck.attempt, seen.attempt if seen else 0))
+                    holders.setdefault(offset, []).append((queue, ck))
+        return by_offset, holders
+
+    async def _close(self, offsets, holders, first: list[MessageExt] | None = None,
+                     first_queue: ReviveQueue | None = None) -> None:
+        """ACK every open CK holding ``offsets``; ``first`` records go ahead of the ACKs of ``first_queue``
+        (a redelivery's new CK: in one append with them, before them)."""
+        acked: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
+        for offset in offsets:
+            for queue, ck in holders.get(offset, ()):
+                acked.setdefault((queue.queue_id, ck.key), (queue, ck, []))[2].append(offset)
+        by_queue: dict[int, tuple[ReviveQueue, list[MessageExt]]] = {}
+        if first_queue is not None:
+            by_queue[first_queue.queue_id] = (first_queue, list(first or []))
+        for queue, ck, done in acked.values():
+            record = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
+                               tuple(done))
+            by_queue.setdefault(queue.queue_id, (queue, []))[1].append(ack_message(queue.topic, queue.queue_id, record))
+        ordered = sorted(by_queue.values(), key=lambda entry: entry[0] is not first_queue)
+        for queue, records in ordered:
+            if records:
+                await queue.append(records)
+
+    def _read(self, topic: str, queue_id: int, offset: int) -> bytes | None:
+        got = self._store.get_messages(topic, queue_id, offset, 1)
+        if got.status is GetStatus.FOUND and got.records and _offset_of(got.records[0]) == offset:
+            return got.records[0]
+        return None
+
+    async def _dead_letter(self, group, topic, queue_id, offsets, in_flight, holders) -> None:
+        letters = []
+        for offset in offsets:
+            record = self._read(topic, queue_id, offset)
+            if record is None:
+                log.warning("event=staged_dead_letter_unreadable group=%s topic=%s queue=%d offset=%d", group, topic,
+                            queue_id, offset)
+                continue
+            msg = decode_record(record)[0]
+            msg.reconsume_times = in_flight[offset].attempt
+            letters.append(copies.dead_letter(msg, group, copies.REASON_MAX_ATTEMPTS))
+        if letters:
+            await self._put(letters)  # the letters first: a crash before the ACK dead-letters again, never loses
+        await self._close(offsets, holders)
+        self.dead_lettered += len(letters)
+        self._count(group, topic, queue_id, "dead_lettered", len(letters))
+
+    async def _redeliver(self, group, topic, queue_id, decision, holders, result) -> list[bytes]:
+        records, gone = [], []
+        for offset in decision.redeliver:
+            record = self._read(topic, queue_id, offset)
+            (gone if record is None else records).append(offset if record is None else record)
+        if gone:  # removed by retention: nothing to hand out, it is done
+            log.warning("event=staged_redelivery_gone group=%s topic=%s queue=%d offsets=%s", group, topic, queue_id,
+                        gone)
+            await self._close(gone, holders)
+        if not records:
+            return []
+        queue = self._revive_queues[result.revive_queue_id]
+        ck = PopCheckpoint.of_offsets(topic, group, queue_id, [_offset_of(r) for r in records], result.pop_time_ms,
+                                      result.invisible_ms, self._broker_name, queue.queue_id,
+                                      attempt=decision.redeliver_attempt)
+        if queue.ledger.is_open(ck.key):
+            return []  # the old CK's key (a 0 ms invisible time, popped again in its millisecond): next pop
+        await self._close(ck.queue_offsets, holders, [checkpoint_message(queue.topic, ck)], queue)
+        return records
+
+    async def _fresh(self, group, topic, queue_id, decision, result, keep) -> list[bytes]:
+        start, end = decision.fresh_from, decision.fresh_end
+        if end <= start:
+            return []
+        got = self._store.get_messages(topic, queue_id, start, end - start, tag_filter=keep)
+        if got.status is GetStatus.OFFSET_OVERFLOW_BADLY:
+            self._offsets.reset(group, topic, queue_id, got.max_offset)
+            return []
+        if got.status not in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
+                              GetStatus.OFFSET_TOO_SMALL):
+            return []
+        # A filtered read may scan past the stage end: what lies there waits for its stage.
+        records = [r for r in got.records if _offset_of(r) < end]
+        next_offset = got.next_begin_offset if got.status is GetStatus.OFFSET_TOO_SMALL else min(got.next_begin_offset,
+                                                                                                 end)
+        if records:
+            queue = self._revive_queues[result.revive_queue_id]
+            ck = PopCheckpoint.of_offsets(topic, group, queue_id, [_offset_of(r) for r in records],
+                                          result.pop_time_ms, result.invisible_ms, self._broker_name, queue.queue_id)
+            await queue.append_checkpoint(ck)
+            result.rest_num += max(got.max_offset - next_offset, 0)
+        self._offsets.commit(group, topic, queue_id, next_offset)
+        return records
+
+    def __repr__(self) -> str:
+        return f"<StagedPop {self.registry!r} redelivered={self.redelivered} dead_lettered={self.dead_lettered}>"

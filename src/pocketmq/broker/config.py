@@ -153,6 +153,12 @@ class BrokerConfig:
     ha_pull_suspend_ms: int = field(default=1_000, metadata={"check": _positive})  # a caught-up slave's pull
     ha_master_lookup_interval_ms: int = field(default=1_000, metadata={"check": _positive})
     ha_metadata_sync_interval_ms: int = field(default=3_000, metadata={"check": _positive})
+    # Reads of messages stored on another broker group (POP revive of escaped CKs; cluster/remote_reader.py):
+    # the PULL's timeout, and the breaker per remote group (opens after that many consecutive failures, lets
+    # one probe through after the cool-down).
+    remote_read_timeout_ms: int = field(default=3_000, metadata={"check": _positive})
+    remote_read_breaker_failure_threshold: int = field(default=5, metadata={"check": _positive})
+    remote_read_breaker_cool_down_ms: int = field(default=10_000, metadata={"check": _not_negative})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")

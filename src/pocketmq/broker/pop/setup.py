@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from pocketmq.broker.pop.engine import PopService
 from pocketmq.broker.pop.fifo import FifoPopState
-from pocketmq.broker.pop.reader import LocalMessageReader, MessageReader
+from pocketmq.broker.pop.read_routing import ReaderRouter
+from pocketmq.broker.pop.reader import LocalMessageReader
 from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
 from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy
 from pocketmq.broker.pop.waiters import PopWaiters
+from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings
+from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common.topic import revive_topic
 
 
-def build_pop_service(broker, reader: MessageReader | None = None) -> PopService:
-    """``reader`` replaces the local store reader (tests inject failures; issue 7 adds remote reads)."""
+def build_pop_service(broker) -> PopService:
     config = broker.config
     store = broker.store
     topic = revive_topic(config.cluster_name)
@@ -23,11 +25,25 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
         committed = broker.offsets.query(REVIVE_GROUP, topic, queue_id)
         queues.append(ReviveQueue(store, topic, queue_id, broker.broker_name, committed or 0))
     policy = CkRewritePolicy(tuple(config.pop_ck_rewrite_backoff_ms), CkEnding(config.pop_ck_rewrite_ending))
-    revive = ReviveService(queues, reader or LocalMessageReader(store), store, broker.groups, broker.offsets,
-                           broker.topics, broker.clock, policy=policy, interval_ms=config.pop_revive_interval_ms)
+    revive = ReviveService(queues, build_reader_router(broker), store, broker.groups, broker.offsets, broker.topics,
+                           broker.clock, policy=policy, interval_ms=config.pop_revive_interval_ms)
     return PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
                       clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
                       revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
                       waiters=PopWaiters(config.long_polling_max_waiters),
                       min_invisible_ms=config.pop_min_invisible_ms,
                       persist_interval_ms=config.pop_state_persist_interval_ms)
+
+
+def build_reader_router(broker) -> ReaderRouter:
+    """This broker's store for its own group; for every other group a ``RemoteMessageReader`` (built on first
+    use, through this broker's name servers), all sharing one ``BreakerBoard``."""
+    config = broker.config
+    breakers = BreakerBoard(BreakerSettings(config.remote_read_breaker_failure_threshold,
+                                            config.remote_read_breaker_cool_down_ms))
+
+    def remote(broker_name: str) -> RemoteMessageReader:
+        return RemoteMessageReader(broker_name, broker.namesrv_client(), broker.remoting_client, breakers=breakers,
+                                   clock=broker.clock, timeout_ms=config.remote_read_timeout_ms)
+
+    return ReaderRouter(broker.broker_name, LocalMessageReader(broker.store), remote)

@@ -4,10 +4,11 @@
   REVIVE_MESSAGES 1 KiB messages in an 8-queue topic (sent first, not timed). Broker B runs in this process on
   a ManualClock; its revive queues hold CKs naming A for every message (32 per CK, what the escape bridge of
   A's acting slave writes; ``pocketmq.testing.escaped_checkpoints``). The clock passes their invisible time
-  and revive passes run until every message is a retry copy on B: each pass reads a batch of due CKs with one
-  PULL per (queue, 256 offsets) from A. Reports messages per second and PULL RPCs. Target (issue 7): 5,000.
-- ``sync_replication``: SDK sends (batches of 32 and 100 single sends in flight, 1 KiB) to a SYNC_MASTER with
-  one slave, against the same broker without a slave (ASYNC_MASTER): msg/s and p99 latency of single sends.
+  and revive passes run until every message is a retry copy on B: each pass reads a batch of due CKs of every
+  revive queue with one PULL per (queue, 256 offsets) from A. Reports messages per second and PULL RPCs. Target (issue 7): 5,000.
+- ``sync_replication``: SDK sends (1 KiB; SYNC_MESSAGES in batches of 32, then SYNC_MESSAGES / 5 single sends
+  one at a time) to a SYNC_MASTER with one slave, against the same broker without a slave (ASYNC_MASTER):
+  msg/s, and p50 / p99 latency of the single sends.
 - ``failover``: a master and its slave; kill -9 of the master, then the SDK pull consumer pulls a message sent
   before, refreshing its route after each failed pull; time from the kill to the first message read through
   the slave.

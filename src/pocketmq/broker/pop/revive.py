@@ -2,8 +2,8 @@
 
 For each due CK of a revive queue (oldest revive offset first), every un-acked message is read with a typed
 read from the broker group the CK names (``read_routing.ReaderRouter``: this broker's store, or a remote
-reader of another group; one ``read_many`` per queue for a whole batch of CKs) and ``decide`` says what
-happens to it:
+reader of another group; one ``read_many`` per queue for a batch of due CKs of every revive queue) and
+``decide`` says what happens to it:
 
 - FOUND: a retry copy (``reconsume_times + 1``) in the pop retry topic, or a dead letter in ``%DLQ%<group>``
   when that copy would exceed the group's ``retryMaxTimes`` (reason ``MAX_ATTEMPTS``);
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.broker.pop.read_routing import ReaderRouter
+from pocketmq.broker.pop.read_routing import ReadKey, ReaderRouter
 from pocketmq.broker.pop.revive_queue import (
     ReviveQueue,
     ack_message,
@@ -140,23 +140,30 @@ class ReviveService:
     async def run_once(self, now_ms: int) -> int:
         """One pass over every revive queue, until none has a due CK; returns the number of CKs handled."""
         handled = 0
-        for queue in self._queues:
-            while True:
+        pending = list(self._queues)
+        while pending:
+            # A batch of due CKs from every revive queue, read together: pops of one queue spread over the
+            # revive queues, so reading them together makes one read (one RPC for a remote group) cover up to
+            # eight times the messages.
+            batches = []
+            for queue in pending:
                 queue.catch_up()
-                due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS)
+                batches.append((queue, queue.ledger.due(now_ms, REVIVE_BATCH_CKS)))
+            reads = await self.readers.read_unacked([ck for _, due in batches for ck in due])
+            for queue, due in batches:
                 if due:
-                    await self._revive(queue, due, now_ms)
+                    await self._revive(queue, due, reads, now_ms)
                 queue.catch_up()
                 self._offsets.commit(REVIVE_GROUP, queue.topic, queue.queue_id, queue.ledger.commit_offset())
                 handled += len(due)
-                if len(due) < REVIVE_BATCH_CKS:
-                    break
+            pending = [queue for queue, due in batches if len(due) == REVIVE_BATCH_CKS]
         return handled
 
-    async def _revive(self, queue: ReviveQueue, cks: list[PopCheckpoint], now_ms: int) -> None:
-        """Revive a batch of due CKs with two store writes: every copy, then one append of their ACKs and
-        rewritten CKs (two writes per CK made revive wait on the store's write path most of the time)."""
-        reads = await self.readers.read_unacked(cks)
+    async def _revive(self, queue: ReviveQueue, cks: list[PopCheckpoint], reads: dict[ReadKey, dict[int, ReadResult]],
+                      now_ms: int) -> None:
+        """Revive a batch of due CKs (``reads``: their messages) with two store writes: every copy, then one
+        append of their ACKs and rewritten CKs (two writes per CK made revive wait on the store's write path
+        most of the time)."""
         plans = [self._plan(ck, reads[self.readers.key_of(ck)], now_ms) for ck in cks]
         outgoing = [copy for _, copies_of_ck, _, _ in plans for copy in copies_of_ck]
         if outgoing and not await self._write_copies(outgoing):

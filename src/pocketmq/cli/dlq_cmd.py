@@ -28,8 +28,8 @@ from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.message import Message, MessageExt, MessageQueue
-from pocketmq.common.topic import dlq_topic
 from pocketmq.common.read_result import ReadStatus
+from pocketmq.common.topic import dlq_topic
 from pocketmq.errors import ClientError, TopicNotExistError
 from pocketmq.protocol.transport import RemotingClient
 
@@ -109,7 +109,11 @@ def dead_row(broker_name: str, msg: MessageExt) -> dict:
            "origin_message_id": msg.properties.get(props.ORIGIN_MESSAGE_ID),
            "reconsume_times": msg.reconsume_times, "broker": broker_name,
            "queue_offset": msg.queue_offset, "store_timestamp_ms": msg.store_timestamp_ms, **body_fields(msg.body)}
-    ref = reference_of(msg)
+    try:
+        ref = reference_of(msg)
+    except ClientError:  # listed as it is; resend says why it cannot resolve it
+        row["kind"] = "unreadable reference"
+        return row
     if ref is not None:
         row.update(kind="reference", origin_topic=ref.topic, body=ref.describe(), reference={
             "broker": ref.broker_name, "topic": ref.topic, "queue_id": ref.queue_id, "queue_offset": ref.queue_offset,

@@ -39,8 +39,8 @@ from pocketmq.broker.pop.revive_queue import (
     checkpoint_message,
 )
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
-from pocketmq.common.message import MessageExt
 from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult, ReadStatus
 from pocketmq.errors import PocketMQError
 

@@ -1,5 +1,6 @@
 """RemoteMessageReader against real processes: one result per FOUND / NOT_FOUND cause / FAILED reason that
-real brokers can produce on demand (TIMEOUT, BROKER_BUSY and BELOW_MIN_OFFSET are covered by the unit tests).
+real brokers can produce on demand (TIMEOUT and BROKER_BUSY come from tiny fake remoting servers the name server routes to, BELOW_MIN_OFFSET from
+retention on a broker with tiny segments).
 
 Unreachable brokers are real brokers that advertise a port nobody listens on (``--advertise``), so the name
 server keeps routing to them while every connection is refused.
@@ -16,8 +17,9 @@ from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
 from pocketmq.common.topic import PERM_WRITE
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.transport import RemotingClient
+from pocketmq.protocol.transport import RemotingClient, RemotingServer
 from pocketmq.testing.processes import broker_process, namesrv_process
+from tests.integration.test_ha_replication import poll
 
 pytestmark = pytest.mark.slow
 TOPIC = "rr-orders"
@@ -27,6 +29,14 @@ def broker(tmp_path, namesrv: str, dirname: str, group: str, broker_id: int, *ex
     role = "slave" if broker_id else "async_master"
     return broker_process(tmp_path / dirname, group, namesrv=namesrv, extra_args=[
         "--cluster", "rr", "--broker-id", str(broker_id), "--role", role, *extra]).start()
+
+
+async def send(remoting: RemotingClient, addr: str, topic: str, body: bytes) -> None:
+    reply = await remoting.invoke(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE, {
+        "producerGroup": "p", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
+        "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0, "properties": "", "reconsumeTimes": 0,
+    }, body))
+    assert reply.code == ResponseCode.SUCCESS, reply
 
 
 async def test_each_result_of_a_remote_read(tmp_path):
@@ -42,11 +52,7 @@ async def test_each_result_of_a_remote_read(tmp_path):
     try:
         good = procs[1].remoting
         for i in range(3):
-            reply = await remoting.invoke(good, RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-                "producerGroup": "p", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
-                "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0, "properties": "", "reconsumeTimes": 0,
-            }, b"m%d" % i))
-            assert reply.code == ResponseCode.SUCCESS
+            await send(remoting, good, TOPIC, b"m%d" % i)
         reply = await remoting.invoke(good, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
             "topic": "rr-write-only", "readQueueNums": 1, "writeQueueNums": 1, "perm": PERM_WRITE}))
         assert reply.code == ResponseCode.SUCCESS
@@ -71,3 +77,48 @@ async def test_each_result_of_a_remote_read(tmp_path):
         await remoting.close()
         for proc in reversed(procs):
             proc.kill()
+
+
+async def test_timeout_busy_and_below_min_offset(tmp_path):
+    """A group whose routed address is a server that never answers (TIMEOUT) or answers SYSTEM_BUSY
+    (BROKER_BUSY), and a message retention removed (BELOW_MIN_OFFSET)."""
+    silent = RemotingServer(lambda conn, request: None)  # takes every request, answers none
+    busy = RemotingServer(lambda conn, request: request.response(ResponseCode.SYSTEM_BUSY, remark="too busy"))
+    await silent.start()
+    await busy.start()
+    namesrv = namesrv_process(tmp_path / "ns").start()
+    procs = [namesrv,
+             broker(tmp_path, namesrv.namesrv, "silent", "silent", 0, "--advertise", f"127.0.0.1:{silent.port}"),
+             broker(tmp_path, namesrv.namesrv, "busy", "busy", 0, "--advertise", f"127.0.0.1:{busy.port}"),
+             broker(tmp_path, namesrv.namesrv, "old", "old", 0, "--set", "commit_log_segment_bytes=65536",
+                    "--set", "file_reserved_hours=0.0002", "--set", "cleanup_interval_ms=200")]
+    remoting = RemotingClient()
+    names = NamesrvClient([namesrv.namesrv], remoting)
+    board = BreakerBoard()
+    try:
+        timed_out = await RemoteMessageReader("silent", names, remoting, breakers=board, timeout_ms=300).read(
+            TOPIC, 0, 0)
+        assert (timed_out.failure, timed_out.need_retry) == (FailureReason.TIMEOUT, True), timed_out
+        refused = await RemoteMessageReader("busy", names, remoting, breakers=board).read(TOPIC, 0, 0)
+        assert (refused.failure, refused.code, refused.need_retry) == (FailureReason.BROKER_BUSY,
+                                                                      ResponseCode.SYSTEM_BUSY, True), refused
+
+        old = procs[3].remoting
+        for i in range(300):  # about 5 segments of 64 KiB: retention deletes all but the active one
+            await send(remoting, old, "rr-old", b"%04d" % i + b"x" * 1020)
+        reader = RemoteMessageReader("old", names, remoting, breakers=board)
+
+        async def removed():
+            result = await reader.read("rr-old", 0, 0)
+            assert result.status is not ReadStatus.FAILED, result
+            return result.status is ReadStatus.NOT_FOUND and result
+
+        gone = await poll(removed, 30, "retention removed offset 0")
+        assert (gone.not_found_cause, gone.need_retry) == (NotFoundCause.BELOW_MIN_OFFSET, False)
+        assert (await reader.read("rr-old", 0, 299)).message.body.startswith(b"0299")
+    finally:
+        await remoting.close()
+        for proc in reversed(procs):
+            proc.kill()
+        await silent.stop()
+        await busy.stop()

@@ -163,6 +163,9 @@ class BrokerConfig:
     # how long it stays open before one probe.
     breaker_failure_threshold: int = field(default=5, metadata={"check": _positive})
     breaker_cool_down_ms: int = field(default=10_000, metadata={"check": _not_negative})
+    # Reads of messages stored on another broker group (POP revive of escaped CKs; cluster/remote_reader.py):
+    # the PULL's timeout (the breaker per remote group is the one above).
+    remote_read_timeout_ms: int = field(default=3_000, metadata={"check": _positive})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")

@@ -1,28 +1,40 @@
 """``pocketmq dlq list|resend``: a consumer group's dead-letter queue (``%DLQ%<group>``).
 
-- ``list GROUP [--max N]``: the dead messages over every broker: id, original topic, reconsume times, body.
+- ``list GROUP [--max N]``: the dead messages over every broker: id, original topic, reconsume times, body;
+  a *reference* entry (POP revive could not read the message from its broker: common/dead_letter_reference.py)
+  shows as such, with where the message is and why it could not be read.
 - ``resend GROUP (--id ID | --all)``: send dead messages back to their original topic (the ``RETRY_TOPIC``
   property) with their body, tag, keys, message id and user properties; the retry bookkeeping (``DELAY``,
   ``RETRY_TOPIC``, ``ORIGIN_MESSAGE_ID``, reconsume counts) is dropped so they start afresh. ``ID`` matches
-  the message id, the broker-side id or the original message id. The DLQ copies stay where they are
-  (RocketMQ never deletes from a DLQ either).
+  the message id, the broker-side id or the original message id. A reference is resolved first: the real
+  message is read from its broker group (a PULL of that one offset through the name server's broker table,
+  ``cluster.remote_reader``) and sent to its business topic; when it cannot be read (the broker is still
+  unreachable, the message is gone) one line says why and the command exits 1. The DLQ entries stay where
+  they are (RocketMQ never deletes from a DLQ either).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pocketmq.broker.namesrv_client import NamesrvClient
+from pocketmq.broker.pop.copies import business_topic
 from pocketmq.cli.output import add_action, body_fields, emit, json_line, print_rows, report, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullStatus
+from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
+from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.message import Message, MessageExt, MessageQueue
+from pocketmq.common.read_result import ReadStatus
 from pocketmq.common.topic import dlq_topic
 from pocketmq.errors import ClientError, TopicNotExistError
+from pocketmq.protocol.transport import RemotingClient
 
 READER_GROUP = "CLI_DLQ_READER"
-LIST_COLUMNS = ["message_id", "origin_topic", "reconsume_times", "broker", "queue_offset", "body"]
+LIST_COLUMNS = ["message_id", "kind", "origin_topic", "reconsume_times", "broker", "queue_offset", "body"]
 # Retry bookkeeping a resent message starts without.
 _RETRY_PROPERTIES = (props.DELAY_TIME_LEVEL, props.RETRY_TOPIC, props.ORIGIN_MESSAGE_ID, props.RECONSUME_TIME,
                      props.MAX_RECONSUME_TIMES, props.REAL_TOPIC, props.REAL_QUEUE_ID, props.TIMER_DELIVER_MS,
@@ -84,16 +96,36 @@ async def dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple
     return found
 
 
+def reference_of(msg: MessageExt) -> DeadLetterReference | None:
+    """The reference a DLQ entry holds (None for a real message); ClientError when it does not parse."""
+    try:
+        return DeadLetterReference.of_message(msg.properties, msg.body)
+    except ValueError as exc:
+        raise ClientError(f"dead-letter reference {msg.msg_id} is unreadable: {exc}") from exc
+
+
 def dead_row(broker_name: str, msg: MessageExt) -> dict:
-    return {"message_id": msg.msg_id, "origin_topic": msg.properties.get(props.RETRY_TOPIC),
-            "origin_message_id": msg.properties.get(props.ORIGIN_MESSAGE_ID),
-            "reconsume_times": msg.reconsume_times, "broker": broker_name,
-            "queue_offset": msg.queue_offset, "store_timestamp_ms": msg.store_timestamp_ms, **body_fields(msg.body)}
+    row = {"message_id": msg.msg_id, "kind": "message", "origin_topic": msg.properties.get(props.RETRY_TOPIC),
+           "origin_message_id": msg.properties.get(props.ORIGIN_MESSAGE_ID),
+           "reconsume_times": msg.reconsume_times, "broker": broker_name,
+           "queue_offset": msg.queue_offset, "store_timestamp_ms": msg.store_timestamp_ms, **body_fields(msg.body)}
+    try:
+        ref = reference_of(msg)
+    except ClientError:  # listed as it is; resend says why it cannot resolve it
+        row["kind"] = "unreadable reference"
+        return row
+    if ref is not None:
+        row.update(kind="reference", origin_topic=ref.topic, body=ref.describe(), reference={
+            "broker": ref.broker_name, "topic": ref.topic, "queue_id": ref.queue_id, "queue_offset": ref.queue_offset,
+            "group": ref.group, "reason": ref.reason, "description": ref.description,
+            "rewrite_count": ref.rewrite_count})
+    return row
 
 
-def resent_copy(msg: MessageExt) -> Message:
-    """The message to send back to its original topic (see the module docstring)."""
-    origin = msg.properties.get(props.RETRY_TOPIC)
+def resent_copy(msg: MessageExt, origin: str | None = None) -> Message:
+    """The message to send back to its original topic (see the module docstring); ``origin`` None: the
+    ``RETRY_TOPIC`` of a dead message."""
+    origin = origin or msg.properties.get(props.RETRY_TOPIC)
     if not origin:
         raise ClientError(f"dead message {msg.msg_id} has no RETRY_TOPIC: its original topic is unknown")
     properties = {k: v for k, v in msg.properties.items() if k not in _RETRY_PROPERTIES}
@@ -122,15 +154,51 @@ def resend(args) -> int:
             report(args, {"group": args.group, "resent": 0}, f"no dead message of group {args.group} "
                    f"{'' if args.all else f'with id {args.id}'}".rstrip())
             return 0 if args.all else 1
-        async with AsyncProducer(admin.config, instance=admin.instance) as producer:
+        unresolved = 0
+        async with AsyncProducer(admin.config, instance=admin.instance) as producer, \
+                ReferenceResolver(admin.config.namesrv_addrs) as resolver:
             for msg in chosen:
-                copy = resent_copy(msg)
+                ref = reference_of(msg)
+                copy = resent_copy(msg) if ref is None else await resolver.resolve(msg, ref, args)
+                if copy is None:
+                    unresolved += 1
+                    continue
                 result = await producer.send(copy)
                 if args.json:
                     emit(json_line({"message_id": msg.msg_id, "topic": copy.topic,
                                     "queue_id": result.queue_id, "queue_offset": result.queue_offset}))
         if not args.json:
-            emit(f"resent {len(chosen)} message(s) of group {args.group} to their original topics")
-        return 0
+            emit(f"resent {len(chosen) - unresolved} message(s) of group {args.group} to their original topics"
+                 + (f"; {unresolved} reference(s) not resolved" if unresolved else ""))
+        return 1 if unresolved else 0
 
     return run_admin(args, action)
+
+
+class ReferenceResolver:
+    """Reads the messages dead-letter references point at, from their broker groups (typed remote reads)."""
+
+    def __init__(self, namesrv_addrs: list[str]):
+        self._remoting = RemotingClient()
+        self._namesrv = NamesrvClient(namesrv_addrs, self._remoting)
+        self._breakers = BreakerBoard()
+
+    async def __aenter__(self) -> ReferenceResolver:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._remoting.close()
+
+    async def resolve(self, msg: MessageExt, ref: DeadLetterReference, args) -> Message | None:
+        """The real message to resend, or None after one line saying why it could not be read."""
+        reader = RemoteMessageReader(ref.broker_name, self._namesrv, self._remoting, breakers=self._breakers)
+        read = await reader.read(ref.topic, ref.queue_id, ref.queue_offset)
+        if read.status is ReadStatus.FOUND:
+            return resent_copy(read.message, business_topic(read.message))
+        where = f"{ref.topic}/{ref.queue_id}@{ref.queue_offset} on {ref.broker_name}"
+        report(args, {"message_id": msg.msg_id, "resolved": False, "broker": ref.broker_name, "topic": ref.topic,
+                      "queue_id": ref.queue_id, "queue_offset": ref.queue_offset, "reason": read.reason,
+                      "need_retry": read.need_retry, "description": read.description},
+               f"reference {msg.msg_id}: {where} not read: {read.reason}"
+               f"{' (try again later)' if read.need_retry else ' (gone for good)'}: {read.description}")
+        return None

@@ -3,7 +3,8 @@
 
 A read is a PULL_MESSAGE (consumer group ``InnerConsumerGroup_<group broker name>``, no offset commit, no
 suspension) to the group's master, or, when the master is not in the name server's routes or does not
-answer, to its slaves in id order. ``read_many`` reads several offsets of one queue in one RPC.
+answer, to its slaves in id order. ``read_many`` reads several offsets of one queue in one RPC (per 256
+offsets; a reply the broker cut short at its byte limit is continued from its last record).
 
 What each answer means (``classify_pull_reply`` and ``classify_error``, pure; ``ReadResult`` is the type
 local reads return too):
@@ -31,7 +32,8 @@ breaker open                                  FAILED BREAKER_OPEN, retry delay =
 ============================================  ====================================================
 
 A circuit breaker per remote broker group (``cluster.breaker``) counts reads that got no answer (connection,
-timeout, busy); any answer closes it again.
+timeout, busy, the group missing from the routes); any answer closes it again. ``_record`` is the one place
+every read that went out ends.
 
 Metrics (the broker's registry: ``metrics``, by default the breaker board's): every offset's result in
 ``pocketmq_remote_reads_total{broker,result,reason}`` (BREAKER_OPEN included), and each RPC span's time in
@@ -65,9 +67,11 @@ _BUSY_CODES = frozenset({ResponseCode.SYSTEM_BUSY, ResponseCode.FLOW_CONTROL, Re
                          ResponseCode.SERVICE_NOT_AVAILABLE})
 _NO_RECORD_CODES = frozenset({ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED,
                               ResponseCode.PULL_RETRY_IMMEDIATELY})
-# Failures that say nothing about the broker's liveness do not count for its breaker.
+# Failures that say nothing about the broker's liveness do not count for its breaker. A group the name server
+# does not know (its master and slaves are gone from the routes, as after a kill -9) counts: reads of it fail
+# fast too instead of asking the name server again for every batch.
 _BROKER_FAILURES = frozenset({FailureReason.CONNECTION_REFUSED, FailureReason.TIMEOUT, FailureReason.BROKER_BUSY,
-                              FailureReason.GROUP_UNREACHABLE})
+                              FailureReason.GROUP_UNREACHABLE, FailureReason.BROKER_ADDR_UNKNOWN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +149,17 @@ def _refusal(reply: RemotingCommand, delays: RetryDelays) -> ReadResult:
                              code=reply.code)
 
 
+def cut_short(results: dict[int, ReadResult]) -> list[int]:
+    """Offsets a size-limited PULL reply left out: past the last record it returned, inside the queue. Reading
+    them again from there makes progress (a reply without any record is a real failure, not cut short)."""
+    found = [offset for offset, r in results.items() if r.status is ReadStatus.FOUND]
+    if not found:
+        return []
+    last = max(found)
+    return sorted(offset for offset, r in results.items()
+                  if offset > last and r.failure is FailureReason.OFFSET_MISMATCH)
+
+
 class RemoteMessageReader:
     """Reads of broker group ``broker_name``; ``namesrv`` is a ``broker.namesrv_client.NamesrvClient``."""
 
@@ -174,8 +189,9 @@ class RemoteMessageReader:
         pending = sorted(set(queue_offsets))
         while pending:
             span = [o for o in pending if o < pending[0] + MAX_SPAN]
-            results.update(await self._read_span(topic, queue_id, span))
-            pending = pending[len(span):]
+            got = await self._read_span(topic, queue_id, span)
+            results.update(got)
+            pending = cut_short(got) + pending[len(span):]
         return results
 
     async def _read_span(self, topic: str, queue_id: int, offsets: list[int]) -> dict[int, ReadResult]:
@@ -192,9 +208,7 @@ class RemoteMessageReader:
         except Exception as exc:  # a read that raised is a failed read, never a skipped one
             log.warning("event=remote_read_raised broker=%s error=%r", self.broker_name, exc)
             results = dict.fromkeys(offsets, classify_error(exc, self._delays))
-        self._latency.observe((self._clock.monotonic_ms() - started_ms) / 1000, broker=self.broker_name)
-        self._record(list(results.values()))
-        self._count(list(results.values()))
+        self._record(topic, queue_id, results, self._clock.monotonic_ms() - started_ms)
         return results
 
     def _count(self, results: list[ReadResult]) -> None:
@@ -235,12 +249,20 @@ class RemoteMessageReader:
             "maxMsgNums": offsets[-1] - offsets[0] + 1, "sysFlag": _PULL_SUBSCRIPTION, "commitOffset": 0,
             "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0, "expressionType": "TAG"})
 
-    def _record(self, results: list[ReadResult]) -> None:
+    def _record(self, topic: str, queue_id: int, results: dict[int, ReadResult], latency_ms: int) -> None:
+        """The one place every remote read that went out ends: the breaker, metrics, logs."""
+        self._latency.observe(latency_ms / 1000, broker=self.broker_name)
+        self._count(list(results.values()))
         now_ms = self._clock.now_ms()
-        if all(r.status is ReadStatus.FAILED and r.failure in _BROKER_FAILURES for r in results):
-            self._breaker.record_failure(now_ms, results[0].reason)
+        failed = [r for r in results.values() if r.status is ReadStatus.FAILED]
+        if failed and len(failed) == len(results) and all(r.failure in _BROKER_FAILURES for r in failed):
+            self._breaker.record_failure(now_ms, failed[0].reason)
         else:
             self._breaker.record_success(now_ms)
+        if failed:
+            log.info("event=remote_read_failed broker=%s topic=%s queue=%d offsets=%d failed=%d reason=%s "
+                     "latency_ms=%d", self.broker_name, topic, queue_id, len(results), len(failed), failed[0].reason,
+                     latency_ms)
 
     def __repr__(self) -> str:
         return f"<RemoteMessageReader {self.broker_name} {self._breaker!r}>"

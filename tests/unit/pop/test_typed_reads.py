@@ -31,6 +31,9 @@ class FailingReader:
         self.read_times_ms.append(self.clock.now_ms())
         return ReadResult.failed(FailureReason.TIMEOUT, "broker did not answer")
 
+    async def read_many(self, topic, queue_id, queue_offsets) -> dict[int, ReadResult]:
+        return {offset: await self.read(topic, queue_id, offset) for offset in queue_offsets}
+
 
 class RaisingStore:
     def get_messages(self, *args, **kwargs):
@@ -52,7 +55,7 @@ async def test_local_reader_maps_store_answers():
 async def test_message_gone_is_done_without_rewrite(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
-        broker.pop.revive.reader = LocalMessageReader(RetentionStore())
+        broker.pop.revive.readers.local = LocalMessageReader(RetentionStore())
         await send(broker, "T", 3)
         assert len(await pop(broker, "G", "T")) == 3
         clock.advance(10_001)
@@ -66,7 +69,7 @@ async def test_message_gone_is_done_without_rewrite(tmp_path):
 async def test_failed_reads_rewrite_on_schedule_then_dead_letter_with_reason(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=BACKOFF_MS) as broker:
-        reader = broker.pop.revive.reader = FailingReader(clock)
+        reader = broker.pop.revive.readers.local = FailingReader(clock)
         await send(broker, "T", 1)
         await pop(broker, "G", "T", invisible_ms=10_000)
         popped_at = clock.now_ms()
@@ -79,5 +82,7 @@ async def test_failed_reads_rewrite_on_schedule_then_dead_letter_with_reason(tmp
         assert metrics["rewrites"] == 3 and metrics["endings"] == 1 and metrics["dead_lettered"] == 1
         [dead] = broker.store.get_messages("%DLQ%G", 0, 0, 10).messages()
         assert dead.properties[DLQ_REASON] == "TIMEOUT"
-        assert json.loads(dead.body) == {"topic": "T", "queueId": 0, "queueOffset": 0, "reason": "TIMEOUT",
-                                         "description": "broker did not answer"}
+        assert json.loads(dead.body) == {"topic": "T", "queueId": 0, "queueOffset": 0, "broker": broker.broker_name,
+                                         "group": "G", "reason": "TIMEOUT", "description": "broker did not answer",
+                                         "rewriteCount": 3}
+        assert dead.properties["PMQ_DLQ_REFERENCE"] == "true" and dead.properties["PMQ_DLQ_REWRITE_COUNT"] == "3"

@@ -10,15 +10,15 @@
   ``DLQ_ORIGIN_MESSAGE_ID``, the original queue id and offset (``PMQ_DLQ_ORIGIN_QUEUE_ID`` /
   ``PMQ_DLQ_ORIGIN_QUEUE_OFFSET``) and ``PMQ_DLQ_REASON`` (``MAX_ATTEMPTS``, ``CLIENT_FORWARD``, or the reason of
   the read that kept failing).
-- ``dead_letter_reference``: for a message that could not be read at all: a JSON body naming it, with the
-  same properties, so an operator can find it (nothing is dropped silently).
+- ``dead_letter_reference``: for a message that could not be read at all: a ``DeadLetterReference``
+  (common/dead_letter_reference.py) naming it, with the same properties, so an operator can find it and
+  ``pocketmq dlq resend`` can fetch it later (nothing is dropped silently).
 """
 
 from __future__ import annotations
 
-import json
-
 from pocketmq.common import properties as props
+from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import dlq_topic, pop_retry_topic
 
@@ -78,9 +78,7 @@ def dead_letter(msg: MessageExt, group: str, reason: str) -> MessageExt:
     return _copy(msg, dlq_topic(group), dead, msg.reconsume_times)
 
 
-def dead_letter_reference(group: str, topic: str, queue_id: int, queue_offset: int, reason: str,
-                          description: str) -> MessageExt:
-    body = json.dumps({"topic": topic, "queueId": queue_id, "queueOffset": queue_offset, "reason": reason,
-                       "description": description}, separators=(",", ":")).encode()
-    dead = _dead_letter_properties({}, topic, "", str(queue_id), str(queue_offset), reason)
-    return MessageExt(topic=dlq_topic(group), body=body, properties=dead, queue_id=0)
+def dead_letter_reference(ref: DeadLetterReference) -> MessageExt:
+    dead = _dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset),
+                                   ref.reason)
+    return MessageExt(topic=dlq_topic(ref.group), body=ref.to_json(), properties=dead, queue_id=0)

@@ -487,7 +487,8 @@ class PopService:
             self._open_checkpoint(group, handle)
         else:
             self._orderly(group, handle)
-        read = await self.revive.reader.read(handle.topic, handle.queue_id, handle.queue_offset)
+        read = await self.revive.readers.for_broker(handle.broker_name).read(handle.topic, handle.queue_id,
+                                                                         handle.queue_offset)
         if read.status is ReadStatus.FOUND:
             await self._put([copies.dead_letter(read.message, group, copies.REASON_CLIENT_FORWARD)])
         else:

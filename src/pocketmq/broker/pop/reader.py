@@ -1,8 +1,9 @@
 """Reading the message behind a CK for revive: a typed read (``ReadResult``) by (topic, queue, queue offset).
 
 ``MessageReader`` is the seam: revive asks it for one message and gets FOUND (checked to be the one at the
-requested offset), NOT_FOUND (gone for good) or FAILED (with ``need_retry``). ``LocalMessageReader`` reads this
-broker's store; a reader of another broker's store (issue 7, the escape bridge) implements the same call.
+requested offset), NOT_FOUND (gone for good) or FAILED (with ``need_retry``); ``read_many`` reads several
+offsets of one queue at once. ``LocalMessageReader`` reads this broker's store; ``cluster.remote_reader.
+RemoteMessageReader`` reads another broker group's (``read_routing`` picks one per CK).
 Any exception while reading becomes a FAILED read with ``need_retry`` (RocketMQ #10985 skipped the CK).
 """
 
@@ -35,6 +36,9 @@ class MessageReader(Protocol):
     async def read(self, topic: str, queue_id: int, queue_offset: int) -> ReadResult:
         """The message at exactly ``queue_offset`` of (topic, queue_id), as a typed result; never raises."""
 
+    async def read_many(self, topic: str, queue_id: int, queue_offsets: list[int]) -> dict[int, ReadResult]:
+        """``read`` of each of ``queue_offsets`` (one queue), in as few round trips as the reader can."""
+
 
 class LocalMessageReader:
     def __init__(self, store):
@@ -54,6 +58,10 @@ class LocalMessageReader:
             return ReadResult.not_found(cause, f"store answered {got.status.value}")
         # OFFSET_FOUND_NULL, or FOUND without a record: the unit could not be read this time.
         return ReadResult.failed(FailureReason.IO_ERROR, f"store answered {got.status.value}")
+
+    async def read_many(self, topic: str, queue_id: int, queue_offsets: list[int]) -> dict[int, ReadResult]:
+        # A local read does not block and costs no round trip: one offset at a time keeps the checks simple.
+        return {offset: await self.read(topic, queue_id, offset) for offset in queue_offsets}
 
     def __repr__(self) -> str:
         return "<LocalMessageReader>"

@@ -1,14 +1,18 @@
 """Revive: hand back the messages of CKs whose invisible time passed without an ack.
 
-For each due CK of a revive queue (oldest revive offset first), every un-acked message is read through the
-``MessageReader`` (a typed read) and ``decide`` says what happens to it:
+For each due CK of a revive queue (oldest revive offset first), every un-acked message is read with a typed
+read from the broker group the CK names (``read_routing.ReaderRouter``: this broker's store, or a remote
+reader of another group; one ``read_many`` per queue for a batch of due CKs of every revive queue) and
+``decide`` says what happens to it:
 
 - FOUND: a retry copy (``reconsume_times + 1``) in the pop retry topic, or a dead letter in ``%DLQ%<group>``
   when that copy would exceed the group's ``retryMaxTimes`` (reason ``MAX_ATTEMPTS``);
 - NOT_FOUND: nothing (the message is gone for good: retention, deleted topic); counted;
 - FAILED with ``need_retry``: the ``CkRewritePolicy`` rewrites a one-message CK with backoff, or ends it: a
-  dead-letter *reference* (a JSON body naming topic, queue, offset and the reason: the message itself could
-  not be read) or a drop with an error log; FAILED without ``need_retry`` ends at once the same way.
+  dead-letter *reference* (``common.dead_letter_reference``: topic, queue, offset, broker, group, reason and
+  rewrite count; the message itself could not be read) or a drop with an error log; FAILED without
+  ``need_retry`` ends at once the same way. A FAILED read's ``retry_delay_ms`` (a remote broker's breaker
+  cool-down) is the floor of the rewrite's wait.
 
 The copies are appended first (one store call per CK), then the rewritten CKs and an ACK for every message
 handled, in one append to the revive queue: that ACK closes the CK durably, so a restart never revives it
@@ -36,13 +40,14 @@ from typing import Callable
 from pocketmq.broker.gray import place_retry_copy
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.broker.pop.reader import MessageReader
+from pocketmq.broker.pop.read_routing import ReadKey, ReaderRouter
 from pocketmq.broker.pop.revive_queue import (
     ReviveQueue,
     ack_message,
     checkpoint_message,
 )
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
+from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult, ReadStatus
 from pocketmq.errors import PocketMQError
@@ -98,11 +103,11 @@ def decide(ck: PopCheckpoint, queue_offset: int, read: ReadResult, *, retry_max_
         ending = step.ending
     else:
         ending = policy.ending
-    reason = f"{read.reason}: {read.description}" if read.description else read.reason
     if ending is CkEnding.DROP:
-        return Dropped(reason)
-    return Copy(copies.dead_letter_reference(ck.group, ck.topic, ck.queue_id, queue_offset, read.reason,
-                                             read.description), dead_letter=True)
+        return Dropped(f"{read.reason}: {read.description}" if read.description else read.reason)
+    reference = DeadLetterReference(ck.topic, ck.queue_id, queue_offset, ck.broker_name, ck.group, read.reason,
+                                    read.description, ck.rewrite_count)
+    return Copy(copies.dead_letter_reference(reference), dead_letter=True)
 
 
 class ReviveMetrics:
@@ -137,10 +142,10 @@ class ReviveMetrics:
 class ReviveService:
     """Runs revive over the revive queues of one broker; its metrics are read by ``group describe``."""
 
-    def __init__(self, queues: list[ReviveQueue], reader: MessageReader, store, groups, offsets, topics, clock, *,
+    def __init__(self, queues: list[ReviveQueue], readers: ReaderRouter, store, groups, offsets, topics, clock, *,
                  policy: CkRewritePolicy, interval_ms: int, metrics: MetricsRegistry | None = None):
         self._queues = queues
-        self.reader = reader
+        self.readers = readers
         self._store = store
         self._groups = groups
         self._offsets = offsets
@@ -176,23 +181,31 @@ class ReviveService:
     async def run_once(self, now_ms: int) -> int:
         """One pass over every revive queue, until none has a due CK; returns the number of CKs handled."""
         handled = 0
-        for queue in self._queues:
-            while True:
+        pending = list(self._queues)
+        while pending:
+            # A batch of due CKs from every revive queue, read together: pops of one queue spread over the
+            # revive queues, so reading them together makes one read (one RPC for a remote group) cover up to
+            # eight times the messages.
+            batches = []
+            for queue in pending:
                 queue.catch_up()
-                due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS, self.handled_elsewhere)
+                batches.append((queue, queue.ledger.due(now_ms, REVIVE_BATCH_CKS, self.handled_elsewhere)))
+            reads = await self.readers.read_unacked([ck for _, due in batches for ck in due])
+            for queue, due in batches:
                 if due:
-                    await self._revive(queue, due, now_ms)
+                    await self._revive(queue, due, reads, now_ms)
                 queue.catch_up()
                 self._offsets.commit(REVIVE_GROUP, queue.topic, queue.queue_id, queue.ledger.commit_offset())
                 handled += len(due)
-                if len(due) < REVIVE_BATCH_CKS:
-                    break
+            pending = [queue for queue, due in batches if len(due) == REVIVE_BATCH_CKS]
         return handled
 
-    async def _revive(self, queue: ReviveQueue, cks: list[PopCheckpoint], now_ms: int) -> None:
-        """Revive a batch of due CKs with two store writes: every copy, then one append of their ACKs and
-        rewritten CKs (two writes per CK made revive wait on the store's write path most of the time)."""
-        plans = [await self._plan(ck, now_ms) for ck in cks]
+    async def _revive(self, queue: ReviveQueue, cks: list[PopCheckpoint], reads: dict[ReadKey, dict[int, ReadResult]],
+                      now_ms: int) -> None:
+        """Revive a batch of due CKs (``reads``: their messages) with two store writes: every copy, then one
+        append of their ACKs and rewritten CKs (two writes per CK made revive wait on the store's write path
+        most of the time)."""
+        plans = [self._plan(ck, reads[self.readers.key_of(ck)], now_ms) for ck in cks]
         outgoing = [copy for _, copies_of_ck, _, _ in plans for copy in copies_of_ck]
         if outgoing and not await self._write_copies(outgoing):
             # The copies did not reach the store: keep the CKs open; the next pass tries again.
@@ -209,16 +222,17 @@ class ReviveService:
         for ck, copies_of_ck, _, _ in plans:
             self._count(ck, copies_of_ck)
 
-    async def _plan(self, ck: PopCheckpoint, now_ms: int) -> tuple[PopCheckpoint, list[Copy], list[PopCheckpoint],
-                                                                   list[int]]:
-        """What revive does with each un-acked message of ``ck``: (ck, copies, rewritten CKs, offsets closed)."""
+    def _plan(self, ck: PopCheckpoint, reads: dict[int, ReadResult], now_ms: int) -> tuple[
+            PopCheckpoint, list[Copy], list[PopCheckpoint], list[int]]:
+        """What revive does with each un-acked message of ``ck``, given the reads of its queue: (ck, copies,
+        rewritten CKs, offsets closed)."""
         config = self._groups.get(ck.group)
         retry_max_times = config.retry_max_times if config is not None else DEFAULT_RETRY_MAX_TIMES
         outgoing: list[Copy] = []
         rewrites: list[PopCheckpoint] = []
         offsets = ck.unacked_offsets()
         for queue_offset in offsets:
-            read = await self.reader.read(ck.topic, ck.queue_id, queue_offset)
+            read = reads[queue_offset]
             decision = decide(ck, queue_offset, read, retry_max_times=retry_max_times, policy=self.policy,
                               now_ms=now_ms)
             if isinstance(decision, Copy):
@@ -228,9 +242,9 @@ class ReviveService:
                 self._metrics.rewrites.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id,
                                            attempt=decision.checkpoint.rewrite_count)
                 self._metrics.rewrite_wait.observe(decision.wait_ms / 1000, group=ck.group)
-                log.info("event=ck_rewritten group=%s topic=%s queue=%d offset=%d rewrites=%d wait_ms=%d reason=%s",
-                         ck.group, ck.topic, ck.queue_id, queue_offset, decision.checkpoint.rewrite_count,
-                         decision.wait_ms, read.reason)
+                log.info("event=ck_rewritten group=%s broker=%s topic=%s queue=%d offset=%d rewrites=%d wait_ms=%d "
+                         "reason=%s", ck.group, ck.broker_name, ck.topic, ck.queue_id, queue_offset,
+                         decision.checkpoint.rewrite_count, decision.wait_ms, read.reason)
             elif isinstance(decision, Gone):
                 self._metrics.message(ck, "not_found")
             else:
@@ -262,8 +276,8 @@ class ReviveService:
             reason = copy.message.properties.get(copies.DLQ_REASON)
             if copy.dead_letter and reason != copies.REASON_MAX_ATTEMPTS:
                 self._metrics.ending(ck, CkEnding.DEAD_LETTER)
-                log.error("event=dead_lettered_after_failed_reads group=%s topic=%s queue=%d reason=%s",
-                          ck.group, ck.topic, ck.queue_id, reason)
+                log.error("event=dead_lettered_after_failed_reads group=%s broker=%s topic=%s queue=%d reason=%s",
+                          ck.group, ck.broker_name, ck.topic, ck.queue_id, reason)
         self._metrics.cks.inc()
 
     def count_handed_back(self, group: str, topic: str, queue_id: int, outcome: str, count: int) -> None:

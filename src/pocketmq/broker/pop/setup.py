@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pocketmq.broker.pop.engine import PopService
 from pocketmq.broker.pop.fifo import FifoPopState
-from pocketmq.broker.pop.reader import LocalMessageReader, MessageReader
+from pocketmq.broker.pop.read_routing import ReaderRouter
+from pocketmq.broker.pop.reader import LocalMessageReader
 from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
 from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.waiters import PopWaiters
+from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common.topic import revive_topic
 
 
-def build_pop_service(broker, reader: MessageReader | None = None) -> PopService:
-    """``reader`` replaces the local store reader (tests inject failures; issue 7 adds remote reads)."""
+def build_pop_service(broker) -> PopService:
     config = broker.config
     store = broker.store
     topic = revive_topic(config.cluster_name)
@@ -22,15 +23,15 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
     for queue_id in range(topic_config.write_queue_nums):
         committed = broker.offsets.query(REVIVE_GROUP, topic, queue_id)
         queues.append(ReviveQueue(store, topic, queue_id, broker.broker_name, committed or 0))
-    revive = ReviveService(queues, reader or LocalMessageReader(store), store, broker.groups, broker.offsets,
-                           broker.topics, broker.clock, policy=config.ck_rewrite_policy(),
-                           interval_ms=config.pop_revive_interval_ms, metrics=broker.metrics)
+    revive = ReviveService(queues, build_reader_router(broker), store, broker.groups, broker.offsets, broker.topics,
+                           broker.clock, policy=config.ck_rewrite_policy(), interval_ms=config.pop_revive_interval_ms,
+                           metrics=broker.metrics)
     service = PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
-                      clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
-                      revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
-                      waiters=PopWaiters(config.long_polling_max_waiters),
-                      min_invisible_ms=config.pop_min_invisible_ms,
-                      persist_interval_ms=config.pop_state_persist_interval_ms, gray=broker.gray)
+                         clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
+                         revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
+                         waiters=PopWaiters(config.long_polling_max_waiters),
+                         min_invisible_ms=config.pop_min_invisible_ms,
+                         persist_interval_ms=config.pop_state_persist_interval_ms, gray=broker.gray)
     registry = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
     registry.load()
     service.staged = StagedPop(registry=registry, store=store, topics=broker.topics, offsets=broker.offsets,
@@ -38,3 +39,16 @@ def build_pop_service(broker, reader: MessageReader | None = None) -> PopService
                                put=service._put, count=revive.count_handed_back)  # the engine's DLQ writer
     revive.handled_elsewhere = service.staged.handled_elsewhere
     return service
+
+
+def build_reader_router(broker) -> ReaderRouter:
+    """This broker's store for its own group; for every other group a ``RemoteMessageReader`` (built on first
+    use, through this broker's name servers), all sharing the broker's ``BreakerBoard``."""
+    def remote(broker_name: str) -> RemoteMessageReader:
+        # The broker's own board: its settings change at run time (pocketmq config set) and it counts into the
+        # broker's metrics.
+        return RemoteMessageReader(broker_name, broker.namesrv_client(), broker.remoting_client,
+                                   breakers=broker.breakers, clock=broker.clock,
+                                   timeout_ms=broker.config.remote_read_timeout_ms)
+
+    return ReaderRouter(broker.broker_name, LocalMessageReader(broker.store), remote)

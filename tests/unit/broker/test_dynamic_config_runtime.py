@@ -21,7 +21,7 @@ from tests.unit.pop.test_typed_reads import FailingReader
 async def test_a_new_backoff_table_is_used_by_the_next_rewrite(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000, 1_000, 1_000)) as broker:
-        reader = broker.pop.revive.reader = FailingReader(clock)
+        reader = broker.pop.revive.readers.local = FailingReader(clock)
         await send(broker, "T", 1)
         await pop(broker, "G", "T", invisible_ms=10_000)
         popped_at = clock.now_ms()

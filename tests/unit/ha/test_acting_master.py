@@ -1,0 +1,187 @@
+"""Slave acting master: the election's pure decision and its shell (fake name server, ManualClock), the side
+file of acting progress, and the escaped writes of the timer and revive in an in-process broker (virtual time):
+nothing is written to the local store, a failed escape keeps the timer pending and the CK open."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
+from pocketmq.broker.acting_writes import EscapedReviveWrites, EscapedTimerWrites
+from pocketmq.broker.pop.checkpoint import AckRecord
+from pocketmq.cluster.acting_master import ActingMasterElection, should_act
+from pocketmq.cluster.escape import EscapeResult, EscapeTarget
+from pocketmq.cluster.route import BrokerData, ClusterInfo
+from pocketmq.common.message import Message
+from pocketmq.common.topic import pop_retry_topic
+from pocketmq.errors import ServiceNotAvailableError
+from pocketmq.runtime.clock import ManualClock
+from tests.unit.pop.pop_support import pop, running_broker, send
+
+
+@pytest.mark.parametrize("broker_id, live, expected", [
+    (1, [0, 1], False),  # the master lives
+    (1, [1, 2], True),  # master gone: the lowest live slave acts
+    (2, [1, 2], False),  # ... and only it
+    (2, [2], True),
+    (1, [], True),  # not registered yet (restarting): it still counts itself
+    (0, [1], False),  # a master never "acts": it runs its services itself
+])
+def test_should_act(broker_id, live, expected):
+    assert should_act(broker_id, live, enabled=True, master_back_until_ms=0, now_ms=5) is expected
+
+
+def test_disabled_or_master_announced_never_acts():
+    assert not should_act(1, [1], enabled=False, master_back_until_ms=0, now_ms=5)
+    assert not should_act(1, [1], enabled=True, master_back_until_ms=10, now_ms=5)
+    assert should_act(1, [1], enabled=True, master_back_until_ms=10, now_ms=10)
+
+
+class Namesrv:
+    def __init__(self):
+        self.ids: list[int] | None = [0, 1]
+
+    async def cluster_info(self) -> ClusterInfo:
+        if self.ids is None:
+            raise ServiceNotAvailableError("no name server answered")
+        return ClusterInfo({"a": BrokerData("c", "a", {i: f"h:{i}" for i in self.ids})})
+
+
+class Services:
+    def __init__(self):
+        self.calls: list[str] = []
+
+    async def start(self):
+        self.calls.append("start")
+
+    async def stop(self):
+        self.calls.append("stop")
+
+
+async def test_election_follows_the_master_and_its_handover():
+    names, services, clock = Namesrv(), Services(), ManualClock()
+    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
+                                    enabled=lambda: True, check_interval_ms=100, handover_grace_ms=5_000)
+    await election.check_once()
+    assert services.calls == [] and not election.acting
+    names.ids = [1]
+    await election.check_once()
+    await election.check_once()
+    assert services.calls == ["start"] and election.acting
+    names.ids = None  # a silent name server changes nothing
+    await election.check_once()
+    assert election.acting
+    await election.master_back()  # the master starts and announces itself before it registers
+    assert services.calls == ["start", "stop"] and not election.acting
+    names.ids = [1]
+    clock.advance(4_999)
+    await election.check_once()
+    assert not election.acting  # within the grace
+    clock.advance(1)
+    await election.check_once()
+    assert election.acting  # the master never registered: act again
+    names.ids = [0, 1]
+    await election.check_once()
+    assert services.calls == ["start", "stop", "start", "stop"]
+
+
+def test_progress_survives_a_restart_and_a_handover_forgets_what_was_applied(tmp_path):
+    path = tmp_path / "acting_master.json"
+    progress = ActingProgress(path)
+    ack = AckRecord("T", "G", 0, 5, 1000, "a", (5, 6))
+    progress.record_closed(3, ack)
+    progress.record_delivered(7, 2000)
+    progress.save()
+    again = ActingProgress(path)
+    again.load()
+    assert again.closed_acks() == [(3, ack)] and again.closed_acks(2) == [] and again.delivered_timers() == [(7, 2000)]
+    version, closed, timers = parse_snapshot(again.snapshot())
+    assert (version, closed, timers) == (2, [(3, ack)], [(7, 2000)])
+    again.record_delivered(8, 3000)  # after the snapshot: stays
+    assert again.applied(version) == 2
+    assert again.delivered_timers() == [(8, 3000)] and again.closed_acks() == []
+    with pytest.raises(ValueError):
+        parse_snapshot(b"{not json")
+
+
+class FakeBridge:
+    def __init__(self):
+        self.up = False
+        self.sent: list[tuple[str, Message]] = []
+
+    async def _put(self, kind, msg):
+        if not self.up:
+            return EscapeResult.failed("ESCAPE_DISABLED", "off")
+        self.sent.append((kind, msg))
+        return EscapeResult(True, EscapeTarget("b", "b:0", 0))
+
+    async def put_message(self, msg):
+        return await self._put("route", msg)
+
+    async def put_to_specific_queue(self, msg):
+        return await self._put("specific", msg)
+
+
+async def test_escaped_timer_keeps_pending_until_the_escape_works(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, message_delay_level="1s 2s") as broker:
+        await broker.messages.send([Message.create("T", "late", properties={"DELAY": "1"})], topic="T", queue_id=0)
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        broker.timer.writes = EscapedTimerWrites(bridge, progress)
+        store_end = broker.store.max_phys_offset
+        clock.advance(1000)
+        broker.timer.load_new()
+        assert await broker.timer.fire_due(clock.now_ms()) == 0
+        assert broker.timer.pending == 1 and progress.delivered_timers() == []
+        bridge.up = True
+        assert await broker.timer.fire_due(clock.now_ms()) == 1
+        [(kind, real)] = bridge.sent
+        assert (kind, real.topic, real.body, "DELAY" in real.properties) == ("route", "T", b"late", False)
+        assert broker.timer.pending == 0 and progress.delivered_timers() == [(0, clock.now_ms())]
+        assert broker.store.max_phys_offset == store_end  # no tombstone, no message: the store is untouched
+
+
+async def test_escaped_revive_keeps_the_ck_open_until_the_escape_works(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 3)
+        popped = await pop(broker, "G", "T", invisible_ms=5_000)
+        assert len(popped) == 3
+        revive = broker.pop.revive
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        revive.writes = EscapedReviveWrites(bridge, progress)
+        store_end = broker.store.max_phys_offset
+        clock.advance(5_001)
+        await revive.run_once(clock.now_ms())
+        assert sum(len(q.ledger) for q in revive.queues) == 1 and revive.metrics["write_failures"] == 1
+        bridge.up = True
+        await revive.run_once(clock.now_ms())
+        assert sum(len(q.ledger) for q in revive.queues) == 0
+        assert sorted(m.body for _, m in bridge.sent) == [b"m0", b"m1", b"m2"]
+        assert {m.topic for _, m in bridge.sent} == {pop_retry_topic("G", "T")}
+        assert all(kind == "specific" and m.reconsume_times == 1 for kind, m in bridge.sent)
+        [(queue_id, ack)] = progress.closed_acks()
+        assert sorted(ack.acked_offsets) == [0, 1, 2]
+        assert broker.store.max_phys_offset == store_end
+
+
+async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
+    from tests.unit.pop.test_typed_reads import FailingReader
+
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000,)) as broker:
+        await send(broker, "T", 1)
+        await pop(broker, "G", "T", invisible_ms=5_000)
+        revive = broker.pop.revive
+        revive.reader = FailingReader(clock)
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        revive.writes = EscapedReviveWrites(bridge, progress)
+        clock.advance(5_001)
+        with pytest.raises(ServiceNotAvailableError):
+            await revive.run_once(clock.now_ms())
+        assert sum(len(q.ledger) for q in revive.queues) == 1 and progress.closed_acks() == []
+        bridge.up = True
+        await revive.run_once(clock.now_ms())
+        [(kind, ck_message)] = bridge.sent
+        assert kind == "specific" and ck_message.topic == revive.queues[0].topic and b'"rp":"1"' in ck_message.body
+        assert sum(len(q.ledger) for q in revive.queues) == 0 and len(progress.closed_acks()) == 1

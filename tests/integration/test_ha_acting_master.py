@@ -6,12 +6,14 @@ A name server; group A = SYNC master + slave, both with ``--enable-slave-acting-
 1. pop 6 messages from A's master (invisible 4 s), ack 3; send a delay message to A due ~9 s later;
 2. kill -9 A's master: A's slave starts acting; the 3 un-acked messages come back as retry copies escaped to
    B's ``%RETRY%<group>_<topic>`` (popped from B with attempt 2), the acked ones do not; the delay message is
-   delivered on time, into B's queue of its topic;
+   delivered on time, into B's queue of its topic; POP through the acting slave: 6 messages of another topic,
+   3 acked there: the CK is on B (3 in flight there), the acks followed it, the slave's offset moved;
 3. kill -9 the acting slave and restart it: it acts again from its side file: no CK open, no timer pending, so
    nothing is revived or delivered twice;
 4. restart A's master: it takes the services back (the slave logs it stops), appends the slave's progress
-   (3 ACKs, 1 tombstone), so its revive finds no open CK and its timer does not deliver the message again (a
-   new delay message, due later, is the first and only one it delivers).
+   (the ACK closing the revived CK, 1 tombstone, the consumer offsets), so its revive finds no open CK, its
+   timer does not deliver the message again (a new delay message, due later, is the first and only one it
+   delivers), and a pop of the topic popped on the slave finds nothing new.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pocketmq.testing.processes import broker_process, namesrv_process
 from tests.integration.test_ha_replication import poll
 
 POP_TOPIC = "acting-pop"
+LATE_TOPIC = "acting-pop-late"  # popped only from the acting slave
 DELAY_TOPIC = "acting-delay"
 GROUP = "acting-readers"
 INVISIBLE_MS = 4000
@@ -59,12 +62,16 @@ async def send(client: RemotingClient, addr: str, topic: str, body: bytes, prope
         "properties": props.encode_properties(properties or {}), "reconsumeTimes": 0}, body)
 
 
-async def pop(client: RemotingClient, addr: str, broker_name: str, max_nums: int = 32):
+async def pop(client: RemotingClient, addr: str, broker_name: str, topic: str = POP_TOPIC,
+              invisible_ms: int = INVISIBLE_MS):
     reply = await call(client, addr, RequestCode.POP_MESSAGE, {
-        "consumerGroup": GROUP, "topic": POP_TOPIC, "queueId": -1, "maxMsgNums": max_nums,
-        "invisibleTime": INVISIBLE_MS, "pollTime": 0, "bornTime": int(time.time() * 1000), "initMode": 0,
+        "consumerGroup": GROUP, "topic": topic, "queueId": -1, "maxMsgNums": 32,
+        "invisibleTime": invisible_ms, "pollTime": 0, "bornTime": int(time.time() * 1000), "initMode": 0,
         "expType": "TAG", "exp": "*", "order": "false"})
-    return messages_of_pop_reply(reply, broker_name) if reply.code == ResponseCode.SUCCESS else []
+    if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
+        return []
+    assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
+    return messages_of_pop_reply(reply, broker_name)
 
 
 async def ack(client: RemotingClient, addr: str, msg) -> None:
@@ -104,11 +111,12 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
     client = RemotingClient()
     try:
         async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
-            for topic in (POP_TOPIC, DELAY_TOPIC):
+            for topic in (POP_TOPIC, DELAY_TOPIC, LATE_TOPIC):
                 await admin.create_topic(topic, queues=1)
         await poll(lambda: _sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
         for i in range(6):
             assert (await send(client, master.remoting, POP_TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
+            assert (await send(client, master.remoting, LATE_TOPIC, b"l%d" % i)).code == ResponseCode.SUCCESS
 
         # 1. pop everything from A's master, ack half; a delay message due while the master will be down.
         popped = await pop(client, master.remoting, "group-a")
@@ -138,7 +146,19 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         assert due_ms <= landed[0].store_timestamp_ms <= due_ms + 2500, landed[0].store_timestamp_ms - due_ms
         assert not await pull(client, slave.remoting, retry_topic)  # the slave's store stayed a replica
 
-        # 3. a restarted acting slave does not repeat its work (the side file).
+        # POP through the acting slave: its CK escapes to B's revive topic, its acks follow it there; the
+        # consumer offset moves on the slave.
+        late = await pop(client, slave.remoting, "group-a", LATE_TOPIC, invisible_ms=120_000)
+        assert sorted(m.body for m in late) == [b"l%d" % i for i in range(6)]
+        for msg in late[::2]:
+            await ack(client, slave.remoting, msg)
+        assert await pop(client, slave.remoting, "group-a", LATE_TOPIC) == []
+        assert await _pop_in_flight(client, other.remoting, LATE_TOPIC) == 3  # B holds the CK, 3 acked
+        assert await _pop_in_flight(client, slave.remoting, LATE_TOPIC) == 0  # not on the replica
+
+        # 3. a restarted acting slave does not repeat its work (the side file); its pop offsets are on disk.
+        offsets_file = tmp_path / "a1" / "data" / "config" / "consumer_offsets.json"
+        await poll(lambda: _file_has(offsets_file, LATE_TOPIC), 10, "the slave's pop offsets persisted")
         slave.kill()
         slave.restart()
         await poll(lambda: _acting(client, slave.remoting, "true"), 15, "restarted slave acting again")
@@ -151,8 +171,9 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         assert "event=acting_master_stopped" in slave.log_path.read_text() and "reason=master_handover" in \
             slave.log_path.read_text()
         log_text = master.log_path.read_text()
-        assert re.search(r"event=acting_services_taken_back slave=group-a/1 closed_cks=\d+ timers=1", log_text)
+        assert re.search(r"event=acting_services_taken_back slave=group-a/1 acks=1 timers=1 offsets_moved=[1-9]", log_text)
         assert _last_match(master, r"event=pop_started revive_queues=\d+ open_cks=(\d+)") == ("0",)
+        assert await pop(client, master.remoting, "group-a", LATE_TOPIC) == []  # it took the slave's offsets
         probe_due = int(time.time() * 1000) + 1000
         probe = await send(client, master.remoting, DELAY_TOPIC, b"probe", {props.TIMER_DELIVER_MS: str(probe_due)})
         # stored either way (the slave may not follow the restarted SYNC master yet)
@@ -168,12 +189,20 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
             proc.kill()
 
 
+async def _pop_in_flight(client: RemotingClient, addr: str, topic: str) -> int:
+    reply = await call(client, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP, "topic": topic})
+    return sum(e["popInFlight"] for e in json.loads(reply.body)["offsetTable"])
+
+
 async def _sent_ok(client: RemotingClient, addr: str, topic: str, body: bytes) -> bool:
     return (await send(client, addr, topic, body)).code == ResponseCode.SUCCESS
 
 
 async def _replicated(client: RemotingClient, master: str, slave: str) -> bool:
-    return (await runtime(client, master))["commitLogMaxOffset"] == (await runtime(client, slave))["commitLogMaxOffset"]
+    """The slave has the master's commit log and its topics (metadata sync)."""
+    keys = ("commitLogMaxOffset", "topicCount")
+    on_master, on_slave = await runtime(client, master), await runtime(client, slave)
+    return all(on_master[k] == on_slave[k] for k in keys)
 
 
 async def _acting(client: RemotingClient, addr: str, want: str) -> bool:
@@ -183,6 +212,10 @@ async def _acting(client: RemotingClient, addr: str, want: str) -> bool:
 async def _at_least(client: RemotingClient, addr: str, topic: str, count: int):
     got = await pull(client, addr, topic)
     return got if len(got) >= count else None
+
+
+async def _file_has(path, text: str) -> bool:
+    return path.exists() and text in path.read_text()
 
 
 def _last_match(proc, pattern: str):

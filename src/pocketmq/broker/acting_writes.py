@@ -11,6 +11,13 @@ a master's writes go to its store (``LocalTimerWrites``, ``LocalReviveWrites``),
   broker's revive reads the message back from here); the ACK that closes a CK becomes an ``ActingProgress``
   entry and the CK is closed in the local ledger. A failure keeps the CKs open (the next pass redoes them:
   copies that did escape before the failure may be written twice, at least once).
+- ``ActingPopWrites``: POP on the acting slave. A pop's CK escapes to the revive topic of another group
+  (``put_to_specific_queue``: the queue ``floorMod(hash(revive topic + storeHost), #queues)``, which is also
+  the revive queue id its receipt handles carry); an ack or change of such a handle is forwarded the same
+  way, so it lands in the same revive queue as its CK (RocketMQ's rule). An ack of a CK of the replica (popped
+  from the master before it went away) is kept in ``ActingProgress`` and applied to the local ledger. A
+  failed escape fails the pop (nothing is handed out, the offset does not move) or the ack (the client
+  retries it).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import logging
 
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.broker.pop.revive_queue import ReviveQueue, checkpoint_message
+from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
 from pocketmq.cluster.escape import EscapeBridge, EscapeResult
 from pocketmq.common.message import MessageExt
 from pocketmq.errors import ServiceNotAvailableError
@@ -94,6 +101,49 @@ class EscapedReviveWrites:
                     self._log.failed(result, queue.topic)
                     self._progress.save()  # what closed before this CK stays closed
                     raise ServiceNotAvailableError(f"rewritten CK not escaped: {result.reason} {result.description}")
-            self._progress.record_closed(queue.queue_id, ack)
+            self._progress.record_ack(queue.queue_id, ack)
             queue.ledger.close(ack.ck_key)
         self._progress.save()
+
+
+class ActingPopWrites:
+    forwards_unknown_handles = True
+
+    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str):
+        self._bridge = bridge
+        self._progress = progress
+        self._revive_topic = revive_topic
+        self._log = _FailureLog("pop")
+
+    async def _escape(self, msg: MessageExt) -> int:
+        result = await self._bridge.put_to_specific_queue(msg)
+        if not result.stored:
+            self._log.failed(result, msg.topic)
+            raise ServiceNotAvailableError(f"the master of this group is away and its CK/ACK could not be escaped: "
+                                           f"{result.reason} {result.description}")
+        self._log.stored()
+        return result.target.queue_id
+
+    async def checkpoint(self, queue: ReviveQueue | None, ck: PopCheckpoint) -> int:
+        return await self._escape(checkpoint_message(self._revive_topic, ck))
+
+    async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None:
+        """Acks of CKs of the replica: kept beside it (the master appends them when it takes over)."""
+        for ack in acks:
+            self._progress.record_ack(queue.queue_id, ack)
+            queue.ledger.apply_ack(ack)
+        self._progress.save()
+
+    async def forward_acks(self, acks: list[AckRecord]) -> None:
+        for ack in acks:
+            await self._escape(ack_message(self._revive_topic, 0, ack))
+
+    async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
+        # The new CK first: should the ack fail after it, the message is tracked twice (at least once), never
+        # by no CK at all.
+        revive_queue_id = await self.checkpoint(None, new_ck)
+        if queue is not None:
+            await self.acks(queue, [old_ack])
+        else:
+            await self.forward_acks([old_ack])
+        return revive_queue_id

@@ -1,8 +1,9 @@
 """The escape bridge (RocketMQ RIP-32 ``EscapeBridge``): writes of a slave acting as master go to another group.
 
 A slave's store is a byte-exact replica of its master's, so the special services it runs while acting
-(delay delivery, POP revive) cannot write to it. With ``enable_remote_escape`` their writes go over remoting
-(SEND_MESSAGE_V2) to the master of another broker group of the same name servers:
+(delay delivery, POP revive, POP) cannot write to it. With ``enable_remote_escape`` their writes go over remoting
+(ESCAPE_PUT_MESSAGE, 30112: a SEND_MESSAGE_V2 that may also write the revive topic, for escaped CKs and ACKs)
+to the master of another broker group of the same name servers:
 
 - ``put_message`` (a due delay/timer message): a writable queue of the topic's route on another broker, in
   turn (RocketMQ: the producer's queue choice over the route, without this broker);
@@ -33,7 +34,7 @@ from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import PERM_WRITE
 from pocketmq.errors import PocketMQError
-from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 
 ESCAPE_PRODUCER_GROUP = "PMQ_SYS_ESCAPE_BRIDGE"
@@ -144,7 +145,7 @@ class EscapeBridge:
         return targets
 
     async def _send(self, msg: MessageExt, target: EscapeTarget) -> EscapeResult:
-        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2)
+        request = RemotingCommand.request(ESCAPE_PUT_MESSAGE)
         request.ext_fields = {
             "a": ESCAPE_PRODUCER_GROUP, "b": msg.topic, "c": _DEFAULT_TOPIC, "d": "1", "e": str(target.queue_id),
             "f": str(msg.sys_flag), "g": str(msg.born_timestamp_ms), "h": str(msg.flag),

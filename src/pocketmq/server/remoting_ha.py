@@ -83,7 +83,7 @@ class HaHandlers:
         services, election = self._own(h, self._broker.acting, "a slave")
         await election.master_back()
         log.warning("event=acting_master_handover master=%s pending=%r", h.str("masterAddr", ""), services.progress)
-        return request.response(ResponseCode.SUCCESS, body=services.progress.snapshot())
+        return request.response(ResponseCode.SUCCESS, body=services.progress.snapshot(self._broker.offsets.snapshot()))
 
     async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = HeaderFields(request.ext_fields)

@@ -89,17 +89,18 @@ def test_progress_survives_a_restart_and_a_handover_forgets_what_was_applied(tmp
     path = tmp_path / "acting_master.json"
     progress = ActingProgress(path)
     ack = AckRecord("T", "G", 0, 5, 1000, "a", (5, 6))
-    progress.record_closed(3, ack)
+    progress.record_ack(3, ack)
     progress.record_delivered(7, 2000)
     progress.save()
     again = ActingProgress(path)
     again.load()
-    assert again.closed_acks() == [(3, ack)] and again.closed_acks(2) == [] and again.delivered_timers() == [(7, 2000)]
-    version, closed, timers = parse_snapshot(again.snapshot())
-    assert (version, closed, timers) == (2, [(3, ack)], [(7, 2000)])
+    assert again.acks() == [(3, ack)] and again.acks(2) == [] and again.delivered_timers() == [(7, 2000)]
+    handover = parse_snapshot(again.snapshot({"T@G": {"0": 9}}))
+    assert (handover.version, handover.acks, handover.timers) == (2, [(3, ack)], [(7, 2000)])
+    assert handover.consumer_offsets == {"T@G": {"0": 9}}
     again.record_delivered(8, 3000)  # after the snapshot: stays
-    assert again.applied(version) == 2
-    assert again.delivered_timers() == [(8, 3000)] and again.closed_acks() == []
+    assert again.applied(handover.version) == 2
+    assert again.delivered_timers() == [(8, 3000)] and again.acks() == []
     with pytest.raises(ValueError):
         parse_snapshot(b"{not json")
 
@@ -160,7 +161,7 @@ async def test_escaped_revive_keeps_the_ck_open_until_the_escape_works(tmp_path)
         assert sorted(m.body for _, m in bridge.sent) == [b"m0", b"m1", b"m2"]
         assert {m.topic for _, m in bridge.sent} == {pop_retry_topic("G", "T")}
         assert all(kind == "specific" and m.reconsume_times == 1 for kind, m in bridge.sent)
-        [(queue_id, ack)] = progress.closed_acks()
+        [(queue_id, ack)] = progress.acks()
         assert sorted(ack.acked_offsets) == [0, 1, 2]
         assert broker.store.max_phys_offset == store_end
 
@@ -179,9 +180,9 @@ async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
         clock.advance(5_001)
         with pytest.raises(ServiceNotAvailableError):
             await revive.run_once(clock.now_ms())
-        assert sum(len(q.ledger) for q in revive.queues) == 1 and progress.closed_acks() == []
+        assert sum(len(q.ledger) for q in revive.queues) == 1 and progress.acks() == []
         bridge.up = True
         await revive.run_once(clock.now_ms())
         [(kind, ck_message)] = bridge.sent
         assert kind == "specific" and ck_message.topic == revive.queues[0].topic and b'"rp":"1"' in ck_message.body
-        assert sum(len(q.ledger) for q in revive.queues) == 0 and len(progress.closed_acks()) == 1
+        assert sum(len(q.ledger) for q in revive.queues) == 0 and len(progress.acks()) == 1

@@ -17,7 +17,7 @@ from pocketmq.cluster.route import BrokerData, ClusterInfo, QueueData, TopicRout
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import PERM_READ
 from pocketmq.errors import RemotingError, TopicNotExistError
-from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 
 SEND = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
@@ -80,6 +80,7 @@ class FakeRemoting:
         self.dropped: list[str] = []
 
     async def invoke(self, addr, request, timeout_s):
+        assert request.code == ESCAPE_PUT_MESSAGE
         self.sent.append((addr, dict(request.ext_fields), request.body))
         if isinstance(self.answer, Exception):
             raise self.answer

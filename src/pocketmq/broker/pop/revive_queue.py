@@ -103,3 +103,23 @@ class ReviveQueue:
 
     def __repr__(self) -> str:
         return f"<ReviveQueue {self.topic}/{self.queue_id} {self.ledger!r}>"
+
+
+class LocalPopWrites:
+    """Where the pop engine writes CK and ACK records: the revive queues of this broker. (A slave acting as master
+    swaps in ``broker.acting_writes.ActingPopWrites``, which escapes them to another group.)"""
+
+    forwards_unknown_handles = False  # a handle whose CK is not open here is invalid
+
+    async def checkpoint(self, queue: ReviveQueue, ck: PopCheckpoint) -> int:
+        """Store a pop's CK; returns the revive queue id its receipt handles name."""
+        await queue.append_checkpoint(ck)
+        return queue.queue_id
+
+    async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None:
+        await queue.append([ack_message(queue.topic, queue.queue_id, ack) for ack in acks])
+
+    async def change(self, queue: ReviveQueue, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
+        """Close a message in its CK and open a one-message CK with the new deadline, in one store call."""
+        await queue.append([ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)])
+        return queue.queue_id

@@ -186,3 +186,35 @@ async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
         [(kind, ck_message)] = bridge.sent
         assert kind == "specific" and ck_message.topic == revive.queues[0].topic and b'"rp":"1"' in ck_message.body
         assert sum(len(q.ledger) for q in revive.queues) == 0 and len(progress.acks()) == 1
+
+
+async def test_pop_on_the_acting_slave_escapes_its_ck_and_forwards_acks_and_changes(tmp_path):
+    from pocketmq.broker.acting_writes import ActingPopWrites
+
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 4)
+        [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)  # popped before the master went away
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        broker.pop.writes = ActingPopWrites(bridge, progress, broker.pop.revive.queues[0].topic)
+        store_end = broker.store.max_phys_offset
+        with pytest.raises(ServiceNotAvailableError):  # no escape: no pop (the offset does not move)
+            await pop(broker, "G", "T")
+        bridge.up = True
+        popped = await pop(broker, "G", "T")
+        assert [m.body for m, _ in popped] == [b"m1", b"m2", b"m3"]
+        [(kind, ck_message)] = bridge.sent
+        assert kind == "specific" and b'"bn":"broker-a"' in ck_message.body
+        assert all(h.revive_queue_id == 0 for _, h in popped)  # the queue the escape chose (FakeBridge: 0)
+        # an ack of an escaped CK follows it; an ack of a replica CK is kept here, in the side file
+        assert await broker.pop.ack("G", [popped[0][1], replica_handle]) == [None, None]
+        assert [k for k, _ in bridge.sent] == ["specific", "specific"] and b'"ao":1' in bridge.sent[1][1].body
+        [(queue_id, replica_ack)] = progress.acks()
+        assert replica_ack.acked_offsets == (0,) and sum(len(q.ledger) for q in broker.pop.revive.queues) == 0
+        # a change: the new CK escapes first, then the old message's ack
+        changed = await broker.pop.change_invisible("G", popped[1][1], 30_000)
+        assert changed.pop_time_ms > popped[1][1].pop_time_ms
+        assert [b'"ao":2' in m.body or b'"so":2' in m.body for _, m in bridge.sent[2:]] == [True, True]
+        assert bridge.sent[2][1].properties["TAGS"] == "ck" and bridge.sent[3][1].properties["TAGS"] == "ack"
+        assert broker.offsets.query("G", "T", 0) == 4  # consumer offsets move here
+        assert broker.store.max_phys_offset == store_end

@@ -7,7 +7,8 @@ A name server; group A = SYNC master + slave, both with ``--enable-slave-acting-
 2. kill -9 A's master: A's slave starts acting; the 3 un-acked messages come back as retry copies escaped to
    B's ``%RETRY%<group>_<topic>`` (popped from B with attempt 2), the acked ones do not; the delay message is
    delivered on time, into B's queue of its topic; POP through the acting slave: 6 messages of another topic,
-   3 acked there: the CK is on B (3 in flight there), the acks followed it, the slave's offset moved;
+   3 acked there: the CK is on B (3 in flight there), the acks followed it, the slave's offset moved; the
+   official client (gRPC) receives and acks another topic through the slave;
 3. kill -9 the acting slave and restart it: it acts again from its side file: no CK open, no timer pending, so
    nothing is revived or delivered twice;
 4. restart A's master: it takes the services back (the slave logs it stops), appends the slave's progress
@@ -20,8 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +44,8 @@ from tests.integration.test_ha_replication import poll
 
 POP_TOPIC = "acting-pop"
 LATE_TOPIC = "acting-pop-late"  # popped only from the acting slave
+GRPC_TOPIC = "acting-pop-grpc"  # received only from the acting slave, by the official client
+OFFICIAL_CLIENT = Path(__file__).with_name("receive_official_client.py")
 DELAY_TOPIC = "acting-delay"
 GROUP = "acting-readers"
 INVISIBLE_MS = 4000
@@ -111,12 +118,13 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
     client = RemotingClient()
     try:
         async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
-            for topic in (POP_TOPIC, DELAY_TOPIC, LATE_TOPIC):
+            for topic in (POP_TOPIC, DELAY_TOPIC, LATE_TOPIC, GRPC_TOPIC):
                 await admin.create_topic(topic, queues=1)
         await poll(lambda: _sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
         for i in range(6):
             assert (await send(client, master.remoting, POP_TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
             assert (await send(client, master.remoting, LATE_TOPIC, b"l%d" % i)).code == ResponseCode.SUCCESS
+            assert (await send(client, master.remoting, GRPC_TOPIC, b"g%d" % i)).code == ResponseCode.SUCCESS
 
         # 1. pop everything from A's master, ack half; a delay message due while the master will be down.
         popped = await pop(client, master.remoting, "group-a")
@@ -155,6 +163,12 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         assert await pop(client, slave.remoting, "group-a", LATE_TOPIC) == []
         assert await _pop_in_flight(client, other.remoting, LATE_TOPIC) == 3  # B holds the CK, 3 acked
         assert await _pop_in_flight(client, slave.remoting, LATE_TOPIC) == 0  # not on the replica
+        escaped_before = int((await runtime(client, slave.remoting))["escapedTotal"])
+        official = _official_receive(tmp_path, slave.grpc, GRPC_TOPIC, 6)  # gRPC Receive + Ack on the slave
+        assert official == {"bodies": [f"g{i}" for i in range(6)], "attempts": [1]}
+        # at least one CK and 6 acks escaped to B, where no message is in flight: every ack reached its CK
+        assert int((await runtime(client, slave.remoting))["escapedTotal"]) - escaped_before >= 7
+        assert await _pop_in_flight(client, other.remoting, GRPC_TOPIC) == 0
 
         # 3. a restarted acting slave does not repeat its work (the side file); its pop offsets are on disk.
         offsets_file = tmp_path / "a1" / "data" / "config" / "consumer_offsets.json"
@@ -187,6 +201,16 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         await client.close()
         for proc in (slave, master, other, namesrv):
             proc.kill()
+
+
+def _official_receive(tmp_path, endpoint: str, topic: str, count: int) -> dict:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    spec = {"endpoint": endpoint, "topic": topic, "group": GROUP, "count": count, "deadline_s": 30}
+    out = subprocess.run([sys.executable, str(OFFICIAL_CLIENT), json.dumps(spec)], capture_output=True, text=True,
+                         check=False, timeout=60, env={**os.environ, "HOME": str(home)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 async def _pop_in_flight(client: RemotingClient, addr: str, topic: str) -> int:

@@ -197,6 +197,7 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         assert [m.body for m in on_a] == [b"probe"]  # "later" was not delivered a second time
         assert await pull(client, other.remoting, DELAY_TOPIC) and len(await pull(client, other.remoting,
                                                                                   DELAY_TOPIC)) == 1
+        assert slave.stop() == 0, slave.log_tail()  # a clean stop of a slave with its election running
     finally:
         await client.close()
         for proc in (slave, master, other, namesrv):

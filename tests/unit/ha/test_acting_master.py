@@ -218,3 +218,20 @@ async def test_pop_on_the_acting_slave_escapes_its_ck_and_forwards_acks_and_chan
         assert bridge.sent[2][1].properties["TAGS"] == "ck" and bridge.sent[3][1].properties["TAGS"] == "ack"
         assert broker.offsets.query("G", "T", 0) == 4  # consumer offsets move here
         assert broker.store.max_phys_offset == store_end
+
+
+def test_switches_from_cli_flags_and_broker_conf(tmp_path):
+    from pocketmq.cli.main import build_parser
+    from pocketmq.cli.serve_cmd import broker_config_from_args
+    from pocketmq.common.config import load_config
+    from pocketmq.broker.config import BrokerConfig
+
+    off = broker_config_from_args(build_parser().parse_args(["serve"]))
+    assert (off.enable_slave_acting_master, off.enable_remote_escape) == (False, False)
+    on = broker_config_from_args(build_parser().parse_args(
+        ["serve", "--enable-slave-acting-master", "--enable-remote-escape"]))
+    assert (on.enable_slave_acting_master, on.enable_remote_escape) == (True, True)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("enableSlaveActingMaster=true\nenableRemoteEscape=true\n")
+    loaded = load_config(BrokerConfig, file=conf, section="broker", env={})
+    assert (loaded.enable_slave_acting_master, loaded.enable_remote_escape) == (True, True)

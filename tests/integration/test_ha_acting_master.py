@@ -145,6 +145,8 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         copies = await poll(lambda: _at_least(client, other.remoting, retry_topic, 3), 20, "3 retry copies on B")
         assert sorted(m.body for m in copies) == unacked
         assert all(m.reconsume_times == 1 for m in copies)
+        pop_time_ms = int(popped[0].properties[props.POP_CK].split(" ")[1])
+        assert all(m.store_timestamp_ms >= pop_time_ms + INVISIBLE_MS for m in copies)  # after their invisible time
         repopped = await poll(lambda: pop(client, other.remoting, "group-b"), 10, "pop of the copies from B")
         assert sorted(m.body for m in repopped) == unacked
         for msg in repopped:

@@ -1,9 +1,9 @@
 """The special services of a slave acting as master, and the master taking them back (docs/ha.md).
 
 ``ActingServices`` (a slave): ``start()`` points the broker's timer and revive at the escape bridge
-(``broker.acting_writes``), re-applies the side file (``broker.acting_progress``: CKs already closed, timers
-already delivered, so a restart of the acting slave does not repeat them) and runs the timer loop and revive;
-``stop()`` stops both. While acting, POP on the slave works too (``ActingPopWrites``). ``ActingMasterElection``
+(``broker.acting_writes``), re-applies the side file (``broker.acting_progress``: acks already kept, timers
+already delivered, so a restart of the acting slave does not repeat them) and runs the timer loop, revive and
+an offsets persister; ``stop()`` stops them. While acting, POP on the slave works too (``ActingPopWrites``). ``ActingMasterElection``
 calls them.
 
 Handover (``take_services_back``, run by a master with ``enable_slave_acting_master`` at start, before its own
@@ -72,7 +72,7 @@ class ActingServices:
                                                   revive_topic(self._broker.config.cluster_name))
         self._tasks = [asyncio.ensure_future(timer.run()), asyncio.ensure_future(self._persist_offsets())]
         revive.start()
-        log.info("event=acting_services_started open_cks=%d pending_timers=%d closed_before=%d delivered_before=%d",
+        log.info("event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d",
                  sum(len(q.ledger) for q in revive.queues), timer.pending, len(self.progress.acks()),
                  len(self.progress.delivered_timers()))
 

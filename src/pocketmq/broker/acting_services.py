@@ -77,7 +77,8 @@ class ActingServices:
                  len(self.progress.delivered_timers()))
 
     async def stop(self) -> None:
-        self._broker.pop.writes = LocalPopWrites()  # pops on a slave that does not act fail again
+        # pops on a slave that does not act fail again (its store is read-only)
+        self._broker.pop.writes = LocalPopWrites(self._broker.store, self._broker.topics)
         await self._broker.pop.revive.stop()
         for task in self._tasks:
             task.cancel()

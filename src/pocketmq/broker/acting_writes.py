@@ -14,10 +14,11 @@ a master's writes go to its store (``LocalTimerWrites``, ``LocalReviveWrites``),
 - ``ActingPopWrites``: POP on the acting slave. A pop's CK escapes to the revive topic of another group
   (``put_to_specific_queue``: the queue ``floorMod(hash(revive topic + storeHost), #queues)``, which is also
   the revive queue id its receipt handles carry); an ack or change of such a handle is forwarded the same
-  way, so it lands in the same revive queue as its CK (RocketMQ's rule). An ack of a CK of the replica (popped
-  from the master before it went away) is kept in ``ActingProgress`` and applied to the local ledger. A
-  failed escape fails the pop (nothing is handed out, the offset does not move) or the ack (the client
-  retries it).
+  way, so it lands in the same revive queue as its CK (RocketMQ's rule). Dead letters of the pop path (a
+  client's forward to the DLQ, FIFO past its max attempts) escape with ``put_to_specific_queue`` too. An ack
+  of a CK of the replica (popped from the master before it went away) is kept in ``ActingProgress`` and
+  applied to the local ledger. A failed escape fails the pop (nothing is handed out, the offset does not
+  move) or the ack (the client retries it).
 """
 
 from __future__ import annotations
@@ -123,6 +124,11 @@ class ActingPopWrites:
                                            f"{result.reason} {result.description}")
         self._log.stored()
         return result.target.queue_id
+
+    async def put_messages(self, messages: list[MessageExt]) -> None:
+        """Dead letters of the pop path (forwarded by a client, FIFO past its max attempts)."""
+        for msg in messages:
+            await self._escape(msg)
 
     async def checkpoint(self, queue: ReviveQueue | None, ck: PopCheckpoint) -> int:
         return await self._escape(checkpoint_message(self._revive_topic, ck))

@@ -235,3 +235,24 @@ def test_switches_from_cli_flags_and_broker_conf(tmp_path):
     conf.write_text("enableSlaveActingMaster=true\nenableRemoteEscape=true\n")
     loaded = load_config(BrokerConfig, file=conf, section="broker", env={})
     assert (loaded.enable_slave_acting_master, loaded.enable_remote_escape) == (True, True)
+
+
+async def test_forward_to_the_dlq_on_the_acting_slave_escapes_the_dead_letter_and_the_ack(tmp_path):
+    from pocketmq.broker.acting_writes import ActingPopWrites
+
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 2)
+        [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        bridge.up = True
+        broker.pop.writes = ActingPopWrites(bridge, progress, broker.pop.revive.queues[0].topic)
+        store_end = broker.store.max_phys_offset
+        [(_, escaped_handle)] = await pop(broker, "G", "T")
+        await broker.pop.forward_to_dead_letter("G", replica_handle)
+        await broker.pop.forward_to_dead_letter("G", escaped_handle)
+        dead = [m for _, m in bridge.sent if m.topic == "%DLQ%G"]
+        assert sorted(m.body for m in dead) == [b"m0", b"m1"]
+        assert [a.acked_offsets for _, a in progress.acks()] == [(0,)]  # the replica CK's ack, kept here
+        assert sum(b'"ao":1' in m.body for _, m in bridge.sent) == 1  # the escaped CK's ack, forwarded
+        assert broker.store.max_phys_offset == store_end

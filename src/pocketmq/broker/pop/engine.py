@@ -56,7 +56,6 @@ from pocketmq.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
     NoPermissionError,
-    StoreError,
 )
 from pocketmq.protocol.message_codec import QUEUE_OFFSET_POS, decode_record
 from pocketmq.store.api import GetStatus
@@ -186,7 +185,7 @@ class PopService:
         self._tasks: list[asyncio.Task] = []
         self.running = False
         # Where CK and ACK records go: the revive queues here, or the escape bridge (a slave acting as master).
-        self.writes = LocalPopWrites()
+        self.writes = LocalPopWrites(store, topics)
         self.fifo_dead_lettered: dict[tuple[str, str, int], int] = {}
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
@@ -363,11 +362,7 @@ class PopService:
         self.fifo_dead_lettered[key] = self.fifo_dead_lettered.get(key, 0) + len(dead)
 
     async def _put(self, messages: list[MessageExt]) -> None:
-        for msg in messages:
-            self._topics.get_or_create(msg.topic)
-        results = await self._store.put_messages(messages)
-        if not all(r.status.stored for r in results):
-            raise StoreError(f"store refused the copies: {results[0].status.value} {results[0].reason}")
+        await self.writes.put_messages(messages)
 
     # -- ack, change invisible time, forward to DLQ --------------------------------------------------------------
     def _open_checkpoint(self, group: str, handle: ReceiptHandle, *,
@@ -468,10 +463,14 @@ class PopService:
 
     async def forward_to_dead_letter(self, group: str, handle: ReceiptHandle) -> None:
         """Move a popped message to ``%DLQ%<group>`` now (a client gave up on it) and count it as acked."""
-        if handle.revive_queue_id != ORDERLY_REVIVE_QUEUE_ID:
-            self._open_checkpoint(group, handle)
-        else:
+        if handle.revive_queue_id == ORDERLY_REVIVE_QUEUE_ID:
             self._orderly(group, handle)
+        else:
+            try:
+                self._open_checkpoint(group, handle)
+            except InvalidReceiptHandleError:
+                if not self._forwardable(handle):
+                    raise  # else its CK lives on another broker: the dead letter and the ack are escaped
         read = await self.revive.reader.read(handle.topic, handle.queue_id, handle.queue_offset)
         if read.status is ReadStatus.FOUND:
             await self._put([copies.dead_letter(read.message, group, copies.REASON_CLIENT_FORWARD)])

@@ -33,6 +33,7 @@ from pocketmq.broker.pop.revive_queue import (
     ReviveQueue,
     ack_message,
     checkpoint_message,
+    store_copies,
 )
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
 from pocketmq.common.message import MessageExt
@@ -224,14 +225,12 @@ class LocalReviveWrites:
         self._topics = topics
 
     async def put_copies(self, messages: list[MessageExt]) -> bool:
-        for msg in messages:
-            self._topics.get_or_create(msg.topic)  # retry and DLQ topics are created on demand
         try:
-            results = await self._store.put_messages(messages)
+            await store_copies(self._store, self._topics, messages)
         except PocketMQError as exc:
             log.warning("event=revive_write_failed copies=%d error=%s", len(messages), exc)
             return False
-        return all(r.status.stored for r in results)
+        return True
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
         """Close each CK (its ACK) and open its rewritten CKs; StoreError when the store did not take them."""

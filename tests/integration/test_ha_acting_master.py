@@ -15,6 +15,9 @@ A name server; group A = SYNC master + slave, both with ``--enable-slave-acting-
    (the ACK closing the revived CK, 1 tombstone, the consumer offsets), so its revive finds no open CK, its
    timer does not deliver the message again (a new delay message, due later, is the first and only one it
    delivers), and a pop of the topic popped on the slave finds nothing new.
+
+A second scenario runs the slave without ``--enable-remote-escape``: its timer and revive are refused, nothing
+reaches B, and the returning master delivers the delay message and revives the un-acked messages itself.
 """
 
 from __future__ import annotations
@@ -106,10 +109,14 @@ def broker(tmp_path, namesrv: str, workdir: str, name: str, broker_id: int, role
         *COMMON, "--broker-id", str(broker_id), "--role", role, *flags])
 
 
-async def test_slave_acts_as_master_and_hands_back(tmp_path):
+def fast_namesrv(tmp_path):
     config = tmp_path / "namesrv.toml"
     config.write_text("[namesrv]\nbroker_expire_ms = 2000\nscan_interval_ms = 200\n")
-    namesrv = namesrv_process(tmp_path / "ns", extra_args=["--config", str(config)]).start()
+    return namesrv_process(tmp_path / "ns", extra_args=["--config", str(config)]).start()
+
+
+async def test_slave_acts_as_master_and_hands_back(tmp_path):
+    namesrv = fast_namesrv(tmp_path)
     ns = namesrv.namesrv
     master = broker(tmp_path, ns, "a0", "group-a", 0, "sync_master", "--enable-slave-acting-master").start()
     slave = broker(tmp_path, ns, "a1", "group-a", 1, "slave", "--enable-slave-acting-master",
@@ -248,3 +255,52 @@ async def _file_has(path, text: str) -> bool:
 def _last_match(proc, pattern: str):
     found = re.findall(pattern, proc.log_path.read_text())
     return (found[-1] if isinstance(found[-1], tuple) else (found[-1],)) if found else None
+
+
+async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
+    """The slave acts but may not escape: the due delay message and the un-acked POP messages wait (nothing goes
+    to B, nothing is lost) and the returning master does that work itself."""
+    namesrv = fast_namesrv(tmp_path)
+    ns = namesrv.namesrv
+    master = broker(tmp_path, ns, "a0", "group-a", 0, "sync_master", "--enable-slave-acting-master").start()
+    slave = broker(tmp_path, ns, "a1", "group-a", 1, "slave", "--enable-slave-acting-master").start()
+    other = broker(tmp_path, ns, "b0", "group-b", 0, "async_master").start()
+    client = RemotingClient()
+    try:
+        async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
+            for topic in (POP_TOPIC, DELAY_TOPIC):
+                await admin.create_topic(topic, queues=1)
+        await poll(lambda: _sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
+        for i in range(4):
+            assert (await send(client, master.remoting, POP_TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
+        popped = await pop(client, master.remoting, "group-a", invisible_ms=2000)
+        assert len(popped) == 4
+        for msg in popped[::2]:
+            await ack(client, master.remoting, msg)
+        due_ms = int(time.time() * 1000) + 4000
+        delayed = await send(client, master.remoting, DELAY_TOPIC, b"later", {props.TIMER_DELIVER_MS: str(due_ms)})
+        assert delayed.code == ResponseCode.SUCCESS, delayed.remark
+        await poll(lambda: _replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+
+        master.kill()
+        await poll(lambda: _acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        # both the timer and revive tried to escape (and were refused) once their work was due
+        for service in ("timer", "revive"):
+            await poll(lambda: _file_has(slave.log_path, f"event=escape_failed service={service} "), 15,
+                       f"{service} refused to escape")
+        assert int((await runtime(client, slave.remoting))["escapedTotal"]) == 0
+        retry_topic = pop_retry_topic(GROUP, POP_TOPIC)
+        assert not await pull(client, other.remoting, DELAY_TOPIC) and not await pull(client, other.remoting,
+                                                                                       retry_topic)
+
+        master.restart()
+        await poll(lambda: _acting(client, slave.remoting, "false"), 15, "slave stopped acting")
+        landed = await poll(lambda: _at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "delay message on A")
+        assert [m.body for m in landed] == [b"later"]
+        copies = await poll(lambda: _at_least(client, master.remoting, retry_topic, 2), 15, "retry copies on A")
+        assert sorted(m.body for m in copies) == sorted(m.body for m in popped[1::2])
+    finally:
+        await client.close()
+        for proc in (slave, master, other, namesrv):
+            proc.kill()
+

@@ -194,7 +194,8 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         assert "event=acting_master_stopped" in slave.log_path.read_text() and "reason=master_handover" in \
             slave.log_path.read_text()
         log_text = master.log_path.read_text()
-        assert re.search(r"event=acting_services_taken_back slave=group-a/1 acks=1 timers=1 offsets_moved=[1-9]", log_text)
+        taken_back = r"event=acting_services_taken_back slave=group-a/1 acks=1 timers=1 offsets_moved=[1-9]"
+        assert re.search(taken_back, log_text)
         assert _last_match(master, r"event=pop_started revive_queues=\d+ open_cks=(\d+)") == ("0",)
         assert await pop(client, master.remoting, "group-a", LATE_TOPIC) == []  # it took the slave's offsets
         probe_due = int(time.time() * 1000) + 1000

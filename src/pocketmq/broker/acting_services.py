@@ -3,8 +3,8 @@
 ``ActingServices`` (a slave): ``start()`` points the broker's timer and revive at the escape bridge
 (``broker.acting_writes``), re-applies the side file (``broker.acting_progress``: acks already kept, timers
 already delivered, so a restart of the acting slave does not repeat them) and runs the timer loop, revive and
-an offsets persister; ``stop()`` stops them. While acting, POP on the slave works too (``ActingPopWrites``). ``ActingMasterElection``
-calls them.
+an offsets persister; ``stop()`` stops them. While acting, POP on the slave works too (``ActingPopWrites``).
+``ActingMasterElection`` calls them.
 
 Handover (``take_services_back``, run by a master with ``enable_slave_acting_master`` at start, before its own
 timer and revive run): it asks each slave of its group in the name server for its acting progress

@@ -81,8 +81,8 @@ class ActingMasterElection:
         now_ms = self._clock.now_ms()
         if MASTER_ID in live:
             self._master_back_until_ms = 0  # it is registered: the grace of its announcement is over
-        act = should_act(self._broker_id, live, enabled=self._enabled(), master_back_until_ms=self._master_back_until_ms,
-                         now_ms=now_ms)
+        act = should_act(self._broker_id, live, enabled=self._enabled(),
+                         master_back_until_ms=self._master_back_until_ms, now_ms=now_ms)
         why = "master_gone" if act else ("master_back" if MASTER_ID in live else "not_lowest_or_disabled")
         await self._set(act, why, live)
 

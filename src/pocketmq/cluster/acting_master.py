@@ -67,6 +67,8 @@ class ActingMasterElection:
                 await self._set(False, "shutdown", ())
 
     async def check_once(self) -> None:
+        if not self._enabled() and not self.acting:
+            return  # switched off: no name server lookups (the switch is read again next time: dynamic config)
         try:
             info = await self._namesrv.cluster_info()
         except PocketMQError as exc:

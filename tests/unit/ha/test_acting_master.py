@@ -40,8 +40,10 @@ def test_disabled_or_master_announced_never_acts():
 class Namesrv:
     def __init__(self):
         self.ids: list[int] | None = [0, 1]
+        self.asked = 0
 
     async def cluster_info(self) -> ClusterInfo:
+        self.asked += 1
         if self.ids is None:
             raise ServiceNotAvailableError("no name server answered")
         return ClusterInfo({"a": BrokerData("c", "a", {i: f"h:{i}" for i in self.ids})})
@@ -256,3 +258,19 @@ async def test_forward_to_the_dlq_on_the_acting_slave_escapes_the_dead_letter_an
         assert [a.acked_offsets for _, a in progress.acks()] == [(0,)]  # the replica CK's ack, kept here
         assert sum(b'"ao":1' in m.body for _, m in bridge.sent) == 1  # the escaped CK's ack, forwarded
         assert broker.store.max_phys_offset == store_end
+
+
+async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_services():
+    names, services, clock = Namesrv(), Services(), ManualClock()
+    names.ids = [1]
+    enabled = [False]
+    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
+                                    enabled=lambda: enabled[0], check_interval_ms=100)
+    await election.check_once()
+    assert services.calls == [] and names.asked == 0
+    names.ids, enabled[0] = [1], True
+    await election.check_once()
+    assert services.calls == ["start"]
+    enabled[0] = False
+    await election.check_once()
+    assert services.calls == ["start", "stop"] and not election.acting

@@ -24,6 +24,7 @@ import json
 import logging
 from typing import Awaitable, Callable
 
+from pocketmq.broker.acting_services import ActingServices, take_services_back
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerRegistry
 from pocketmq.broker.dynamic_config import changed_config, persist_changes, with_persisted_changes
@@ -83,6 +84,7 @@ class Broker:
         self.pop = None  # broker.pop.engine.PopService, built at start (it needs the store)
         self.ha_master = None  # cluster.ha_master.HaMaster of a master: serves its slaves (built at start)
         self.ha_slave = None  # cluster.ha_slave.HaSlave of a slave: follows its master (built at start)
+        self.acting = None  # a slave's (ActingServices, ActingMasterElection), built at start
         self.remoting_client = RemotingClient()  # to the name servers
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
         self._registrar = None
@@ -138,9 +140,12 @@ class Broker:
         self.topics.add_listener(self._topics_changed)
         self._start_timer()
         self.pop = build_pop_service(self)
-        if self.config.is_slave:  # a slave writes nothing of its own: delay delivery and revive stay with the master
+        if self.config.is_slave:  # a slave writes nothing of its own: delay delivery and revive run only while acting
             self._start_slave()
         else:
+            if self.config.enable_slave_acting_master and self._namesrv.addrs:
+                await take_services_back(self)  # before its timer and revive run: what a slave did is not redone
+            self._spawn(self.timer.run(), "timer")
             self.pop.start()
             self._start_master()
         self._spawn(self._every(self.config.offset_persist_interval_ms, self._persist_offsets), "persist-offsets")
@@ -160,8 +165,6 @@ class Broker:
         self.timer.start()
         self.messages.timer = self.timer  # type: ignore[union-attr]
         self.send_back = SendBackService(self.store, self.topics, self.groups, self.timer)
-        if not self.config.is_slave:
-            self._spawn(self.timer.run(), "timer")
 
     def _start_master(self) -> None:
         from pocketmq.broker.config import BrokerRole
@@ -191,6 +194,9 @@ class Broker:
                                 metadata_interval_ms=config.ha_metadata_sync_interval_ms)
         self._spawn(self.ha_slave.run_replication(), "ha-replication")
         self._spawn(self.ha_slave.run_metadata_sync(), "ha-metadata")
+        services = ActingServices(self)  # slave acting master (RIP-32): runs while the election says so
+        self.acting = (services, services.election())
+        self._spawn(self.acting[1].run(), "acting-master")
 
     def _make_registrar(self):
         from pocketmq.cluster.registrar import BrokerRegistrar
@@ -324,6 +330,8 @@ class Broker:
         if self.ha_slave is not None:
             info["masterAddr"] = self.ha_slave.master_addr or ""
         info["breakerStates"] = json.dumps({name: state.value for name, state in self.breakers.states().items()})
+        if self.acting is not None:
+            info.update(self.acting[0].runtime_info(self.acting[1].acting))
         if store is not None:
             info["commitLogMinOffset"] = str(store.min_phys_offset)
             info["commitLogMaxOffset"] = str(store.max_phys_offset)

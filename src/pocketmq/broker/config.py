@@ -156,7 +156,9 @@ class BrokerConfig:
     ha_pull_suspend_ms: int = field(default=1_000, metadata={"check": _positive})  # a caught-up slave's pull
     ha_master_lookup_interval_ms: int = field(default=1_000, metadata={"check": _positive})
     ha_metadata_sync_interval_ms: int = field(default=3_000, metadata={"check": _positive})
-    # Slave acting master and the escape bridge (docs/ha.md); both change at run time (docs/broker.md).
+    # RIP-32 (cluster/acting_master.py, cluster/escape.py): with the master gone, the lowest-id live slave runs
+    # delay delivery and POP revive; what they write escapes to another group's master (else it waits). Both
+    # change at run time (docs/broker.md).
     enable_slave_acting_master: bool = field(default=False, metadata={"aliases": ("enableSlaveActingMaster",)})
     enable_remote_escape: bool = field(default=False, metadata={"aliases": ("enableRemoteEscape",)})
     # The circuit breaker per remote broker (cluster/breaker.py): consecutive failed reads that open it, and

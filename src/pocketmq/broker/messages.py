@@ -178,19 +178,21 @@ class MessageService:
     def send_nowait(self, messages: list[Message], *, topic: str, queue_id: int | None = None,
                     born_host: tuple[str, int] = ("127.0.0.1", 0), born_timestamp_ms: int = 0,
                     producer_group: str | None = None, message_type: MessageType | None = None,
-                    batch: bool = False) -> list[SendResult] | Awaitable[list[SendResult]]:
+                    batch: bool = False, system_topic: str | None = None
+                    ) -> list[SendResult] | Awaitable[list[SendResult]]:
         """Validate and append ``messages`` to ``topic``: one SendResult per message, in order, at once when
         nothing must wait (ASYNC_FLUSH, no idempotent message), else an awaitable of them.
 
         ``queue_id`` None lets the broker pick (round robin, or the message group's hash for FIFO); a
         ``batch`` goes to one queue. ``message_type`` None skips the type check (remoting senders do not
-        declare one). Messages that are ``MessageExt`` keep their sys_flag and reconsume_times.
+        declare one). Messages that are ``MessageExt`` keep their sys_flag and reconsume_times. ``system_topic``
+        names the one system topic this send may write (a slave acting as master escaping CKs here).
         """
         if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
             raise ServiceNotAvailableError(self.read_only_reason)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic = self._retry_destination(topic, messages[0])  # a client's own retry may be due for the DLQ
-        config = self._check_topic(topic)
+        config = self._check_topic(topic, system_topic)
         if not messages:
             raise BadRequestError("no message to send")
         if queue_id is not None and not 0 <= queue_id < config.write_queue_nums:
@@ -224,11 +226,11 @@ class MessageService:
         async with _KeyLocks(self._key_locks, keys):
             return await self._send_idempotent(stored)
 
-    def _check_topic(self, topic: str) -> TopicConfig:
+    def _check_topic(self, topic: str, system_topic: str | None = None) -> TopicConfig:
         problem = topic_name_problem(topic)
         if problem:
             raise IllegalTopicError(problem)
-        if is_system_topic(topic):
+        if is_system_topic(topic) and topic != system_topic:
             raise IllegalTopicError(f"topic {topic!r} is a system topic; clients cannot send to it")
         config = self._topics.get_or_create(topic)
         if not config.writable:

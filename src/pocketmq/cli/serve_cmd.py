@@ -50,6 +50,10 @@ def register(subparsers) -> None:
                    help="replication role (docs/ha.md), default async_master")
     p.add_argument("--advertise", metavar="HOST:PORT",
                    help="remoting address others and clients must use (default --host and the bound port)")
+    p.add_argument("--enable-slave-acting-master", action="store_true", default=None,
+                   help="a slave runs delay delivery and POP revive while its master is gone (docs/ha.md)")
+    p.add_argument("--enable-remote-escape", action="store_true", default=None,
+                   help="what an acting slave must write goes to another group's master (docs/ha.md)")
     p.add_argument("--config", help="TOML file ([broker] section) or RocketMQ broker.conf")
     p.add_argument("--host", help="address to bind, default 127.0.0.1")
     p.add_argument("--advertise-host", help="IPv4 address clients are told to use, default --host")
@@ -73,7 +77,7 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
         overrides[key.strip()] = value.strip()
     for name in ("remoting_port", "grpc_port", "namesrv_port", "namesrv_addr", "data_dir", "flush_mode",
                  "broker_name", "cluster_name", "host", "advertise_host", "register_interval_ms", "broker_id",
-                 "broker_role", "metrics_port"):
+                 "broker_role", "metrics_port", "enable_slave_acting_master", "enable_remote_escape"):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value

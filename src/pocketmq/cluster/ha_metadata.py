@@ -58,12 +58,19 @@ def apply_metadata(body: bytes, topics, groups, offsets) -> MetadataChanges:
     groups_changed = _upsert(groups, master_groups, lambda g: g.group)
     group_names = {g.group for g in master_groups}
     groups_deleted = sum(groups.delete(g.group) for g in groups.all() if g.group not in group_names)
-    offsets_moved = 0
-    for key, queues in master_offsets.items():
+    offsets_moved = apply_offsets(master_offsets, offsets)
+    return MetadataChanges(topics_changed, topics_deleted, groups_changed, groups_deleted, offsets_moved)
+
+
+def apply_offsets(snapshot: dict, offsets) -> int:
+    """Move ``offsets`` forward to an ``offsets.snapshot()`` of another broker; returns how many moved.
+    ValueError / TypeError / AttributeError when the snapshot is malformed."""
+    moved = 0
+    for key, queues in snapshot.items():
         topic, _, group = key.partition(_KEY_SEPARATOR)
         for queue_id, queue_offset in queues.items():
-            offsets_moved += offsets.commit(group, topic, int(queue_id), int(queue_offset))
-    return MetadataChanges(topics_changed, topics_deleted, groups_changed, groups_deleted, offsets_moved)
+            moved += offsets.commit(group, topic, int(queue_id), int(queue_offset))
+    return moved
 
 
 def _upsert(table, configs, name_of) -> int:

@@ -106,6 +106,10 @@ POCKETMQ_CODE_BASE = 30000
 # Master/slave replication (cluster/ha_*.py, docs/ha.md).
 HA_PULL_COMMIT_LOG = POCKETMQ_CODE_BASE + 100  # a slave asks for commit log bytes from a phys offset
 HA_SYNC_METADATA = POCKETMQ_CODE_BASE + 101  # a slave asks for topics, groups and consumer offsets
+# Slave acting master (broker/acting_services.py, docs/ha.md): a returning master takes its services back.
+ACTING_MASTER_HANDOVER = POCKETMQ_CODE_BASE + 110  # master -> slave: stop acting, send your acting progress
+ACTING_PROGRESS_APPLIED = POCKETMQ_CODE_BASE + 111  # master -> slave: progress up to a version is stored here
+ESCAPE_PUT_MESSAGE = POCKETMQ_CODE_BASE + 112  # acting slave -> another master: SEND_MESSAGE_V2, revive topic too
 # Staged concurrency (client/stages.py, docs/staged.md): a queue's stage offsets, stored by the broker.
 QUERY_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 200
 UPDATE_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 201

@@ -26,9 +26,9 @@ from pocketmq.broker.messages import SendResult
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
-from pocketmq.common.topic import group_name_problem, topic_name_problem
+from pocketmq.common.topic import group_name_problem, revive_topic, topic_name_problem
 from pocketmq.errors import BadRequestError, IllegalMessageError, PocketMQError
-from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import RecordFormatError, decode_batch, encode_record
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
@@ -118,6 +118,7 @@ class MessagingHandlers:
             (RequestCode.SEND_MESSAGE, self.send_message),
             (RequestCode.SEND_MESSAGE_V2, self.send_message),
             (RequestCode.SEND_BATCH_MESSAGE, self.send_message),
+            (ESCAPE_PUT_MESSAGE, self.escape_put_message),
             (RequestCode.PULL_MESSAGE, self.pull_message),
             (RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset),
             (RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset),
@@ -134,9 +135,15 @@ class MessagingHandlers:
             router.register(code, handler)
 
     # -- send ---------------------------------------------------------------------------------------------------
-    def send_message(self, conn: RemotingConnection, request: RemotingCommand):
+    def escape_put_message(self, conn: RemotingConnection, request: RemotingCommand):
+        """ESCAPE_PUT_MESSAGE (PocketMQ, cluster/escape.py): a slave acting as master writes here; a SEND_MESSAGE_V2
+        that may also write this broker's revive topic (escaped CKs and ACKs)."""
+        return self.send_message(conn, request, system_topic=revive_topic(self._broker.config.cluster_name))
+
+    def send_message(self, conn: RemotingConnection, request: RemotingCommand, system_topic: str | None = None):
         """SEND_MESSAGE (full field names), SEND_MESSAGE_V2 (one-letter names), SEND_BATCH_MESSAGE. The reply comes
-        at once unless the send must wait (SYNC_FLUSH, idempotent messages): then an awaitable of it."""
+        at once unless the send must wait (SYNC_FLUSH, idempotent messages): then an awaitable of it.
+        ``system_topic``: the one system topic this request may write (escaped writes)."""
         fields = request.ext_fields
         # V2 header (SEND_MESSAGE_V2, and batches from 4.x clients): read by the long names through the short ones
         h = HeaderFields(fields, SEND_V2_SHORT_NAMES if "b" in fields and "topic" not in fields else None)
@@ -154,7 +161,8 @@ class MessagingHandlers:
         queue_id = h.int("queueId", -1)
         outcome = self._broker.messages.send_nowait(
             messages, topic=topic, queue_id=queue_id if queue_id >= 0 else None, born_host=self._born_host(conn),
-            born_timestamp_ms=h.int("bornTimestamp", 0), producer_group=h.str("producerGroup", None), batch=batch)
+            born_timestamp_ms=h.int("bornTimestamp", 0), producer_group=h.str("producerGroup", None), batch=batch,
+            system_topic=system_topic)
         if isinstance(outcome, list):
             return _send_reply(request, outcome)
         return _send_reply_when_stored(request, outcome)

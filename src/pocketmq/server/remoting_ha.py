@@ -8,16 +8,29 @@
   from a broker that is not a master or not of that broker name.
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
   ``cluster.ha_metadata``.
+- ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
+  answers its acting progress (``broker.acting_progress``); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
+  the master stored it, the slave forgets it. NO_PERMISSION from a broker that is not a slave of that name.
 """
 
 from __future__ import annotations
 
+import logging
+
 from pocketmq.cluster.ha_metadata import metadata_snapshot
 from pocketmq.errors import NoPermissionError, PocketMQError
-from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
+from pocketmq.protocol.codes import (
+    ACTING_MASTER_HANDOVER,
+    ACTING_PROGRESS_APPLIED,
+    HA_PULL_COMMIT_LOG,
+    HA_SYNC_METADATA,
+    ResponseCode,
+)
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.remoting_headers import HeaderFields
+
+log = logging.getLogger(__name__)
 
 _HA_LINK_HOOK = "pocketmq.ha.link_hook"
 
@@ -29,14 +42,20 @@ class HaHandlers:
     def register(self, router: RequestRouter) -> None:
         router.register(HA_PULL_COMMIT_LOG, self.pull_commit_log)
         router.register(HA_SYNC_METADATA, self.sync_metadata)
+        router.register(ACTING_MASTER_HANDOVER, self.acting_master_handover)
+        router.register(ACTING_PROGRESS_APPLIED, self.acting_progress_applied)
 
-    def _master(self, h: HeaderFields):
+    def _own(self, h: HeaderFields, part, what: str):
+        """``part`` of this broker when the request names its broker name and ``part`` exists here."""
         broker = self._broker
         name = h.str("brokerName")
-        if broker.ha_master is None or name != broker.broker_name:
-            raise NoPermissionError(f"{broker.broker_addr} is not the master of {name!r} "
+        if part is None or name != broker.broker_name:
+            raise NoPermissionError(f"{broker.broker_addr} is not {what} of {name!r} "
                                     f"(it is {broker.broker_name}/{broker.config.broker_id})")
-        return broker.ha_master
+        return part
+
+    def _master(self, h: HeaderFields):
+        return self._own(h, self._broker.ha_master, "the master")
 
     async def pull_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = HeaderFields(request.ext_fields)
@@ -58,3 +77,16 @@ class HaHandlers:
         broker = self._broker
         return request.response(ResponseCode.SUCCESS,
                                 body=metadata_snapshot(broker.topics, broker.groups, broker.offsets))
+
+    async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        services, election = self._own(h, self._broker.acting, "a slave")
+        await election.master_back()
+        log.warning("event=acting_master_handover master=%s pending=%r", h.str("masterAddr", ""), services.progress)
+        return request.response(ResponseCode.SUCCESS, body=services.progress.snapshot(self._broker.offsets.snapshot()))
+
+    async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = HeaderFields(request.ext_fields)
+        services, _ = self._own(h, self._broker.acting, "a slave")
+        services.applied(h.int("version"))
+        return request.response(ResponseCode.SUCCESS)

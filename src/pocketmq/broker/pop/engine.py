@@ -50,11 +50,7 @@ from pocketmq.broker.pop.ledger import QueuePopState
 from pocketmq.broker.pop.orderly import Candidate
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.revive import ReviveService, retry_limit
-from pocketmq.broker.pop.revive_queue import (
-    ReviveQueue,
-    ack_message,
-    checkpoint_message,
-)
+from pocketmq.broker.pop.revive_queue import LocalPopWrites, ReviveQueue
 from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
@@ -64,7 +60,6 @@ from pocketmq.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
     NoPermissionError,
-    StoreError,
 )
 from pocketmq.protocol.message_codec import QUEUE_OFFSET_POS, decode_record
 from pocketmq.store.api import GetStatus
@@ -204,6 +199,8 @@ class PopService:
         self._pops = itertools.count()
         self._tasks: list[asyncio.Task] = []
         self.running = False
+        # Where CK and ACK records go: the revive queues here, or the escape bridge (a slave acting as master).
+        self.writes = LocalPopWrites(store, topics)
         self.fifo_dead_lettered: dict[tuple[str, str, int], int] = {}
         self.staged = None  # pop/staged.StagedPop: (group, topic)s consumed stage by stage (set by setup)
 
@@ -333,7 +330,7 @@ class PopService:
                 popped.start_offset = offsets[0]
                 ck = PopCheckpoint.of_offsets(topic, req.group, queue_id, offsets, result.pop_time_ms,
                                               result.invisible_ms, self.broker_name, result.revive_queue_id)
-                await self._revive_queues[result.revive_queue_id].append_checkpoint(ck)
+                result.revive_queue_id = await self.writes.checkpoint(self._revive_queues[result.revive_queue_id], ck)
                 self._offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
                 result.rest_num += max(got.max_offset - got.next_begin_offset, 0)
                 return popped
@@ -392,11 +389,7 @@ class PopService:
         self.fifo_dead_lettered[key] = self.fifo_dead_lettered.get(key, 0) + len(dead)
 
     async def _put(self, messages: list[MessageExt]) -> None:
-        for msg in messages:
-            self._topics.get_or_create(msg.topic)
-        results = await self._store.put_messages(messages)
-        if not all(r.status.stored for r in results):
-            raise StoreError(f"store refused the copies: {results[0].status.value} {results[0].reason}")
+        await self.writes.put_messages(messages)
 
     # -- ack, change invisible time, forward to DLQ --------------------------------------------------------------
     def _open_checkpoint(self, group: str, handle: ReceiptHandle, *,
@@ -416,6 +409,12 @@ class PopService:
                                             "revived already, or it was never popped by this group")
         return queue, ck
 
+    def _forwardable(self, handle: ReceiptHandle) -> bool:
+        """A handle of this group whose CK is not here may still be good on a slave acting as master: its CK was
+        escaped to another group, where its ack goes too."""
+        return (self.writes.forwards_unknown_handles and handle.broker_name == self.broker_name
+                and handle.revive_queue_id != ORDERLY_REVIVE_QUEUE_ID)
+
     def _orderly(self, group: str, handle: ReceiptHandle):
         if handle.broker_name != self.broker_name:
             raise InvalidReceiptHandleError(f"the receipt handle is broker {handle.broker_name}'s, not this one's")
@@ -427,6 +426,7 @@ class PopService:
     async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
         """Ack every handle; one entry per handle: None when acked, the error when the handle is invalid."""
         outcome: list[InvalidReceiptHandleError | None] = []
+        forwarded: list[AckRecord] = []
         acks: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
         # Catch each revive queue up once for the whole batch (once per handle was the ack path's main cost).
         for queue_id in {h.revive_queue_id for h in handles}:
@@ -443,14 +443,20 @@ class PopService:
                     acks.setdefault((queue.queue_id, ck.key), (queue, ck, []))[2].append(handle.queue_offset)
                 outcome.append(None)
             except InvalidReceiptHandleError as exc:
-                outcome.append(exc)
-        by_queue: dict[int, list[MessageExt]] = {}
+                if not self._forwardable(handle):
+                    outcome.append(exc)
+                    continue
+                forwarded.append(_ack_of_handle(group, handle))  # its CK lives on another broker
+                outcome.append(None)
+        by_queue: dict[int, list[AckRecord]] = {}
         for queue, ck, acked in acks.values():
-            record = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                               tuple(acked))
-            by_queue.setdefault(queue.queue_id, []).append(ack_message(queue.topic, queue.queue_id, record))
+            by_queue.setdefault(queue.queue_id, []).append(
+                AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
+                          tuple(acked)))
         for queue_id, records in by_queue.items():
-            await self._revive_queues[queue_id].append(records)
+            await self.writes.acks(self._revive_queues[queue_id], records)
+        if forwarded:
+            await self.writes.forward_acks(forwarded)
         for topic in {ck.topic for _, ck, _ in acks.values() if self.staged.is_staged(ck.group, ck.topic)}:
             self._waiters.notify(topic)  # the ack may end a stage: pops waiting for the next one go now
         return outcome
@@ -467,26 +473,33 @@ class PopService:
             return ReceiptHandle(handle.topic, handle.queue_offset, now_ms, invisible_ms, handle.revive_queue_id,
                                  handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
                                  handle.phys_offset)
-        queue, ck = self._open_checkpoint(group, handle)
+        try:
+            queue, _ = self._open_checkpoint(group, handle)
+        except InvalidReceiptHandleError:
+            if not self._forwardable(handle):
+                raise
+            queue = None  # its CK lives on another broker: the acting slave forwards the change there
         # The new CK must not have the old one's key, which a change in the pop's millisecond at the CK's start
         # offset would give it: the ledger would take it for the old CK (whose other messages would be lost)
         # and the old handle would stay valid. A pop time one millisecond later keeps the keys apart.
-        pop_time_ms = max(now_ms, ck.pop_time_ms + 1)
-        new_ck = PopCheckpoint.of_offsets(ck.topic, group, ck.queue_id, [handle.queue_offset], pop_time_ms,
-                                          invisible_ms, self.broker_name, queue.queue_id)
-        old_ack = AckRecord(ck.topic, group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                            (handle.queue_offset,))
-        await queue.append([ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)])
-        return ReceiptHandle(handle.topic, handle.queue_offset, pop_time_ms, invisible_ms, queue.queue_id,
+        pop_time_ms = max(now_ms, handle.pop_time_ms + 1)
+        new_ck = PopCheckpoint.of_offsets(handle.topic, group, handle.queue_id, [handle.queue_offset], pop_time_ms,
+                                          invisible_ms, self.broker_name, handle.revive_queue_id)
+        revive_queue_id = await self.writes.change(queue, _ack_of_handle(group, handle), new_ck)
+        return ReceiptHandle(handle.topic, handle.queue_offset, pop_time_ms, invisible_ms, revive_queue_id,
                              handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
                              handle.phys_offset)
 
     async def forward_to_dead_letter(self, group: str, handle: ReceiptHandle) -> None:
         """Move a popped message to ``%DLQ%<group>`` now (a client gave up on it) and count it as acked."""
-        if handle.revive_queue_id != ORDERLY_REVIVE_QUEUE_ID:
-            self._open_checkpoint(group, handle)
-        else:
+        if handle.revive_queue_id == ORDERLY_REVIVE_QUEUE_ID:
             self._orderly(group, handle)
+        else:
+            try:
+                self._open_checkpoint(group, handle)
+            except InvalidReceiptHandleError:
+                if not self._forwardable(handle):
+                    raise  # else its CK lives on another broker: the dead letter and the ack are escaped
         read = await self.revive.readers.for_broker(handle.broker_name).read(handle.topic, handle.queue_id,
                                                                          handle.queue_offset)
         if read.status is ReadStatus.FOUND:
@@ -526,6 +539,11 @@ class PopService:
     def __repr__(self) -> str:
         return (f"<PopService revive_queues={len(self._revive_queues)} waiting={self._waiters.waiting} "
                 f"{self.revive!r}>")
+
+
+def _ack_of_handle(group: str, handle: ReceiptHandle) -> AckRecord:
+    return AckRecord(handle.topic, group, handle.queue_id, handle.start_offset, handle.pop_time_ms,
+                     handle.broker_name, (handle.queue_offset,))
 
 
 __all__ = [

@@ -65,6 +65,11 @@ class ReviveLedger:
 
     def on_ack(self, ack: AckRecord, revive_offset: int) -> None:
         self._advance(revive_offset)
+        self.apply_ack(ack)
+
+    def apply_ack(self, ack: AckRecord) -> None:
+        """Apply an ACK that has no record in this revive queue (a slave acting as master keeps its ACKs beside
+        its replica: broker.acting_progress)."""
         entry = self._open.get(ack.ck_key)
         if entry is None:
             self.orphan_acks += 1

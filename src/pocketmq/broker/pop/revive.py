@@ -45,6 +45,7 @@ from pocketmq.broker.pop.revive_queue import (
     ReviveQueue,
     ack_message,
     checkpoint_message,
+    store_copies,
 )
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
 from pocketmq.common.dead_letter_reference import DeadLetterReference
@@ -153,10 +154,16 @@ class ReviveService:
         self._clock = clock
         self.policy = policy
         self._interval_ms = interval_ms
+        # Where revive writes: the local store (a master), or the escape bridge (a slave acting as master).
+        self.writes = LocalReviveWrites(store, topics)
         self._task: asyncio.Task | None = None
         self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
         self.handled_elsewhere: Callable[[PopCheckpoint], bool] | None = None
+
+    @property
+    def queues(self) -> list[ReviveQueue]:
+        return self._queues
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._loop())
@@ -207,18 +214,16 @@ class ReviveService:
         most of the time)."""
         plans = [self._plan(ck, reads[self.readers.key_of(ck)], now_ms) for ck in cks]
         outgoing = [copy for _, copies_of_ck, _, _ in plans for copy in copies_of_ck]
-        if outgoing and not await self._write_copies(outgoing):
-            # The copies did not reach the store: keep the CKs open; the next pass tries again.
+        for copy in outgoing:
+            if not copy.dead_letter:
+                place_retry_copy(self._topics, copy.message)  # gray retries stay gray (broker/gray.py)
+        if outgoing and not await self.writes.put_copies([c.message for c in outgoing]):
+            # The copies were not stored: keep the CKs open; the next pass tries again.
+            self._metrics.write_failures.inc()
             return
-        records = []
-        for ck, _, rewrites, offsets in plans:
-            ack = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                            tuple(offsets))
-            # The ACK goes first: a rewritten CK keeps the pop time, so when it starts at this CK's start offset
-            # it has this CK's key, and the ledger must close the old CK before it opens the rewritten one.
-            records.append(ack_message(queue.topic, queue.queue_id, ack))
-            records += [checkpoint_message(queue.topic, c) for c in rewrites]
-        await queue.append(records)
+        await self.writes.close(queue, [(AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms,
+                                                   ck.broker_name, tuple(offsets)), rewrites)
+                                        for ck, _, rewrites, offsets in plans])
         for ck, copies_of_ck, _, _ in plans:
             self._count(ck, copies_of_ck)
 
@@ -253,22 +258,6 @@ class ReviveService:
                 log.error("event=ck_dropped group=%s topic=%s queue=%d offset=%d reason=%s", ck.group, ck.topic,
                           ck.queue_id, queue_offset, decision.reason)
         return ck, outgoing, rewrites, offsets
-
-    async def _write_copies(self, outgoing: list[Copy]) -> bool:
-        for copy in outgoing:
-            if copy.dead_letter:
-                self._topics.get_or_create(copy.message.topic)  # retry and DLQ topics are created on demand
-            else:
-                place_retry_copy(self._topics, copy.message)  # gray retries stay gray (broker/gray.py)
-        try:
-            results = await self._store.put_messages([c.message for c in outgoing])
-        except PocketMQError as exc:
-            results = None
-            log.warning("event=revive_write_failed copies=%d error=%s", len(outgoing), exc)
-        if results is None or not all(r.status.stored for r in results):
-            self._metrics.write_failures.inc()
-            return False
-        return True
 
     def _count(self, ck: PopCheckpoint, outgoing: list[Copy]) -> None:
         for copy in outgoing:
@@ -314,3 +303,30 @@ class ReviveService:
 
     def __repr__(self) -> str:
         return f"<ReviveService queues={len(self._queues)} {dict(self.metrics)}>"
+
+
+class LocalReviveWrites:
+    """A master's revive output: the copies into its store, then the ACKs that close the CKs and the rewritten
+    CKs in one append to the revive queue."""
+
+    def __init__(self, store, topics):
+        self._store = store
+        self._topics = topics
+
+    async def put_copies(self, messages: list[MessageExt]) -> bool:
+        try:
+            await store_copies(self._store, self._topics, messages)
+        except PocketMQError as exc:
+            log.warning("event=revive_write_failed copies=%d error=%s", len(messages), exc)
+            return False
+        return True
+
+    async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
+        """Close each CK (its ACK) and open its rewritten CKs; StoreError when the store did not take them."""
+        records = []
+        for ack, rewrites in closes:
+            # The ACK goes first: a rewritten CK keeps the pop time, so when it starts at this CK's start offset
+            # it has this CK's key, and the ledger must close the old CK before it opens the rewritten one.
+            records.append(ack_message(queue.topic, queue.queue_id, ack))
+            records += [checkpoint_message(queue.topic, c) for c in rewrites]
+        await queue.append(records)

@@ -103,3 +103,40 @@ class ReviveQueue:
 
     def __repr__(self) -> str:
         return f"<ReviveQueue {self.topic}/{self.queue_id} {self.ledger!r}>"
+
+
+async def store_copies(store, topics, messages: list[MessageExt]) -> None:
+    """Append retry copies / dead letters in one store call (their topics are created on demand); StoreError
+    when the store did not take them."""
+    for msg in messages:
+        topics.get_or_create(msg.topic)
+    results = await store.put_messages(messages)
+    if not all(r.status.stored for r in results):
+        raise StoreError(f"store refused the copies: {results[0].status.value} {results[0].reason}")
+
+
+class LocalPopWrites:
+    """Where the pop engine writes CK and ACK records and dead letters: this broker's revive queues and store.
+    (A slave acting as master swaps in ``broker.acting_writes.ActingPopWrites``, which escapes them.)"""
+
+    forwards_unknown_handles = False  # a handle whose CK is not open here is invalid
+
+    def __init__(self, store, topics):
+        self._store = store
+        self._topics = topics
+
+    async def put_messages(self, messages: list[MessageExt]) -> None:
+        await store_copies(self._store, self._topics, messages)
+
+    async def checkpoint(self, queue: ReviveQueue, ck: PopCheckpoint) -> int:
+        """Store a pop's CK; returns the revive queue id its receipt handles name."""
+        await queue.append_checkpoint(ck)
+        return queue.queue_id
+
+    async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None:
+        await queue.append([ack_message(queue.topic, queue.queue_id, ack) for ack in acks])
+
+    async def change(self, queue: ReviveQueue, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
+        """Close a message in its CK and open a one-message CK with the new deadline, in one store call."""
+        await queue.append([ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)])
+        return queue.queue_id

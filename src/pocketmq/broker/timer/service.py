@@ -67,6 +67,9 @@ class TimerService:
         self._last_persist_ms = 0
         self._in_flight: list[tuple[int, int]] = []  # popped from the wheel, being delivered
         self._delivered_untombstoned: set[int] = set()  # delivered here; their tombstones not read back yet
+        self._blocked = False  # the last round could not deliver: wait before trying again
+        # Where due messages go: the local store (a master), or the escape bridge (a slave acting as master).
+        self.writes = LocalTimerWrites(store)
         self.delivered_total = 0
         self.scheduled_total = 0
 
@@ -122,7 +125,8 @@ class TimerService:
                 log.exception("event=timer_round_failed")
             self._maybe_persist()
             next_ms = self._wheel.next_due_ms()
-            wait_ms = _IDLE_WAIT_MS if next_ms is None else min(_IDLE_WAIT_MS, next_ms - self._clock.now_ms())
+            wait_ms = _IDLE_WAIT_MS if next_ms is None or self._blocked \
+                else min(_IDLE_WAIT_MS, next_ms - self._clock.now_ms())
             if wait_ms > 0 and not self._wake.is_set():
                 try:
                     async with asyncio.timeout(wait_ms / 1000):
@@ -172,29 +176,27 @@ class TimerService:
     async def fire_due(self, now_ms: int) -> int:
         """Deliver every timer due at ``now_ms`` (in batches); returns how many were delivered."""
         delivered = 0
+        self._blocked = False
         while True:
             due = self._wheel.pop_due(now_ms, self._deliver_batch)
             if not due:
                 return delivered
-            batch: list[MessageExt] = []
-            for deliver_ms, queue_offset in due:
-                real = self._real_message(queue_offset)
-                if real is not None:
-                    batch.append(real)
-                batch.append(_tombstone(queue_offset, deliver_ms))
+            reals = [self._real_message(queue_offset) for _, queue_offset in due]
             self._in_flight = due
             try:
-                results = await self._store.put_messages(batch)
+                undelivered = await self.writes.deliver(due, reals)
             finally:
                 self._in_flight = []
-            if not all(r.status.stored for r in results):
-                for deliver_ms, queue_offset in due:  # the batch is all or nothing: every timer waits again
-                    self._wheel.add(deliver_ms, queue_offset)
-                log.warning("event=timer_delivery_failed count=%d status=%s", len(due), results[0].status.value)
+            for deliver_ms, queue_offset in undelivered:  # they wait again (the next round retries them)
+                self._wheel.add(deliver_ms, queue_offset)
+            left = set(undelivered)
+            done = [pair for pair in due if pair not in left]
+            self._delivered_untombstoned.update(key for _, key in done)
+            delivered += len(done)
+            self.delivered_total += len(done)
+            self._blocked = bool(undelivered)
+            if undelivered:
                 return delivered
-            self._delivered_untombstoned.update(key for _, key in due)
-            delivered += len(due)
-            self.delivered_total += len(due)
 
     def _real_message(self, queue_offset: int) -> MessageExt | None:
         got = self._store.get_messages(TIMER_TOPIC, TIMER_QUEUE_ID, queue_offset, 1, max_bytes=_READ_MAX_BYTES,
@@ -214,6 +216,12 @@ class TimerService:
         record.topic = real_topic
         record.queue_id = queue_id
         return record
+
+    def forget_delivered(self, deliver_ms: int, queue_offset: int) -> None:
+        """A timer delivered elsewhere (by this slave while acting, see broker.acting_progress): not pending,
+        and its tombstone, when the master writes it, is not news."""
+        self._wheel.remove(deliver_ms, queue_offset)
+        self._delivered_untombstoned.add(queue_offset)
 
     # -- progress -----------------------------------------------------------------------------------------------
     def _maybe_persist(self) -> None:
@@ -256,6 +264,27 @@ class TimerService:
                 f"delivered={self.delivered_total}>")
 
 
-def _tombstone(queue_offset: int, deliver_ms: int) -> MessageExt:
+class LocalTimerWrites:
+    """A master's delivery: every real message and its tombstone in one store batch, all or nothing."""
+
+    def __init__(self, store):
+        self._store = store
+
+    async def deliver(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> list[tuple[int, int]]:
+        """Deliver ``reals`` (None: the record is lost, only its tombstone is written) of the (due ms, timer
+        queue offset) pairs ``due``; returns the pairs not delivered."""
+        batch: list[MessageExt] = []
+        for (deliver_ms, queue_offset), real in zip(due, reals):
+            if real is not None:
+                batch.append(real)
+            batch.append(tombstone(queue_offset, deliver_ms))
+        results = await self._store.put_messages(batch)
+        if all(r.status.stored for r in results):
+            return []
+        log.warning("event=timer_delivery_failed count=%d status=%s", len(due), results[0].status.value)
+        return due
+
+
+def tombstone(queue_offset: int, deliver_ms: int) -> MessageExt:
     return MessageExt(topic=TIMER_TOPIC, queue_id=TIMER_QUEUE_ID, body=b"done",
                       properties={TIMER_DONE: str(queue_offset), TIMER_OUT_MS: str(deliver_ms)})

@@ -1,0 +1,122 @@
+"""What a slave did while acting as master, kept beside its replica (``config/acting_master.json``).
+
+The slave's store stays a byte-exact replica of its master's, so the records that would say "this CK was
+revived" (an ACK in the revive queue) or "this timer was delivered" (a tombstone in the timer queue) cannot be
+written there. The acting slave keeps them in this side file instead, rewritten atomically after every round
+that changed it:
+
+- ``acks``: per revive queue, the ACK records (RocketMQ's JSON) the slave would have appended there: the one
+  that closes each CK it revived, and each ack a consumer sent it for a CK of its replica;
+- ``timers``: (timer queue offset, due ms) of each delay message the slave delivered through the escape bridge.
+
+Uses: a restart of the acting slave applies it again (those acks to its ledger, drops those timers from
+its wheel), so it does not repeat its work; and the returning master takes it over (``snapshot`` over
+ACTING_MASTER_HANDOVER, docs/ha.md): it appends the ACKs and tombstones to its own store before its revive
+and timer start, then confirms with the snapshot's ``version`` (``applied``), which removes those entries here.
+Entries added after the snapshot (none, normally: the handover stops the acting services first) stay.
+
+The file holds only the work of one outage (it is emptied at each handover): its size is bounded by the
+CKs revived and timers delivered while the master was away.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pocketmq.broker.pop.checkpoint import AckRecord
+from pocketmq.store.metadata import atomic_write_json, load_json
+
+log = logging.getLogger(__name__)
+
+
+class ActingProgress:
+    def __init__(self, path: Path):
+        self._path = Path(path)
+        self.version = 0  # raised by every change; a handover confirms up to one version
+        self._acks: list[dict] = []  # {"reviveQueueId", "ack" (JSON text), "v"}
+        self._timers: list[dict] = []  # {"queueOffset", "deliverMs", "v"}
+
+    def load(self) -> None:
+        obj = load_json(self._path, {})
+        self.version = int(obj.get("version", 0))
+        self._acks = list(obj.get("acks", []))
+        self._timers = list(obj.get("timers", []))
+        if self._acks or self._timers:
+            log.info("event=acting_progress_loaded acks=%d timers=%d version=%d", len(self._acks),
+                     len(self._timers), self.version)
+
+    def save(self) -> None:
+        atomic_write_json(self._path, self._obj())
+
+    def _obj(self) -> dict:
+        return {"version": self.version, "acks": self._acks, "timers": self._timers}
+
+    # -- recording ------------------------------------------------------------------------------------------------
+    def record_ack(self, revive_queue_id: int, ack: AckRecord) -> None:
+        self.version += 1
+        self._acks.append({"reviveQueueId": revive_queue_id, "ack": ack.to_json().decode(), "v": self.version})
+
+    def record_delivered(self, queue_offset: int, deliver_ms: int) -> None:
+        self.version += 1
+        self._timers.append({"queueOffset": queue_offset, "deliverMs": deliver_ms, "v": self.version})
+
+    # -- reading --------------------------------------------------------------------------------------------------
+    def acks(self, revive_queue_id: int | None = None) -> list[tuple[int, AckRecord]]:
+        """(revive queue id, ACK) of every ack kept while acting (of one revive queue when given)."""
+        return [(queue_id, ack) for queue_id, ack in _acks(self._acks)
+                if revive_queue_id is None or queue_id == revive_queue_id]
+
+    def delivered_timers(self) -> list[tuple[int, int]]:
+        """(timer queue offset, due ms) of every timer delivered while acting."""
+        return _timers(self._timers)
+
+    def snapshot(self, consumer_offsets: dict) -> bytes:
+        """The handover body: everything recorded, with the version the master confirms, and the slave's
+        consumer offsets (``ConsumerOffsetManager.snapshot()``: pops and commits made on it while acting)."""
+        return json.dumps({**self._obj(), "offsets": consumer_offsets}, separators=(",", ":")).encode()
+
+    def applied(self, version: int) -> int:
+        """The master has taken everything up to ``version``: forget it; returns how many entries went."""
+        before = len(self._acks) + len(self._timers)
+        self._acks = [e for e in self._acks if int(e["v"]) > version]
+        self._timers = [e for e in self._timers if int(e["v"]) > version]
+        self.save()
+        return before - len(self._acks) - len(self._timers)
+
+    def __len__(self) -> int:
+        return len(self._acks) + len(self._timers)
+
+    def __repr__(self) -> str:
+        return f"<ActingProgress acks={len(self._acks)} timers={len(self._timers)} version={self.version}>"
+
+
+def _acks(entries: list[dict]) -> list[tuple[int, AckRecord]]:
+    return [(int(e["reviveQueueId"]), AckRecord.from_json(e["ack"])) for e in entries]
+
+
+def _timers(entries: list[dict]) -> list[tuple[int, int]]:
+    return [(int(e["queueOffset"]), int(e["deliverMs"])) for e in entries]
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    version: int
+    acks: list[tuple[int, AckRecord]]
+    timers: list[tuple[int, int]]
+    consumer_offsets: dict
+
+
+def parse_snapshot(body: bytes) -> Handover:
+    """A handover body; ValueError when it does not parse."""
+    try:
+        obj = json.loads(body or b"{}")
+        offsets = obj.get("offsets", {})
+        if not isinstance(offsets, dict):
+            raise TypeError("offsets is not an object")
+        return Handover(int(obj.get("version", 0)), _acks(obj.get("acks", [])), _timers(obj.get("timers", [])),
+                        offsets)
+    except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"acting progress does not parse: {exc}") from None

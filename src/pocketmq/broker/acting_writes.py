@@ -1,0 +1,155 @@
+"""Where the special services of a slave acting as master write: the escape bridge and the side file.
+
+The timer and revive services call a ``writes`` object (``TimerService.writes``, ``ReviveService.writes``);
+a master's writes go to its store (``LocalTimerWrites``, ``LocalReviveWrites``), an acting slave's go here:
+
+- ``EscapedTimerWrites``: each due message through ``EscapeBridge.put_message``; its "tombstone" is an entry
+  in ``ActingProgress``. A failed escape (remote escape off, no other master, refused) stops the round: that
+  timer and the ones after it stay pending and the next round retries them.
+- ``EscapedReviveWrites``: retry copies and dead letters through ``put_to_specific_queue``; a rewritten CK
+  through it too, into the revive topic of another group (the CK keeps this group's broker name, so that
+  broker's revive reads the message back from here); the ACK that closes a CK becomes an ``ActingProgress``
+  entry and the CK is closed in the local ledger. A failure keeps the CKs open (the next pass redoes them:
+  copies that did escape before the failure may be written twice, at least once).
+- ``ActingPopWrites``: POP on the acting slave. A pop's CK escapes to the revive topic of another group
+  (``put_to_specific_queue``: the queue ``floorMod(hash(revive topic + storeHost), #queues)``, which is also
+  the revive queue id its receipt handles carry); an ack or change of such a handle is forwarded the same
+  way, so it lands in the same revive queue as its CK (RocketMQ's rule). Dead letters of the pop path (a
+  client's forward to the DLQ, FIFO past its max attempts) escape with ``put_to_specific_queue`` too. An ack
+  of a CK of the replica (popped from the master before it went away) is kept in ``ActingProgress`` and
+  applied to the local ledger. A failed escape fails the pop (nothing is handed out, the offset does not
+  move) or the ack (the client retries it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pocketmq.broker.acting_progress import ActingProgress
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
+from pocketmq.cluster.escape import EscapeBridge, EscapeResult
+from pocketmq.common.message import MessageExt
+from pocketmq.errors import ServiceNotAvailableError
+
+log = logging.getLogger(__name__)
+
+
+class _FailureLog:
+    """Logs an escape failure once per reason, not once per round."""
+
+    def __init__(self, what: str):
+        self._what = what
+        self._reason: str | None = None
+
+    def failed(self, result: EscapeResult, topic: str) -> None:
+        if result.reason != self._reason:
+            log.warning("event=escape_failed service=%s topic=%s reason=%s need_retry=%s description=%s",
+                        self._what, topic, result.reason, result.need_retry, result.description)
+        self._reason = result.reason
+
+    def stored(self) -> None:
+        if self._reason is not None:
+            log.info("event=escape_recovered service=%s", self._what)
+        self._reason = None
+
+
+class EscapedTimerWrites:
+    def __init__(self, bridge: EscapeBridge, progress: ActingProgress):
+        self._bridge = bridge
+        self._progress = progress
+        self._log = _FailureLog("timer")
+
+    async def deliver(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> list[tuple[int, int]]:
+        """Same contract as ``LocalTimerWrites.deliver``: returns the (due ms, queue offset) pairs not delivered."""
+        undelivered: list[tuple[int, int]] = []
+        for index, ((deliver_ms, queue_offset), real) in enumerate(zip(due, reals)):
+            if real is not None:
+                result = await self._bridge.put_message(real)
+                if not result.stored:
+                    self._log.failed(result, real.topic)
+                    undelivered = due[index:]
+                    break
+                self._log.stored()
+                log.info("event=timer_escaped queue_offset=%d topic=%s to=%s/%d", queue_offset, real.topic,
+                         result.target.broker_name, result.target.queue_id)
+            self._progress.record_delivered(queue_offset, deliver_ms)
+        if len(undelivered) < len(due):
+            self._progress.save()
+        return undelivered
+
+
+class EscapedReviveWrites:
+    def __init__(self, bridge: EscapeBridge, progress: ActingProgress):
+        self._bridge = bridge
+        self._progress = progress
+        self._log = _FailureLog("revive")
+
+    async def put_copies(self, messages: list[MessageExt]) -> bool:
+        for msg in messages:
+            result = await self._bridge.put_to_specific_queue(msg)
+            if not result.stored:
+                self._log.failed(result, msg.topic)
+                return False
+        self._log.stored()
+        return True
+
+    async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
+        for ack, rewrites in closes:
+            for ck in rewrites:
+                result = await self._bridge.put_to_specific_queue(checkpoint_message(queue.topic, ck))
+                if not result.stored:
+                    self._log.failed(result, queue.topic)
+                    self._progress.save()  # what closed before this CK stays closed
+                    raise ServiceNotAvailableError(f"rewritten CK not escaped: {result.reason} {result.description}")
+            self._progress.record_ack(queue.queue_id, ack)
+            queue.ledger.close(ack.ck_key)
+        self._progress.save()
+
+
+class ActingPopWrites:
+    forwards_unknown_handles = True
+
+    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str):
+        self._bridge = bridge
+        self._progress = progress
+        self._revive_topic = revive_topic
+        self._log = _FailureLog("pop")
+
+    async def _escape(self, msg: MessageExt) -> int:
+        result = await self._bridge.put_to_specific_queue(msg)
+        if not result.stored:
+            self._log.failed(result, msg.topic)
+            raise ServiceNotAvailableError(f"the master of this group is away and its CK/ACK could not be escaped: "
+                                           f"{result.reason} {result.description}")
+        self._log.stored()
+        return result.target.queue_id
+
+    async def put_messages(self, messages: list[MessageExt]) -> None:
+        """Dead letters of the pop path (forwarded by a client, FIFO past its max attempts)."""
+        for msg in messages:
+            await self._escape(msg)
+
+    async def checkpoint(self, queue: ReviveQueue | None, ck: PopCheckpoint) -> int:
+        return await self._escape(checkpoint_message(self._revive_topic, ck))
+
+    async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None:
+        """Acks of CKs of the replica: kept beside it (the master appends them when it takes over)."""
+        for ack in acks:
+            self._progress.record_ack(queue.queue_id, ack)
+            queue.ledger.apply_ack(ack)
+        self._progress.save()
+
+    async def forward_acks(self, acks: list[AckRecord]) -> None:
+        for ack in acks:
+            await self._escape(ack_message(self._revive_topic, 0, ack))
+
+    async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
+        # The new CK first: should the ack fail after it, the message is tracked twice (at least once), never
+        # by no CK at all.
+        revive_queue_id = await self.checkpoint(None, new_ck)
+        if queue is not None:
+            await self.acks(queue, [old_ack])
+        else:
+            await self.forward_acks([old_ack])
+        return revive_queue_id

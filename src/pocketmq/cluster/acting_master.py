@@ -1,0 +1,109 @@
+"""Slave acting master (RocketMQ RIP-32): which broker of a group runs its special services.
+
+The special services (delay/timer delivery and POP revive) run on the lowest-id live broker of the group:
+the master (id 0) while it lives; with ``enable_slave_acting_master``, when the master is gone from the name
+server's cluster info, the lowest-id live slave. When the master comes back the slave stops them: either the
+master announced itself (ACTING_MASTER_HANDOVER at its start, ``master_back``: the slave stops at once and
+does not act again for ``handover_grace_ms`` unless the master is gone again after it) or the name server
+shows id 0 again.
+
+``should_act`` is the pure decision; ``ActingMasterElection`` the shell: it reads the cluster info every
+``check_interval_ms`` and starts or stops the services (an object with ``async start()`` / ``async stop()``),
+logging each change. A name server that does not answer changes nothing (the state stays as it was).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Iterable
+
+from pocketmq.cluster.route import MASTER_ID
+from pocketmq.errors import PocketMQError
+
+log = logging.getLogger(__name__)
+
+HANDOVER_GRACE_MS = 30_000  # a master that announced itself has this long to show up in the name server
+
+
+def should_act(broker_id: int, live_ids: Iterable[int], *, enabled: bool, master_back_until_ms: int,
+               now_ms: int) -> bool:
+    """Whether the slave ``broker_id`` runs its group's special services, given the live broker ids of its group
+    in the name server (``broker_id`` itself counts as live)."""
+    if broker_id == MASTER_ID or not enabled or now_ms < master_back_until_ms:
+        return False
+    live = set(live_ids) | {broker_id}
+    return MASTER_ID not in live and broker_id == min(live)
+
+
+class ActingMasterElection:
+    def __init__(self, namesrv, services, clock, *, cluster_name: str, broker_name: str, broker_id: int,
+                 enabled: Callable[[], bool], check_interval_ms: int, handover_grace_ms: int = HANDOVER_GRACE_MS):
+        self._namesrv = namesrv
+        self._services = services
+        self._clock = clock
+        self._cluster_name = cluster_name
+        self._broker_name = broker_name
+        self._broker_id = broker_id
+        self._enabled = enabled
+        self._check_interval_s = check_interval_ms / 1000
+        self._grace_ms = handover_grace_ms
+        self._master_back_until_ms = 0
+        self._lock = asyncio.Lock()
+        self._lookup_failure: str | None = None
+        self.acting = False
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    await self.check_once()
+                except Exception:  # one failed check must not end the election: the next one tries again
+                    log.exception("event=acting_master_check_failed broker=%s/%d", self._broker_name,
+                                  self._broker_id)
+                await asyncio.sleep(self._check_interval_s)
+        finally:
+            if self.acting:  # shutdown: stop the services this election started
+                await self._set(False, "shutdown", ())
+
+    async def check_once(self) -> None:
+        if not self._enabled() and not self.acting:
+            return  # switched off: no name server lookups (the switch is read again next time: dynamic config)
+        try:
+            info = await self._namesrv.cluster_info()
+        except PocketMQError as exc:
+            if self._lookup_failure != str(exc):
+                log.warning("event=acting_master_lookup_failed broker=%s/%d error=%s", self._broker_name,
+                            self._broker_id, exc)
+            self._lookup_failure = str(exc)
+            return
+        self._lookup_failure = None
+        group = info.broker_addr_table.get(self._broker_name)
+        live = tuple(sorted(group.broker_addrs)) if group and group.cluster == self._cluster_name else ()
+        now_ms = self._clock.now_ms()
+        if MASTER_ID in live:
+            self._master_back_until_ms = 0  # it is registered: the grace of its announcement is over
+        act = should_act(self._broker_id, live, enabled=self._enabled(),
+                         master_back_until_ms=self._master_back_until_ms, now_ms=now_ms)
+        why = "master_gone" if act else ("master_back" if MASTER_ID in live else "not_lowest_or_disabled")
+        await self._set(act, why, live)
+
+    async def master_back(self) -> None:
+        """The master announced its return (handover): stop now, and stay stopped while it registers."""
+        self._master_back_until_ms = self._clock.now_ms() + self._grace_ms
+        await self._set(False, "master_handover", ())
+
+    async def _set(self, act: bool, why: str, live: tuple[int, ...]) -> None:
+        async with self._lock:
+            if act == self.acting:
+                return
+            if act:
+                await self._services.start()
+            else:
+                await self._services.stop()
+            self.acting = act
+        log.warning("event=acting_master_%s broker=%s/%d reason=%s live_ids=%s", "started" if act else "stopped",
+                    self._broker_name, self._broker_id, why, list(live))
+
+    def __repr__(self) -> str:
+        return f"<ActingMasterElection {self._broker_name}/{self._broker_id} acting={self.acting}>"

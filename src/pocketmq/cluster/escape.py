@@ -1,0 +1,170 @@
+"""The escape bridge (RocketMQ RIP-32 ``EscapeBridge``): writes of a slave acting as master go to another group.
+
+A slave's store is a byte-exact replica of its master's, so the special services it runs while acting
+(delay delivery, POP revive, POP) cannot write to it. With ``enable_remote_escape`` their writes go over remoting
+(ESCAPE_PUT_MESSAGE, 30112: a SEND_MESSAGE_V2 that may also write the revive topic, for escaped CKs and ACKs)
+to the master of another broker group of the same name servers:
+
+- ``put_message`` (a due delay/timer message): a writable queue of the topic's route on another broker, in
+  turn (RocketMQ: the producer's queue choice over the route, without this broker);
+- ``put_to_specific_queue`` (retry copies, dead letters, CKs): the queue ``floorMod(hash(topic + storeHost),
+  #queues)`` of those queues (RocketMQ ``putMessageToSpecificQueue``), so one broker's escaped writes of one
+  topic keep landing in one queue. A topic with no route on another broker (a pop retry topic or a DLQ that
+  was never created there) goes to queue 0 of a master of another group of this cluster, picked by the same
+  hash; the receiving broker creates it on demand (retry and DLQ topics have one queue). PocketMQ's choice:
+  RocketMQ would fail such a write.
+
+Without ``enable_remote_escape`` every write fails with SERVICE_NOT_AVAILABLE and ``need_retry``: the service
+keeps its state (the CK stays open, the timer pending) and tries again on its next round: nothing is lost.
+
+Results are values (``EscapeResult``): stored, or failed with a reason and ``need_retry`` (connection refused,
+timeout, no other master, a refusal that may pass); only a refusal of the message itself (MESSAGE_ILLEGAL)
+does not need a retry. The choices are pure functions (``escape_targets``, ``specific_queue``); the bridge is
+the async shell.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+from pocketmq.cluster.route import ClusterInfo, TopicRouteData
+from pocketmq.common import properties as props
+from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import PERM_WRITE
+from pocketmq.errors import PocketMQError
+from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+
+ESCAPE_PRODUCER_GROUP = "PMQ_SYS_ESCAPE_BRIDGE"
+DEFAULT_ESCAPE_TIMEOUT_MS = 3_000  # RocketMQ's EscapeBridge send timeout
+_STORED = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                     ResponseCode.SLAVE_NOT_AVAILABLE})
+_DEFAULT_TOPIC = "TBW102"
+
+
+@dataclass(frozen=True, slots=True)
+class EscapeTarget:
+    broker_name: str
+    master_addr: str
+    queue_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class EscapeResult:
+    stored: bool
+    target: EscapeTarget | None = None
+    reason: str = ""  # why it failed: ESCAPE_DISABLED, NO_TARGET, CONNECTION, REFUSED_<code>
+    description: str = ""
+    need_retry: bool = True
+
+    @classmethod
+    def failed(cls, reason: str, description: str, *, target: EscapeTarget | None = None,
+               need_retry: bool = True) -> "EscapeResult":
+        return cls(False, target, reason, description, need_retry)
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (a signed 32-bit int), so queue choices match RocketMQ's for ASCII names."""
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def escape_targets(route: TopicRouteData | None, own_broker_name: str) -> list[EscapeTarget]:
+    """Writable queues of ``route`` on groups other than ``own_broker_name`` that have a master, in order."""
+    if route is None:
+        return []
+    masters = {b.broker_name: b.master_addr for b in route.broker_datas if b.master_addr}
+    return [EscapeTarget(q.broker_name, masters[q.broker_name], queue_id)
+            for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
+            if q.broker_name != own_broker_name and q.broker_name in masters and q.perm & PERM_WRITE
+            for queue_id in range(q.write_queue_nums)]
+
+
+def fallback_targets(info: ClusterInfo, cluster_name: str, own_broker_name: str) -> list[EscapeTarget]:
+    """Queue 0 of every other group of ``cluster_name`` that has a master (for topics without a route there)."""
+    names = sorted(n for n in info.cluster_addr_table.get(cluster_name, ()) if n != own_broker_name)
+    return [EscapeTarget(n, info.broker_addr_table[n].master_addr, 0) for n in names
+            if n in info.broker_addr_table and info.broker_addr_table[n].master_addr]
+
+
+def specific_queue(targets: list[EscapeTarget], topic: str, store_host: str) -> EscapeTarget:
+    """RocketMQ's ``floorMod(hash(topic + storeHost), #queues)`` choice (Python's % is a floor mod)."""
+    return targets[java_string_hash(topic + store_host) % len(targets)]
+
+
+class EscapeBridge:
+    """Sends an acting slave's writes to other groups' masters. ``enabled`` is read on every write, so a
+    dynamic config change takes effect at once."""
+
+    def __init__(self, namesrv, remoting, *, cluster_name: str, broker_name: str, store_host: str,
+                 enabled: Callable[[], bool], timeout_ms: int = DEFAULT_ESCAPE_TIMEOUT_MS):
+        self._namesrv = namesrv
+        self._remoting = remoting
+        self._cluster_name = cluster_name
+        self._broker_name = broker_name
+        self._store_host = store_host
+        self._enabled = enabled
+        self._timeout_s = timeout_ms / 1000
+        self._turn = itertools.count()
+        self.escaped = 0
+        self.failures = 0
+
+    async def put_message(self, msg: MessageExt) -> EscapeResult:
+        """A due delay message: a route queue of its topic on another broker, in turn."""
+        targets = await self._targets(msg.topic, fallback=False)
+        if isinstance(targets, EscapeResult):
+            return targets
+        return await self._send(msg, targets[next(self._turn) % len(targets)])
+
+    async def put_to_specific_queue(self, msg: MessageExt) -> EscapeResult:
+        """A retry copy, dead letter or CK: the hashed queue of its topic on another broker."""
+        targets = await self._targets(msg.topic, fallback=True)
+        if isinstance(targets, EscapeResult):
+            return targets
+        return await self._send(msg, specific_queue(targets, msg.topic, self._store_host))
+
+    async def _targets(self, topic: str, *, fallback: bool) -> list[EscapeTarget] | EscapeResult:
+        if not self._enabled():
+            return self._failed(EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off: the write "
+                                                                        "waits for the master"))
+        try:
+            try:
+                targets = escape_targets(await self._namesrv.route(topic), self._broker_name)
+            except PocketMQError:  # no route at all (TopicNotExistError) or no name server answer
+                targets = []
+            if not targets and fallback:
+                targets = fallback_targets(await self._namesrv.cluster_info(), self._cluster_name, self._broker_name)
+        except PocketMQError as exc:
+            return self._failed(EscapeResult.failed("NO_ROUTE", str(exc)))
+        if not targets:
+            return self._failed(EscapeResult.failed("NO_TARGET", f"no master of another group has {topic!r}"))
+        return targets
+
+    async def _send(self, msg: MessageExt, target: EscapeTarget) -> EscapeResult:
+        request = RemotingCommand.request(ESCAPE_PUT_MESSAGE)
+        request.ext_fields = {
+            "a": ESCAPE_PRODUCER_GROUP, "b": msg.topic, "c": _DEFAULT_TOPIC, "d": "1", "e": str(target.queue_id),
+            "f": str(msg.sys_flag), "g": str(msg.born_timestamp_ms), "h": str(msg.flag),
+            "i": props.encode_properties(msg.properties), "j": str(msg.reconsume_times), "k": "false", "m": "false"}
+        request.body = msg.body
+        try:
+            response = await self._remoting.invoke(target.master_addr, request, self._timeout_s)
+        except PocketMQError as exc:
+            self._remoting.drop(target.master_addr)
+            return self._failed(EscapeResult.failed("CONNECTION", f"{type(exc).__name__}: {exc}", target=target))
+        if response.code in _STORED:
+            self.escaped += 1
+            return EscapeResult(True, target)
+        return self._failed(EscapeResult.failed(f"REFUSED_{response.code}", response.remark or "", target=target,
+                                                need_retry=response.code != ResponseCode.MESSAGE_ILLEGAL))
+
+    def _failed(self, result: EscapeResult) -> EscapeResult:
+        self.failures += 1
+        return result
+
+    def __repr__(self) -> str:
+        return f"<EscapeBridge {self._broker_name} escaped={self.escaped} failures={self.failures}>"

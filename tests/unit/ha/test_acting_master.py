@@ -1,0 +1,276 @@
+"""Slave acting master: the election's pure decision and its shell (fake name server, ManualClock), the side
+file of acting progress, and the escaped writes of the timer and revive in an in-process broker (virtual time):
+nothing is written to the local store, a failed escape keeps the timer pending and the CK open."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
+from pocketmq.broker.acting_writes import EscapedReviveWrites, EscapedTimerWrites
+from pocketmq.broker.pop.checkpoint import AckRecord
+from pocketmq.cluster.acting_master import ActingMasterElection, should_act
+from pocketmq.cluster.escape import EscapeResult, EscapeTarget
+from pocketmq.cluster.route import BrokerData, ClusterInfo
+from pocketmq.common.message import Message
+from pocketmq.common.topic import pop_retry_topic
+from pocketmq.errors import ServiceNotAvailableError
+from pocketmq.runtime.clock import ManualClock
+from tests.unit.pop.pop_support import pop, running_broker, send
+
+
+@pytest.mark.parametrize("broker_id, live, expected", [
+    (1, [0, 1], False),  # the master lives
+    (1, [1, 2], True),  # master gone: the lowest live slave acts
+    (2, [1, 2], False),  # ... and only it
+    (2, [2], True),
+    (1, [], True),  # not registered yet (restarting): it still counts itself
+    (0, [1], False),  # a master never "acts": it runs its services itself
+])
+def test_should_act(broker_id, live, expected):
+    assert should_act(broker_id, live, enabled=True, master_back_until_ms=0, now_ms=5) is expected
+
+
+def test_disabled_or_master_announced_never_acts():
+    assert not should_act(1, [1], enabled=False, master_back_until_ms=0, now_ms=5)
+    assert not should_act(1, [1], enabled=True, master_back_until_ms=10, now_ms=5)
+    assert should_act(1, [1], enabled=True, master_back_until_ms=10, now_ms=10)
+
+
+class Namesrv:
+    def __init__(self):
+        self.ids: list[int] | None = [0, 1]
+        self.asked = 0
+
+    async def cluster_info(self) -> ClusterInfo:
+        self.asked += 1
+        if self.ids is None:
+            raise ServiceNotAvailableError("no name server answered")
+        return ClusterInfo({"a": BrokerData("c", "a", {i: f"h:{i}" for i in self.ids})})
+
+
+class Services:
+    def __init__(self):
+        self.calls: list[str] = []
+
+    async def start(self):
+        self.calls.append("start")
+
+    async def stop(self):
+        self.calls.append("stop")
+
+
+async def test_election_follows_the_master_and_its_handover():
+    names, services, clock = Namesrv(), Services(), ManualClock()
+    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
+                                    enabled=lambda: True, check_interval_ms=100, handover_grace_ms=5_000)
+    await election.check_once()
+    assert services.calls == [] and not election.acting
+    names.ids = [1]
+    await election.check_once()
+    await election.check_once()
+    assert services.calls == ["start"] and election.acting
+    names.ids = None  # a silent name server changes nothing
+    await election.check_once()
+    assert election.acting
+    await election.master_back()  # the master starts and announces itself before it registers
+    assert services.calls == ["start", "stop"] and not election.acting
+    names.ids = [1]
+    clock.advance(4_999)
+    await election.check_once()
+    assert not election.acting  # within the grace
+    clock.advance(1)
+    await election.check_once()
+    assert election.acting  # the master never registered: act again
+    names.ids = [0, 1]
+    await election.check_once()
+    assert services.calls == ["start", "stop", "start", "stop"]
+
+
+def test_progress_survives_a_restart_and_a_handover_forgets_what_was_applied(tmp_path):
+    path = tmp_path / "acting_master.json"
+    progress = ActingProgress(path)
+    ack = AckRecord("T", "G", 0, 5, 1000, "a", (5, 6))
+    progress.record_ack(3, ack)
+    progress.record_delivered(7, 2000)
+    progress.save()
+    again = ActingProgress(path)
+    again.load()
+    assert again.acks() == [(3, ack)] and again.acks(2) == [] and again.delivered_timers() == [(7, 2000)]
+    handover = parse_snapshot(again.snapshot({"T@G": {"0": 9}}))
+    assert (handover.version, handover.acks, handover.timers) == (2, [(3, ack)], [(7, 2000)])
+    assert handover.consumer_offsets == {"T@G": {"0": 9}}
+    again.record_delivered(8, 3000)  # after the snapshot: stays
+    assert again.applied(handover.version) == 2
+    assert again.delivered_timers() == [(8, 3000)] and again.acks() == []
+    with pytest.raises(ValueError):
+        parse_snapshot(b"{not json")
+
+
+class FakeBridge:
+    def __init__(self):
+        self.up = False
+        self.sent: list[tuple[str, Message]] = []
+
+    async def _put(self, kind, msg):
+        if not self.up:
+            return EscapeResult.failed("ESCAPE_DISABLED", "off")
+        self.sent.append((kind, msg))
+        return EscapeResult(True, EscapeTarget("b", "b:0", 0))
+
+    async def put_message(self, msg):
+        return await self._put("route", msg)
+
+    async def put_to_specific_queue(self, msg):
+        return await self._put("specific", msg)
+
+
+async def test_escaped_timer_keeps_pending_until_the_escape_works(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, message_delay_level="1s 2s") as broker:
+        await broker.messages.send([Message.create("T", "late", properties={"DELAY": "1"})], topic="T", queue_id=0)
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        broker.timer.writes = EscapedTimerWrites(bridge, progress)
+        store_end = broker.store.max_phys_offset
+        clock.advance(1000)
+        broker.timer.load_new()
+        assert await broker.timer.fire_due(clock.now_ms()) == 0
+        assert broker.timer.pending == 1 and progress.delivered_timers() == []
+        bridge.up = True
+        assert await broker.timer.fire_due(clock.now_ms()) == 1
+        [(kind, real)] = bridge.sent
+        assert (kind, real.topic, real.body, "DELAY" in real.properties) == ("route", "T", b"late", False)
+        assert broker.timer.pending == 0 and progress.delivered_timers() == [(0, clock.now_ms())]
+        assert broker.store.max_phys_offset == store_end  # no tombstone, no message: the store is untouched
+
+
+async def test_escaped_revive_keeps_the_ck_open_until_the_escape_works(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 3)
+        popped = await pop(broker, "G", "T", invisible_ms=5_000)
+        assert len(popped) == 3
+        revive = broker.pop.revive
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        revive.writes = EscapedReviveWrites(bridge, progress)
+        store_end = broker.store.max_phys_offset
+        clock.advance(5_001)
+        await revive.run_once(clock.now_ms())
+        assert sum(len(q.ledger) for q in revive.queues) == 1 and revive.metrics["write_failures"] == 1
+        bridge.up = True
+        await revive.run_once(clock.now_ms())
+        assert sum(len(q.ledger) for q in revive.queues) == 0
+        assert sorted(m.body for _, m in bridge.sent) == [b"m0", b"m1", b"m2"]
+        assert {m.topic for _, m in bridge.sent} == {pop_retry_topic("G", "T")}
+        assert all(kind == "specific" and m.reconsume_times == 1 for kind, m in bridge.sent)
+        [(queue_id, ack)] = progress.acks()
+        assert sorted(ack.acked_offsets) == [0, 1, 2]
+        assert broker.store.max_phys_offset == store_end
+
+
+async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
+    from tests.unit.pop.test_typed_reads import FailingReader
+
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000,)) as broker:
+        await send(broker, "T", 1)
+        await pop(broker, "G", "T", invisible_ms=5_000)
+        revive = broker.pop.revive
+        revive.reader = FailingReader(clock)
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        revive.writes = EscapedReviveWrites(bridge, progress)
+        clock.advance(5_001)
+        with pytest.raises(ServiceNotAvailableError):
+            await revive.run_once(clock.now_ms())
+        assert sum(len(q.ledger) for q in revive.queues) == 1 and progress.acks() == []
+        bridge.up = True
+        await revive.run_once(clock.now_ms())
+        [(kind, ck_message)] = bridge.sent
+        assert kind == "specific" and ck_message.topic == revive.queues[0].topic and b'"rp":"1"' in ck_message.body
+        assert sum(len(q.ledger) for q in revive.queues) == 0 and len(progress.acks()) == 1
+
+
+async def test_pop_on_the_acting_slave_escapes_its_ck_and_forwards_acks_and_changes(tmp_path):
+    from pocketmq.broker.acting_writes import ActingPopWrites
+
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 4)
+        [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)  # popped before the master went away
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        broker.pop.writes = ActingPopWrites(bridge, progress, broker.pop.revive.queues[0].topic)
+        store_end = broker.store.max_phys_offset
+        with pytest.raises(ServiceNotAvailableError):  # no escape: no pop (the offset does not move)
+            await pop(broker, "G", "T")
+        bridge.up = True
+        popped = await pop(broker, "G", "T")
+        assert [m.body for m, _ in popped] == [b"m1", b"m2", b"m3"]
+        [(kind, ck_message)] = bridge.sent
+        assert kind == "specific" and b'"bn":"broker-a"' in ck_message.body
+        assert all(h.revive_queue_id == 0 for _, h in popped)  # the queue the escape chose (FakeBridge: 0)
+        # an ack of an escaped CK follows it; an ack of a replica CK is kept here, in the side file
+        assert await broker.pop.ack("G", [popped[0][1], replica_handle]) == [None, None]
+        assert [k for k, _ in bridge.sent] == ["specific", "specific"] and b'"ao":1' in bridge.sent[1][1].body
+        [(queue_id, replica_ack)] = progress.acks()
+        assert replica_ack.acked_offsets == (0,) and sum(len(q.ledger) for q in broker.pop.revive.queues) == 0
+        # a change: the new CK escapes first, then the old message's ack
+        changed = await broker.pop.change_invisible("G", popped[1][1], 30_000)
+        assert changed.pop_time_ms > popped[1][1].pop_time_ms
+        assert [b'"ao":2' in m.body or b'"so":2' in m.body for _, m in bridge.sent[2:]] == [True, True]
+        assert bridge.sent[2][1].properties["TAGS"] == "ck" and bridge.sent[3][1].properties["TAGS"] == "ack"
+        assert broker.offsets.query("G", "T", 0) == 4  # consumer offsets move here
+        assert broker.store.max_phys_offset == store_end
+
+
+def test_switches_from_cli_flags_and_broker_conf(tmp_path):
+    from pocketmq.cli.main import build_parser
+    from pocketmq.cli.serve_cmd import broker_config_from_args
+    from pocketmq.common.config import load_config
+    from pocketmq.broker.config import BrokerConfig
+
+    off = broker_config_from_args(build_parser().parse_args(["serve"]))
+    assert (off.enable_slave_acting_master, off.enable_remote_escape) == (False, False)
+    on = broker_config_from_args(build_parser().parse_args(
+        ["serve", "--enable-slave-acting-master", "--enable-remote-escape"]))
+    assert (on.enable_slave_acting_master, on.enable_remote_escape) == (True, True)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("enableSlaveActingMaster=true\nenableRemoteEscape=true\n")
+    loaded = load_config(BrokerConfig, file=conf, section="broker", env={})
+    assert (loaded.enable_slave_acting_master, loaded.enable_remote_escape) == (True, True)
+
+
+async def test_forward_to_the_dlq_on_the_acting_slave_escapes_the_dead_letter_and_the_ack(tmp_path):
+    from pocketmq.broker.acting_writes import ActingPopWrites
+
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 2)
+        [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)
+        bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
+        bridge.up = True
+        broker.pop.writes = ActingPopWrites(bridge, progress, broker.pop.revive.queues[0].topic)
+        store_end = broker.store.max_phys_offset
+        [(_, escaped_handle)] = await pop(broker, "G", "T")
+        await broker.pop.forward_to_dead_letter("G", replica_handle)
+        await broker.pop.forward_to_dead_letter("G", escaped_handle)
+        dead = [m for _, m in bridge.sent if m.topic == "%DLQ%G"]
+        assert sorted(m.body for m in dead) == [b"m0", b"m1"]
+        assert [a.acked_offsets for _, a in progress.acks()] == [(0,)]  # the replica CK's ack, kept here
+        assert sum(b'"ao":1' in m.body for _, m in bridge.sent) == 1  # the escaped CK's ack, forwarded
+        assert broker.store.max_phys_offset == store_end
+
+
+async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_services():
+    names, services, clock = Namesrv(), Services(), ManualClock()
+    names.ids = [1]
+    enabled = [False]
+    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
+                                    enabled=lambda: enabled[0], check_interval_ms=100)
+    await election.check_once()
+    assert services.calls == [] and names.asked == 0
+    names.ids, enabled[0] = [1], True
+    await election.check_once()
+    assert services.calls == ["start"]
+    enabled[0] = False
+    await election.check_once()
+    assert services.calls == ["start", "stop"] and not election.acting

@@ -1,0 +1,142 @@
+"""The escape bridge: its pure choices (RocketMQ's hash and floorMod, targets on other groups only) and its
+typed results against a fake name server and remoting (disabled, no target, refused, unreachable, stored)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketmq.cluster.escape import (
+    EscapeBridge,
+    EscapeTarget,
+    escape_targets,
+    fallback_targets,
+    java_string_hash,
+    specific_queue,
+)
+from pocketmq.cluster.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import PERM_READ
+from pocketmq.errors import RemotingError, TopicNotExistError
+from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+
+SEND = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
+
+
+@pytest.mark.parametrize("text, java_hash", [  # values printed by Java's String.hashCode
+    ("hello", 99162322), ("", 0), ("polygenelubricants", -2147483648),
+    ("%RETRY%g_t127.0.0.1:10911", 973456835), ("rmq_sys_REVIVE_LOG_ha127.0.0.1:40767", -1739695908)])
+def test_java_string_hash(text, java_hash):
+    assert java_string_hash(text) == java_hash
+
+
+def route() -> TopicRouteData:
+    return TopicRouteData(
+        (QueueData("a", 2, 2), QueueData("c", 2, 2), QueueData("b", 3, 3), QueueData("ro", 1, 1, perm=PERM_READ),
+         QueueData("headless", 1, 1)),
+        (BrokerData("x", "a", {0: "a:0", 1: "a:1"}), BrokerData("x", "b", {0: "b:0"}), BrokerData("x", "c", {0: "c:0"}),
+         BrokerData("x", "ro", {0: "ro:0"}), BrokerData("x", "headless", {1: "h:1"})))
+
+
+def test_targets_are_writable_queues_of_other_groups_with_a_master():
+    targets = escape_targets(route(), "a")
+    assert [(t.broker_name, t.queue_id) for t in targets] == [("b", 0), ("b", 1), ("b", 2), ("c", 0), ("c", 1)]
+    assert targets[0].master_addr == "b:0"
+    assert escape_targets(None, "a") == []
+
+
+def test_specific_queue_is_floor_mod_of_the_java_hash():
+    targets = escape_targets(route(), "a")
+    # floorMod(-1739695908, 5) = 2 (Python's % is a floor mod; Java's % would give -3)
+    assert specific_queue(targets, "rmq_sys_REVIVE_LOG_ha", "127.0.0.1:40767") == targets[2]
+    assert specific_queue(targets, "polygenelubricants", "") == targets[-2147483648 % 5]
+
+
+def test_fallback_is_queue_zero_of_other_masters_of_the_cluster():
+    info = ClusterInfo({"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"}),
+                        "c": BrokerData("x", "c", {1: "c:1"})}, {"x": ("a", "b", "c"), "y": ("z",)})
+    assert fallback_targets(info, "x", "a") == [EscapeTarget("b", "b:0", 0)]
+    assert fallback_targets(info, "y", "a") == []
+
+
+class FakeNamesrv:
+    def __init__(self, routes: dict[str, TopicRouteData], info: ClusterInfo | None = None):
+        self.routes = routes
+        self.info = info or ClusterInfo()
+
+    async def route(self, topic: str) -> TopicRouteData:
+        if topic not in self.routes:
+            raise TopicNotExistError(topic)
+        return self.routes[topic]
+
+    async def cluster_info(self) -> ClusterInfo:
+        return self.info
+
+
+class FakeRemoting:
+    def __init__(self, answer):
+        self.answer = answer
+        self.sent: list[tuple[str, dict, bytes]] = []
+        self.dropped: list[str] = []
+
+    async def invoke(self, addr, request, timeout_s):
+        assert request.code == ESCAPE_PUT_MESSAGE
+        self.sent.append((addr, dict(request.ext_fields), request.body))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return SEND.response(self.answer, remark="r")
+
+    def drop(self, addr):
+        self.dropped.append(addr)
+
+
+def bridge(answer=ResponseCode.SUCCESS, *, enabled=True, routes=None, info=None):
+    remoting = FakeRemoting(answer)
+    names = FakeNamesrv({"T": route()} if routes is None else routes, info)
+    return EscapeBridge(names, remoting, cluster_name="x", broker_name="a", store_host="127.0.0.1:10911",
+                        enabled=lambda: enabled), remoting
+
+
+def message(topic="T") -> MessageExt:
+    return MessageExt(topic=topic, body=b"body", properties={"UNIQ_KEY": "k1", "KEYS": "k"}, reconsume_times=2)
+
+
+async def test_disabled_escape_fails_to_retry_without_a_call():
+    b, remoting = bridge(enabled=False)
+    result = await b.put_message(message())
+    assert (result.stored, result.reason, result.need_retry) == (False, "ESCAPE_DISABLED", True)
+    assert remoting.sent == [] and b.failures == 1
+
+
+async def test_put_message_turns_over_the_other_groups_queues_and_keeps_the_message():
+    b, remoting = bridge()
+    results = [await b.put_message(message()) for _ in range(6)]
+    assert all(r.stored for r in results) and b.escaped == 6
+    assert [(r.target.broker_name, r.target.queue_id) for r in results] == [
+        ("b", 0), ("b", 1), ("b", 2), ("c", 0), ("c", 1), ("b", 0)]
+    addr, fields, body = remoting.sent[0]
+    assert (addr, fields["b"], fields["e"], fields["j"], body) == ("b:0", "T", "0", "2", b"body")
+    assert "UNIQ_KEY\x01k1" in fields["i"]  # the message id survives the escape
+
+
+async def test_specific_queue_falls_back_to_a_master_of_the_cluster_for_unrouted_topics():
+    info = ClusterInfo({"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"})},
+                       {"x": ("a", "b")})
+    b, remoting = bridge(routes={}, info=info)
+    result = await b.put_to_specific_queue(message("%RETRY%g_T"))
+    assert result.stored and result.target == EscapeTarget("b", "b:0", 0)
+    unrouted = await b.put_message(message("%RETRY%g_T"))  # a due delay message needs its topic elsewhere
+    assert (unrouted.stored, unrouted.reason) == (False, "NO_TARGET")
+
+
+async def test_refusals_and_unreachable_targets_are_typed():
+    illegal = await bridge(ResponseCode.MESSAGE_ILLEGAL)[0].put_to_specific_queue(message())
+    assert (illegal.stored, illegal.reason, illegal.need_retry) == (False, "REFUSED_13", False)
+    busy = await bridge(ResponseCode.SYSTEM_BUSY)[0].put_to_specific_queue(message())
+    assert (busy.stored, busy.need_retry) == (False, True)
+    b, remoting = bridge(RemotingError("connection refused"))
+    down = await b.put_message(message())
+    assert (down.stored, down.reason, down.need_retry) == (False, "CONNECTION", True)
+    assert remoting.dropped == ["b:0"]
+    weak = await bridge(ResponseCode.FLUSH_SLAVE_TIMEOUT)[0].put_message(message())
+    assert weak.stored  # stored on the target, its slave was slow

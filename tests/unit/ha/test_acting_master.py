@@ -176,7 +176,7 @@ async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
         await send(broker, "T", 1)
         await pop(broker, "G", "T", invisible_ms=5_000)
         revive = broker.pop.revive
-        revive.reader = FailingReader(clock)
+        revive.readers.local = FailingReader(clock)
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
         revive.writes = EscapedReviveWrites(bridge, progress)
         clock.advance(5_001)

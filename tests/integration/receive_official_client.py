@@ -1,8 +1,10 @@
 """Receive and ack with the unmodified official RocketMQ 5 Python client's SimpleConsumer, in its own process.
 
 Run as ``python receive_official_client.py SPEC_JSON`` with HOME set to a temporary directory. SPEC:
-{"endpoint": "127.0.0.1:P", "topic": T, "group": G, "count": N, "deadline_s": D}. It receives (invisible 60 s)
-and acks until N distinct bodies came or D passed, and prints one JSON line: the bodies and their attempts.
+{"endpoint": "127.0.0.1:P", "topic": T (or "topics": [T, ...]), "group": G, "count": N, "deadline_s": D,
+"invisible_s": S (default 60), "skip_ack": [bodies not to ack] (default none)}. It receives and acks (all but
+the skipped bodies) until N distinct bodies came or D passed, and prints one JSON line: the bodies, their
+attempts, each body's attempt, and the acked bodies.
 """
 
 from __future__ import annotations
@@ -16,16 +18,26 @@ def main(spec: dict) -> int:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 
     config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=5)
-    consumer = SimpleConsumer(config, spec["group"], {spec["topic"]: FilterExpression("*")}, await_duration=1)
+    topics = spec.get("topics") or [spec["topic"]]
+    consumer = SimpleConsumer(config, spec["group"], {t: FilterExpression("*") for t in topics}, await_duration=1)
     consumer.startup()
-    deadline = time.monotonic() + spec["deadline_s"]
+    started = time.monotonic()
+    deadline = started + spec["deadline_s"]
+    skip = set(spec.get("skip_ack", ()))
     got: dict[str, int] = {}
+    acked: list[str] = []
+    received: list[tuple[float, str, int]] = []
     try:
         while len(got) < spec["count"] and time.monotonic() < deadline:
-            for msg in consumer.receive(32, 60):
-                got[msg.body.decode()] = msg.delivery_attempt
-                consumer.ack(msg)
-        print(json.dumps({"bodies": sorted(got), "attempts": sorted(set(got.values()))}), flush=True)
+            for msg in consumer.receive(32, spec.get("invisible_s", 60)):
+                body = msg.body.decode()
+                got[body] = msg.delivery_attempt
+                received.append((round(time.monotonic() - started, 2), body, msg.delivery_attempt))
+                if body not in skip:
+                    consumer.ack(msg)
+                    acked.append(body)
+        print(json.dumps({"bodies": sorted(got), "attempts": sorted(set(got.values())), "attempt_of": got,
+                          "acked": sorted(acked), "received": received}), flush=True)
     finally:
         consumer.shutdown()
     return 0

@@ -42,7 +42,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
-from pocketmq.testing.processes import broker_process, namesrv_process
+from pocketmq.testing.ha_cluster import start_two_groups
 from tests.integration.test_ha_replication import poll
 
 POP_TOPIC = "acting-pop"
@@ -54,10 +54,6 @@ GROUP = "acting-readers"
 INVISIBLE_MS = 4000
 DELAY_MS = 9000
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
-
-COMMON = ["--cluster", "ha", "--register-interval-ms", "500", "--set", "pop_revive_interval_ms=200",
-          "--set", "ha_master_lookup_interval_ms=200", "--set", "ha_metadata_sync_interval_ms=300",
-          "--set", "ha_slave_ack_timeout_ms=1000"]
 
 
 async def call(client: RemotingClient, addr: str, code: int, fields: dict, body: bytes = b"",
@@ -104,30 +100,15 @@ async def runtime(client: RemotingClient, addr: str) -> dict:
     return json.loads(reply.body)["table"]
 
 
-def broker(tmp_path, namesrv: str, workdir: str, name: str, broker_id: int, role: str, *flags: str):
-    return broker_process(tmp_path / workdir, name, namesrv=namesrv, extra_args=[
-        *COMMON, "--broker-id", str(broker_id), "--role", role, *flags])
-
-
-def fast_namesrv(tmp_path):
-    config = tmp_path / "namesrv.toml"
-    config.write_text("[namesrv]\nbroker_expire_ms = 2000\nscan_interval_ms = 200\n")
-    return namesrv_process(tmp_path / "ns", extra_args=["--config", str(config)]).start()
-
-
 async def test_slave_acts_as_master_and_hands_back(tmp_path):
-    namesrv = fast_namesrv(tmp_path)
-    ns = namesrv.namesrv
-    master = broker(tmp_path, ns, "a0", "group-a", 0, "sync_master", "--enable-slave-acting-master").start()
-    slave = broker(tmp_path, ns, "a1", "group-a", 1, "slave", "--enable-slave-acting-master",
-                   "--enable-remote-escape").start()
-    other = broker(tmp_path, ns, "b0", "group-b", 0, "async_master").start()
+    groups = start_two_groups(tmp_path)
+    ns, master, slave, other = groups.ns, groups.a_master, groups.a_slave, groups.b_master
     client = RemotingClient()
     try:
         async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
             for topic in (POP_TOPIC, DELAY_TOPIC, LATE_TOPIC, GRPC_TOPIC):
                 await admin.create_topic(topic, queues=1)
-        await poll(lambda: _sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
+        await poll(lambda: sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
         for i in range(6):
             assert (await send(client, master.remoting, POP_TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
             assert (await send(client, master.remoting, LATE_TOPIC, b"l%d" % i)).code == ResponseCode.SUCCESS
@@ -143,13 +124,13 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         delayed = await send(client, master.remoting, DELAY_TOPIC, b"later",
                              {props.TIMER_DELIVER_MS: str(due_ms)})
         assert delayed.code == ResponseCode.SUCCESS, delayed.remark
-        await poll(lambda: _replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+        await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
 
         # 2. kill -9 A's master: the slave acts; un-acked messages come back through B, the delay is on time.
         master.kill()
-        await poll(lambda: _acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         retry_topic = pop_retry_topic(GROUP, POP_TOPIC)
-        copies = await poll(lambda: _at_least(client, other.remoting, retry_topic, 3), 20, "3 retry copies on B")
+        copies = await poll(lambda: at_least(client, other.remoting, retry_topic, 3), 20, "3 retry copies on B")
         assert sorted(m.body for m in copies) == unacked
         assert all(m.reconsume_times == 1 for m in copies)
         pop_time_ms = int(popped[0].properties[props.POP_CK].split(" ")[1])
@@ -158,7 +139,7 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         assert sorted(m.body for m in repopped) == unacked
         for msg in repopped:
             await ack(client, other.remoting, msg)
-        landed = await poll(lambda: _at_least(client, other.remoting, DELAY_TOPIC, 1), 20, "delay message on B")
+        landed = await poll(lambda: at_least(client, other.remoting, DELAY_TOPIC, 1), 20, "delay message on B")
         assert [m.body for m in landed] == [b"later"]
         assert due_ms <= landed[0].store_timestamp_ms <= due_ms + 2500, landed[0].store_timestamp_ms - due_ms
         assert not await pull(client, slave.remoting, retry_topic)  # the slave's store stayed a replica
@@ -170,27 +151,27 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         for msg in late[::2]:
             await ack(client, slave.remoting, msg)
         assert await pop(client, slave.remoting, "group-a", LATE_TOPIC) == []
-        assert await _pop_in_flight(client, other.remoting, LATE_TOPIC) == 3  # B holds the CK, 3 acked
-        assert await _pop_in_flight(client, slave.remoting, LATE_TOPIC) == 0  # not on the replica
+        assert await pop_in_flight(client, other.remoting, LATE_TOPIC) == 3  # B holds the CK, 3 acked
+        assert await pop_in_flight(client, slave.remoting, LATE_TOPIC) == 0  # not on the replica
         escaped_before = int((await runtime(client, slave.remoting))["escapedTotal"])
-        official = _official_receive(tmp_path, slave.grpc, GRPC_TOPIC, 6)  # gRPC Receive + Ack on the slave
-        assert official == {"bodies": [f"g{i}" for i in range(6)], "attempts": [1]}
+        official = official_receive(tmp_path, slave.grpc, GRPC_TOPIC, 6)  # gRPC Receive + Ack on the slave
+        assert (official["bodies"], official["attempts"]) == ([f"g{i}" for i in range(6)], [1])
         # at least one CK and 6 acks escaped to B, where no message is in flight: every ack reached its CK
         assert int((await runtime(client, slave.remoting))["escapedTotal"]) - escaped_before >= 7
-        assert await _pop_in_flight(client, other.remoting, GRPC_TOPIC) == 0
+        assert await pop_in_flight(client, other.remoting, GRPC_TOPIC) == 0
 
         # 3. a restarted acting slave does not repeat its work (the side file); its pop offsets are on disk.
         offsets_file = tmp_path / "a1" / "data" / "config" / "consumer_offsets.json"
         await poll(lambda: _file_has(offsets_file, LATE_TOPIC), 10, "the slave's pop offsets persisted")
         slave.kill()
         slave.restart()
-        await poll(lambda: _acting(client, slave.remoting, "true"), 15, "restarted slave acting again")
+        await poll(lambda: acting(client, slave.remoting, "true"), 15, "restarted slave acting again")
         started = _last_match(slave, r"event=acting_services_started open_cks=(\d+) pending_timers=(\d+)")
         assert started == ("0", "0"), slave.log_tail()
 
         # 4. the master returns and takes revive and the timer back.
         master.restart()
-        await poll(lambda: _acting(client, slave.remoting, "false"), 15, "slave stopped acting")
+        await poll(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
         assert "event=acting_master_stopped" in slave.log_path.read_text() and "reason=master_handover" in \
             slave.log_path.read_text()
         log_text = master.log_path.read_text()
@@ -203,48 +184,48 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         # stored either way (the slave may not follow the restarted SYNC master yet)
         assert probe.code in (ResponseCode.SUCCESS, ResponseCode.SLAVE_NOT_AVAILABLE,
                               ResponseCode.FLUSH_SLAVE_TIMEOUT), probe.remark
-        on_a = await poll(lambda: _at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "probe delivered on A")
+        on_a = await poll(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "probe delivered on A")
         assert [m.body for m in on_a] == [b"probe"]  # "later" was not delivered a second time
         assert await pull(client, other.remoting, DELAY_TOPIC) and len(await pull(client, other.remoting,
                                                                                   DELAY_TOPIC)) == 1
         assert slave.stop() == 0, slave.log_tail()  # a clean stop of a slave with its election running
     finally:
         await client.close()
-        for proc in (slave, master, other, namesrv):
-            proc.kill()
+        groups.kill_all()
 
 
-def _official_receive(tmp_path, endpoint: str, topic: str, count: int) -> dict:
+def official_receive(tmp_path, endpoint: str, topic: str, count: int, **more) -> dict:
+    """Run receive_official_client.py (``more``: further spec keys, e.g. ``skip_ack``, ``invisible_s``)."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    spec = {"endpoint": endpoint, "topic": topic, "group": GROUP, "count": count, "deadline_s": 30}
+    spec = {"endpoint": endpoint, "topic": topic, "group": GROUP, "count": count, "deadline_s": 30, **more}
     out = subprocess.run([sys.executable, str(OFFICIAL_CLIENT), json.dumps(spec)], capture_output=True, text=True,
                          check=False, timeout=60, env={**os.environ, "HOME": str(home)})
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-async def _pop_in_flight(client: RemotingClient, addr: str, topic: str) -> int:
+async def pop_in_flight(client: RemotingClient, addr: str, topic: str) -> int:
     reply = await call(client, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP, "topic": topic})
     return sum(e["popInFlight"] for e in json.loads(reply.body)["offsetTable"])
 
 
-async def _sent_ok(client: RemotingClient, addr: str, topic: str, body: bytes) -> bool:
+async def sent_ok(client: RemotingClient, addr: str, topic: str, body: bytes) -> bool:
     return (await send(client, addr, topic, body)).code == ResponseCode.SUCCESS
 
 
-async def _replicated(client: RemotingClient, master: str, slave: str) -> bool:
+async def replicated(client: RemotingClient, master: str, slave: str) -> bool:
     """The slave has the master's commit log and its topics (metadata sync)."""
     keys = ("commitLogMaxOffset", "topicCount")
     on_master, on_slave = await runtime(client, master), await runtime(client, slave)
     return all(on_master[k] == on_slave[k] for k in keys)
 
 
-async def _acting(client: RemotingClient, addr: str, want: str) -> bool:
+async def acting(client: RemotingClient, addr: str, want: str) -> bool:
     return (await runtime(client, addr)).get("actingMaster") == want
 
 
-async def _at_least(client: RemotingClient, addr: str, topic: str, count: int):
+async def at_least(client: RemotingClient, addr: str, topic: str, count: int):
     got = await pull(client, addr, topic)
     return got if len(got) >= count else None
 
@@ -261,17 +242,14 @@ def _last_match(proc, pattern: str):
 async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
     """The slave acts but may not escape: the due delay message and the un-acked POP messages wait (nothing goes
     to B, nothing is lost) and the returning master does that work itself."""
-    namesrv = fast_namesrv(tmp_path)
-    ns = namesrv.namesrv
-    master = broker(tmp_path, ns, "a0", "group-a", 0, "sync_master", "--enable-slave-acting-master").start()
-    slave = broker(tmp_path, ns, "a1", "group-a", 1, "slave", "--enable-slave-acting-master").start()
-    other = broker(tmp_path, ns, "b0", "group-b", 0, "async_master").start()
+    groups = start_two_groups(tmp_path, remote_escape=False)
+    ns, master, slave, other = groups.ns, groups.a_master, groups.a_slave, groups.b_master
     client = RemotingClient()
     try:
         async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
             for topic in (POP_TOPIC, DELAY_TOPIC):
                 await admin.create_topic(topic, queues=1)
-        await poll(lambda: _sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
+        await poll(lambda: sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
         for i in range(4):
             assert (await send(client, master.remoting, POP_TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
         popped = await pop(client, master.remoting, "group-a", invisible_ms=2000)
@@ -281,10 +259,10 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
         due_ms = int(time.time() * 1000) + 4000
         delayed = await send(client, master.remoting, DELAY_TOPIC, b"later", {props.TIMER_DELIVER_MS: str(due_ms)})
         assert delayed.code == ResponseCode.SUCCESS, delayed.remark
-        await poll(lambda: _replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+        await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
 
         master.kill()
-        await poll(lambda: _acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         # both the timer and revive tried to escape (and were refused) once their work was due
         for service in ("timer", "revive"):
             await poll(lambda: _file_has(slave.log_path, f"event=escape_failed service={service} "), 15,
@@ -295,13 +273,12 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
                                                                                        retry_topic)
 
         master.restart()
-        await poll(lambda: _acting(client, slave.remoting, "false"), 15, "slave stopped acting")
-        landed = await poll(lambda: _at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "delay message on A")
+        await poll(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
+        landed = await poll(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "delay message on A")
         assert [m.body for m in landed] == [b"later"]
-        copies = await poll(lambda: _at_least(client, master.remoting, retry_topic, 2), 15, "retry copies on A")
+        copies = await poll(lambda: at_least(client, master.remoting, retry_topic, 2), 15, "retry copies on A")
         assert sorted(m.body for m in copies) == sorted(m.body for m in popped[1::2])
     finally:
         await client.close()
-        for proc in (slave, master, other, namesrv):
-            proc.kill()
+        groups.kill_all()
 

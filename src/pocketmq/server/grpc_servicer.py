@@ -112,7 +112,7 @@ class MessagingServicer:
         self._require_started()
         route = await self._route(topic)
         local = self._broker.topics.get(topic)
-        queues = route_queues(route, topic, own_broker_name=self._broker.broker_name,
+        queues = route_queues(route, topic, own_broker_addr=self._broker.broker_addr,
                               own_grpc_addr=self._broker.grpc_addr, dialled=dialled, dialled_domain=dialled_domain,
                               message_type=local.message_type if local is not None else MessageType.MIXED)
         if not queues:

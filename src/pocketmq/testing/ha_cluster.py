@@ -1,0 +1,69 @@
+"""Two broker groups as real processes, for HA tests (docs/ha.md): a name server that forgets a dead broker
+fast, group A = a SYNC master and its slave, both with ``--enable-slave-acting-master`` (the slave also with
+``--enable-remote-escape`` unless told otherwise), and group B = a master.
+
+Intervals are short (revive every 200 ms, election and master lookup every 200 ms, metadata sync every
+300 ms, registration every 500 ms, a dead broker expired after 2 s), so a scenario runs in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pocketmq.testing.processes import PocketProcess, broker_process, namesrv_process
+
+CLUSTER = "ha"
+GROUP_A, GROUP_B = "group-a", "group-b"
+COMMON_ARGS = ["--cluster", CLUSTER, "--register-interval-ms", "500", "--set", "pop_revive_interval_ms=200",
+               "--set", "ha_master_lookup_interval_ms=200", "--set", "ha_metadata_sync_interval_ms=300",
+               "--set", "ha_slave_ack_timeout_ms=1000"]
+
+
+def fast_namesrv(root: Path) -> PocketProcess:
+    """A started name server that expires a silent broker after 2 s."""
+    config = root / "namesrv.toml"
+    config.write_text("[namesrv]\nbroker_expire_ms = 2000\nscan_interval_ms = 200\n")
+    return namesrv_process(root / "ns", extra_args=["--config", str(config)]).start()
+
+
+def ha_broker(root: Path, namesrv: str, workdir: str, name: str, broker_id: int, role: str,
+              *flags: str) -> PocketProcess:
+    """A broker of the cluster (not started) in ``root / workdir``; ``flags`` are more ``serve`` arguments."""
+    return broker_process(root / workdir, name, namesrv=namesrv, extra_args=[
+        *COMMON_ARGS, "--broker-id", str(broker_id), "--role", role, *flags])
+
+
+@dataclass
+class TwoGroups:
+    namesrv: PocketProcess
+    a_master: PocketProcess
+    a_slave: PocketProcess
+    b_master: PocketProcess
+
+    @property
+    def ns(self) -> str:
+        return self.namesrv.namesrv  # type: ignore[return-value]
+
+    def kill_all(self) -> None:
+        for proc in (self.a_slave, self.a_master, self.b_master, self.namesrv):
+            proc.kill()
+
+
+def start_two_groups(root: Path, *, remote_escape: bool = True, b_flags: tuple[str, ...] = ()) -> TwoGroups:
+    """Start the name server, A's master, A's slave and B's master (``b_flags``: more arguments for B)."""
+    namesrv = fast_namesrv(root)
+    ns = namesrv.namesrv
+    started: list[PocketProcess] = [namesrv]
+    try:
+        a_master = ha_broker(root, ns, "a0", GROUP_A, 0, "sync_master", "--enable-slave-acting-master").start()
+        started.append(a_master)
+        escape = ("--enable-remote-escape",) if remote_escape else ()
+        a_slave = ha_broker(root, ns, "a1", GROUP_A, 1, "slave", "--enable-slave-acting-master", *escape).start()
+        started.append(a_slave)
+        b_master = ha_broker(root, ns, "b0", GROUP_B, 0, "async_master", *b_flags).start()
+    except BaseException:
+        for proc in started:
+            proc.kill()
+        raise
+    return TwoGroups(namesrv, a_master, a_slave, b_master)

@@ -177,7 +177,7 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
         await poll(lambda: replicated(client, a0.remoting, a1.remoting), 10, "slave caught up")
         a0.kill()
         await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
-        popped = await pop(client, a1.remoting, GROUP_A, LATE, invisible_ms=1000)  # CK escaped to B, naming A
+        popped = await pop(client, a1.remoting, GROUP_A, LATE, invisible_ms=2000)  # CK escaped to B, naming A
         a1.kill()
         assert sorted(m.body.decode() for m in popped) == LATE_ON_A
         sent = {(m.queue_id, m.queue_offset) for m in popped}

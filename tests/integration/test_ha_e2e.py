@@ -89,10 +89,16 @@ async def start(tmp_path, *b_settings: str) -> tuple[TwoGroups, RemotingClient]:
         flags += ["--set", setting]
     groups = start_two_groups(tmp_path, b_flags=tuple(flags))
     client = RemotingClient()
-    async with AsyncAdmin(ClientConfig(namesrv_addr=groups.ns)) as admin:
-        for topic in (ORDERS, LATE):
-            await admin.create_topic(topic, queues=1)
-    await poll(lambda: sent_ok(client, groups.a_master.remoting, "e2e-probe", b"p"), 15, "SYNC send acked by a slave")
+    try:
+        async with AsyncAdmin(ClientConfig(namesrv_addr=groups.ns)) as admin:
+            for topic in (ORDERS, LATE):
+                await admin.create_topic(topic, queues=1)
+        await poll(lambda: sent_ok(client, groups.a_master.remoting, "e2e-probe", b"p"), 15,
+                   "SYNC send acked by a slave")
+    except BaseException:
+        await client.close()
+        groups.kill_all()
+        raise
     return groups, client
 
 

@@ -35,7 +35,7 @@ from pocketmq.cluster.route import BrokerIdentity
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult
-from pocketmq.common.topic import revive_topic
+from pocketmq.common.topic import pop_retry_topic, revive_topic
 from pocketmq.errors import RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -54,6 +54,7 @@ from pocketmq.testing.sim.wire import (
 
 REVIVE_TOPIC = revive_topic(CLUSTER)
 REVIVE_QUEUE_ID = 0
+RETRY_TOPIC = pop_retry_topic(CONSUMER_GROUP, TOPIC)
 _REVIVE_BATCH_CKS = 64
 
 
@@ -166,7 +167,10 @@ class SimBroker(Node):
     def _append_flushed(self, messages: list[MessageExt]) -> SimFuture:
         """Append (copies of) ``messages`` and flush them (SYNC_FLUSH); the future resolves once durable."""
         for msg in messages:
-            self.store.append(replace(msg, properties=dict(msg.properties)), self.kernel.now_ms())
+            stored = self.store.append(replace(msg, properties=dict(msg.properties)), self.kernel.now_ms())
+            if stored.topic == RETRY_TOPIC:  # where the copy sits: a dead-letter reference names only that
+                self.history.record("copy_stored", broker=self.addr, origin=stored.uniq_key,
+                                    location=(self.group, stored.topic, stored.queue_id, stored.queue_offset))
         self._wake_pulls()
         return self.disk.flush()
 

@@ -4,9 +4,10 @@ state, and returns what it found wrong. They are the properties of issue 7:
 - ``check_sync_sends``: no acknowledged SYNC send lost. A SEND_OK means the message was durable on the
   master *and* on a slave when the answer went out (so losing any one disk cannot lose it), and at the end it
   is in the log of the broker its group's readers use, at the queue offset the send answered.
-- ``check_pop_outcomes``: every message sent OK reaches a consumer, and every delivered message is in the end
-  acked or dead-lettered with a reason (a message redelivered is judged by its later deliveries); a dead
-  letter for MAX_ATTEMPTS carries exactly ``retry_max_times`` reconsumes. Nothing is dropped or gone.
+- ``check_pop_outcomes``: every message sent OK is in the end acked or dead-lettered with a reason (a message
+  redelivered is judged by its later deliveries; one whose pop answer was lost may be dead-lettered without
+  ever reaching a consumer); a dead letter for MAX_ATTEMPTS carries exactly ``retry_max_times`` reconsumes.
+  Nothing is dropped or gone.
 - ``check_rewrite_bound``: no CK is rewritten more often than the backoff table allows before its ending.
 - ``check_breaker_bound``: while a reader's breaker for a group is open it sends that group nothing; half-open,
   one probe (at most one read per broker of the group) per virtual second.
@@ -55,14 +56,22 @@ def check_sync_sends(history, final_logs: dict[str, dict], final_readers: dict[s
 
 
 def check_pop_outcomes(history, config: SimConfig) -> list[Violation]:
-    sent_ok = {f["origin"] for _, kind, f in history.events if kind == "send_ok"}
+    sent_ok: set[str] = set()
     delivered: set[str] = set()
     acked: set[str] = set()
     dead: set[str] = set()
-    by_location: dict[tuple, str] = {}  # the message last delivered from a location
+    # Which message sits at a (group, topic, queue, offset): what the producer was told for a send, what the
+    # store took for a retry copy. A dead-letter reference names only the location (its read failed), and a
+    # message can be dead-lettered without ever reaching a consumer (its pop's answer was lost).
+    by_location: dict[tuple, str] = {}
     found = []
     for t, kind, f in history.events:
-        if kind == "delivered":
+        if kind == "send_ok":
+            sent_ok.add(f["origin"])
+            by_location[(f["group"], TOPIC, f["queue_id"], f["queue_offset"])] = f["origin"]
+        elif kind == "copy_stored":
+            by_location[f["location"]] = f["origin"]
+        elif kind == "delivered":
             delivered.add(f["origin"])
             by_location[f["location"]] = f["origin"]
         elif kind == "ack_stored":  # the broker's fact; a consumer may never have seen the reply
@@ -82,8 +91,8 @@ def check_pop_outcomes(history, config: SimConfig) -> list[Violation]:
             origin = by_location.get(f["location"])
             if origin in sent_ok:
                 found.append(Violation("pop_outcomes", f"{origin} {kind} at {t} ms: {f.get('reason') or f.get('cause')}"))
-    for origin in sorted(sent_ok - delivered):
-        found.append(Violation("pop_outcomes", f"{origin} was sent OK and never delivered"))
+    for origin in sorted(sent_ok - delivered - dead):
+        found.append(Violation("pop_outcomes", f"{origin} was sent OK and never delivered nor dead-lettered"))
     for origin in sorted((delivered & sent_ok) - acked - dead):
         found.append(Violation("pop_outcomes", f"{origin} was delivered but never acked nor dead-lettered"))
     return found

@@ -6,13 +6,12 @@ from __future__ import annotations
 from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
-from pocketmq.common.topic import pop_retry_topic
 from pocketmq.errors import RemotingError
-from pocketmq.testing.sim.config import CONSUMER_GROUP, GROUPS, QUEUES_PER_GROUP, TOPIC
+from pocketmq.testing.sim.broker import RETRY_TOPIC
+from pocketmq.testing.sim.config import GROUPS, QUEUES_PER_GROUP, TOPIC
 from pocketmq.testing.sim.nodes import Node
 from pocketmq.testing.sim.wire import Ack, Pop, Send
 
-RETRY_TOPIC = pop_retry_topic(CONSUMER_GROUP, TOPIC)
 
 
 class _Client(Node):

@@ -80,7 +80,7 @@ class SimBroker(Node):
         self.broker_id = broker_id
         self.is_master = broker_id == 0
         self.bugs = bugs
-        self.disk = SimDisk(kernel)
+        self.disk = SimDisk(kernel, flush_latency_ms=config.flush_latency_ms)
         self.disk.on_flushed = self._on_flushed
         self.identity = BrokerIdentity(CLUSTER, group, broker_id, self.addr)
         self.policy = (injected.EndlessCkRewritePolicy if "endless_ck_rewrite" in bugs else CkRewritePolicy)(
@@ -101,6 +101,7 @@ class SimBroker(Node):
         self.pop_offsets: dict[tuple[str, int], int] = dict(self.disk.meta.get("pop_offsets", {})) \
             if self.is_master else {}
         self._revive_queue: ReviveQueue | None = None
+        self._popping: set[tuple[str, int]] = set()  # queues whose pop is storing its CK
         breakers = injected.IgnoredBreakerBoard if "breaker_ignored" in self.bugs else BreakerBoard
         self.breakers = breakers(self.config.breaker)
         self._breaker_states: dict[str, BreakerState] = {}
@@ -290,6 +291,9 @@ class SimBroker(Node):
             respond(PopReply(error="not serving POP"))
             return
         key = (request.topic, request.queue_id)
+        if key in self._popping:  # the engine's per-queue lock: a busy queue is skipped
+            respond(PopReply())
+            return
         start = self.pop_offsets.get(key, 0)
         try:
             messages = self.store.read(request.topic, request.queue_id, start, request.max_count)
@@ -302,30 +306,30 @@ class SimBroker(Node):
         ck = PopCheckpoint.of_offsets(request.topic, CONSUMER_GROUP, request.queue_id,
                                       [m.queue_offset for m in messages], self.kernel.now_ms(), request.invisible_ms,
                                       self.group, REVIVE_QUEUE_ID)
+        self._popping.add(key)
+        self.kernel.spawn(self._pop(self.incarnation, key, start + len(messages), messages, ck, respond))
+
+    async def _pop(self, inc: int, key, next_offset: int, messages, ck: PopCheckpoint, respond) -> None:
+        """Store the CK, then advance the pop offset (as the engine: the offset moves once the CK is stored). A
+        master stores it locally; a slave acting master cannot write, so its CK goes to the other group's master."""
         record = checkpoint_message(REVIVE_TOPIC, ck)
-        next_offset = start + len(messages)
-        inc = self.incarnation
         if self.is_master:
-            self.pop_offsets[key] = next_offset
-
-            def stored() -> None:
-                self.disk.meta["pop_offsets"] = dict(self.pop_offsets)
-                respond(PopReply(tuple(messages), ck, self.group))
-            self._when_done(self._append_flushed([record]), inc, stored)
-            return
-        self.kernel.spawn(self._pop_escaped(inc, key, next_offset, messages, ck, record, respond))
-
-    async def _pop_escaped(self, inc: int, key, next_offset: int, messages, ck: PopCheckpoint, record, respond):
-        """A slave acting master cannot write: its CK goes to the other group's master."""
-        target = await self._escape([record])
+            await self._append_flushed([record])
+            target = self.group
+        else:
+            target = await self._escape([record])
         if not self.alive(inc):
             return
+        self._popping.discard(key)
         if target is None:
             respond(PopReply(error="escape failed"))
             return
         self.pop_offsets[key] = max(next_offset, self.pop_offsets.get(key, 0))
-        self.history.record("ck_escaped", broker=self.addr, to=target, topic=ck.topic, queue_id=ck.queue_id,
-                            count=ck.count)
+        if self.is_master:
+            self.disk.meta["pop_offsets"] = dict(self.pop_offsets)
+        else:
+            self.history.record("ck_escaped", broker=self.addr, to=target, topic=ck.topic, queue_id=ck.queue_id,
+                                count=ck.count)
         respond(PopReply(tuple(messages), ck, target))
 
     async def _escape(self, messages: list[MessageExt]) -> str | None:

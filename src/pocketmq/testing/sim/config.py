@@ -40,6 +40,7 @@ class SimConfig:
     ha_pull_suspend_ms: int = 500
     ha_lookup_interval_ms: int = 300
     ha_batch_records: int = 32
+    flush_latency_ms: tuple[int, int] = (1, 4)  # SYNC_FLUSH: an fsync; --flush-latency-ms 50,400 widens the window
     fault_interval_ms: tuple[int, int] = (400, 2_000)
     restart_after_ms: tuple[int, int] = (300, 5_000)
     fault_length_ms: tuple[int, int] = (300, 4_000)

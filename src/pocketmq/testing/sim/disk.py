@@ -19,7 +19,7 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
 
 class SimDisk:
-    def __init__(self, kernel: Kernel, *, flush_latency_ms: tuple[int, int] = (1, 4)):
+    def __init__(self, kernel: Kernel, *, flush_latency_ms: tuple[int, int]):
         self._kernel = kernel
         self._flush_latency_ms = flush_latency_ms
         self.records: list[MessageExt] = []
@@ -27,15 +27,18 @@ class SimDisk:
         self.meta: dict[str, Any] = {}
         self.read_failure_probability = 0.0
         self._generation = 0  # a crash starts a new one; flushes of an older one never complete
+        self._waiters: list[tuple[int, SimFuture]] = []  # (records that must be durable, who waits)
         self.on_flushed: Callable[[list[MessageExt]], None] | None = None
 
     def append(self, records: list[MessageExt]) -> None:
         self.records.extend(records)
 
     def flush(self) -> SimFuture:
-        """Resolves once every record written so far is durable."""
+        """Resolves once every record written so far is durable: by this flush or by any other that covers it
+        (a group commit), so a durable record never waits on a slower flush that a crash then cancels."""
         done = SimFuture()
         target, generation = len(self.records), self._generation
+        self._waiters.append((target, done))
 
         def complete() -> None:
             if generation != self._generation:
@@ -45,7 +48,10 @@ class SimDisk:
                 self.flushed_count = target
                 if self.on_flushed is not None:
                     self.on_flushed(newly)
-            done.resolve()
+            ready = [f for t, f in self._waiters if t <= self.flushed_count]
+            self._waiters = [(t, f) for t, f in self._waiters if t > self.flushed_count]
+            for future in ready:
+                future.resolve()
         self._kernel.after(self._kernel.rng.randint(*self._flush_latency_ms), complete)
         return done
 
@@ -54,6 +60,7 @@ class SimDisk:
         lost = len(self.records) - self.flushed_count
         del self.records[self.flushed_count:]
         self._generation += 1
+        self._waiters = []  # their process is gone
         return lost
 
     def read(self, index: int) -> MessageExt:

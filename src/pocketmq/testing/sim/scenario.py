@@ -23,8 +23,11 @@ from pocketmq.testing.sim.network import LinkFaults, Network
 from pocketmq.testing.sim.nodes import NAMESRV_ADDR, SimNameServer, acting_master_id
 
 
-def replay_command(seed: int, bugs: Bugs = Bugs()) -> str:
+def replay_command(seed: int, bugs: Bugs = Bugs(), config: SimConfig = SimConfig()) -> str:
+    """The command that runs exactly this run again (the CLI exposes the settings that may differ)."""
     flags = "".join(f" --bug {name}" for name in sorted(bugs.names))
+    if config.flush_latency_ms != SimConfig().flush_latency_ms:
+        flags += " --flush-latency-ms {},{}".format(*config.flush_latency_ms)
     return f"python -m pocketmq.testing.sim --seed {seed}{flags}"
 
 
@@ -35,18 +38,19 @@ class SimResult:
     violations: list[Violation]
     digest: str
     stats: dict
+    replay: str  # the command that replays this run
 
     @property
     def ok(self) -> bool:
         return not self.violations
 
-    def report(self, bugs: Bugs = Bugs()) -> str:
+    def report(self) -> str:
         lines = [f"seed={self.seed} {'ok' if self.ok else 'FAILED'} trace={self.digest} {self.stats}"]
         lines += [f"  {v}" for v in self.violations[:20]]
         if len(self.violations) > 20:
             lines.append(f"  ... {len(self.violations) - 20} more")
         if not self.ok:
-            lines.append(f"  replay: {replay_command(self.seed, bugs)}")
+            lines.append(f"  replay: {self.replay}")
         return "\n".join(lines)
 
 
@@ -171,4 +175,4 @@ def run_seed(seed: int, config: SimConfig = SimConfig(), bugs: Bugs = Bugs()) ->
              "delivered": kinds.get("delivered", 0), "kills": kinds.get("broker_killed", 0),
              "rewrites": kinds.get("ck_rewritten", 0), "remote_reads": kinds.get("remote_read", 0),
              "dead_letters": kinds.get("dead_letter", 0)}
-    return SimResult(seed, world.history, violations, world.history.digest(), stats)
+    return SimResult(seed, world.history, violations, world.history.digest(), stats, replay_command(seed, bugs, config))

@@ -1,17 +1,12 @@
 """A broker in the simulation: a small model of the process around PocketMQ's real decision cores.
 
-Model (the shell): request handling, the SYNC send wait, the slave's pull loop, POP (pop offsets, CK per
-pop, acks), the revive loop and the escape of writes by a slave acting master.
+Model (the shell): request handling, the SYNC send wait, the slave's pull loop, POP (pop offsets, a CK per
+pop, acks), the escape of writes by a slave acting master, and PULL_MESSAGE answers; revive is in
+``revive.py``.
 
-Real code making every decision:
-
-- replication: ``cluster.ha_state.ReplicaAcks`` (who is in sync, SYNC verdicts) and ``replication_start``;
-- POP state: ``PopCheckpoint`` / ``AckRecord`` and their records (``revive_queue.checkpoint_message`` /
-  ``ack_message``), read back by the real ``ReviveQueue`` into the real ``ReviveLedger``;
-- revive: ``revive.decide`` with ``CkRewritePolicy``; reads through the real ``LocalMessageReader`` and,
-  for a CK of another group, the real ``RemoteMessageReader`` (PULL_MESSAGE as ``RemotingCommand``,
-  ``classify_pull_reply`` / ``classify_error``) behind the real ``BreakerBoard`` on the virtual clock;
-- routes: the real ``RouteTable`` in the name server.
+Real code making the decisions here: ``cluster.ha_state.ReplicaAcks`` (who is in sync, SYNC verdicts) and
+``replication_start``; ``PopCheckpoint`` / ``AckRecord`` and their records (``revive_queue.checkpoint_message``
+/ ``ack_message``), read back by the real ``ReviveQueue`` into the real ``ReviveLedger``.
 
 Modelled, not real: which broker acts (``nodes.acting_master_id``, to be replaced by the ha-acting core), POP
 on a slave acting master and its escape of CKs and copies to the other group's master (RIP-32's
@@ -22,40 +17,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pocketmq.broker.pop import copies
-from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.broker.pop.reader import LocalMessageReader
-from pocketmq.broker.pop.revive import Copy, Dropped, Gone, decide
+from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
-from pocketmq.broker.pop.rewrite import CkRewritePolicy, Rewrite
-from pocketmq.cluster.breaker import BreakerBoard, BreakerState
+from pocketmq.broker.pop.rewrite import CkRewritePolicy
 from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict, replication_start
-from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.cluster.route import BrokerIdentity
-from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
-from pocketmq.common.read_result import ReadResult
-from pocketmq.common.topic import pop_retry_topic, revive_topic
 from pocketmq.errors import RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record
 from pocketmq.testing.sim import bugs as injected
-from pocketmq.testing.sim.config import CLUSTER, CONSUMER_GROUP, GROUPS, TOPIC, Bugs, SimConfig
+from pocketmq.testing.sim.config import (
+    CLUSTER, CONSUMER_GROUP, GROUPS, RETRY_TOPIC, REVIVE_QUEUE_ID, REVIVE_TOPIC, TOPIC, Bugs, SimConfig,
+)
 from pocketmq.testing.sim.disk import SimDisk
 from pocketmq.testing.sim.history import History
 from pocketmq.testing.sim.kernel import Kernel, SimFuture
 from pocketmq.testing.sim.network import Network
 from pocketmq.testing.sim.nodes import NAMESRV_ADDR, Node, acting_master_id
+from pocketmq.testing.sim.revive import Reviver
 from pocketmq.testing.sim.store import SimStore
 from pocketmq.testing.sim.wire import (
-    Ack, AckReply, Escape, EscapeReply, GetClusterInfo, HaPull, HaPullReply, Pop, PopReply, Register, Send, SendReply,
+    Ack, AckReply, Escape, EscapeReply, HaPull, HaPullReply, Pop, PopReply, Register, Send, SendReply,
 )
-
-REVIVE_TOPIC = revive_topic(CLUSTER)
-REVIVE_QUEUE_ID = 0
-RETRY_TOPIC = pop_retry_topic(CONSUMER_GROUP, TOPIC)
-_REVIVE_BATCH_CKS = 64
 
 
 @dataclass(slots=True)
@@ -102,14 +87,11 @@ class SimBroker(Node):
             if self.is_master else {}
         self._revive_queue: ReviveQueue | None = None
         self._popping: set[tuple[str, int]] = set()  # queues whose pop is storing its CK
-        breakers = injected.IgnoredBreakerBoard if "breaker_ignored" in self.bugs else BreakerBoard
-        self.breakers = breakers(self.config.breaker)
-        self._breaker_states: dict[str, BreakerState] = {}
-        self._readers: dict[str, RemoteMessageReader] = {}
+        self.reviver = Reviver(self)
         self.history.record("broker_started", broker=self.addr, records=len(self.disk.records))
         inc = self.incarnation
         self.kernel.spawn(self._namesrv_loop(inc))
-        self.kernel.spawn(self._revive_loop(inc))
+        self.kernel.spawn(self.reviver.loop(inc))
         if self.is_master:
             self.kernel.spawn(self._expire_slaves_loop(inc))
         else:
@@ -165,7 +147,7 @@ class SimBroker(Node):
         elif isinstance(request, RemotingCommand) and request.code == RequestCode.PULL_MESSAGE:
             respond(self._on_pull(request))
 
-    def _append_flushed(self, messages: list[MessageExt]) -> SimFuture:
+    def append_flushed(self, messages: list[MessageExt]) -> SimFuture:
         """Append (copies of) ``messages`` and flush them (SYNC_FLUSH); the future resolves once durable."""
         for msg in messages:
             stored = self.store.append(replace(msg, properties=dict(msg.properties)), self.kernel.now_ms())
@@ -314,10 +296,10 @@ class SimBroker(Node):
         master stores it locally; a slave acting master cannot write, so its CK goes to the other group's master."""
         record = checkpoint_message(REVIVE_TOPIC, ck)
         if self.is_master:
-            await self._append_flushed([record])
+            await self.append_flushed([record])
             target = self.group
         else:
-            target = await self._escape([record])
+            target = await self.escape(inc, [record])
         if not self.alive(inc):
             return
         self._popping.discard(key)
@@ -332,10 +314,10 @@ class SimBroker(Node):
                                 count=ck.count)
         respond(PopReply(tuple(messages), ck, target))
 
-    async def _escape(self, messages: list[MessageExt]) -> str | None:
+    async def escape(self, inc: int, messages: list[MessageExt]) -> str | None:
         """Write ``messages`` through the other group's master; its group name, or None when it failed."""
         target = self._other_master()
-        if target is None:
+        if target is None or not self.alive(inc):
             return None
         try:
             reply = await self.net.call(self.addr, target, Escape(tuple(messages)), self.config.rpc_timeout_ms)
@@ -347,7 +329,7 @@ class SimBroker(Node):
         if not self.is_master:
             respond(EscapeReply(False))
             return
-        self._when_done(self._append_flushed(list(request.messages)), self.incarnation,
+        self._when_done(self.append_flushed(list(request.messages)), self.incarnation,
                         lambda: respond(EscapeReply(True)))
 
     def revive_queue(self) -> ReviveQueue:
@@ -376,7 +358,7 @@ class SimBroker(Node):
                 self.history.record("ack_stored", broker=self.addr,
                                     location=(ack.broker_name, ack.topic, ack.queue_id, queue_offset))
             respond(AckReply(True))
-        self._when_done(self._append_flushed([ack_message(REVIVE_TOPIC, REVIVE_QUEUE_ID, ack)]), self.incarnation,
+        self._when_done(self.append_flushed([ack_message(REVIVE_TOPIC, REVIVE_QUEUE_ID, ack)]), self.incarnation,
                         stored)
 
     # -- remote reads --------------------------------------------------------------------------------------------
@@ -396,139 +378,6 @@ class SimBroker(Node):
         offsets["nextBeginOffset"] = queue_offset + len(messages)
         return request.response(ResponseCode.SUCCESS, offsets, b"".join(encode_record(m) for m in messages))
 
-    def _remote_reader(self, group: str) -> RemoteMessageReader:
-        reader = self._readers.get(group)
-        if reader is None:
-            reader = self._readers[group] = RemoteMessageReader(
-                group, _NamesrvClient(self), _Remoting(self, group), breakers=self.breakers, clock=self.kernel.clock,
-                timeout_ms=self.config.remote_read_timeout_ms, delays=self.config.remote_read_delays)
-        return reader
-
-    def note_breaker(self, group: str) -> BreakerState:
-        """Record a change of the breaker of ``group`` in the trace; returns its state."""
-        state = self.breakers.get(group).state
-        if self._breaker_states.get(group, BreakerState.CLOSED) is not state:
-            self._breaker_states[group] = state
-            self.history.record("breaker", reader=self.addr, target=group, state=state.value)
-        return state
-
-    # -- revive --------------------------------------------------------------------------------------------------
-    async def _revive_loop(self, inc: int) -> None:
-        while self.alive(inc):
-            await self.kernel.sleep(self.config.revive_interval_ms)
-            if self.alive(inc) and self.acting():
-                await self._revive_pass(inc)
-
-    async def _revive_pass(self, inc: int) -> None:
-        queue = self.revive_queue()
-        try:
-            queue.catch_up()
-        except OSError:
-            return  # as ReviveService: a failed pass changes nothing, the next one tries again
-        for ck in queue.ledger.due(self.kernel.now_ms(), _REVIVE_BATCH_CKS):
-            if not queue.ledger.is_open(ck.key):
-                continue
-            if not await self._revive_one(inc, queue, ck) or not self.alive(inc):
-                return
-            try:
-                queue.catch_up()
-            except OSError:
-                return
-        if self.is_master and self.alive(inc):
-            self.disk.meta["revive_offset"] = queue.ledger.commit_offset()
-
-    async def _revive_one(self, inc: int, queue: ReviveQueue, ck: PopCheckpoint) -> bool:
-        """Revive one due CK as ``ReviveService`` does: decide per un-acked message, write the copies, then one
-        append of the ACK closing the CK and the rewritten CKs. False when this broker died meanwhile."""
-        outgoing: list[Copy] = []
-        rewrites: list[PopCheckpoint] = []
-        outcomes: list[tuple[str, dict]] = []
-        offsets = ck.unacked_offsets()
-        for queue_offset in offsets:
-            read = await self._read(ck, queue_offset)
-            if not self.alive(inc):
-                return False
-            decision = decide(ck, queue_offset, read, retry_max_times=self.config.retry_max_times,
-                              policy=self.policy, now_ms=self.kernel.now_ms())
-            where = {"location": (ck.broker_name, ck.topic, ck.queue_id, queue_offset)}
-            if isinstance(decision, Copy):
-                outgoing.append(decision)
-                outcomes.append(_copy_outcome(decision, where))
-            elif isinstance(decision, Rewrite):
-                rewrites.append(decision.checkpoint)
-                outcomes.append(("ck_rewritten", {**where, "rewrite_count": decision.checkpoint.rewrite_count,
-                                                  "reason": read.reason}))
-            elif isinstance(decision, Gone):
-                outcomes.append(("gone", {**where, "cause": decision.cause}))
-            elif isinstance(decision, Dropped):
-                outcomes.append(("dropped", {**where, "reason": decision.reason}))
-        ack = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                        tuple(offsets))
-        closing = [ack_message(REVIVE_TOPIC, REVIVE_QUEUE_ID, ack)]
-        rewritten = [checkpoint_message(REVIVE_TOPIC, c) for c in rewrites]
-        if self.is_master:
-            if outgoing:
-                await self._append_flushed([c.message for c in outgoing])
-            if not self.alive(inc):
-                return False
-            await self._append_flushed(closing + rewritten)
-        else:
-            # Acting slave: copies and rewritten CKs escape; the closing ACK cannot be written, so the CK is closed
-            # in memory only (a restart, or the master coming back, revives it again: at least once).
-            if outgoing and await self._escape([c.message for c in outgoing]) is None:
-                return self.alive(inc)  # not written: the CK stays open, the next pass tries again
-            if rewritten and await self._escape(rewritten) is None:
-                return self.alive(inc)
-            queue.ledger.close(ck.key)
-        if not self.alive(inc):
-            return False
-        for kind, fields in outcomes:
-            self.history.record(kind, broker=self.addr, **fields)
-        return True
-
-    async def _read(self, ck: PopCheckpoint, queue_offset: int) -> ReadResult:
-        if ck.broker_name == self.group:
-            return await LocalMessageReader(self.store).read(ck.topic, ck.queue_id, queue_offset)
-        result = await self._remote_reader(ck.broker_name).read(ck.topic, ck.queue_id, queue_offset)
-        self.note_breaker(ck.broker_name)
-        return result
-
     def __repr__(self) -> str:
         state = "up" if self.up else "down"
         return f"<SimBroker {self.addr} {state} inc={self.incarnation} {self.disk!r}>"
-
-
-def _copy_outcome(copy: Copy, where: dict) -> tuple[str, dict]:
-    msg = copy.message
-    if not copy.dead_letter:
-        return "retry_copy", {**where, "origin": msg.uniq_key, "reconsume_times": msg.reconsume_times}
-    reason = msg.properties.get(copies.DLQ_REASON, "")
-    origin = msg.properties.get(props.DLQ_ORIGIN_MESSAGE_ID) or None  # empty for a reference
-    return "dead_letter", {**where, "origin": origin, "reason": reason, "reconsume_times": msg.reconsume_times}
-
-
-class _NamesrvClient:
-    """What ``RemoteMessageReader`` asks of the name server, over the simulated network."""
-
-    def __init__(self, broker: SimBroker):
-        self._broker = broker
-
-    async def cluster_info(self):
-        broker = self._broker
-        return await broker.net.call(broker.addr, NAMESRV_ADDR, GetClusterInfo(), broker.config.rpc_timeout_ms)
-
-
-class _Remoting:
-    """``RemotingClient.invoke`` over the simulated network; every remote read goes into the trace with the
-    state of its breaker at that moment."""
-
-    def __init__(self, broker: SimBroker, group: str):
-        self._broker = broker
-        self._group = group
-
-    async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        broker = self._broker
-        state = broker.note_breaker(self._group)
-        broker.history.record("remote_read", reader=broker.addr, target=self._group, addr=addr,
-                              breaker=state.value)
-        return await broker.net.call(broker.addr, addr, request, int(timeout_s * 1000))

@@ -7,8 +7,7 @@ from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
 from pocketmq.errors import RemotingError
-from pocketmq.testing.sim.broker import RETRY_TOPIC
-from pocketmq.testing.sim.config import GROUPS, QUEUES_PER_GROUP, TOPIC
+from pocketmq.testing.sim.config import GROUPS, QUEUES_PER_GROUP, RETRY_TOPIC, TOPIC
 from pocketmq.testing.sim.nodes import Node
 from pocketmq.testing.sim.wire import Ack, Pop, Send
 

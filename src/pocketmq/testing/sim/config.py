@@ -6,12 +6,16 @@ from dataclasses import dataclass, field
 
 from pocketmq.cluster.breaker import BreakerSettings
 from pocketmq.cluster.remote_reader import RetryDelays
+from pocketmq.common.topic import pop_retry_topic, revive_topic
 
 GROUPS = ("broker-a", "broker-b")
 CLUSTER = "sim"
 TOPIC = "orders"
 CONSUMER_GROUP = "cg"
 QUEUES_PER_GROUP = 2
+REVIVE_TOPIC = revive_topic(CLUSTER)
+REVIVE_QUEUE_ID = 0  # one revive queue per broker in the simulation
+RETRY_TOPIC = pop_retry_topic(CONSUMER_GROUP, TOPIC)
 BUGS = ("sync_ack_before_replication", "endless_ck_rewrite", "breaker_ignored", "drop_ending")
 
 

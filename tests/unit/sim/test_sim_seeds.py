@@ -85,3 +85,16 @@ def test_no_silent_divergence_with_an_async_flush_window():
     results = [run_seed(seed, config) for seed in (5, 35)]
     lost = [v for r in results for v in r.violations if v.checker == "sync_sends"]
     assert not lost, "\n".join(r.report() for r in results)
+
+
+def test_an_exception_inside_a_run_is_reported_with_its_seed(monkeypatch):
+    import pocketmq.testing.sim.revive as revive_shell
+
+    def decide_raises(*args, **kwargs):
+        raise ValueError("a core raised")
+
+    monkeypatch.setattr(revive_shell, "decide", decide_raises)
+    result = run_seed(3)
+    assert [v.checker for v in result.violations] == ["crash"]
+    assert "ValueError: a core raised" in result.violations[0].detail
+    assert result.report().startswith("seed=3 FAILED") and "replay: python -m pocketmq.testing.sim --seed 3" in result.report()

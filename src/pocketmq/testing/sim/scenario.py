@@ -10,6 +10,7 @@ its end (acked or dead-lettered) before the run stops. The checkers then judge t
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 
 from pocketmq.cluster.route import MASTER_ID
@@ -161,13 +162,19 @@ class _World:
 
 def run_seed(seed: int, config: SimConfig = SimConfig(), bugs: Bugs = Bugs()) -> SimResult:
     world = _World(seed, config, bugs)
-    world.start()
-    world.kernel.spawn(world.inject_faults())
-    world.kernel.run_until(config.chaos_ms)
-    world.settle()
-    world.kernel.run_until(config.chaos_ms + config.settle_ms)
-    final_logs, final_readers = world.final_state()
-    violations = run_checkers(world.history, final_logs, final_readers, config)
+    try:
+        world.start()
+        world.kernel.spawn(world.inject_faults())
+        world.kernel.run_until(config.chaos_ms)
+        world.settle()
+        world.kernel.run_until(config.chaos_ms + config.settle_ms)
+    except Exception as exc:  # a real core or the model raised: report it with the seed like any other finding
+        crash = traceback.extract_tb(exc.__traceback__)[-1]
+        violations = [Violation("crash", f"{type(exc).__name__}: {exc} at {world.kernel.elapsed_ms()} ms "
+                                         f"({crash.filename.rsplit('/', 1)[-1]}:{crash.lineno})")]
+    else:
+        final_logs, final_readers = world.final_state()
+        violations = run_checkers(world.history, final_logs, final_readers, config)
     kinds = {}
     for _, kind, _ in world.history.events:
         kinds[kind] = kinds.get(kind, 0) + 1

@@ -113,10 +113,7 @@ class SimBroker(Node):
     def acting(self) -> bool:
         """Whether this broker runs its group's revive and serves its POP: the master always; a slave when the
         routes list no master and it has the lowest id."""
-        if self.is_master:
-            return True
-        addrs = self.group_addrs(self.group)
-        return 0 not in addrs and acting_master_id(addrs) == self.broker_id
+        return self.is_master or acting_master_id(self.group_addrs(self.group)) == self.broker_id
 
     def _other_master(self) -> str | None:
         for group in GROUPS:

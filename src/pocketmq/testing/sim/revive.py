@@ -50,6 +50,9 @@ class Reviver:
                 timeout_ms=self.broker.config.remote_read_timeout_ms, delays=self.broker.config.remote_read_delays)
         return reader
 
+    def __repr__(self) -> str:
+        return f"<Reviver {self.broker.addr} inc={self.incarnation} breakers={self.breakers.states()}>"
+
     def note_breaker(self, group: str) -> BreakerState:
         """Record a change of the breaker of ``group`` in the trace; returns its state."""
         state = self.breakers.get(group).state

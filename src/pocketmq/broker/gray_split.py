@@ -11,7 +11,9 @@ as both kinds are alive again. QueryAssignment, ReceiveMessage and POP_MESSAGE a
 A client is gray when its id carries ``@gray`` (RIP-72's ``@gray[<ratio>]`` too) or matches one of its
 group's ``gray.clients`` patterns (shell globs over client ids, a group attribute an operator sets so that
 unmodified official clients, whose ids are ``hostname@pid@index@time``, can be gray: ``canary-*``). The ratio
-is the one in the first gray member's id (sorted), else the group's ``gray.queue.ratio``, else 0.1.
+is the one in the first gray member's id (sorted), else the group's ``gray.queue.ratio``, else 0.1; but a
+topic with a ratio of its own (topic attribute ``gray.queue.ratio``) is split by that one, the ratio the broker
+places official producers' sends by (common.gray.placement_queues), so placement and pops agree.
 
 ``GraySplit`` and ``QueueShare`` are pure; ``GraySplits`` reads the live members from the sources the front
 ends register (remoting consumers, gRPC sessions) and the group attributes. For ``pocketmq group describe``

@@ -189,9 +189,10 @@ class MessageService:
         nothing must wait (ASYNC_FLUSH, no idempotent message), else an awaitable of them.
 
         ``queue_id`` None lets the broker pick (round robin, or the message group's hash for FIFO, within the
-        gray or normal queues: ``select_queue``); a ``batch`` goes to one queue. ``message_type`` None skips the type check (remoting senders do not
-        declare one). Messages that are ``MessageExt`` keep their sys_flag and reconsume_times. ``system_topic``
-        names the one system topic this send may write (a slave acting as master escaping CKs here).
+        gray or normal queues: ``select_queue``); a ``batch`` goes to one queue. ``message_type`` None skips the
+        type check (remoting senders do not declare one). Messages that are ``MessageExt`` keep their sys_flag and
+        reconsume_times. ``system_topic`` names the one system topic this send may write (a slave acting as master
+        escaping CKs here).
         """
         if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
             raise ServiceNotAvailableError(self.read_only_reason)

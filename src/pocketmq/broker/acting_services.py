@@ -84,15 +84,19 @@ class ActingServices:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        self._persist_pop_state()
+
+    def _persist_pop_state(self) -> None:
         self._broker.offsets.persist()
+        self._broker.pop.fifo.persist()
 
     async def _persist_offsets(self) -> None:
-        # Pops on the acting slave move consumer offsets (as on a master: PopService's persist loop); saving them
-        # as often bounds what a kill -9 of the slave hands out again.
+        # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
+        # persist loop); saving them as often bounds what a kill -9 of the slave hands out again.
         while True:
             await asyncio.sleep(self._broker.config.pop_state_persist_interval_ms / 1000)
             try:
-                self._broker.offsets.persist()
+                self._persist_pop_state()
             except OSError:
                 log.exception("event=acting_offsets_persist_failed")
 

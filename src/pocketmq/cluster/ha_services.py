@@ -128,6 +128,9 @@ class TimerProgressGate:
             self.waiting = (progress_offset, master_phys_offset)
         return max(ready) if ready else None
 
+    def __repr__(self) -> str:
+        return f"<TimerProgressGate waiting={self.waiting}>"
+
 
 class ServiceStateFollower:
     """The slave side: applies parsed snapshots to its tables; ``acting`` says whether it acts as master now."""
@@ -157,4 +160,4 @@ class ServiceStateFollower:
         return ServiceStateChanges(moved, fifo, stages, timer)
 
     def __repr__(self) -> str:
-        return f"<ServiceStateFollower acting={self._acting()} timer_waiting={self._timer_gate.waiting}>"
+        return f"<ServiceStateFollower acting={self._acting()} {self._timer_gate!r}>"

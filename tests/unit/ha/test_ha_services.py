@@ -126,7 +126,7 @@ def test_timer_progress_waits_until_the_replica_holds_what_it_covers():
     assert gate.offer(9, master_phys_offset=130, replica_phys_offset=125) == 5  # reached: 9 waits now
     assert gate.waiting == (9, 130)
     assert gate.offer(10, master_phys_offset=140, replica_phys_offset=140) == 10  # both reached: the newest
-    assert gate.waiting is None
+    assert gate.waiting is None and repr(gate) == "<TimerProgressGate waiting=None>"
 
 
 async def test_timer_advance_forgets_timers_below_and_bounds_a_restart(tmp_path):

@@ -10,7 +10,7 @@ master + slave (acting master, remote escape), group B = a master (where the act
    starts at the master's progress (nothing read twice), and acting as master it keeps group a blocked behind
    m0 and b done; the master's FIFO receipt handle of m0 acks on it, then m1 comes; the staged topic hands out
    nothing while its first stage is in flight (the plain path would hand out m2 and m3), while a plain topic's
-   pop through the slave works.
+   pop through the slave works (its CK escaped to B), and the slave's /metrics show the election and the escape.
 """
 
 from __future__ import annotations
@@ -39,13 +39,14 @@ from tests.integration.test_ha_acting_master import (
     send,
     start_groups,
 )
+from tests.integration.test_ha_ops import sample, scrape
 from tests.integration.test_ha_replication import poll
 
 FIFO_TOPIC = "sync-fifo"
 STAGED_TOPIC = "sync-staged"
 PLAIN_TOPIC = "sync-plain"
 DELAY_TOPIC = "sync-delay"
-FAST = ["--set", "pop_state_persist_interval_ms=200", "--set", "offset_persist_interval_ms=200"]
+FAST = ["--set", "pop_state_persist_interval_ms=200", "--set", "offset_persist_interval_ms=200", "--metrics-port", "0"]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
@@ -129,6 +130,10 @@ async def test_the_slave_copies_the_service_state_and_acts_from_it(tmp_path):
         assert [m.body for m in await pop(client, slave.remoting, FIFO_TOPIC, fifo=True)] == [b"m1"]
         assert await pop(client, slave.remoting, STAGED_TOPIC) == []  # stage 1 is in flight on the master's CK
         assert [m.body for m in await pop(client, slave.remoting, PLAIN_TOPIC)] == [b"plain"]  # escaped CK on B
+        metrics = scrape(slave.metrics)  # the escape and the election, in the acting slave's metrics
+        assert sample(metrics, "pocketmq_acting_master ") == 1
+        assert sample(metrics, 'pocketmq_acting_master_changes_total{to="acting",reason="master_gone"}') == 1
+        assert sample(metrics, 'pocketmq_escapes_total{kind="checkpoint",result="stored"}') == 1
     finally:
         await client.close()
         for proc in (slave, master, other, namesrv):

@@ -11,7 +11,8 @@ Snapshot body (JSON)::
 Applying it makes the slave's topic and group tables equal to the master's (creating, updating, deleting;
 deleting a topic here drops only its config: its records come and go with the replicated commit log).
 Offsets only move forward, so a consumer that committed on the slave while its master was down keeps its
-progress when the master, with older offsets, is followed again.
+progress when the master, with older offsets, is followed again. The service state is applied by an
+``ha_services.ServiceStateFollower`` (see there). Everything is parsed before anything changes.
 """
 
 from __future__ import annotations

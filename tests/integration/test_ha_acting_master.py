@@ -109,6 +109,16 @@ def broker(tmp_path, namesrv: str, workdir: str, name: str, broker_id: int, role
         *COMMON, "--broker-id", str(broker_id), "--role", role, *flags])
 
 
+def start_groups(tmp_path, namesrv: str, *flags: str, escape: bool = True):
+    """Group A's master and slave (acting master on both, remote escape on the slave unless ``escape`` is
+    False, ``flags`` on both) and group B's master, started."""
+    master = broker(tmp_path, namesrv, "a0", "group-a", 0, "sync_master", "--enable-slave-acting-master", *flags)
+    slave = broker(tmp_path, namesrv, "a1", "group-a", 1, "slave", "--enable-slave-acting-master",
+                   *(["--enable-remote-escape"] if escape else []), *flags)
+    other = broker(tmp_path, namesrv, "b0", "group-b", 0, "async_master")
+    return master.start(), slave.start(), other.start()
+
+
 def fast_namesrv(tmp_path):
     config = tmp_path / "namesrv.toml"
     config.write_text("[namesrv]\nbroker_expire_ms = 2000\nscan_interval_ms = 200\n")
@@ -118,10 +128,7 @@ def fast_namesrv(tmp_path):
 async def test_slave_acts_as_master_and_hands_back(tmp_path):
     namesrv = fast_namesrv(tmp_path)
     ns = namesrv.namesrv
-    master = broker(tmp_path, ns, "a0", "group-a", 0, "sync_master", "--enable-slave-acting-master").start()
-    slave = broker(tmp_path, ns, "a1", "group-a", 1, "slave", "--enable-slave-acting-master",
-                   "--enable-remote-escape").start()
-    other = broker(tmp_path, ns, "b0", "group-b", 0, "async_master").start()
+    master, slave, other = start_groups(tmp_path, ns)
     client = RemotingClient()
     try:
         async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
@@ -263,9 +270,7 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
     to B, nothing is lost) and the returning master does that work itself."""
     namesrv = fast_namesrv(tmp_path)
     ns = namesrv.namesrv
-    master = broker(tmp_path, ns, "a0", "group-a", 0, "sync_master", "--enable-slave-acting-master").start()
-    slave = broker(tmp_path, ns, "a1", "group-a", 1, "slave", "--enable-slave-acting-master").start()
-    other = broker(tmp_path, ns, "b0", "group-b", 0, "async_master").start()
+    master, slave, other = start_groups(tmp_path, ns, escape=False)
     client = RemotingClient()
     try:
         async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:

@@ -6,7 +6,8 @@ info (looked up again after any failure, so a master that comes back on another 
 Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, see ``ha_state``), append the
 answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
 slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: every ``metadata_interval_ms``
-HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata``. Both wait ``lookup_interval_ms`` after a failure
+HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata`` (the service state by ``services``, an
+``ha_services.ServiceStateFollower``). Both wait ``lookup_interval_ms`` after a failure
 (no master in the route, connection refused, timeout, refused by the master) and log a failure once per
 outage, not once per attempt.
 """
@@ -17,6 +18,7 @@ import asyncio
 import logging
 
 from pocketmq.cluster.ha_metadata import apply_metadata
+from pocketmq.cluster.ha_services import ServiceStateFollower
 from pocketmq.errors import PocketMQError, RemoteServerError
 from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -28,9 +30,11 @@ log = logging.getLogger(__name__)
 class HaSlave:
     def __init__(self, store, topics, groups, offsets, namesrv, remoting: RemotingClient, *, cluster_name: str,
                  broker_name: str, broker_id: int, slave_addr: str, transfer_max_bytes: int, pull_suspend_ms: int,
-                 lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000):
+                 lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000,
+                 services: ServiceStateFollower | None = None):
         self._store = store
         self._tables = (topics, groups, offsets)
+        self._services = services
         self._namesrv = namesrv
         self._remoting = remoting
         self._cluster_name = cluster_name
@@ -80,7 +84,7 @@ class HaSlave:
         master = await self._master()
         response = await self._invoke(master, RemotingCommand.request(HA_SYNC_METADATA, {
             "brokerName": self._broker_name, "slaveAddr": self._slave_addr}), self._request_timeout_s)
-        changes = apply_metadata(response.body, *self._tables)
+        changes = apply_metadata(response.body, *self._tables, self._services)
         if changes.any:
             log.info("event=metadata_synced master=%s changes=%s", master, changes)
         self._recovered("metadata", f"master={master}")

@@ -7,7 +7,7 @@
   ILLEGAL_OPERATION when the slave cannot follow (diverged, or behind the master's retention); NO_PERMISSION
   from a broker that is not a master or not of that broker name.
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
-  ``cluster.ha_metadata``.
+  ``cluster.ha_metadata`` (with the service state of ``cluster.ha_services``).
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
   answers its acting progress (``broker.acting_progress``); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
   the master stored it, the slave forgets it. NO_PERMISSION from a broker that is not a slave of that name.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from pocketmq.cluster.ha_metadata import metadata_snapshot
+from pocketmq.cluster.ha_services import service_tables_of
 from pocketmq.errors import NoPermissionError, PocketMQError
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
@@ -76,7 +77,8 @@ class HaHandlers:
         self._master(HeaderFields(request.ext_fields))
         broker = self._broker
         return request.response(ResponseCode.SUCCESS,
-                                body=metadata_snapshot(broker.topics, broker.groups, broker.offsets))
+                                body=metadata_snapshot(broker.topics, broker.groups, broker.offsets,
+                                                       service_tables_of(broker)))
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = HeaderFields(request.ext_fields)

@@ -204,6 +204,11 @@ class PopService:
         self.fifo_dead_lettered: dict[tuple[str, str, int], int] = {}
         self.staged = None  # pop/staged.StagedPop: (group, topic)s consumed stage by stage (set by setup)
 
+    @property
+    def fifo(self) -> FifoPopState:
+        """The FIFO pop state (a slave loads it at start and follows its master's: cluster.ha_services)."""
+        return self._fifo
+
     # -- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
         self._fifo.load()

@@ -157,8 +157,11 @@ class PopHandlers:
             except (KeyError, TypeError, ValueError) as exc:
                 raise BadRequestError(f"batch ack entry {ack!r}: {exc}") from None
             offsets = [start + i for i in range(bits.bit_length()) if bits >> i & 1]
-            by_group.setdefault(group, []).extend(
-                handle_from_extra_info(group, topic, f"{prefix} {o}") for o in offsets)
+            if not offsets:
+                continue
+            # The entry is checked once, as the handle of its first offset; the others differ by offset only.
+            first = handle_from_extra_info(group, topic, f"{prefix} {offsets[0]}")
+            by_group.setdefault(group, []).extend(first.at_offset(o) for o in offsets)
         for group, handles in by_group.items():
             await self._broker.pop.ack(group, handles)  # stale entries of a batch are skipped, as RocketMQ does
         return request.response(ResponseCode.SUCCESS)

@@ -113,8 +113,9 @@ class HaSlave:
 
     def _failed(self, loop_name: str, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        if self._failing.get(loop_name) != reason and getattr(exc, "response_code", None) == \
-                ResponseCode.ILLEGAL_OPERATION:
+        diverged = loop_name == "replication" and getattr(exc, "response_code", None) == \
+            ResponseCode.ILLEGAL_OPERATION  # the master refused our log (remark: why)
+        if self._failing.get(loop_name) != reason and diverged:
             log.error("event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=stop this broker, "
                       "clear its data directory and start it again to copy the master", self._broker_name,
                       self.master_addr, self._store.config.data_dir, reason)

@@ -115,8 +115,11 @@ class HaMaster:
             step = pull_step(start, store.durable_phys_offset, store.max_phys_offset)
             if step is PullStep.SERVE:
                 return store.read_commit_log(start, max_bytes, durable_only=True)
-            if step is PullStep.AWAIT_FLUSH:  # a failed flush returns False: the next round is the retry
-                await store.wait_durable(store.max_phys_offset, suspend_ms)
+            if step is PullStep.AWAIT_FLUSH:
+                if not await store.wait_durable(store.max_phys_offset, suspend_ms):
+                    # A failed flush or a stopping store: answer what is durable; the slave asks again (and a
+                    # failing disk's next round waits out the group commit's retry delay).
+                    return store.read_commit_log(start, max_bytes, durable_only=True)
                 continue
             if self._arrived is None:
                 self._arrived = asyncio.Event()

@@ -527,7 +527,9 @@ class MessageStore:
     async def wait_durable(self, phys_offset: int, timeout_ms: int) -> bool:
         """Wait until the log is durable up to ``phys_offset``, asking the group commit for a round now (under
         ASYNC_FLUSH too, instead of its next interval; one fsync covers everyone waiting). False on timeout or
-        a failed flush."""
+        a failed flush; False at once when the store is not running (its flush task is gone)."""
+        if self._state != "running":
+            return False
         return await self._group_commit.wait_durable(phys_offset, timeout_ms)
 
     def read_commit_log(self, phys_offset: int, max_bytes: int, *, durable_only: bool = False) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 
 from pocketmq.cluster.ha_master import HaMaster
 from pocketmq.store.api import PutStatus
-from pocketmq.store.commit_log import RecordMark
+from pocketmq.store.commit_log import CommitLog, RecordMark
 from pocketmq.store.message_store import MessageStore
 from tests.unit.store.store_helpers import message, small_config
 
@@ -103,3 +103,19 @@ def test_the_pull_header_names_the_last_record_or_nothing():
                 {"lastRecordPhysOffset": "200", "lastRecordCrc32c": str(1 << 32)}):
         with pytest.raises(BadRequestError):
             _slave_last_record(HeaderFields(bad))
+
+
+async def test_a_failed_flush_answers_the_pull_with_nothing_unflushed(tmp_path, monkeypatch):
+    # A short flush interval: the group commit waits that long after a failed round (shutdown included).
+    store = MessageStore(small_config(tmp_path / "m", flush_interval_ms=50, checkpoint_interval_ms=3_600_000))
+    store.start()
+    master = ha_master(store)
+    await store.put_message(message(body=b"x"))
+
+    def disk_error(segments):
+        raise OSError("injected fsync failure")
+    monkeypatch.setattr(CommitLog, "flush_segments", staticmethod(disk_error))
+    # Answered at the failure, not after the 10 s suspend, and without the record the disk did not take.
+    assert await asyncio.wait_for(master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=10_000), 5) == (0, b"")
+    monkeypatch.undo()
+    await store.shutdown()

@@ -61,10 +61,13 @@ class HaSlave:
 
     async def _follow(self, master: str) -> None:
         while True:
-            request = RemotingCommand.request(HA_PULL_COMMIT_LOG, {
-                "brokerName": self._broker_name, "brokerId": self._broker_id, "slaveAddr": self._slave_addr,
-                "physOffset": self._store.max_phys_offset, "maxBytes": self._transfer_max_bytes,
-                "suspendMillis": self._pull_suspend_ms})
+            fields = {"brokerName": self._broker_name, "brokerId": self._broker_id, "slaveAddr": self._slave_addr,
+                      "physOffset": self._store.max_phys_offset, "maxBytes": self._transfer_max_bytes,
+                      "suspendMillis": self._pull_suspend_ms}
+            last = self._store.last_record()  # the master checks our log ends with its record there
+            if last is not None:
+                fields.update(lastRecordPhysOffset=last.phys_offset, lastRecordCrc32c=last.crc32c)
+            request = RemotingCommand.request(HA_PULL_COMMIT_LOG, fields)
             response = await self._invoke(master, request, self._pull_suspend_ms / 1000 + self._request_timeout_s)
             if response.body:
                 start = int(response.ext_fields["physOffset"])
@@ -114,7 +117,13 @@ class HaSlave:
 
     def _failed(self, loop_name: str, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        if self._failing.get(loop_name) != reason:
+        diverged = loop_name == "replication" and getattr(exc, "response_code", None) == \
+            ResponseCode.ILLEGAL_OPERATION  # the master refused our log (remark: why)
+        if self._failing.get(loop_name) != reason and diverged:
+            log.error("event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=stop this broker, "
+                      "clear its data directory and start it again to copy the master", self._broker_name,
+                      self.master_addr, self._store.config.data_dir, reason)
+        elif self._failing.get(loop_name) != reason:
             log.warning("event=ha_%s_failed broker=%s master=%s error=%s retry_in_ms=%d", loop_name,
                         self._broker_name, self.master_addr, reason, int(self._lookup_interval_s * 1000))
         self._failing[loop_name] = reason

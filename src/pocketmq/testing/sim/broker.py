@@ -4,13 +4,14 @@ Model (the shell): request handling, the SYNC send wait, the slave's pull loop, 
 pop, acks), the escape of writes by a slave acting master, and PULL_MESSAGE answers; revive is in
 ``revive.py``.
 
-Real code making the decisions here: ``cluster.ha_state.ReplicaAcks`` (who is in sync, SYNC verdicts) and
-``replication_start``; ``PopCheckpoint`` / ``AckRecord`` and their records (``revive_queue.checkpoint_message``
-/ ``ack_message``), read back by the real ``ReviveQueue`` into the real ``ReviveLedger``.
+Real code making the decisions here: ``cluster.ha_state.ReplicaAcks`` (who is in sync, SYNC verdicts),
+``replication_start`` (length and last-record continuity) and ``pull_step`` (a master serves slaves only
+flushed records); ``cluster.acting_master.should_act`` (whether a slave acts for its group);
+``PopCheckpoint`` / ``AckRecord`` and their records (``revive_queue.checkpoint_message`` / ``ack_message``),
+read back by the real ``ReviveQueue`` into the real ``ReviveLedger``.
 
-Modelled, not real: which broker acts (``nodes.acting_master_id``, to be replaced by the ha-acting core), POP
-on a slave acting master and its escape of CKs and copies to the other group's master (RIP-32's
-EscapeBridge, not built yet), and the metadata sync (pop offsets ride on the HA pull reply).
+Modelled, not real: POP on a slave acting master and its escape of CKs and copies to the other group's
+master (a model of RIP-32's EscapeBridge), and the metadata sync (pop offsets ride on the HA pull reply).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass, replace
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
 from pocketmq.broker.pop.rewrite import CkRewritePolicy
-from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict, replication_start
+from pocketmq.cluster.acting_master import should_act
+from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
 from pocketmq.cluster.route import BrokerIdentity
 from pocketmq.common.message import MessageExt
 from pocketmq.errors import RemotingError
@@ -35,7 +37,7 @@ from pocketmq.testing.sim.disk import SimDisk
 from pocketmq.testing.sim.history import History
 from pocketmq.testing.sim.kernel import Kernel, SimFuture
 from pocketmq.testing.sim.network import Network
-from pocketmq.testing.sim.nodes import NAMESRV_ADDR, Node, acting_master_id
+from pocketmq.testing.sim.nodes import NAMESRV_ADDR, Node
 from pocketmq.testing.sim.revive import Reviver
 from pocketmq.testing.sim.store import SimStore
 from pocketmq.testing.sim.wire import (
@@ -105,15 +107,17 @@ class SimBroker(Node):
         self.history.record("broker_killed", broker=self.addr, lost_records=lost)
 
     def _on_flushed(self, records: list[MessageExt]) -> None:
+        self._wake_pulls()
         for msg in records:
             if msg.topic == TOPIC:
                 self.history.record("durable", broker=self.addr, group=self.group, origin=msg.uniq_key,
                                     queue_id=msg.queue_id, queue_offset=msg.queue_offset)
 
     def acting(self) -> bool:
-        """Whether this broker runs its group's revive and serves its POP: the master always; a slave when the
-        routes list no master and it has the lowest id."""
-        return self.is_master or acting_master_id(self.group_addrs(self.group)) == self.broker_id
+        """Whether this broker runs its group's revive and serves its POP: the master always; a slave as the real
+        election decides (no master in the routes, the lowest live id; no handover in the model)."""
+        return self.is_master or should_act(self.broker_id, self.group_addrs(self.group), enabled=True,
+                                            master_back_until_ms=0, now_ms=self.kernel.now_ms())
 
     def _other_master(self) -> str | None:
         for group in GROUPS:
@@ -151,7 +155,6 @@ class SimBroker(Node):
             if stored.topic == RETRY_TOPIC:  # where the copy sits: a dead-letter reference names only that
                 self.history.record("copy_stored", broker=self.addr, origin=stored.uniq_key,
                                     location=(self.group, stored.topic, stored.queue_id, stored.queue_offset))
-        self._wake_pulls()
         return self.disk.flush()
 
     def _when_done(self, future: SimFuture, inc: int, action) -> None:
@@ -164,7 +167,6 @@ class SimBroker(Node):
             return
         stored = self.store.append(replace(request.message, properties=dict(request.message.properties)),
                                    self.kernel.now_ms())
-        self._wake_pulls()
         self._when_done(self.disk.flush(), self.incarnation, lambda: self._await_replication(stored, respond))
 
     def _await_replication(self, msg: MessageExt, respond) -> None:
@@ -196,8 +198,11 @@ class SimBroker(Node):
         if not self.is_master:
             respond(HaPullReply(refused="not a master"))
             return
+        store = self.store
+        there = store.last_record_crc32c(request.last_record.phys_offset, request.phys_offset) \
+            if request.last_record is not None else None
         try:
-            start = replication_start(request.phys_offset, 0, self.store.max_phys_offset)
+            start = replication_start(request.phys_offset, 0, store.max_phys_offset, request.last_record, there)
         except ValueError as exc:
             self.history.record("ha_refused", master=self.addr, slave=request.link[0], reason=str(exc))
             respond(HaPullReply(refused=str(exc)))
@@ -205,10 +210,13 @@ class SimBroker(Node):
         self.acks.heard(request.link, request.link[0], request.phys_offset, self.kernel.now_ms())
         self._check_sync_waiters()
         held = _HeldPull(start, respond)
-        if self.store.records_from(start, 1):
+        step = pull_step(start, store.durable_phys_offset, store.max_phys_offset)
+        if step is PullStep.SERVE:
             self._answer_pull(held)
             return
-        self._held_pulls.append(held)  # held until a record arrives or the suspend time passes
+        if step is PullStep.AWAIT_FLUSH:
+            self.disk.flush()  # the group commit, asked now; the flush wakes the pull
+        self._held_pulls.append(held)  # held until records are flushed or the suspend time passes
         inc = self.incarnation
         self.kernel.after(self.config.ha_pull_suspend_ms, lambda: self._answer_pull(held) if self.alive(inc) else None)
 
@@ -216,12 +224,15 @@ class SimBroker(Node):
         if held.answered:
             return
         held.answered = True
-        records = tuple(self.store.records_from(held.phys_offset, self.config.ha_batch_records))
+        records = tuple(self.store.durable_records_from(held.phys_offset, self.config.ha_batch_records))
         held.respond(HaPullReply(records, pop_offsets=dict(self.pop_offsets)))
 
     def _wake_pulls(self) -> None:
-        held, self._held_pulls = self._held_pulls, []
-        for pull in held:
+        """Answer the held pulls that flushed records now follow."""
+        durable = self.store.durable_phys_offset
+        ready = [pull for pull in self._held_pulls if pull.phys_offset < durable]
+        self._held_pulls = [pull for pull in self._held_pulls if pull.phys_offset >= durable and not pull.answered]
+        for pull in ready:
             self._answer_pull(pull)
 
     async def _expire_slaves_loop(self, inc: int) -> None:
@@ -239,7 +250,7 @@ class SimBroker(Node):
             if master is None:
                 await self.kernel.sleep(self.config.ha_lookup_interval_ms)
                 continue
-            request = HaPull((self.addr, inc), self.store.max_phys_offset)
+            request = HaPull((self.addr, inc), self.store.max_phys_offset, self.store.last_record())
             try:
                 reply = await self.net.call(self.addr, master, request,
                                             self.config.ha_pull_suspend_ms + self.config.rpc_timeout_ms)

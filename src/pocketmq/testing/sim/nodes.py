@@ -20,11 +20,10 @@ from pocketmq.testing.sim.wire import GetClusterInfo, Register
 NAMESRV_ADDR = "namesrv"
 
 
-def acting_master_id(broker_addrs: dict[int, str]) -> int | None:
-    """The broker of a group that runs its special services (revive): the lowest id the routes list.
-
-    A stand-in for the acting-master core being written on branch ha-acting (RIP-32: the min-id live broker
-    of the group); the lead swaps that in here."""
+def serving_broker_id(broker_addrs: dict[int, str]) -> int | None:
+    """The broker of a group that clients read and pop through: the lowest id the routes list (the SDK's
+    ``TopicRouteView``: the master, else its lowest-id slave). Whether that slave *acts* for the group is
+    the real election's decision (``cluster.acting_master.should_act``, in ``SimBroker.acting``)."""
     return min(broker_addrs) if broker_addrs else None
 
 
@@ -81,7 +80,7 @@ class Node:
         return self.group_addrs(group).get(MASTER_ID)
 
     def serving_addr(self, group: str) -> str | None:
-        """Where clients of ``group`` go: its master, else its acting master (the lowest-id broker listed)."""
+        """Where clients of ``group`` go: its master, else its lowest-id broker listed."""
         addrs = self.group_addrs(group)
-        acting = acting_master_id(addrs)
-        return addrs[acting] if acting is not None else None
+        serving = serving_broker_id(addrs)
+        return addrs[serving] if serving is not None else None

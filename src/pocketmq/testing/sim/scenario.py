@@ -21,7 +21,7 @@ from pocketmq.testing.sim.config import GROUPS, TOPIC, Bugs, SimConfig
 from pocketmq.testing.sim.history import History
 from pocketmq.testing.sim.kernel import Kernel
 from pocketmq.testing.sim.network import LinkFaults, Network
-from pocketmq.testing.sim.nodes import NAMESRV_ADDR, SimNameServer, acting_master_id
+from pocketmq.testing.sim.nodes import NAMESRV_ADDR, SimNameServer, serving_broker_id
 
 
 def replay_command(seed: int, bugs: Bugs = Bugs(), config: SimConfig = SimConfig()) -> str:
@@ -154,7 +154,7 @@ class _World:
         for group in GROUPS:
             data = info.broker_addr_table.get(group)
             addrs = dict(data.broker_addrs) if data is not None else {}
-            reader_id = MASTER_ID if MASTER_ID in addrs else acting_master_id(addrs)
+            reader_id = MASTER_ID if MASTER_ID in addrs else serving_broker_id(addrs)
             if reader_id is not None:
                 readers[group] = addrs[reader_id]
         return logs, readers

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.cluster.route import BrokerIdentity
 from pocketmq.common.message import MessageExt
+from pocketmq.store.commit_log import RecordMark
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class SendReply:
 class HaPull:  # HA_PULL_COMMIT_LOG: everything before phys_offset is on the slave (the ack)
     link: tuple[str, int]  # (slave address, slave incarnation): one per connection
     phys_offset: int
+    last_record: RecordMark | None = None  # lastRecordPhysOffset / lastRecordCrc32c
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench pipeline clean
+.PHONY: run test venv java-check bench pipeline sim clean
 
 venv: $(STAMP)
 
@@ -26,6 +26,14 @@ java-check:
 
 test: $(STAMP) java-check
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The deterministic simulation of issue 7 (docs/ha.md): SEEDS seeds from FIRST, a summary line, exit 1 on a failure;
+# SIM_ARGS passes more flags (e.g. --bug NAME, --flush-latency-ms 50,400).
+SEEDS ?= 1000
+FIRST ?= 0
+SIM_ARGS ?=
+sim: $(STAMP)
+	$(BIN)/python -m pocketmq.testing.sim --seeds $(SEEDS) --first $(FIRST) $(SIM_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

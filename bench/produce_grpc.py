@@ -123,17 +123,22 @@ def run_client(spec: dict) -> None:
 
     try:
         send(WARMUP_SENDS)
-        per_thread = spec["messages"] // spec["threads"]
-        threads = [threading.Thread(target=send, args=(per_thread,)) for _ in range(spec["threads"])]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed_s = time.perf_counter() - started
+        rate = timed_threads(send, spec["messages"], spec["threads"])
     finally:
         producer.shutdown()
-    print(json.dumps({"msgs_per_s": per_thread * spec["threads"] / elapsed_s}), flush=True)
+    print(json.dumps({"msgs_per_s": rate}), flush=True)
+
+
+def timed_threads(work, messages: int, threads: int) -> float:
+    """Messages per second of ``threads`` threads each running ``work(messages // threads)`` at once."""
+    per_thread = messages // threads
+    workers = [threading.Thread(target=work, args=(per_thread,)) for _ in range(threads)]
+    started = time.perf_counter()
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return per_thread * threads / (time.perf_counter() - started)
 
 
 def run_simple_consumer(spec: dict) -> None:
@@ -152,17 +157,10 @@ def run_simple_consumer(spec: dict) -> None:
 
     try:
         receive_and_ack(WARMUP_ACKS)
-        per_thread = spec["messages"] // spec["threads"]
-        threads = [threading.Thread(target=receive_and_ack, args=(per_thread,)) for _ in range(spec["threads"])]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed_s = time.perf_counter() - started
+        rate = timed_threads(receive_and_ack, spec["messages"], spec["threads"])
     finally:
         consumer.shutdown()
-    print(json.dumps({"msgs_per_s": per_thread * spec["threads"] / elapsed_s}), flush=True)
+    print(json.dumps({"msgs_per_s": rate}), flush=True)
 
 
 def fill_topic(namesrv: str, messages: int, size: int) -> None:

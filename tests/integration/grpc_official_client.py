@@ -10,7 +10,8 @@ midway still knows exactly which sends returned OK:
 
 SPEC: {"endpoint": "127.0.0.1:P", "topic": "t", "count": N, "prefix": "n", "groups": G (0: NORMAL),
 "declare_topic": true, "stop_after_failures": K (stop once K sends in a row failed; 0: never),
-"delay_s": D (send DELAY messages due in D seconds; optional), "body_bytes": B (optional)}.
+"delay_s": D (send DELAY messages due in D seconds; optional), "body_bytes": B (optional),
+"properties": {name: value} (more user properties on every message, e.g. PMQ_GRAY; optional)}.
 The messages are ``expected_message(prefix, i, groups)``: the tests rebuild them to check what was stored.
 """
 
@@ -49,7 +50,7 @@ def main(spec: dict) -> int:
             msg.tag = expected["tag"]
             for key in expected["keys"]:
                 msg.keys = key
-            for name, value in expected["properties"].items():
+            for name, value in {**expected["properties"], **spec.get("properties", {})}.items():
                 msg.add_property(name, value)
             if expected["group"]:
                 msg.message_group = expected["group"]

@@ -3,7 +3,8 @@
 One scenario in phases (each needs the previous one's state): SYNC sends are acknowledged once the slave has
 them and are readable on it; the slave refuses sends; kill -9 of the slave turns SYNC sends into slave
 statuses; a restarted slave catches up; kill -9 of the master leaves the slave in the route, and the SDK's
-pull consumer reads every message that was sent OK through it.
+pull consumer reads every message that was sent OK through it. A second scenario starts a slave whose data
+directory holds another master's log: the master refuses it and the slave says its directory must be cleared.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import pytest
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.pull_consumer import AsyncPullConsumer
+from pocketmq.common.message import MessageExt
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
+from pocketmq.store.api import StoreConfig
+from pocketmq.store.message_store import MessageStore
 from pocketmq.testing.processes import broker_process, namesrv_process
 
 TOPIC = "ha-orders"
@@ -102,6 +106,46 @@ async def test_sync_replication_and_failover_to_the_slave(tmp_path):
         await client.close()
         for proc in (slave, master, namesrv):
             proc.kill()
+
+
+async def test_a_slave_holding_another_master_s_log_is_refused(tmp_path):
+    # The slave's data directory holds one record written by another master: a log shorter than this master's,
+    # so lengths alone would let it follow (and count its offset as an ack of records it does not have).
+    other = MessageStore(StoreConfig(data_dir=tmp_path / "slave" / "data"))
+    other.start()
+    await other.put_message(MessageExt(topic=TOPIC, body=b"from another master", queue_id=0))
+    await other.shutdown()
+    namesrv = namesrv_process(tmp_path / "ns").start()
+    master = broker(tmp_path, namesrv.namesrv, "master", 0, "sync_master").start()
+    slave = None
+    client = RemotingClient()
+    try:
+        for i in range(3):  # no slave yet: stored on the master, answered SLAVE_NOT_AVAILABLE
+            assert (await send(client, master.remoting, b"m%d" % i + bytes(200))).code == \
+                ResponseCode.SLAVE_NOT_AVAILABLE
+        slave = broker(tmp_path, namesrv.namesrv, "slave", 1, "slave").start()
+        await poll(lambda: _logged(slave, "event=ha_replica_diverged"), 15, "the slave logging its divergence")
+        slave_log = slave.log_path.read_text()
+        assert "clear its data directory" in slave_log and str(tmp_path / "slave" / "data") in slave_log
+        assert "ILLEGAL_OPERATION" in slave_log and "diverged" in slave_log
+        assert await _logged(master, "event=slave_refused")
+        lonely = await send(client, master.remoting, b"after")
+        assert lonely.code == ResponseCode.SLAVE_NOT_AVAILABLE  # the refused slave acknowledges nothing
+        assert await poll(lambda: _bodies_are(client, slave.remoting, [b"from another master"]), 10,
+                          "the slave's own record, untouched")
+    finally:
+        await client.close()
+        for proc in (slave, master, namesrv):
+            if proc is not None:
+                proc.kill()
+
+
+async def _logged(proc, text: str) -> bool:
+    return text in proc.log_path.read_text()
+
+
+async def _bodies_are(client: RemotingClient, addr: str, bodies: list[bytes]) -> bool:
+    return await pull_bodies(client, addr) == bodies
 
 
 async def _sent_ok(client: RemotingClient, addr: str, body: bytes) -> bool:

@@ -47,7 +47,7 @@ class ActingServices:
         self.progress.load()
         self.bridge = EscapeBridge(broker.namesrv_client(), broker.remoting_client, cluster_name=config.cluster_name,
                                    broker_name=broker.broker_name, store_host=broker.broker_addr,
-                                   enabled=lambda: broker.config.enable_remote_escape)
+                                   enabled=lambda: broker.config.enable_remote_escape, metrics=broker.metrics)
         self._tasks: list[asyncio.Task] = []  # the timer loop and the offsets persister, while acting
 
     def election(self) -> ActingMasterElection:
@@ -55,7 +55,7 @@ class ActingServices:
         return ActingMasterElection(broker.namesrv_client(), self, broker.clock, cluster_name=config.cluster_name,
                                     broker_name=broker.broker_name, broker_id=config.broker_id,
                                     enabled=lambda: broker.config.enable_slave_acting_master,
-                                    check_interval_ms=config.ha_master_lookup_interval_ms)
+                                    check_interval_ms=config.ha_master_lookup_interval_ms, metrics=broker.metrics)
 
     async def start(self) -> None:
         timer, revive = self._broker.timer, self._broker.pop.revive
@@ -84,15 +84,19 @@ class ActingServices:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        self._persist_pop_state()
+
+    def _persist_pop_state(self) -> None:
         self._broker.offsets.persist()
+        self._broker.pop.fifo.persist()
 
     async def _persist_offsets(self) -> None:
-        # Pops on the acting slave move consumer offsets (as on a master: PopService's persist loop); saving them
-        # as often bounds what a kill -9 of the slave hands out again.
+        # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
+        # persist loop); saving them as often bounds what a kill -9 of the slave hands out again.
         while True:
             await asyncio.sleep(self._broker.config.pop_state_persist_interval_ms / 1000)
             try:
-                self._broker.offsets.persist()
+                self._persist_pop_state()
             except OSError:
                 log.exception("event=acting_offsets_persist_failed")
 

@@ -179,19 +179,24 @@ class Broker:
             self.messages.replication = self.ha_master  # type: ignore[union-attr]
 
     def _start_slave(self) -> None:
+        from pocketmq.cluster.ha_services import ServiceStateFollower, service_tables_of
         from pocketmq.cluster.ha_slave import HaSlave
 
         config = self.config
         self.store.read_only_reason = (f"broker {self.broker_name}/{config.broker_id} is a slave: "  # type: ignore
                                        "send to the master of its group")
         self.messages.read_only_reason = self.store.read_only_reason  # type: ignore[union-attr]
+        self.pop.fifo.load()  # its copy of the master's (a master's POP loads it when it starts)
+        services = ServiceStateFollower(service_tables_of(self),
+                                        lambda: self.acting is not None and self.acting[1].acting)
         self.ha_slave = HaSlave(self.store, self.topics, self.groups, self.offsets, self._namesrv,
                                 self.remoting_client, cluster_name=config.cluster_name,
                                 broker_name=self.broker_name, broker_id=config.broker_id, slave_addr=self.broker_addr,
                                 transfer_max_bytes=config.ha_transfer_max_bytes,
                                 pull_suspend_ms=config.ha_pull_suspend_ms,
                                 lookup_interval_ms=config.ha_master_lookup_interval_ms,
-                                metadata_interval_ms=config.ha_metadata_sync_interval_ms)
+                                metadata_interval_ms=config.ha_metadata_sync_interval_ms,
+                                services=services)
         self._spawn(self.ha_slave.run_replication(), "ha-replication")
         self._spawn(self.ha_slave.run_metadata_sync(), "ha-metadata")
         services = ActingServices(self)  # slave acting master (RIP-32): runs while the election says so

@@ -11,7 +11,9 @@ as both kinds are alive again. QueryAssignment, ReceiveMessage and POP_MESSAGE a
 A client is gray when its id carries ``@gray`` (RIP-72's ``@gray[<ratio>]`` too) or matches one of its
 group's ``gray.clients`` patterns (shell globs over client ids, a group attribute an operator sets so that
 unmodified official clients, whose ids are ``hostname@pid@index@time``, can be gray: ``canary-*``). The ratio
-is the one in the first gray member's id (sorted), else the group's ``gray.queue.ratio``, else 0.1.
+is the one in the first gray member's id (sorted), else the group's ``gray.queue.ratio``, else 0.1; but a
+topic with a ratio of its own (topic attribute ``gray.queue.ratio``) is split by that one, the ratio the broker
+places official producers' sends by (common.gray.placement_queues), so placement and pops agree.
 
 ``GraySplit`` and ``QueueShare`` are pure; ``GraySplits`` reads the live members from the sources the front
 ends register (remoting consumers, gRPC sessions) and the group attributes. For ``pocketmq group describe``
@@ -28,16 +30,17 @@ from typing import Callable, Iterable, Mapping
 
 from pocketmq.common.gray import (
     DEFAULT_GRAY_QUEUE_RATIO,
+    GRAY_RATIO_ATTRIBUTE,
     GRAY_RETRY_QUEUE_NUMS,
     gray_queue_count,
     gray_ratio_of,
     is_gray_client,
+    parse_gray_ratio,
 )
-from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
+from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, TopicConfig, pop_retry_topic
 from pocketmq.errors import BadRequestError
 
 GRAY_CLIENTS_ATTRIBUTE = "gray.clients"  # comma-separated shell globs over client ids
-GRAY_RATIO_ATTRIBUTE = "gray.queue.ratio"
 
 # group -> {client id: the topics it subscribes} of the clients alive in it (one front end's view)
 MemberSource = Callable[[str], Mapping[str, Iterable[str]]]
@@ -55,14 +58,10 @@ class GrayRule:
         """Parse the attributes; BadRequestError on a bad ratio (the group update is refused)."""
         patterns = tuple(p.strip() for p in attributes.get(GRAY_CLIENTS_ATTRIBUTE, "").split(",") if p.strip())
         raw = attributes.get(GRAY_RATIO_ATTRIBUTE, "").strip()
-        ratio = None
-        if raw:
-            try:
-                ratio = float(raw)
-            except ValueError:
-                ratio = -1.0
-            if not 0.0 <= ratio <= 1.0:
-                raise BadRequestError(f"group attribute {GRAY_RATIO_ATTRIBUTE}={raw!r} is not a ratio in [0, 1]")
+        try:
+            ratio = parse_gray_ratio(raw) if raw else None
+        except ValueError as exc:
+            raise BadRequestError(f"group attribute {exc}") from None
         return cls(patterns, ratio)
 
     def is_gray(self, client_id: str) -> bool:
@@ -77,10 +76,13 @@ class QueueShare:
     split: bool  # False: every queue (no gray client alive, or no normal one)
     ratio: float
 
-    def queue_ids(self, queue_nums: int) -> list[int]:
+    def queue_ids(self, queue_nums: int, topic_ratio: float | None = None) -> list[int]:
+        """``topic_ratio``: the topic's own ``gray.queue.ratio``, which wins over the group's: the broker places
+        messages sent without a queue by it (common.gray.placement_queues), so pops must agree."""
         if not self.split:
             return list(range(queue_nums))
-        first_gray = queue_nums - gray_queue_count(queue_nums, self.ratio)
+        ratio = self.ratio if topic_ratio is None else topic_ratio
+        first_gray = queue_nums - gray_queue_count(queue_nums, ratio)
         return list(range(first_gray, queue_nums)) if self.gray else list(range(first_gray))
 
     def retry_queue_ids(self, queue_nums: int) -> list[int]:
@@ -156,10 +158,10 @@ class GraySplits:
         for key in [k for k in self._held if k[0] == group and k[1] not in live]:
             del self._held[key]
 
-    def describe(self, group: str, read_queue_nums: Callable[[str], int | None]) -> list[dict]:
+    def describe(self, group: str, topic_config: Callable[[str], TopicConfig | None]) -> list[dict]:
         """Per live member: ``clientId``, ``gray``, ``assignedBy`` (``client``: the queues a push consumer
         reported; ``broker``: its POP share) and ``queues`` (``[topic, queue id]`` pairs of this broker).
-        ``read_queue_nums(topic)`` is the topic's read queue count here (None when the topic is not here)."""
+        ``topic_config(topic)`` is the topic's config here (None when the topic is not here)."""
         split = self.split(group)
         rows = []
         for cid, topics in sorted(self.subscriptions(group).items()):
@@ -167,7 +169,7 @@ class GraySplits:
             if held is not None:
                 queues = [list(q) for q in held]
             else:
-                queues = share_queues(split.share(cid), group, topics, read_queue_nums)
+                queues = share_queues(split.share(cid), group, topics, topic_config)
             rows.append({"clientId": cid, "gray": split.rule.is_gray(cid),
                          "assignedBy": "client" if held is not None else "broker", "queues": queues})
         return rows
@@ -187,14 +189,16 @@ class GraySplits:
 
 
 def share_queues(share: QueueShare, group: str, topics: Iterable[str],
-                 read_queue_nums: Callable[[str], int | None]) -> list[list]:
+                 topic_config: Callable[[str], TopicConfig | None]) -> list[list]:
     """``[topic, queue id]`` pairs a POP client may pop: its share of each topic and of its pop retry topic."""
     queues: list[list] = []
     for topic in sorted(t for t in topics if not t.startswith(RETRY_GROUP_TOPIC_PREFIX)):
-        for name, ids in ((topic, share.queue_ids), (pop_retry_topic(group, topic), share.retry_queue_ids)):
-            queue_nums = read_queue_nums(name)
-            if queue_nums is not None:
-                queues += [[name, q] for q in ids(queue_nums)]
+        config = topic_config(topic)
+        if config is not None:
+            queues += [[topic, q] for q in share.queue_ids(config.read_queue_nums, config.gray_queue_ratio)]
+        retry_config = topic_config(pop_retry_topic(group, topic))
+        if retry_config is not None:
+            queues += [[retry_config.name, q] for q in share.retry_queue_ids(retry_config.read_queue_nums)]
     return queues
 
 

@@ -1,7 +1,8 @@
 """Sending and pulling messages: the checks, queue selection, idempotent sends, and pull status mapping.
 
 ``MessageService.send`` validates a request (topic, permission, body, properties, message type), picks
-the queue, and appends everything in one store call. ``MessageService.pull`` reads a queue from an offset
+the queue when the sender names none (gray messages into the topic's gray queues: docs/gray.md), and appends
+everything in one store call. ``MessageService.pull`` reads a queue from an offset
 and holds the pull (long polling) when there is nothing new yet.
 
 Idempotent sends: a message with property ``PMQ_IDEMPOTENT=true`` and a UNIQ_KEY already stored in its
@@ -25,7 +26,7 @@ from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
 from pocketmq.broker.topics import TopicManager, is_group_topic
 from pocketmq.common import properties as props
-from pocketmq.common.gray import is_gray_message, retry_queue_id
+from pocketmq.common.gray import is_gray_message, placement_queues, retry_queue_id
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
 from pocketmq.common.topic import (
     RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig, is_system_topic, topic_name_problem,
@@ -118,11 +119,14 @@ def infer_message_type(msg: Message) -> MessageType:
     return MessageType.NORMAL
 
 
-def select_queue(topic: TopicConfig, message_group: str | None, round_robin: int) -> int:
-    """The write queue for a message: a stable hash of its message group (FIFO), else round robin."""
+def select_queue(topic: TopicConfig, message_group: str | None, round_robin: int, gray: bool = False) -> int:
+    """The write queue for a message: among the queues the gray rule allows (common.gray.placement_queues: a
+    gray message's are the topic's gray queues), a stable hash of its message group (FIFO), else round robin.
+    A group's gray and normal messages are thus two orders, each in one queue (as the SDK's GraySelector)."""
+    allowed = placement_queues(topic.write_queue_nums, topic.gray_queue_ratio, gray)
     if message_group:
-        return zlib.crc32(message_group.encode()) % topic.write_queue_nums
-    return round_robin % topic.write_queue_nums
+        return allowed[zlib.crc32(message_group.encode()) % len(allowed)]
+    return allowed[round_robin % len(allowed)]
 
 
 def check_message(msg: Message, *, max_body_bytes: int, max_properties_bytes: int) -> None:
@@ -155,6 +159,7 @@ class MessageService:
         self._long_polling_enable = long_polling_enable
         self._short_polling_ms = short_polling_ms
         self._round_robin = itertools.count()
+        self._gray_round_robin = itertools.count()  # gray messages' turns (select_queue)
         self._key_locks: dict[tuple[str, str], list] = {}  # (topic, uniq key) -> [lock, users]
         self._recent: OrderedDict[tuple[str, str], SendResult] = OrderedDict()
         self.put_messages_total = 0  # messages stored since start (runtime info)
@@ -183,10 +188,11 @@ class MessageService:
         """Validate and append ``messages`` to ``topic``: one SendResult per message, in order, at once when
         nothing must wait (ASYNC_FLUSH, no idempotent message), else an awaitable of them.
 
-        ``queue_id`` None lets the broker pick (round robin, or the message group's hash for FIFO); a
-        ``batch`` goes to one queue. ``message_type`` None skips the type check (remoting senders do not
-        declare one). Messages that are ``MessageExt`` keep their sys_flag and reconsume_times. ``system_topic``
-        names the one system topic this send may write (a slave acting as master escaping CKs here).
+        ``queue_id`` None lets the broker pick (round robin, or the message group's hash for FIFO, within the
+        gray or normal queues: ``select_queue``); a ``batch`` goes to one queue. ``message_type`` None skips the
+        type check (remoting senders do not declare one). Messages that are ``MessageExt`` keep their sys_flag and
+        reconsume_times. ``system_topic`` names the one system topic this send may write (a slave acting as master
+        escaping CKs here).
         """
         if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
             raise ServiceNotAvailableError(self.read_only_reason)
@@ -252,9 +258,15 @@ class MessageService:
         if config.name.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a client's own retry: gray ones stay gray (gray.md)
             return [retry_queue_id(config.write_queue_nums, is_gray_message(m.properties), next(self._round_robin))
                     for m in messages]
-        if batch:
-            return [select_queue(config, messages[0].message_group, next(self._round_robin))] * len(messages)
-        return [select_queue(config, m.message_group, next(self._round_robin)) for m in messages]
+        if batch:  # one queue: the first message's
+            return [self._select_queue(config, messages[0])] * len(messages)
+        return [self._select_queue(config, m) for m in messages]
+
+    def _select_queue(self, config: TopicConfig, msg: Message) -> int:
+        # Gray and normal messages count apart: interleaved sends must not always give one kind the same turn.
+        gray = is_gray_message(msg.properties)
+        turn = next(self._gray_round_robin if gray else self._round_robin)
+        return select_queue(config, msg.message_group, turn, gray)
 
     @staticmethod
     def _to_stored(msg: Message, topic: str, queue_id: int, born_host, born_timestamp_ms: int,

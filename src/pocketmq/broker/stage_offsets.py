@@ -50,9 +50,7 @@ class StageOffsetManager(PersistedJsonTable):
         self._table: dict[tuple[str, str, int], dict] = {}  # (group, topic, queue id) -> record
 
     def load(self) -> None:
-        for entry in load_json(self._path, {}).get("stageOffsetTable", []):
-            key = (entry["group"], entry["topic"], int(entry["queueId"]))
-            self._table[key] = checked_record(entry["record"])
+        self._table.update(parse_stage_offsets(load_json(self._path, {})))
         log.info("event=stage_offsets_loaded entries=%d path=%s", len(self._table), self._path)
 
     def query(self, group: str, topic: str, queue_id: int) -> dict | None:
@@ -62,6 +60,22 @@ class StageOffsetManager(PersistedJsonTable):
         with self._lock:
             self._table[(group, topic, queue_id)] = checked_record(record)
             self._dirty = True
+
+    def to_json(self) -> dict:
+        """The table as the file holds it (``parse_stage_offsets`` reads it back)."""
+        with self._lock:
+            return self._document_locked()
+
+    def merge_forward(self, table: dict[tuple[str, str, int], dict]) -> int:
+        """Take every record of ``table`` (another broker's: a slave's master) whose commit offset is ahead of
+        this table's for its queue, or whose queue has none here; returns how many it took. Records committed
+        here further on stay (a staged consumer that committed on the slave while its master was away)."""
+        with self._lock:
+            newer = {key: record for key, record in table.items()
+                     if key not in self._table or record["commitOffset"] > self._table[key]["commitOffset"]}
+            self._table.update(newer)
+            self._dirty = self._dirty or bool(newer)
+        return len(newer)
 
     def remove_group(self, group: str) -> None:
         with self._lock:
@@ -75,3 +89,13 @@ class StageOffsetManager(PersistedJsonTable):
 
     def __repr__(self) -> str:
         return f"<StageOffsetManager entries={len(self._table)} dirty={self._dirty}>"
+
+
+def parse_stage_offsets(document: dict) -> dict[tuple[str, str, int], dict]:
+    """(group, topic, queue id) -> record of a ``StageOffsetManager.to_json`` document; ValueError when it does
+    not parse."""
+    try:
+        return {(entry["group"], entry["topic"], int(entry["queueId"])): checked_record(entry["record"])
+                for entry in document.get("stageOffsetTable", [])}
+    except (KeyError, TypeError, ValueError, AttributeError, BadRequestError) as exc:
+        raise ValueError(f"stage offsets do not parse: {exc}") from None

@@ -1,8 +1,9 @@
 """``pocketmq topic create|update|delete|list|describe``: topics on every master broker of a cluster.
 
-- ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|mixed] [--cluster C]``: on every master of
-  the cluster (every cluster when not given); returns once the name server's route shows the queues.
-  ``update`` is the same request (RocketMQ's create-or-update).
+- ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|mixed] [--gray-queue-ratio R] [--cluster C]``:
+  on every master of the cluster (every cluster when not given); returns once the name server's route shows the
+  queues. ``update`` is the same request (RocketMQ's create-or-update); without ``--gray-queue-ratio`` a topic
+  keeps the ratio it has (docs/gray.md: the broker places gray messages of senders that name no queue).
 - ``delete TOPIC [--cluster C]``: from every master, then from the name server.
 - ``list [--all]``: the topics the name server knows; system topics, and the cluster and broker names that
   brokers register as topics (RocketMQ does the same), only with ``--all``.
@@ -28,6 +29,8 @@ def register(subparsers) -> None:
         p.add_argument("--queues", type=int, default=8, help="read and write queues per broker (default 8)")
         p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, default="mixed",
                        help="message type the topic accepts (default mixed: every type)")
+        p.add_argument("--gray-queue-ratio", type=float, help="gray queues are the last ceil(n * R) of each "
+                       "broker's (topic attribute gray.queue.ratio, R in [0, 1]; docs/gray.md)")
         p.add_argument("--cluster", help="only the masters of this cluster")
     p = add_action(actions, "delete", "delete a topic from every master broker and the name server", delete, "topic")
     p.add_argument("--cluster", help="only from the masters of this cluster")
@@ -39,11 +42,14 @@ def register(subparsers) -> None:
 def create(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         brokers = await admin.create_topic(args.topic, queues=args.queues,
-                                           message_type=MessageType.parse(args.message_type), cluster=args.cluster)
+                                           message_type=MessageType.parse(args.message_type), cluster=args.cluster,
+                                           gray_queue_ratio=args.gray_queue_ratio)
         verb = "created" if args.action == "create" else "updated"
-        report(args, {"topic": args.topic, "brokers": brokers, "queues": args.queues, "type": args.message_type.upper()},
+        gray = "" if args.gray_queue_ratio is None else f", gray queue ratio {args.gray_queue_ratio:g}"
+        report(args, {"topic": args.topic, "brokers": brokers, "queues": args.queues, "type": args.message_type.upper(),
+                      "gray_queue_ratio": args.gray_queue_ratio},
                f"topic {args.topic} {verb} on {', '.join(brokers)}: {args.queues} queues each, "
-               f"type {args.message_type.upper()}")
+               f"type {args.message_type.upper()}{gray}")
 
     return run_admin(args, action)
 

@@ -134,9 +134,10 @@ class AsyncAdmin(InstanceUser):
     # -- topics ---------------------------------------------------------------------------------------------------
     async def create_topic(self, topic: str, *, queues: int = 8, message_type: MessageType = MessageType.MIXED,
                            perm: int = PERM_READ_WRITE, cluster: str | None = None, order: bool = False,
-                           route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
+                           gray_queue_ratio: float | None = None, route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
         """Create or update ``topic`` on every master of ``cluster`` (every cluster when None); returns the
-        broker names.
+        broker names. ``gray_queue_ratio`` sets the topic attribute ``gray.queue.ratio`` (docs/gray.md); None
+        leaves a topic's ratio as it is.
 
         Brokers tell the name server about a topic change by re-registering, a moment later; this waits up to
         ``route_wait_s`` until the name server's route shows ``queues`` on every one of them, so a send made
@@ -145,7 +146,9 @@ class AsyncAdmin(InstanceUser):
         check_topic(topic)
         if not 1 <= queues <= MAX_QUEUE_NUMS:
             raise BadRequestError(f"queue count must be in [1, {MAX_QUEUE_NUMS}], got {queues}")
-        fields = create_topic_fields(TopicConfig(topic, queues, queues, perm, message_type, order))
+        if gray_queue_ratio is not None and not 0.0 <= gray_queue_ratio <= 1.0:
+            raise BadRequestError(f"gray queue ratio must be in [0, 1], got {gray_queue_ratio}")
+        fields = create_topic_fields(TopicConfig(topic, queues, queues, perm, message_type, order, gray_queue_ratio))
         responses = await self._on_masters(
             lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster)
         for response in responses.values():

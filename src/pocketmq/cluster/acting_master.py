@@ -9,7 +9,9 @@ shows id 0 again.
 
 ``should_act`` is the pure decision; ``ActingMasterElection`` the shell: it reads the cluster info every
 ``check_interval_ms`` and starts or stops the services (an object with ``async start()`` / ``async stop()``),
-logging each change. A name server that does not answer changes nothing (the state stays as it was).
+logging and counting each change (``pocketmq_acting_master`` 1 while acting, 0 otherwise, and
+``pocketmq_acting_master_changes_total{to,reason}``; docs/metrics.md). A name server that does not answer
+changes nothing (the state stays as it was).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Callable, Iterable
 
 from pocketmq.cluster.route import MASTER_ID
 from pocketmq.errors import PocketMQError
+from pocketmq.metrics import MetricsRegistry
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,8 @@ def should_act(broker_id: int, live_ids: Iterable[int], *, enabled: bool, master
 
 class ActingMasterElection:
     def __init__(self, namesrv, services, clock, *, cluster_name: str, broker_name: str, broker_id: int,
-                 enabled: Callable[[], bool], check_interval_ms: int, handover_grace_ms: int = HANDOVER_GRACE_MS):
+                 enabled: Callable[[], bool], check_interval_ms: int, handover_grace_ms: int = HANDOVER_GRACE_MS,
+                 metrics: MetricsRegistry | None = None):
         self._namesrv = namesrv
         self._services = services
         self._clock = clock
@@ -52,6 +56,11 @@ class ActingMasterElection:
         self._lock = asyncio.Lock()
         self._lookup_failure: str | None = None
         self.acting = False
+        metrics = metrics if metrics is not None else MetricsRegistry()
+        self._acting_gauge = metrics.gauge("pocketmq_acting_master", "1 while this slave acts as master of its group")
+        self._acting_gauge.set(0)
+        self._changes = metrics.counter("pocketmq_acting_master_changes_total", "Starts and stops of acting as "
+                                        "master, by new state and reason", ("to", "reason"))
 
     async def run(self) -> None:
         try:
@@ -102,6 +111,8 @@ class ActingMasterElection:
             else:
                 await self._services.stop()
             self.acting = act
+        self._acting_gauge.set(1 if act else 0)
+        self._changes.inc(to="acting" if act else "stopped", reason=why)
         log.warning("event=acting_master_%s broker=%s/%d reason=%s live_ids=%s", "started" if act else "stopped",
                     self._broker_name, self._broker_id, why, list(live))
 

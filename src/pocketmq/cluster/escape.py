@@ -19,8 +19,9 @@ keeps its state (the CK stays open, the timer pending) and tries again on its ne
 
 Results are values (``EscapeResult``): stored, or failed with a reason and ``need_retry`` (connection refused,
 timeout, no other master, a refusal that may pass); only a refusal of the message itself (MESSAGE_ILLEGAL)
-does not need a retry. The choices are pure functions (``escape_targets``, ``specific_queue``); the bridge is
-the async shell.
+does not need a retry. The choices are pure functions (``escape_targets``, ``specific_queue``, ``escape_kind``);
+the bridge is the async shell. Every write counts into the broker's metrics (docs/metrics.md):
+``pocketmq_escapes_total{kind,result}`` and ``pocketmq_escape_failures_total{reason}``.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable
 
+from pocketmq.broker.pop.revive_queue import ACK_TAG, CK_TAG
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
-from pocketmq.common.topic import PERM_WRITE
+from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX
 from pocketmq.errors import PocketMQError
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 
@@ -96,12 +99,25 @@ def specific_queue(targets: list[EscapeTarget], topic: str, store_host: str) -> 
     return targets[java_string_hash(topic + store_host) % len(targets)]
 
 
+def escape_kind(msg: MessageExt) -> str:
+    """What an escaped write to a specific queue carries (the ``kind`` label of the escape metrics)."""
+    if msg.topic.startswith(REVIVE_TOPIC_PREFIX):
+        tag = msg.properties.get(props.TAGS)
+        return "checkpoint" if tag == CK_TAG else "ack" if tag == ACK_TAG else "other"
+    if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return "retry"
+    if msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        return "dead_letter"
+    return "other"
+
+
 class EscapeBridge:
     """Sends an acting slave's writes to other groups' masters. ``enabled`` is read on every write, so a
     dynamic config change takes effect at once."""
 
     def __init__(self, namesrv, remoting, *, cluster_name: str, broker_name: str, store_host: str,
-                 enabled: Callable[[], bool], timeout_ms: int = DEFAULT_ESCAPE_TIMEOUT_MS):
+                 enabled: Callable[[], bool], timeout_ms: int = DEFAULT_ESCAPE_TIMEOUT_MS,
+                 metrics: MetricsRegistry | None = None):
         self._namesrv = namesrv
         self._remoting = remoting
         self._cluster_name = cluster_name
@@ -112,25 +128,30 @@ class EscapeBridge:
         self._turn = itertools.count()
         self.escaped = 0
         self.failures = 0
+        metrics = metrics if metrics is not None else MetricsRegistry()
+        self._escapes = metrics.counter("pocketmq_escapes_total", "Writes of a slave acting as master escaped to "
+                                        "another group, by kind and result", ("kind", "result"))
+        self._failure_reasons = metrics.counter("pocketmq_escape_failures_total", "Escaped writes that failed, by "
+                                                "reason", ("reason",))
 
     async def put_message(self, msg: MessageExt) -> EscapeResult:
         """A due delay message: a route queue of its topic on another broker, in turn."""
         targets = await self._targets(msg.topic, fallback=False)
-        if isinstance(targets, EscapeResult):
-            return targets
-        return await self._send(msg, targets[next(self._turn) % len(targets)])
+        result = targets if isinstance(targets, EscapeResult) else \
+            await self._send(msg, targets[next(self._turn) % len(targets)])
+        return self._count("timer", result)
 
     async def put_to_specific_queue(self, msg: MessageExt) -> EscapeResult:
-        """A retry copy, dead letter or CK: the hashed queue of its topic on another broker."""
+        """A retry copy, dead letter, CK or ACK: the hashed queue of its topic on another broker."""
         targets = await self._targets(msg.topic, fallback=True)
-        if isinstance(targets, EscapeResult):
-            return targets
-        return await self._send(msg, specific_queue(targets, msg.topic, self._store_host))
+        result = targets if isinstance(targets, EscapeResult) else \
+            await self._send(msg, specific_queue(targets, msg.topic, self._store_host))
+        return self._count(escape_kind(msg), result)
 
     async def _targets(self, topic: str, *, fallback: bool) -> list[EscapeTarget] | EscapeResult:
         if not self._enabled():
-            return self._failed(EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off: the write "
-                                                                        "waits for the master"))
+            return EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off: the write waits for the "
+                                                          "master")
         try:
             try:
                 targets = escape_targets(await self._namesrv.route(topic), self._broker_name)
@@ -139,9 +160,9 @@ class EscapeBridge:
             if not targets and fallback:
                 targets = fallback_targets(await self._namesrv.cluster_info(), self._cluster_name, self._broker_name)
         except PocketMQError as exc:
-            return self._failed(EscapeResult.failed("NO_ROUTE", str(exc)))
+            return EscapeResult.failed("NO_ROUTE", str(exc))
         if not targets:
-            return self._failed(EscapeResult.failed("NO_TARGET", f"no master of another group has {topic!r}"))
+            return EscapeResult.failed("NO_TARGET", f"no master of another group has {topic!r}")
         return targets
 
     async def _send(self, msg: MessageExt, target: EscapeTarget) -> EscapeResult:
@@ -155,15 +176,19 @@ class EscapeBridge:
             response = await self._remoting.invoke(target.master_addr, request, self._timeout_s)
         except PocketMQError as exc:
             self._remoting.drop(target.master_addr)
-            return self._failed(EscapeResult.failed("CONNECTION", f"{type(exc).__name__}: {exc}", target=target))
+            return EscapeResult.failed("CONNECTION", f"{type(exc).__name__}: {exc}", target=target)
         if response.code in _STORED:
-            self.escaped += 1
             return EscapeResult(True, target)
-        return self._failed(EscapeResult.failed(f"REFUSED_{response.code}", response.remark or "", target=target,
-                                                need_retry=response.code != ResponseCode.MESSAGE_ILLEGAL))
+        return EscapeResult.failed(f"REFUSED_{response.code}", response.remark or "", target=target,
+                                   need_retry=response.code != ResponseCode.MESSAGE_ILLEGAL)
 
-    def _failed(self, result: EscapeResult) -> EscapeResult:
-        self.failures += 1
+    def _count(self, kind: str, result: EscapeResult) -> EscapeResult:
+        if result.stored:
+            self.escaped += 1
+        else:
+            self.failures += 1
+            self._failure_reasons.inc(reason=result.reason)
+        self._escapes.inc(kind=kind, result="stored" if result.stored else "failed")
         return result
 
     def __repr__(self) -> str:

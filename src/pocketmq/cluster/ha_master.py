@@ -1,9 +1,14 @@
 """The master side of replication: serve slaves' commit-log pulls and hold SYNC_MASTER sends until acked.
 
 A slave's HA_PULL_COMMIT_LOG asks for the commit log from the phys offset where its own log ends (which is
-also its ack, see ``ha_state``). The master answers with whole records read by ``read_commit_log``; when the
-slave is caught up the pull is held up to its ``suspendMillis`` until new records arrive (long polling), so a
-SYNC send is acknowledged one round trip after it is stored.
+also its ack, see ``ha_state``) and names its last record; the master refuses a slave whose log is not a
+prefix of its own (``replication_start``). It answers with whole records read by ``read_commit_log``, only
+those durable on its disk (``pull_step``): a record a power loss could take from the master never reaches a
+slave, so the master never writes a different record where a slave holds one. When the slave is caught up
+the pull is held up to its ``suspendMillis``: until new records arrive (long polling) and are flushed, and
+it asks the store's group commit for that flush at once (under ASYNC_FLUSH too, rather than waiting for the
+flush interval; one fsync covers every pull and put waiting), so a SYNC send is acknowledged about one fsync
+and one round trip after it is stored.
 
 ``replicated(outcome)`` is what the send path of a SYNC_MASTER awaits: the store's results, with PUT_OK
 turned into FLUSH_SLAVE_TIMEOUT (no ack within ``ack_timeout_ms``, or the slave left while waiting) or
@@ -26,12 +31,15 @@ import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict, replication_start
+from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.api import PutStatus
+from pocketmq.store.commit_log import RecordMark
 
 log = logging.getLogger(__name__)
+
+MAX_REFUSALS_REMEMBERED = 64  # slaves whose refusal is logged once, not at every retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,7 @@ class HaMaster:
         self._arrived: asyncio.Event | None = None
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (record phys offset, seq, future)
         self._seq = itertools.count()
+        self._refusals: dict[str, str] = {}  # slave address -> why it was refused (logged once)
 
     def start(self) -> None:
         self._store.add_arrival_listener(self._on_arrival)
@@ -73,26 +82,56 @@ class HaMaster:
 
     # -- slaves -------------------------------------------------------------------------------------------------
     async def serve_pull(self, link: Hashable, slave_addr: str, slave_phys_offset: int, max_bytes: int,
-                         suspend_ms: int) -> tuple[int, bytes]:
-        """(start phys offset, whole records from there); ValueError when the slave cannot follow this log."""
+                         suspend_ms: int, slave_last: RecordMark | None = None) -> tuple[int, bytes]:
+        """(start phys offset, whole durable records from there); ValueError when the slave cannot follow this
+        log (then it is not counted as a slave: its offset acknowledges nothing)."""
+        store = self._store
+        there = store.last_record_crc32c(slave_last.phys_offset, slave_phys_offset) if slave_last else None
+        try:
+            start = replication_start(slave_phys_offset, store.min_phys_offset, store.max_phys_offset, slave_last,
+                                      there)
+        except ValueError as exc:
+            self._refused(slave_addr, str(exc))
+            raise
+        self._refusals.pop(slave_addr, None)
         now_ms = self._clock.now_ms()
         if self.acks.heard(link, slave_addr, slave_phys_offset, now_ms):
             log.info("event=slave_connected slave=%s phys_offset=%d master_max_phys_offset=%d", slave_addr,
-                     slave_phys_offset, self._store.max_phys_offset)
+                     slave_phys_offset, store.max_phys_offset)
         self._release_acked()
-        start = replication_start(slave_phys_offset, self._store.min_phys_offset, self._store.max_phys_offset)
-        data = self._store.read_commit_log(start, max_bytes)
+        data = store.read_commit_log(start, max_bytes, durable_only=True)
         if not data and suspend_ms > 0:
-            if self._arrived is None:
-                self._arrived = asyncio.Event()
-            arrived = self._arrived
             try:
                 async with asyncio.timeout(suspend_ms / 1000):
-                    await arrived.wait()
+                    data = await self._durable_records(start, max_bytes, suspend_ms)
             except TimeoutError:
-                pass
-            data = self._store.read_commit_log(start, max_bytes)
+                data = store.read_commit_log(start, max_bytes, durable_only=True)
         return start, data
+
+    async def _durable_records(self, start: int, max_bytes: int, suspend_ms: int) -> bytes:
+        """Hold a caught-up pull until records after ``start`` are durable (the caller bounds the wait)."""
+        store = self._store
+        while True:
+            step = pull_step(start, store.durable_phys_offset, store.max_phys_offset)
+            if step is PullStep.SERVE:
+                return store.read_commit_log(start, max_bytes, durable_only=True)
+            if step is PullStep.AWAIT_FLUSH:
+                if not await store.wait_durable(store.max_phys_offset, suspend_ms):
+                    # A failed flush or a stopping store: answer what is durable; the slave asks again (and a
+                    # failing disk's next round waits out the group commit's retry delay).
+                    return store.read_commit_log(start, max_bytes, durable_only=True)
+                continue
+            if self._arrived is None:
+                self._arrived = asyncio.Event()
+            await self._arrived.wait()
+
+    def _refused(self, slave_addr: str, reason: str) -> None:
+        if self._refusals.get(slave_addr) == reason:
+            return
+        if len(self._refusals) >= MAX_REFUSALS_REMEMBERED:
+            self._refusals.pop(next(iter(self._refusals)))
+        self._refusals[slave_addr] = reason
+        log.warning("event=slave_refused slave=%s reason=%s", slave_addr, reason)
 
     def link_closed(self, link: Hashable) -> None:
         progress = self.acks.gone(link)

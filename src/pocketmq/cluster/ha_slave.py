@@ -6,7 +6,8 @@ info (looked up again after any failure, so a master that comes back on another 
 Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, see ``ha_state``), append the
 answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
 slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: every ``metadata_interval_ms``
-HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata``. Both wait ``lookup_interval_ms`` after a failure
+HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata`` (the service state by ``services``, an
+``ha_services.ServiceStateFollower``). Both wait ``lookup_interval_ms`` after a failure
 (no master in the route, connection refused, timeout, refused by the master) and log a failure once per
 outage, not once per attempt.
 """
@@ -17,6 +18,7 @@ import asyncio
 import logging
 
 from pocketmq.cluster.ha_metadata import apply_metadata
+from pocketmq.cluster.ha_services import ServiceStateFollower
 from pocketmq.errors import PocketMQError, RemoteServerError
 from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -28,9 +30,11 @@ log = logging.getLogger(__name__)
 class HaSlave:
     def __init__(self, store, topics, groups, offsets, namesrv, remoting: RemotingClient, *, cluster_name: str,
                  broker_name: str, broker_id: int, slave_addr: str, transfer_max_bytes: int, pull_suspend_ms: int,
-                 lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000):
+                 lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000,
+                 services: ServiceStateFollower | None = None):
         self._store = store
         self._tables = (topics, groups, offsets)
+        self._services = services
         self._namesrv = namesrv
         self._remoting = remoting
         self._cluster_name = cluster_name
@@ -57,10 +61,13 @@ class HaSlave:
 
     async def _follow(self, master: str) -> None:
         while True:
-            request = RemotingCommand.request(HA_PULL_COMMIT_LOG, {
-                "brokerName": self._broker_name, "brokerId": self._broker_id, "slaveAddr": self._slave_addr,
-                "physOffset": self._store.max_phys_offset, "maxBytes": self._transfer_max_bytes,
-                "suspendMillis": self._pull_suspend_ms})
+            fields = {"brokerName": self._broker_name, "brokerId": self._broker_id, "slaveAddr": self._slave_addr,
+                      "physOffset": self._store.max_phys_offset, "maxBytes": self._transfer_max_bytes,
+                      "suspendMillis": self._pull_suspend_ms}
+            last = self._store.last_record()  # the master checks our log ends with its record there
+            if last is not None:
+                fields.update(lastRecordPhysOffset=last.phys_offset, lastRecordCrc32c=last.crc32c)
+            request = RemotingCommand.request(HA_PULL_COMMIT_LOG, fields)
             response = await self._invoke(master, request, self._pull_suspend_ms / 1000 + self._request_timeout_s)
             if response.body:
                 start = int(response.ext_fields["physOffset"])
@@ -80,7 +87,7 @@ class HaSlave:
         master = await self._master()
         response = await self._invoke(master, RemotingCommand.request(HA_SYNC_METADATA, {
             "brokerName": self._broker_name, "slaveAddr": self._slave_addr}), self._request_timeout_s)
-        changes = apply_metadata(response.body, *self._tables)
+        changes = apply_metadata(response.body, *self._tables, self._services)
         if changes.any:
             log.info("event=metadata_synced master=%s changes=%s", master, changes)
         self._recovered("metadata", f"master={master}")
@@ -110,7 +117,13 @@ class HaSlave:
 
     def _failed(self, loop_name: str, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        if self._failing.get(loop_name) != reason:
+        diverged = loop_name == "replication" and getattr(exc, "response_code", None) == \
+            ResponseCode.ILLEGAL_OPERATION  # the master refused our log (remark: why)
+        if self._failing.get(loop_name) != reason and diverged:
+            log.error("event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=stop this broker, "
+                      "clear its data directory and start it again to copy the master", self._broker_name,
+                      self.master_addr, self._store.config.data_dir, reason)
+        elif self._failing.get(loop_name) != reason:
             log.warning("event=ha_%s_failed broker=%s master=%s error=%s retry_in_ms=%d", loop_name,
                         self._broker_name, self.master_addr, reason, int(self._lookup_interval_s * 1000))
         self._failing[loop_name] = reason

@@ -7,6 +7,12 @@ acknowledged an offset > P (slaves hold whole records only).
 A slave counts for SYNC_MASTER sends while it is *in sync*: heard from within ``expire_ms`` and trailing the
 master's log end by at most ``max_gap_bytes`` (RocketMQ's ``haMaxGapNotInSync``). With none in sync a send
 answers SLAVE_NOT_AVAILABLE at once; otherwise it waits for an ack (FLUSH_SLAVE_TIMEOUT when none comes).
+
+Durability: a master hands slaves only records that are durable on its own disk (``pull_step``), so an ack
+never covers a record the master could lose in a power loss and then write differently at the same phys
+offset. Continuity: a slave names the end of its log by its last record (phys offset and CRC32C,
+``RecordMark``), and ``replication_start`` refuses a slave whose last record is not the master's record
+there: lengths alone cannot tell a prefix of the master's log from another log of the same size.
 """
 
 from __future__ import annotations
@@ -14,6 +20,23 @@ from __future__ import annotations
 import enum
 from collections.abc import Hashable
 from dataclasses import dataclass
+
+from pocketmq.store.commit_log import RecordMark
+
+
+class PullStep(enum.Enum):
+    """What the master does with a slave's pull from ``start`` now."""
+
+    SERVE = "serve"  # durable records follow start: answer with them
+    AWAIT_FLUSH = "await_flush"  # records are written there but not durable yet: ask for a flush, then serve
+    AWAIT_ARRIVAL = "await_arrival"  # nothing written after start: hold the pull until a put
+
+
+def pull_step(start_phys_offset: int, durable_phys_offset: int, max_phys_offset: int) -> PullStep:
+    """Serve only what is on the master's disk; never make a slave wait for the periodic flush."""
+    if durable_phys_offset > start_phys_offset:
+        return PullStep.SERVE
+    return PullStep.AWAIT_FLUSH if max_phys_offset > start_phys_offset else PullStep.AWAIT_ARRIVAL
 
 
 class SyncVerdict(enum.Enum):
@@ -78,12 +101,28 @@ class ReplicaAcks:
         return f"<ReplicaAcks slaves={[(p.slave_addr, p.acked_phys_offset) for p in self._slaves.values()]}>"
 
 
-def replication_start(slave_phys_offset: int, master_min_phys_offset: int, master_max_phys_offset: int) -> int:
+def replication_start(slave_phys_offset: int, master_min_phys_offset: int, master_max_phys_offset: int,
+                      slave_last: RecordMark | None = None, master_crc32c_there: int | None = None) -> int:
     """Where a slave whose log ends at ``slave_phys_offset`` continues; ValueError when it cannot follow.
 
     An empty slave (offset 0) starts where the master's log begins (retention may have removed the start);
-    a slave behind that, or ahead of the master's end (it followed another master), has diverged.
+    a slave behind that, or ahead of the master's end (it followed another master), has diverged. A slave
+    that names its last record (``slave_last``; an older one does not) follows only if the master's last
+    record before ``slave_phys_offset`` is that one: ``master_crc32c_there`` is its CRC32C, None when the
+    master has no record ending there. A last record below the master's retention cannot be checked.
     """
+    start = _start_by_length(slave_phys_offset, master_min_phys_offset, master_max_phys_offset)
+    if slave_last is not None and slave_last.phys_offset >= master_min_phys_offset \
+            and master_crc32c_there != slave_last.crc32c:
+        there = "no record of the master ends there" if master_crc32c_there is None \
+            else f"the master's record there has crc32c {master_crc32c_there:08x}"
+        raise ValueError(f"slave log ends with a record at {slave_last.phys_offset} (crc32c {slave_last.crc32c:08x}) "
+                         f"that is not the master's ({there}): it diverged (clear its data directory to copy the "
+                         "master again)")
+    return start
+
+
+def _start_by_length(slave_phys_offset: int, master_min_phys_offset: int, master_max_phys_offset: int) -> int:
     if slave_phys_offset > master_max_phys_offset:
         raise ValueError(f"slave log ends at {slave_phys_offset}, beyond the master's end {master_max_phys_offset}: "
                          "it diverged (clear its data directory to copy the master again)")

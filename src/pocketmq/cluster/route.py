@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.common.gray import GRAY_RATIO_ATTRIBUTE, parse_gray_ratio
 from pocketmq.common.topic import DEFAULT_TOPIC, PERM_READ_WRITE, MessageType, TopicConfig
 
 MASTER_ID = 0
@@ -300,16 +301,32 @@ def create_topic_fields(config: TopicConfig, *, auto_create: bool = False) -> di
     brokers read) and as PocketMQ's plain ``messageType`` (which a PocketMQ broker prefers). With ``auto_create``
     (PocketMQ's ``autoCreate=true``, what the name server sends on a route lookup) a PocketMQ broker applies its
     own auto-create rule instead and never changes an existing topic; RocketMQ brokers ignore the field.
+    A gray ratio travels as ``+gray.queue.ratio=R``; a config without one sends none, and the broker keeps the
+    ratio it has (RocketMQ's rule for attributes an update does not mention).
     """
     fields: dict[str, Any] = {
         "topic": config.name, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": config.read_queue_nums,
         "writeQueueNums": config.write_queue_nums, "perm": config.perm, "topicFilterType": "SINGLE_TAG",
         "topicSysFlag": 0, "order": config.order,
-        "attributes": f"+{_MESSAGE_TYPE_ATTRIBUTE}={config.message_type.value}",
+        "attributes": ",".join(f"+{key}={value}" for key, value in topic_attributes(config).items()),
         "messageType": config.message_type.value}
     if auto_create:
         fields["autoCreate"] = True
     return fields
+
+
+def topic_attributes(config: TopicConfig) -> dict[str, str]:
+    """RocketMQ 5's topic attributes of ``config``: its message type, and its gray ratio when it has one."""
+    attributes = {_MESSAGE_TYPE_ATTRIBUTE: config.message_type.value}
+    if config.gray_queue_ratio is not None:
+        attributes[GRAY_RATIO_ATTRIBUTE] = f"{config.gray_queue_ratio:g}"
+    return attributes
+
+
+def topic_gray_ratio(attributes: dict) -> float | None:
+    """A topic's ``gray.queue.ratio`` attribute; None when absent. ValueError when it is not a ratio."""
+    raw = str(attributes.get(GRAY_RATIO_ATTRIBUTE) or "").strip()
+    return parse_gray_ratio(raw) if raw else None
 
 
 def topic_config_to_obj(config: TopicConfig) -> dict:
@@ -317,7 +334,7 @@ def topic_config_to_obj(config: TopicConfig) -> dict:
     return {"topicName": config.name, "readQueueNums": config.read_queue_nums,
             "writeQueueNums": config.write_queue_nums, "perm": config.perm, "topicFilterType": "SINGLE_TAG",
             "topicSysFlag": 0, "order": config.order,
-            "attributes": {_MESSAGE_TYPE_ATTRIBUTE: config.message_type.value}}
+            "attributes": topic_attributes(config)}
 
 
 def topic_config_from_obj(name: str, obj: Any) -> TopicConfig:
@@ -328,12 +345,17 @@ def topic_config_from_obj(name: str, obj: Any) -> TopicConfig:
         message_type = MessageType.parse(str(raw_type)) if raw_type else MessageType.MIXED
     except ValueError:
         message_type = MessageType.MIXED  # a type PocketMQ does not know: accept everything, as untyped
+    try:
+        gray_queue_ratio = topic_gray_ratio(attributes)
+    except ValueError:
+        gray_queue_ratio = None  # not a ratio (written by something else): the topic is not split
     return TopicConfig(str(obj.get("topicName") or name),
                        as_int(obj.get("readQueueNums"), "readQueueNums"),
                        as_int(obj.get("writeQueueNums"), "writeQueueNums"),
                        as_int(obj.get("perm"), "perm", PERM_READ_WRITE),
                        message_type,
-                       as_bool(obj.get("order")))
+                       as_bool(obj.get("order")),
+                       gray_queue_ratio)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,9 @@
   ``GRAY_RETRY_QUEUE_NUMS`` (2) queues per broker; its *last* queue holds the retries of gray messages and the
   others the retries of normal ones. The split is fixed (not the group's ratio) so the broker can place a
   retry without knowing any client setting; consumers split the retry topic with the same rule.
+- **Broker placement** (``placement_queues``): when a sender names no queue (official gRPC producers), the
+  broker puts a gray message into the topic's gray queues and, when the topic has a gray ratio of its own
+  (topic attribute ``gray.queue.ratio``), every other message into the normal queues.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def retry_queue_id(write_queue_nums: int, gray: bool, spread_hash: int) -> int:
 
 
 DEFAULT_GRAY_QUEUE_RATIO = 0.1
+GRAY_RATIO_ATTRIBUTE = "gray.queue.ratio"  # of a subscription group (broker/gray_split.py) and of a topic
 _RATIO_IN_ID = re.compile(re.escape(GRAY_MARK) + r"\[([0-9.]+)\]")
 
 
@@ -67,3 +71,31 @@ def gray_queue_count(queue_nums: int, ratio: float) -> int:
     if not 0.0 <= ratio <= 1.0:
         raise ValueError(f"gray queue ratio {ratio} is outside [0, 1]")
     return math.ceil(queue_nums * ratio)
+
+
+def parse_gray_ratio(text: str) -> float:
+    """A ratio setting (``gray.queue.ratio``): a number in [0, 1], else ValueError saying so."""
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = -1.0
+    if not 0.0 <= ratio <= 1.0:  # also refuses nan
+        raise ValueError(f"{GRAY_RATIO_ATTRIBUTE}={text!r} is not a ratio in [0, 1]")
+    return ratio
+
+
+def placement_queues(queue_nums: int, topic_ratio: float | None, gray: bool) -> range:
+    """The queues the broker may put a new message in when its sender names none.
+
+    A gray message goes to the topic's gray queues (the last ceil(n * ratio); ``topic_ratio`` None: the
+    default 0.1 that clients use). Any other message keeps out of them only when the topic has a ratio of its
+    own (it takes part in gray release: opt-in, like the SDK's ``GraySelector`` for normal producers), else it
+    may go anywhere. When the ratio leaves no gray queue or no normal queue the split cannot apply: every queue
+    (the broker never refuses a send for it, where the SDK's selector raises)."""
+    if not gray and topic_ratio is None:
+        return range(queue_nums)
+    gray_count = gray_queue_count(queue_nums, DEFAULT_GRAY_QUEUE_RATIO if topic_ratio is None else topic_ratio)
+    if gray_count in (0, queue_nums):
+        return range(queue_nums)
+    first_gray = queue_nums - gray_count
+    return range(first_gray, queue_nums) if gray else range(first_gray)

@@ -91,7 +91,7 @@ def is_system_topic(topic: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
-    """A topic on one broker: its queue numbers, permission and message type."""
+    """A topic on one broker: its queue numbers, permission, message type and gray ratio (docs/gray.md)."""
 
     name: str
     read_queue_nums: int = 8
@@ -99,6 +99,7 @@ class TopicConfig:
     perm: int = PERM_READ_WRITE
     message_type: MessageType = MessageType.MIXED
     order: bool = False
+    gray_queue_ratio: float | None = None  # attribute gray.queue.ratio: the topic takes part in gray release
 
     @property
     def readable(self) -> bool:

@@ -214,7 +214,8 @@ class ConsumerRpcs:
             group_config = self._broker.groups.get(group)
             fifo = bool(group_config is not None and group_config.consume_message_orderly)
             share = self._broker.gray.share(group, client_id)
-            queue_ids = share.queue_ids(config.read_queue_nums) if fifo or share.split else [-1]
+            per_queue = fifo or share.split
+            queue_ids = share.queue_ids(config.read_queue_nums, config.gray_queue_ratio) if per_queue else [-1]
         except PocketMQError as exc:
             return codec.assignment_error_response(exc.v2_code, str(exc))
         return codec.assignment_response(topic, self._broker.broker_name, queue_ids, endpoints)

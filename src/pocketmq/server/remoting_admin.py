@@ -8,11 +8,13 @@ instead (docs/protocol.md).
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 from pocketmq.broker.dynamic_config import config_properties
 from pocketmq.broker.groups import group_config_from_json, group_config_to_json
 from pocketmq.broker.topics import topic_config_to_json
+from pocketmq.cluster.route import topic_gray_ratio
 from pocketmq.common.topic import (
     PERM_READ_WRITE,
     MessageType,
@@ -52,15 +54,24 @@ def topic_config_from_header(h: HeaderFields, *, default_queue_nums: int) -> Top
     problem = topic_name_problem(topic)
     if problem:
         raise IllegalTopicError(problem)
-    type_text = h.str("messageType", None) or parse_topic_attributes(h.str("attributes", "")).get(
-        _MESSAGE_TYPE_ATTRIBUTE)
+    attributes = parse_topic_attributes(h.str("attributes", ""))
+    type_text = h.str("messageType", None) or attributes.get(_MESSAGE_TYPE_ATTRIBUTE)
     try:
         message_type = MessageType.parse(type_text) if type_text else MessageType.MIXED
+        gray_queue_ratio = topic_gray_ratio(attributes)
     except ValueError as exc:
-        raise BadRequestError(str(exc)) from None
+        raise BadRequestError(f"topic {topic!r}: {exc}") from None
     read_nums = h.int("readQueueNums", default_queue_nums)
     return TopicConfig(topic, read_nums, h.int("writeQueueNums", read_nums), h.int("perm", PERM_READ_WRITE),
-                       message_type, h.bool("order"))
+                       message_type, h.bool("order"), gray_queue_ratio)
+
+
+def keep_gray_ratio(config: TopicConfig, current: TopicConfig | None) -> TopicConfig:
+    """An update that does not mention the gray ratio keeps the topic's (RocketMQ's rule for attributes), so
+    ``topic update --queues 16`` does not end a gray rollout; a ratio of 0 ends it (docs/gray.md)."""
+    if config.gray_queue_ratio is not None or current is None or current.gray_queue_ratio is None:
+        return config
+    return dataclasses.replace(config, gray_queue_ratio=current.gray_queue_ratio)
 
 
 class AdminHandlers:
@@ -96,6 +107,7 @@ class AdminHandlers:
         config = topic_config_from_header(h, default_queue_nums=self._broker.config.default_topic_queue_nums)
         if is_system_topic(config.name):
             raise IllegalTopicError(f"topic {config.name!r} is a system topic")
+        config = keep_gray_ratio(config, topics.get(config.name))
         topics.create_or_update(config)
         return request.response(ResponseCode.SUCCESS)
 

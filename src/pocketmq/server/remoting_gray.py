@@ -26,11 +26,7 @@ class GrayHandlers:
         group = checked_group(HeaderFields(request.ext_fields))
         broker = self._broker
 
-        def read_queue_nums(topic: str) -> int | None:
-            config = broker.topics.get(topic)
-            return config.read_queue_nums if config is not None else None
-
         split = broker.gray.split(group)
         body = {"brokerName": broker.broker_name, "split": split.active, "ratio": split.ratio,
-                "clients": broker.gray.describe(group, read_queue_nums)}
+                "clients": broker.gray.describe(group, broker.topics.get)}
         return request.response(ResponseCode.SUCCESS, body=json_bytes(body))

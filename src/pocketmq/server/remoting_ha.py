@@ -4,10 +4,14 @@
   slave's commit log ends: its ack), ``maxBytes``, ``suspendMillis``. Reply header ``physOffset`` (where the
   body starts: the request's, or the master's first record for an empty slave), ``masterMaxOffset``; body:
   whole commit log records (the store's frames), empty when nothing new came within ``suspendMillis``.
-  ILLEGAL_OPERATION when the slave cannot follow (diverged, or behind the master's retention); NO_PERMISSION
-  from a broker that is not a master or not of that broker name.
+  Optional ``lastRecordPhysOffset`` and ``lastRecordCrc32c`` (the slave's last record: where its frame
+  starts and its CRC32C; sent by slaves that hold a record): the master checks that its own last record
+  before ``physOffset`` is that one. The body holds only records durable on the master.
+  ILLEGAL_OPERATION when the slave cannot follow (diverged: its log is ahead of the master's or ends with
+  another record; or behind the master's retention); NO_PERMISSION from a broker that is not a master or
+  not of that broker name.
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
-  ``cluster.ha_metadata``.
+  ``cluster.ha_metadata`` (with the service state of ``cluster.ha_services``).
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
   answers its acting progress (``broker.acting_progress``); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
   the master stored it, the slave forgets it. NO_PERMISSION from a broker that is not a slave of that name.
@@ -18,7 +22,8 @@ from __future__ import annotations
 import logging
 
 from pocketmq.cluster.ha_metadata import metadata_snapshot
-from pocketmq.errors import NoPermissionError, PocketMQError
+from pocketmq.cluster.ha_services import service_tables_of
+from pocketmq.errors import BadRequestError, NoPermissionError, PocketMQError
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,
@@ -29,6 +34,7 @@ from pocketmq.protocol.codes import (
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.remoting_headers import HeaderFields
+from pocketmq.store.commit_log import RecordMark
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +71,8 @@ class HaHandlers:
             conn.on_close(master.link_closed)
         try:
             start, data = await master.serve_pull(conn, h.str("slaveAddr", conn.remote_address),
-                                                  h.int("physOffset"), h.int("maxBytes"), h.int("suspendMillis", 0))
+                                                  h.int("physOffset"), h.int("maxBytes"), h.int("suspendMillis", 0),
+                                                  _slave_last_record(h))
         except ValueError as exc:
             raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
         return request.response(ResponseCode.SUCCESS, {"physOffset": start,
@@ -76,7 +83,8 @@ class HaHandlers:
         self._master(HeaderFields(request.ext_fields))
         broker = self._broker
         return request.response(ResponseCode.SUCCESS,
-                                body=metadata_snapshot(broker.topics, broker.groups, broker.offsets))
+                                body=metadata_snapshot(broker.topics, broker.groups, broker.offsets,
+                                                       service_tables_of(broker)))
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = HeaderFields(request.ext_fields)
@@ -90,3 +98,14 @@ class HaHandlers:
         services, _ = self._own(h, self._broker.acting, "a slave")
         services.applied(h.int("version"))
         return request.response(ResponseCode.SUCCESS)
+
+
+def _slave_last_record(h: HeaderFields) -> RecordMark | None:
+    """The slave's last record from HA_PULL_COMMIT_LOG; None from an empty slave or an older one."""
+    phys_offset = h.int("lastRecordPhysOffset", None)
+    if phys_offset is None:
+        return None
+    crc = h.int("lastRecordCrc32c")
+    if phys_offset < 0 or not 0 <= crc < 1 << 32:
+        raise BadRequestError(f"lastRecordPhysOffset {phys_offset} / lastRecordCrc32c {crc} out of range")
+    return RecordMark(phys_offset, crc)

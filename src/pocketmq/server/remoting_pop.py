@@ -10,7 +10,8 @@ Requests (``extFields``), replies and bodies:
   Reply SUCCESS with the records back to back (RocketMQ 4.x layout; messages of the pop retry topic re-encoded
   under their own topic, FIFO ones with reconsume times = attempt - 1) and the header popTime, invisibleTime,
   reviveQid, restNum, startOffsetInfo (``retry qid startOffset`` per queue, ``;``-joined), msgOffsetInfo
-  (``retry qid o1,o2,...``), orderCountInfo (FIFO: ``retry qid offset attempt-1`` per message). A client builds
+  (``retry qid o1,o2,...``), orderCountInfo (FIFO: ``retry qid offset attempt-1`` per message; reviveQid 999,
+  RocketMQ's orderly revive queue). A client builds
   each message's POP_CK (extraInfo) ``startOffset popTime invisibleTime reviveQid retry brokerName qid offset``
   from them. Nothing found: POLLING_TIMEOUT after long polling, PULL_NOT_FOUND without.
 - ACK_MESSAGE (200051): consumerGroup, topic (the business topic), queueId, extraInfo, offset.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import base64
 
 from pocketmq.broker.pop.engine import PopRequest, PopResult
+from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.errors import BadRequestError, InvalidReceiptHandleError, PocketMQError
@@ -101,8 +103,11 @@ class PopHandlers:
                                                  queue_id=queue_id, tag_expression=h.str("exp", "*"), poll_ms=poll_ms,
                                                  init_mode=h.int("initMode", 0), fifo=fifo,
                                                  client_id=broker.consumers.client_id_on(group, conn)))
+        # A FIFO pop's handles name RocketMQ's orderly revive queue (999), so its acks find the FIFO state.
+        fifo_pop = any(popped.attempts is not None for popped in result.queues)
         header = {"popTime": result.pop_time_ms, "invisibleTime": result.invisible_ms,
-                  "reviveQid": result.revive_queue_id, "restNum": result.rest_num}
+                  "reviveQid": ORDERLY_REVIVE_QUEUE_ID if fifo_pop else result.revive_queue_id,
+                  "restNum": result.rest_num}
         if not result.queues:
             code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
             return request.response(code, header, remark="no new message")
@@ -152,8 +157,11 @@ class PopHandlers:
             except (KeyError, TypeError, ValueError) as exc:
                 raise BadRequestError(f"batch ack entry {ack!r}: {exc}") from None
             offsets = [start + i for i in range(bits.bit_length()) if bits >> i & 1]
-            by_group.setdefault(group, []).extend(
-                handle_from_extra_info(group, topic, f"{prefix} {o}") for o in offsets)
+            if not offsets:
+                continue
+            # The entry is checked once, as the handle of its first offset; the others differ by offset only.
+            first = handle_from_extra_info(group, topic, f"{prefix} {offsets[0]}")
+            by_group.setdefault(group, []).extend(first.at_offset(o) for o in offsets)
         for group, handles in by_group.items():
             await self._broker.pop.ack(group, handles)  # stale entries of a batch are skipped, as RocketMQ does
         return request.response(ResponseCode.SUCCESS)

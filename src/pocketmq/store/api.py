@@ -20,9 +20,13 @@ Contract of ``MessageStore`` (pocketmq.store.message_store), which the broker re
   reach a consume queue (long polling wakes on it).
 - ``delete_topic(topic)``; ``queues() -> dict[str, list[int]]``.
 - Replication (a slave follows its master by phys offset): ``max_phys_offset``, ``min_phys_offset``,
-  ``read_commit_log(phys_offset, max_bytes) -> bytes`` (whole records only), and
+  ``read_commit_log(phys_offset, max_bytes, *, durable_only) -> bytes`` (whole records only; with
+  ``durable_only`` only below ``durable_phys_offset``, what survives a power loss), ``await
+  wait_durable(phys_offset, timeout_ms)`` (asks the group commit for a round now), and
   ``await append_replicated(phys_offset, data)`` which appends records read from a master at exactly that
-  offset and dispatches them into consume queues and the index like local puts.
+  offset and dispatches them into consume queues and the index like local puts. Continuity:
+  ``last_record()`` (phys offset and CRC32C of the last record) on the slave, checked on the master by
+  ``last_record_crc32c(record_phys_offset, end_phys_offset)``.
 """
 
 from __future__ import annotations

@@ -63,6 +63,16 @@ class Frame:
     phys_offset: int
     size: int
     record: bytes | None
+    crc32c: int = 0  # of the record (the frame header's second field); 0 for a blank frame
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMark:
+    """Names one record of a log: where its frame starts and the CRC32C its frame header carries. Two logs
+    whose last records have equal marks hold the same record there (replication checks continuity with it)."""
+
+    phys_offset: int
+    crc32c: int
 
 
 class CommitLog:
@@ -74,6 +84,8 @@ class CommitLog:
         self.folder = Path(folder)
         self.segment_bytes = segment_bytes
         self._dirty: dict[int, Segment] = {}
+        self._last_record: RecordMark | None = None
+        self._last_record_known = False  # False: find it by walking the frame headers (after open, truncate)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = open_segments(self.folder, segment_bytes, "commit log")
         self.max_phys_offset = self.segments[0].base_offset if self.segments else 0
@@ -134,6 +146,8 @@ class CommitLog:
         if chunk:
             self._write(chunk_start, chunk)
         self.max_phys_offset = pos
+        if offsets:
+            self._last_record, self._last_record_known = RecordMark(offsets[-1], crc), True
         return offsets
 
     def append_frames(self, phys_offset: int, data: bytes) -> list[Frame]:
@@ -162,6 +176,10 @@ class CommitLog:
             self._write(pos, memoryview(data)[start:])
         if frames:
             self.max_phys_offset = self.next_position(frames[-1].phys_offset + frames[-1].size)
+        for frame in reversed(frames):
+            if frame.record is not None:
+                self._last_record, self._last_record_known = RecordMark(frame.phys_offset, frame.crc32c), True
+                break
         return frames
 
     def _write(self, phys_offset: int, data) -> None:
@@ -222,17 +240,19 @@ class CommitLog:
         return _I64.unpack_from(segment.view, phys_offset - segment.base_offset + FRAME_HEADER_SIZE
                                 + STORE_TIMESTAMP_POS)[0]
 
-    def read_frames(self, phys_offset: int, max_bytes: int) -> bytes:
-        """Whole frames from ``phys_offset`` (a frame boundary) within one segment, at most ``max_bytes``
-        unless the first frame alone is larger (so a reader always progresses). Empty at the end."""
+    def read_frames(self, phys_offset: int, max_bytes: int, end_phys_offset: int | None = None) -> bytes:
+        """Whole frames from ``phys_offset`` (a frame boundary) within one segment and before
+        ``end_phys_offset`` (a frame boundary; default the log's end), at most ``max_bytes`` unless the first
+        frame alone is larger (so a reader always progresses). Empty at the end."""
+        end = self.max_phys_offset if end_phys_offset is None else min(end_phys_offset, self.max_phys_offset)
         phys_offset = self.next_position(phys_offset)
-        if phys_offset >= self.max_phys_offset:
+        if phys_offset >= end:
             return b""
         segment = self.segment_for(phys_offset)
         if segment is None:
             raise StoreError(f"phys offset {phys_offset} is below the commit log minimum {self.min_phys_offset}")
         rel = phys_offset - segment.base_offset
-        limit = min(segment.size_bytes, self.max_phys_offset - segment.base_offset)
+        limit = min(segment.size_bytes, end - segment.base_offset)
         end = rel
         while end < limit:
             frame = self._frame_at(segment, end)
@@ -246,6 +266,49 @@ class CommitLog:
             if segment.size_bytes - end < FRAME_HEADER_SIZE:
                 break
         return segment.view[rel:end]
+
+    def last_record(self) -> RecordMark | None:
+        """The mark of the log's last record (None when it holds none). Known after every append; after an
+        open or a truncation found once by walking the frame headers of the last segment(s) (validated by
+        recovery, so the walk reads no record)."""
+        if not self._last_record_known:
+            self._last_record = self._walk_last_record()
+            self._last_record_known = True
+        return self._last_record
+
+    def _walk_last_record(self) -> RecordMark | None:
+        for segment in reversed(self.segments):
+            pos, last = segment.base_offset, None
+            end = min(segment.end_offset, self.max_phys_offset)
+            while pos < end:
+                size, crc = FRAME_HEADER.unpack_from(segment.view, pos - segment.base_offset)
+                if size == 0:
+                    break
+                if size > 0:
+                    last = RecordMark(pos, crc)
+                pos = self.next_position(pos + abs(size))
+            if last is not None:
+                return last
+        return None
+
+    def last_record_crc32c(self, record_phys_offset: int, end_phys_offset: int) -> int | None:
+        """The CRC32C of the record at ``record_phys_offset`` when it is this log's last record before
+        ``end_phys_offset`` (only blank frames between its end and there), else None: then a log that ends at
+        ``end_phys_offset`` with that record last is not a prefix of this one."""
+        if not record_phys_offset < end_phys_offset <= self.max_phys_offset:
+            return None
+        segment = self.segment_for(record_phys_offset)
+        frame = self._frame_at(segment, record_phys_offset - segment.base_offset) if segment is not None else None
+        if frame is None or frame.record is None:
+            return None
+        pos = self.next_position(record_phys_offset + frame.size)
+        while pos < end_phys_offset:  # a blank frame filling a segment may follow the last record
+            segment = self.segment_for(pos)
+            blank = self._frame_at(segment, pos - segment.base_offset) if segment is not None else None
+            if blank is None or blank.record is not None:
+                return None
+            pos = self.next_position(pos + blank.size)
+        return frame.crc32c if pos == end_phys_offset else None
 
     def scan(self, from_phys_offset: int) -> Iterator[Frame]:
         """Valid frames from ``from_phys_offset`` on, stopping before the first invalid byte."""
@@ -281,6 +344,7 @@ class CommitLog:
 
     def truncate(self, phys_offset: int) -> None:
         """Cut the log at ``phys_offset``: zero the rest of its segment, delete later segments."""
+        self._last_record_known = False
         while self.segments and self.segments[-1].base_offset > phys_offset:
             self._dirty.pop(self.segments[-1].base_offset, None)
             self.segments.pop().delete()
@@ -308,6 +372,7 @@ class CommitLog:
         self._dirty.pop(segment.base_offset, None)
         self.segments.pop(0)
         segment.delete()
+        self._last_record_known = False
 
     def close(self) -> None:
         for segment in self.segments:
@@ -342,4 +407,4 @@ def _parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
     record = buf[start:start + record_len]
     if crc32c(record) != crc:
         return None
-    return Frame(phys_offset, size, bytes(record))
+    return Frame(phys_offset, size, bytes(record), crc)

@@ -46,7 +46,7 @@ from pocketmq.store.api import (
     FlushMode, GetResult, GetStatus, PutResult, PutStatus, RecoveryReport, StoreConfig,
 )
 from pocketmq.store.checkpoint import Checkpoint
-from pocketmq.store.commit_log import CommitLog, Frame
+from pocketmq.store.commit_log import CommitLog, Frame, RecordMark
 from pocketmq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from pocketmq.store.group_commit import GroupCommit
 from pocketmq.store.index import MessageIndex
@@ -519,10 +519,34 @@ class MessageStore:
     def min_phys_offset(self) -> int:
         return self._commit_log.min_phys_offset
 
-    def read_commit_log(self, phys_offset: int, max_bytes: int) -> bytes:
+    @property
+    def durable_phys_offset(self) -> int:
+        """The commit log is on disk (fsynced) below this phys offset: what survives a power loss."""
+        return self._group_commit.durable_phys_offset
+
+    async def wait_durable(self, phys_offset: int, timeout_ms: int) -> bool:
+        """Wait until the log is durable up to ``phys_offset``, asking the group commit for a round now (under
+        ASYNC_FLUSH too, instead of its next interval; one fsync covers everyone waiting). False on timeout or
+        a failed flush; False at once when the store is not running (its flush task is gone)."""
+        if self._state != "running":
+            return False
+        return await self._group_commit.wait_durable(phys_offset, timeout_ms)
+
+    def read_commit_log(self, phys_offset: int, max_bytes: int, *, durable_only: bool = False) -> bytes:
         """Whole frames from ``phys_offset`` (a frame boundary a reader got from ``max_phys_offset`` or a
-        previous read), at most ``max_bytes`` unless one frame is larger; empty at the end of the log."""
-        return bytes(self._commit_log.read_frames(phys_offset, max_bytes))
+        previous read), at most ``max_bytes`` unless one frame is larger; empty at the end of the log (with
+        ``durable_only``, at ``durable_phys_offset``: what a master may hand its slaves)."""
+        end = self._group_commit.durable_phys_offset if durable_only else None
+        return bytes(self._commit_log.read_frames(phys_offset, max_bytes, end))
+
+    def last_record(self) -> RecordMark | None:
+        """The phys offset and CRC32C of the log's last record (None when empty): how a slave names its end."""
+        return self._commit_log.last_record()
+
+    def last_record_crc32c(self, record_phys_offset: int, end_phys_offset: int) -> int | None:
+        """The CRC32C of the record at ``record_phys_offset`` if it is the last record of this log before
+        ``end_phys_offset``; None when there is no such record (another log's end cannot be a prefix of this)."""
+        return self._commit_log.last_record_crc32c(record_phys_offset, end_phys_offset)
 
     async def append_replicated(self, phys_offset: int, data: bytes) -> int:
         """Append frames read from a master at exactly ``phys_offset`` (validated; nothing is written when

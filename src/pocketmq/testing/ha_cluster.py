@@ -50,16 +50,20 @@ class TwoGroups:
             proc.kill()
 
 
-def start_two_groups(root: Path, *, remote_escape: bool = True, b_flags: tuple[str, ...] = ()) -> TwoGroups:
-    """Start the name server, A's master, A's slave and B's master (``b_flags``: more arguments for B)."""
+def start_two_groups(root: Path, *, remote_escape: bool = True, a_flags: tuple[str, ...] = (),
+                     b_flags: tuple[str, ...] = ()) -> TwoGroups:
+    """Start the name server, A's master, A's slave and B's master (``a_flags``: more arguments for both of A's
+    brokers, ``b_flags`` for B's)."""
     namesrv = fast_namesrv(root)
     ns = namesrv.namesrv
     started: list[PocketProcess] = [namesrv]
     try:
-        a_master = ha_broker(root, ns, "a0", GROUP_A, 0, "sync_master", "--enable-slave-acting-master").start()
+        a_master = ha_broker(root, ns, "a0", GROUP_A, 0, "sync_master", "--enable-slave-acting-master",
+                             *a_flags).start()
         started.append(a_master)
         escape = ("--enable-remote-escape",) if remote_escape else ()
-        a_slave = ha_broker(root, ns, "a1", GROUP_A, 1, "slave", "--enable-slave-acting-master", *escape).start()
+        a_slave = ha_broker(root, ns, "a1", GROUP_A, 1, "slave", "--enable-slave-acting-master", *escape,
+                            *a_flags).start()
         started.append(a_slave)
         b_master = ha_broker(root, ns, "b0", GROUP_B, 0, "async_master", *b_flags).start()
     except BaseException:

@@ -153,8 +153,8 @@ def test_describe_lists_push_reports_and_pop_shares_of_live_members_only():
     data = ConsumerData("G", held_queues=[MessageQueue("T", "b1", 0), MessageQueue("T", "b2", 1)]).to_json(False)
     splits.record_held("G", "push@1", held_queues(data, "b1"))
     splits.record_held("G", "gone@9", [("T", 5)])  # not a live member: not kept
-    queue_nums = {"T": 8, "%RETRY%G_T": 2}.get
-    rows = {r["clientId"]: r for r in splits.describe("G", queue_nums)}
+    topics = {"T": TopicConfig("T", 8, 8), "%RETRY%G_T": TopicConfig("%RETRY%G_T", 2, 2)}
+    rows = {r["clientId"]: r for r in splits.describe("G", topics.get)}
     assert set(rows) == {"push@1", "pop@2@gray", "pop@3"}
     assert rows["push@1"] == {"clientId": "push@1", "gray": False, "assignedBy": "client", "queues": [["T", 0]]}
     assert rows["pop@2@gray"]["queues"] == [["T", 6], ["T", 7], ["%RETRY%G_T", 1]]

@@ -274,3 +274,21 @@ async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_servi
     enabled[0] = False
     await election.check_once()
     assert services.calls == ["start", "stop"] and not election.acting
+
+
+async def test_the_election_counts_into_the_metrics():
+    from pocketmq.metrics import MetricsRegistry
+
+    names, services, clock, metrics = Namesrv(), Services(), ManualClock(), MetricsRegistry()
+    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
+                                    enabled=lambda: True, check_interval_ms=100, metrics=metrics)
+    await election.check_once()
+    assert metrics.value("pocketmq_acting_master") == 0  # a slave that does not act shows 0, not nothing
+    names.ids = [1]
+    await election.check_once()
+    await election.check_once()
+    assert metrics.value("pocketmq_acting_master") == 1
+    assert metrics.value("pocketmq_acting_master_changes_total", to="acting", reason="master_gone") == 1
+    await election.master_back()
+    assert metrics.value("pocketmq_acting_master") == 0
+    assert metrics.value("pocketmq_acting_master_changes_total", to="stopped", reason="master_handover") == 1

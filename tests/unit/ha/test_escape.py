@@ -8,6 +8,7 @@ import pytest
 from pocketmq.cluster.escape import (
     EscapeBridge,
     EscapeTarget,
+    escape_kind,
     escape_targets,
     fallback_targets,
     java_string_hash,
@@ -17,6 +18,7 @@ from pocketmq.cluster.route import BrokerData, ClusterInfo, QueueData, TopicRout
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import PERM_READ
 from pocketmq.errors import RemotingError, TopicNotExistError
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 
@@ -90,11 +92,11 @@ class FakeRemoting:
         self.dropped.append(addr)
 
 
-def bridge(answer=ResponseCode.SUCCESS, *, enabled=True, routes=None, info=None):
+def bridge(answer=ResponseCode.SUCCESS, *, enabled=True, routes=None, info=None, metrics=None):
     remoting = FakeRemoting(answer)
     names = FakeNamesrv({"T": route()} if routes is None else routes, info)
     return EscapeBridge(names, remoting, cluster_name="x", broker_name="a", store_host="127.0.0.1:10911",
-                        enabled=lambda: enabled), remoting
+                        enabled=lambda: enabled, metrics=metrics), remoting
 
 
 def message(topic="T") -> MessageExt:
@@ -140,3 +142,45 @@ async def test_refusals_and_unreachable_targets_are_typed():
     assert remoting.dropped == ["b:0"]
     weak = await bridge(ResponseCode.FLUSH_SLAVE_TIMEOUT)[0].put_message(message())
     assert weak.stored  # stored on the target, its slave was slow
+
+
+def test_escape_kind_names_what_is_written():
+    def of(topic, tag=None):
+        return escape_kind(MessageExt(topic=topic, body=b"", properties={"TAGS": tag} if tag else {}))
+
+    assert [of("rmq_sys_REVIVE_LOG_x", "ck"), of("rmq_sys_REVIVE_LOG_x", "ack"), of("rmq_sys_REVIVE_LOG_x"),
+            of("%RETRY%g_T"), of("%DLQ%g"), of("T")] == ["checkpoint", "ack", "other", "retry", "dead_letter", "other"]
+
+
+async def test_escapes_count_by_kind_and_result_and_failures_by_reason():
+    metrics = MetricsRegistry()
+    info = ClusterInfo({"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"})},
+                       {"x": ("a", "b")})
+    b, remoting = bridge(routes={"T": route()}, info=info, metrics=metrics)
+    await b.put_message(message())
+    await b.put_to_specific_queue(message("%RETRY%g_T"))
+    await b.put_to_specific_queue(message("%DLQ%g"))
+    ck = message("rmq_sys_REVIVE_LOG_x")
+    ck.properties["TAGS"] = "ck"
+    await b.put_to_specific_queue(ck)
+    assert await b.put_message(message("%RETRY%g_T")) == await b.put_message(message("%RETRY%g_T"))  # NO_TARGET
+    remoting.answer = ResponseCode.SYSTEM_BUSY
+    await b.put_to_specific_queue(ck)
+    remoting.answer = RemotingError("connection refused")
+    await b.put_message(message())
+
+    def escapes(kind, result):
+        return metrics.value("pocketmq_escapes_total", kind=kind, result=result)
+
+    assert [escapes("timer", "stored"), escapes("retry", "stored"), escapes("dead_letter", "stored"),
+            escapes("checkpoint", "stored"), escapes("checkpoint", "failed"), escapes("timer", "failed")] == \
+        [1, 1, 1, 1, 1, 3]
+    assert {reason: metrics.value("pocketmq_escape_failures_total", reason=reason)
+            for reason in ("NO_TARGET", f"REFUSED_{ResponseCode.SYSTEM_BUSY}", "CONNECTION")} == \
+        {"NO_TARGET": 2, f"REFUSED_{ResponseCode.SYSTEM_BUSY}": 1, "CONNECTION": 1}
+    assert (b.escaped, b.failures) == (4, 4)  # what GET_BROKER_RUNTIME_INFO shows
+
+    off, _ = bridge(enabled=False, metrics=metrics)
+    await off.put_to_specific_queue(message("%RETRY%g_T"))
+    assert metrics.value("pocketmq_escape_failures_total", reason="ESCAPE_DISABLED") == 1
+    assert escapes("retry", "failed") == 1

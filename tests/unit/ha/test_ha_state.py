@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict, replication_start
+from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
+from pocketmq.store.commit_log import RecordMark
 
 
 def acks() -> ReplicaAcks:
@@ -47,3 +48,23 @@ def test_replication_start():
         replication_start(600, 0, 500)
     with pytest.raises(ValueError, match="retention"):
         replication_start(100, 4096, 9000)
+
+
+def test_replication_start_checks_the_slave_s_last_record():
+    mark = RecordMark(200, 0xCAFE)
+    assert replication_start(300, 0, 500, mark, 0xCAFE) == 300  # the master's last record before 300 is it
+    with pytest.raises(ValueError, match="crc32c 0000cafe.*crc32c 0000beef.*diverged"):
+        replication_start(300, 0, 500, mark, 0xBEEF)  # another record at the same place: the master lost its own
+    with pytest.raises(ValueError, match="no record of the master ends there"):
+        replication_start(300, 0, 500, mark, None)
+    assert replication_start(300, 0, 500) == 300  # an older slave names no record: lengths only, as before
+    assert replication_start(4096, 4096, 9000, RecordMark(3000, 1), None) == 4096  # below retention: unchecked
+    with pytest.raises(ValueError, match="beyond"):
+        replication_start(600, 0, 500, mark, 0xCAFE)
+
+
+def test_pull_step_serves_only_durable_records_and_asks_for_a_flush():
+    assert pull_step(100, durable_phys_offset=300, max_phys_offset=300) is PullStep.SERVE
+    assert pull_step(100, durable_phys_offset=200, max_phys_offset=300) is PullStep.SERVE  # up to 200
+    assert pull_step(100, durable_phys_offset=100, max_phys_offset=300) is PullStep.AWAIT_FLUSH
+    assert pull_step(300, durable_phys_offset=300, max_phys_offset=300) is PullStep.AWAIT_ARRIVAL

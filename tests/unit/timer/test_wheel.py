@@ -52,3 +52,13 @@ def test_model(deliveries, pop_times):
         assert nxt is None or nxt > now_ms
     assert seen == dict(enumerate(deliveries))
     assert len(wheel) == 0
+
+
+def test_remove_below_forgets_lower_keys_only():
+    wheel = TimerWheel()
+    for deliver_ms, key in [(1_000, 0), (1_500, 3), (2_000, 1), (9_000, 2), (9_100, 5)]:
+        wheel.add(deliver_ms, key)
+    assert wheel.remove_below(3) == 3
+    assert len(wheel) == 2 and wheel.min_key() == 3
+    assert wheel.pop_due(10_000, 10) == [(1_500, 3), (9_100, 5)]
+    assert wheel.next_due_ms() is None and wheel.remove_below(100) == 0

@@ -204,6 +204,11 @@ class PopService:
         self.fifo_dead_lettered: dict[tuple[str, str, int], int] = {}
         self.staged = None  # pop/staged.StagedPop: (group, topic)s consumed stage by stage (set by setup)
 
+    @property
+    def fifo(self) -> FifoPopState:
+        """The FIFO pop state (a slave loads it at start and follows its master's: cluster.ha_services)."""
+        return self._fifo
+
     # -- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
         self._fifo.load()
@@ -261,7 +266,7 @@ class PopService:
         while True:
             # The split is looked up on every try: a long poll must not keep a share that changed meanwhile.
             share = self._gray.share(req.group, req.client_id) if self._gray is not None else EVERY_QUEUE
-            allowed = share.queue_ids(topic_config.read_queue_nums)
+            allowed = share.queue_ids(topic_config.read_queue_nums, topic_config.gray_queue_ratio)
             # a queue outside the client's share gives nothing: gray and normal clients never take each other's
             queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
             plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic, share)

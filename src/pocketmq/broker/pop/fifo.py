@@ -8,6 +8,9 @@ What a ``kill -9`` can cost: the changes of the last interval. A pop not yet sav
 is delivered again at once after the restart (a duplicate, attempt not counted); an ack not yet saved makes
 the acked message come back once more after its invisible time. Nothing is lost: the state only ever
 forgets progress, and a message is done only once an ack for it was saved.
+
+A slave gets its master's state with the metadata sync (``to_json`` there, ``replace`` here: cluster.ha_services),
+so when it acts as master a message group in flight on the master stays blocked, and the master's handles ack.
 """
 
 from __future__ import annotations
@@ -31,10 +34,7 @@ class FifoPopState:
         self._dirty = False
 
     def load(self) -> None:
-        data = load_json(self._path, {})
-        for key, obj in data.get("queues", {}).items():
-            group, topic, queue_id = key.split(_KEY_SEPARATOR)
-            self._queues[(group, topic, int(queue_id))] = OrderlyQueue.from_json(obj)
+        self._queues.update(parse_fifo_state(load_json(self._path, {})))
         log.info("event=fifo_pop_state_loaded queues=%d path=%s", len(self._queues), self._path)
 
     def queue(self, group: str, topic: str, queue_id: int, start_offset: int) -> OrderlyQueue:
@@ -53,13 +53,26 @@ class FifoPopState:
     def changed(self) -> None:
         self._dirty = True
 
+    def to_json(self) -> dict:
+        """The whole state as the file holds it (``parse_fifo_state`` reads it back)."""
+        return {"queues": {_KEY_SEPARATOR.join((g, t, str(q))): oq.to_json() for (g, t, q), oq in self._queues.items()}}
+
+    def replace(self, queues: dict[tuple[str, str, int], OrderlyQueue]) -> bool:
+        """Make the state equal to ``queues`` (a master's, parsed by ``parse_fifo_state``); returns whether it
+        changed (then it is saved at the next ``persist``)."""
+        current = {key: oq.to_json() for key, oq in self._queues.items()}
+        if current == {key: oq.to_json() for key, oq in queues.items()}:
+            return False
+        self._queues = dict(queues)
+        self._dirty = True
+        return True
+
     def persist(self) -> bool:
         if not self._dirty:
             return False
         self._dirty = False
-        snapshot = {_KEY_SEPARATOR.join((g, t, str(q))): oq.to_json() for (g, t, q), oq in self._queues.items()}
         try:
-            atomic_write_json(self._path, {"queues": snapshot})
+            atomic_write_json(self._path, self.to_json())
         except OSError:
             self._dirty = True
             raise
@@ -67,3 +80,16 @@ class FifoPopState:
 
     def __repr__(self) -> str:
         return f"<FifoPopState queues={len(self._queues)} dirty={self._dirty}>"
+
+
+def parse_fifo_state(document: dict) -> dict[tuple[str, str, int], OrderlyQueue]:
+    """(group, topic, queue id) -> ``OrderlyQueue`` of a ``FifoPopState.to_json`` document; ValueError when it
+    does not parse."""
+    queues = {}
+    try:
+        for key, obj in document.get("queues", {}).items():
+            group, topic, queue_id = key.split(_KEY_SEPARATOR)
+            queues[(group, topic, int(queue_id))] = OrderlyQueue.from_json(obj)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"FIFO pop state does not parse: {exc!r}") from None
+    return queues

@@ -49,6 +49,13 @@ class ReceiptHandle:
             self.topic, self.start_offset, self.pop_time_ms, self.invisible_time_ms, self.revive_queue_id,
             self.retry_flag, self.broker_name, self.queue_id, self.queue_offset, self.phys_offset))
 
+    def at_offset(self, queue_offset: int) -> ReceiptHandle:
+        """The handle of another message of the same pop (a batch ack names one CK and a set of offsets)."""
+        if queue_offset < self.start_offset:
+            raise InvalidReceiptHandle("the receipt handle's offset is before its checkpoint")
+        return ReceiptHandle(self.topic, self.start_offset, self.pop_time_ms, self.invisible_time_ms,
+                             self.revive_queue_id, self.retry_flag, self.broker_name, self.queue_id, queue_offset, 0)
+
     @classmethod
     def decode(cls, text: str) -> ReceiptHandle:
         parts = text.split(" ") if isinstance(text, str) else []

@@ -74,9 +74,24 @@ class PopStageRegistry(PersistedJsonTable):
         self._table: dict[tuple[str, str], StagedTopic] = {}
 
     def load(self) -> None:
-        for entry in load_json(self._path, {}).get("popStageTable", []):
-            self._table[(entry["group"], entry["topic"])] = StagedTopic.from_json(entry)
+        self._table.update(parse_pop_stages(load_json(self._path, {})))
         log.info("event=pop_stages_loaded entries=%d path=%s", len(self._table), self._path)
+
+    def to_json(self) -> dict:
+        """The table as the file holds it (``parse_pop_stages`` reads it back)."""
+        with self._lock:
+            return self._document_locked()
+
+    def replace(self, table: dict[tuple[str, str], StagedTopic]) -> bool:
+        """Make the table equal to ``table`` (a master's, for its slave: cluster.ha_services) and save it;
+        returns whether it changed."""
+        with self._lock:
+            if self._table == table:
+                return False
+            self._table = dict(table)
+            self._dirty = True
+        self.persist()
+        return True
 
     def get(self, group: str, topic: str) -> StagedTopic | None:
         return self._table.get((group, topic))
@@ -102,6 +117,16 @@ class PopStageRegistry(PersistedJsonTable):
 
     def __repr__(self) -> str:
         return f"<PopStageRegistry entries={len(self._table)}>"
+
+
+def parse_pop_stages(document: dict) -> dict[tuple[str, str], StagedTopic]:
+    """(group, topic) -> ``StagedTopic`` of a ``PopStageRegistry.to_json`` document; ValueError when it does not
+    parse."""
+    try:
+        return {(entry["group"], entry["topic"]): StagedTopic.from_json(entry)
+                for entry in document.get("popStageTable", [])}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"staged POP registrations do not parse: {exc!r}") from None
 
 
 class StagedPop:

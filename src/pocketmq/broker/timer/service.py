@@ -223,6 +223,17 @@ class TimerService:
         self._wheel.remove(deliver_ms, queue_offset)
         self._delivered_untombstoned.add(queue_offset)
 
+    def advance_to(self, progress_offset: int) -> bool:
+        """A slave that does not act takes its master's progress (cluster.ha_services): every timer below
+        ``progress_offset`` was delivered there, and this replica holds those deliveries and their tombstones.
+        Forgets those timers, skips reading below it, and saves the progress; returns whether it moved."""
+        if progress_offset <= self.progress_offset():
+            return False
+        self._wheel.remove_below(progress_offset)
+        self._loaded_until = max(self._loaded_until, progress_offset)
+        self.persist_progress()
+        return True
+
     # -- progress -----------------------------------------------------------------------------------------------
     def _maybe_persist(self) -> None:
         now_ms = self._clock.now_ms()

@@ -47,6 +47,21 @@ class TimerWheel:
                 return True
         return False
 
+    def remove_below(self, key: int) -> int:
+        """Forget every timer whose key is below ``key`` (done elsewhere); returns how many. Only the buckets
+        that hold such a key are rebuilt."""
+        removed = 0
+        for second, bucket in self._buckets.items():
+            if bucket and min(bucket[1::2]) < key:
+                keep = array("q")
+                for i in range(0, len(bucket), 2):
+                    if bucket[i + 1] >= key:
+                        keep.extend(bucket[i:i + 2])
+                removed += (len(bucket) - len(keep)) // 2
+                self._buckets[second] = keep  # an empty bucket is dropped when it reaches the heap's head
+        self._count -= removed
+        return removed
+
     def next_due_ms(self) -> int | None:
         """When the earliest pending timer is due, or None when none is pending."""
         while self._seconds:

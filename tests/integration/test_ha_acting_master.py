@@ -33,8 +33,6 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.client.admin import AsyncAdmin
-from pocketmq.client.config import ClientConfig
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
 from pocketmq.common.topic import pop_retry_topic
@@ -102,13 +100,10 @@ async def runtime(client: RemotingClient, addr: str) -> dict:
 
 async def test_slave_acts_as_master_and_hands_back(tmp_path):
     groups = start_two_groups(tmp_path)
-    ns, master, slave, other = groups.ns, groups.a_master, groups.a_slave, groups.b_master
+    master, slave, other = groups.a_master, groups.a_slave, groups.b_master
     client = RemotingClient()
     try:
-        async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
-            for topic in (POP_TOPIC, DELAY_TOPIC, LATE_TOPIC, GRPC_TOPIC):
-                await admin.create_topic(topic, queues=1)
-        await poll(lambda: sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
+        await groups.ready([POP_TOPIC, DELAY_TOPIC, LATE_TOPIC, GRPC_TOPIC])
         for i in range(6):
             assert (await send(client, master.remoting, POP_TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
             assert (await send(client, master.remoting, LATE_TOPIC, b"l%d" % i)).code == ResponseCode.SUCCESS
@@ -243,13 +238,10 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
     """The slave acts but may not escape: the due delay message and the un-acked POP messages wait (nothing goes
     to B, nothing is lost) and the returning master does that work itself."""
     groups = start_two_groups(tmp_path, remote_escape=False)
-    ns, master, slave, other = groups.ns, groups.a_master, groups.a_slave, groups.b_master
+    master, slave, other = groups.a_master, groups.a_slave, groups.b_master
     client = RemotingClient()
     try:
-        async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
-            for topic in (POP_TOPIC, DELAY_TOPIC):
-                await admin.create_topic(topic, queues=1)
-        await poll(lambda: sent_ok(client, master.remoting, "acting-probe", b"p"), 15, "SYNC send acked by a slave")
+        await groups.ready([POP_TOPIC, DELAY_TOPIC])
         for i in range(4):
             assert (await send(client, master.remoting, POP_TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
         popped = await pop(client, master.remoting, "group-a", invisible_ms=2000)

@@ -34,7 +34,7 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, TwoGroups, start_two_groups
 from pocketmq.testing.processes import wait_until
 from tests.integration.test_ha_acting_master import (GROUP, acting, at_least, call, official_receive, pop, pull,
-                                                     replicated, send, sent_ok)
+                                                     replicated, send)
 from tests.integration.test_ha_replication import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
@@ -90,11 +90,7 @@ async def start(tmp_path, *b_settings: str) -> tuple[TwoGroups, RemotingClient]:
     groups = start_two_groups(tmp_path, b_flags=tuple(flags))
     client = RemotingClient()
     try:
-        async with AsyncAdmin(ClientConfig(namesrv_addr=groups.ns)) as admin:
-            for topic in (ORDERS, LATE):
-                await admin.create_topic(topic, queues=1)
-        await poll(lambda: sent_ok(client, groups.a_master.remoting, "e2e-probe", b"p"), 15,
-                   "SYNC send acked by a slave")
+        await groups.ready([ORDERS, LATE])
     except BaseException:
         await client.close()
         groups.kill_all()

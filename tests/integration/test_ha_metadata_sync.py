@@ -20,8 +20,6 @@ import time
 
 import pytest
 
-from pocketmq.client.admin import AsyncAdmin
-from pocketmq.client.config import ClientConfig
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
 from pocketmq.protocol.codes import REGISTER_POP_STAGES, UPDATE_STAGE_OFFSETS, RequestCode, ResponseCode
@@ -77,13 +75,11 @@ async def timer_progress_copied(master, slave):
 
 async def test_the_slave_copies_the_service_state_and_acts_from_it(tmp_path):
     groups = start_two_groups(tmp_path, a_flags=tuple(FAST))
-    ns, master, slave, other = groups.ns, groups.a_master, groups.a_slave, groups.b_master
+    master, slave, other = groups.a_master, groups.a_slave, groups.b_master
     client = RemotingClient()
     try:
-        async with AsyncAdmin(ClientConfig(namesrv_addr=ns)) as admin:
-            for topic in (FIFO_TOPIC, STAGED_TOPIC, PLAIN_TOPIC, DELAY_TOPIC):
-                await admin.create_topic(topic, queues=1)
-        await poll(lambda: sent_ok(client, master.remoting, PLAIN_TOPIC, b"plain"), 15, "SYNC send acked")
+        await groups.ready([FIFO_TOPIC, STAGED_TOPIC, PLAIN_TOPIC, DELAY_TOPIC])
+        assert await sent_ok(client, master.remoting, PLAIN_TOPIC, b"plain")
 
         # 1. state on the master
         for body, message_group in ((b"m0", "a"), (b"m1", "a"), (b"m2", "b")):

@@ -8,13 +8,20 @@ Intervals are short (revive every 200 ms, election and master lookup every 200 m
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message, SendStatus
+from pocketmq.common.message import MessageQueue
+from pocketmq.errors import PocketMQError
 from pocketmq.testing.processes import PocketProcess, broker_process, namesrv_process
 
 CLUSTER = "ha"
 GROUP_A, GROUP_B = "group-a", "group-b"
+PROBE_TOPIC = "ha-probe"  # ready() sends here until A's slave acks a SYNC send
 COMMON_ARGS = ["--cluster", CLUSTER, "--register-interval-ms", "500", "--set", "pop_revive_interval_ms=200",
                "--set", "ha_master_lookup_interval_ms=200", "--set", "ha_metadata_sync_interval_ms=300",
                "--set", "ha_slave_ack_timeout_ms=1000"]
@@ -44,6 +51,28 @@ class TwoGroups:
     @property
     def ns(self) -> str:
         return self.namesrv.namesrv  # type: ignore[return-value]
+
+    async def ready(self, topics: Iterable[str], timeout_s: float = 15.0) -> None:
+        """Create ``topics`` (one queue each) on every master, then wait until a SYNC send to A's master is
+        acknowledged by its slave (so the slave follows); the probe messages go to PROBE_TOPIC."""
+        config = ClientConfig(namesrv_addr=self.ns)
+        async with AsyncAdmin(config) as admin:
+            for topic in (*topics, PROBE_TOPIC):
+                await admin.create_topic(topic, queues=1)
+        deadline = time.monotonic() + timeout_s
+        async with AsyncProducer(config) as producer:
+            while True:
+                try:
+                    await producer.instance.route(PROBE_TOPIC, refresh=True)  # a send to a queue needs its route
+                    sent = await producer.send(Message.create(PROBE_TOPIC, b"probe"),
+                                               queue=MessageQueue(PROBE_TOPIC, GROUP_A, 0))
+                    if sent.status is SendStatus.SEND_OK:
+                        return
+                except PocketMQError:
+                    pass  # the route has not reached the name server yet
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"no SYNC send acknowledged by A's slave within {timeout_s}s")
+                await asyncio.sleep(0.05)
 
     def kill_all(self) -> None:
         for proc in (self.a_slave, self.a_master, self.b_master, self.namesrv):

@@ -20,6 +20,7 @@ the registrar re-registers every ``register_interval_ms`` and at once after a to
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from typing import Awaitable, Callable
@@ -33,7 +34,7 @@ from pocketmq.broker.groups import SubscriptionGroupManager
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.messages import MessageService
 from pocketmq.broker.namesrv_client import NamesrvClient
-from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.offsets import ConsumerOffsetManager, persist_behind_commit_log
 from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.producers import ProducerRegistry
 from pocketmq.broker.queue_locks import QueueLockTable
@@ -148,7 +149,8 @@ class Broker:
             self._spawn(self.timer.run(), "timer")
             self.pop.start()
             self._start_master()
-        self._spawn(self._every(self.config.offset_persist_interval_ms, self._persist_offsets), "persist-offsets")
+        self._spawn(self._every(self.config.offset_persist_interval_ms, self._persist_offsets_durably),
+                    "persist-offsets")
         self._spawn(self._every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
         if self._namesrv.addrs:
             self._registrar = self._make_registrar()
@@ -212,7 +214,7 @@ class Broker:
                                broker_addr=self.broker_addr)
 
     async def shutdown(self) -> None:
-        """Unregister, stop periodic work, let held pulls answer, persist offsets, close the store."""
+        """Unregister, stop periodic work, let held pulls answer, close (flush) the store, persist offsets."""
         if not self.started:
             return
         self.started = False
@@ -229,8 +231,8 @@ class Broker:
         self.timer.stop()  # type: ignore[union-attr]
         if self.pop.running:
             await self.pop.stop()
+        await self.store.shutdown()  # type: ignore[union-attr]  # flushed first: the offsets below stand on it
         self._persist_offsets()
-        await self.store.shutdown()  # type: ignore[union-attr]
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)
 
@@ -242,13 +244,20 @@ class Broker:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                action()
+                outcome = action()
+                if inspect.isawaitable(outcome):
+                    await outcome
             except Exception:  # one failed round must not end the task: the next interval tries again
                 log.exception("event=periodic_task_failed action=%s", getattr(action, "__name__", action))
 
     def _persist_offsets(self) -> None:
         self.offsets.persist()
         self.stage_offsets.persist()
+
+    async def _persist_offsets_durably(self) -> None:
+        """The periodic offset write: behind the commit log (broker.offsets.persist_behind_commit_log)."""
+        await persist_behind_commit_log(self.offsets, self.store, self.config.sync_flush_timeout_ms)
+        self.stage_offsets.persist()  # stage records stand on client commits only
 
     def _expire_clients(self) -> None:
         self.consumers.expire()

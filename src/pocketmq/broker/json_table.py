@@ -2,7 +2,8 @@
 
 Subclasses mutate under ``self._lock``, set ``self._dirty``, and give the JSON document to write
 (``_document_locked``, called with the lock held). ``persist()`` writes it outside the lock; a failed write
-keeps the table dirty so the next interval tries again.
+keeps the table dirty so the next interval tries again. ``take`` and ``write`` are its two halves, for a caller
+that must wait for something between the snapshot and the write (consumer offsets wait for the commit log).
 """
 
 from __future__ import annotations
@@ -25,14 +26,29 @@ class PersistedJsonTable:
 
     def persist(self) -> bool:
         """Write the table if it changed since the last write; returns whether it wrote."""
+        document = self.take()
+        if document is None:
+            return False
+        self.write(document)
+        return True
+
+    def take(self) -> Any:
+        """The document to write, or None when the table did not change since the last one taken; the table
+        counts as clean until ``write`` fails or ``keep_dirty`` is called."""
         with self._lock:
             if not self._dirty:
-                return False
-            document = self._document_locked()
+                return None
             self._dirty = False
+            return self._document_locked()
+
+    def write(self, document: Any) -> None:
         try:
             atomic_write_json(self._path, document)
         except OSError:
-            self._dirty = True  # try again next interval
+            self.keep_dirty()  # try again next interval
             raise
-        return True
+
+    def keep_dirty(self) -> None:
+        """A taken document was not written: the next ``persist`` writes the table again."""
+        with self._lock:
+            self._dirty = True

@@ -96,3 +96,24 @@ class ConsumerOffsetManager(PersistedJsonTable):
 
     def __repr__(self) -> str:
         return f"<ConsumerOffsetManager entries={len(self._table)} dirty={self._dirty}>"
+
+
+async def persist_behind_commit_log(table: PersistedJsonTable, store, timeout_ms: int) -> bool:
+    """Write ``table`` if it changed, once the commit log is durable up to where it ended when the snapshot was
+    taken; returns whether it wrote.
+
+    A POP consumer offset moves at pop time, once its CK is appended: written to disk before the CK is
+    (ASYNC_FLUSH, then a power loss), it would skip the popped messages for good, with no CK left to revive
+    them. One group-commit round is asked for at once (``store.wait_durable``); when it does not come in
+    ``timeout_ms`` the table stays dirty for the next round.
+    """
+    document = table.take()
+    if document is None:
+        return False
+    log_end = store.max_phys_offset  # read after the snapshot: every CK it stands on is below
+    if not await store.wait_durable(log_end, timeout_ms):
+        table.keep_dirty()
+        log.warning("event=offsets_persist_deferred reason=commit_log_not_durable log_end=%d", log_end)
+        return False
+    table.write(document)
+    return True

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from pocketmq.broker.consumers import parse_tag_expression
 from pocketmq.broker.gray_split import EVERY_QUEUE, GraySplits, QueueShare
+from pocketmq.broker.offsets import persist_behind_commit_log
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import (
     MAX_MESSAGES_PER_CK,
@@ -180,7 +181,8 @@ def tag_predicate(expression: str | None):
 class PopService:
     def __init__(self, *, store, topics, groups, offsets, clock, broker_name: str, revive_topic: str,
                  revive: ReviveService, revive_queues: list[ReviveQueue], fifo: FifoPopState, waiters: PopWaiters,
-                 min_invisible_ms: int, persist_interval_ms: int, gray: GraySplits | None = None):
+                 min_invisible_ms: int, persist_interval_ms: int, durable_timeout_ms: int = 5_000,
+                 gray: GraySplits | None = None):
         self._store = store
         self._topics = topics
         self._groups = groups
@@ -194,6 +196,7 @@ class PopService:
         self._waiters = waiters
         self.min_invisible_ms = min_invisible_ms
         self._persist_interval_ms = persist_interval_ms
+        self._durable_timeout_ms = durable_timeout_ms  # how long an offsets write waits for the commit log
         self._gray = gray
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._pops = itertools.count()
@@ -231,13 +234,17 @@ class PopService:
         self._tasks.clear()
         self._fifo.persist()
 
+    async def persist_state(self) -> None:
+        """The FIFO pop state, and the consumer offsets behind the commit log (never ahead of their CKs)."""
+        self._fifo.persist()
+        await persist_behind_commit_log(self._offsets, self._store, self._durable_timeout_ms)
+
     async def _persist_loop(self) -> None:
         # Pop moves consumer offsets all the time; saving them often bounds what a kill -9 re-delivers.
         while True:
             await asyncio.sleep(self._persist_interval_ms / 1000)
             try:
-                self._fifo.persist()
-                self._offsets.persist()
+                await self.persist_state()
             except OSError:
                 log.exception("event=pop_state_persist_failed")
 

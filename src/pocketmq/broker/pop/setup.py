@@ -31,7 +31,8 @@ def build_pop_service(broker) -> PopService:
                          revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
                          waiters=PopWaiters(config.long_polling_max_waiters),
                          min_invisible_ms=config.pop_min_invisible_ms,
-                         persist_interval_ms=config.pop_state_persist_interval_ms, gray=broker.gray)
+                         persist_interval_ms=config.pop_state_persist_interval_ms,
+                         durable_timeout_ms=config.sync_flush_timeout_ms, gray=broker.gray)
     registry = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
     registry.load()
     service.staged = StagedPop(registry=registry, store=store, topics=broker.topics, offsets=broker.offsets,

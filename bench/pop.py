@@ -1,8 +1,8 @@
 """POP speed: the SDK's receive + ack rate against ``pocketmq serve``, and the revive service's throughput.
 
 - ``sdk``: MESSAGES 1 KiB messages in an 8-queue topic (sent first, not timed); CONSUMERS ``AsyncSimpleConsumer``s
-  of one group in this process (one event loop) each loop receive(32) + ack_batch (the ack of a batch overlaps
-  the receive of the next) until every message was acked once. Target on the 2-core machine (issue 5): 20,000 msg/s.
+  of one group in this process (one event loop) each loop receive(32) + ack_batch until every message was acked
+  once; ``--acks overlapped`` (default) acks a batch while receiving the next, ``--acks awaited`` awaits each ack. Target on the 2-core machine (issue 5): 20,000 msg/s.
 - ``revive``: in process, on a ManualClock: REVIVE_MESSAGES messages popped (batches of 32) and never acked; the
   clock passes their invisible time and revive passes run until every one is in the retry topic. Reports the
   revive passes' messages per second (the pops are not timed).
@@ -11,6 +11,7 @@ Prints one JSON line per case. ``--profile`` runs cProfile over the broker's pop
 the revive case's messages) and prints the top functions (total time) to stderr.
 
     python bench/pop.py [--messages 64000] [--consumers 4] [--revive-messages 100000] [--cases sdk,revive]
+                        [--acks overlapped|awaited]
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def produce(config: ClientConfig, messages: int) -> None:
             producer.send_batch([Message(TOPIC, BODY) for _ in range(min(BATCH, messages - start))])
 
 
-async def consume_all(config: ClientConfig, messages: int, consumers: int) -> float:
+async def consume_all(config: ClientConfig, messages: int, consumers: int, overlap_acks: bool) -> float:
     """Seconds for ``consumers`` consumers to receive and ack ``messages`` messages."""
     remaining = messages
     clients = [AsyncSimpleConsumer(GROUP, {TOPIC: "*"}, config) for _ in range(consumers)]
@@ -54,8 +55,8 @@ async def consume_all(config: ClientConfig, messages: int, consumers: int) -> fl
         await client.start()
 
     async def loop(client: AsyncSimpleConsumer) -> None:
-        # A consumer acks a batch while it receives the next one (at most one ack in flight), as a consumer
-        # that hands its acks to a background task does.
+        # With overlap_acks a consumer acks a batch while it receives the next one (at most one ack in flight), as
+        # a consumer that hands its acks to a background task does; else it awaits each ack first.
         nonlocal remaining
         acking: asyncio.Task | None = None
         while remaining > 0:
@@ -66,6 +67,9 @@ async def consume_all(config: ClientConfig, messages: int, consumers: int) -> fl
             if got:
                 acking = asyncio.ensure_future(client.ack_batch(got))
                 remaining -= len(got)
+                if not overlap_acks:
+                    await acking
+                    acking = None
         if acking is not None:
             await acking
 
@@ -78,19 +82,20 @@ async def consume_all(config: ClientConfig, messages: int, consumers: int) -> fl
             await client.shutdown()
 
 
-def bench_sdk(messages: int, consumers: int) -> dict:
+def bench_sdk(messages: int, consumers: int, overlap_acks: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         proc = broker_process(Path(tmp), "broker-bench-pop").start()
         try:
             config = ClientConfig(namesrv_addr=proc.namesrv)
             produce(config, messages)
             client_cpu_s, broker_cpu_s = time.process_time(), process_cpu_s(proc.proc.pid)
-            elapsed_s = asyncio.run(consume_all(config, messages, consumers))
+            elapsed_s = asyncio.run(consume_all(config, messages, consumers, overlap_acks))
             client_cpu_s, broker_cpu_s = time.process_time() - client_cpu_s, process_cpu_s(proc.proc.pid) - broker_cpu_s
         finally:
             proc.stop()
     rate = messages / elapsed_s
     return {"case": "sdk_receive_ack", "messages": messages, "consumers": consumers, "batch": BATCH,
+            "acks": "overlapped" if overlap_acks else "awaited",
             "seconds": round(elapsed_s, 2), "client_cpu_s": round(client_cpu_s, 2), "broker_cpu_s": round(broker_cpu_s, 2),
             "msgs_per_s": round(rate), "target_msgs_per_s": TARGET_MSG_PER_S, "meets_target": rate >= TARGET_MSG_PER_S}
 
@@ -158,13 +163,15 @@ def main() -> None:
     parser.add_argument("--revive-messages", type=int, default=100_000)
     parser.add_argument("--cases", default="sdk,revive")
     parser.add_argument("--profile", action="store_true", help="profile the in-process pop + ack path instead")
+    parser.add_argument("--acks", choices=("overlapped", "awaited"), default="overlapped",
+                        help="sdk case: ack a batch while receiving the next, or await each ack first")
     args = parser.parse_args()
     if args.profile:
         print(json.dumps(bench_revive(min(args.revive_messages, 32_000), profile=True)), flush=True)
         return
     cases = args.cases.split(",")
     if "sdk" in cases:
-        print(json.dumps(bench_sdk(args.messages, args.consumers)), flush=True)
+        print(json.dumps(bench_sdk(args.messages, args.consumers, args.acks == "overlapped")), flush=True)
     if "revive" in cases:
         print(json.dumps(bench_revive(args.revive_messages)), flush=True)
 

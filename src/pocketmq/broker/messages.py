@@ -228,8 +228,7 @@ class MessageService:
         plain: list[tuple[int, list[MessageExt]]] = []  # (index in sends, stored messages) of the merged append
         for i, send in enumerate(sends):
             try:
-                stored = self._prepare(send)
-                keys = sorted({(m.topic, m.uniq_key) for m in stored if is_idempotent(m)})
+                stored, keys = self._prepare(send)
             except Exception as exc:  # noqa: BLE001  (the front end turns it into this send's error reply)
                 outcomes[i] = exc
                 continue
@@ -259,8 +258,9 @@ class MessageService:
             outcomes[i] = self._replicated(outcome)
         return outcomes
 
-    def _prepare(self, send: SendRequest) -> list[MessageExt]:
-        """Check a send and turn its messages into the records to store (queues picked, delays diverted)."""
+    def _prepare(self, send: SendRequest) -> tuple[list[MessageExt], list[tuple[str, str]]]:
+        """Check a send and turn its messages into the records to store (queues picked, delays diverted); also
+        the (topic, UNIQ_KEY) locks its idempotent messages need (none: the plain append)."""
         if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
             raise ServiceNotAvailableError(self.read_only_reason)
         messages, topic, queue_id = send.messages, send.topic, send.queue_id
@@ -285,7 +285,7 @@ class MessageService:
         if self.timer is not None:
             for msg in stored:
                 self.timer.divert(msg, config)  # a delayed message waits in the timer topic
-        return stored
+        return stored, sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
 
     def _replicated(self, outcome):
         if self.replication is not None:  # SYNC_MASTER: answer once a slave has the records

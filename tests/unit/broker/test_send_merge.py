@@ -79,6 +79,21 @@ async def test_a_merged_append_the_store_refuses_falls_back_to_one_append_per_se
     assert broker.store.max_queue_offset("t", 0) == 2
 
 
+async def test_idempotent_sends_keep_their_own_path_beside_merged_ones(broker):
+    def idempotent() -> SendRequest:
+        msg = Message("t", b"once", properties={"PMQ_IDEMPOTENT": "true", "UNIQ_KEY": "K1"})
+        return SendRequest([msg], "t", 0)
+
+    first = await broker.messages.send_all_nowait([idempotent()])[0]
+    appends = _count_appends(broker.store)
+    outcomes = broker.messages.send_all_nowait([_send("t"), idempotent(), _send("t")])
+    assert appends == [2]
+    assert [r.queue_offset for r in outcomes[0]] + [r.queue_offset for r in outcomes[2]] == [1, 2]
+    again = await outcomes[1]
+    assert (again[0].duplicate, again[0].queue_offset) == (True, first[0].queue_offset)
+    assert broker.store.max_queue_offset("t", 0) == 3
+
+
 async def test_sync_flush_sends_share_one_append_and_answer_once_durable(tmp_path):
     broker = await _started(tmp_path, flush_mode=FlushMode.SYNC)
     try:

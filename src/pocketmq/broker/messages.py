@@ -65,6 +65,20 @@ class SendResult:
     duplicate: bool = False  # an idempotent resend answered with the original's position
 
 
+@dataclass(slots=True)
+class SendRequest:
+    """One independent send: the arguments of ``MessageService.send_nowait``."""
+    messages: list[Message]
+    topic: str
+    queue_id: int | None = None
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    born_timestamp_ms: int = 0
+    producer_group: str | None = None
+    message_type: MessageType | None = None
+    batch: bool = False
+    system_topic: str | None = None
+
+
 class PullStatus(enum.Enum):
     FOUND = "FOUND"  # SUCCESS
     NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND
@@ -194,35 +208,86 @@ class MessageService:
         reconsume_times. ``system_topic`` names the one system topic this send may write (a slave acting as master
         escaping CKs here).
         """
+        outcome = self.send_all_nowait([SendRequest(
+            messages, topic, queue_id, born_host, born_timestamp_ms, producer_group, message_type, batch,
+            system_topic)])[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def send_all_nowait(self, sends: list[SendRequest]
+                        ) -> list[list[SendResult] | Awaitable[list[SendResult]] | Exception]:
+        """``send_nowait`` for several independent sends (those of one socket read): each gets its own outcome,
+        in order, or the exception that refused it (a send refused for its own reason fails no other).
+
+        The sends that need no idempotency check share one store append (one commit log write, one consume queue
+        write per queue, one arrival notice per queue) instead of one each; when the store refuses the merged
+        append, each send is appended on its own so a message's own problem fails only its send.
+        """
+        outcomes: list = [None] * len(sends)
+        plain: list[tuple[int, list[MessageExt]]] = []  # (index in sends, stored messages) of the merged append
+        for i, send in enumerate(sends):
+            try:
+                stored, keys = self._prepare(send)
+            except Exception as exc:  # noqa: BLE001  (the front end turns it into this send's error reply)
+                outcomes[i] = exc
+                continue
+            if keys:
+                outcomes[i] = self._replicated(self._send_idempotent_locked(stored, keys))
+            else:
+                plain.append((i, stored))
+        if not plain:
+            return outcomes
+        store = self._store
+        merged = [msg for _, stored in plain for msg in stored] if len(plain) > 1 else plain[0][1]
+        puts = store.append_messages(merged)
+        if len(plain) > 1 and not puts[0].status.stored:
+            puts = [put for _, stored in plain for put in store.append_messages(stored)]
+        start = 0
+        for i, stored in plain:
+            own_puts = puts[start:start + len(stored)]
+            start += len(stored)
+            if store.sync_flush and own_puts[0].status.stored:
+                outcome = self._results_when_durable(stored, own_puts)
+            else:
+                try:
+                    outcome = self._results(stored, own_puts)
+                except Exception as exc:  # noqa: BLE001  (a refused put: this send's error reply)
+                    outcomes[i] = exc
+                    continue
+            outcomes[i] = self._replicated(outcome)
+        return outcomes
+
+    def _prepare(self, send: SendRequest) -> tuple[list[MessageExt], list[tuple[str, str]]]:
+        """Check a send and turn its messages into the records to store (queues picked, delays diverted); also
+        the (topic, UNIQ_KEY) locks its idempotent messages need (none: the plain append)."""
         if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
             raise ServiceNotAvailableError(self.read_only_reason)
+        messages, topic, queue_id = send.messages, send.topic, send.queue_id
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic = self._retry_destination(topic, messages[0])  # a client's own retry may be due for the DLQ
-        config = self._check_topic(topic, system_topic)
+        config = self._check_topic(topic, send.system_topic)
         if not messages:
             raise BadRequestError("no message to send")
         if queue_id is not None and not 0 <= queue_id < config.write_queue_nums:
             raise BadRequestError(f"queue id {queue_id} is illegal: topic {topic!r} has "
                                   f"{config.write_queue_nums} write queues", response_code=ResponseCode.SYSTEM_ERROR)
+        message_type = send.message_type
         for msg in messages:
             check_message(msg, max_body_bytes=self._max_body_bytes, max_properties_bytes=self._max_properties_bytes)
             if message_type is not None and not config.message_type.accepts(message_type):
                 raise IllegalMessageError(
                     f"topic {topic!r} accepts {config.message_type.value} messages, not {message_type.value}",
                     v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE)
-        queue_ids = self._pick_queues(config, messages, queue_id, batch)
-        stored = [self._to_stored(m, topic, q, born_host, born_timestamp_ms, producer_group)
+        queue_ids = self._pick_queues(config, messages, queue_id, send.batch)
+        stored = [self._to_stored(m, topic, q, send.born_host, send.born_timestamp_ms, send.producer_group)
                   for m, q in zip(messages, queue_ids)]
         if self.timer is not None:
             for msg in stored:
                 self.timer.divert(msg, config)  # a delayed message waits in the timer topic
-        keys = sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
-        if keys:
-            outcome = self._send_idempotent_locked(stored, keys)
-        elif self._store.sync_flush:
-            outcome = self._append(stored)
-        else:
-            outcome = self._results(stored, self._store.append_messages(stored))
+        return stored, sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
+
+    def _replicated(self, outcome):
         if self.replication is not None:  # SYNC_MASTER: answer once a slave has the records
             return self.replication.replicated(outcome)
         return outcome
@@ -287,6 +352,9 @@ class MessageService:
 
     async def _append(self, stored: list[MessageExt]) -> list[SendResult]:
         return self._results(stored, await self._store.put_messages(stored))
+
+    async def _results_when_durable(self, stored: list[MessageExt], puts: list[PutResult]) -> list[SendResult]:
+        return self._results(stored, await self._store.wait_puts_durable(puts))
 
     def _results(self, stored: list[MessageExt], puts: list[PutResult]) -> list[SendResult]:
         self.put_messages_total += len(stored)

@@ -22,7 +22,7 @@ from typing import Awaitable
 from pocketmq.broker.consumers import ConsumerGroupInfo, Notification, SubscriptionData
 from pocketmq.broker.gray import ensure_gray_retry_queues
 from pocketmq.broker.gray_split import held_queues
-from pocketmq.broker.messages import SendResult
+from pocketmq.broker.messages import SendRequest, SendResult
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
@@ -70,8 +70,17 @@ class BrokerRequestRouter(RequestRouter):
 
     def __call__(self, conn: RemotingConnection, request: RemotingCommand):
         if not self._broker.started:
-            return request.response(ResponseCode.SERVICE_NOT_AVAILABLE, remark="broker is starting or stopping")
+            return _not_serving(request)
         return super().__call__(conn, request)
+
+    def serve_all(self, conn: RemotingConnection, requests: list[RemotingCommand]):
+        if not self._broker.started:
+            return [_not_serving(request) for request in requests]
+        return super().serve_all(conn, requests)
+
+
+def _not_serving(request: RemotingCommand) -> RemotingCommand:
+    return request.response(ResponseCode.SERVICE_NOT_AVAILABLE, remark="broker is starting or stopping")
 
 
 def build_broker_router(broker) -> BrokerRequestRouter:
@@ -115,9 +124,6 @@ class MessagingHandlers:
 
     def register(self, router: RequestRouter) -> None:
         for code, handler in (
-            (RequestCode.SEND_MESSAGE, self.send_message),
-            (RequestCode.SEND_MESSAGE_V2, self.send_message),
-            (RequestCode.SEND_BATCH_MESSAGE, self.send_message),
             (ESCAPE_PUT_MESSAGE, self.escape_put_message),
             (RequestCode.PULL_MESSAGE, self.pull_message),
             (RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset),
@@ -133,6 +139,9 @@ class MessagingHandlers:
             (RequestCode.QUERY_MESSAGE, self.query_message),
         ):
             router.register(code, handler)
+        send_messages = self.send_messages  # one bound method: a run of mixed send codes is one batch (serve_all)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            router.register(code, self.send_message, send_messages)
 
     # -- send ---------------------------------------------------------------------------------------------------
     def escape_put_message(self, conn: RemotingConnection, request: RemotingCommand):
@@ -144,28 +153,33 @@ class MessagingHandlers:
         """SEND_MESSAGE (full field names), SEND_MESSAGE_V2 (one-letter names), SEND_BATCH_MESSAGE. The reply comes
         at once unless the send must wait (SYNC_FLUSH, idempotent messages): then an awaitable of it.
         ``system_topic``: the one system topic this request may write (escaped writes)."""
-        fields = request.ext_fields
-        # V2 header (SEND_MESSAGE_V2, and batches from 4.x clients): read by the long names through the short ones
-        h = HeaderFields(fields, SEND_V2_SHORT_NAMES if "b" in fields and "topic" not in fields else None)
-        topic = h.str("topic")
-        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or h.bool("batch")
-        if batch:
+        outcome = self.send_messages(conn, [request], system_topic)[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def send_messages(self, conn: RemotingConnection, requests: list[RemotingCommand],
+                      system_topic: str | None = None) -> list:
+        """``send_message`` for the send requests of one read: their messages share one store append
+        (``MessageService.send_all_nowait``); each request gets its own reply or error."""
+        born_host = self._born_host(conn)
+        outcomes: list = [None] * len(requests)
+        sends: list[SendRequest] = []
+        sent: list[int] = []  # index in requests of each send
+        for i, request in enumerate(requests):
             try:
-                messages = decode_batch(request.body, topic)
-            except (RecordFormatError, UnicodeDecodeError) as exc:
-                raise IllegalMessageError(f"batch body does not parse: {exc}") from None
-        else:
-            messages = [MessageExt(topic=topic, body=request.body,
-                                   properties=decode_properties(h.str("properties", "")), flag=h.int("flag", 0),
-                                   sys_flag=h.int("sysFlag", 0), reconsume_times=h.int("reconsumeTimes", 0))]
-        queue_id = h.int("queueId", -1)
-        outcome = self._broker.messages.send_nowait(
-            messages, topic=topic, queue_id=queue_id if queue_id >= 0 else None, born_host=self._born_host(conn),
-            born_timestamp_ms=h.int("bornTimestamp", 0), producer_group=h.str("producerGroup", None), batch=batch,
-            system_topic=system_topic)
-        if isinstance(outcome, list):
-            return _send_reply(request, outcome)
-        return _send_reply_when_stored(request, outcome)
+                sends.append(_send_request(request, born_host, system_topic))
+                sent.append(i)
+            except Exception as exc:  # noqa: BLE001  (the router turns it into this request's error reply)
+                outcomes[i] = exc
+        for i, outcome in zip(sent, self._broker.messages.send_all_nowait(sends) if sends else ()):
+            if isinstance(outcome, Exception):
+                outcomes[i] = outcome
+            elif isinstance(outcome, list):
+                outcomes[i] = _send_reply(requests[i], outcome)
+            else:
+                outcomes[i] = _send_reply_when_stored(requests[i], outcome)
+        return outcomes
 
     @staticmethod
     def _born_host(conn: RemotingConnection) -> tuple[str, int]:
@@ -360,6 +374,27 @@ class MessagingHandlers:
 
 async def _send_reply_when_stored(request: RemotingCommand, outcome: Awaitable[list[SendResult]]) -> RemotingCommand:
     return _send_reply(request, await outcome)
+
+
+def _send_request(request: RemotingCommand, born_host: tuple[str, int], system_topic: str | None) -> SendRequest:
+    """The send a SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request asks for (its header decoded)."""
+    fields = request.ext_fields
+    # V2 header (SEND_MESSAGE_V2, and batches from 4.x clients): read by the long names through the short ones
+    h = HeaderFields(fields, SEND_V2_SHORT_NAMES if "b" in fields and "topic" not in fields else None)
+    topic = h.str("topic")
+    batch = request.code == RequestCode.SEND_BATCH_MESSAGE or h.bool("batch")
+    if batch:
+        try:
+            messages = decode_batch(request.body, topic)
+        except (RecordFormatError, UnicodeDecodeError) as exc:
+            raise IllegalMessageError(f"batch body does not parse: {exc}") from None
+    else:
+        messages = [MessageExt(topic=topic, body=request.body,
+                               properties=decode_properties(h.str("properties", "")), flag=h.int("flag", 0),
+                               sys_flag=h.int("sysFlag", 0), reconsume_times=h.int("reconsumeTimes", 0))]
+    queue_id = h.int("queueId", -1)
+    return SendRequest(messages, topic, queue_id if queue_id >= 0 else None, born_host, h.int("bornTimestamp", 0),
+                       h.str("producerGroup", None), None, batch, system_topic)
 
 
 def _send_reply(request: RemotingCommand, results: list[SendResult]) -> RemotingCommand:

@@ -193,7 +193,14 @@ class MessageStore:
         """Append ``msgs`` as one batch (all or nothing) and dispatch them; under SYNC_FLUSH, then wait for the
         fsync that covers them. See the module docstring."""
         results = self.append_messages(msgs)
-        if self.sync_flush and results and results[0].status is PutStatus.PUT_OK:
+        if self.sync_flush:
+            return await self.wait_puts_durable(results)
+        return results
+
+    async def wait_puts_durable(self, results: list[PutResult]) -> list[PutResult]:
+        """``results`` of the latest ``append_messages`` once an fsync covers them (FLUSH_DISK_TIMEOUT when none
+        does within the sync flush timeout); refused results as they are."""
+        if results and results[0].status is PutStatus.PUT_OK:
             durable = await self._group_commit.wait_durable(self._commit_log.max_phys_offset,
                                                             self.config.sync_flush_timeout_ms)
             if not durable:

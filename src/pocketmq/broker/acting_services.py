@@ -61,20 +61,27 @@ class ActingServices:
         timer, revive = self._broker.timer, self._broker.pop.revive
         timer.writes = EscapedTimerWrites(self.bridge, self.progress)
         timer.load_new()
-        for queue_offset, deliver_ms in self.progress.delivered_timers():
+        delivered = self.progress.delivered_timers()
+        for queue_offset, deliver_ms in delivered:
             timer.forget_delivered(deliver_ms, queue_offset)
         revive.writes = EscapedReviveWrites(self.bridge, self.progress)
+        acks = self.progress.acks()  # the side file parsed once, not once per revive queue
+        acks_by_queue: dict[int, list] = {}
+        for queue_id, ack in acks:
+            acks_by_queue.setdefault(queue_id, []).append(ack)
         for queue in revive.queues:
             queue.catch_up()
-            for _, ack in self.progress.acks(queue.queue_id):
+            for ack in acks_by_queue.get(queue.queue_id, ()):
                 queue.ledger.apply_ack(ack)
         self._broker.pop.writes = ActingPopWrites(self.bridge, self.progress,
                                                   revive_topic(self._broker.config.cluster_name))
-        self._tasks = [asyncio.ensure_future(timer.run()), asyncio.ensure_future(self._persist_offsets())]
+        # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
+        # persist loop); saving them as often bounds what a kill -9 of the slave hands out again.
+        persist = self._broker.every(self._broker.config.pop_state_persist_interval_ms, self._persist_pop_state)
+        self._tasks = [asyncio.ensure_future(timer.run()), asyncio.ensure_future(persist)]
         revive.start()
         log.info("event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d",
-                 sum(len(q.ledger) for q in revive.queues), timer.pending, len(self.progress.acks()),
-                 len(self.progress.delivered_timers()))
+                 sum(len(q.ledger) for q in revive.queues), timer.pending, len(acks), len(delivered))
 
     async def stop(self) -> None:
         # pops on a slave that does not act fail again (its store is read-only)
@@ -89,16 +96,6 @@ class ActingServices:
     def _persist_pop_state(self) -> None:
         self._broker.offsets.persist()
         self._broker.pop.fifo.persist()
-
-    async def _persist_offsets(self) -> None:
-        # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
-        # persist loop); saving them as often bounds what a kill -9 of the slave hands out again.
-        while True:
-            await asyncio.sleep(self._broker.config.pop_state_persist_interval_ms / 1000)
-            try:
-                self._persist_pop_state()
-            except OSError:
-                log.exception("event=acting_offsets_persist_failed")
 
     def runtime_info(self, acting: bool) -> dict[str, str]:
         return {"actingMaster": str(acting).lower(), "escapedTotal": str(self.bridge.escaped),

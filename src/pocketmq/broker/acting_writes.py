@@ -28,7 +28,7 @@ import logging
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
-from pocketmq.cluster.escape import EscapeBridge, EscapeResult
+from pocketmq.cluster.escape import EscapeBridge, EscapeResult, Routes
 from pocketmq.common.message import MessageExt
 from pocketmq.errors import ServiceNotAvailableError
 
@@ -63,16 +63,15 @@ class EscapedTimerWrites:
     async def deliver(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> list[tuple[int, int]]:
         """Same contract as ``LocalTimerWrites.deliver``: returns the (due ms, queue offset) pairs not delivered."""
         undelivered: list[tuple[int, int]] = []
+        routes: Routes = {}
         for index, ((deliver_ms, queue_offset), real) in enumerate(zip(due, reals)):
             if real is not None:
-                result = await self._bridge.put_message(real)
+                result = await self._bridge.put_message(real, routes)
                 if not result.stored:
                     self._log.failed(result, real.topic)
                     undelivered = due[index:]
                     break
                 self._log.stored()
-                log.info("event=timer_escaped queue_offset=%d topic=%s to=%s/%d", queue_offset, real.topic,
-                         result.target.broker_name, result.target.queue_id)
             self._progress.record_delivered(queue_offset, deliver_ms)
         if len(undelivered) < len(due):
             self._progress.save()
@@ -86,8 +85,9 @@ class EscapedReviveWrites:
         self._log = _FailureLog("revive")
 
     async def put_copies(self, messages: list[MessageExt]) -> bool:
+        routes: Routes = {}
         for msg in messages:
-            result = await self._bridge.put_to_specific_queue(msg)
+            result = await self._bridge.put_to_specific_queue(msg, routes)
             if not result.stored:
                 self._log.failed(result, msg.topic)
                 return False
@@ -95,9 +95,10 @@ class EscapedReviveWrites:
         return True
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
+        routes: Routes = {}
         for ack, rewrites in closes:
             for ck in rewrites:
-                result = await self._bridge.put_to_specific_queue(checkpoint_message(queue.topic, ck))
+                result = await self._bridge.put_to_specific_queue(checkpoint_message(queue.topic, ck), routes)
                 if not result.stored:
                     self._log.failed(result, queue.topic)
                     self._progress.save()  # what closed before this CK stays closed
@@ -116,8 +117,8 @@ class ActingPopWrites:
         self._revive_topic = revive_topic
         self._log = _FailureLog("pop")
 
-    async def _escape(self, msg: MessageExt) -> int:
-        result = await self._bridge.put_to_specific_queue(msg)
+    async def _escape(self, msg: MessageExt, routes: Routes | None = None) -> int:
+        result = await self._bridge.put_to_specific_queue(msg, routes)
         if not result.stored:
             self._log.failed(result, msg.topic)
             raise ServiceNotAvailableError(f"the master of this group is away and its CK/ACK could not be escaped: "
@@ -127,8 +128,9 @@ class ActingPopWrites:
 
     async def put_messages(self, messages: list[MessageExt]) -> None:
         """Dead letters of the pop path (forwarded by a client, FIFO past its max attempts)."""
+        routes: Routes = {}
         for msg in messages:
-            await self._escape(msg)
+            await self._escape(msg, routes)
 
     async def checkpoint(self, queue: ReviveQueue | None, ck: PopCheckpoint) -> int:
         return await self._escape(checkpoint_message(self._revive_topic, ck))
@@ -141,8 +143,9 @@ class ActingPopWrites:
         self._progress.save()
 
     async def forward_acks(self, acks: list[AckRecord]) -> None:
+        routes: Routes = {}
         for ack in acks:
-            await self._escape(ack_message(self._revive_topic, 0, ack))
+            await self._escape(ack_message(self._revive_topic, 0, ack), routes)
 
     async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         # The new CK first: should the ack fail after it, the message is tracked twice (at least once), never

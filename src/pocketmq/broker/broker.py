@@ -149,9 +149,9 @@ class Broker:
             self._spawn(self.timer.run(), "timer")
             self.pop.start()
             self._start_master()
-        self._spawn(self._every(self.config.offset_persist_interval_ms, self._persist_offsets_durably),
+        self._spawn(self.every(self.config.offset_persist_interval_ms, self._persist_offsets_durably),
                     "persist-offsets")
-        self._spawn(self._every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
+        self._spawn(self.every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
         if self._namesrv.addrs:
             self._registrar = self._make_registrar()
             await self._registrar.start()
@@ -240,7 +240,8 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(coro))
         self._tasks[-1].set_name(f"broker-{name}")
 
-    async def _every(self, interval_ms: int, action: Callable[[], object]) -> None:
+    async def every(self, interval_ms: int, action: Callable[[], object]) -> None:
+        """Run ``action`` (plain or async) every ``interval_ms`` until cancelled; a failed round is logged."""
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:

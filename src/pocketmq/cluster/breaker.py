@@ -51,9 +51,13 @@ class CircuitBreaker:
                  metrics: MetricsRegistry | None = None):
         self.name = name
         self.settings = settings
-        self._metrics = metrics if metrics is not None else MetricsRegistry()
+        metrics = metrics if metrics is not None else MetricsRegistry()
+        self._state_gauge = metrics.gauge("pocketmq_breaker_state", "Circuit breaker state per remote broker: "
+                                          "0 closed, 1 half-open, 2 open", ("broker",))
+        self._transitions = metrics.counter("pocketmq_breaker_transitions_total",
+                                            "Circuit breaker state changes per remote broker", ("broker", "to"))
         self.state = BreakerState.CLOSED
-        self._state_gauge().set(STATE_GAUGE_VALUES[self.state], broker=name)
+        self._state_gauge.set(STATE_GAUGE_VALUES[self.state], broker=name)
         self.consecutive_failures = 0
         self._opened_at_ms = 0
         self._probe_in_flight = False
@@ -96,13 +100,8 @@ class CircuitBreaker:
         log.warning("event=breaker_state_changed broker=%s from=%s to=%s why=%s", self.name, self.state.value,
                     state.value, why)
         self.state = state
-        self._state_gauge().set(STATE_GAUGE_VALUES[state], broker=self.name)
-        self._metrics.counter("pocketmq_breaker_transitions_total", "Circuit breaker state changes per remote broker",
-                              ("broker", "to")).inc(broker=self.name, to=state.value)
-
-    def _state_gauge(self):
-        return self._metrics.gauge("pocketmq_breaker_state", "Circuit breaker state per remote broker: "
-                                   "0 closed, 1 half-open, 2 open", ("broker",))
+        self._state_gauge.set(STATE_GAUGE_VALUES[state], broker=self.name)
+        self._transitions.inc(broker=self.name, to=state.value)
 
     def __repr__(self) -> str:
         return f"<CircuitBreaker {self.name} {self.state.value} failures={self.consecutive_failures}>"

@@ -111,6 +111,10 @@ def escape_kind(msg: MessageExt) -> str:
     return "other"
 
 
+# (topic, fallback allowed) -> the targets found for it, kept by a caller for the writes of one batch
+Routes = dict[tuple[str, bool], list[EscapeTarget]]
+
+
 class EscapeBridge:
     """Sends an acting slave's writes to other groups' masters. ``enabled`` is read on every write, so a
     dynamic config change takes effect at once."""
@@ -134,24 +138,35 @@ class EscapeBridge:
         self._failure_reasons = metrics.counter("pocketmq_escape_failures_total", "Escaped writes that failed, by "
                                                 "reason", ("reason",))
 
-    async def put_message(self, msg: MessageExt) -> EscapeResult:
-        """A due delay message: a route queue of its topic on another broker, in turn."""
-        targets = await self._targets(msg.topic, fallback=False)
+    async def put_message(self, msg: MessageExt, routes: Routes | None = None) -> EscapeResult:
+        """A due delay message: a route queue of its topic on another broker, in turn. ``routes``: a dict a
+        caller escaping many messages passes to each call, so each topic's targets are looked up once."""
+        targets = await self._targets(msg.topic, fallback=False, routes=routes)
         result = targets if isinstance(targets, EscapeResult) else \
             await self._send(msg, targets[next(self._turn) % len(targets)])
         return self._count("timer", result)
 
-    async def put_to_specific_queue(self, msg: MessageExt) -> EscapeResult:
-        """A retry copy, dead letter, CK or ACK: the hashed queue of its topic on another broker."""
-        targets = await self._targets(msg.topic, fallback=True)
+    async def put_to_specific_queue(self, msg: MessageExt, routes: Routes | None = None) -> EscapeResult:
+        """A retry copy, dead letter, CK or ACK: the hashed queue of its topic on another broker (``routes``: as
+        for ``put_message``)."""
+        targets = await self._targets(msg.topic, fallback=True, routes=routes)
         result = targets if isinstance(targets, EscapeResult) else \
             await self._send(msg, specific_queue(targets, msg.topic, self._store_host))
         return self._count(escape_kind(msg), result)
 
-    async def _targets(self, topic: str, *, fallback: bool) -> list[EscapeTarget] | EscapeResult:
+    async def _targets(self, topic: str, *, fallback: bool, routes: Routes | None) -> list[EscapeTarget] | EscapeResult:
         if not self._enabled():
             return EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off: the write waits for the "
                                                           "master")
+        known = routes.get((topic, fallback)) if routes is not None else None
+        if known is not None:
+            return known
+        targets = await self._look_up(topic, fallback=fallback)
+        if routes is not None and not isinstance(targets, EscapeResult):
+            routes[(topic, fallback)] = targets
+        return targets
+
+    async def _look_up(self, topic: str, *, fallback: bool) -> list[EscapeTarget] | EscapeResult:
         try:
             try:
                 targets = escape_targets(await self._namesrv.route(topic), self._broker_name)

@@ -211,12 +211,11 @@ class HaMaster:
             lag_seconds.set(lag.lag_ms / 1000, slave=lag.slave_addr)
 
     def runtime_info(self) -> dict[str, str]:
-        master_max = self._store.max_phys_offset
         slaves = self.acks.slaves()
         lags = self.slave_lags()
         return {"haConnections": str(len(slaves)),
                 "haSlaves": ",".join(f"{p.slave_addr}@{p.acked_phys_offset}" for p in slaves),
-                "haMaxLagBytes": str(max((master_max - p.acked_phys_offset for p in slaves), default=0)),
+                "haMaxLagBytes": str(max((lag.lag_bytes for lag in lags), default=0)),
                 "haSlaveLag": json.dumps({lag.slave_addr: {"lagBytes": lag.lag_bytes, "lagMs": lag.lag_ms}
                                           for lag in lags})}
 

@@ -43,6 +43,7 @@ Metrics (the broker's registry: ``metrics``, by default the breaker board's): ev
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 
 from pocketmq.cluster.breaker import BreakerBoard
@@ -200,7 +201,8 @@ class RemoteMessageReader:
             open_result = ReadResult.failed(
                 FailureReason.BREAKER_OPEN, f"breaker of {self.broker_name} is {self._breaker.state.value}",
                 retry_delay_ms=self._breaker.retry_delay_ms(now_ms) or self._delays.busy_ms)
-            self._count([open_result] * len(offsets))
+            self._reads.inc(len(offsets), broker=self.broker_name, result=open_result.status.value,
+                            reason=open_result.reason)
             return dict.fromkeys(offsets, open_result)
         started_ms = self._clock.monotonic_ms()
         try:
@@ -212,8 +214,9 @@ class RemoteMessageReader:
         return results
 
     def _count(self, results: list[ReadResult]) -> None:
-        for result in results:
-            self._reads.inc(broker=self.broker_name, result=result.status.value, reason=result.reason)
+        # One counter update per (result, reason), not per offset: a read covers up to MAX_SPAN offsets.
+        for (status, reason), count in Counter((r.status.value, r.reason) for r in results).items():
+            self._reads.inc(count, broker=self.broker_name, result=status, reason=reason)
 
     async def _read_from_group(self, topic: str, queue_id: int, offsets: list[int]) -> dict[int, ReadResult]:
         try:

@@ -118,10 +118,10 @@ class FakeBridge:
         self.sent.append((kind, msg))
         return EscapeResult(True, EscapeTarget("b", "b:0", 0))
 
-    async def put_message(self, msg):
+    async def put_message(self, msg, routes=None):
         return await self._put("route", msg)
 
-    async def put_to_specific_queue(self, msg):
+    async def put_to_specific_queue(self, msg, routes=None):
         return await self._put("specific", msg)
 
 

@@ -41,11 +41,10 @@ REVIVE_TARGET_MSG_PER_S = 5_000
 PHASE_DEADLINE_S = 300
 
 
-async def produce(config: ClientConfig, messages: int, *, create: bool = True) -> dict[int, list[int]]:
+async def produce(config: ClientConfig, messages: int) -> dict[int, list[int]]:
     """Send ``messages`` in batches of 32; (queue id -> queue offsets) of what was stored."""
-    if create:
-        async with AsyncAdmin(config) as admin:
-            await admin.create_topic(TOPIC, queues=QUEUES)
+    async with AsyncAdmin(config) as admin:
+        await admin.create_topic(TOPIC, queues=QUEUES)
     stored: dict[int, list[int]] = {}
     async with AsyncProducer(config) as producer:
         for start in range(0, messages, BATCH):

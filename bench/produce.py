@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import cProfile
 import json
-import os
 import pstats
 import sys
 import tempfile

@@ -107,8 +107,9 @@ class GraySplit:
     @classmethod
     def of(cls, member_ids: Iterable[str], rule: GrayRule) -> "GraySplit":
         ids = sorted(set(member_ids))
-        gray = tuple(cid for cid in ids if rule.is_gray(cid))
-        normal = tuple(cid for cid in ids if not rule.is_gray(cid))
+        flags = [rule.is_gray(cid) for cid in ids]  # once per member: the patterns are globs
+        gray = tuple(cid for cid, is_gray in zip(ids, flags) if is_gray)
+        normal = tuple(cid for cid, is_gray in zip(ids, flags) if not is_gray)
         ratio = next((r for r in map(gray_ratio_of, gray) if r is not None), None)
         if ratio is None:
             ratio = rule.ratio if rule.ratio is not None else DEFAULT_GRAY_QUEUE_RATIO
@@ -144,8 +145,9 @@ class GraySplits:
                 members.setdefault(cid, set()).update(topics)
         return members
 
-    def members(self, group: str) -> list[str]:
-        return sorted(self.subscriptions(group))
+    def members(self, group: str) -> set[str]:
+        """Live client ids over every front end (what each pop's split needs: not their topics)."""
+        return {cid for source in self._sources for cid in source(group)}
 
     def record_held(self, group: str, client_id: str, queues: Iterable[tuple[str, int]] | None) -> None:
         """What a push consumer says it holds on this broker (None: it does not say); bounded by the live
@@ -154,7 +156,7 @@ class GraySplits:
             self._held.pop((group, client_id), None)
         else:
             self._held[(group, client_id)] = tuple(sorted(queues))
-        live = set(self.members(group)) | {client_id}
+        live = self.members(group) | {client_id}
         for key in [k for k in self._held if k[0] == group and k[1] not in live]:
             del self._held[key]
 

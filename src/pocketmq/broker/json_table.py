@@ -24,6 +24,11 @@ class PersistedJsonTable:
     def _document_locked(self) -> Any:
         raise NotImplementedError
 
+    def to_json(self) -> Any:
+        """The table as its file holds it (what the metadata sync sends slaves)."""
+        with self._lock:
+            return self._document_locked()
+
     def persist(self) -> bool:
         """Write the table if it changed since the last write; returns whether it wrote."""
         document = self.take()

@@ -61,11 +61,6 @@ class StageOffsetManager(PersistedJsonTable):
             self._table[(group, topic, queue_id)] = checked_record(record)
             self._dirty = True
 
-    def to_json(self) -> dict:
-        """The table as the file holds it (``parse_stage_offsets`` reads it back)."""
-        with self._lock:
-            return self._document_locked()
-
     def merge_forward(self, table: dict[tuple[str, str, int], dict]) -> int:
         """Take every record of ``table`` (another broker's: a slave's master) whose commit offset is ahead of
         this table's for its queue, or whose queue has none here; returns how many it took. Records committed

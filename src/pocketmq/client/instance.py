@@ -251,13 +251,14 @@ class ClientInstance:
     async def heartbeat_all(self) -> None:
         if not self._has_groups():
             return
-        await asyncio.gather(*(self._heartbeat(addr) for addr in set(self._broker_addrs.values())))
+        body = self.heartbeat_body()  # one body for every broker of the round
+        await asyncio.gather(*(self._heartbeat(addr, body) for addr in set(self._broker_addrs.values())))
 
-    async def _heartbeat(self, addr: str) -> None:
+    async def _heartbeat(self, addr: str, body: bytes | None = None) -> None:
         try:
-            response = await self.remoting.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT,
-                                                                                body=self.heartbeat_body()),
-                                                  self.config.request_timeout_s)
+            request = RemotingCommand.request(RequestCode.HEART_BEAT,
+                                              body=self.heartbeat_body() if body is None else body)
+            response = await self.remoting.invoke(addr, request, self.config.request_timeout_s)
             if response.code != ResponseCode.SUCCESS:
                 log.warning("event=heartbeat_rejected addr=%s code=%s remark=%s", addr, response.code,
                             response.remark)

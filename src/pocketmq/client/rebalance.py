@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
-from pocketmq.common.gray import GRAY_MARK, gray_queue_count, is_gray_client  # noqa: F401  (GRAY_MARK re-exported)
+from pocketmq.common.gray import gray_queue_count, is_gray_client
 from pocketmq.common.message import MessageQueue
 
 Assignment = dict[str, list[MessageQueue]]

@@ -46,10 +46,9 @@ class _StagedQueue:
     messages: dict[int, MessageExt] = field(default_factory=dict)  # queue offset -> message, pending or running
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     unwritten: StageOffsetRecord | None = None  # the newest record not yet handed to the store
-    writing: bool = False
     draining: bool = False  # the queue is being dropped: start nothing more of it
     running: set[asyncio.Task] = field(default_factory=set)  # its listener calls in flight
-    writer: asyncio.Task | None = None
+    writer: asyncio.Task | None = None  # the one write in flight, if any
 
 
 class StagedConsumeService(OrderlyConsumeService):
@@ -173,22 +172,18 @@ class StagedConsumeService(OrderlyConsumeService):
 
     def _record_changed(self, mq: MessageQueue, state: _StagedQueue, record: StageOffsetRecord) -> None:
         state.unwritten = record
-        if not state.writing:
-            state.writing = True
+        if state.writer is None or state.writer.done():
             state.writer = self._spawn(self._write_records(mq, state))
 
     async def _write_records(self, mq: MessageQueue, state: _StagedQueue) -> None:
         """Write the newest record until none is left (one write in flight per queue)."""
-        try:
-            while state.unwritten is not None and not state.pq.dropped:
-                record, state.unwritten = state.unwritten, None
-                try:
-                    await self._store.write(mq, record)
-                except (PocketMQError, OSError) as exc:  # the next change writes a newer record
-                    log.warning("event=stage_offsets_write_failed mq=%s commit_offset=%d error=%s", mq,
-                                record.commit_offset, exc)
-        finally:
-            state.writing = False
+        while state.unwritten is not None and not state.pq.dropped:
+            record, state.unwritten = state.unwritten, None
+            try:
+                await self._store.write(mq, record)
+            except (PocketMQError, OSError) as exc:  # the next change writes a newer record
+                log.warning("event=stage_offsets_write_failed mq=%s commit_offset=%d error=%s", mq,
+                            record.commit_offset, exc)
 
     async def drain(self, mq: MessageQueue, timeout_s: float = 10.0) -> None:
         """Before a rebalance unlocks ``mq``: start nothing more of it, let its listeners in flight finish with

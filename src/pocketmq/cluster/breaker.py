@@ -116,10 +116,13 @@ class BreakerBoard:
         self.metrics = metrics if metrics is not None else MetricsRegistry()
         self._breakers: dict[str, CircuitBreaker] = {}
 
+    breaker_class = CircuitBreaker  # the simulation's injected bug swaps in a breaker that never refuses
+
     def get(self, broker_name: str) -> CircuitBreaker:
         breaker = self._breakers.get(broker_name)
         if breaker is None:
-            breaker = self._breakers[broker_name] = CircuitBreaker(broker_name, self.settings, metrics=self.metrics)
+            breaker = self._breakers[broker_name] = self.breaker_class(broker_name, self.settings,
+                                                                        metrics=self.metrics)
         return breaker
 
     def configure(self, settings: BreakerSettings) -> None:

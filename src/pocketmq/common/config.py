@@ -8,6 +8,7 @@ and ``metadata={"check": callable}`` returning a problem string or None.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tomllib
 import typing
@@ -74,14 +75,22 @@ def load_config(
 def field_name(cls: type, key: str) -> str | None:
     """The field of ``cls`` that ``key`` names: the field name, a ``broker.conf`` alias (any case), or the
     name with dashes and capitals (``long-polling-enable``); None when it names none."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    if key in fields:
+    names, by_alias = _field_names(cls)
+    if key in names:
         return key
-    by_alias = {alias: f.name for f in fields.values() for alias in f.metadata.get("aliases", ())}
     name = by_alias.get(key) or by_alias.get(key.lower())
     if name is None:
         name = key.replace("-", "_").lower()
-    return name if name in fields else None
+    return name if name in names else None
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[frozenset[str], dict[str, str]]:
+    """The field names of ``cls`` and its alias -> field name table, built once per class (``load_config``
+    asks for every setting it is given)."""
+    fields = dataclasses.fields(cls)
+    return (frozenset(f.name for f in fields),
+            {alias: f.name for f in fields for alias in f.metadata.get("aliases", ())})
 
 
 def _read_file(path: Path, section: str | None, problems: list[str]) -> dict[str, Any]:

@@ -257,10 +257,6 @@ class MetricsRegistry:
         """``collector()`` runs before every ``collect()``: it sets the gauges whose values are computed."""
         self._collectors.append(collector)
 
-    def remove_collector(self, collector: Callable[[], None]) -> None:
-        if collector in self._collectors:
-            self._collectors.remove(collector)
-
     def collect(self) -> list[FamilySnapshot]:
         """Every family, sorted by name, after running the collectors."""
         for collector in list(self._collectors):

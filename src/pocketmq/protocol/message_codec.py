@@ -43,6 +43,14 @@ class RecordFormatError(ValueError):
     """Bytes that are not a well-formed message record."""
 
 
+_QUEUE_OFFSET = struct.Struct(">q")
+
+
+def record_queue_offset(record: bytes) -> int:
+    """The queue offset of a stored record, read in place (no decode)."""
+    return _QUEUE_OFFSET.unpack_from(record, QUEUE_OFFSET_POS)[0]
+
+
 def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
     return FIXED_PART_SIZE + 4 + body_len + 1 + topic_len + 2 + properties_len
 

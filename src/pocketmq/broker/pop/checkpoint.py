@@ -90,6 +90,11 @@ class PopCheckpoint:
     def all_acked(self) -> bool:
         return self.ack_bitmap == (1 << self.count) - 1
 
+    def ack_of(self, queue_offsets) -> AckRecord:
+        """The ACK record of some of this CK's messages."""
+        return AckRecord(self.topic, self.group, self.queue_id, self.start_offset, self.pop_time_ms, self.broker_name,
+                         tuple(queue_offsets))
+
     def unacked_offsets(self) -> list[int]:
         return [self.start_offset + d for i, d in enumerate(self.offset_deltas) if not self.is_acked(i)]
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import struct
 from dataclasses import dataclass, field
 
 from pocketmq.broker.consumers import parse_tag_expression
@@ -62,7 +61,7 @@ from pocketmq.errors import (
     InvalidReceiptHandleError,
     NoPermissionError,
 )
-from pocketmq.protocol.message_codec import QUEUE_OFFSET_POS, decode_record
+from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
 from pocketmq.store.tags import tag_hash_code
 
@@ -74,7 +73,6 @@ RETRY_FIRST_EVERY = 5  # every fifth pop reads the retry topic first (RocketMQ: 
 FIFO_WINDOW = 128  # messages of a FIFO queue considered per pop
 FIFO_RECHECK_MS = 500  # a waiting FIFO pop re-checks this often (a message group unblocks when time passes)
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
-_QUEUE_OFFSET = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +103,7 @@ class PoppedQueue:
 
     @property
     def queue_offsets(self) -> list[int]:
-        return [_QUEUE_OFFSET.unpack_from(r, QUEUE_OFFSET_POS)[0] for r in self.records]
+        return [record_queue_offset(r) for r in self.records]
 
     @property
     def as_stored(self) -> bool:
@@ -369,7 +367,7 @@ class PopService:
                 orderly.skip_to(got.next_begin_offset)
                 got = self._store.get_messages(topic, queue_id, orderly.commit_offset, FIFO_WINDOW, tag_filter=keep)
             records = got.records if got.status is GetStatus.FOUND else []
-            by_offset = {_QUEUE_OFFSET.unpack_from(r, QUEUE_OFFSET_POS)[0]: r for r in records}
+            by_offset = {record_queue_offset(r): r for r in records}
             if got.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):
                 orderly.mark_done(o for o in range(orderly.commit_offset, got.next_begin_offset) if o not in by_offset)
             messages = {o: decode_record(r)[0] for o, r in by_offset.items()}
@@ -463,8 +461,7 @@ class PopService:
         by_queue: dict[int, list[AckRecord]] = {}
         for queue, ck, acked in acks.values():
             by_queue.setdefault(queue.queue_id, []).append(
-                AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                          tuple(acked)))
+                ck.ack_of(acked))
         for queue_id, records in by_queue.items():
             await self.writes.acks(self._revive_queues[queue_id], records)
         if forwarded:

@@ -221,9 +221,7 @@ class ReviveService:
             # The copies were not stored: keep the CKs open; the next pass tries again.
             self._metrics.write_failures.inc()
             return
-        await self.writes.close(queue, [(AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms,
-                                                   ck.broker_name, tuple(offsets)), rewrites)
-                                        for ck, _, rewrites, offsets in plans])
+        await self.writes.close(queue, [(ck.ack_of(offsets), rewrites) for ck, _, rewrites, offsets in plans])
         for ck, copies_of_ck, _, _ in plans:
             self._count(ck, copies_of_ck)
 

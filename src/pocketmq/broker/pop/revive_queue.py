@@ -63,9 +63,6 @@ class ReviveQueue:
     async def append_checkpoint(self, ck: PopCheckpoint) -> None:
         await self.append([checkpoint_message(self.topic, ck)])
 
-    async def append_ack(self, ack: AckRecord) -> None:
-        await self.append([ack_message(self.topic, self.queue_id, ack)])
-
     def catch_up(self) -> int:
         """Feed the ledger every record appended since the last call; returns how many were read."""
         store, ledger = self._store, self.ledger

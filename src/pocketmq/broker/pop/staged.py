@@ -23,32 +23,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
 
 from pocketmq.broker.json_table import PersistedJsonTable
 from pocketmq.broker.pop import copies
-from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.engine import PoppedQueue
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
 from pocketmq.broker.pop.stage_gate import InFlight, decide
 from pocketmq.common.message import MessageExt
 from pocketmq.common.stages import check_definitions
 from pocketmq.errors import BadRequestError
-from pocketmq.protocol.message_codec import QUEUE_OFFSET_POS, decode_record
+from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
 from pocketmq.store.metadata import load_json
 
 log = logging.getLogger(__name__)
-
-_QUEUE_OFFSET = struct.Struct(">q")
-
-
-def _offset_of(record: bytes) -> int:
-    return _QUEUE_OFFSET.unpack_from(record, QUEUE_OFFSET_POS)[0]
-
 
 @dataclass(slots=True)
 class StagedTopic:
@@ -76,11 +68,6 @@ class PopStageRegistry(PersistedJsonTable):
     def load(self) -> None:
         self._table.update(parse_pop_stages(load_json(self._path, {})))
         log.info("event=pop_stages_loaded entries=%d path=%s", len(self._table), self._path)
-
-    def to_json(self) -> dict:
-        """The table as the file holds it (``parse_pop_stages`` reads it back)."""
-        with self._lock:
-            return self._document_locked()
 
     def replace(self, table: dict[tuple[str, str], StagedTopic]) -> bool:
         """Make the table equal to ``table`` (a master's, for its slave: cluster.ha_services) and save it;
@@ -146,15 +133,13 @@ class StagedPop:
         # revive's counts of (group, topic, queue id, "retried" | "dead_lettered"), which group describe shows:
         # a staged queue's redeliveries are its retries
         self._count = count
-        self.dead_lettered = 0
-        self.redelivered = 0
 
     def is_staged(self, group: str, topic: str) -> bool:
         return self.registry.get(group, topic) is not None
 
     def handled_elsewhere(self, ck: PopCheckpoint) -> bool:
         """For revive: a staged queue's CKs come back in place through the gate, not as retry copies."""
-        return self.registry.get(ck.group, ck.topic) is not None
+        return self.is_staged(ck.group, ck.topic)
 
     # -- registration ---------------------------------------------------------------------------------------------
     def register(self, group: str, topic: str, definitions: list[int], *, restart: bool = False) -> StagedTopic:
@@ -176,9 +161,10 @@ class StagedPop:
         return staged
 
     def unregister(self, group: str, topic: str) -> bool:
-        found = self.registry.get(group, topic) is not None
+        if self.registry.get(group, topic) is None:
+            return False
         self.registry.put(group, topic, None)
-        return found
+        return True
 
     def _next_offset(self, group: str, topic: str, queue_id: int) -> int:
         committed = self._offsets.query(group, topic, queue_id)
@@ -208,14 +194,13 @@ class StagedPop:
                     records = await self._redeliver(group, topic, queue_id, decision, holders, result)
                     if not records:
                         return None
-                    self.redelivered += len(records)
                     self._count(group, topic, queue_id, "retried", len(records))
-                    return PoppedQueue(topic, queue_id, _offset_of(records[0]), records, retry=False,
+                    return PoppedQueue(topic, queue_id, record_queue_offset(records[0]), records, retry=False,
                                        reconsume_times=decision.redeliver_attempt)
                 records = await self._fresh(group, topic, queue_id, decision, result, keep)
                 if not records:
                     return None
-                return PoppedQueue(topic, queue_id, _offset_of(records[0]), records, retry=False)
+                return PoppedQueue(topic, queue_id, record_queue_offset(records[0]), records, retry=False)
 
     def _in_flight(self, group: str, topic: str, queue_id: int):
         """Offset -> ``InFlight`` from the open CKs of the queue, and the (revive queue, CK)s holding each."""
@@ -244,17 +229,15 @@ class StagedPop:
         if first_queue is not None:
             by_queue[first_queue.queue_id] = (first_queue, list(first or []))
         for queue, ck, done in acked.values():
-            record = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                               tuple(done))
-            by_queue.setdefault(queue.queue_id, (queue, []))[1].append(ack_message(queue.topic, queue.queue_id, record))
-        ordered = sorted(by_queue.values(), key=lambda entry: entry[0] is not first_queue)
-        for queue, records in ordered:
+            by_queue.setdefault(queue.queue_id, (queue, []))[1].append(
+                ack_message(queue.topic, queue.queue_id, ck.ack_of(done)))
+        for queue, records in by_queue.values():  # first_queue's entry was put in first
             if records:
                 await queue.append(records)
 
     def _read(self, topic: str, queue_id: int, offset: int) -> bytes | None:
         got = self._store.get_messages(topic, queue_id, offset, 1)
-        if got.status is GetStatus.FOUND and got.records and _offset_of(got.records[0]) == offset:
+        if got.status is GetStatus.FOUND and got.records and record_queue_offset(got.records[0]) == offset:
             return got.records[0]
         return None
 
@@ -272,7 +255,6 @@ class StagedPop:
         if letters:
             await self._put(letters)  # the letters first: a crash before the ACK dead-letters again, never loses
         await self._close(offsets, holders)
-        self.dead_lettered += len(letters)
         self._count(group, topic, queue_id, "dead_lettered", len(letters))
 
     async def _redeliver(self, group, topic, queue_id, decision, holders, result) -> list[bytes]:
@@ -287,7 +269,7 @@ class StagedPop:
         if not records:
             return []
         queue = self._revive_queues[result.revive_queue_id]
-        ck = PopCheckpoint.of_offsets(topic, group, queue_id, [_offset_of(r) for r in records], result.pop_time_ms,
+        ck = PopCheckpoint.of_offsets(topic, group, queue_id, [record_queue_offset(r) for r in records], result.pop_time_ms,
                                       result.invisible_ms, self._broker_name, queue.queue_id,
                                       attempt=decision.redeliver_attempt)
         if queue.ledger.is_open(ck.key):
@@ -307,12 +289,12 @@ class StagedPop:
                               GetStatus.OFFSET_TOO_SMALL):
             return []
         # A filtered read may scan past the stage end: what lies there waits for its stage.
-        records = [r for r in got.records if _offset_of(r) < end]
+        records = [r for r in got.records if record_queue_offset(r) < end]
         next_offset = got.next_begin_offset if got.status is GetStatus.OFFSET_TOO_SMALL else min(got.next_begin_offset,
                                                                                                  end)
         if records:
             queue = self._revive_queues[result.revive_queue_id]
-            ck = PopCheckpoint.of_offsets(topic, group, queue_id, [_offset_of(r) for r in records],
+            ck = PopCheckpoint.of_offsets(topic, group, queue_id, [record_queue_offset(r) for r in records],
                                           result.pop_time_ms, result.invisible_ms, self._broker_name, queue.queue_id)
             await queue.append_checkpoint(ck)
             result.rest_num += max(got.max_offset - next_offset, 0)
@@ -320,4 +302,4 @@ class StagedPop:
         return records
 
     def __repr__(self) -> str:
-        return f"<StagedPop {self.registry!r} redelivered={self.redelivered} dead_lettered={self.dead_lettered}>"
+        return f"<StagedPop {self.registry!r}>"

@@ -34,11 +34,7 @@ class _IgnoredBreaker(CircuitBreaker):
 
 
 class IgnoredBreakerBoard(BreakerBoard):
-    def get(self, broker_name: str) -> CircuitBreaker:
-        breaker = self._breakers.get(broker_name)
-        if breaker is None:
-            breaker = self._breakers[broker_name] = _IgnoredBreaker(broker_name, self.settings)
-        return breaker
+    breaker_class = _IgnoredBreaker
 
 
 def ending(bugs) -> CkEnding:

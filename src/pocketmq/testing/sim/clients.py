@@ -3,7 +3,6 @@ deliveries, acks answered OK) in the trace; the checkers hold the system to that
 
 from __future__ import annotations
 
-from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
 from pocketmq.errors import RemotingError
@@ -100,8 +99,7 @@ class SimConsumer(_Client):
         addr = self.master_addr(ck_store_group)
         if addr is None:
             return  # nowhere to ack: the message comes back after its invisible time
-        ack = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                        (msg.queue_offset,))
+        ack = ck.ack_of((msg.queue_offset,))
         try:
             reply = await self.net.call(self.addr, addr, Ack(ack), self.config.rpc_timeout_ms)
         except RemotingError:

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import is_system_topic
 from pocketmq.testing.sim.kernel import Kernel, SimFuture
-
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
 
 class SimDisk:
@@ -67,7 +66,7 @@ class SimDisk:
         """Record ``index``; reads of message records (not of the system topics: the revive log) fail with the
         injected probability, so a failing disk shows in pops and revive reads rather than stopping revive."""
         record = self.records[index]
-        if self.read_failure_probability and not record.topic.startswith(SYSTEM_TOPIC_PREFIX) \
+        if self.read_failure_probability and not is_system_topic(record.topic) \
                 and self._kernel.rng.random() < self.read_failure_probability:
             raise OSError(f"injected read failure at record {index}")
         return record

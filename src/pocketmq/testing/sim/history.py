@@ -17,15 +17,9 @@ class History:
     def record(self, kind: str, **fields: Any) -> None:
         self.events.append((self._kernel.elapsed_ms(), kind, fields))
 
-    def of(self, *kinds: str) -> list[tuple[int, str, dict[str, Any]]]:
-        return [e for e in self.events if e[1] in kinds]
-
     def digest(self) -> str:
         """A fingerprint of the whole trace: two runs of one seed must give the same one."""
         sha = hashlib.sha256()
         for t, kind, fields in self.events:
             sha.update(f"{t} {kind} {sorted(fields.items())!r}\n".encode())
         return sha.hexdigest()[:16]
-
-    def __len__(self) -> int:
-        return len(self.events)

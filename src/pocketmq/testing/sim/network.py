@@ -45,9 +45,6 @@ class Network:
     def set_up(self, addr: str, up: bool) -> None:
         self._up[addr] = up
 
-    def is_up(self, addr: str) -> bool:
-        return self._up.get(addr, False)
-
     def partition(self, side: set[str]) -> None:
         """Cut every link between ``side`` and the other nodes."""
         others = [a for a in sorted(self._handlers) if a not in side]
@@ -57,9 +54,6 @@ class Network:
 
     def heal(self) -> None:
         self._cut.clear()
-
-    def partitioned(self) -> bool:
-        return bool(self._cut)
 
     def call(self, src: str, dst: str, request: Any, timeout_ms: int) -> SimFuture:
         future = SimFuture()

@@ -12,7 +12,7 @@ is closed in memory only. Every outcome and every remote read (with its breaker'
 from __future__ import annotations
 
 from pocketmq.broker.pop import copies
-from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.reader import LocalMessageReader
 from pocketmq.broker.pop.revive import Copy, Dropped, Gone, decide
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
@@ -111,8 +111,7 @@ class Reviver:
                 outcomes.append(("gone", {**where, "cause": decision.cause}))
             elif isinstance(decision, Dropped):
                 outcomes.append(("dropped", {**where, "reason": decision.reason}))
-        ack = AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name,
-                        tuple(offsets))
+        ack = ck.ack_of(offsets)
         closing = [ack_message(REVIVE_TOPIC, REVIVE_QUEUE_ID, ack)]
         rewritten = [checkpoint_message(REVIVE_TOPIC, c) for c in rewrites]
         if self.broker.is_master:

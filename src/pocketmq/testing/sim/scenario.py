@@ -13,7 +13,6 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass
 
-from pocketmq.cluster.route import MASTER_ID
 from pocketmq.testing.sim.broker import SimBroker
 from pocketmq.testing.sim.checkers import Violation, run_checkers
 from pocketmq.testing.sim.clients import SimConsumer, SimProducer
@@ -154,7 +153,7 @@ class _World:
         for group in GROUPS:
             data = info.broker_addr_table.get(group)
             addrs = dict(data.broker_addrs) if data is not None else {}
-            reader_id = MASTER_ID if MASTER_ID in addrs else serving_broker_id(addrs)
+            reader_id = serving_broker_id(addrs)  # the master while it is alive (id 0 is the lowest)
             if reader_id is not None:
                 readers[group] = addrs[reader_id]
         return logs, readers

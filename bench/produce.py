@@ -11,7 +11,13 @@ Prints one JSON line per case. Targets on the 2-core machine (issue 3): 5,000 ms
 with 100 in flight or batched. ``--profile CASE`` runs cProfile over the client side of that case and prints
 the top functions (cumulative) to stderr.
 
+``--placement`` pins the processes (Linux): ``same-cpu`` runs the broker and this script on CPU 0, ``split-cpus``
+the broker on CPU 0 and this script on CPU 1; ``any`` (default) leaves it to the scheduler. It matters for one
+send at a time on the project's VM, where waking a process that sleeps on the other vCPU costs far more than the
+send itself (docs/benchmarks.md).
+
     python bench/produce.py [--messages 20000] [--flush async,sync] [--cases one_at_a_time,in_flight_100,batch_32]
+                            [--placement any|same-cpu|split-cpus]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
 import pstats
 import sys
 import tempfile
@@ -36,6 +43,7 @@ IN_FLIGHT = 100
 BATCH = 32
 WARMUP_MESSAGES = 1000
 TARGETS_MSG_PER_S = {"one_at_a_time": 5_000, "in_flight_100": 40_000, "batch_32": 40_000}
+PLACEMENTS = {"any": None, "same-cpu": ({0}, {0}), "split-cpus": ({0}, {1})}  # (broker CPUs, client CPUs)
 
 
 def one_at_a_time(config: ClientConfig, messages: int) -> None:
@@ -87,10 +95,20 @@ def run_case(name: str, config: ClientConfig, messages: int, broker_pid: int, pr
             "broker_cpu_s": round(process_cpu_s(broker_pid) - broker_cpu, 2)}
 
 
-def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: str | None) -> None:
+def pin(pid: int, cpus: set[int]) -> None:
+    """Pin every thread of ``pid`` (0: this process) to ``cpus``; threads started later inherit it."""
+    for tid in os.listdir(f"/proc/{pid or os.getpid()}/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
+def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: str | None, placement: str) -> None:
     with tempfile.TemporaryDirectory(prefix="pocketmq-bench-") as tmp:
         broker = broker_process(Path(tmp), "bench", extra_args=["--flush", flush]).start()
         try:
+            if PLACEMENTS[placement]:
+                broker_cpus, client_cpus = PLACEMENTS[placement]
+                pin(broker.proc.pid, broker_cpus)
+                pin(0, client_cpus)
             config = ClientConfig(namesrv_addr=broker.namesrv)
             with Admin(config) as admin:
                 admin.create_topic(TOPIC, queues=QUEUES)
@@ -100,7 +118,7 @@ def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: 
                 elapsed_s = timing["seconds"]
                 print(json.dumps({
                     "bench": "produce", "case": name, "flush": f"{flush.upper()}_FLUSH", "messages": count,
-                    "body_bytes": len(BODY), **timing, "msg_per_s": round(count / elapsed_s),
+                    "body_bytes": len(BODY), "placement": placement, **timing, "msg_per_s": round(count / elapsed_s),
                     "mb_per_s": round(count * len(BODY) / elapsed_s / 2**20, 1),
                     "target_msg_per_s": TARGETS_MSG_PER_S[name],
                 }), flush=True)
@@ -114,13 +132,15 @@ def main() -> None:
     parser.add_argument("--flush", default="async,sync", help="flush modes, comma-separated (default async,sync)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     parser.add_argument("--profile", choices=list(CASES), help="cProfile the client side of this case")
+    parser.add_argument("--placement", choices=list(PLACEMENTS), default="any",
+                        help="pin the broker and this script to one CPU or to two (default: not pinned)")
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
     if unknown:
         parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     for flush in args.flush.split(","):
-        bench_flush_mode(flush, cases, args.messages, args.profile)
+        bench_flush_mode(flush, cases, args.messages, args.profile, args.placement)
 
 
 if __name__ == "__main__":

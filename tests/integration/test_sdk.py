@@ -112,6 +112,35 @@ def test_commit_min_max_and_offset_by_timestamp(config):
         assert consumer.pull(queue, 8, 10).status is PullStatus.NO_NEW_MSG
 
 
+def test_threads_share_one_sync_producer_each_on_a_channel_of_its_own(config):
+    """Sync sends do their I/O in the calling thread (client/blocking_channel.py): threads sending at once on one
+    producer each get their own reply, and every message lands exactly once."""
+    with Admin(config) as admin:
+        admin.create_topic("sdk_threads", queues=2)
+    results: dict[int, list] = {}
+    with Producer(config) as producer:
+        def send_from(thread: int) -> None:
+            results[thread] = [producer.send(Message.create("sdk_threads", f"{thread}-{i}")) for i in range(50)]
+
+        threads = [threading.Thread(target=send_from, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert sorted(results) == [0, 1, 2, 3]
+        with pytest.raises(RuntimeError, match="client loop itself"):  # it would block the loop it waits for
+            producer._loop.run(_send_on_the_loop(producer))
+    placed = [(r.queue_id, r.queue_offset) for sends in results.values() for r in sends]
+    assert len(set(placed)) == 200
+    with PullConsumer("sdk-threads", config) as consumer:
+        bodies = [m.body.decode() for queue in consumer.fetch_queues("sdk_threads") for m in read_queue(consumer, queue)]
+    assert sorted(bodies) == sorted(f"{t}-{i}" for t in range(4) for i in range(50))
+
+
+async def _send_on_the_loop(producer: Producer):
+    return producer.send(Message.create("sdk_threads", "from the loop"))
+
+
 def test_send_to_an_illegal_topic_fails_before_the_wire(config):
     with Producer(config) as producer, pytest.raises(PocketMQError, match="characters"):
         producer.send(Message.create("bad topic", "x"))

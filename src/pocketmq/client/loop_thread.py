@@ -43,8 +43,7 @@ class LoopThread:
         ``timeout_s`` is a last-resort bound on the wait (the coroutine has its own deadlines); on expiry
         the coroutine is cancelled.
         """
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("a synchronous PocketMQ call was made on the client loop itself: use the async API")
+        self.refuse_own_thread()
         if not asyncio.iscoroutine(coro):
             raise TypeError(f"a coroutine is required, not {type(coro).__name__}")
         call = _Call(coro)
@@ -61,6 +60,11 @@ class LoopThread:
         if task.cancelled():  # type: ignore[union-attr]
             raise concurrent.futures.CancelledError()
         return task.result()  # type: ignore[union-attr]
+
+    def refuse_own_thread(self) -> None:
+        """A synchronous call made on the loop thread would block the loop it waits for."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a synchronous PocketMQ call was made on the client loop itself: use the async API")
 
     def __repr__(self) -> str:
         return f"<LoopThread alive={self.alive}>"

@@ -25,13 +25,15 @@ import enum
 import logging
 import zlib
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Coroutine, Sequence, TypeVar
 
+from pocketmq.client.blocking_channel import BlockingChannels
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, InstanceUser
 from pocketmq.client.latency_fault import LatencyFaultTolerance
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector
+from pocketmq.client.route_view import TopicRouteView
 from pocketmq.common import properties as props
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 LEGAL_TOPICS_CACHED = 1024
+T = TypeVar("T")
 
 
 class SendStatus(enum.Enum):
@@ -130,6 +133,12 @@ class AsyncProducer(InstanceUser):
 
         ``delay_level`` (1-18 with the broker's default table) or ``deliver_at_ms`` (epoch ms) delays it.
         """
+        build = self._prepare_single(message, delay_level, deliver_at_ms)
+        retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
+        return await self._send_with_retries(message, build, queue, timeout_s, retry_times)
+
+    def _prepare_single(self, message: Message, delay_level: int | None, deliver_at_ms: int | None):
+        """Check and stamp ``message``; the builder of its SEND_MESSAGE_V2 for a queue."""
         instance = self.instance
         _set_delay(message, delay_level, deliver_at_ms)
         self._check_message(message)
@@ -144,8 +153,7 @@ class AsyncProducer(InstanceUser):
         def build(mq: MessageQueue) -> RemotingCommand:
             return self._request(RequestCode.SEND_MESSAGE_V2, mq, properties, sys_flag, message.flag, body)
 
-        retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
-        return await self._send_with_retries(message, build, queue, timeout_s, retry_times=retry_times)
+        return build
 
     def _attach(self) -> None:
         self._instance.register_producer(self.options.group)  # type: ignore[union-attr]
@@ -204,6 +212,12 @@ class AsyncProducer(InstanceUser):
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout_s: float | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE; they land consecutively in one queue."""
+        build, uniq_keys = self._prepare_batch(messages)
+        return await self._send_with_retries(messages[0], build, queue, timeout_s,
+                                             self.options.retry_times_when_send_failed, uniq_keys)
+
+    def _prepare_batch(self, messages: Sequence[Message]):
+        """Check and stamp the messages of a batch; the builder of its SEND_BATCH_MESSAGE and the batch's keys."""
         instance = self.instance
         if not messages:
             raise IllegalMessageError("a batch needs at least one message")
@@ -225,8 +239,7 @@ class AsyncProducer(InstanceUser):
         def build(mq: MessageQueue) -> RemotingCommand:
             return self._request(RequestCode.SEND_BATCH_MESSAGE, mq, "", 0, 0, body, batch=True)
 
-        return await self._send_with_retries(messages[0], build, queue, timeout_s,
-                                             uniq_keys=[m.properties[props.UNIQ_KEY] for m in messages])
+        return build, [m.properties[props.UNIQ_KEY] for m in messages]
 
     def _mark_gray(self, message: Message) -> None:
         """A gray producer's messages are all gray (docs/gray.md)."""
@@ -270,37 +283,37 @@ class AsyncProducer(InstanceUser):
         return cmd
 
     async def _send_with_retries(self, message: Message, build, queue: MessageQueue | None,
-                                 timeout_s: float | None, uniq_keys: list[str] | None = None, *,
-                                 retry_times: int | None = None) -> SendResult:
+                                 timeout_s: float | None, retry_times: int, uniq_keys: list[str] | None = None, *,
+                                 io: "_BlockingSendIO | None" = None) -> SendResult:
+        """One send with its retries. Its I/O is the client loop's (``instance.route``, ``instance.remoting``)
+        unless ``io`` gives other awaitables: the synchronous facade's never suspend (``_BlockingSendIO``)."""
         instance = self.instance
+        route_of, invoke = (instance.route, instance.remoting.invoke) if io is None else (io.route, io.invoke)
+        clock = instance.clock
         timeout_s = timeout_s or self.options.send_timeout_s
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        if retry_times is None:
-            retry_times = self.options.retry_times_when_send_failed
+        deadline_ms = clock.monotonic_ms() + timeout_s * 1000
         attempts = 1 if queue is not None else 1 + retry_times
         weak_result: SendResult | None = None
         failed_brokers: set[str] = set()
         last_error: PocketMQError | None = None
         for attempt in range(attempts):
-            remaining_s = deadline - loop.time()
+            remaining_s = (deadline_ms - clock.monotonic_ms()) / 1000
             if remaining_s <= 0:
                 break
+            mq = queue
             try:
-                mq = queue
                 if mq is None:
                     refresh = _needs_route_refresh(last_error)
                     # the cached route without a coroutine call: this is the path of every send
                     route = (None if refresh else instance.cached_route(message.topic)) or \
-                        await instance.route(message.topic, refresh=refresh)
+                        await route_of(message.topic, refresh=refresh)
                     if not route.write_queues:
                         raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
                     avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues)
                     mq = self._selector_for(message).select(route.write_queues, message, avoid)
-                addr = instance.broker_addr(mq.broker_name)
-                started_ms = instance.clock.monotonic_ms()
-                response = await instance.remoting.invoke(addr, build(mq), remaining_s)
-                self._report_latency(mq.broker_name, instance.clock.monotonic_ms() - started_ms, failed=False)
+                started_ms = clock.monotonic_ms()
+                response = await invoke(instance.broker_addr(mq.broker_name), build(mq), remaining_s)
+                self._report_latency(mq.broker_name, clock.monotonic_ms() - started_ms, failed=False)
                 result = self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
                 if result.status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok \
                         or attempt == attempts - 1:
@@ -365,12 +378,42 @@ def _needs_route_refresh(error: PocketMQError | None) -> bool:
     return error.refresh_route or error.response_code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION)
 
 
+class _BlockingSendIO:
+    """The synchronous facade's send I/O: awaitables that never suspend. Replies come over the calling thread's
+    blocking channels; a route not cached yet is fetched on the client loop while the caller waits."""
+
+    def __init__(self, facade: "Producer", channels: BlockingChannels):
+        self._facade = facade
+        self._channels = channels
+
+    async def route(self, topic: str, *, refresh: bool) -> TopicRouteView:
+        facade = self._facade
+        return facade._loop.run(facade.core.instance.route(topic, refresh=refresh))
+
+    async def invoke(self, address: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        return self._channels.invoke(address, request, timeout_s)
+
+
+def _run_inline(coro: Coroutine[None, None, T]) -> T:
+    """Run to its end, in this thread, a coroutine whose awaits never suspend (``_BlockingSendIO``'s)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a send meant to block suspended")  # a bug: some await in it is not a blocking one
+
+
 async def _awaited(task):
     return await task
 
 
 class Producer(SyncFacade):
-    """The synchronous producer: the same API as ``AsyncProducer`` run on the process's client loop thread.
+    """The synchronous producer: the same API as ``AsyncProducer``.
+
+    ``send`` and ``send_batch`` do their I/O in the calling thread, on blocking connections of their own
+    (client/blocking_channel.py: no hand-off to the client loop thread, whose wake-ups cost more than the rest
+    of a lone send); routes, heartbeats and the other calls run on the process's client loop thread.
 
     >>> with Producer(ClientConfig(namesrv_addr="127.0.0.1:9876")) as producer:
     ...     result = producer.send(Message.create("orders", b"hello", tags="created"))
@@ -379,11 +422,16 @@ class Producer(SyncFacade):
     def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
                  selector: QueueSelector | None = None):
         super().__init__(AsyncProducer(config, options, selector=selector))
+        self._channels = BlockingChannels(connect_timeout_s=self.core.config.connect_timeout_s)
+        self._io = _BlockingSendIO(self, self._channels)
 
     def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
              delay_level: int | None = None, deliver_at_ms: int | None = None) -> SendResult:
-        return self._loop.run(self.core.send(message, queue=queue, timeout_s=timeout_s, delay_level=delay_level,
-                                             deliver_at_ms=deliver_at_ms))
+        self._loop.refuse_own_thread()
+        core = self.core
+        build = core._prepare_single(message, delay_level, deliver_at_ms)
+        return _run_inline(core._send_with_retries(message, build, queue, timeout_s,
+                                                   core.options.retry_times_when_send_failed, io=self._io))
 
     def send_async(self, message: Message, callback=None, on_exception=None, *,
                    queue: MessageQueue | None = None) -> "concurrent.futures.Future[SendResult]":
@@ -400,7 +448,17 @@ class Producer(SyncFacade):
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout_s: float | None = None) -> SendResult:
-        return self._loop.run(self.core.send_batch(messages, queue=queue, timeout_s=timeout_s))
+        self._loop.refuse_own_thread()
+        core = self.core
+        build, uniq_keys = core._prepare_batch(messages)
+        return _run_inline(core._send_with_retries(messages[0], build, queue, timeout_s,
+                                                   core.options.retry_times_when_send_failed, uniq_keys, io=self._io))
+
+    def shutdown(self) -> None:
+        try:
+            super().shutdown()
+        finally:
+            self._channels.close()
 
     def __repr__(self) -> str:
         return f"<Producer {self.core!r}>"

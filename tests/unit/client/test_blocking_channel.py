@@ -1,0 +1,109 @@
+"""``BlockingChannel``/``BlockingChannels`` against real sockets on 127.0.0.1: a reply is matched by its opaque
+(a broker's own request before it is skipped), a silent peer is a timeout near the deadline, a peer that closes
+or sends garbage is a RemotingError, and only a channel whose call succeeded goes back to the pool."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from pocketmq.client.blocking_channel import BlockingChannel, BlockingChannels
+from pocketmq.errors import RemotingError, RemotingTimeoutError
+from pocketmq.protocol.command import FrameDecoder, RemotingCommand
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Peer:
+    """A one-thread TCP peer: for each connection, ``answer(request, conn)`` runs on every request it reads."""
+
+    def __init__(self, answer):
+        self._answer = answer
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        decoder = FrameDecoder()
+        with conn:
+            while data := conn.recv(65536):
+                for request in decoder.feed(data):
+                    self._answer(request, conn)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def echo_ok(request: RemotingCommand, conn: socket.socket) -> None:
+    conn.sendall(request.response(ext_fields={"echo": request.ext_fields.get("n", "")}).encode())
+
+
+def test_replies_come_back_in_order_over_one_reused_channel():
+    peer = Peer(echo_ok)
+    channels = BlockingChannels(connect_timeout_s=1)
+    for n in range(3):
+        reply = channels.invoke(peer.address, RemotingCommand.request(10, {"n": n}), timeout_s=2)
+        assert reply.ext_fields["echo"] == str(n)
+    assert peer.connections == 1
+    channels.close()
+    peer.close()
+
+
+def test_a_request_of_the_broker_before_the_reply_is_skipped():
+    def request_first(request, conn):
+        conn.sendall(RemotingCommand.request(40, {"from": "broker"}).encode() + request.response().encode())
+
+    peer = Peer(request_first)
+    channel = BlockingChannel(peer.address, connect_timeout_s=1)
+    request = RemotingCommand.request(10)
+    reply = channel.invoke(request, timeout_s=2)
+    assert reply.is_response and reply.opaque == request.opaque
+    channel.close()
+    peer.close()
+
+
+def test_a_silent_peer_times_out_near_the_deadline_and_the_channel_is_not_reused():
+    peer = Peer(lambda request, conn: None)
+    channels = BlockingChannels(connect_timeout_s=1)
+    started = time.monotonic()
+    with pytest.raises(RemotingTimeoutError):
+        channels.invoke(peer.address, RemotingCommand.request(10), timeout_s=0.3)
+    assert 0.28 <= time.monotonic() - started < 1.5
+    with pytest.raises(RemotingTimeoutError):
+        channels.invoke(peer.address, RemotingCommand.request(10), timeout_s=0.1)
+    assert peer.connections == 2  # the timed-out channel was closed: a late reply can't meet the next call
+    channels.close()
+    peer.close()
+
+
+@pytest.mark.parametrize("misbehave, error", [
+    (lambda request, conn: conn.shutdown(socket.SHUT_RDWR), "closed"),
+    (lambda request, conn: conn.sendall(b"\x00\x00\x00\x02xx"), "malformed"),
+])
+def test_a_peer_that_closes_or_sends_garbage_is_a_remoting_error(misbehave, error):
+    peer = Peer(misbehave)
+    with pytest.raises(RemotingError, match=error) as raised:
+        BlockingChannels(connect_timeout_s=1).invoke(peer.address, RemotingCommand.request(10), timeout_s=2)
+    assert not isinstance(raised.value, RemotingTimeoutError)
+    peer.close()
+
+
+def test_nobody_listening_is_a_remoting_error():
+    free = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{free.getsockname()[1]}"
+    free.close()
+    with pytest.raises(RemotingError, match="cannot connect"):
+        BlockingChannels(connect_timeout_s=1).invoke(address, RemotingCommand.request(10), timeout_s=1)

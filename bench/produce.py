@@ -5,6 +5,8 @@ against one 8-queue topic, each after a warm-up:
 
 - ``one_at_a_time``: the synchronous ``Producer.send``, one message at a time (a user's plain loop);
 - ``in_flight_100``: the asyncio core, 100 sends in flight on one ``AsyncProducer``;
+- ``in_flight_100_auto_batch``: the same with ``ProducerOptions(auto_batch=True)`` (the sends of one loop turn
+  travel as one batch; each still gets its own result);
 - ``batch_32``: the synchronous ``Producer.send_batch`` of 32 messages, one batch at a time.
 
 Prints one JSON line per case. Targets on the 2-core machine (issue 3): 5,000 msg/s one at a time, 40,000 msg/s
@@ -33,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pocketmq.client import Admin, AsyncProducer, ClientConfig, Message, Producer
+from pocketmq.client import Admin, AsyncProducer, ClientConfig, Message, Producer, ProducerOptions
 from pocketmq.testing.processes import broker_process, process_cpu_s
 
 BODY = b"x" * 1024
@@ -42,7 +44,8 @@ QUEUES = 8
 IN_FLIGHT = 100
 BATCH = 32
 WARMUP_MESSAGES = 1000
-TARGETS_MSG_PER_S = {"one_at_a_time": 5_000, "in_flight_100": 40_000, "batch_32": 40_000}
+TARGETS_MSG_PER_S = {"one_at_a_time": 5_000, "in_flight_100": 40_000, "in_flight_100_auto_batch": 40_000,
+                     "batch_32": 40_000}
 PLACEMENTS = {"any": None, "same-cpu": ({0}, {0}), "split-cpus": ({0}, {1})}  # (broker CPUs, client CPUs)
 
 
@@ -52,9 +55,9 @@ def one_at_a_time(config: ClientConfig, messages: int) -> None:
             producer.send(Message(TOPIC, BODY))
 
 
-def in_flight_100(config: ClientConfig, messages: int) -> None:
+def in_flight_100(config: ClientConfig, messages: int, options: ProducerOptions | None = None) -> None:
     async def run() -> None:
-        async with AsyncProducer(config) as producer:
+        async with AsyncProducer(config, options) as producer:
             remaining = messages
 
             async def worker() -> None:
@@ -68,13 +71,18 @@ def in_flight_100(config: ClientConfig, messages: int) -> None:
     asyncio.run(run())
 
 
+def in_flight_100_auto_batch(config: ClientConfig, messages: int) -> None:
+    in_flight_100(config, messages, ProducerOptions(auto_batch=True))
+
+
 def batch_32(config: ClientConfig, messages: int) -> None:
     with Producer(config) as producer:
         for _ in range(messages // BATCH):
             producer.send_batch([Message(TOPIC, BODY) for _ in range(BATCH)])
 
 
-CASES = {"one_at_a_time": one_at_a_time, "in_flight_100": in_flight_100, "batch_32": batch_32}
+CASES = {"one_at_a_time": one_at_a_time, "in_flight_100": in_flight_100,
+         "in_flight_100_auto_batch": in_flight_100_auto_batch, "batch_32": batch_32}
 
 
 def run_case(name: str, config: ClientConfig, messages: int, broker_pid: int, profile: bool) -> dict:

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from pocketmq.client import (Admin, AsyncAdmin, AsyncProducer, AsyncPullConsumer, ClientConfig, Message,
-                             MessageQueue, Producer, PullConsumer, PullStatus, SendStatus)
+                             MessageQueue, Producer, ProducerOptions, PullConsumer, PullStatus, SendStatus)
 from pocketmq.errors import PocketMQError
 from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
 
@@ -135,6 +135,35 @@ def test_threads_share_one_sync_producer_each_on_a_channel_of_its_own(config):
     with PullConsumer("sdk-threads", config) as consumer:
         bodies = [m.body.decode() for queue in consumer.fetch_queues("sdk_threads") for m in read_queue(consumer, queue)]
     assert sorted(bodies) == sorted(f"{t}-{i}" for t in range(4) for i in range(50))
+
+
+async def test_auto_batch_stores_concurrent_sends_as_batches_each_with_its_own_result(config):
+    """``ProducerOptions(auto_batch=True)``: 120 concurrent sends travel as a few batches (each batch lands at
+    consecutive offsets of one queue); every send's result names its own message; a delayed send and a message
+    group's send still go alone (a batch refuses delayed messages; the group keeps its queue)."""
+    async with AsyncAdmin(config) as admin:
+        await admin.create_topic("sdk_auto_batch", queues=4)
+    async with AsyncProducer(config, ProducerOptions(auto_batch=True)) as producer:
+        plain = [Message.create("sdk_auto_batch", f"plain-{i}", keys=[f"k{i}"]) for i in range(120)]
+        grouped = Message.create("sdk_auto_batch", "grouped", message_group="g1")
+        delayed = Message.create("sdk_auto_batch", "delayed")
+        results = await asyncio.gather(*(producer.send(m) for m in plain), producer.send(grouped),
+                                       producer.send(delayed, delay_level=1))
+    placed = {(r.queue_id, r.queue_offset): r for r in results}
+    assert len(placed) == 122
+    runs = sum(1 for (queue, offset) in placed if (queue, offset - 1) not in placed)
+    assert runs < 40, f"{runs} runs of consecutive offsets: the sends were not batched"
+    async with AsyncPullConsumer("sdk-auto-batch", config) as consumer:
+        stored = {}
+        for queue in await consumer.fetch_queues("sdk_auto_batch"):
+            result = await consumer.pull(queue, 0, 200)
+            stored.update({(m.queue_id, m.queue_offset): m for m in result.messages})
+    for message, result in zip(plain + [grouped], results):
+        got = stored[(result.queue_id, result.queue_offset)]
+        assert (got.body, got.msg_id, got.keys) == (message.body, result.msg_id, message.keys)
+    async with AsyncProducer(config) as alone:
+        again = await alone.send(Message.create("sdk_auto_batch", "grouped again", message_group="g1"))
+    assert again.queue_id == results[120].queue_id
 
 
 async def _send_on_the_loop(producer: Producer):

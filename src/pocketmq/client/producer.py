@@ -34,6 +34,7 @@ from pocketmq.client.latency_fault import LatencyFaultTolerance
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector
 from pocketmq.client.route_view import TopicRouteView
+from pocketmq.client.send_accumulator import SendAccumulator
 from pocketmq.common import properties as props
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
@@ -50,6 +51,9 @@ DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 LEGAL_TOPICS_CACHED = 1024
 T = TypeVar("T")
+# Where a message in an automatic batch would be stored differently than alone (delays, transactions, FIFO groups).
+_UNBATCHABLE_PROPERTIES = frozenset({props.DELAY_TIME_LEVEL, props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC,
+                                     props.TIMER_DELAY_MS, props.TRANSACTION_PREPARED, props.SHARDING_KEY})
 
 
 class SendStatus(enum.Enum):
@@ -101,6 +105,11 @@ class ProducerOptions:
     compress_over_bytes: int = 4096
     max_message_bytes: int = MAX_MESSAGE_BYTES
     default_topic_queue_nums: int = 4
+    # Merge the plain sends of one topic started in one loop turn into one batch (client/send_accumulator.py;
+    # RocketMQ 5's autoBatch): off by default, as in RocketMQ.
+    auto_batch: bool = False
+    auto_batch_max_messages: int = 64
+    auto_batch_max_bytes: int = 256 * 1024  # of bodies
 
     def __post_init__(self) -> None:
         problem = group_name_problem(self.group)
@@ -109,6 +118,9 @@ class ProducerOptions:
         if min(self.retry_times_when_send_failed, self.retry_times_when_send_async_failed) < 0 \
                 or self.send_timeout_s <= 0:
             raise ClientError("retry times must be >= 0 and send_timeout_s > 0")
+        if self.auto_batch_max_messages < 1 or not 0 < self.auto_batch_max_bytes <= self.max_message_bytes // 2:
+            raise ClientError("auto_batch_max_messages must be >= 1 and auto_batch_max_bytes in (0, "
+                              "max_message_bytes / 2] (a batch's encoding adds to its bodies)")
 
 
 class AsyncProducer(InstanceUser):
@@ -124,6 +136,9 @@ class AsyncProducer(InstanceUser):
         self._gray_selector: GraySelector | None = None  # built on the first gray message
         self.faults = LatencyFaultTolerance()  # used when options.send_latency_fault_enable
         self._legal_topics: set[str] = set()  # names already checked, so a send skips the regex
+        self._accumulator = SendAccumulator(
+            self._send_auto_batch, max_messages=self.options.auto_batch_max_messages,
+            max_bytes=self.options.auto_batch_max_bytes) if self.options.auto_batch else None
 
     # -- sending ------------------------------------------------------------------------------------------------
     async def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
@@ -133,6 +148,9 @@ class AsyncProducer(InstanceUser):
 
         ``delay_level`` (1-18 with the broker's default table) or ``deliver_at_ms`` (epoch ms) delays it.
         """
+        if self._accumulator is not None and queue is None and timeout_s is None and delay_level is None \
+                and deliver_at_ms is None and self._batchable(message):
+            return await self._accumulator.add(message)
         build = self._prepare_single(message, delay_level, deliver_at_ms)
         retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
         return await self._send_with_retries(message, build, queue, timeout_s, retry_times)
@@ -154,6 +172,32 @@ class AsyncProducer(InstanceUser):
             return self._request(RequestCode.SEND_MESSAGE_V2, mq, properties, sys_flag, message.flag, body)
 
         return build
+
+    def _batchable(self, message: Message) -> bool:
+        """May ``message`` go in an automatic batch? (Checked here, so its own errors stay its own.) Not when a
+        batch could change where or how it is stored: a delay, a message group or gray queue, a selector of the
+        user's, compression."""
+        self._check_message(message)
+        self._mark_gray(message)
+        return (type(self.selector) is MessageGroupSelector and len(message.body) < self.options.compress_over_bytes
+                and not _UNBATCHABLE_PROPERTIES.intersection(message.properties)
+                and not is_gray_message(message.properties))
+
+    async def _send_auto_batch(self, messages: list[Message]) -> list[SendResult]:
+        """An automatic batch (``SendAccumulator``): sent with a batch's retries, one result per message."""
+        build, uniq_keys = self._prepare_batch(messages)
+        result = await self._send_with_retries(messages[0], build, None, None,
+                                               self.options.retry_times_when_send_failed, uniq_keys)
+        offset_ids = result.offset_msg_id.split(",")
+        if len(offset_ids) != len(uniq_keys):
+            offset_ids = [result.offset_msg_id] * len(uniq_keys)
+        return [SendResult(result.status, key, offset_id, result.message_queue, result.queue_offset + index, (key,))
+                for index, (key, offset_id) in enumerate(zip(uniq_keys, offset_ids))]
+
+    async def shutdown(self) -> None:
+        if self._accumulator is not None and self._started:
+            await self._accumulator.close()  # the sends already started get their results
+        await super().shutdown()
 
     def _attach(self) -> None:
         self._instance.register_producer(self.options.group)  # type: ignore[union-attr]

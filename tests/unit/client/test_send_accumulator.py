@@ -1,0 +1,73 @@
+"""``SendAccumulator`` (pure asyncio logic, the batch send faked): the sends of one loop turn make one batch per
+topic, a full batch leaves early, each sender gets its own result, a failed batch fails all its senders, and
+``close`` sends what is pending."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pocketmq.client.send_accumulator import SendAccumulator
+from pocketmq.common.message import Message
+from pocketmq.errors import RemotingError
+
+pytestmark = pytest.mark.timeout(10)
+
+
+class FakeBroker:
+    def __init__(self, fail: Exception | None = None):
+        self.batches: list[list[bytes]] = []
+        self.fail = fail
+
+    async def send_batch(self, messages: list[Message]) -> list[str]:
+        await asyncio.sleep(0)  # a real batch send suspends: senders must not depend on it being synchronous
+        if self.fail:
+            raise self.fail
+        self.batches.append([m.body for m in messages])
+        return [f"{m.topic}:{m.body.decode()}" for m in messages]
+
+
+def accumulator(broker: FakeBroker, max_messages: int = 64, max_bytes: int = 1 << 20) -> SendAccumulator:
+    return SendAccumulator(broker.send_batch, max_messages=max_messages, max_bytes=max_bytes)
+
+
+async def test_sends_of_one_turn_make_one_batch_per_topic_and_each_gets_its_result():
+    broker = FakeBroker()
+    acc = accumulator(broker)
+    futures = [acc.add(Message(topic, str(i).encode())) for i in range(3) for topic in ("a", "b")]
+    results = await asyncio.gather(*futures)
+    assert results == [f"{topic}:{i}" for i in range(3) for topic in ("a", "b")]
+    assert sorted(broker.batches) == [[b"0", b"1", b"2"], [b"0", b"1", b"2"]]
+
+
+async def test_a_lone_send_leaves_at_the_end_of_its_turn():
+    broker = FakeBroker()
+    acc = accumulator(broker)
+    assert await acc.add(Message("t", b"alone")) == "t:alone"
+    assert await acc.add(Message("t", b"next")) == "t:next"
+    assert broker.batches == [[b"alone"], [b"next"]]
+
+
+@pytest.mark.parametrize("limits", [{"max_messages": 2}, {"max_bytes": 2}])
+async def test_a_full_batch_leaves_early(limits):
+    broker = FakeBroker()
+    acc = accumulator(broker, **limits)
+    results = await asyncio.gather(*(acc.add(Message("t", str(i).encode())) for i in range(5)))
+    assert results == [f"t:{i}" for i in range(5)]
+    assert broker.batches == [[b"0", b"1"], [b"2", b"3"], [b"4"]]
+
+
+async def test_a_failed_batch_fails_every_sender_of_it():
+    acc = accumulator(FakeBroker(fail=RemotingError("broker gone")))
+    outcomes = await asyncio.gather(*(acc.add(Message("t", b"x")) for _ in range(3)), return_exceptions=True)
+    assert [type(o) for o in outcomes] == [RemotingError] * 3
+
+
+async def test_close_sends_what_is_pending():
+    broker = FakeBroker()
+    acc = accumulator(broker)
+    future = acc.add(Message("t", b"last"))
+    await acc.close()
+    assert future.result() == "t:last"
+    assert broker.batches == [[b"last"]]

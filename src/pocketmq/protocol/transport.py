@@ -30,6 +30,9 @@ Handler = Callable[["RemotingConnection", RemotingCommand], Reply | Awaitable[Re
 BatchHandler = Callable[["RemotingConnection", list[RemotingCommand]], list[Reply | Awaitable[Reply] | Exception]]
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 4096
+# A call's timeout fires within this of its deadline: one timer per connection sweeps the calls (RocketMQ's
+# scanResponseTable, every second there), where a timer per call cost ~3.5 µs of a client's ~30 µs per send.
+TIMEOUT_SWEEP_S = 0.05
 _WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
 
 
@@ -141,7 +144,8 @@ class RemotingConnection(asyncio.Protocol):
         self._outbox: list[bytes] | None = None  # None: nothing written this turn yet
         self._decoder = FrameDecoder()
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, tuple[asyncio.Future, float]] = {}  # opaque -> (reply, deadline in loop time)
+        self._sweeper: asyncio.TimerHandle | None = None  # while calls are pending
         self._tasks: set[asyncio.Task] = set()
         self._closed = asyncio.Event()
         self._writable = asyncio.Event()
@@ -177,9 +181,9 @@ class RemotingConnection(asyncio.Protocol):
         requests: list[RemotingCommand] = []
         for cmd in commands:
             if cmd.is_response:
-                fut = self._pending.pop(cmd.opaque, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(cmd)
+                call = self._pending.pop(cmd.opaque, None)
+                if call is not None and not call[0].done():
+                    call[0].set_result(cmd)
             elif self._handler is None:
                 continue  # a peer that does not serve requests ignores them, as 4.x clients do
             elif len(self._tasks) + len(requests) >= MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION:
@@ -212,10 +216,13 @@ class RemotingConnection(asyncio.Protocol):
         self._closed.set()
         self._writable.set()
         error = RemotingError(f"connection to {self.remote_address or self.name} closed")
-        for fut in self._pending.values():
+        for fut, _ in self._pending.values():
             if not fut.done():
                 fut.set_exception(error)
         self._pending.clear()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for task in list(self._tasks):
             task.cancel()
         for callback in self._close_callbacks:
@@ -262,9 +269,9 @@ class RemotingConnection(asyncio.Protocol):
             await self._writable.wait()
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._pending[request.opaque] = fut
-        # A timer handle on the future is cheaper per request than an asyncio.timeout context.
-        timer = loop.call_later(timeout_s, _expire, fut)
+        self._pending[request.opaque] = (fut, loop.time() + timeout_s)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(TIMEOUT_SWEEP_S, self._sweep_timeouts)
         try:
             self.write(request)
             return await fut
@@ -273,8 +280,16 @@ class RemotingConnection(asyncio.Protocol):
                 f"no reply from {self.remote_address or self.name} within {timeout_s:.1f}s (code {request.code})"
             ) from None
         finally:
-            timer.cancel()
             self._pending.pop(request.opaque, None)
+
+    def _sweep_timeouts(self) -> None:
+        """Fail the calls past their deadline; come again while any is pending."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for fut, deadline in list(self._pending.values()):
+            if deadline <= now and not fut.done():
+                fut.set_exception(_ReplyTimeout())
+        self._sweeper = loop.call_later(TIMEOUT_SWEEP_S, self._sweep_timeouts) if self._pending else None
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         request.flag |= 0x2
@@ -309,11 +324,6 @@ class RemotingConnection(asyncio.Protocol):
 
 class _ReplyTimeout(Exception):
     """Set on a pending call's future when its time is up (turned into RemotingTimeoutError by invoke)."""
-
-
-def _expire(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_exception(_ReplyTimeout())
 
 
 class RemotingServer:

@@ -373,9 +373,9 @@ class MessageService:
         topic, queue_id = msg.topic, msg.queue_id
         if topic == TIMER_TOPIC:  # a delayed message answers with its real topic and queue
             topic, queue_id = msg.properties[props.REAL_TOPIC], int(msg.properties[props.REAL_QUEUE_ID])
-        return SendResult(status=put.status, msg_id=msg.uniq_key or offset_msg_id, offset_msg_id=offset_msg_id,
-                          queue_id=queue_id, queue_offset=put.queue_offset, phys_offset=put.phys_offset,
-                          topic=topic)
+        # status, msg_id, offset_msg_id, queue_id, queue_offset, phys_offset, topic: positional is ~0.3 µs cheaper
+        return SendResult(put.status, msg.uniq_key or offset_msg_id, offset_msg_id, queue_id, put.queue_offset,
+                          put.phys_offset, topic)
 
     async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:
         results: list[SendResult | None] = [None] * len(stored)

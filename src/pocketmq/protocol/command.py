@@ -189,15 +189,9 @@ def _decode_json_header(header: bytes | memoryview) -> RemotingCommand:
             if type(value) is not str:
                 ext = _ext_strs(ext)
                 break
-        return RemotingCommand(
-            code=int(obj["code"]),
-            ext_fields=ext,
-            opaque=int(obj.get("opaque", 0)),
-            flag=int(obj.get("flag", 0)),
-            remark=obj.get("remark"),
-            language=str(obj.get("language", "JAVA")),
-            version=int(obj.get("version", 0)),
-        )
+        # positional: half the cost of naming the fields (~0.25 µs a frame)
+        return RemotingCommand(int(obj["code"]), ext, b"", int(obj.get("opaque", 0)), int(obj.get("flag", 0)),
+                               obj.get("remark"), str(obj.get("language", "JAVA")), int(obj.get("version", 0)))
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, MalformedFrameError):
             raise

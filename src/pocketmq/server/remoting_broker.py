@@ -390,9 +390,11 @@ def _send_request(request: RemotingCommand, born_host: tuple[str, int], system_t
         except (RecordFormatError, UnicodeDecodeError) as exc:
             raise IllegalMessageError(f"batch body does not parse: {exc}") from None
     else:
-        messages = [MessageExt(topic=topic, body=request.body,
-                               properties=decode_properties(h.str("properties", "")), flag=h.int("flag", 0),
-                               sys_flag=h.int("sysFlag", 0), reconsume_times=h.int("reconsumeTimes", 0))]
+        # topic, body, properties, flag positionally and the rest set after: ~0.25 µs less than by keywords
+        msg = MessageExt(topic, request.body, decode_properties(h.str("properties", "")), h.int("flag", 0))
+        msg.sys_flag = h.int("sysFlag", 0)
+        msg.reconsume_times = h.int("reconsumeTimes", 0)
+        messages = [msg]
     queue_id = h.int("queueId", -1)
     return SendRequest(messages, topic, queue_id if queue_id >= 0 else None, born_host, h.int("bornTimestamp", 0),
                        h.str("producerGroup", None), None, batch, system_topic)
@@ -406,11 +408,11 @@ def _send_reply(request: RemotingCommand, results: list[SendResult]) -> Remoting
         if status_code != ResponseCode.SUCCESS:
             code = status_code
     msg_id = first.offset_msg_id if len(results) == 1 else ",".join(r.offset_msg_id for r in results)
-    # what request.response(code, fields) gives, built directly: the fields are strings already
-    return _SendReply(code=int(code), ext_fields={"msgId": msg_id, "queueId": str(first.queue_id),
-                                                  "queueOffset": str(first.queue_offset), "MSG_REGION": _MSG_REGION,
-                                                  "TRACE_ON": "true"},
-                      opaque=request.opaque, flag=FLAG_RESPONSE, serialize_type=request.serialize_type)
+    # what request.response(code, fields) gives, built directly (the fields are strings already) and mostly
+    # positionally (code, ext fields, body, opaque, flag): ~1 µs less per reply
+    return _SendReply(int(code), {"msgId": msg_id, "queueId": str(first.queue_id),
+                                  "queueOffset": str(first.queue_offset), "MSG_REGION": _MSG_REGION, "TRACE_ON": "true"},
+                      b"", request.opaque, FLAG_RESPONSE, serialize_type=request.serialize_type)
 
 
 class _SendReply(RemotingCommand):

@@ -69,6 +69,24 @@ def test_json_header_numbers_and_booleans_become_strings():
     assert cmd.ext_fields == {"queueId": "3", "unitMode": "false", "x": "y"}
 
 
+@pytest.mark.parametrize("header", [
+    b'{"code":10,"opaque":5}',
+    b' \n{"code":10, "opaque":5}\t ',  # whitespace around the object: decoded as JSON allows
+    b'{"code":10,"opaque":5,"extFields":{"k":"a\\u0001b"}}',
+])
+def test_json_headers_decode_with_or_without_whitespace_around(header):
+    frame = (4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
+    (cmd,) = FrameDecoder().feed(frame)
+    assert (cmd.code, cmd.opaque) == (10, 5)
+
+
+@pytest.mark.parametrize("header", [b'{"code":10}{}', b'{"code":10} x', b' ', b'', b'{"code":10'])
+def test_json_headers_with_extra_or_missing_text_are_malformed(header):
+    frame = (4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
+    with pytest.raises(MalformedFrameError):
+        FrameDecoder().feed(frame)
+
+
 def test_pop_codes_travel_as_int16_in_the_binary_header():
     cmd = RemotingCommand(code=200050, serialize_type=SERIALIZE_ROCKETMQ)
     (decoded,) = FrameDecoder().feed(cmd.encode())
@@ -106,7 +124,9 @@ def test_records_back_to_back_and_truncation_detected():
 @given(msgs=st.lists(st.tuples(st.binary(max_size=300), _props, _int32), min_size=1, max_size=8))
 def test_batch_round_trip(msgs):
     batch = [Message(topic="orders", body=b, properties=p, flag=f) for b, p, f in msgs]
-    assert decode_batch(encode_batch(batch), "orders") == batch
+    decoded = decode_batch(encode_batch(batch), "orders")
+    assert all(type(m) is MessageExt for m in decoded)
+    assert [Message(m.topic, m.body, m.properties, m.flag) for m in decoded] == batch
 
 
 @given(ip=_ip, port=st.integers(0, 65535), phys=_int64)

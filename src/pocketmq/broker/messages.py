@@ -53,7 +53,8 @@ _V2_MESSAGE_PROPERTIES_TOO_LARGE = 43101
 _V2_PROPERTY_CONFLICT_WITH_TYPE = 40014
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though treated as a value: a frozen dataclass costs ~0.9 µs more to build, once per sent message.
+@dataclass(slots=True)
 class SendResult:
     status: PutStatus
     msg_id: str  # the producer's UNIQ_KEY when it gave one, else the offset msg id
@@ -226,9 +227,10 @@ class MessageService:
         """
         outcomes: list = [None] * len(sends)
         plain: list[tuple[int, list[MessageExt]]] = []  # (index in sends, stored messages) of the merged append
+        checked_topics: dict[tuple[str, str | None], TopicConfig] = {}  # the sends of a read mostly share a topic
         for i, send in enumerate(sends):
             try:
-                stored, keys = self._prepare(send)
+                stored, keys = self._prepare(send, checked_topics)
             except Exception as exc:  # noqa: BLE001  (the front end turns it into this send's error reply)
                 outcomes[i] = exc
                 continue
@@ -258,15 +260,19 @@ class MessageService:
             outcomes[i] = self._replicated(outcome)
         return outcomes
 
-    def _prepare(self, send: SendRequest) -> tuple[list[MessageExt], list[tuple[str, str]]]:
+    def _prepare(self, send: SendRequest, checked_topics: dict[tuple[str, str | None], TopicConfig]
+                 ) -> tuple[list[MessageExt], list[tuple[str, str]]]:
         """Check a send and turn its messages into the records to store (queues picked, delays diverted); also
-        the (topic, UNIQ_KEY) locks its idempotent messages need (none: the plain append)."""
+        the (topic, UNIQ_KEY) locks its idempotent messages need (none: the plain append). ``checked_topics``:
+        the topics (with the system topic they were checked for) that passed ``_check_topic`` in this call."""
         if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
             raise ServiceNotAvailableError(self.read_only_reason)
         messages, topic, queue_id = send.messages, send.topic, send.queue_id
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic = self._retry_destination(topic, messages[0])  # a client's own retry may be due for the DLQ
-        config = self._check_topic(topic, send.system_topic)
+        config = checked_topics.get((topic, send.system_topic))
+        if config is None:
+            config = checked_topics[topic, send.system_topic] = self._check_topic(topic, send.system_topic)
         if not messages:
             raise BadRequestError("no message to send")
         if queue_id is not None and not 0 <= queue_id < config.write_queue_nums:
@@ -367,9 +373,9 @@ class MessageService:
         topic, queue_id = msg.topic, msg.queue_id
         if topic == TIMER_TOPIC:  # a delayed message answers with its real topic and queue
             topic, queue_id = msg.properties[props.REAL_TOPIC], int(msg.properties[props.REAL_QUEUE_ID])
-        return SendResult(status=put.status, msg_id=msg.uniq_key or offset_msg_id, offset_msg_id=offset_msg_id,
-                          queue_id=queue_id, queue_offset=put.queue_offset, phys_offset=put.phys_offset,
-                          topic=topic)
+        # status, msg_id, offset_msg_id, queue_id, queue_offset, phys_offset, topic: positional is ~0.3 µs cheaper
+        return SendResult(put.status, msg.uniq_key or offset_msg_id, offset_msg_id, queue_id, put.queue_offset,
+                          put.phys_offset, topic)
 
     async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:
         results: list[SendResult | None] = [None] * len(stored)

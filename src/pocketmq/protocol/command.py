@@ -80,13 +80,17 @@ class RemotingCommand:
     def encode(self) -> bytes:
         """The whole frame, length prefix included."""
         header = _encode_binary_header(self) if self.serialize_type == SERIALIZE_ROCKETMQ else _encode_json_header(self)
-        return _FRAME_PREFIX.pack(4 + len(header) + len(self.body),
-                                  (self.serialize_type << 24) | len(header)) + header + self.body
+        return encode_frame(self.serialize_type, header, self.body)
 
     def __repr__(self) -> str:
         kind = "response" if self.is_response else "request"
         return (f"<RemotingCommand {kind} code={self.code} opaque={self.opaque} fields={len(self.ext_fields)} "
                 f"body={len(self.body)}B>")
+
+
+def encode_frame(serialize_type: int, header: bytes, body: bytes) -> bytes:
+    """A frame of an encoded header and a body, length prefix included."""
+    return _FRAME_PREFIX.pack(4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
 
 
 def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
@@ -98,12 +102,12 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     header_len = type_and_len & 0xFFFFFF
     if 4 + header_len > len(frame):
         raise MalformedFrameError(f"header length {header_len} exceeds frame length {len(frame)}")
-    header = bytes(frame[4:4 + header_len])
+    header = frame[4:4 + header_len]  # a JSON header is decoded to text straight from the frame: no copy
     body = bytes(frame[4 + header_len:])
     if serialize_type == SERIALIZE_JSON:
         cmd = _decode_json_header(header)
     elif serialize_type == SERIALIZE_ROCKETMQ:
-        cmd = _decode_binary_header(header)
+        cmd = _decode_binary_header(bytes(header))
     else:
         raise MalformedFrameError(f"unknown serialize type {serialize_type}")
     cmd.body = body
@@ -159,9 +163,18 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
             ).encode()
 
 
-def _decode_json_header(header: bytes) -> RemotingCommand:
+def _decode_json_header(header: bytes | memoryview) -> RemotingCommand:
     try:
-        obj = _JSON_HEADER_DECODER.decode(str(header, "utf-8"))  # RocketMQ writes UTF-8: no encoding sniffing
+        text = str(header, "utf-8")  # RocketMQ writes UTF-8: no encoding sniffing
+        try:
+            # The usual header is one object without whitespace around it: scanned directly, that skips the two
+            # whitespace matches of JSONDecoder.decode (~0.5 µs a frame). Anything else takes decode(), which
+            # gives the same object or the same error.
+            obj, end = _JSON_HEADER_DECODER.scan_once(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            obj = _JSON_HEADER_DECODER.decode(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise MalformedFrameError(f"JSON header does not parse: {exc}") from None
     if not isinstance(obj, dict):
@@ -176,15 +189,9 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
             if type(value) is not str:
                 ext = _ext_strs(ext)
                 break
-        return RemotingCommand(
-            code=int(obj["code"]),
-            ext_fields=ext,
-            opaque=int(obj.get("opaque", 0)),
-            flag=int(obj.get("flag", 0)),
-            remark=obj.get("remark"),
-            language=str(obj.get("language", "JAVA")),
-            version=int(obj.get("version", 0)),
-        )
+        # positional: half the cost of naming the fields (~0.25 µs a frame)
+        return RemotingCommand(int(obj["code"]), ext, b"", int(obj.get("opaque", 0)), int(obj.get("flag", 0)),
+                               obj.get("remark"), str(obj.get("language", "JAVA")), int(obj.get("version", 0)))
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, MalformedFrameError):
             raise

@@ -61,12 +61,11 @@ class HeaderFields:
         self._fields = fields
         self._names = names
 
-    def _raw(self, name: str) -> str | None:
-        names = self._names
-        return self._fields.get(name if names is None else names.get(name, name))
-
+    # Each reader looks its field up itself (no shared helper): a send request reads nine, and a call more per
+    # read costs ~0.5 µs per message.
     def str(self, name: str, default: Any = _REQUIRED) -> Any:
-        value = self._raw(name)
+        names = self._names
+        value = self._fields.get(name if names is None else names.get(name, name))
         if value is None or value == "":
             if default is _REQUIRED:
                 raise BadRequestError(f"header field {name} is missing")
@@ -74,7 +73,8 @@ class HeaderFields:
         return value
 
     def int(self, name: str, default: Any = _REQUIRED) -> Any:
-        value = self._raw(name)
+        names = self._names
+        value = self._fields.get(name if names is None else names.get(name, name))
         try:
             return int(value)  # type: ignore[arg-type]  # the usual case, first: a plain integer
         except (TypeError, ValueError):
@@ -86,7 +86,8 @@ class HeaderFields:
         return lenient_int(value, name)
 
     def bool(self, name: str, default: bool = False) -> bool:
-        value = self._raw(name)
+        names = self._names
+        value = self._fields.get(name if names is None else names.get(name, name))
         if value is None:
             return default
         return lenient_bool(value, name)

@@ -66,7 +66,8 @@ class PutStatus(enum.Enum):
                         PutStatus.SLAVE_NOT_AVAILABLE)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though treated as a value: a frozen dataclass costs ~0.6 µs more to build, once per stored message.
+@dataclass(slots=True)
 class PutResult:
     status: PutStatus
     phys_offset: int = -1

@@ -74,7 +74,8 @@ def tags_code_of(properties: dict[str, str]) -> int:
 
 def index_keys_of(properties: dict[str, str]) -> list[str]:
     """The keys a record is indexed by: its UNIQ_KEY and each word of its KEYS."""
-    keys = [k for k in properties.get(props.KEYS, "").split(" ") if k]
+    keys_text = properties.get(props.KEYS)  # most messages have none: no split then
+    keys = [k for k in keys_text.split(" ") if k] if keys_text else []
     uniq_key = properties.get(props.UNIQ_KEY)
     if uniq_key:
         keys.append(uniq_key)

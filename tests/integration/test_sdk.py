@@ -149,8 +149,8 @@ async def test_auto_batch_stores_concurrent_sends_as_batches_each_with_its_own_r
         delayed = Message.create("sdk_auto_batch", "delayed")
         results = await asyncio.gather(*(producer.send(m) for m in plain), producer.send(grouped),
                                        producer.send(delayed, delay_level=1))
-    placed = {(r.queue_id, r.queue_offset): r for r in results}
-    assert len(placed) == 122
+    placed = {(r.queue_id, r.queue_offset): r for r in results[:121]}  # the delayed one waits in the timer topic
+    assert len(placed) == 121
     runs = sum(1 for (queue, offset) in placed if (queue, offset - 1) not in placed)
     assert runs < 40, f"{runs} runs of consecutive offsets: the sends were not batched"
     async with AsyncPullConsumer("sdk-auto-batch", config) as consumer:

@@ -170,6 +170,23 @@ async def _send_on_the_loop(producer: Producer):
     return producer.send(Message.create("sdk_threads", "from the loop"))
 
 
+def test_a_busy_polling_broker_and_producer_send_and_read_back(tmp_path):
+    """``serve --busy-poll-us`` and ``ClientConfig(sync_reply_busy_poll_us=...)``: the polling loop serves sends,
+    pulls and admin calls like the sleeping one."""
+    proc = broker_process(tmp_path, "broker-poll", extra_args=["--busy-poll-us", "300"]).start()
+    try:
+        config = ClientConfig(namesrv_addr=proc.namesrv, sync_reply_busy_poll_us=300)
+        with Admin(config) as admin:
+            admin.create_topic("sdk_busy_poll", queues=1)
+        with Producer(config) as producer, PullConsumer("sdk-busy-poll", config) as consumer:
+            results = [producer.send(Message.create("sdk_busy_poll", f"m{i}")) for i in range(20)]
+            assert [r.queue_offset for r in results] == list(range(20))
+            queue = consumer.fetch_queues("sdk_busy_poll")[0]
+            assert [m.body for m in read_queue(consumer, queue)] == [f"m{i}".encode() for i in range(20)]
+    finally:
+        assert proc.stop() == 0, proc.log_tail()
+
+
 def test_send_to_an_illegal_topic_fails_before_the_wire(config):
     with Producer(config) as producer, pytest.raises(PocketMQError, match="characters"):
         producer.send(Message.create("bad topic", "x"))

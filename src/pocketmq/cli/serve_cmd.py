@@ -26,6 +26,7 @@ from pocketmq.common.config import load_config
 from pocketmq.errors import ConfigError
 from pocketmq.metrics.http import MetricsHttpServer
 from pocketmq.protocol.transport import RemotingServer
+from pocketmq.runtime import busy_poll
 from pocketmq.server.remoting_broker import build_broker_router
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ def register(subparsers) -> None:
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker setting (field name or broker.conf key); repeatable")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics over HTTP on this port (0: any)")
+    p.add_argument("--busy-poll-us", type=int,
+                   help="poll the sockets this long after serving before sleeping (default 0; costs CPU)")
     p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
     p.set_defaults(func=run)
 
@@ -77,7 +80,8 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
         overrides[key.strip()] = value.strip()
     for name in ("remoting_port", "grpc_port", "namesrv_port", "namesrv_addr", "data_dir", "flush_mode",
                  "broker_name", "cluster_name", "host", "advertise_host", "register_interval_ms", "broker_id",
-                 "broker_role", "metrics_port", "enable_slave_acting_master", "enable_remote_escape"):
+                 "broker_role", "metrics_port", "enable_slave_acting_master", "enable_remote_escape",
+                 "busy_poll_us"):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
@@ -93,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     config = broker_config_from_args(args)
     namesrv_overrides = {"broker_expire_ms": args.broker_expire_ms, "scan_interval_ms": args.namesrv_scan_interval_ms}
-    asyncio.run(serve(config, namesrv_overrides=namesrv_overrides, ready_file=args.ready_file))
+    with asyncio.Runner(loop_factory=busy_poll.loop_factory(config.busy_poll_us)) as runner:
+        runner.run(serve(config, namesrv_overrides=namesrv_overrides, ready_file=args.ready_file))
     return 0
 
 

@@ -9,8 +9,10 @@ A channel serves one call at a time; ``BlockingChannels`` keeps the idle ones pe
 that sends gets a channel of its own. Channels send no heartbeat: brokers never send them requests of their own.
 A channel that failed or timed out is closed, so a late reply can never be taken for the next call's.
 
-Busy-polling for the reply before sleeping was tried and left out: on this VM it cost CPU and gave no speed (the
-spinning vCPU competes with the broker's for the host).
+``ClientConfig.sync_reply_busy_poll_us`` (0 by default) makes the caller poll the socket that long for its reply
+before it sleeps: a reply caught while polling wakes nobody. It pays off only when the broker busy-polls too
+(``serve --busy-poll-us``) and the two run on different CPUs (docs/benchmarks.md); it costs CPU always, and
+slows both when they share one CPU.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ _TIMEVAL = struct.Struct("@ll")  # struct timeval of SO_RCVTIMEO/SO_SNDTIMEO: se
 class BlockingChannel:
     """One TCP connection to ``address``, used by one thread at a time."""
 
-    def __init__(self, address: str, *, connect_timeout_s: float):
+    def __init__(self, address: str, *, connect_timeout_s: float, busy_poll_s: float = 0.0):
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise RemotingError(f"bad address {address!r}: expected HOST:PORT")
@@ -45,6 +47,7 @@ class BlockingChannel:
         self._sock.settimeout(None)
         self._wait_limit_s = 0.0
         self.address = address
+        self._busy_poll_s = busy_poll_s
         self._decoder = FrameDecoder()
 
     def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
@@ -71,11 +74,23 @@ class BlockingChannel:
         remaining_s = deadline_s - time.monotonic()
         if remaining_s <= 0:
             raise TimeoutError
-        self._limit_waits(remaining_s)
-        data = self._sock.recv(_RECV_BYTES)
+        data = self._poll(min(remaining_s, self._busy_poll_s)) if self._busy_poll_s else None
+        if data is None:
+            self._limit_waits(remaining_s)
+            data = self._sock.recv(_RECV_BYTES)
         if not data:
             raise RemotingError(f"connection to {self.address} closed")
         return data
+
+    def _poll(self, poll_s: float) -> bytes | None:
+        """What arrives within ``poll_s``, read without sleeping; None if nothing did."""
+        poll_until_s = time.monotonic() + poll_s
+        while True:
+            try:
+                return self._sock.recv(_RECV_BYTES, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                if time.monotonic() >= poll_until_s:
+                    return None
 
     def _limit_waits(self, limit_s: float) -> None:
         """Bound the kernel's waits on this socket by about ``limit_s``: changed only when it differs by more than
@@ -98,8 +113,9 @@ class BlockingChannels:
     """The idle channels of one producer per broker address; a call takes one (or opens one) and gives it back
     when it succeeded. Safe to use from several threads at once."""
 
-    def __init__(self, *, connect_timeout_s: float):
+    def __init__(self, *, connect_timeout_s: float, busy_poll_s: float = 0.0):
         self._connect_timeout_s = connect_timeout_s
+        self._busy_poll_s = busy_poll_s
         self._idle: dict[str, list[BlockingChannel]] = {}
 
     def invoke(self, address: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
@@ -107,7 +123,8 @@ class BlockingChannels:
         try:
             channel = idle.pop()
         except IndexError:
-            channel = BlockingChannel(address, connect_timeout_s=min(self._connect_timeout_s, timeout_s))
+            channel = BlockingChannel(address, connect_timeout_s=min(self._connect_timeout_s, timeout_s),
+                                      busy_poll_s=self._busy_poll_s)
         try:
             reply = channel.invoke(request, timeout_s)
         except BaseException:

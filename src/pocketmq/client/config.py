@@ -39,6 +39,9 @@ class ClientConfig:
     enable_gray_switch: bool = False
     gray_tag: str = "gray"  # the value of the PMQ_GRAY property a gray producer stamps
     gray_queue_ratio: float = 0.1
+    # How long a synchronous send polls its socket for the reply before it sleeps (client/blocking_channel.py);
+    # worth it only beside a busy-polling broker on another CPU. 0: sleep at once.
+    sync_reply_busy_poll_us: int = 0
 
     def __post_init__(self) -> None:
         problems = []
@@ -54,6 +57,8 @@ class ClientConfig:
             problems.append(f"gray_queue_ratio {self.gray_queue_ratio} is outside [0, 1]")
         if not self.gray_tag or self.gray_tag.lower() == "false":
             problems.append(f"gray_tag {self.gray_tag!r} must be non-empty and not 'false'")
+        if self.sync_reply_busy_poll_us < 0:
+            problems.append(f"sync_reply_busy_poll_us {self.sync_reply_busy_poll_us} must not be negative")
         for name in ("request_timeout_s", "connect_timeout_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")

@@ -466,7 +466,9 @@ class Producer(SyncFacade):
     def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
                  selector: QueueSelector | None = None):
         super().__init__(AsyncProducer(config, options, selector=selector))
-        self._channels = BlockingChannels(connect_timeout_s=self.core.config.connect_timeout_s)
+        config = self.core.config
+        self._channels = BlockingChannels(connect_timeout_s=config.connect_timeout_s,
+                                          busy_poll_s=config.sync_reply_busy_poll_us / 1e6)
         self._io = _BlockingSendIO(self, self._channels)
 
     def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,

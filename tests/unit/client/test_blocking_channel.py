@@ -1,6 +1,7 @@
 """``BlockingChannel``/``BlockingChannels`` against real sockets on 127.0.0.1: a reply is matched by its opaque
 (a broker's own request before it is skipped), a silent peer is a timeout near the deadline, a peer that closes
-or sends garbage is a RemotingError, and only a channel whose call succeeded goes back to the pool."""
+or sends garbage is a RemotingError, and only a channel whose call succeeded goes back to the pool; the same with
+busy-polling for the reply."""
 
 from __future__ import annotations
 
@@ -51,9 +52,10 @@ def echo_ok(request: RemotingCommand, conn: socket.socket) -> None:
     conn.sendall(request.response(ext_fields={"echo": request.ext_fields.get("n", "")}).encode())
 
 
-def test_replies_come_back_in_order_over_one_reused_channel():
+@pytest.mark.parametrize("busy_poll_s", [0.0, 0.001])
+def test_replies_come_back_in_order_over_one_reused_channel(busy_poll_s):
     peer = Peer(echo_ok)
-    channels = BlockingChannels(connect_timeout_s=1)
+    channels = BlockingChannels(connect_timeout_s=1, busy_poll_s=busy_poll_s)
     for n in range(3):
         reply = channels.invoke(peer.address, RemotingCommand.request(10, {"n": n}), timeout_s=2)
         assert reply.ext_fields["echo"] == str(n)
@@ -75,9 +77,10 @@ def test_a_request_of_the_broker_before_the_reply_is_skipped():
     peer.close()
 
 
-def test_a_silent_peer_times_out_near_the_deadline_and_the_channel_is_not_reused():
+@pytest.mark.parametrize("busy_poll_s", [0.0, 0.05])
+def test_a_silent_peer_times_out_near_the_deadline_and_the_channel_is_not_reused(busy_poll_s):
     peer = Peer(lambda request, conn: None)
-    channels = BlockingChannels(connect_timeout_s=1)
+    channels = BlockingChannels(connect_timeout_s=1, busy_poll_s=busy_poll_s)
     started = time.monotonic()
     with pytest.raises(RemotingTimeoutError):
         channels.invoke(peer.address, RemotingCommand.request(10), timeout_s=0.3)

@@ -16,9 +16,10 @@ from pocketmq.errors import BadRequestError, ClientError, ConfigError, IllegalTo
 
 def test_client_config_reports_every_problem_at_once():
     with pytest.raises(ConfigError) as info:
-        ClientConfig(namesrv_addr="nohost;1.2.3.4:99999", instance_name="a@b", request_timeout_s=0)
+        ClientConfig(namesrv_addr="nohost;1.2.3.4:99999", instance_name="a@b", request_timeout_s=0,
+                     sync_reply_busy_poll_us=-1)
     text = str(info.value)
-    for part in ("'nohost'", "'1.2.3.4:99999'", "instance_name", "request_timeout_s"):
+    for part in ("'nohost'", "'1.2.3.4:99999'", "instance_name", "request_timeout_s", "sync_reply_busy_poll_us"):
         assert part in text
 
 
@@ -33,6 +34,10 @@ def test_producer_options_refuse_bad_groups_and_retries():
         ProducerOptions(group="bad group")
     with pytest.raises(ClientError):
         ProducerOptions(retry_times_when_send_failed=-1)
+    for bad_batch in ({"auto_batch_max_messages": 0}, {"auto_batch_max_bytes": 0},
+                      {"auto_batch_max_bytes": 3 * 1024 * 1024}):  # over half of the 4 MiB message limit
+        with pytest.raises(ClientError, match="auto_batch"):
+            ProducerOptions(auto_batch=True, **bad_batch)
 
 
 def test_pull_consumer_refuses_a_bad_group():

@@ -1,0 +1,97 @@
+"""``BusyPollSelector`` over a real socket pair: ready events come back at once, a poll of 0 never waits, the
+selector polls (without sleeping) for its poll time after events and then sleeps until the timeout, and data that
+arrives while it polls or sleeps is returned. And a busy-polling loop runs asyncio code like any other."""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import socket
+import threading
+import time
+
+import pytest
+
+from pocketmq.runtime.busy_poll import BusyPollSelector, loop_factory
+
+pytestmark = pytest.mark.timeout(10)
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_ready_events_come_back_at_once_and_a_zero_timeout_never_waits(pair):
+    a, b = pair
+    selector = BusyPollSelector(poll_s=0.05)
+    selector.register(b, selectors.EVENT_READ)
+    a.send(b"x")
+    assert [key.fileobj for key, _ in selector.select(5)] == [b]
+    b.recv(1)
+    started = time.monotonic()
+    assert selector.select(0) == []
+    assert time.monotonic() - started < 0.04  # within its poll time, but a timeout of 0 is just a look
+
+
+def test_after_events_it_polls_then_sleeps_until_the_timeout(pair):
+    a, b = pair
+    selector = BusyPollSelector(poll_s=0.05)
+    selector.register(b, selectors.EVENT_READ)
+    a.send(b"x")
+    selector.select(1)
+    b.recv(1)
+    started_cpu, started = time.process_time(), time.monotonic()
+    assert selector.select(0.3) == []
+    elapsed = time.monotonic() - started
+    assert 0.3 <= elapsed < 1.0
+    assert time.process_time() - started_cpu < 0.2  # polled ~0.05 s, slept the rest
+
+
+def test_data_arriving_while_it_sleeps_is_returned(pair):
+    a, b = pair
+    selector = BusyPollSelector(poll_s=0.001)
+    selector.register(b, selectors.EVENT_READ)
+    timer = threading.Timer(0.1, a.send, args=(b"late",))
+    timer.start()
+    try:
+        assert [key.fileobj for key, _ in selector.select(5)] == [b]
+    finally:
+        timer.cancel()
+
+
+def test_a_busy_polling_loop_runs_asyncio_code():
+    async def echo_round_trip() -> bytes:
+        server = await asyncio.start_server(lambda r, w: _echo(r, w), "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        writer.write(b"ping\n")
+        line = await reader.readline()
+        writer.close()
+        server.close()
+        await asyncio.sleep(0.01)  # timers still fire on time
+        return line
+
+    with asyncio.Runner(loop_factory=loop_factory(200)) as runner:
+        assert runner.run(echo_round_trip()) == b"ping\n"
+    assert loop_factory(0) is None
+
+
+async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(await reader.readline())
+    await writer.drain()
+    writer.close()
+
+
+def test_serve_takes_busy_poll_us_and_refuses_a_negative_one():
+    from pocketmq.cli.main import build_parser
+    from pocketmq.cli.serve_cmd import broker_config_from_args
+    from pocketmq.errors import ConfigError
+
+    parse = build_parser().parse_args
+    assert broker_config_from_args(parse(["serve"])).busy_poll_us == 0
+    assert broker_config_from_args(parse(["serve", "--busy-poll-us", "500"])).busy_poll_us == 500
+    with pytest.raises(ConfigError, match="busy_poll_us"):
+        broker_config_from_args(parse(["serve", "--busy-poll-us", "-1"]))

@@ -10,13 +10,13 @@ that sends gets a channel of its own. Channels send no heartbeat: brokers never 
 A channel that failed or timed out is closed, so a late reply can never be taken for the next call's.
 
 ``ClientConfig.sync_reply_busy_poll_us`` (0 by default) makes the caller poll the socket that long for its reply
-before it sleeps: a reply caught while polling wakes nobody. It pays off only when the broker busy-polls too
-(``serve --busy-poll-us``) and the two run on different CPUs (docs/benchmarks.md); it costs CPU always, and
-slows both when they share one CPU.
+before it sleeps, yielding its CPU between looks: a reply caught while polling wakes nobody. It pays off when the
+broker busy-polls too (``serve --busy-poll-us``, runtime/busy_poll.py; docs/benchmarks.md), and costs CPU.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
@@ -91,6 +91,7 @@ class BlockingChannel:
             except BlockingIOError:
                 if time.monotonic() >= poll_until_s:
                     return None
+                os.sched_yield()  # let a broker sharing this CPU run: its reply is what we wait for
 
     def _limit_waits(self, limit_s: float) -> None:
         """Bound the kernel's waits on this socket by about ``limit_s``: changed only when it differs by more than

@@ -15,6 +15,10 @@ a gray message (from it, or marked by hand) goes to a gray queue through ``GrayS
 
 Bodies of ``compress_over_bytes`` and more are zlib-compressed (sys_flag bit 0), as 4.x clients do; batches
 are never compressed.
+
+With ``auto_batch`` the plain sends an ``AsyncProducer`` starts in one loop turn travel as one batch
+(client/send_accumulator.py). The synchronous ``Producer`` sends from the calling thread over blocking
+connections of its own (client/blocking_channel.py), running the same ``_send_with_retries``.
 """
 
 from __future__ import annotations

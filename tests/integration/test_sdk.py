@@ -20,7 +20,8 @@ import time
 import pytest
 
 from pocketmq.client import (Admin, AsyncAdmin, AsyncProducer, AsyncPullConsumer, ClientConfig, Message,
-                             MessageQueue, Producer, ProducerOptions, PullConsumer, PullStatus, SendStatus)
+                             MessageQueue, Producer, ProducerOptions, PullConsumer, PullStatus, SendResult,
+                             SendStatus)
 from pocketmq.errors import PocketMQError
 from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
 
@@ -164,6 +165,23 @@ async def test_auto_batch_stores_concurrent_sends_as_batches_each_with_its_own_r
     async with AsyncProducer(config) as alone:
         again = await alone.send(Message.create("sdk_auto_batch", "grouped again", message_group="g1"))
     assert again.queue_id == results[120].queue_id
+
+
+async def test_auto_batch_fails_only_the_message_the_broker_refuses(config):
+    """A message the broker refuses (properties over its 32 KiB limit) makes it refuse the whole batch, which is
+    then sent message by message: only that send fails, the others are stored once."""
+    async with AsyncAdmin(config) as admin:
+        await admin.create_topic("sdk_auto_batch_refused", queues=1)
+    async with AsyncProducer(config, ProducerOptions(auto_batch=True)) as producer:
+        messages = [Message.create("sdk_auto_batch_refused", f"ok-{i}") for i in range(5)]
+        messages.insert(2, Message.create("sdk_auto_batch_refused", "too big", properties={"big": "x" * 40_000}))
+        outcomes = await asyncio.gather(*(producer.send(m) for m in messages), return_exceptions=True)
+    assert isinstance(outcomes[2], PocketMQError)
+    assert all(isinstance(o, SendResult) for i, o in enumerate(outcomes) if i != 2)
+    async with AsyncPullConsumer("sdk-auto-batch-refused", config) as consumer:
+        [queue] = await consumer.fetch_queues("sdk_auto_batch_refused")
+        stored = (await consumer.pull(queue, 0, 32)).messages
+    assert sorted(m.body for m in stored) == [f"ok-{i}".encode() for i in range(5)]
 
 
 async def _send_on_the_loop(producer: Producer):

@@ -42,6 +42,12 @@ async def test_an_unanswered_call_times_out_within_a_sweep_and_answered_calls_be
         with pytest.raises(RemotingTimeoutError):
             await client.invoke(address, RemotingCommand.request(SILENT_CODE), timeout_s=0.1)
         assert (await client.invoke(address, RemotingCommand.request(10), 2)).is_response
+        # with only long calls pending (a long poll, say) the timer waits for a deadline: no sweep every 50 ms
+        long_call = asyncio.ensure_future(client.invoke(address, RemotingCommand.request(SILENT_CODE), 30))
+        await asyncio.sleep(0)
+        connection = await client.connection(address)
+        assert connection._sweep_at - loop.time() > 1
+        long_call.cancel()
     finally:
         await client.close()
         await server.stop()

@@ -41,7 +41,7 @@ from pocketmq.store.tags import tag_hash_code
 
 log = logging.getLogger(__name__)
 
-IDEMPOTENT_PROPERTY = "PMQ_IDEMPOTENT"
+IDEMPOTENT_PROPERTY = props.IDEMPOTENT
 PULL_MAX_COUNT = 256
 PULL_MAX_BYTES = 8 * 1024 * 1024
 _RECENT_IDEMPOTENT_MAX = 65_536

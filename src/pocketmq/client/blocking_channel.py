@@ -7,7 +7,9 @@ to wake the loop, a lock to wake the caller) and the loop's own turn, as much CP
 
 A channel serves one call at a time; ``BlockingChannels`` keeps the idle ones per broker address, so each thread
 that sends gets a channel of its own. Channels send no heartbeat: brokers never send them requests of their own.
-A channel that failed or timed out is closed, so a late reply can never be taken for the next call's.
+A channel that failed or timed out is closed, so a late reply can never be taken for the next call's; an idle one
+the broker closed (a restart) is noticed before it is reused, and those to a broker that left every route are
+closed when the client's routes drop it.
 
 ``ClientConfig.sync_reply_busy_poll_us`` (0 by default) makes the caller poll the socket that long for its reply
 before it sleeps, yielding its CPU between looks: a reply caught while polling wakes nobody. It pays off when the
@@ -21,7 +23,7 @@ import socket
 import struct
 import time
 
-from pocketmq.errors import RemotingError, RemotingTimeoutError
+from pocketmq.errors import ClientError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
 
 _RECV_BYTES = 256 * 1024
@@ -45,7 +47,7 @@ class BlockingChannel:
         # A blocking socket whose waits the kernel bounds (SO_RCVTIMEO/SO_SNDTIMEO): one syscall per recv, where
         # a Python socket timeout would poll before every recv.
         self._sock.settimeout(None)
-        self._wait_limit_s = 0.0
+        self._wait_limit_s = -1.0  # none set yet: the kernel's default waits forever
         self.address = address
         self._busy_poll_s = busy_poll_s
         self._decoder = FrameDecoder()
@@ -54,8 +56,7 @@ class BlockingChannel:
         """Send ``request`` and return its reply; RemotingError (or RemotingTimeoutError) when there is none."""
         deadline_s = time.monotonic() + timeout_s
         try:
-            self._limit_waits(timeout_s)
-            self._sock.sendall(request.encode())
+            self._send(request.encode(), deadline_s)
             while True:
                 for command in self._decoder.feed(self._receive(deadline_s)):
                     if command.is_response and command.opaque == request.opaque:
@@ -68,6 +69,29 @@ class BlockingChannel:
             raise RemotingError(f"malformed reply from {self.address}: {exc}") from None
         except OSError as exc:
             raise RemotingError(f"connection to {self.address} failed: {exc.strerror or exc}") from None
+
+    def _send(self, frame: bytes, deadline_s: float) -> None:
+        """All of ``frame``, by the deadline (SO_SNDTIMEO bounds each send call, not their sum)."""
+        view = memoryview(frame)
+        while True:
+            remaining_s = deadline_s - time.monotonic()
+            if remaining_s <= 0:
+                raise TimeoutError
+            self._limit_waits(remaining_s)
+            view = view[self._sock.send(view):]
+            if not view:
+                return
+
+    @property
+    def peer_closed(self) -> bool:
+        """Has the broker closed this idle channel (a restart, say)? Looked at before reusing it: a send on it
+        would fail a message that never reached the broker."""
+        try:
+            return not self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False  # open, nothing to read: the usual case
+        except OSError:
+            return True
 
     def _receive(self, deadline_s: float) -> bytes:
         """The next bytes from the broker, waited for until the deadline at most."""
@@ -96,7 +120,7 @@ class BlockingChannel:
     def _limit_waits(self, limit_s: float) -> None:
         """Bound the kernel's waits on this socket by about ``limit_s``: changed only when it differs by more than
         10 ms, so a run of calls with one timeout sets it once (a wait may end up to 10 ms past its deadline)."""
-        if abs(limit_s - self._wait_limit_s) > 0.01:
+        if self._wait_limit_s < 0 or abs(limit_s - self._wait_limit_s) > 0.01:
             seconds, micros = divmod(max(int(limit_s * 1e6), 1000), 1_000_000)
             limit = _TIMEVAL.pack(seconds, micros)
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
@@ -112,33 +136,52 @@ class BlockingChannel:
 
 class BlockingChannels:
     """The idle channels of one producer per broker address; a call takes one (or opens one) and gives it back
-    when it succeeded. Safe to use from several threads at once."""
+    when it succeeded. Safe to use from several threads at once. After ``close`` it refuses calls, and a channel
+    given back by a call that was running closes."""
 
     def __init__(self, *, connect_timeout_s: float, busy_poll_s: float = 0.0):
         self._connect_timeout_s = connect_timeout_s
         self._busy_poll_s = busy_poll_s
         self._idle: dict[str, list[BlockingChannel]] = {}
+        self._closed = False
 
     def invoke(self, address: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        idle = self._idle.setdefault(address, [])
-        try:
-            channel = idle.pop()
-        except IndexError:
-            channel = BlockingChannel(address, connect_timeout_s=min(self._connect_timeout_s, timeout_s),
-                                      busy_poll_s=self._busy_poll_s)
+        if self._closed:
+            raise ClientError("producer is shut down")
+        channel = self._take_idle(address) or BlockingChannel(
+            address, connect_timeout_s=min(self._connect_timeout_s, timeout_s), busy_poll_s=self._busy_poll_s)
         try:
             reply = channel.invoke(request, timeout_s)
         except BaseException:
             channel.close()
             raise
-        idle.append(channel)
+        if self._closed:
+            channel.close()
+        else:
+            self._idle.setdefault(address, []).append(channel)
         return reply
 
+    def _take_idle(self, address: str) -> BlockingChannel | None:
+        idle = self._idle.get(address)
+        while idle:
+            try:
+                channel = idle.pop()
+            except IndexError:  # another thread took the last one
+                return None
+            if not channel.peer_closed:
+                return channel
+            channel.close()
+        return None
+
+    def drop(self, address: str) -> None:
+        """Close the idle channels to ``address`` (a broker that left every route)."""
+        for channel in self._idle.pop(address, []):
+            channel.close()
+
     def close(self) -> None:
-        idle, self._idle = self._idle, {}
-        for channels in idle.values():
-            for channel in channels:
-                channel.close()
+        self._closed = True
+        for address in list(self._idle):
+            self.drop(address)
 
     def __repr__(self) -> str:
         return f"<BlockingChannels idle={sum(map(len, self._idle.values()))}>"

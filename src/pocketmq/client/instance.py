@@ -80,6 +80,7 @@ class ClientInstance:
         self._producer_groups: set[str] = set()
         self._consumers: dict[str, ConsumerData] = {}
         self._consumer_ids_listeners: list[ConsumerIdsListener] = []
+        self.broker_left_listeners: list[Callable[[str], None]] = []  # get the address of a broker no route names
         self.consumer_ids_changed: dict[str, int] = {}  # group -> notifications received
         self._namesrv_index = 0
         self._tasks: list[asyncio.Task] = []
@@ -217,6 +218,8 @@ class ClientInstance:
             if table.get(name) != addr and addr not in table.values():
                 log.info("event=broker_left_routes broker=%s addr=%s", name, addr)
                 self.remoting.drop(addr)
+                for listener in self.broker_left_listeners:
+                    listener(addr)
         self._broker_addrs = table
 
     def cached_route(self, topic: str) -> TopicRouteView | None:

@@ -48,6 +48,7 @@ from pocketmq.errors import (ClientError, IllegalMessageError, IllegalTopicError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_batch
+from pocketmq.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,11 @@ DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 LEGAL_TOPICS_CACHED = 1024
 T = TypeVar("T")
-# Where a message in an automatic batch would be stored differently than alone (delays, transactions, FIFO groups).
+# Where a message in an automatic batch would be stored or answered differently than alone (delays, transactions,
+# FIFO groups, de-duplication).
 _UNBATCHABLE_PROPERTIES = frozenset({props.DELAY_TIME_LEVEL, props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC,
-                                     props.TIMER_DELAY_MS, props.TRANSACTION_PREPARED, props.SHARDING_KEY})
+                                     props.TIMER_DELAY_MS, props.TRANSACTION_PREPARED, props.SHARDING_KEY,
+                                     props.IDEMPOTENT})  # a de-duplicated one answers with its first copy's place
 
 
 class SendStatus(enum.Enum):
@@ -153,7 +156,7 @@ class AsyncProducer(InstanceUser):
         ``delay_level`` (1-18 with the broker's default table) or ``deliver_at_ms`` (epoch ms) delays it.
         """
         if self._accumulator is not None and queue is None and timeout_s is None and delay_level is None \
-                and deliver_at_ms is None and self._batchable(message):
+                and deliver_at_ms is None and _retry_times is None and self._batchable(message):
             return await self._accumulator.add(message)
         build = self._prepare_single(message, delay_level, deliver_at_ms)
         retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
@@ -187,11 +190,19 @@ class AsyncProducer(InstanceUser):
                 and not _UNBATCHABLE_PROPERTIES.intersection(message.properties)
                 and not is_gray_message(message.properties))
 
-    async def _send_auto_batch(self, messages: list[Message]) -> list[SendResult]:
-        """An automatic batch (``SendAccumulator``): sent with a batch's retries, one result per message."""
-        build, uniq_keys = self._prepare_batch(messages)
-        result = await self._send_with_retries(messages[0], build, None, None,
-                                               self.options.retry_times_when_send_failed, uniq_keys)
+    async def _send_auto_batch(self, messages: list[Message]) -> list[SendResult | Exception]:
+        """An automatic batch (``SendAccumulator``): sent with a batch's retries, one outcome per message. A batch
+        refused as a whole (too large once encoded, or a message the broker refuses: nothing of it was stored)
+        is sent again message by message, so each gets its own outcome."""
+        try:
+            build, uniq_keys = self._prepare_batch(messages)
+            result = await self._send_with_retries(messages[0], build, None, None,
+                                                   self.options.retry_times_when_send_failed, uniq_keys)
+        except (IllegalMessageError, RemoteServerError) as exc:
+            if exc.retriable or len(messages) == 1:
+                raise
+            return await asyncio.gather(*(self.send(m, _retry_times=self.options.retry_times_when_send_failed)
+                                          for m in messages), return_exceptions=True)
         offset_ids = result.offset_msg_id.split(",")
         if len(offset_ids) != len(uniq_keys):
             offset_ids = [result.offset_msg_id] * len(uniq_keys)
@@ -244,17 +255,17 @@ class AsyncProducer(InstanceUser):
             if not route.write_queues:
                 raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
             mq = self._selector_for(message).select(route.write_queues, message,
-                                                    self._avoided_brokers(route.write_queues))
+                                                    self._avoided_brokers(route.write_queues, instance.clock))
         request = self._request(RequestCode.SEND_MESSAGE_V2, mq, props.encode_properties(message.properties), 0,
                                 message.flag, message.body)
         await instance.remoting.invoke_oneway(instance.broker_addr(mq.broker_name), request)
 
-    def _avoided_brokers(self, queues) -> frozenset[str]:
+    def _avoided_brokers(self, queues, clock: Clock) -> frozenset[str]:
         """Brokers sitting out after being slow or failing (only with ``send_latency_fault_enable``)."""
         if not self.options.send_latency_fault_enable:
             return frozenset()
         names = sorted({mq.broker_name for mq in queues})
-        available = self.faults.filter(names, self.instance.clock.now_ms())
+        available = self.faults.filter(names, clock.now_ms())
         return frozenset(names) - set(available)
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
@@ -357,11 +368,16 @@ class AsyncProducer(InstanceUser):
                         await route_of(message.topic, refresh=refresh)
                     if not route.write_queues:
                         raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
-                    avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues)
+                    avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues, clock)
                     mq = self._selector_for(message).select(route.write_queues, message, avoid)
+                    # from the route the queue came from: a sync send runs beside the loop thread, which may
+                    # rebuild the instance's broker table meanwhile
+                    address = route.master_addrs.get(mq.broker_name) or instance.broker_addr(mq.broker_name)
+                else:
+                    address = instance.broker_addr(mq.broker_name)
                 started_ms = clock.monotonic_ms()
-                response = await invoke(instance.broker_addr(mq.broker_name), build(mq), remaining_s)
-                self._report_latency(mq.broker_name, clock.monotonic_ms() - started_ms, failed=False)
+                response = await invoke(address, build(mq), remaining_s)
+                self._report_latency(mq.broker_name, clock.monotonic_ms() - started_ms, clock, failed=False)
                 result = self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
                 if result.status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok \
                         or attempt == attempts - 1:
@@ -374,7 +390,7 @@ class AsyncProducer(InstanceUser):
                 if not exc.retriable:
                     raise
                 if mq is not None:
-                    self._report_latency(mq.broker_name, 0, failed=True)
+                    self._report_latency(mq.broker_name, 0, clock, failed=True)
                 last_error = exc
                 if mq is not None:
                     failed_brokers.add(mq.broker_name)
@@ -386,9 +402,9 @@ class AsyncProducer(InstanceUser):
             raise RemotingTimeoutError(f"send to topic {message.topic!r} timed out after {timeout_s:.1f}s")
         raise last_error
 
-    def _report_latency(self, broker_name: str, latency_ms: float, *, failed: bool) -> None:
+    def _report_latency(self, broker_name: str, latency_ms: float, clock: Clock, *, failed: bool) -> None:
         if self.options.send_latency_fault_enable:
-            self.faults.update(broker_name, latency_ms, failed=failed, now_ms=self.instance.clock.now_ms())
+            self.faults.update(broker_name, latency_ms, failed=failed, now_ms=clock.now_ms())
 
     def _result(self, response: RemotingCommand, mq: MessageQueue, uniq_keys: list[str]) -> SendResult:
         status = _STATUS_BY_CODE.get(response.code)
@@ -504,7 +520,17 @@ class Producer(SyncFacade):
         return _run_inline(core._send_with_retries(messages[0], build, queue, timeout_s,
                                                    core.options.retry_times_when_send_failed, uniq_keys, io=self._io))
 
+    def start(self) -> "Producer":
+        super().start()
+        listeners = self.core.instance.broker_left_listeners
+        if self._channels.drop not in listeners:
+            listeners.append(self._channels.drop)
+        return self
+
     def shutdown(self) -> None:
+        instance = self.core._instance
+        if instance is not None and self._channels.drop in instance.broker_left_listeners:
+            instance.broker_left_listeners.remove(self._channels.drop)
         try:
             super().shutdown()
         finally:

@@ -10,8 +10,9 @@ and awaits one request instead of dozens (docs/benchmarks.md). RocketMQ holds ba
 ``batchMaxDelayMs`` (10 ms); a loop turn is enough here, since concurrent sends start in the same turns.
 
 Which sends are plain is the producer's call (``AsyncProducer._batchable``): not delayed, not in a message group,
-not gray, under the compression threshold, through the default selector. A batch fails as a whole: every send
-of it gets the batch's error.
+not gray, not idempotent, under the compression threshold, through the default selector. A batch that fails after
+its retries fails as a whole (every send of it gets the error); one the broker refuses as a whole is sent again
+message by message by the producer, so a bad message fails only its own send.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Awaitable, Callable
 
 from pocketmq.common.message import Message
 
-# Sends messages of one topic as one batch; the result of each message, in order.
+# Sends messages of one topic as one batch; the outcome of each message, in order (a result, or the exception
+# that failed it alone).
 SendBatch = Callable[[list[Message]], Awaitable[list]]
 
 
@@ -71,20 +73,27 @@ class SendAccumulator:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, pending: _Pending) -> None:
+        # a sender cancelled before its batch left takes its message back
+        kept = [(message, future) for message, future in zip(pending.messages, pending.futures)
+                if not future.cancelled()]
+        if not kept:
+            return
+        futures = [future for _, future in kept]
         try:
-            results = await self._send_batch(pending.messages)
+            outcomes = await self._send_batch([message for message, _ in kept])
         except asyncio.CancelledError:
-            for future in pending.futures:
+            for future in futures:
                 future.cancel()
             raise
         except Exception as exc:
-            for future in pending.futures:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        for future, own in zip(pending.futures, results):
-            if not future.done():  # its sender may have been cancelled meanwhile
-                future.set_result(own)
+            outcomes = [exc] * len(futures)
+        for future, outcome in zip(futures, outcomes):
+            if future.done():  # its sender was cancelled meanwhile
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
 
     async def close(self) -> None:
         """Send what is pending and wait for the batches in flight (their senders get their results)."""

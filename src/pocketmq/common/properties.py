@@ -34,6 +34,7 @@ TRACE_SWITCH = "TRACE_ON"
 CLUSTER = "CLUSTER"
 DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+IDEMPOTENT = "PMQ_IDEMPOTENT"  # PocketMQ's: "true" asks the broker to store a UNIQ_KEY once (broker/messages.py)
 
 # Names set by the broker or the protocol; a user property may not use them (v2 ILLEGAL_MESSAGE_PROPERTY_KEY).
 SYSTEM_PROPERTY_NAMES = frozenset(

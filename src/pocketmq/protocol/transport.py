@@ -30,8 +30,9 @@ Handler = Callable[["RemotingConnection", RemotingCommand], Reply | Awaitable[Re
 BatchHandler = Callable[["RemotingConnection", list[RemotingCommand]], list[Reply | Awaitable[Reply] | Exception]]
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 4096
-# A call's timeout fires within this of its deadline: one timer per connection sweeps the calls (RocketMQ's
-# scanResponseTable, every second there), where a timer per call cost ~3.5 µs of a client's ~30 µs per send.
+# A call's timeout fires within this of its deadline: one timer per connection, set for the earliest deadline
+# pending, sweeps the calls (RocketMQ's scanResponseTable runs every second), where a timer per call cost ~3.5 µs
+# of a client's ~30 µs per send. Sweeps are at least this far apart.
 TIMEOUT_SWEEP_S = 0.05
 _WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
 
@@ -146,6 +147,7 @@ class RemotingConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, tuple[asyncio.Future, float]] = {}  # opaque -> (reply, deadline in loop time)
         self._sweeper: asyncio.TimerHandle | None = None  # while calls are pending
+        self._sweep_at = 0.0  # when the sweeper runs, in loop time
         self._tasks: set[asyncio.Task] = set()
         self._closed = asyncio.Event()
         self._writable = asyncio.Event()
@@ -269,9 +271,10 @@ class RemotingConnection(asyncio.Protocol):
             await self._writable.wait()
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._pending[request.opaque] = (fut, loop.time() + timeout_s)
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(TIMEOUT_SWEEP_S, self._sweep_timeouts)
+        deadline = loop.time() + timeout_s
+        self._pending[request.opaque] = (fut, deadline)
+        if self._sweeper is None or deadline + TIMEOUT_SWEEP_S < self._sweep_at:
+            self._sweep_timeouts_at(deadline)
         try:
             self.write(request)
             return await fut
@@ -282,14 +285,26 @@ class RemotingConnection(asyncio.Protocol):
         finally:
             self._pending.pop(request.opaque, None)
 
+    def _sweep_timeouts_at(self, when: float) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._sweep_at = when
+        self._sweeper = asyncio.get_running_loop().call_at(when, self._sweep_timeouts)
+
     def _sweep_timeouts(self) -> None:
-        """Fail the calls past their deadline; come again while any is pending."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        """Fail the calls past their deadline; come again at the earliest deadline still pending."""
+        self._sweeper = None
+        now = asyncio.get_running_loop().time()
+        earliest = None
         for fut, deadline in list(self._pending.values()):
-            if deadline <= now and not fut.done():
+            if fut.done():
+                continue
+            if deadline <= now:
                 fut.set_exception(_ReplyTimeout())
-        self._sweeper = loop.call_later(TIMEOUT_SWEEP_S, self._sweep_timeouts) if self._pending else None
+            elif earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._sweep_timeouts_at(max(earliest, now + TIMEOUT_SWEEP_S))
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         request.flag |= 0x2

@@ -19,8 +19,9 @@ import selectors
 import time
 
 
-class BusyPollSelector(selectors.EpollSelector):
-    """An epoll selector that polls without sleeping for ``poll_s`` after the last events it returned."""
+class BusyPollSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """The platform's selector (epoll on Linux), polling without sleeping for ``poll_s`` after the last events it
+    returned."""
 
     def __init__(self, poll_s: float):
         super().__init__()

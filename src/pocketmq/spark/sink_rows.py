@@ -42,7 +42,7 @@ from pocketmq.common.topic import topic_name_problem
 from pocketmq.errors import IllegalMessageError
 from pocketmq.spark.options import OptionError
 
-IDEMPOTENT_PROPERTY = "PMQ_IDEMPOTENT"  # the broker's switch for UNIQ_KEY de-duplication (broker/messages.py)
+IDEMPOTENT_PROPERTY = props.IDEMPOTENT  # the broker's switch for UNIQ_KEY de-duplication (broker/messages.py)
 SINK_COLUMNS = ("body", "topic", "keys", "tags", "message_group", "properties")
 _STRING_TYPES = ("string",)
 _COLUMN_TYPES = {  # Spark simpleString() forms accepted per column

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pocketmq.client.blocking_channel import BlockingChannel, BlockingChannels
-from pocketmq.errors import RemotingError, RemotingTimeoutError
+from pocketmq.errors import ClientError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.command import FrameDecoder, RemotingCommand
 
 pytestmark = pytest.mark.timeout(30)
@@ -110,3 +110,40 @@ def test_nobody_listening_is_a_remoting_error():
     free.close()
     with pytest.raises(RemotingError, match="cannot connect"):
         BlockingChannels(connect_timeout_s=1).invoke(address, RemotingCommand.request(10), timeout_s=1)
+
+
+def test_a_timeout_under_the_waits_granularity_still_bounds_the_first_call():
+    """A fresh channel sets its kernel wait bound on the first call, however short (a 0 bound waits forever)."""
+    peer = Peer(lambda request, conn: None)
+    started = time.monotonic()
+    with pytest.raises(RemotingTimeoutError):
+        BlockingChannels(connect_timeout_s=1).invoke(peer.address, RemotingCommand.request(10), timeout_s=0.005)
+    assert time.monotonic() - started < 1.0
+    peer.close()
+
+
+def test_an_idle_channel_the_broker_closed_is_replaced_before_the_next_call():
+    def answer_then_close(request, conn):
+        echo_ok(request, conn)
+        conn.shutdown(socket.SHUT_RDWR)  # a broker restarting between two sends
+
+    peer = Peer(answer_then_close)
+    channels = BlockingChannels(connect_timeout_s=1)
+    for n in range(2):
+        assert channels.invoke(peer.address, RemotingCommand.request(10, {"n": n}), 2).ext_fields["echo"] == str(n)
+    assert peer.connections == 2
+    channels.close()
+    peer.close()
+
+
+def test_a_closed_pool_refuses_calls_and_drop_closes_idle_channels():
+    peer = Peer(echo_ok)
+    channels = BlockingChannels(connect_timeout_s=1)
+    channels.invoke(peer.address, RemotingCommand.request(10), 2)
+    channels.drop(peer.address)  # the broker left every route
+    channels.invoke(peer.address, RemotingCommand.request(10), 2)
+    assert peer.connections == 2
+    channels.close()
+    with pytest.raises(ClientError, match="shut down"):
+        channels.invoke(peer.address, RemotingCommand.request(10), 2)
+    peer.close()

@@ -1,6 +1,6 @@
 """``SendAccumulator`` (pure asyncio logic, the batch send faked): the sends of one loop turn make one batch per
-topic, a full batch leaves early, each sender gets its own result, a failed batch fails all its senders, and
-``close`` sends what is pending."""
+topic, a full batch leaves early, each sender gets its own outcome, a failed batch fails all its senders, a
+cancelled sender's message stays home, and ``close`` sends what is pending."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ class FakeBroker:
         self.batches: list[list[bytes]] = []
         self.fail = fail
 
-    async def send_batch(self, messages: list[Message]) -> list[str]:
+    async def send_batch(self, messages: list[Message]) -> list:
         await asyncio.sleep(0)  # a real batch send suspends: senders must not depend on it being synchronous
         if self.fail:
             raise self.fail
         self.batches.append([m.body for m in messages])
-        return [f"{m.topic}:{m.body.decode()}" for m in messages]
+        return [ValueError(f"refused {m.body!r}") if m.body == b"bad" else f"{m.topic}:{m.body.decode()}"
+                for m in messages]
 
 
 def accumulator(broker: FakeBroker, max_messages: int = 64, max_bytes: int = 1 << 20) -> SendAccumulator:
@@ -71,3 +72,20 @@ async def test_close_sends_what_is_pending():
     await acc.close()
     assert future.result() == "t:last"
     assert broker.batches == [[b"last"]]
+
+
+async def test_a_message_failed_alone_fails_only_its_sender():
+    acc = accumulator(FakeBroker())
+    outcomes = await asyncio.gather(*(acc.add(Message("t", body)) for body in (b"1", b"bad", b"2")),
+                                    return_exceptions=True)
+    assert outcomes[0] == "t:1" and outcomes[2] == "t:2"
+    assert isinstance(outcomes[1], ValueError)
+
+
+async def test_a_sender_cancelled_before_the_batch_leaves_takes_its_message_back():
+    broker = FakeBroker()
+    acc = accumulator(broker)
+    kept, cancelled = acc.add(Message("t", b"kept")), acc.add(Message("t", b"cancelled"))
+    cancelled.cancel()
+    assert await kept == "t:kept"
+    assert broker.batches == [[b"kept"]]

@@ -27,14 +27,14 @@ def pair():
 
 def test_ready_events_come_back_at_once_and_a_zero_timeout_never_waits(pair):
     a, b = pair
-    selector = BusyPollSelector(poll_s=0.05)
+    selector = BusyPollSelector(poll_s=1.0)
     selector.register(b, selectors.EVENT_READ)
     a.send(b"x")
     assert [key.fileobj for key, _ in selector.select(5)] == [b]
     b.recv(1)
     started = time.monotonic()
     assert selector.select(0) == []
-    assert time.monotonic() - started < 0.04  # within its poll time, but a timeout of 0 is just a look
+    assert time.monotonic() - started < 0.5  # within its poll time, but a timeout of 0 is just a look
 
 
 def test_after_events_it_polls_then_sleeps_until_the_timeout(pair):

@@ -14,6 +14,7 @@ import pytest
 from pocketmq.client.blocking_channel import BlockingChannel, BlockingChannels
 from pocketmq.errors import ClientError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.command import FrameDecoder, RemotingCommand
+from pocketmq.testing.processes import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -87,7 +88,8 @@ def test_a_silent_peer_times_out_near_the_deadline_and_the_channel_is_not_reused
     assert 0.28 <= time.monotonic() - started < 1.5
     with pytest.raises(RemotingTimeoutError):
         channels.invoke(peer.address, RemotingCommand.request(10), timeout_s=0.1)
-    assert peer.connections == 2  # the timed-out channel was closed: a late reply can't meet the next call
+    # the timed-out channel was closed: a late reply can't meet the next call
+    wait_until(lambda: peer.connections == 2, 5, 0.01, "the second connection")
     channels.close()
     peer.close()
 
@@ -123,14 +125,18 @@ def test_a_timeout_under_the_waits_granularity_still_bounds_the_first_call():
 
 
 def test_an_idle_channel_the_broker_closed_is_replaced_before_the_next_call():
+    closed = threading.Event()
+
     def answer_then_close(request, conn):
         echo_ok(request, conn)
         conn.shutdown(socket.SHUT_RDWR)  # a broker restarting between two sends
+        closed.set()
 
     peer = Peer(answer_then_close)
     channels = BlockingChannels(connect_timeout_s=1)
-    for n in range(2):
-        assert channels.invoke(peer.address, RemotingCommand.request(10, {"n": n}), 2).ext_fields["echo"] == str(n)
+    assert channels.invoke(peer.address, RemotingCommand.request(10, {"n": 0}), 2).ext_fields["echo"] == "0"
+    assert closed.wait(5)  # the close reached the idle channel (not a close racing the next send: that one fails)
+    assert channels.invoke(peer.address, RemotingCommand.request(10, {"n": 1}), 2).ext_fields["echo"] == "1"
     assert peer.connections == 2
     channels.close()
     peer.close()

@@ -25,6 +25,7 @@ import time
 
 from pocketmq.errors import ClientError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
+from pocketmq.protocol.transport import connect_errors, host_port
 
 _RECV_BYTES = 256 * 1024
 _TIMEVAL = struct.Struct("@ll")  # struct timeval of SO_RCVTIMEO/SO_SNDTIMEO: seconds, microseconds
@@ -34,15 +35,8 @@ class BlockingChannel:
     """One TCP connection to ``address``, used by one thread at a time."""
 
     def __init__(self, address: str, *, connect_timeout_s: float, busy_poll_s: float = 0.0):
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise RemotingError(f"bad address {address!r}: expected HOST:PORT")
-        try:
-            self._sock = socket.create_connection((host, int(port)), timeout=connect_timeout_s)
-        except TimeoutError:
-            raise RemotingTimeoutError(f"connect to {address} timed out") from None
-        except OSError as exc:
-            raise RemotingError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+        with connect_errors(address):
+            self._sock = socket.create_connection(host_port(address), timeout=connect_timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # A blocking socket whose waits the kernel bounds (SO_RCVTIMEO/SO_SNDTIMEO): one syscall per recv, where
         # a Python socket timeout would poll before every recv.

@@ -14,6 +14,7 @@ one go (the broker stores the single sends of one read in one append).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Awaitable, Callable
 
@@ -384,6 +385,25 @@ class RemotingServer:
         return f"<RemotingServer {where} connections={len(self.connections)}>"
 
 
+def host_port(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` split; RemotingError for anything else."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise RemotingError(f"bad address {address!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+@contextlib.contextmanager
+def connect_errors(address: str):
+    """A connect to ``address`` that times out or fails raises RemotingTimeoutError or RemotingError (retriable)."""
+    try:
+        yield
+    except TimeoutError:
+        raise RemotingTimeoutError(f"connect to {address} timed out") from None
+    except OSError as exc:
+        raise RemotingError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+
+
 class RemotingClient:
     """A pool of one connection per address, (re)connected on demand.
 
@@ -419,18 +439,12 @@ class RemotingClient:
             del self._connecting[address]
 
     async def _connect(self, address: str) -> RemotingConnection:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise RemotingError(f"bad address {address!r}: expected HOST:PORT")
+        host, port = host_port(address)
         loop = asyncio.get_running_loop()
-        try:
+        with connect_errors(address):
             async with asyncio.timeout(self._connect_timeout_s):
                 _, conn = await loop.create_connection(
-                    lambda: RemotingConnection(self._handler, name=address, coalesce_writes=True), host, int(port))
-        except TimeoutError:
-            raise RemotingTimeoutError(f"connect to {address} timed out") from None
-        except OSError as exc:
-            raise RemotingError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+                    lambda: RemotingConnection(self._handler, name=address, coalesce_writes=True), host, port)
         conn.remote_address = address
         return conn
 

@@ -50,7 +50,8 @@ SYSTEM_PROPERTY_NAMES = frozenset(
 
 def encode_properties(properties: dict[str, str]) -> str:
     """Encode a property map in RocketMQ's string form (the order of the dict is kept)."""
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
+    # a list joins faster than a generator (no resumption per item): this runs for every message stored and sent
+    return "".join([f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items()])
 
 
 def decode_properties(text: str) -> dict[str, str]:

@@ -34,6 +34,9 @@ FIXED_PART_SIZE = _FIXED.size  # 84
 QUEUE_OFFSET_POS = 20
 PHYS_OFFSET_POS = 28
 STORE_TIMESTAMP_POS = 56
+RECORD_HEAD = struct.Struct(_FIXED.format + "i")  # the fixed part and the body length: one pack per record
+_RECORD_OVERHEAD = RECORD_HEAD.size + 1 + 2  # + the topic and properties lengths
+_TOPIC_LENGTH = [bytes((n,)) for n in range(256)]
 _BATCH_FIXED = struct.Struct(">iiiii")
 MAX_PROPERTIES_BYTES = 32767
 MAX_TOPIC_BYTES = 127
@@ -68,17 +71,18 @@ def encode_record(msg: MessageExt, properties_bytes: bytes | None = None) -> byt
     if len(properties_bytes) > MAX_PROPERTIES_BYTES:
         raise RecordFormatError(f"properties are {len(properties_bytes)} bytes, more than {MAX_PROPERTIES_BYTES}")
     body = msg.body
-    size = record_size(len(body), len(topic), len(properties_bytes))
+    size = _RECORD_OVERHEAD + len(body) + len(topic) + len(properties_bytes)
     body_crc = zlib.crc32(body) & 0x7FFFFFFF
     msg.body_crc = body_crc
     msg.store_size = size
-    head = _FIXED.pack(
+    born_host, store_host = msg.born_host, msg.store_host
+    head = RECORD_HEAD.pack(
         size, MESSAGE_MAGIC_CODE, body_crc, msg.queue_id, msg.flag, msg.queue_offset, msg.phys_offset,
-        msg.sys_flag, msg.born_timestamp_ms, _ip4(msg.born_host[0]), msg.born_host[1], msg.store_timestamp_ms,
-        _ip4(msg.store_host[0]), msg.store_host[1], msg.reconsume_times, msg.prepared_transaction_offset,
+        msg.sys_flag, msg.born_timestamp_ms, _ip4(born_host[0]), born_host[1], msg.store_timestamp_ms,
+        _ip4(store_host[0]), store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, len(body),
     )
-    return b"".join((head, len(body).to_bytes(4, "big"), body, bytes((len(topic),)), topic,
-                     len(properties_bytes).to_bytes(2, "big"), properties_bytes))
+    return b"".join((head, body, _TOPIC_LENGTH[len(topic)], topic, len(properties_bytes).to_bytes(2, "big"),
+                     properties_bytes))
 
 
 def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, int]:

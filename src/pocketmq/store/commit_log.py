@@ -52,10 +52,6 @@ _RECORD_CHECK = struct.Struct(">ii")  # total_size, magic
 _EMPTY_HEADER = bytes(FRAME_HEADER_SIZE)
 
 
-def frame_size_for(record_len: int) -> int:
-    return FRAME_HEADER_SIZE + record_len
-
-
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One valid frame found by a scan: ``record`` is None for a blank frame."""
@@ -108,12 +104,14 @@ class CommitLog:
 
     # ---- writing ---------------------------------------------------------------------------------------
 
-    def fits(self, record_len: int) -> bool:
-        return frame_size_for(record_len) <= self.segment_bytes
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record one frame of a segment holds."""
+        return self.segment_bytes - FRAME_HEADER_SIZE
 
     def append(self, records: list[bytes]) -> list[int]:
         """Append records (4.x layout; their phys offset field is set here, in the copy written) and return
-        their phys offsets. One ``pwrite`` per segment touched. Every record must satisfy ``fits``."""
+        their phys offsets. One ``pwrite`` per segment touched. No record may be longer than ``max_record_bytes``."""
         offsets = []
         pos = self.max_phys_offset
         seg_end = pos - pos % self.segment_bytes + self.segment_bytes

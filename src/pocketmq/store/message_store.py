@@ -63,10 +63,6 @@ DEFAULT_MAX_GET_BYTES = 256 * 1024
 ArrivalListener = Callable[[str, int, int], None]
 DiskUsageProbe = Callable[[Path], tuple[int, int, int]]  # shutil.disk_usage: (total, used, free)
 
-# One dispatch entry per record: (topic, queue_id, queue_offset, phys_offset, size, tags_code, index keys)
-DispatchEntry = tuple[str, int, int, int, int, int, list[str]]
-
-
 def tags_code_of(properties: dict[str, str]) -> int:
     tag = properties.get(props.TAGS)
     return tag_hash_code(tag) if tag else 0
@@ -232,24 +228,28 @@ class MessageStore:
         except OSError as exc:
             log.error("store.append_failed error=%r", exc)
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"commit log write failed: {exc}")] * len(msgs)
-        entries: list[DispatchEntry] = []
         results = []
         id_prefix = self._msg_id_prefix
+        put_ok = PutStatus.PUT_OK
         for msg, phys_offset in zip(msgs, phys_offsets):
             msg.phys_offset = phys_offset
-            entries.append((msg.topic, msg.queue_id, msg.queue_offset, phys_offset, msg.store_size,
-                            tags_code_of(msg.properties), index_keys_of(msg.properties)))
-            results.append(PutResult(PutStatus.PUT_OK, phys_offset, msg.queue_offset, msg.store_size, now_ms,
+            results.append(PutResult(put_ok, phys_offset, msg.queue_offset, msg.store_size, now_ms,
                                      f"{id_prefix}{phys_offset:016X}"))
-        self._dispatch(entries)
+        self._dispatch(msgs)
         return results
 
     def _encode(self, msgs: list[MessageExt], now_ms: int) -> list[bytes]:
         next_offsets: dict[tuple[str, int], int] = {}
         records = []
         host = self._store_host
-        limit = self.config.max_message_bytes
+        body_limit = self.config.max_message_bytes
+        record_limit = self._commit_log.max_record_bytes
         for msg in msgs:
+            # The limit is on the body (what users and both protocols call the message size, as RocketMQ 5
+            # allows a record of the max plus its headers); the whole record must still fit in a segment.
+            if len(msg.body) > body_limit:
+                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"body of {len(msg.body)} bytes is larger than the "
+                               f"limit of {body_limit}")
             key = (msg.topic, msg.queue_id)
             queue_offset = next_offsets.get(key)
             if queue_offset is None:
@@ -267,33 +267,35 @@ class MessageStore:
                 record = encode_record(msg, properties)
             except RecordFormatError as exc:
                 raise _Refused(PutStatus.MESSAGE_ILLEGAL, str(exc)) from None
-            # The limit is on the body (what users and both protocols call the message size, as RocketMQ 5
-            # allows a record of the max plus its headers); the whole record must still fit in a segment.
-            if len(msg.body) > limit:
-                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"body of {len(msg.body)} bytes is larger than the "
-                               f"limit of {limit}")
-            if not self._commit_log.fits(len(record)):
+            if len(record) > record_limit:
                 raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"record of {len(record)} bytes does not fit in a "
                                f"commit log segment of {self.config.commit_log_segment_bytes}")
             records.append(record)
         return records
 
-    def _dispatch(self, entries: Iterable[DispatchEntry]) -> None:
-        """Write consume queue units (one run of consecutive offsets per queue and write) and index keys,
-        then tell the arrival listeners about every queue that grew."""
+    def _dispatch(self, msgs: Iterable[MessageExt]) -> None:
+        """Write consume queue units for records just appended (``phys_offset`` and ``store_size`` set; one run
+        of consecutive offsets per queue and write) and their index keys, then tell the arrival listeners
+        about every queue that grew."""
         runs: dict[tuple[str, int], tuple[int, bytearray]] = {}
-        index = self._index
-        for topic, queue_id, queue_offset, phys_offset, size, tags_code, keys in entries:
-            key = (topic, queue_id)
+        index_add = self._index.add
+        pack_unit = UNIT.pack
+        for msg in msgs:
+            key = (msg.topic, msg.queue_id)
+            properties = msg.properties
+            unit = pack_unit(msg.phys_offset, msg.store_size, tags_code_of(properties))
             run = runs.get(key)
-            if run is not None and run[0] + len(run[1]) // UNIT_SIZE == queue_offset:
-                run[1].extend(UNIT.pack(phys_offset, size, tags_code))
+            if run is not None and run[0] + len(run[1]) // UNIT_SIZE == msg.queue_offset:
+                run[1].extend(unit)
             else:
                 if run is not None:
                     self._queue(*key).put(run[0], run[1])
-                runs[key] = (queue_offset, bytearray(UNIT.pack(phys_offset, size, tags_code)))
-            if keys:
-                index.add(topic, keys, phys_offset)
+                runs[key] = (msg.queue_offset, bytearray(unit))
+            # most messages have a UNIQ_KEY and no KEYS: that one key is indexed without building a list
+            if props.KEYS in properties:
+                index_add(msg.topic, index_keys_of(properties), msg.phys_offset)
+            elif (uniq_key := properties.get(props.UNIQ_KEY)):
+                index_add(msg.topic, (uniq_key,), msg.phys_offset)
         touched = []
         for key, (first_offset, units) in runs.items():
             queue = self._queue(*key)
@@ -306,14 +308,14 @@ class MessageStore:
 
     def _dispatch_frames(self, frames: list[Frame]) -> None:
         """Dispatch records read back from the commit log (recovery, replication)."""
-        entries = []
+        msgs = []
         for frame in frames:
             if frame.record is None:
                 continue
             msg, _ = decode_record(frame.record)
-            entries.append((msg.topic, msg.queue_id, msg.queue_offset, frame.phys_offset, len(frame.record),
-                            tags_code_of(msg.properties), index_keys_of(msg.properties)))
-        self._dispatch(entries)
+            msg.phys_offset, msg.store_size = frame.phys_offset, len(frame.record)
+            msgs.append(msg)
+        self._dispatch(msgs)
 
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = self._queues.get((topic, queue_id))

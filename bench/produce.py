@@ -18,11 +18,13 @@ the broker on CPU 0 and this script on CPU 1; ``any`` (default) leaves it to the
 send at a time on the project's VM, where waking a process that sleeps on the other vCPU costs far more than the
 send itself (docs/benchmarks.md).
 
-``--busy-poll-us N`` starts the broker with ``--busy-poll-us N`` and gives the SDK
-``ClientConfig(sync_reply_busy_poll_us=N)``: both poll their sockets that long before sleeping (docs/benchmarks.md).
+``--broker-busy-poll-us N`` starts the broker with ``--busy-poll-us N`` (default: the broker's own default);
+``--client-busy-poll-us N`` gives the SDK ``ClientConfig(sync_reply_busy_poll_us=N)`` (default 0). Both poll
+their sockets up to that long before sleeping (docs/broker.md, docs/benchmarks.md).
 
     python bench/produce.py [--messages 20000] [--flush async,sync] [--cases one_at_a_time,in_flight_100,batch_32]
-                            [--placement any|same-cpu|split-cpus] [--busy-poll-us 0]
+                            [--placement any|same-cpu|split-cpus] [--broker-busy-poll-us N]
+                            [--client-busy-poll-us 0]
 """
 
 from __future__ import annotations
@@ -113,16 +115,18 @@ def pin(pid: int, cpus: set[int]) -> None:
 
 
 def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: str | None, placement: str,
-                     busy_poll_us: int) -> None:
+                     broker_busy_poll_us: int | None, client_busy_poll_us: int) -> None:
+    broker_args = ["--flush", flush]
+    if broker_busy_poll_us is not None:
+        broker_args += ["--busy-poll-us", str(broker_busy_poll_us)]
     with tempfile.TemporaryDirectory(prefix="pocketmq-bench-") as tmp:
-        broker = broker_process(Path(tmp), "bench",
-                                extra_args=["--flush", flush, "--busy-poll-us", str(busy_poll_us)]).start()
+        broker = broker_process(Path(tmp), "bench", extra_args=broker_args).start()
         try:
             if PLACEMENTS[placement]:
                 broker_cpus, client_cpus = PLACEMENTS[placement]
                 pin(broker.proc.pid, broker_cpus)
                 pin(0, client_cpus)
-            config = ClientConfig(namesrv_addr=broker.namesrv, sync_reply_busy_poll_us=busy_poll_us)
+            config = ClientConfig(namesrv_addr=broker.namesrv, sync_reply_busy_poll_us=client_busy_poll_us)
             with Admin(config) as admin:
                 admin.create_topic(TOPIC, queues=QUEUES)
             for name in cases:
@@ -131,7 +135,8 @@ def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: 
                 elapsed_s = timing["seconds"]
                 print(json.dumps({
                     "bench": "produce", "case": name, "flush": f"{flush.upper()}_FLUSH", "messages": count,
-                    "body_bytes": len(BODY), "placement": placement, "busy_poll_us": busy_poll_us, **timing, "msg_per_s": round(count / elapsed_s),
+                    "body_bytes": len(BODY), "placement": placement, "broker_busy_poll_us": broker_busy_poll_us,
+                    "client_busy_poll_us": client_busy_poll_us, **timing, "msg_per_s": round(count / elapsed_s),
                     "mb_per_s": round(count * len(BODY) / elapsed_s / 2**20, 1),
                     "target_msg_per_s": TARGETS_MSG_PER_S[name],
                 }), flush=True)
@@ -147,15 +152,18 @@ def main() -> None:
     parser.add_argument("--profile", choices=list(CASES), help="cProfile the client side of this case")
     parser.add_argument("--placement", choices=list(PLACEMENTS), default="any",
                         help="pin the broker and this script to one CPU or to two (default: not pinned)")
-    parser.add_argument("--busy-poll-us", type=int, default=0,
-                        help="broker and sync sends poll their sockets this long before sleeping (default 0)")
+    parser.add_argument("--broker-busy-poll-us", type=int, default=None,
+                        help="the broker's --busy-poll-us (default: the broker's default)")
+    parser.add_argument("--client-busy-poll-us", type=int, default=0,
+                        help="sync sends poll their socket this long for the reply before sleeping (default 0)")
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
     if unknown:
         parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     for flush in args.flush.split(","):
-        bench_flush_mode(flush, cases, args.messages, args.profile, args.placement, args.busy_poll_us)
+        bench_flush_mode(flush, cases, args.messages, args.profile, args.placement, args.broker_busy_poll_us,
+                         args.client_busy_poll_us)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """``BusyPollSelector`` over a real socket pair: ready events come back at once, a poll of 0 never waits, the
-selector polls (without sleeping) for its poll time after events and then sleeps until the timeout, and data that
+selector polls only while its events come close together (not after a quiet spell, again after a run of events,
+not after waits that found nothing), it polls for its poll time and then sleeps until the timeout, and data that
 arrives while it polls or sleeps is returned. And a busy-polling loop runs asyncio code like any other."""
 
 from __future__ import annotations
@@ -37,18 +38,53 @@ def test_ready_events_come_back_at_once_and_a_zero_timeout_never_waits(pair):
     assert time.monotonic() - started < 0.5  # within its poll time, but a timeout of 0 is just a look
 
 
-def test_after_events_it_polls_then_sleeps_until_the_timeout(pair):
+def _events_in_a_row(selector: BusyPollSelector, a: socket.socket, b: socket.socket, count: int) -> None:
+    for _ in range(count):
+        a.send(b"x")
+        assert selector.select(1)
+        b.recv(1)
+
+
+def test_it_polls_only_while_events_come_close_together(pair):
     a, b = pair
     selector = BusyPollSelector(poll_s=0.05)
     selector.register(b, selectors.EVENT_READ)
-    a.send(b"x")
-    selector.select(1)
-    b.recv(1)
+    assert not selector.polling  # a fresh loop is as after a quiet spell
+    _events_in_a_row(selector, a, b, 10)  # each found waiting: idle times of ~0
+    assert selector.polling
+    for _ in range(10):  # waits that find nothing for longer than the poll time
+        assert selector.select(0.06) == []
+    assert not selector.polling
+    started = time.monotonic()
+    assert selector.select(0) == []  # a look between callbacks is not idle time and never waits
+    assert time.monotonic() - started < 0.05
+    assert not selector.polling
+
+
+def test_while_polling_it_polls_then_sleeps_until_the_timeout(pair):
+    a, b = pair
+    selector = BusyPollSelector(poll_s=0.05)
+    selector.register(b, selectors.EVENT_READ)
+    _events_in_a_row(selector, a, b, 10)
+    assert selector.polling
     started_cpu, started = time.process_time(), time.monotonic()
     assert selector.select(0.3) == []
     elapsed = time.monotonic() - started
     assert 0.3 <= elapsed < 1.0
     assert time.process_time() - started_cpu < 0.2  # polled ~0.05 s, slept the rest
+
+
+def test_data_arriving_while_it_polls_is_returned(pair):
+    a, b = pair
+    selector = BusyPollSelector(poll_s=5.0)
+    selector.register(b, selectors.EVENT_READ)
+    _events_in_a_row(selector, a, b, 10)
+    timer = threading.Timer(0.05, a.send, args=(b"soon",))
+    timer.start()
+    try:
+        assert [key.fileobj for key, _ in selector.select(10)] == [b]
+    finally:
+        timer.cancel()
 
 
 def test_data_arriving_while_it_sleeps_is_returned(pair):
@@ -91,7 +127,8 @@ def test_serve_takes_busy_poll_us_and_refuses_a_negative_one():
     from pocketmq.errors import ConfigError
 
     parse = build_parser().parse_args
-    assert broker_config_from_args(parse(["serve"])).busy_poll_us == 0
+    assert broker_config_from_args(parse(["serve"])).busy_poll_us == 200
+    assert broker_config_from_args(parse(["serve", "--busy-poll-us", "0"])).busy_poll_us == 0
     assert broker_config_from_args(parse(["serve", "--busy-poll-us", "500"])).busy_poll_us == 500
     with pytest.raises(ConfigError, match="busy_poll_us"):
         broker_config_from_args(parse(["serve", "--busy-poll-us", "-1"]))

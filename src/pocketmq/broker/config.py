@@ -109,9 +109,10 @@ class BrokerConfig:
     namesrv_port: int = field(default=9876, metadata={"check": _port})  # the embedded name server's port
     # Prometheus ``/metrics`` over HTTP (docs/metrics.md); None: not served, 0: the OS picks.
     metrics_port: int | None = field(default=None, metadata={"check": _optional_port})
-    # After serving something, poll the sockets this long before sleeping (runtime/busy_poll.py): less latency
-    # when a wake-up is dear (a VM), paid in CPU. 0: sleep at once.
-    busy_poll_us: int = field(default=0, metadata={"check": _not_negative})
+    # While requests come close together, poll the sockets this long before sleeping (runtime/busy_poll.py):
+    # less latency when a wake-up is dear (a VM); a broker with a trickle of requests or none sleeps at once.
+    # 0: never poll.
+    busy_poll_us: int = field(default=200, metadata={"check": _not_negative})
     auto_create_topic_enable: bool = field(default=True, metadata={"aliases": ("autoCreateTopicEnable",)})
     auto_create_subscription_group: bool = field(default=True,
                                                  metadata={"aliases": ("autoCreateSubscriptionGroup",)})

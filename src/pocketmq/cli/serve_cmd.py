@@ -66,7 +66,8 @@ def register(subparsers) -> None:
                    help="any broker setting (field name or broker.conf key); repeatable")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics over HTTP on this port (0: any)")
     p.add_argument("--busy-poll-us", type=int,
-                   help="poll the sockets this long after serving before sleeping (default 0; costs CPU)")
+                   help="while requests come close together, poll the sockets this long before sleeping "
+                        "(default 200; 0: never)")
     p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
     p.set_defaults(func=run)
 

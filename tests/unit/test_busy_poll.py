@@ -74,27 +74,17 @@ def test_while_polling_it_polls_then_sleeps_until_the_timeout(pair):
     assert time.process_time() - started_cpu < 0.2  # polled ~0.05 s, slept the rest
 
 
-def test_data_arriving_while_it_polls_is_returned(pair):
+@pytest.mark.parametrize("while_polling", [True, False], ids=["while-polling", "while-sleeping"])
+def test_data_arriving_while_it_polls_or_sleeps_is_returned(pair, while_polling):
     a, b = pair
-    selector = BusyPollSelector(poll_s=5.0)
+    selector = BusyPollSelector(poll_s=5.0 if while_polling else 0.001)
     selector.register(b, selectors.EVENT_READ)
     _events_in_a_row(selector, a, b, 10)
-    timer = threading.Timer(0.05, a.send, args=(b"soon",))
+    assert selector.polling
+    timer = threading.Timer(0.05, a.send, args=(b"later",))
     timer.start()
     try:
         assert [key.fileobj for key, _ in selector.select(10)] == [b]
-    finally:
-        timer.cancel()
-
-
-def test_data_arriving_while_it_sleeps_is_returned(pair):
-    a, b = pair
-    selector = BusyPollSelector(poll_s=0.001)
-    selector.register(b, selectors.EVENT_READ)
-    timer = threading.Timer(0.1, a.send, args=(b"late",))
-    timer.start()
-    try:
-        assert [key.fileobj for key, _ in selector.select(5)] == [b]
     finally:
         timer.cancel()
 

@@ -61,6 +61,17 @@ def test_it_polls_only_while_events_come_close_together(pair):
     assert not selector.polling
 
 
+def test_waits_that_alternate_between_short_and_long_never_start_polling(pair):
+    # one send at a time under SYNC_FLUSH: the next request comes soon, the fsync's completion does not
+    a, b = pair
+    selector = BusyPollSelector(poll_s=0.05)
+    selector.register(b, selectors.EVENT_READ)
+    for _ in range(8):
+        _events_in_a_row(selector, a, b, 1)
+        assert selector.select(0.06) == []
+        assert not selector.polling
+
+
 def test_while_polling_it_polls_then_sleeps_until_the_timeout(pair):
     a, b = pair
     selector = BusyPollSelector(poll_s=0.05)

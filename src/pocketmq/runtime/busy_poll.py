@@ -7,12 +7,13 @@ with client and broker on different vCPUs: ~4,500 sends/s, ~6,800 with the broke
 Between two looks the poller yields its CPU (``sched_yield``), so a client sharing that CPU runs at once instead
 of waiting for the poll to end (without the yield, one send at a time on one CPU fell from ~7,500/s to ~550/s).
 
-When: polling pays only if the next events come within the poll time; otherwise it burns the poll time and then
-sleeps anyway. So the selector keeps a moving average of how long it waited for events (its idle time, capped at
-a few poll times so one long quiet spell is forgotten after a handful of events) and polls only while that
-average is shorter than the poll time. A broker serving a trickle of requests, or none, sleeps at once as if
-polling were off; one whose requests follow each other closely polls and saves the wake-ups. At worst (idle times
-hovering around the poll time) it spends about one poll time of CPU per wake-up.
+When: polling pays only if the next events come within the poll time (a hit); otherwise it burns the poll time and
+then sleeps anyway (a miss). A hit saves a wake-up (~100 µs of CPU on that VM), a miss wastes the poll time, so
+polling pays when about three waits in four are hits. The selector keeps a moving share of the waits for events
+that ended within the poll time (each counts, polled or not) and polls only while that share is at least 3/4.
+A broker serving a trickle of requests, or none, sleeps at once as if polling were off; one whose requests follow
+each other closely polls and saves the wake-ups; one whose waits alternate between short and long (one send at a
+time under SYNC_FLUSH: the next request comes soon, the fsync does not) does not poll either.
 """
 
 from __future__ import annotations
@@ -22,30 +23,29 @@ import os
 import selectors
 import time
 
-IDLE_CAP_POLLS = 4  # an idle time counts as at most this many poll times in the average
-IDLE_WEIGHT = 0.25  # the weight of the newest idle time in the average
+POLL_WHEN_HIT_SHARE = 0.75  # poll while at least this share of the recent waits were hits
+HIT_WEIGHT = 0.25  # the weight of the newest wait in the share
 
 
 class BusyPollSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
-    """The platform's selector (epoll on Linux), polling without sleeping for up to ``poll_s`` while its recent
-    idle times are shorter than that (module docstring)."""
+    """The platform's selector (epoll on Linux), polling without sleeping for up to ``poll_s`` while most of its
+    recent waits for events ended within that time (module docstring)."""
 
     def __init__(self, poll_s: float):
         super().__init__()
         self._poll_s = poll_s
-        self._idle_cap_s = IDLE_CAP_POLLS * poll_s
-        self._idle_average_s = self._idle_cap_s  # as after a long quiet spell: polling earns its way in
+        self._hit_share = 0.0  # as after a quiet spell: polling earns its way in
 
     @property
     def polling(self) -> bool:
         """Whether the next wait for events starts with a poll."""
-        return self._idle_average_s < self._poll_s
+        return self._hit_share >= POLL_WHEN_HIT_SHARE
 
     def select(self, timeout: float | None = None):
         started_s = time.monotonic()
         ready = super().select(0)
         if ready:  # events came while the loop was busy: as close together as they get
-            self._observe_idle(0.0)
+            self._observe(hit=True)
             return ready
         if timeout is not None and timeout <= 0:  # a look between callbacks: the loop is not idle
             return ready
@@ -57,11 +57,11 @@ class BusyPollSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-ty
                 ready = super().select(0)
         if not ready:
             ready = super().select(None if end_s is None else max(0.0, end_s - time.monotonic()))
-        self._observe_idle(time.monotonic() - started_s)
+        self._observe(hit=bool(ready) and time.monotonic() - started_s < self._poll_s)
         return ready
 
-    def _observe_idle(self, idle_s: float) -> None:
-        self._idle_average_s += (min(idle_s, self._idle_cap_s) - self._idle_average_s) * IDLE_WEIGHT
+    def _observe(self, *, hit: bool) -> None:
+        self._hit_share += (hit - self._hit_share) * HIT_WEIGHT
 
 
 def loop_factory(busy_poll_us: int):

@@ -92,6 +92,19 @@ def test_topic_list_describe_and_cluster(broker):
                                            "lag_bytes": None, "lag_s": None, "breakers": {}}]
 
 
+def test_looking_at_a_topic_or_a_dead_letter_queue_creates_nothing(broker):
+    described = pocketmq("topic", "describe", "cli_never_created", "-n", broker.namesrv)
+    assert described.returncode == 1
+    assert len(described.stderr.strip().splitlines()) == 1 and "cli_never_created" in described.stderr
+    listed = pocketmq("dlq", "list", "cli-quiet-group", "--json", "-n", broker.namesrv)
+    assert listed.returncode == 0 and listed.stdout == ""
+    stats = pocketmq("retry", "stats", "cli-quiet-group", "--json", "-n", broker.namesrv)
+    assert stats.returncode == 0
+    topics = pocketmq("topic", "list", "--json", "-n", broker.namesrv)
+    names = {row["topic"] for row in json_lines(topics.stdout)}
+    assert not names & {"cli_never_created", "%DLQ%cli-quiet-group", "%RETRY%cli-quiet-group"}
+
+
 def test_group_create_list_describe(broker):
     created = pocketmq("group", "create", "cli-group", "--retry-max-times", "3", "--fifo", "-n", broker.namesrv)
     assert created.returncode == 0, created.stderr

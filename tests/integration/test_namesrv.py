@@ -37,9 +37,9 @@ async def register(remoting: RemotingClient, namesrv_addr: str, name: str, addr:
     return await remoting.invoke(namesrv_addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body))
 
 
-async def route_reply(remoting: RemotingClient, namesrv_addr: str, topic: str) -> RemotingCommand:
+async def route_reply(remoting: RemotingClient, namesrv_addr: str, topic: str, **extra: str) -> RemotingCommand:
     return await remoting.invoke(namesrv_addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                                       {"topic": topic}))
+                                                                       {"topic": topic, **extra}))
 
 
 async def test_prints_and_reports_where_it_listens(namesrv):
@@ -72,7 +72,7 @@ async def test_broker_connection_closing_drops_it_from_the_route(namesrv, client
             await asyncio.sleep(0.02)
 
 
-async def test_route_lookup_auto_creates_on_a_broker_in_another_process(namesrv, client):
+async def test_route_lookup_auto_creates_on_a_broker_in_another_process_unless_told_not_to(namesrv, client):
     created = []
 
     async def create(conn, request):
@@ -86,6 +86,10 @@ async def test_route_lookup_auto_creates_on_a_broker_in_another_process(namesrv,
     try:
         addr = f"127.0.0.1:{fake_broker.port}"
         await register(client, namesrv.namesrv, "it-auto", addr, flags=BrokerFlags(auto_create_topic_enable=True))
+
+        # an admin's look (autoCreate=false) finds no topic and creates none
+        looked = await route_reply(client, namesrv.namesrv, "it-fresh", autoCreate="false")
+        assert looked.code == ResponseCode.TOPIC_NOT_EXIST and created == []
 
         reply = await route_reply(client, namesrv.namesrv, "it-fresh")
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import threading
@@ -23,6 +24,8 @@ from pocketmq.client import (Admin, AsyncAdmin, AsyncProducer, AsyncPullConsumer
                              MessageQueue, Producer, ProducerOptions, PullConsumer, PullStatus, SendResult,
                              SendStatus)
 from pocketmq.errors import PocketMQError
+from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.command import RemotingCommand
 from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
 
 
@@ -228,6 +231,28 @@ def two_brokers(tmp_path):
         if proc.proc.poll() is None:
             os.kill(proc.proc.pid, signal.SIGCONT)  # a test may have frozen it
         proc.stop()
+
+
+@pytest.mark.slow
+async def test_a_topic_created_in_one_cluster_stays_out_of_the_other(tmp_path):
+    """The admin's wait for the new route must not make the name server auto-create the topic elsewhere."""
+    namesrv = namesrv_process(tmp_path / "ns").start()
+    brokers = [broker_process(tmp_path / name, name, namesrv=namesrv.namesrv,
+                              extra_args=["--cluster", cluster, "--register-interval-ms", str(REGISTER_INTERVAL_MS)]
+                              ).start() for name, cluster in (("broker-a", "cluster-a"), ("broker-b", "cluster-b"))]
+    try:
+        config = ClientConfig(namesrv_addr=namesrv.namesrv)
+        async with AsyncAdmin(config) as admin:
+            assert await admin.create_topic("sdk_one_cluster", queues=2, cluster="cluster-a") == ["broker-a"]
+            route = await admin.instance.fetch_route_data("sdk_one_cluster", auto_create=False)
+            assert [q.broker_name for q in route.queue_datas] == ["broker-a"]
+            # a lookup that created the topic would have done so before the route above showed it
+            reply = await admin.instance.remoting.invoke(
+                brokers[1].remoting, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5)
+            assert "sdk_one_cluster" not in json.loads(reply.body)["topicConfigTable"]
+    finally:
+        for proc in [*brokers, namesrv]:
+            proc.stop()
 
 
 async def send_many(producer: AsyncProducer, topic: str, count: int, in_flight: int = 64) -> dict:

@@ -62,9 +62,10 @@ def register(subparsers) -> None:
 
 
 async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None = None) -> list[QueueOffsets]:
-    """Min/max offsets (and ``group``'s committed offset) of every queue of ``topic``; [] when it has no route."""
+    """Min/max offsets (and ``group``'s committed offset) of every queue of ``topic``; [] when it has no route
+    (a group's retry or DLQ topic is not created by looking at it)."""
     try:
-        route = await admin.instance.route(topic, refresh=True)
+        route = await admin.instance.route(topic, refresh=True, auto_create=False)
     except TopicNotExistError:
         return []
     reader = AsyncPullConsumer(group or READER_GROUP, admin.config, instance=admin.instance)

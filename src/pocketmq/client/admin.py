@@ -162,9 +162,10 @@ class AsyncAdmin(InstanceUser):
         deadline = loop.time() + wait_s
         while True:
             try:
-                route = await self.instance.fetch_route_data(topic)
+                # not auto-created by the look: the name server would create it on masters the create left out
+                route = await self.instance.fetch_route_data(topic, auto_create=False)
                 if route_shows_queues(route, brokers, queues):
-                    await self.instance.route(topic, refresh=True)  # this process's cache too
+                    await self.instance.route(topic, refresh=True, auto_create=False)  # this process's cache too
                     return
             except (TopicNotExistError, RemoteServerError):
                 pass  # not registered yet
@@ -194,9 +195,10 @@ class AsyncAdmin(InstanceUser):
         return sorted(json_body(response).get("topicList", []))
 
     async def describe_topic(self, topic: str) -> TopicStatus:
-        """Per queue min and max offsets, from each broker of the topic's route."""
+        """Per queue min and max offsets, from each broker of the topic's route; TopicNotExistError for a topic
+        without one (never created by this look)."""
         check_topic(topic)
-        route = await self.instance.route(topic, refresh=True)
+        route = await self.instance.route(topic, refresh=True, auto_create=False)
 
         async def status(mq: MessageQueue) -> QueueStatus:
             fields = {"topic": topic, "queueId": mq.queue_id}

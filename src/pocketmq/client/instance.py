@@ -161,10 +161,11 @@ class ClientInstance:
             return response
         raise RemotingError(f"name server {self.config.namesrv_addr} unreachable: {last_error}")
 
-    async def fetch_route_data(self, topic: str) -> TopicRouteData:
-        """The name server's route of ``topic``; TopicNotExistError when it has none."""
-        response = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                                     {"topic": topic}))
+    async def fetch_route_data(self, topic: str, *, auto_create: bool = True) -> TopicRouteData:
+        """The name server's route of ``topic``; TopicNotExistError when it has none. Without ``auto_create``
+        the name server does not create an unknown topic for the lookup (admin reads)."""
+        fields = {"topic": topic} if auto_create else {"topic": topic, "autoCreate": "false"}
+        response = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, fields))
         if response.code == ResponseCode.TOPIC_NOT_EXIST or (response.code == ResponseCode.SUCCESS
                                                              and not response.body):
             raise TopicNotExistError(f"topic {topic!r} does not exist (no route on the name server)")
@@ -172,8 +173,9 @@ class ClientInstance:
             raise RemoteServerError(response.code, response.remark or "")
         return TopicRouteData.from_json(response.body)
 
-    async def route(self, topic: str, *, refresh: bool = False) -> TopicRouteView:
-        """The cached route of ``topic``, fetched when absent or when ``refresh`` is set."""
+    async def route(self, topic: str, *, refresh: bool = False, auto_create: bool = True) -> TopicRouteView:
+        """The cached route of ``topic``, fetched when absent or when ``refresh`` is set (``auto_create``: as
+        ``fetch_route_data``'s)."""
         view = self._routes.get(topic)
         if view is not None and not refresh:
             return view
@@ -182,11 +184,11 @@ class ClientInstance:
             current = self._routes.get(topic)
             if current is not None and current is not view:
                 return current  # another task refreshed it while we waited
-            return await self._update_route(topic)
+            return await self._update_route(topic, auto_create)
 
-    async def _update_route(self, topic: str) -> TopicRouteView:
+    async def _update_route(self, topic: str, auto_create: bool) -> TopicRouteView:
         try:
-            data = await self.fetch_route_data(topic)
+            data = await self.fetch_route_data(topic, auto_create=auto_create)
         except TopicNotExistError:
             if self._routes.pop(topic, None) is not None:
                 self._rebuild_broker_table()

@@ -152,8 +152,11 @@ class NameServer:
 
     # -- client requests ------------------------------------------------------------------------------------------
     async def _route_of_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        topic = HeaderFields(request.ext_fields).str("topic")
-        route = self.routes.route(topic) or await self._auto_create(topic)
+        fields = HeaderFields(request.ext_fields)
+        topic = fields.str("topic")
+        # autoCreate=false (PocketMQ's; docs/protocol.md): an admin's look at a topic, which must not create it
+        route = self.routes.route(topic) or (await self._auto_create(topic) if fields.bool("autoCreate", True)
+                                             else None)
         if route is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     remark=f"No topic route info in name server for the topic: {topic} "

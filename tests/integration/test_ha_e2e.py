@@ -40,7 +40,7 @@ from tests.integration.test_ha_replication import poll
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 COOL_DOWN_MS = 2000
 B_FLAGS = ("--set", "breaker_failure_threshold=1", "--set", f"breaker_cool_down_ms={COOL_DOWN_MS}",
-           "--set", "remote_read_timeout_ms=1000")
+           "--set", "remote_read_timeout_ms=1000", "--set", "remote_read_retry_unreachable_ms=1000")
 ORDERS = "e2e-orders"  # popped from both masters before the kill
 LATE = "e2e-late"  # popped after the kill through B's route: A's part through A's acting slave
 ON_A, ON_B = ["a0", "a1", "a2", "a3"], ["b0", "b1", "b2", "b3"]
@@ -73,9 +73,15 @@ async def readable_bodies(namesrv: str, topic: str) -> set[str]:
         return bodies
 
 
-async def dead_letters(namesrv: str) -> list:
-    async with AsyncAdmin(ClientConfig(namesrv_addr=namesrv)) as admin:
-        return [m for _, m in await dead_messages(admin, GROUP, 100)]
+async def dead_letters(namesrv: str, group: str = GROUP, at_least: int = 0) -> list:
+    """``group``'s DLQ entries as ``dlq list`` reads them, once there are ``at_least``: a broker registers a new
+    DLQ topic with the name server a moment after writing its first entry, and looking does not create it."""
+    async def listed():
+        async with AsyncAdmin(ClientConfig(namesrv_addr=namesrv)) as admin:
+            found = [m for _, m in await dead_messages(admin, group, 100)]
+        return (found,) if len(found) >= at_least else None  # a tuple: truthy when the list is empty too
+
+    return (await poll(listed, 15, f"{at_least} dead letters listed"))[0]
 
 
 def count(pattern: str, proc) -> int:
@@ -186,7 +192,8 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
 
         wait_until(lambda: count("event=dead_lettered_after_failed_reads", b0) >= len(sent), 40,
                    message="every message of A ended in a reference dead letter on B")
-        refs = [DeadLetterReference.of_message(m.properties, m.body) for m in await dead_letters(groups.ns)]
+        refs = [DeadLetterReference.of_message(m.properties, m.body)
+                for m in await dead_letters(groups.ns, at_least=len(sent))]
         assert sorted((r.queue_id, r.queue_offset) for r in refs) == sorted(sent)
         assert {(r.broker_name, r.group, r.topic, r.rewrite_count) for r in refs} == {(GROUP_A, GROUP, LATE, 2)}
         listed = _cli(groups, "dlq", "list", GROUP, "--json")

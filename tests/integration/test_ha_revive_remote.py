@@ -20,7 +20,6 @@ import time
 import pytest
 
 from pocketmq.broker.namesrv_client import NamesrvClient
-from pocketmq.cli.dlq_cmd import dead_messages
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.remote_reader import RemoteMessageReader
@@ -30,6 +29,7 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK
 from pocketmq.testing.escaped_checkpoints import remote_checkpoints, seed_checkpoints
 from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
+from tests.integration.test_ha_e2e import dead_letters
 from tests.integration.test_ha_replication import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -42,7 +42,7 @@ COOL_DOWN_MS = 2_000
 
 def b_args(*settings: str) -> list[str]:
     args = ["--cluster", CLUSTER, "--set", "pop_revive_interval_ms=200", "--set", "remote_read_timeout_ms=1000",
-            "--set", f"breaker_cool_down_ms={COOL_DOWN_MS}"]
+            "--set", f"breaker_cool_down_ms={COOL_DOWN_MS}", "--set", "remote_read_retry_unreachable_ms=1000"]
     for setting in settings:
         args += ["--set", setting]
     return args
@@ -86,9 +86,8 @@ class Cluster:
         return RemoteMessageReader(broker_name, NamesrvClient([self.namesrv.namesrv], self.remoting),
                                    self.remoting, breakers=BreakerBoard())
 
-    async def dead_letters(self) -> list:
-        async with AsyncAdmin(self.config) as admin:
-            return [m for _, m in await dead_messages(admin, GROUP, 100)]
+    async def dead_letters(self, at_least: int = 0) -> list:
+        return await dead_letters(self.namesrv.namesrv, GROUP, at_least)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "pocketmq.cli.main", *args, "-n", self.namesrv.namesrv],
@@ -150,7 +149,7 @@ async def test_a_broker_that_never_returns_ends_in_reference_dead_letters_that_r
         cluster.start_b("pop_ck_rewrite_backoff_ms=300,300")
         wait_until(lambda: count("event=dead_lettered_after_failed_reads", cluster.b_log()) >= len(cluster.sent),
                    timeout_s=40, message="every CK ended in a reference dead letter")
-        dead = await cluster.dead_letters()
+        dead = await cluster.dead_letters(at_least=len(cluster.sent))
         refs = [DeadLetterReference.of_message(m.properties, m.body) for m in dead]
         assert sorted((r.queue_id, r.queue_offset) for r in refs) == sorted(cluster.sent)
         assert {(r.broker_name, r.group, r.topic, r.rewrite_count) for r in refs} == {("rv-a", GROUP, TOPIC, 2)}

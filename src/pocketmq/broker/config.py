@@ -16,10 +16,12 @@ from pathlib import Path
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS, CkEnding, CkRewritePolicy
 from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_problem
 from pocketmq.cluster.breaker import BreakerSettings
+from pocketmq.cluster.remote_reader import RetryDelays
 from pocketmq.common.topic import topic_name_problem
 from pocketmq.store.api import FlushMode, StoreConfig
 
 _STORE_FIELDS = {f.name: f for f in dataclasses.fields(StoreConfig)}
+_REMOTE_READ_DELAYS = RetryDelays()  # the defaults of the remote_read_retry_* settings
 
 
 def _store_field(name: str):
@@ -170,8 +172,14 @@ class BrokerConfig:
     breaker_failure_threshold: int = field(default=5, metadata={"check": _positive})
     breaker_cool_down_ms: int = field(default=10_000, metadata={"check": _not_negative})
     # Reads of messages stored on another broker group (POP revive of escaped CKs; cluster/remote_reader.py):
-    # the PULL's timeout (the breaker per remote group is the one above).
+    # the PULL's timeout (the breaker per remote group is the one above), and how long a failed read suggests
+    # waiting before the next try, per kind of failure (a CK then waits the longer of this and its backoff step).
     remote_read_timeout_ms: int = field(default=3_000, metadata={"check": _positive})
+    remote_read_retry_unreachable_ms: int = field(default=_REMOTE_READ_DELAYS.unreachable_ms, metadata={"check": _positive})
+    remote_read_retry_busy_ms: int = field(default=_REMOTE_READ_DELAYS.busy_ms, metadata={"check": _positive})
+    remote_read_retry_no_permission_ms: int = field(default=_REMOTE_READ_DELAYS.no_permission_ms,
+                                                    metadata={"check": _positive})
+    remote_read_retry_other_ms: int = field(default=_REMOTE_READ_DELAYS.other_ms, metadata={"check": _positive})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")
@@ -212,6 +220,10 @@ class BrokerConfig:
     def ck_rewrite_policy(self) -> CkRewritePolicy:
         """POP revive's CK rewrite backoff and ending (``pop_ck_rewrite_*``)."""
         return CkRewritePolicy(tuple(self.pop_ck_rewrite_backoff_ms), CkEnding(self.pop_ck_rewrite_ending))
+
+    def remote_read_retry_delays(self) -> RetryDelays:
+        return RetryDelays(self.remote_read_retry_unreachable_ms, self.remote_read_retry_busy_ms,
+                           self.remote_read_retry_no_permission_ms, self.remote_read_retry_other_ms)
 
     def breaker_settings(self) -> BreakerSettings:
         return BreakerSettings(self.breaker_failure_threshold, self.breaker_cool_down_ms)

@@ -12,6 +12,7 @@ from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.dynamic_config import dynamic_config_path, with_persisted_changes
 from pocketmq.cluster.breaker import BreakerState
+from pocketmq.common.config import load_config
 from pocketmq.errors import BadRequestError, ConfigError
 from pocketmq.runtime.clock import ManualClock
 from tests.unit.pop.pop_support import pop, running_broker, send
@@ -108,3 +109,12 @@ def test_config_get_form_of_a_tuple_can_be_set_back():
     text = config_properties(config)["pop_ck_rewrite_backoff_ms"]
     assert text == "5,6"
     assert changed_config(BrokerConfig(), {"pop_ck_rewrite_backoff_ms": text}) == config
+
+
+async def test_remote_read_retry_delays_come_from_the_config(tmp_path):
+    async with running_broker(tmp_path, remote_read_retry_unreachable_ms=700) as broker:
+        # no name server knows broker-b: the read fails as unreachable and suggests the configured wait
+        result = await broker.pop.revive.readers.for_broker("broker-b").read("T", 0, 0)
+        assert result.need_retry and result.retry_delay_ms == 700
+    with pytest.raises(ConfigError, match="remote_read_retry_busy_ms"):
+        load_config(BrokerConfig, env={}, overrides={"remote_read_retry_busy_ms": "0"})

@@ -50,6 +50,7 @@ def build_reader_router(broker) -> ReaderRouter:
         # broker's metrics.
         return RemoteMessageReader(broker_name, broker.namesrv_client(), broker.remoting_client,
                                    breakers=broker.breakers, clock=broker.clock,
-                                   timeout_ms=broker.config.remote_read_timeout_ms)
+                                   timeout_ms=broker.config.remote_read_timeout_ms,
+                                   delays=broker.config.remote_read_retry_delays())
 
     return ReaderRouter(broker.broker_name, LocalMessageReader(broker.store), remote)

@@ -91,6 +91,8 @@ class SessionRegistry:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self._outbox_capacity = outbox_capacity
         self._sessions: dict[str, Session] = {}
+        # group -> its sessions by client id: the gray split asks for a group's consumers on every pop
+        self._by_group: dict[str, dict[str, Session]] = {}
 
     def heartbeat(self, client_id: str, now_ms: int, *, client_type: str | None = None,
                   group: str | None = None, language: str | None = None) -> Session:
@@ -102,8 +104,10 @@ class SessionRegistry:
         session.last_heartbeat_ms = max(session.last_heartbeat_ms, now_ms)
         if client_type is not None:
             session.client_type = client_type
-        if group is not None:
+        if group is not None and group != session.group:
+            self._unindex(session)
             session.group = group
+            self._by_group.setdefault(group, {})[client_id] = session
         if language:
             session.language = language
         return session
@@ -134,6 +138,7 @@ class SessionRegistry:
         """Drop a session at once (the client said goodbye); its stream is closed."""
         session = self._sessions.pop(client_id, None)
         if session is not None:
+            self._unindex(session)
             self._close(session)
             log.info("event=grpc_client_terminated client_id=%s client_type=%s", client_id, session.client_type)
         return session
@@ -144,6 +149,7 @@ class SessionRegistry:
         expired = [s for s in self._sessions.values() if s.last_heartbeat_ms <= deadline_ms]
         for session in expired:
             del self._sessions[session.client_id]
+            self._unindex(session)
             self._close(session)
             log.info("event=grpc_client_expired client_id=%s client_type=%s idle_ms=%d", session.client_id,
                      session.client_type, now_ms - session.last_heartbeat_ms)
@@ -154,7 +160,7 @@ class SessionRegistry:
 
     def consumers_of(self, group: str) -> dict[str, tuple[str, ...]]:
         """Client id -> subscribed topics of the consumers of ``group`` (a producer's session names no group)."""
-        return {s.client_id: s.topics for s in self._sessions.values() if s.group == group}
+        return {client_id: s.topics for client_id, s in self._by_group.get(group, {}).items()}
 
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
@@ -163,6 +169,14 @@ class SessionRegistry:
         for session in self._sessions.values():
             self._close(session)
         self._sessions.clear()
+        self._by_group.clear()
+
+    def _unindex(self, session: Session) -> None:
+        members = self._by_group.get(session.group) if session.group is not None else None
+        if members is not None:
+            members.pop(session.client_id, None)
+            if not members:
+                del self._by_group[session.group]
 
     @staticmethod
     def _close(session: Session) -> None:

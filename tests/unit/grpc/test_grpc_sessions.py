@@ -33,6 +33,20 @@ def test_settings_update_the_session():
     assert (s.client_type, s.topics) == ("PRODUCER", ("a", "b"))
 
 
+def test_consumers_of_a_group_follow_group_changes_removal_and_expiry():
+    reg = SessionRegistry(heartbeat_timeout_ms=1000)
+    reg.update_settings("a", 0, client_type="SIMPLE_CONSUMER", group="g", topics=("t",))
+    reg.update_settings("b", 500, client_type="SIMPLE_CONSUMER", group="g", topics=("t", "u"))
+    reg.update_settings("p", 500, client_type="PRODUCER", group=None, topics=("t",))
+    assert reg.consumers_of("g") == {"a": ("t",), "b": ("t", "u")}
+    reg.update_settings("b", 600, client_type="SIMPLE_CONSUMER", group="h", topics=("u",))  # moved to h
+    assert reg.consumers_of("g") == {"a": ("t",)} and reg.consumers_of("h") == {"b": ("u",)}
+    reg.remove("b")
+    assert reg.consumers_of("h") == {}
+    reg.expire(1000)  # a's last heartbeat was at 0
+    assert reg.consumers_of("g") == {} and "p" in reg
+
+
 async def test_remove_drops_at_once_and_closes_the_stream():
     reg = SessionRegistry()
     outbox = reg.open_stream("c", 0)

@@ -55,7 +55,7 @@ def record_queue_offset(record: bytes) -> int:
 
 
 def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
-    return FIXED_PART_SIZE + 4 + body_len + 1 + topic_len + 2 + properties_len
+    return _RECORD_OVERHEAD + body_len + topic_len + properties_len
 
 
 def encode_record(msg: MessageExt, properties_bytes: bytes | None = None) -> bytes:

@@ -9,9 +9,9 @@ slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: eve
 HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata`` (the service state by ``services``, an
 ``ha_services.ServiceStateFollower``; consumer offsets through an ``ha_metadata.OffsetsGate``). A pull reply
 naming another metadata version than the one applied syncs the metadata before its records are appended, so
-the next pull's ack covers them only with their topics and groups (``ha_metadata``). Both loops wait ``lookup_interval_ms`` after a failure
-(no master in the route, connection refused, timeout, refused by the master) and log a failure once per
-outage, not once per attempt.
+the next pull's ack covers them only with their topics and groups (``ha_metadata``). Both loops wait
+``lookup_interval_ms`` after a failure (no master in the route, connection refused, timeout, refused by the
+master) and log a failure once per outage, not once per attempt.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ PULL_NOT_FOUND / PULL_OFFSET_MOVED, offset    NOT_FOUND BELOW_MIN_OFFSET
 below the reply's ``minOffset``
 the same, offset at or past ``maxOffset``     NOT_FOUND BEYOND_MAX_OFFSET from a master; FAILED
                                               GROUP_UNREACHABLE (need_retry) from a slave, which may lag
-TOPIC_NOT_EXIST from a master                NOT_FOUND TOPIC_GONE (RocketMQ retries it: PocketMQ
+TOPIC_NOT_EXIST from a master                 NOT_FOUND TOPIC_GONE (RocketMQ retries it: PocketMQ
                                               masters answer it only once the topic is deleted)
 TOPIC_NOT_EXIST from a slave                  FAILED GROUP_UNREACHABLE (need_retry): "not yet", its
                                               metadata may trail the master's, which is down

@@ -90,6 +90,7 @@ class NotReplicatedError(PocketMQError):
         super().__init__(message, response_code=ResponseCode.FLUSH_SLAVE_TIMEOUT if slave_in_sync
                          else ResponseCode.SLAVE_NOT_AVAILABLE,
                          v2_code=50402 if slave_in_sync else 50002)  # SLAVE_PERSISTENCE_TIMEOUT / HA_NOT_AVAILABLE
+        self.handle = None  # a change of invisible time: the new receipt handle, valid on the master
 
 
 class StoreError(PocketMQError):

@@ -193,10 +193,14 @@ async def test_an_ack_and_a_change_answer_only_once_a_slave_has_them(tmp_path, s
         with pytest.raises(NotReplicatedError) as refused:
             await broker.pop.ack("G", [h1])
         assert refused.value.response_code == code and refused.value.v2_code in (50402, 50002)
-        with pytest.raises(NotReplicatedError):
+        with pytest.raises(NotReplicatedError) as unconfirmed:
             await broker.pop.change_invisible("G", h2, 30_000)
-        # stored on the master all the same: the acked handle is closed there
-        assert [type(e).__name__ for e in await broker.pop.ack("G", [h1])] == ["InvalidReceiptHandleError"]
+        broker.pop.writes.replication = FakeReplication(PutStatus.PUT_OK)
+        # stored on the master all the same: the acked handle is closed there, the changed one is replaced by the
+        # new handle the error carries (auto renewal goes on with it)
+        assert [type(e).__name__ for e in await broker.pop.ack("G", [h1, h2])] == ["InvalidReceiptHandleError"] * 2
+        assert unconfirmed.value.handle.invisible_time_ms == 30_000
+        assert await broker.pop.ack("G", [unconfirmed.value.handle]) == [None]
 
 
 async def test_a_revive_queue_knows_how_far_its_cks_popped_this_group(tmp_path):

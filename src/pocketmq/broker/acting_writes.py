@@ -9,8 +9,9 @@ a master's writes go to its store (``LocalTimerWrites``, ``LocalReviveWrites``),
 - ``EscapedReviveWrites``: retry copies and dead letters through ``put_to_specific_queue``; a rewritten CK
   through it too, into the revive topic of another group (the CK keeps this group's broker name, so that
   broker's revive reads the message back from here); the ACK that closes a CK becomes an ``ActingProgress``
-  entry and the CK is closed in the local ledger. A failure keeps the CKs open (the next pass redoes them:
-  copies that did escape before the failure may be written twice, at least once).
+  entry and the CK is closed in the local ledger. A failure that may pass keeps the CK open, in revive's write
+  backoff (copies of it that did escape before the failure may be written twice, at least once); a copy the
+  other master refuses for good (MESSAGE_ILLEGAL) is replaced by its dead letter, as on a master.
 - ``ActingPopWrites``: POP on the acting slave. A pop's CK escapes to the revive topic of another group
   (``put_to_specific_queue``: the queue ``floorMod(hash(revive topic + storeHost), #queues)``, which is also
   the revive queue id its receipt handles carry); an ack or change of such a handle is forwarded the same
@@ -28,6 +29,7 @@ import logging
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
+from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.cluster.escape import EscapeBridge, EscapeResult, Routes
 from pocketmq.common.message import MessageExt
 from pocketmq.errors import ServiceNotAvailableError
@@ -84,15 +86,24 @@ class EscapedReviveWrites:
         self._progress = progress
         self._log = _FailureLog("revive")
 
-    async def put_copies(self, messages: list[MessageExt]) -> bool:
+    async def put_copies(self, messages: list[MessageExt]) -> list[WriteResult]:
+        """Same contract as ``LocalReviveWrites.put_copies``. A copy another master refused for good does not stop
+        the others; the first failure that may pass does (the target is likely down for the rest too), and
+        every copy not tried gets that failure."""
         routes: Routes = {}
+        results: list[WriteResult] = []
         for msg in messages:
-            result = await self._bridge.put_to_specific_queue(msg, routes)
-            if not result.stored:
-                self._log.failed(result, msg.topic)
-                return False
-        self._log.stored()
-        return True
+            escaped = await self._bridge.put_to_specific_queue(msg, routes)
+            if escaped.stored:
+                self._log.stored()
+                results.append(STORED)
+                continue
+            self._log.failed(escaped, msg.topic)
+            result = escaped.write_result()
+            if not result.is_permanent:
+                return results + [result] * (len(messages) - len(results))
+            results.append(result)
+        return results
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
         routes: Routes = {}

@@ -8,8 +8,9 @@
   ``PMQ_ORIGIN_QUEUE_OFFSET``).
 - ``dead_letter``: the message in queue 0 of ``%DLQ%<group>`` with ``DLQ_ORIGIN_TOPIC``,
   ``DLQ_ORIGIN_MESSAGE_ID``, the original queue id and offset (``PMQ_DLQ_ORIGIN_QUEUE_ID`` /
-  ``PMQ_DLQ_ORIGIN_QUEUE_OFFSET``) and ``PMQ_DLQ_REASON`` (``MAX_ATTEMPTS``, ``CLIENT_FORWARD``, or the reason of
-  the read that kept failing).
+  ``PMQ_DLQ_ORIGIN_QUEUE_OFFSET``) and ``PMQ_DLQ_REASON`` (``MAX_ATTEMPTS``, ``CLIENT_FORWARD``, the reason of
+  the read that kept failing, ``WRITE_REFUSED`` when its retry copy can never be written, ``WRITE_FAILED`` when
+  writing it kept failing past the backoff table).
 - ``dead_letter_reference``: for a message that could not be read at all: a ``DeadLetterReference``
   (common/dead_letter_reference.py) naming it, with the same properties, so an operator can find it and
   ``pocketmq dlq resend`` can fetch it later (nothing is dropped silently).
@@ -29,6 +30,8 @@ DLQ_ORIGIN_QUEUE_OFFSET = "PMQ_DLQ_ORIGIN_QUEUE_OFFSET"
 DLQ_REASON = "PMQ_DLQ_REASON"
 REASON_MAX_ATTEMPTS = "MAX_ATTEMPTS"
 REASON_CLIENT_FORWARD = "CLIENT_FORWARD"  # ForwardMessageToDeadLetterQueue
+REASON_WRITE_REFUSED = "WRITE_REFUSED"  # its retry copy (or dead letter) can never be written (broker/write_result.py)
+REASON_WRITE_FAILED = "WRITE_FAILED"  # writing its retry copy kept failing past the backoff table
 
 
 def business_topic(msg: MessageExt) -> str:

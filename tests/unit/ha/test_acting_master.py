@@ -136,11 +136,14 @@ async def test_escaped_timer_keeps_pending_until_the_escape_works(tmp_path):
         broker.timer.load_new()
         assert await broker.timer.fire_due(clock.now_ms()) == 0
         assert broker.timer.pending == 1 and progress.delivered_timers() == []
+        due_ms = clock.now_ms()
         bridge.up = True
+        assert await broker.timer.fire_due(clock.now_ms()) == 0  # it waits its write backoff (10 s) first
+        clock.advance(10_000)
         assert await broker.timer.fire_due(clock.now_ms()) == 1
         [(kind, real)] = bridge.sent
         assert (kind, real.topic, real.body, "DELAY" in real.properties) == ("route", "T", b"late", False)
-        assert broker.timer.pending == 0 and progress.delivered_timers() == [(0, clock.now_ms())]
+        assert broker.timer.pending == 0 and progress.delivered_timers() == [(0, due_ms)]
         assert broker.store.max_phys_offset == store_end  # no tombstone, no message: the store is untouched
 
 

@@ -58,8 +58,9 @@ def retry_copy(msg: MessageExt, group: str, first_pop_time_ms: int) -> MessageEx
     return _copy(msg, pop_retry_topic(group, topic), properties, msg.reconsume_times + 1)
 
 
-def _dead_letter_properties(base: dict[str, str], topic: str, msg_id: str, queue_id: str, queue_offset: str,
-                            reason: str) -> dict[str, str]:
+def dead_letter_properties(base: dict[str, str], topic: str, msg_id: str, queue_id: str, queue_offset: str,
+                           reason: str) -> dict[str, str]:
+    """``base`` without what would delay the message, with where it came from and why it is dead."""
     properties = dict(base)
     for transient in (props.POP_CK, props.DELAY_TIME_LEVEL, props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC,
                       props.TIMER_DELAY_MS):
@@ -77,11 +78,11 @@ def dead_letter(msg: MessageExt, group: str, reason: str) -> MessageExt:
     queue_id = properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id))
     queue_offset = properties.get(ORIGIN_QUEUE_OFFSET, str(msg.queue_offset))
     msg_id = properties.get(props.ORIGIN_MESSAGE_ID) or msg.msg_id
-    dead = _dead_letter_properties(properties, business_topic(msg), msg_id, queue_id, queue_offset, reason)
+    dead = dead_letter_properties(properties, business_topic(msg), msg_id, queue_id, queue_offset, reason)
     return _copy(msg, dlq_topic(group), dead, msg.reconsume_times)
 
 
 def dead_letter_reference(ref: DeadLetterReference) -> MessageExt:
-    dead = _dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset),
+    dead = dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset),
                                    ref.reason)
     return MessageExt(topic=dlq_topic(ref.group), body=ref.to_json(), properties=dead, queue_id=0)

@@ -16,40 +16,19 @@ from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY
 from pocketmq.common.message import Message
 from pocketmq.common.topic import TopicConfig, dlq_topic, pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.api import PutResult, PutStatus
+from pocketmq.store.api import PutStatus
 from pocketmq.testing.loop_lag import MAX_LOOP_BLOCK_MS, measure_loop_lag
-from tests.unit.pop.pop_support import pop, running_broker, send
+from tests.unit.pop.pop_support import FaultyStore, pop, running_broker, send
 
 INVISIBLE_MS = 10_000
 pytestmark = pytest.mark.timeout(60)
 
 
-class FaultyStore:
-    """The broker's store with injected write faults: while ``full`` every put is refused as a full disk would
-    be; ``illegal(msg)`` makes a batch holding such a message refused for good, as the store refuses an illegal
-    record. Reads and everything else go to the real store."""
-
-    def __init__(self, store):
-        self._store = store
-        self.full = False
-        self.illegal = lambda msg: False
-        self.refused_puts = 0
-
-    async def put_messages(self, msgs):
-        status = PutStatus.SERVICE_NOT_AVAILABLE if self.full else \
-            PutStatus.MESSAGE_ILLEGAL if any(self.illegal(m) for m in msgs) else None
-        if status is None:
-            return await self._store.put_messages(msgs)
-        self.refused_puts += 1
-        return [PutResult(status, reason="injected")] * len(msgs)
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-
 def install(broker) -> FaultyStore:
     """Revive's copies and its revive queue appends go through a ``FaultyStore``."""
     faulty = FaultyStore(broker.store)
+    faulty.refuse = lambda msgs: PutStatus.SERVICE_NOT_AVAILABLE if faulty.full else \
+        PutStatus.MESSAGE_ILLEGAL if any(faulty.illegal(m) for m in msgs) else None
     revive = broker.pop.revive
     revive.writes._store = faulty
     for queue in revive.queues:

@@ -198,11 +198,11 @@ class TimerService:
         """Deliver every timer due at ``now_ms`` (in batches), and the failed ones whose backoff is over; returns
         how many were delivered (or dead-lettered). Stops at a batch whose deliveries all failed."""
         delivered = failed = 0
-        retries = [(self._retrying.pop(key), key) for key in
-                   [k for k in self._retrying if self.write_backoff.ready(k, now_ms)]]
+        ready = [key for key in self._retrying if self.write_backoff.ready(key, now_ms)]
         while True:
-            due = retries + self._wheel.pop_due(now_ms, max(self._deliver_batch - len(retries), 1))
-            retries = []
+            retries, ready = ready[:self._deliver_batch], ready[self._deliver_batch:]
+            due = [(self._retrying.pop(key), key) for key in retries]
+            due += self._wheel.pop_due(now_ms, self._deliver_batch - len(due))
             if not due:
                 break
             batch_delivered, batch_failed = await self._deliver(due, now_ms)

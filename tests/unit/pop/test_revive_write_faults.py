@@ -41,6 +41,16 @@ def messages_of(broker, topic: str):
     return got.messages() if got.messages else []
 
 
+async def one_due_ck_on_a_full_disk(broker, clock) -> FaultyStore:
+    """One CK of one message of topic T, due now, with revive's writes refused as a full disk refuses them."""
+    await send(broker, "T", 1)
+    await pop(broker, "G", "T", invisible_ms=INVISIBLE_MS)
+    store = install(broker)
+    store.full = True
+    clock.advance(INVISIBLE_MS)
+    return store
+
+
 async def pop_one_by_one(broker, group: str, topic: str, count: int) -> None:
     """``count`` pops of one message each: one CK each, spread round robin over the 8 revive queues."""
     for _ in range(count):
@@ -87,13 +97,8 @@ async def test_a_full_disk_makes_revive_back_off_not_spin_and_loses_nothing(tmp_
 async def test_a_write_that_keeps_failing_ends_as_a_dead_letter(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000, 2_000)) as broker:
-        await send(broker, "T", 1)
-        await pop(broker, "G", "T", invisible_ms=INVISIBLE_MS)
-        store = install(broker)
-        store.illegal = lambda msg: False
-        store.full = True
+        store = await one_due_ck_on_a_full_disk(broker, clock)
         revive = broker.pop.revive
-        clock.advance(INVISIBLE_MS)
         tries = []
         for _ in range(60):  # 100 ms steps of virtual time
             before = store.refused_puts
@@ -115,12 +120,8 @@ async def test_a_write_that_keeps_failing_ends_as_a_dead_letter(tmp_path):
 async def test_when_even_the_dead_letter_fails_the_ck_stays_parked_until_writes_work(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000, 2_000)) as broker:
-        await send(broker, "T", 1)
-        await pop(broker, "G", "T", invisible_ms=INVISIBLE_MS)
-        store = install(broker)
-        store.full = True
+        store = await one_due_ck_on_a_full_disk(broker, clock)
         revive = broker.pop.revive
-        clock.advance(INVISIBLE_MS)
         for _ in range(100):  # 10 s of virtual time: tries at 0, 1 s, 3 s (the ending), 5 s, 7 s, 9 s (parked)
             await revive.run_once(clock.now_ms())
             clock.advance(100)

@@ -219,7 +219,9 @@ class TimerService:
     async def _deliver(self, due: list[tuple[int, int]], now_ms: int) -> tuple[int, int]:
         """One batch: the real messages (a dead letter for one that can never be delivered, or whose deliveries
         kept failing), with their tombstones; returns (delivered, failed for a passing reason)."""
-        outgoing = [self._writable(pair, self._outgoing(pair)) for pair in due]
+        # Not checked before writing (the delivered message is smaller than its stored timer record, so the
+        # store's answer says what is wrong); only dead letters, which add properties, are.
+        outgoing = [self._outgoing(pair) for pair in due]
         delivered = failed = 0
         while due:
             self._in_flight = due
@@ -255,12 +257,12 @@ class TimerService:
         past the backoff table (None: the record is gone, only the tombstone is written)."""
         real = self._real_message(pair[1])
         if real is not None and self.write_backoff.ends(pair[1]):
-            return dead_letter.dead_letter(real, REASON_WRITE_FAILED) or real
+            return self._writable(pair, dead_letter.dead_letter(real, REASON_WRITE_FAILED) or real)
         return real
 
     def _writable(self, pair: tuple[int, int], msg: MessageExt | None) -> MessageExt | None:
-        """``msg`` or its dead letter, whichever can be written as far as can be told without writing; None (only
-        the tombstone is written) when neither can."""
+        """``msg`` (a dead letter) if it can be written as far as can be told without writing, else None (only
+        the tombstone is written)."""
         while msg is not None:
             problem = write_problem(msg)
             if problem is None:

@@ -220,6 +220,7 @@ class ReviveService:
         self._write_backoff: WriteBackoff[str] = WriteBackoff(policy.backoff_ms)
         self.policy = policy
         self.pacer = PassPacer(interval_ms, max(interval_ms, DEFAULT_MAX_PASS_WAIT_MS))
+        self._pass = asyncio.Lock()
         # Where revive writes: the local store (a master), or the escape bridge (a slave acting as master).
         self.writes = LocalReviveWrites(store, topics)
         self._task: asyncio.Task | None = None
@@ -264,7 +265,12 @@ class ReviveService:
 
     async def run_once(self, now_ms: int) -> int:
         """One pass over every revive queue, until none has a due CK ready to write or every write of a round
-        failed; returns the number of CKs closed. Sets ``pacer`` (the wait before the next pass)."""
+        failed; returns the number of CKs closed. Sets ``pacer`` (the wait before the next pass). One pass at a
+        time: a pass yields between batches, and a second caller (a test) waits for it."""
+        async with self._pass:
+            return await self._run_once(now_ms)
+
+    async def _run_once(self, now_ms: int) -> int:
         self._write_backoff.retain(self._is_open)  # CKs acked (or taken back) while they waited
         skip = self._skipper(now_ms)
         total = PassResult()

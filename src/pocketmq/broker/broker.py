@@ -129,10 +129,11 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         self.stage_offsets.load()
-        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock)
+        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock,
+                                  metrics=self.metrics)
         report = self.store.start()
-        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d", report.max_phys_offset,
-                 report.dropped_bytes)
+        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d corrupt_regions=%d",
+                 report.max_phys_offset, report.dropped_bytes, report.corrupt_regions)
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.messages = MessageService(
             self.store, self.topics, self.groups, self.holds, max_body_bytes=self.config.max_message_bytes,

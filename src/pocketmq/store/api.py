@@ -113,6 +113,8 @@ class RecoveryReport:
     dropped_from_phys_offset: int | None
     records_replayed: int
     reason: str = ""
+    corrupt_regions: int = 0  # stretches below the checkpoint without a valid frame (kept; reads skip them)
+    corrupt_bytes: int = 0
 
 
 def _positive(value) -> str | None:

@@ -106,13 +106,16 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
     p += body_len
     topic_len = buf[p]
     p += 1
-    topic = bytes(buf[p:p + topic_len]).decode()
-    p += topic_len
-    props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
-    p += 2
-    if props_len < 0 or p + props_len != end:
-        raise RecordFormatError(f"record at {pos}: fields do not add up to its size {size}")
-    properties = decode_properties(bytes(buf[p:p + props_len]).decode())
+    try:
+        topic = bytes(buf[p:p + topic_len]).decode()
+        p += topic_len
+        props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
+        p += 2
+        if props_len < 0 or p + props_len != end:
+            raise RecordFormatError(f"record at {pos}: fields do not add up to its size {size}")
+        properties = decode_properties(bytes(buf[p:p + props_len]).decode())
+    except UnicodeDecodeError as exc:  # a damaged record must fail like any other bad record, not crash a reader
+        raise RecordFormatError(f"record at {pos}: topic or properties are not UTF-8: {exc}") from None
     msg = MessageExt(
         topic=topic, body=body, properties=properties, flag=flag, queue_id=queue_id, queue_offset=queue_offset,
         phys_offset=phys_offset, sys_flag=sys_flag, born_timestamp_ms=born_ts,

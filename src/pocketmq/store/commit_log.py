@@ -172,7 +172,7 @@ class CommitLog:
         frames = list(self.scan_bytes(phys_offset, data))
         consumed = sum(f.size for f in frames)
         if consumed != len(data):
-            raise CorruptRecordError(phys_offset + consumed, "invalid frame in replicated data")
+            raise CorruptRecordError(phys_offset + consumed, "invalid_frame_in_replicated_data")
         if not self.segments and phys_offset % self.segment_bytes:
             # A replica that starts after its master's first byte: pad its first segment with a blank frame.
             base = phys_offset - phys_offset % self.segment_bytes
@@ -240,16 +240,16 @@ class CommitLog:
         rel = phys_offset - segment.base_offset
         if size < MIN_RECORD_SIZE or rel + FRAME_HEADER_SIZE + size > min(segment.size_bytes,
                                                                           self.max_phys_offset - segment.base_offset):
-            raise CorruptRecordError(phys_offset, f"a record of {size} bytes does not fit in the log there")
+            raise CorruptRecordError(phys_offset, f"unit_size_out_of_range({size})")
         view = segment.view
         frame_size, crc = FRAME_HEADER.unpack_from(view, rel)
         if frame_size != size + FRAME_HEADER_SIZE:
-            raise CorruptRecordError(phys_offset, f"frame size {frame_size} is not {size + FRAME_HEADER_SIZE}")
+            raise CorruptRecordError(phys_offset, f"frame_size_differs_from_unit({frame_size})")
         record = view[rel + FRAME_HEADER_SIZE:rel + FRAME_HEADER_SIZE + size]
         if crc32c(record) != crc:
-            raise CorruptRecordError(phys_offset, "crc32c mismatch")
+            raise CorruptRecordError(phys_offset, "crc32c_mismatch")
         if _I64.unpack_from(record, PHYS_OFFSET_POS)[0] != phys_offset:
-            raise CorruptRecordError(phys_offset, "the record names another phys offset")
+            raise CorruptRecordError(phys_offset, "phys_offset_field_differs")
         return record
 
     def read_frame_record(self, phys_offset: int) -> bytes | None:
@@ -285,7 +285,7 @@ class CommitLog:
             frame = self._frame_at(segment, end)
             if frame is None:
                 if end == rel:
-                    raise CorruptRecordError(phys_offset, "no valid frame to serve")
+                    raise CorruptRecordError(phys_offset, "no_valid_frame")
                 break
             if end > rel and end + frame.size - rel > max_bytes:
                 break

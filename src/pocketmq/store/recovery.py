@@ -55,8 +55,7 @@ def recover_commit_log(commit_log: CommitLog, verify_from: int, replay_from: int
         on_frames(batch)
         replayed += sum(1 for f in batch if f.record is not None)
     valid_end = commit_log.next_position(valid_end)
-    data_end = _data_end(commit_log, valid_end)
-    dropped = max(0, data_end - valid_end)
+    dropped = max(0, data_end(commit_log, valid_end) - valid_end)
     reason = _why_invalid(commit_log, valid_end, readable_end) if dropped else ""
     commit_log.truncate(valid_end)
     if dropped:
@@ -82,7 +81,7 @@ def _verify(commit_log: CommitLog, start: int, end: int, on_bad_region: Callable
     return regions, total
 
 
-def _data_end(commit_log: CommitLog, phys_offset: int) -> int:
+def data_end(commit_log: CommitLog, phys_offset: int) -> int:
     """The position after the last non-zero byte of the log at or past ``phys_offset`` (else ``phys_offset``),
     reading only allocated extents."""
     for segment in reversed(commit_log.segments):

@@ -128,12 +128,25 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
 
 def decode_records(buf: bytes | memoryview) -> list[MessageExt]:
     """Decode records back to back (a pull reply body)."""
+    messages, error = decode_records_prefix(buf)
+    if error is not None:
+        raise error
+    return messages
+
+
+def decode_records_prefix(buf: bytes | memoryview) -> tuple[list[MessageExt], RecordFormatError | None]:
+    """The records before the first one that does not decode, and why it does not (None when all do): a
+    client keeps the good records of a reply that holds a damaged one (nothing after it can be trusted: its
+    size field may be what is damaged)."""
     messages = []
     pos = 0
     while pos < len(buf):
-        msg, pos = decode_record(buf, pos)
+        try:
+            msg, pos = decode_record(buf, pos)
+        except RecordFormatError as exc:
+            return messages, exc
         messages.append(msg)
-    return messages
+    return messages, None
 
 
 def encode_batch(messages: list[Message]) -> bytes:

@@ -229,11 +229,13 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self.holds.wake_all()
-        self.timer.stop()  # type: ignore[union-attr]
+        # A full disk must not stop the shutdown (nor fail it): for what a step could not write, the state
+        # last persisted stands, as after a crash.
+        await _persisting("timer", self.timer.stop)  # type: ignore[union-attr]
         if self.pop.running:
-            await self.pop.stop()
+            await _persisting("pop", self.pop.stop)
         await self.store.shutdown()  # type: ignore[union-attr]  # flushed first: the offsets below stand on it
-        self._persist_offsets()
+        await _persisting("offsets", self._persist_offsets)
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)
 
@@ -361,3 +363,14 @@ class Broker:
 
 def _split_addrs(addrs: str | None) -> list[str]:
     return [a.strip() for a in (addrs or "").split(";") if a.strip()]
+
+
+async def _persisting(what: str, step: Callable[[], object]) -> None:
+    """A shutdown step that writes state (plain or async): an OSError (disk full) is logged, and the shutdown
+    goes on."""
+    try:
+        outcome = step()
+        if inspect.isawaitable(outcome):
+            await outcome
+    except OSError as exc:
+        log.error("event=shutdown_persist_failed what=%s error=%r", what, exc)

@@ -40,7 +40,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, make_offset_msg_id

@@ -18,7 +18,7 @@ from pocketmq.store.message_store import MessageStore
 from pocketmq.store.metadata import load_json
 from pocketmq.store.segment import Segment, segment_name
 from pocketmq.store.verify import QueueRecord, verify_store
-from store_helpers import SMALL_SEGMENT_BYTES, message, small_config
+from store_helpers import message, small_config
 
 BIG_SEGMENT = 1 << 20  # every record of these tests in one segment file
 

@@ -182,7 +182,7 @@ def choice(wire: str, choices: tuple[str, ...], default: Any = REQUIRED) -> Any:
     by_upper = {c.upper(): c for c in choices}
 
     def parse(raw: str, name: str) -> str:
-        value = by_upper.get(raw.strip().upper()) if raw.isascii() else None
+        value = by_upper.get(raw.upper()) if raw.isascii() else None
         if value is None:
             raise BadRequestError(f"header field {name}={_shown(raw)} is not one of {'|'.join(choices)}")
         return value

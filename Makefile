@@ -39,7 +39,7 @@ sim: $(STAMP)
 # runs a few seconds of it. FUZZ_SEED=<seed> [FUZZ_FIRST=<case>] replays a failure it printed.
 FUZZ_SECONDS ?= 300
 fuzz: $(STAMP)
-	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest tests/integration/test_protocol_fuzz.py -p no:randomly -q $(PYTEST_ARGS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest tests/integration/test_protocol_fuzz.py -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

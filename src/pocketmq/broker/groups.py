@@ -139,7 +139,16 @@ class SubscriptionGroupManager:
             raise BadRequestError(problem)
         if not self._auto_create:
             raise SubscriptionGroupNotExistError(f"subscription group {group!r} does not exist")
-        return self.create_or_update(SubscriptionGroupConfig(group))
+        config = SubscriptionGroupConfig(group)
+        try:
+            return self.create_or_update(config)
+        except OSError as exc:
+            # A group made of defaults needs no file to be served, and reads must keep working on a full disk:
+            # it is used from memory, written with the table's next change, or made again after a restart.
+            with self._lock:
+                self._groups.setdefault(group, config)
+            log.warning("event=group_auto_created_unsaved group=%s error=%r", group, exc)
+            return self._groups[group]
 
     def create_or_update(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
         validate_group_config(config)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.broker.groups import SubscriptionGroupManager, group_config_from_json
+from pocketmq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_from_json
 from pocketmq.broker.topics import TopicManager
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import BadRequestError
@@ -118,6 +118,13 @@ def test_a_topic_or_group_whose_write_fails_is_not_made(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         topics.delete("kept")
     with pytest.raises(OSError):
-        groups.get_or_create("lost")
+        groups.create_or_update(SubscriptionGroupConfig("lost", retry_max_times=3))
     assert topics.get("lost") is None and topics.get("kept") is not None and topics.data_version == version
     assert groups.get("lost") is None and groups.get("kept") is not None
+    # a group of defaults made on first use is served from memory (reads go on on a full disk), unsaved
+    assert groups.get_or_create("reader").group == "reader"
+    monkeypatch.undo()
+    groups.create_or_update(SubscriptionGroupConfig("later"))
+    reloaded = SubscriptionGroupManager(tmp_path / "groups.json", auto_create=False)
+    reloaded.load()
+    assert reloaded.get("reader") is not None and reloaded.get("later") is not None

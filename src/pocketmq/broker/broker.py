@@ -133,10 +133,11 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         self.stage_offsets.load()
-        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock)
+        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock,
+                                  metrics=self.metrics)
         report = self.store.start()
-        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d", report.max_phys_offset,
-                 report.dropped_bytes)
+        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d corrupt_regions=%d",
+                 report.max_phys_offset, report.dropped_bytes, report.corrupt_regions)
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.messages = MessageService(
             self.store, self.topics, self.groups, self.holds, max_body_bytes=self.config.max_message_bytes,
@@ -233,11 +234,13 @@ class Broker:
         self._tasks.clear()
         self.loop_lag.stop()
         self.holds.wake_all()
-        self.timer.stop()  # type: ignore[union-attr]
+        # A full disk must not stop the shutdown (nor fail it): for what a step could not write, the state
+        # last persisted stands, as after a crash.
+        await _persisting("timer", self.timer.stop)  # type: ignore[union-attr]
         if self.pop.running:
-            await self.pop.stop()
+            await _persisting("pop", self.pop.stop)
         await self.store.shutdown()  # type: ignore[union-attr]  # flushed first: the offsets below stand on it
-        self._persist_offsets()
+        await _persisting("offsets", self._persist_offsets)
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)
 
@@ -365,3 +368,14 @@ class Broker:
 
 def _split_addrs(addrs: str | None) -> list[str]:
     return [a.strip() for a in (addrs or "").split(";") if a.strip()]
+
+
+async def _persisting(what: str, step: Callable[[], object]) -> None:
+    """A shutdown step that writes state (plain or async): an OSError (disk full) is logged, and the shutdown
+    goes on."""
+    try:
+        outcome = step()
+        if inspect.isawaitable(outcome):
+            await outcome
+    except OSError as exc:
+        log.error("event=shutdown_persist_failed what=%s error=%r", what, exc)

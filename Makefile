@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench pipeline sim clean
+.PHONY: run test venv java-check bench pipeline sim chaos clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,16 @@ FIRST ?= 0
 SIM_ARGS ?=
 sim: $(STAMP)
 	$(BIN)/python -m pocketmq.testing.sim --seeds $(SEEDS) --first $(FIRST) $(SIM_ARGS)
+
+# The real-process fault harness (docs/chaos.md): SEEDS seeds from FIRST (default 2 from 0), or one SEED to
+# replay, each DURATION seconds of faults and traffic; CHAOS_ARGS passes more flags (e.g. --kinds kill,partition).
+chaos: SEEDS = 2
+DURATION ?= 60
+SEED ?=
+CHAOS_ARGS ?=
+chaos: $(STAMP)
+	$(BIN)/python -m pocketmq.testing.chaos $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST)) \
+		--duration $(DURATION) $(CHAOS_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -11,6 +11,7 @@ look down.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pocketmq.client import Admin, ClientConfig
 from pocketmq.errors import PocketMQError
+from pocketmq.testing.chaos.disk import BALLAST_NAME
 from pocketmq.testing.chaos.peers import PeerNames
 from pocketmq.testing.chaos.proxy import ChaosProxy
 from pocketmq.testing.chaos.schedule import BROKERS, GROUPS, NAMESRV, SERVERS
@@ -32,7 +34,7 @@ BROKER_ARGS = ["--cluster", CLUSTER, "--register-interval-ms", "500", "--set", "
                "--set", "ha_slave_ack_timeout_ms=1000", "--set", f"commit_log_segment_bytes={SEGMENT_BYTES}",
                "--set", f"consume_queue_segment_units={CONSUME_QUEUE_UNITS}", "--enable-slave-acting-master",
                *FAST_DELAY_LEVEL_ARGS]
-REVIVE_INTERVAL_MS = 200
+REVIVE_QUEUES = 8  # a broker's revive queues (rmq_sys_REVIVE_LOG_<cluster>): revive retries at most one batch each
 
 
 def free_port(*hosts: str) -> int:
@@ -126,7 +128,9 @@ class ChaosCluster:
             raise PermissionError(f"cannot mount a tmpfs on {path} (needs root and CAP_SYS_ADMIN)")
         self.mounted = path
 
-    def close(self) -> None:
+    def close(self, keep_tmpfs_copy: bool = False) -> None:
+        """Kill everything; ``keep_tmpfs_copy``: copy the tmpfs data dir to ``<broker>/data-copy`` first (it is
+        gone once unmounted), for a post-mortem."""
         for server in self.servers.values():
             if server.paused and server.proc.proc is not None:
                 server.proc.proc.send_signal(signal.SIGCONT)
@@ -134,6 +138,9 @@ class ChaosCluster:
         if self.proxy is not None:
             self.proxy.close()
         if self.mounted is not None:
+            if keep_tmpfs_copy:
+                shutil.copytree(self.mounted, self.mounted.with_name("data-copy"), dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns(BALLAST_NAME))
             os.system(f"umount -l {self.mounted} 2>/dev/null")
 
     # ---- addresses -----------------------------------------------------------------------------------------------

@@ -3,11 +3,13 @@ bytes belonged to (the messages in them are destroyed by the harness, not lost b
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from pocketmq.common import properties as props
 from pocketmq.protocol.message_codec import RecordFormatError, decode_record
 from pocketmq.store.commit_log import CommitLog
 from pocketmq.store.segment import segment_name
@@ -16,8 +18,19 @@ from pocketmq.store.segment import segment_name
 @dataclass(frozen=True)
 class HitRecord:
     topic: str
-    body: str  # the workload's message id for its own topics
+    body: str  # the workload's message id for its own topics, a CK's or ACK's JSON for a revive record
     phys_offset: int
+    tags: str = ""  # "ck", "ack", "bAck" on a revive record
+
+    @property
+    def acked_group(self) -> str | None:
+        """The consumer group of a destroyed ACK record (its messages may come back: at least once)."""
+        if self.tags not in ("ack", "bAck"):
+            return None
+        try:
+            return str(json.loads(self.body)["c"])
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 @dataclass(frozen=True)
@@ -27,7 +40,8 @@ class Corruption:
     hit: tuple[HitRecord, ...]
 
     def describe(self) -> str:
-        records = ", ".join(f"{h.topic}:{h.body[:40]}@{h.phys_offset}" for h in self.hit) or "none"
+        records = ", ".join(f"{h.topic}:{h.tags + ':' if h.tags else ''}{h.body[:40]}@{h.phys_offset}"
+                            for h in self.hit) or "none"
         return f"overwrote [{self.first_byte}, {self.data_end}) hitting {records}"
 
 
@@ -58,7 +72,8 @@ def corrupt_tail(data_dir: Path, segment_bytes: int, nbytes: int, rng: random.Ra
         if frame.phys_offset + frame.size > first:
             try:
                 msg, _ = decode_record(frame.record)
-                hit.append(HitRecord(msg.topic, msg.body.decode(errors="replace"), frame.phys_offset))
+                hit.append(HitRecord(msg.topic, msg.body.decode(errors="replace"), frame.phys_offset,
+                                     msg.properties.get(props.TAGS, "")))
             except RecordFormatError:
                 hit.append(HitRecord("?", "?", frame.phys_offset))
     segment_file = commit_log_dir(data_dir) / segment_name(last_segment_base)

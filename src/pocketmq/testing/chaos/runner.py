@@ -21,7 +21,7 @@ from pocketmq.client import Admin, ClientConfig
 from pocketmq.errors import PocketMQError
 from pocketmq.testing.chaos import checkers, disk, observe
 from pocketmq.testing.chaos.checkers import Finding, MetricSample
-from pocketmq.testing.chaos.cluster import REVIVE_INTERVAL_MS, SEGMENT_BYTES, ChaosCluster
+from pocketmq.testing.chaos.cluster import REVIVE_QUEUES, SEGMENT_BYTES, ChaosCluster
 from pocketmq.testing.chaos.corruption import corrupt_tail
 from pocketmq.testing.chaos.history import History
 from pocketmq.testing.chaos.policy import OFFICIAL_GROUP, RETRY_MAX_TIMES, SDK_GROUP, TOPIC, is_poison
@@ -39,6 +39,7 @@ class RunResult:
     stats: dict[str, object]
     notes: list[str] = field(default_factory=list)
     workdir: Path | None = None
+    replay_command: str | None = None  # how to run this schedule again (default: make chaos with its seed)
 
     @property
     def ok(self) -> bool:
@@ -46,6 +47,8 @@ class RunResult:
 
     @property
     def replay(self) -> str:
+        if self.replay_command:
+            return self.replay_command
         return f"make chaos SEED={self.schedule.seed} DURATION={self.schedule.duration_s:g}"
 
     def report(self) -> str:
@@ -60,8 +63,9 @@ class RunResult:
 
 
 class ChaosRun:
-    def __init__(self, schedule: Schedule, workdir: Path, *, settle_s: float = 60.0):
+    def __init__(self, schedule: Schedule, workdir: Path, *, settle_s: float = 60.0, replay: str | None = None):
         self.schedule = schedule
+        self.replay = replay
         self.workdir = workdir
         self.settle_s = settle_s
         self.rng = random.Random(schedule.seed ^ 0x5EED)  # corruption bytes: part of the replay
@@ -69,7 +73,8 @@ class ChaosRun:
         self.notes: list[str] = []
         self.findings: list[Finding] = []
         self.samples: list[MetricSample] = []
-        self.excused: set[str] = set()
+        self.excused: set[str] = set()  # ids whose records the harness overwrote
+        self.acks_destroyed_at: dict[str, float] = {}  # group -> when the harness overwrote one of its ACKs
         self.settling = threading.Event()
         self._finished = threading.Event()
         self._crashed: set[int] = set()
@@ -81,19 +86,21 @@ class ChaosRun:
 
     # ---- the run ---------------------------------------------------------------------------------------------
     def run(self) -> RunResult:
+        result = None
         try:
             self._start()
             self._chaos()
             self._heal()
             self._settle()
-            return self._verdict()
+            result = self._verdict()
+            return result
         finally:
             self._finished.set()
             if self.sdk is not None:
                 self.sdk.kill()
             if self.official is not None:
                 self.official.kill()
-            self.cluster.close()
+            self.cluster.close(keep_tmpfs_copy=result is None or not result.ok)
 
     def _start(self) -> None:
         try:
@@ -174,6 +181,9 @@ class ChaosRun:
             corruption = corrupt_tail(self.cluster.data_dir(target), SEGMENT_BYTES, fault.corrupt_bytes, self.rng)
             self.notes.append(f"corrupted {target}: {corruption.describe()}")
             self.excused |= {h.body for h in corruption.hit if h.topic == TOPIC}
+            for record in corruption.hit:
+                if record.acked_group is not None:
+                    self.acks_destroyed_at[record.acked_group] = time.time()
 
     def _undo(self, fault: Fault) -> None:
         kind, target = fault.kind, fault.target
@@ -213,7 +223,8 @@ class ChaosRun:
             self.official.start()
             self.cluster.peers.set("official", self.official.pid)
         deadline = time.monotonic() + timeout_s
-        while any(self.cluster.serving(name) for name in SERVERS):
+        alive = [name for name in SERVERS if self.cluster.servers[name].pid is not None]  # a failed restart is final
+        while any(self.cluster.serving(name) for name in alive):
             if time.monotonic() > deadline:
                 return  # the not_serving checker names them
             time.sleep(0.5)
@@ -229,9 +240,10 @@ class ChaosRun:
         events = self._all_events()
         sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]} - self.excused
         for group in GROUPS:
+            delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
             ended = {e["id"] for e in events if e["e"] == "ack" and e["group"] == group and e["ok"]}
             ended |= {d.msg_id for d in dead if d.group == group}
-            if sent_ok - ended:
+            if (sent_ok | delivered) - ended:
                 return False
         return True
 
@@ -281,9 +293,10 @@ class ChaosRun:
         findings += checkers.lost(events, dead, GROUPS, excused)
         findings += checkers.pop_unended(events, dead, GROUPS)
         findings += checkers.dead_letters_without_reason(dead)
-        dup_findings, dup_counts = checkers.duplicates_after_ack(events)
+        dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at)
         findings += dup_findings
-        findings += checkers.loops(self.samples, REVIVE_INTERVAL_MS, len(DEFAULT_CK_REWRITE_BACKOFF_MS))
+        findings += checkers.loops(self.samples, REVIVE_QUEUES, DEFAULT_CK_REWRITE_BACKOFF_MS[0],
+                                  len(DEFAULT_CK_REWRITE_BACKOFF_MS))
         findings += checkers.not_serving(health)
         findings += checkers.corrupt_records_served(events)
         sends = [e for e in events if e["e"] == "send"]
@@ -295,10 +308,13 @@ class ChaosRun:
                  "client_errors": sum(e["e"] == "error" for e in events),
                  "poison": sum(is_poison(self.schedule.seed, i) for i in sent_ok),
                  "dead_letters": len(dead), "excused_by_corruption": len(excused),
-                 "duplicates_after_ack": sum(dup_counts.values())}
-        return RunResult(self.schedule, findings, stats, self.notes, self.workdir)
+                 "duplicates_after_ack": sum(n for key, n in dup_counts.items() if key != "excused"),
+                 "duplicates_excused_by_corruption": dup_counts.get("excused", 0)}
+        return RunResult(self.schedule, findings, stats, self.notes, self.workdir, self.replay)
 
 
-def run_schedule(schedule: Schedule, workdir: Path, *, settle_s: float = 60.0) -> RunResult:
+def run_schedule(schedule: Schedule, workdir: Path, *, settle_s: float = 60.0, replay: str | None = None) -> RunResult:
+    """Run ``schedule``; ``replay`` is the command a failure report gives (for a schedule not made by
+    ``generate``, e.g. a test's)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    return ChaosRun(schedule, workdir, settle_s=settle_s).run()
+    return ChaosRun(schedule, workdir, settle_s=settle_s, replay=replay).run()

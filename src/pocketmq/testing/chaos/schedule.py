@@ -105,7 +105,7 @@ def _pick(rng: random.Random, kind: FaultKind, at_s: float, disk_broker: str) ->
     if kind is FaultKind.KILL:
         return Fault(kind, at_s, duration_s, rng.choice(PROCESSES))
     if kind is FaultKind.PAUSE:
-        return Fault(kind, at_s, round(rng.uniform(0.5, 4.0), 2), rng.choice(SERVERS))
+        return Fault(kind, at_s, round(rng.uniform(0.5, 4.0), 2), rng.choice((*SERVERS, "official")))
     if kind in (FaultKind.PARTITION, FaultKind.DELAY):
         target, peer = rng.sample(PROCESSES, 2)
         if target in CLIENTS and peer in CLIENTS:  # clients never talk to each other: make it a server pair

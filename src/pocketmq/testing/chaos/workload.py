@@ -59,13 +59,24 @@ class SdkClients:
     def _record_error(self, op: str, exc: BaseException) -> None:
         self.history.add("error", who="sdk", op=op, error=repr(exc)[:300])
 
+    def _started(self, factory, what: str, stop: threading.Event):
+        """A started client, retrying while the cluster cannot answer (the name server restarting, a partition);
+        None when stopped first."""
+        while not stop.is_set():
+            client = factory()
+            try:
+                client.start()
+                return client
+            except (PocketMQError, OSError, TimeoutError) as exc:
+                self._record_error(f"start_{what}", exc)
+                client.shutdown()
+                stop.wait(0.5)
+        return None
+
     def _produce(self, stop: threading.Event) -> None:
         options = ProducerOptions(retry_times_when_send_failed=0, send_timeout_s=3.0)
-        try:
-            producer = Producer(self.config, options)
-            producer.start()
-        except (PocketMQError, OSError) as exc:
-            self._record_error("start_producer", exc)
+        producer = self._started(lambda: Producer(self.config, options), "producer", stop)
+        if producer is None:
             return
         try:
             while not stop.is_set() and not self.settling.is_set():
@@ -77,7 +88,8 @@ class SdkClients:
                 try:
                     result = producer.send(Message.create(TOPIC, msg_id, keys=msg_id), **delay)
                     self.history.add("send", who="sdk", id=msg_id, ok=result.status is SendStatus.SEND_OK,
-                                     status=result.status.value)
+                                     status=result.status.value, broker=result.message_queue.broker_name,
+                                     queue=result.queue_id, queue_offset=result.queue_offset, delay=delay)
                 except (PocketMQError, OSError, TimeoutError) as exc:
                     self.history.add("send", who="sdk", id=msg_id, ok=False, status=repr(exc)[:300])
                 stop.wait(SEND_INTERVAL_S)
@@ -85,11 +97,9 @@ class SdkClients:
             producer.shutdown()
 
     def _consume(self, stop: threading.Event) -> None:
-        try:
-            consumer = SimpleConsumer(SDK_GROUP, {TOPIC: "*"}, self.config, await_duration_ms=1000)
-            consumer.start()
-        except (PocketMQError, OSError) as exc:
-            self._record_error("start_consumer", exc)
+        consumer = self._started(lambda: SimpleConsumer(SDK_GROUP, {TOPIC: "*"}, self.config, await_duration_ms=1000),
+                                 "consumer", stop)
+        if consumer is None:
             return
         try:
             while not stop.is_set():

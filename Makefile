@@ -38,7 +38,7 @@ sim: $(STAMP)
 # The real-process fault harness (docs/chaos.md): SEEDS seeds from FIRST (default 2 from 0), or one SEED to
 # replay, each DURATION seconds of faults and traffic; CHAOS_ARGS passes more flags (e.g. --kinds kill,partition).
 chaos: SEEDS = 2
-DURATION ?= 60
+DURATION ?= 45
 SEED ?=
 CHAOS_ARGS ?=
 chaos: $(STAMP)

@@ -1,36 +1,41 @@
-"""The short form of ``make chaos`` (docs/chaos.md): real processes, one hand-written schedule per fault
-family, each a few seconds of faults under SDK and official-client traffic, then every checker."""
+"""The short form of ``make chaos`` (docs/chaos.md): real processes under SDK and official-client traffic, one
+hand-written schedule with every fault kind, then every checker."""
 
 from __future__ import annotations
 
 import pytest
 
 from pocketmq.testing.chaos.runner import run_schedule
-from pocketmq.testing.chaos.schedule import Fault, FaultKind, Schedule
+from pocketmq.testing.chaos.schedule import ALL_KINDS, Fault, FaultKind, Schedule
 
 K = FaultKind
 
-PROCESSES = Schedule(seed=9001, duration_s=12, disk_broker="b1", faults=(
-    Fault(K.DELAY, 1.0, 6.0, "sdk", "b0", delay_ms=200),
-    Fault(K.PAUSE, 1.5, 2.0, "b1"),
-    Fault(K.KILL, 3.0, 4.0, "a0"),           # the SYNC master of group A: its slave acts
-    Fault(K.PARTITION, 4.0, 3.0, "a1", "b0"),
+EVERY_KIND = Schedule(seed=9001, duration_s=12, disk_broker="a0", faults=(
+    Fault(K.DISK_FULL, 1.0, 3.5, "a0"),        # the SYNC master of group A refuses writes
+    Fault(K.DELAY, 1.0, 5.0, "sdk", "b0", delay_ms=200),
+    Fault(K.CORRUPT, 2.0, 3.0, "b0", corrupt_bytes=1000, clean_stop=True),  # b1 acts meanwhile
     Fault(K.KILL, 5.0, 2.0, "official"),
-    Fault(K.KILL, 8.0, 1.5, "namesrv"),
-    Fault(K.PAUSE, 8.5, 1.5, "official"),
-    Fault(K.KILL, 9.0, 1.0, "sdk"),
+    Fault(K.KILL, 5.5, 3.0, "a0"),             # kill -9 of a SYNC master: a1 acts
+    Fault(K.PAUSE, 6.0, 1.5, "b1"),
+    Fault(K.PARTITION, 7.0, 2.5, "a1", "b0"),
+    Fault(K.KILL, 9.0, 1.0, "namesrv"),
+    Fault(K.PAUSE, 9.5, 1.0, "official"),
+    Fault(K.KILL, 10.0, 1.0, "sdk"),
 ))
-DISK_FULL = Schedule(seed=9002, duration_s=10, disk_broker="a0", faults=(
-    Fault(K.DISK_FULL, 3.0, 5.0, "a0"),
-))
-CORRUPT = Schedule(seed=9003, duration_s=10, disk_broker="b1", faults=(
-    Fault(K.CORRUPT, 4.0, 3.0, "b0", corrupt_bytes=1000, clean_stop=True),
-))
+
+
+def test_the_schedule_has_every_kind():
+    assert EVERY_KIND.kinds() == ALL_KINDS
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize("schedule", [PROCESSES, DISK_FULL, CORRUPT], ids=["processes", "disk_full", "corrupt"])
-def test_no_acknowledged_message_lost_and_no_loop_under_faults(schedule, tmp_path, request):
-    result = run_schedule(schedule, tmp_path, settle_s=40, replay=f"pytest '{request.node.nodeid}'")
+@pytest.mark.timeout(150)
+@pytest.mark.xfail(strict=True, reason=(
+    "known bugs of the reliability issue on main: a broker whose commit log tail was corrupted after a clean "
+    "stop does not start again (recovery trusts the checkpoint, dropped_bytes=0, and the POP engine dies "
+    "decoding the corrupt CK/ACK: 'utf-8' codec can't decode); failed revive writes are retried every pass "
+    "without backoff on a full disk (loop); acked POP messages are delivered again by the acting slave after "
+    "failover (duplicate_after_ack); delayed messages answered SEND_OK around a full disk are never delivered"))
+def test_no_acknowledged_message_lost_and_no_loop_under_every_fault_kind(tmp_path, request):
+    result = run_schedule(EVERY_KIND, tmp_path, settle_s=20, replay=f"pytest '{request.node.nodeid}'")
     assert result.ok, result.report()

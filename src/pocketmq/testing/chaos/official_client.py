@@ -15,9 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from pocketmq.testing.chaos.policy import (
-    INVISIBLE_MS, NACK_INVISIBLE_MS, OFFICIAL_GROUP, TOPIC, Disposition, disposition,
-)
+from pocketmq.testing.chaos.policy import INVISIBLE_MS, NACK_INVISIBLE_MS, OFFICIAL_GROUP, TOPIC, act
 
 SENDS_PER_ROUND = 2
 ERROR_PAUSE_S = 0.2
@@ -84,18 +82,10 @@ def main(spec: dict) -> int:
             attempt = msg.delivery_attempt
             events.add("deliver", group=OFFICIAL_GROUP, id=msg_id, attempt=attempt, broker=str(msg.endpoints),
                        topic=msg.topic, t0=t0)
-            choice = disposition(spec["seed"], msg_id, attempt, settle.exists())
-            if choice is Disposition.DROP:
-                continue
-            kind = "ack" if choice is Disposition.ACK else "nack"
-            try:
-                if choice is Disposition.ACK:
-                    consumer.ack(msg)
-                else:
-                    consumer.change_invisible_duration(msg, NACK_INVISIBLE_MS // 1000)
-                events.add(kind, group=OFFICIAL_GROUP, id=msg_id, attempt=attempt, ok=True)
-            except Exception as exc:
-                events.add(kind, group=OFFICIAL_GROUP, id=msg_id, attempt=attempt, ok=False, error=repr(exc)[:300])
+            act(events.add, OFFICIAL_GROUP, spec["seed"], msg_id, attempt, settle.exists(),
+                ack=lambda m=msg: consumer.ack(m),
+                nack=lambda m=msg: consumer.change_invisible_duration(m, NACK_INVISIBLE_MS // 1000),
+                errors=(Exception,))  # the official client raises plain exceptions
     for client in (consumer, producer):
         try:
             client.shutdown()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import zlib
+from collections.abc import Callable
 
 TOPIC = "chaos"
 SDK_GROUP = "chaos-sdk"
@@ -40,3 +41,18 @@ def disposition(seed: int, msg_id: str, attempt: int, settling: bool) -> Disposi
         return Disposition.ACK
     draw = _draw(seed, msg_id, attempt)
     return Disposition.ACK if draw < 70 else Disposition.NACK if draw < 85 else Disposition.DROP
+
+
+def act(record: Callable[..., None], group: str, seed: int, msg_id: str, attempt: int, settling: bool, *,
+        ack: Callable[[], None], nack: Callable[[], None], errors: tuple[type[BaseException], ...]) -> None:
+    """Do what ``disposition`` says with one delivery (``ack``/``nack`` call the client) and ``record`` the
+    outcome as an ``ack``/``nack`` event (history.py); a drop records nothing."""
+    choice = disposition(seed, msg_id, attempt, settling)
+    if choice is Disposition.DROP:
+        return
+    kind = "ack" if choice is Disposition.ACK else "nack"
+    try:
+        (ack if choice is Disposition.ACK else nack)()
+        record(kind, group=group, id=msg_id, attempt=attempt, ok=True)
+    except errors as exc:
+        record(kind, group=group, id=msg_id, attempt=attempt, ok=False, error=repr(exc)[:300])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 import shutil
 import threading
 import time
@@ -29,6 +30,16 @@ from pocketmq.testing.chaos.schedule import BROKERS, SERVERS, Fault, FaultKind, 
 from pocketmq.testing.chaos.workload import OfficialClientProcess, SdkClients
 
 GROUPS = (SDK_GROUP, OFFICIAL_GROUP)
+
+
+@dataclass(frozen=True)
+class ProcessControl:
+    """How the schedule acts on one named process (pause and resume are None where there is no process)."""
+
+    kill: Callable[[], None]
+    start: Callable[[], None]
+    pause: Callable[[], None] | None
+    resume: Callable[[], None] | None
 SAMPLE_INTERVAL_S = 1.0
 
 
@@ -145,7 +156,8 @@ class ChaosRun:
             if wait_s > 0:
                 self._finished.wait(wait_s)  # a timeline, not a wait for a condition
             try:
-                (self._undo if heal else self._do)(fault)
+                apply, undo = self._actions(fault)
+                (undo if heal else apply)()
             except Exception as exc:  # a process that cannot start again is a finding, the run goes on
                 self.findings.append(Finding("fault_action_failed", f"{'heal' if heal else 'apply'} "
                                              f"{fault.describe()}: {exc!r}"[:2000]))
@@ -154,55 +166,50 @@ class ChaosRun:
             self._finished.wait(remaining_s)
 
     # ---- faults ------------------------------------------------------------------------------------------------
-    def _do(self, fault: Fault) -> None:
-        kind, target = fault.kind, fault.target
-        if kind is FaultKind.KILL:
-            if target == "sdk":
-                self.sdk.kill()
-            elif target == "official":
-                self.official.kill()
-            else:
-                self.cluster.kill(target)
-        elif kind is FaultKind.PAUSE:
-            (self.official.pause if target == "official" else lambda: self.cluster.pause(target))()
-        elif kind is FaultKind.PARTITION:
-            self.cluster.proxy.partition(target, fault.peer)
-        elif kind is FaultKind.DELAY:
-            self.cluster.proxy.delay(target, fault.peer, fault.delay_ms)
-        elif kind is FaultKind.DISK_FULL:
-            disk.fill(self.cluster.mounted)
-        elif kind is FaultKind.CORRUPT:
-            if fault.clean_stop:
-                code = self.cluster.stop(target)
-                if code != 0:
-                    self.findings.append(Finding("unclean_stop", f"{target} exited with {code} on SIGTERM"))
-            else:
-                self.cluster.kill(target)
-            corruption = corrupt_tail(self.cluster.data_dir(target), SEGMENT_BYTES, fault.corrupt_bytes, self.rng)
-            self.notes.append(f"corrupted {target}: {corruption.describe()}")
-            self.excused |= {h.body for h in corruption.hit if h.topic == TOPIC}
-            for record in corruption.hit:
-                if record.acked_group is not None:
-                    self.acks_destroyed_at[record.acked_group] = time.time()
-
-    def _undo(self, fault: Fault) -> None:
-        kind, target = fault.kind, fault.target
-        if kind in (FaultKind.KILL, FaultKind.CORRUPT):
-            if target == "sdk":
-                self.sdk.start()
-            elif target == "official":
+    def _control(self, name: str) -> ProcessControl:
+        if name == "sdk":  # the harness itself: a kill abandons its clients, a start makes new ones
+            return ProcessControl(self.sdk.kill, self.sdk.start, None, None)
+        if name == "official":
+            def start_official() -> None:
                 self.official.start()
                 self.cluster.peers.set("official", self.official.pid)
-            else:
-                self.cluster.restart(target)
-        elif kind is FaultKind.PAUSE:
-            (self.official.resume if target == "official" else lambda: self.cluster.resume(target))()
-        elif kind is FaultKind.PARTITION:
-            self.cluster.proxy.heal_partition(target, fault.peer)
-        elif kind is FaultKind.DELAY:
-            self.cluster.proxy.heal_delay(target, fault.peer)
-        elif kind is FaultKind.DISK_FULL:
-            disk.clear(self.cluster.mounted)
+            return ProcessControl(self.official.kill, start_official, self.official.pause, self.official.resume)
+        c = self.cluster
+        return ProcessControl(lambda: c.kill(name), lambda: c.restart(name), lambda: c.pause(name),
+                              lambda: c.resume(name))
+
+    def _actions(self, fault: Fault) -> tuple[Callable[[], None], Callable[[], None]]:
+        """(apply, heal) of ``fault``."""
+        target, peer, proxy, mount = fault.target, fault.peer, self.cluster.proxy, self.cluster.mounted
+        kind = fault.kind
+        if kind is FaultKind.KILL:
+            control = self._control(target)
+            return control.kill, control.start
+        if kind is FaultKind.PAUSE:
+            control = self._control(target)
+            return control.pause, control.resume
+        if kind is FaultKind.PARTITION:
+            return lambda: proxy.partition(target, peer), lambda: proxy.heal_partition(target, peer)
+        if kind is FaultKind.DELAY:
+            return lambda: proxy.delay(target, peer, fault.delay_ms), lambda: proxy.heal_delay(target, peer)
+        if kind is FaultKind.DISK_FULL:
+            return lambda: disk.fill(mount), lambda: disk.clear(mount)
+        return lambda: self._corrupt(fault), self._control(target).start
+
+    def _corrupt(self, fault: Fault) -> None:
+        target = fault.target
+        if fault.clean_stop:
+            code = self.cluster.stop(target)
+            if code != 0:
+                self.findings.append(Finding("unclean_stop", f"{target} exited with {code} on SIGTERM"))
+        else:
+            self.cluster.kill(target)
+        corruption = corrupt_tail(self.cluster.data_dir(target), SEGMENT_BYTES, fault.corrupt_bytes, self.rng)
+        self.notes.append(f"corrupted {target}: {corruption.describe()}")
+        self.excused |= {h.body for h in corruption.hit if h.topic == TOPIC}
+        for record in corruption.hit:
+            if record.acked_group is not None:
+                self.acks_destroyed_at[record.acked_group] = time.time()
 
     def _heal(self, timeout_s: float = 90.0) -> None:
         """Undo whatever is still in effect (a failed restart is tried again) and wait until every server

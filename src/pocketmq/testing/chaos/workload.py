@@ -20,9 +20,7 @@ from pathlib import Path
 from pocketmq.client import ClientConfig, Message, Producer, ProducerOptions, SendStatus, SimpleConsumer
 from pocketmq.errors import PocketMQError
 from pocketmq.testing.chaos.history import History
-from pocketmq.testing.chaos.policy import (
-    INVISIBLE_MS, NACK_INVISIBLE_MS, SDK_GROUP, TOPIC, Disposition, disposition,
-)
+from pocketmq.testing.chaos.policy import INVISIBLE_MS, NACK_INVISIBLE_MS, SDK_GROUP, TOPIC, act
 
 SEND_INTERVAL_S = 0.05
 RETRY_TOPIC_PROPERTY = "RETRY_TOPIC"
@@ -121,18 +119,10 @@ class SdkClients:
         self.history.add("deliver", group=SDK_GROUP, id=msg_id, attempt=attempt,
                          broker=msg.properties.get("PMQ_BROKER_NAME", ""),
                          topic=msg.properties.get(RETRY_TOPIC_PROPERTY, msg.topic), t0=t0)
-        choice = disposition(self.seed, msg_id, attempt, self.settling.is_set())
-        if choice is Disposition.DROP:
-            return
-        kind = "ack" if choice is Disposition.ACK else "nack"
-        try:
-            if choice is Disposition.ACK:
-                consumer.ack(msg)
-            else:
-                consumer.change_invisible_duration(msg, NACK_INVISIBLE_MS)
-            self.history.add(kind, group=SDK_GROUP, id=msg_id, attempt=attempt, ok=True)
-        except (PocketMQError, OSError, TimeoutError) as exc:
-            self.history.add(kind, group=SDK_GROUP, id=msg_id, attempt=attempt, ok=False, error=repr(exc)[:300])
+        act(self.history.add, SDK_GROUP, self.seed, msg_id, attempt, self.settling.is_set(),
+            ack=lambda: consumer.ack(msg),
+            nack=lambda: consumer.change_invisible_duration(msg, NACK_INVISIBLE_MS),
+            errors=(PocketMQError, OSError, TimeoutError))
 
 
 class OfficialClientProcess:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from pocketmq.common import properties as props
 from pocketmq.protocol.message_codec import RecordFormatError, decode_record
-from pocketmq.store.commit_log import CommitLog
-from pocketmq.store.segment import segment_name
+from pocketmq.store.commit_log import FRAME_HEADER, FRAME_HEADER_SIZE
 
 
 @dataclass(frozen=True)
@@ -52,38 +52,48 @@ def commit_log_dir(data_dir: Path) -> Path:
     return found[0]
 
 
-def corrupt_tail(data_dir: Path, segment_bytes: int, nbytes: int, rng: random.Random) -> Corruption:
-    """Overwrite the last ``nbytes`` of the log's valid frames with random bytes (each differing from the one
-    it replaces). The broker must be stopped."""
-    log = CommitLog(commit_log_dir(data_dir), segment_bytes)
+def _frames_of_last_segment(folder: Path) -> tuple[Path, int, list[tuple[int, int, bytes]]]:
+    """(file, base phys offset, [(phys offset, frame size, record)]) of the last segment holding data, walking
+    the frame headers only: a record an earlier fault corrupted still counts, so the tail is the log's real
+    tail. Plain reads, not mmap: reading a sparse tmpfs file through a mapping can SIGBUS when it is full."""
+    for path in sorted((p for p in folder.iterdir() if p.name.isdigit()), reverse=True):
+        data = path.read_bytes()
+        if data[:FRAME_HEADER_SIZE] == bytes(FRAME_HEADER_SIZE):
+            continue
+        base, frames, pos = int(path.name), [], 0
+        while pos + FRAME_HEADER_SIZE <= len(data):
+            size, _ = FRAME_HEADER.unpack_from(data, pos)
+            if size == 0 or abs(size) > len(data) - pos or abs(size) < FRAME_HEADER_SIZE:
+                break  # the zero header that ends the data (or garbage: the data ends before it)
+            if size > 0:
+                frames.append((base + pos, size, data[pos + FRAME_HEADER_SIZE:pos + size]))
+            pos += abs(size)
+        return path, base, frames
+    raise FileNotFoundError(f"no commit log data in {folder}")
+
+
+def _describe(phys_offset: int, record: bytes) -> HitRecord:
     try:
-        frames = list(log.scan(log.min_phys_offset))
-    finally:
-        for segment in log.segments:
-            segment.close()
-    frames = [f for f in frames if f.record is not None]
+        msg, _ = decode_record(record)
+        return HitRecord(msg.topic, msg.body.decode(errors="replace"), phys_offset, msg.properties.get(props.TAGS, ""))
+    except (RecordFormatError, ValueError, IndexError, struct.error):  # already corrupt: nothing to name
+        return HitRecord("?", "?", phys_offset)
+
+
+def corrupt_tail(data_dir: Path, nbytes: int, rng: random.Random) -> Corruption:
+    """Overwrite the last ``nbytes`` of the log's records (within its last segment) with random bytes, each
+    differing from the one it replaces. The broker must be stopped."""
+    path, base, frames = _frames_of_last_segment(commit_log_dir(data_dir))
     if not frames:
-        return Corruption(0, 0, ())
-    data_end = frames[-1].phys_offset + frames[-1].size
-    last_segment_base = (data_end - 1) - (data_end - 1) % segment_bytes
-    first = max(data_end - nbytes, last_segment_base)  # within one segment file
-    hit = []
-    for frame in frames:
-        if frame.phys_offset + frame.size > first:
-            try:
-                msg, _ = decode_record(frame.record)
-                hit.append(HitRecord(msg.topic, msg.body.decode(errors="replace"), frame.phys_offset,
-                                     msg.properties.get(props.TAGS, "")))
-            except RecordFormatError:
-                hit.append(HitRecord("?", "?", frame.phys_offset))
-    segment_file = commit_log_dir(data_dir) / segment_name(last_segment_base)
-    position = first % segment_bytes
-    fd = os.open(segment_file, os.O_RDWR)
+        return Corruption(base, base, ())
+    data_end = frames[-1][0] + frames[-1][1]
+    first = max(data_end - nbytes, base)
+    hit = tuple(_describe(phys, record) for phys, size, record in frames if phys + size > first)
+    fd = os.open(path, os.O_RDWR)
     try:
-        old = os.pread(fd, data_end - first, position)
-        new = bytes((b + rng.randint(1, 255)) % 256 for b in old)
-        os.pwrite(fd, new, position)
+        old = os.pread(fd, data_end - first, first - base)
+        os.pwrite(fd, bytes((b + rng.randint(1, 255)) % 256 for b in old), first - base)
         os.fsync(fd)
     finally:
         os.close(fd)
-    return Corruption(data_end, first, tuple(hit))
+    return Corruption(data_end, first, hit)

@@ -22,7 +22,7 @@ from pocketmq.client import Admin, ClientConfig
 from pocketmq.errors import PocketMQError
 from pocketmq.testing.chaos import checkers, disk, observe
 from pocketmq.testing.chaos.checkers import Finding, MetricSample
-from pocketmq.testing.chaos.cluster import REVIVE_QUEUES, SEGMENT_BYTES, ChaosCluster
+from pocketmq.testing.chaos.cluster import REVIVE_QUEUES, ChaosCluster
 from pocketmq.testing.chaos.corruption import corrupt_tail
 from pocketmq.testing.chaos.history import History
 from pocketmq.testing.chaos.policy import OFFICIAL_GROUP, RETRY_MAX_TIMES, SDK_GROUP, TOPIC, is_poison
@@ -204,7 +204,7 @@ class ChaosRun:
                 self.findings.append(Finding("unclean_stop", f"{target} exited with {code} on SIGTERM"))
         else:
             self.cluster.kill(target)
-        corruption = corrupt_tail(self.cluster.data_dir(target), SEGMENT_BYTES, fault.corrupt_bytes, self.rng)
+        corruption = corrupt_tail(self.cluster.data_dir(target), fault.corrupt_bytes, self.rng)
         self.notes.append(f"corrupted {target}: {corruption.describe()}")
         self.excused |= {h.body for h in corruption.hit if h.topic == TOPIC}
         for record in corruption.hit:

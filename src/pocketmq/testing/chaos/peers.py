@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
 
 
 def _hex_address(host: str, port: int) -> str:
@@ -58,16 +59,18 @@ class PeerNames:
     def __init__(self, unknown: str = "other"):
         self.unknown = unknown
         self._pids: dict[int, str] = {}
+        self._lock = threading.Lock()  # the harness sets, the proxy's worker threads read
 
     def set(self, name: str, pid: int | None) -> None:
         """``name`` runs as ``pid`` now (None: not running); a restart calls this with the new pid."""
-        for old, old_name in list(self._pids.items()):
-            if old_name == name:
-                del self._pids[old]
-        if pid is not None:
-            self._pids[pid] = name
+        with self._lock:
+            self._pids = {p: n for p, n in self._pids.items() if n != name}
+            if pid is not None:
+                self._pids[pid] = name
 
     def name_of(self, host: str, port: int) -> str:
+        with self._lock:
+            pids = dict(self._pids)
         inode = socket_inode(host, port)
-        pid = owner_pid(inode, list(self._pids)) if inode is not None else None
-        return self._pids.get(pid, self.unknown) if pid is not None else self.unknown
+        pid = owner_pid(inode, list(pids)) if inode is not None else None
+        return pids.get(pid, self.unknown) if pid is not None else self.unknown

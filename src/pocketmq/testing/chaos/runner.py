@@ -324,4 +324,6 @@ def run_schedule(schedule: Schedule, workdir: Path, *, settle_s: float = 60.0, r
     """Run ``schedule``; ``replay`` is the command a failure report gives (for a schedule not made by
     ``generate``, e.g. a test's)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    return ChaosRun(schedule, workdir, settle_s=settle_s, replay=replay).run()
+    result = ChaosRun(schedule, workdir, settle_s=settle_s, replay=replay).run()
+    (workdir / "report.txt").write_text(result.report() + "\n")  # also for a run whose test is marked xfail
+    return result

@@ -41,7 +41,9 @@ def test_lost_names_the_group_and_whether_it_was_ever_delivered():
     assert finding.kind == "lost" and finding.detail.startswith("g1: 2 of 3")
     assert "never delivered: s9" in finding.detail and "not ended: s2" in finding.detail
     assert checkers.lost(events, [DeadLetter(G2, "s9", "x"), DeadLetter(G1, "s9", "x")], (G1, G2),
-                         excused=frozenset({"s2"})) == []
+                         excused={G1: {"s2"}}) == []
+    [only_g1] = checkers.lost(events, [DeadLetter(G2, "s9", "x")], (G1, G2), excused={G2: {"s2"}})
+    assert only_g1.detail.startswith("g1:")
 
 
 def test_a_dead_letter_of_another_group_does_not_end_a_message():

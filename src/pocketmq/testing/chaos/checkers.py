@@ -11,7 +11,8 @@ back at the end, metric samples taken during the run and the health of each proc
 - ``not_serving``: a process that should be up and does not answer;
 - ``corrupt_record_served``: a client failed to decode what a broker delivered.
 
-Messages in records the harness itself overwrote (the corrupt-tail fault) are excused from ``lost``.
+Messages in records the harness itself overwrote (the corrupt-tail fault: the message, or a group's retry copy of
+it) are excused from ``lost`` for the groups they were for.
 """
 
 from __future__ import annotations
@@ -63,14 +64,17 @@ def _dead(dead_letters: list[DeadLetter], group: str) -> set[str]:
 
 
 def lost(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, ...],
-         excused: frozenset[str] = frozenset()) -> list[Finding]:
-    sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]} - excused
+         excused: dict[str, set[str]] | None = None) -> list[Finding]:
+    """``excused``: group -> ids whose records the harness overwrote (the message, or that group's retry copy)."""
+    excused = excused or {}
+    all_sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
     delivered = defaultdict(set)
     for e in events:
         if e["e"] == "deliver":
             delivered[e["group"]].add(e["id"])
     findings = []
     for group in groups:
+        sent_ok = all_sent_ok - excused.get(group, set())
         missing = sent_ok - _acked(events, group) - _dead(dead_letters, group)
         if missing:
             never = missing - delivered[group]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
 from pocketmq.client import Admin, ClientConfig
+from pocketmq.common.topic import pop_retry_topic
 from pocketmq.errors import PocketMQError
 from pocketmq.testing.chaos import checkers, disk, observe
 from pocketmq.testing.chaos.checkers import Finding, MetricSample
@@ -84,7 +85,7 @@ class ChaosRun:
         self.notes: list[str] = []
         self.findings: list[Finding] = []
         self.samples: list[MetricSample] = []
-        self.excused: set[str] = set()  # ids whose records the harness overwrote
+        self.excused: dict[str, set[str]] = {g: set() for g in GROUPS}  # group -> ids whose records it overwrote
         self.acks_destroyed_at: dict[str, float] = {}  # group -> when the harness overwrote one of its ACKs
         self.settling = threading.Event()
         self._finished = threading.Event()
@@ -206,7 +207,10 @@ class ChaosRun:
             self.cluster.kill(target)
         corruption = corrupt_tail(self.cluster.data_dir(target), fault.corrupt_bytes, self.rng)
         self.notes.append(f"corrupted {target}: {corruption.describe()}")
-        self.excused |= {h.body for h in corruption.hit if h.topic == TOPIC}
+        for record in corruption.hit:
+            for group in GROUPS:
+                if record.topic in (TOPIC, pop_retry_topic(group, TOPIC)):
+                    self.excused[group].add(record.body)
         for record in corruption.hit:
             if record.acked_group is not None:
                 self.acks_destroyed_at[record.acked_group] = time.time()
@@ -245,8 +249,9 @@ class ChaosRun:
 
     def _drained(self, dead: list[checkers.DeadLetter]) -> bool:
         events = self._all_events()
-        sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]} - self.excused
+        all_sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
         for group in GROUPS:
+            sent_ok = all_sent_ok - self.excused[group]
             delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
             ended = {e["id"] for e in events if e["e"] == "ack" and e["group"] == group and e["ok"]}
             ended |= {d.msg_id for d in dead if d.group == group}
@@ -295,9 +300,8 @@ class ChaosRun:
         except PocketMQError as exc:
             dead = []
             self.findings.append(Finding("dlq_unreadable", repr(exc)))
-        excused = frozenset(self.excused)
         findings = list(self.findings)
-        findings += checkers.lost(events, dead, GROUPS, excused)
+        findings += checkers.lost(events, dead, GROUPS, self.excused)
         findings += checkers.pop_unended(events, dead, GROUPS)
         findings += checkers.dead_letters_without_reason(dead)
         dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at)
@@ -314,7 +318,7 @@ class ChaosRun:
                  "nacks_ok": sum(e["e"] == "nack" and e["ok"] for e in events),
                  "client_errors": sum(e["e"] == "error" for e in events),
                  "poison": sum(is_poison(self.schedule.seed, i) for i in sent_ok),
-                 "dead_letters": len(dead), "excused_by_corruption": len(excused),
+                 "dead_letters": len(dead), "excused_by_corruption": len(set().union(*self.excused.values())),
                  "duplicates_after_ack": sum(n for key, n in dup_counts.items() if key != "excused"),
                  "duplicates_excused_by_corruption": dup_counts.get("excused", 0)}
         return RunResult(self.schedule, findings, stats, self.notes, self.workdir, self.replay)

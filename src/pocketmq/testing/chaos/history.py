@@ -44,9 +44,3 @@ class History:
     def snapshot(self) -> list[dict]:
         with self._lock:
             return list(self.events)
-
-    def acked(self, group: str) -> set[str]:
-        return {e["id"] for e in self.snapshot() if e["e"] == "ack" and e["group"] == group and e["ok"]}
-
-    def sent_ok(self) -> set[str]:
-        return {e["id"] for e in self.snapshot() if e["e"] == "send" and e["ok"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.testing.chaos.schedule import (
-    ALL_KINDS, BROKERS, CLIENTS, PROCESSES, SERVERS, FaultKind, covering, generate, group_of,
+    BROKERS, CLIENTS, PROCESSES, SERVERS, FaultKind, generate, group_of,
 )
 
 PROCESS_KINDS = {FaultKind.KILL, FaultKind.PAUSE, FaultKind.CORRUPT}
@@ -50,12 +50,6 @@ def test_kinds_limit_the_choice_and_without_removes_a_kind():
     assert schedule.kinds() <= {FaultKind.PARTITION, FaultKind.DELAY} and schedule.faults
     full = generate(3, 60)
     assert FaultKind.DISK_FULL not in full.without(frozenset({FaultKind.DISK_FULL})).kinds()
-
-
-def test_covering_finds_a_schedule_with_every_kind():
-    schedule = covering(0, 30)
-    assert schedule.kinds() == ALL_KINDS
-    assert covering(schedule.seed, 30) == schedule
 
 
 def test_bad_arguments_are_refused():

@@ -28,7 +28,3 @@ def fill(mount: Path) -> int:
 def clear(mount: Path) -> None:
     (mount / BALLAST_NAME).unlink(missing_ok=True)
 
-
-def free_bytes(mount: Path) -> int:
-    stat = os.statvfs(mount)
-    return stat.f_bavail * stat.f_frsize

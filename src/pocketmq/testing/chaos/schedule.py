@@ -145,13 +145,3 @@ def generate(seed: int, duration_s: float, *, kinds: frozenset[FaultKind] = ALL_
             faults.append(fault)
     return Schedule(seed, duration_s, disk_broker, tuple(faults))
 
-
-def covering(seed: int, duration_s: float, kinds: frozenset[FaultKind] = ALL_KINDS, *,
-             tries: int = 1000) -> Schedule:
-    """The first schedule from ``seed`` on that holds every kind in ``kinds`` (for the short run in ``make test``,
-    which must exercise each kind)."""
-    for candidate in range(seed, seed + tries):
-        schedule = generate(candidate, duration_s, kinds=kinds)
-        if kinds <= schedule.kinds():
-            return schedule
-    raise ValueError(f"no seed in [{seed}, {seed + tries}) gives every kind of {sorted(k.value for k in kinds)}")

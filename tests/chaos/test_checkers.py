@@ -71,15 +71,15 @@ def test_a_delivery_started_after_an_ok_ack_is_a_duplicate_and_one_started_befor
     assert "s1@group-b" in findings[0].detail
 
 
-def test_loops_hold_failed_writes_to_the_backoff_per_process():
-    backing_off = [MetricSample(t, "a0", 10, 8 * (t // 10), 0) for t in range(60)]  # 8 queues every 10 s
-    assert checkers.loops(backing_off, 8, 10_000, 17) == []
-    every_pass = [MetricSample(t, "a1", 11, 40.0 * t, 0) for t in range(6)]  # 8 queues, a pass every 200 ms
-    [finding] = checkers.loops(every_pass, 8, 10_000, 17)
-    assert finding.kind == "loop" and "a1 (pid 11): 200 failed revive writes in 5.0 s" in finding.detail
+def test_loops_hold_revive_passes_to_their_interval_per_process():
+    paced = [MetricSample(t, "a0", 10, 5 * t, 0) for t in range(60)]  # a pass every 200 ms
+    assert checkers.loops(paced, 200, 17) == []
+    spinning = [MetricSample(t, "a1", 11, 400.0 * t, 0) for t in range(6)]  # a pass every 2.5 ms
+    [finding] = checkers.loops(spinning, 200, 17)
+    assert finding.kind == "loop" and "a1 (pid 11): 2000 revive passes in 5.0 s" in finding.detail
     restarted = [MetricSample(0, "b0", 12, 300, 0), MetricSample(1, "b0", 13, 0, 0), MetricSample(2, "b0", 13, 3, 0)]
-    assert checkers.loops(restarted, 8, 10_000, 17) == []  # a new process starts its counters at 0
-    [endless] = checkers.loops([MetricSample(0, "b1", 14, 0, 18)], 8, 10_000, 17)
+    assert checkers.loops(restarted, 200, 17) == []  # a new process starts its counters at 0
+    [endless] = checkers.loops([MetricSample(0, "b1", 14, 0, 18)], 200, 17)
     assert "rewritten 18 times" in endless.detail
 
 

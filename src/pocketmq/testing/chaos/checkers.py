@@ -46,7 +46,7 @@ class MetricSample:
     t: float
     broker: str
     pid: int
-    revive_write_failures: float
+    revive_passes: float  # revive passes so far (every result): each waits at least the pass interval
     max_rewrite_attempt: int
 
 
@@ -134,23 +134,22 @@ def duplicates_after_ack(events: list[dict], acks_destroyed_at: dict[str, float]
     return findings, counts
 
 
-def loops(samples: list[MetricSample], revive_queues: int, first_backoff_ms: int, max_rewrites: int) -> list[Finding]:
-    """A failed revive write must back off like a failed read: each revive queue may retry its batch once per
-    first backoff step, so a process whose write failures grew beyond ``revive_queues * (1 + life / step)``
-    over its sampled life retries without backoff (a loop; a spin makes thousands a second). A CK rewrite
-    attempt above the backoff table's length is an endless rewrite."""
+def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int) -> list[Finding]:
+    """Revive waits at least its pass interval after every pass, longer after one whose writes all failed, and
+    a CK whose write failed waits its backoff step (both tested in virtual time in the unit tests). So a process
+    whose revive passes grew beyond ``2 + life / interval`` over its sampled life runs them without waiting (a
+    spin: thousands a second). A CK rewrite attempt above the backoff table's length is an endless rewrite."""
     findings = []
     by_process: dict[tuple[str, int], list[MetricSample]] = defaultdict(list)
     for sample in sorted(samples, key=lambda s: s.t):
         by_process[(sample.broker, sample.pid)].append(sample)
     for (broker, pid), series in sorted(by_process.items()):
         life_s = series[-1].t - series[0].t
-        grown = series[-1].revive_write_failures - series[0].revive_write_failures
-        allowed = revive_queues * (1 + life_s * 1000 / first_backoff_ms)
+        grown = series[-1].revive_passes - series[0].revive_passes
+        allowed = 2 + life_s * 1000 / pass_interval_ms
         if grown > allowed:
-            findings.append(Finding("loop", f"{broker} (pid {pid}): {grown:g} failed revive writes in {life_s:.1f} s "
-                                    f"(a backoff of {first_backoff_ms} ms allows {allowed:.0f} over "
-                                    f"{revive_queues} revive queues)"))
+            findings.append(Finding("loop", f"{broker} (pid {pid}): {grown:g} revive passes in {life_s:.1f} s "
+                                    f"(a pass interval of {pass_interval_ms} ms allows {allowed:.0f})"))
         worst = max(s.max_rewrite_attempt for s in series)
         if worst > max_rewrites:
             findings.append(Finding("loop", f"{broker} (pid {pid}): a CK rewritten {worst} times, the backoff "

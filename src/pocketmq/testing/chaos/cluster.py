@@ -29,12 +29,12 @@ CLUSTER = "chaos"
 GROUP_NAMES = {"a": "group-a", "b": "group-b"}
 SEGMENT_BYTES = 8 * 1024 * 1024  # small commit log segments and consume queues, so a tmpfs of a few dozen MiB holds a broker
 CONSUME_QUEUE_UNITS = 50_000
-BROKER_ARGS = ["--cluster", CLUSTER, "--register-interval-ms", "500", "--set", "pop_revive_interval_ms=200",
+REVIVE_INTERVAL_MS = 200  # revive's pass interval on every broker: the loop checker's yardstick
+BROKER_ARGS = ["--cluster", CLUSTER, "--register-interval-ms", "500", "--set", f"pop_revive_interval_ms={REVIVE_INTERVAL_MS}",
                "--set", "ha_master_lookup_interval_ms=200", "--set", "ha_metadata_sync_interval_ms=300",
                "--set", "ha_slave_ack_timeout_ms=1000", "--set", f"commit_log_segment_bytes={SEGMENT_BYTES}",
                "--set", f"consume_queue_segment_units={CONSUME_QUEUE_UNITS}", "--enable-slave-acting-master",
                *FAST_DELAY_LEVEL_ARGS]
-REVIVE_QUEUES = 8  # a broker's revive queues (rmq_sys_REVIVE_LOG_<cluster>): revive retries at most one batch each
 
 
 def free_port(*hosts: str) -> int:

@@ -15,7 +15,7 @@ from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample
 
 DLQ_REASON_PROPERTY = "PMQ_DLQ_REASON"
 _READER_GROUP = "chaos-dlq-reader"
-_WRITE_FAILURES = re.compile(r"^pocketmq_pop_revive_write_failures_total(?:\{[^}]*\})? (\S+)$", re.M)
+_REVIVE_PASSES = re.compile(r'^pocketmq_background_passes_total\{[^}]*service="revive"[^}]*\} (\S+)$', re.M)
 _REWRITE_ATTEMPT = re.compile(r'^pocketmq_pop_ck_rewrites_total\{[^}]*attempt="(\d+)"[^}]*\} (\S+)$', re.M)
 
 
@@ -65,6 +65,6 @@ def metric_sample(broker: str, pid: int, metrics_addr: str, timeout_s: float = 2
             text = reply.read().decode()
     except OSError:
         return None
-    failures = sum(float(v) for v in _WRITE_FAILURES.findall(text))
+    passes = sum(float(v) for v in _REVIVE_PASSES.findall(text))
     attempts = [int(a) for a, count in _REWRITE_ATTEMPT.findall(text) if float(count) > 0]
-    return MetricSample(time.time(), broker, pid, failures, max(attempts, default=0))
+    return MetricSample(time.time(), broker, pid, passes, max(attempts, default=0))

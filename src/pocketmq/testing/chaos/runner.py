@@ -23,7 +23,7 @@ from pocketmq.common.topic import pop_retry_topic
 from pocketmq.errors import PocketMQError
 from pocketmq.testing.chaos import checkers, disk, observe
 from pocketmq.testing.chaos.checkers import Finding, MetricSample
-from pocketmq.testing.chaos.cluster import REVIVE_QUEUES, ChaosCluster
+from pocketmq.testing.chaos.cluster import REVIVE_INTERVAL_MS, ChaosCluster
 from pocketmq.testing.chaos.corruption import corrupt_tail
 from pocketmq.testing.chaos.history import History
 from pocketmq.testing.chaos.policy import OFFICIAL_GROUP, RETRY_MAX_TIMES, SDK_GROUP, TOPIC, is_poison
@@ -306,8 +306,7 @@ class ChaosRun:
         findings += checkers.dead_letters_without_reason(dead)
         dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at)
         findings += dup_findings
-        findings += checkers.loops(self.samples, REVIVE_QUEUES, DEFAULT_CK_REWRITE_BACKOFF_MS[0],
-                                  len(DEFAULT_CK_REWRITE_BACKOFF_MS))
+        findings += checkers.loops(self.samples, REVIVE_INTERVAL_MS, len(DEFAULT_CK_REWRITE_BACKOFF_MS))
         findings += checkers.not_serving(health)
         findings += checkers.corrupt_records_served(events)
         sends = [e for e in events if e["e"] == "send"]

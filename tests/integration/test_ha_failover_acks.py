@@ -29,9 +29,9 @@ from pocketmq.common import properties as props
 from pocketmq.common.topic import TopicConfig, pop_retry_topic
 from pocketmq.errors import PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, GROUP_B, start_two_groups
+from tests.integration.remoting_calls import queue_messages
 from tests.integration.test_ha_acting_master import GROUP, acting, call, official_receive, pop, pull, send
 from tests.integration.test_ha_replication import poll
 
@@ -43,21 +43,7 @@ INVISIBLE_S = 4  # the first client's: its messages come back that long after th
 
 
 async def slave_bodies(client: RemotingClient, addr: str, topic: str) -> list[str]:
-    """Every body of queue 0 of ``topic`` on the broker at ``addr`` (PULL from offset 0 to the end)."""
-    bodies: list[str] = []
-    offset = 0
-    while True:
-        reply = await call(client, addr, RequestCode.PULL_MESSAGE, {
-            "consumerGroup": "failover-checker", "topic": topic, "queueId": 0, "queueOffset": offset,
-            "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-            "subVersion": 0})
-        if reply.code != ResponseCode.SUCCESS:
-            assert reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED), \
-                (topic, reply.code, reply.remark)
-            return bodies
-        records = decode_records(reply.body)
-        bodies += [m.body.decode() for m in records]
-        offset = records[-1].queue_offset + 1
+    return [m.body.decode() for m in await queue_messages(client, addr, topic)]
 
 
 async def test_sync_sends_right_after_the_topic_was_created_are_readable_through_the_slave(tmp_path):

@@ -80,6 +80,19 @@ class SystemBusyError(PocketMQError):
     retriable = True
 
 
+class NotReplicatedError(PocketMQError):
+    """A SYNC_MASTER stored a write (a POP ack, a change of invisible time) but no slave acknowledged it: it
+    holds on the master, not yet after a failover. The codes of the send statuses of the same cases."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, slave_in_sync: bool):
+        super().__init__(message, response_code=ResponseCode.FLUSH_SLAVE_TIMEOUT if slave_in_sync
+                         else ResponseCode.SLAVE_NOT_AVAILABLE,
+                         v2_code=50402 if slave_in_sync else 50002)  # SLAVE_PERSISTENCE_TIMEOUT / HA_NOT_AVAILABLE
+        self.handle = None  # a change of invisible time: the new receipt handle, valid on the master
+
+
 class StoreError(PocketMQError):
     """The store could not do what was asked (disk full, I/O error, corrupt file)."""
 

@@ -46,6 +46,17 @@ def test_lost_names_the_group_and_whether_it_was_ever_delivered():
     assert only_g1.detail.startswith("g1:")
 
 
+def test_an_ack_stored_on_the_master_without_a_slave_ends_a_message_but_is_no_ok_ack():
+    unconfirmed = {**ack(G1, "s1", 1, ok=False), "error": "RemoteServerError('SLAVE_NOT_AVAILABLE: stored on the "
+                   "master, but SLAVE_NOT_AVAILABLE: no slave acknowledged it')"}
+    refused = {**ack(G1, "s2", 1, ok=False), "error": "RemotingError('connection closed')"}
+    events = [send("s1"), send("s2"), deliver(G1, "s1", 0.5), deliver(G1, "s2", 0.5), unconfirmed, refused,
+              deliver(G1, "s1", 3, attempt=2)]
+    [finding] = checkers.lost(events, [], (G1,))
+    assert "1 of 2" in finding.detail and "not ended: s2" in finding.detail
+    assert checkers.duplicates_after_ack(events) == ([], {})  # after a failover it may come back
+
+
 def test_a_dead_letter_of_another_group_does_not_end_a_message():
     events = [send("s1"), ack(G2, "s1", 1)]
     assert [f.kind for f in checkers.lost(events, [DeadLetter(G2, "s1", "MAX_ATTEMPTS")], (G1, G2))] == ["lost"]

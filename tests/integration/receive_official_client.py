@@ -2,9 +2,10 @@
 
 Run as ``python receive_official_client.py SPEC_JSON`` with HOME set to a temporary directory. SPEC:
 {"endpoint": "127.0.0.1:P", "topic": T (or "topics": [T, ...]), "group": G, "count": N, "deadline_s": D,
-"invisible_s": S (default 60), "skip_ack": [bodies not to ack] (default none)}. It receives and acks (all but
-the skipped bodies) until N distinct bodies came or D passed, and prints one JSON line: the bodies, their
-attempts, each body's attempt, and the acked bodies.
+"invisible_s": S (default 60), "skip_ack": [bodies not to ack] (default none), "linger_s": L (default 0)}. It
+receives and acks (all but the skipped bodies) until N distinct bodies came or D passed, then L seconds more
+(whatever else comes), and prints one JSON line: the bodies, their attempts, each body's attempt, the acked
+bodies and every delivery (seconds since start, body, attempt).
 """
 
 from __future__ import annotations
@@ -27,15 +28,21 @@ def main(spec: dict) -> int:
     got: dict[str, int] = {}
     acked: list[str] = []
     received: list[tuple[float, str, int]] = []
+    def receive_once() -> None:
+        for msg in consumer.receive(32, spec.get("invisible_s", 60)):
+            body = msg.body.decode()
+            got[body] = msg.delivery_attempt
+            received.append((round(time.monotonic() - started, 2), body, msg.delivery_attempt))
+            if body not in skip:
+                consumer.ack(msg)
+                acked.append(body)
+
     try:
         while len(got) < spec["count"] and time.monotonic() < deadline:
-            for msg in consumer.receive(32, spec.get("invisible_s", 60)):
-                body = msg.body.decode()
-                got[body] = msg.delivery_attempt
-                received.append((round(time.monotonic() - started, 2), body, msg.delivery_attempt))
-                if body not in skip:
-                    consumer.ack(msg)
-                    acked.append(body)
+            receive_once()
+        lingered = time.monotonic() + spec.get("linger_s", 0)
+        while time.monotonic() < lingered:
+            receive_once()
         print(json.dumps({"bodies": sorted(got), "attempts": sorted(set(got.values())), "attempt_of": got,
                           "acked": sorted(acked), "received": received}), flush=True)
     finally:

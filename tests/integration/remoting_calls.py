@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pocketmq.common.message import MessageExt
+from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
 
@@ -27,3 +30,18 @@ async def client():
 async def call(client: RemotingClient, addr: str, code: int, fields: dict | None = None, body: bytes = b"",
                timeout_s: float = 5.0) -> RemotingCommand:
     return await client.invoke(addr, RemotingCommand.request(code, fields, body), timeout_s)
+
+
+async def queue_messages(client: RemotingClient, addr: str, topic: str, queue_id: int = 0) -> list[MessageExt]:
+    """Every message of one queue of ``topic`` on the broker at ``addr``: PULLs from offset 0 until one answers
+    no record (whatever its code: callers compare what they got with what they expect)."""
+    messages: list[MessageExt] = []
+    while True:
+        reply = await call(client, addr, RequestCode.PULL_MESSAGE, {
+            "consumerGroup": "queue-reader", "topic": topic, "queueId": queue_id,
+            "queueOffset": messages[-1].queue_offset + 1 if messages else 0, "maxMsgNums": 64, "sysFlag": 0,
+            "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+        batch = decode_records(reply.body) if reply.code == ResponseCode.SUCCESS else []
+        if not batch:
+            return messages
+        messages += batch

@@ -21,11 +21,11 @@ from pocketmq.client import AsyncAdmin, ClientConfig
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common.topic import dlq_topic, pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
 from pocketmq.testing.processes import broker_process, process_cpu_s
 from tests.integration.test_ha_acting_master import acting, at_least, call, pull, replicated, send
+from tests.integration.remoting_calls import queue_messages
 from tests.integration.test_ha_replication import poll
 
 TOPIC = "write-faults"
@@ -106,20 +106,8 @@ async def _after(start: float, seconds: float) -> bool:
 
 
 async def _all_on(client, addr: str, topic: str, count: int):
-    """Every message of ``topic`` on ``addr`` (one queue; PULL reads 64 at a time) once there are ``count``."""
-    messages, offset = [], 0
-    while True:
-        reply = await call(client, addr, RequestCode.PULL_MESSAGE, {
-            "consumerGroup": "fault-checker", "topic": topic, "queueId": 0, "queueOffset": offset,
-            "maxMsgNums": 64, "sysFlag": 2, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-            "subVersion": 0})
-        if reply.code != ResponseCode.SUCCESS:
-            break
-        batch = decode_records(reply.body)
-        if not batch:
-            break
-        messages += batch
-        offset = batch[-1].queue_offset + 1
+    """Every message of ``topic`` on ``addr`` (one queue) once there are ``count``."""
+    messages = await queue_messages(client, addr, topic)
     return messages if len(messages) >= count else None
 
 

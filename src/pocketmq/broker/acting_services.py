@@ -69,10 +69,14 @@ class ActingServices:
         acks_by_queue: dict[int, list] = {}
         for queue_id, ack in acks:
             acks_by_queue.setdefault(queue_id, []).append(ack)
+        offsets_moved = 0
         for queue in revive.queues:
             queue.catch_up()
             for ack in acks_by_queue.get(queue.queue_id, ()):
                 queue.ledger.apply_ack(ack)
+            # The master's pops since the last metadata sync: their CKs are here, their offsets may not be.
+            for (group, topic, queue_id), end in queue.popped_to.items():
+                offsets_moved += self._broker.offsets.commit(group, topic, queue_id, end)
         self._broker.pop.writes = ActingPopWrites(self.bridge, self.progress,
                                                   revive_topic(self._broker.config.cluster_name))
         # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
@@ -80,8 +84,9 @@ class ActingServices:
         persist = self._broker.every(self._broker.config.pop_state_persist_interval_ms, self._persist_pop_state)
         self._tasks = [asyncio.ensure_future(timer.run()), asyncio.ensure_future(persist)]
         revive.start()
-        log.info("event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d",
-                 sum(len(q.ledger) for q in revive.queues), timer.pending, len(acks), len(delivered))
+        log.info("event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d "
+                 "pop_offsets_moved=%d", sum(len(q.ledger) for q in revive.queues), timer.pending, len(acks),
+                 len(delivered), offsets_moved)
 
     async def stop(self) -> None:
         # pops on a slave that does not act fail again (its store is read-only)

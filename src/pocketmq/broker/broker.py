@@ -184,6 +184,7 @@ class Broker:
         self.ha_master.start()
         if config.broker_role is BrokerRole.SYNC_MASTER:
             self.messages.replication = self.ha_master  # type: ignore[union-attr]
+            self.pop.writes.replication = self.ha_master  # acks answer once a slave has them, as sends
 
     def _start_slave(self) -> None:
         from pocketmq.cluster.ha_services import ServiceStateFollower, service_tables_of

@@ -6,6 +6,7 @@ Snapshot body (JSON)::
 
     {"topics": [TopicConfig JSON, ...], "groups": [SubscriptionGroupConfig JSON, ...],
      "offsets": {"topic@group": {"queueId": queue offset}},
+     "version": the master's metadata version (below), "physOffset": the master's commit log end,
      "stageOffsets": ..., "popFifo": ..., "popStages": ..., "timer": ...}   # ha_services; absent before
 
 Applying it makes the slave's topic and group tables equal to the master's (creating, updating, deleting;
@@ -13,6 +14,20 @@ deleting a topic here drops only its config: its records come and go with the re
 Offsets only move forward, so a consumer that committed on the slave while its master was down keeps its
 progress when the master, with older offsets, is followed again. The service state is applied by an
 ``ha_services.ServiceStateFollower`` (see there). Everything is parsed before anything changes.
+
+**Metadata travels with the records** (docs/ha.md, "Metadata"). The master names its *metadata version*
+(``metadata_version``: its boot and the change counters of its topic and group tables) in every
+HA_PULL_COMMIT_LOG reply; a slave that applied another version syncs the metadata *before* it appends the
+records of that reply, so the offset it asks for next (its ack, which releases SYNC sends) covers a record
+only once the slave also has the topic and group configs that existed when the record was stored. A topic
+created just before a send is on the slave before the send is acknowledged; the periodic sync remains for the
+rest (offsets, service state) and as a backstop.
+
+**Offsets wait for their records** (``OffsetsGate``): the master takes the snapshot's offsets from memory,
+where a pop has moved its offset once its CK was stored, possibly before the slave has that CK. A slave that
+took such an offset and then lost its master would never hand those messages out again, and hold no CK to
+revive them: so a snapshot's offsets are applied only once the slave's commit log reaches the ``physOffset``
+the snapshot came with.
 """
 
 from __future__ import annotations
@@ -42,6 +57,7 @@ class MetadataChanges:
     groups_deleted: int
     offsets_moved: int
     services: ServiceStateChanges = ServiceStateChanges()
+    version: str | None = None  # the master's metadata version of the snapshot (None from an older master)
 
     @property
     def any(self) -> bool:
@@ -49,22 +65,72 @@ class MetadataChanges:
                     self.offsets_moved, self.services.any))
 
 
-def metadata_snapshot(topics, groups, offsets, services: ServiceTables = ServiceTables()) -> bytes:
-    return json.dumps({"topics": [topic_config_to_json(c) for c in topics.all()],
-                       "groups": [group_config_to_json(g) for g in groups.all()],
-                       "offsets": offsets.snapshot(), **service_state_snapshot(services)}).encode()
+def metadata_version(incarnation: int, topics, groups) -> str:
+    """What a master's topic and group tables are now, as one comparable word: equal words, equal tables.
+    ``incarnation`` (the broker's boot time) tells a restarted master's counters from the ones before."""
+    return f"{incarnation}.{topics.data_version}.{groups.data_version}"
 
 
-def apply_metadata(body: bytes, topics, groups, offsets,
-                   services: ServiceStateFollower | None = None) -> MetadataChanges:
+def metadata_snapshot(topics, groups, offsets, services: ServiceTables = ServiceTables(), *,
+                      version: str | None = None, phys_offset: int | None = None) -> bytes:
+    """The master's snapshot; ``phys_offset``: its commit log end now (every CK behind an offset is below it)."""
+    snapshot = {"topics": [topic_config_to_json(c) for c in topics.all()],
+                "groups": [group_config_to_json(g) for g in groups.all()],
+                "offsets": offsets.snapshot(), **service_state_snapshot(services)}
+    if version is not None:
+        snapshot["version"] = version
+    if phys_offset is not None:
+        snapshot["physOffset"] = phys_offset
+    return json.dumps(snapshot).encode()
+
+
+class OffsetsGate:
+    """Holds a snapshot's consumer offsets until the replica's commit log reaches the phys offset the snapshot
+    came with (see the module doc). Only the newest waiting snapshot is kept: offsets move forward only, and a
+    newer snapshot of the master holds every offset an older one did."""
+
+    def __init__(self, offsets, store):
+        self._offsets = offsets
+        self._store = store
+        self.waiting: tuple[dict, int] | None = None  # (offsets snapshot, master phys offset)
+
+    def offer(self, master_offsets: dict, master_phys_offset: int | None) -> int:
+        """Apply ``master_offsets`` now if the replica holds the log up to ``master_phys_offset`` (None: an older
+        master that does not say; applied at once), else keep them; returns how many offsets moved."""
+        if master_phys_offset is None or master_phys_offset <= self._store.max_phys_offset:
+            self.waiting = None  # older than these offsets, and held by them
+            return apply_offsets(master_offsets, self._offsets)
+        self.waiting = (master_offsets, master_phys_offset)
+        return 0
+
+    def replica_grew(self) -> int:
+        """After an append: apply the waiting offsets once the replica reached them; returns how many moved."""
+        if self.waiting is None or self.waiting[1] > self._store.max_phys_offset:
+            return 0
+        master_offsets, _ = self.waiting
+        self.waiting = None
+        return apply_offsets(master_offsets, self._offsets)
+
+    def __repr__(self) -> str:
+        return f"<OffsetsGate waiting_phys_offset={self.waiting[1] if self.waiting else None}>"
+
+
+def apply_metadata(body: bytes, topics, groups, offsets, services: ServiceStateFollower | None = None,
+                   offsets_gate: OffsetsGate | None = None) -> MetadataChanges:
     """Make the slave's tables follow the master's snapshot ``body``; ValueError when it does not parse (then
-    nothing changed)."""
+    nothing changed). With ``offsets_gate`` the offsets go through it (a replica), else they apply at once."""
     try:
         snapshot = json.loads(body)
         master_topics = [topic_config_from_json(obj) for obj in snapshot["topics"]]
         master_groups = [group_config_from_json(obj) for obj in snapshot["groups"]]
         master_offsets = snapshot["offsets"]
+        version = snapshot.get("version")
+        phys_offset = snapshot.get("physOffset")
+        if not (version is None or isinstance(version, str)) or not (phys_offset is None or type(phys_offset) is int):
+            raise ValueError(f"version {version!r} / physOffset {phys_offset!r}")
         service_state = parse_service_state(snapshot)
+        # Checked now: the gate may apply them later, and a snapshot that does not parse changes nothing.
+        master_offsets = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in master_offsets.items()}
     except (ValueError, KeyError, TypeError, AttributeError, PocketMQError) as exc:
         raise ValueError(f"metadata snapshot does not parse: {exc}") from None
     topics_changed = _upsert(topics, master_topics, lambda c: c.name)
@@ -73,10 +139,11 @@ def apply_metadata(body: bytes, topics, groups, offsets,
     groups_changed = _upsert(groups, master_groups, lambda g: g.group)
     group_names = {g.group for g in master_groups}
     groups_deleted = sum(groups.delete(g.group) for g in groups.all() if g.group not in group_names)
-    offsets_moved = apply_offsets(master_offsets, offsets)
+    offsets_moved = (offsets_gate.offer(master_offsets, phys_offset) if offsets_gate is not None
+                     else apply_offsets(master_offsets, offsets))
     service_changes = services.apply(service_state) if services is not None else ServiceStateChanges()
     return MetadataChanges(topics_changed, topics_deleted, groups_changed, groups_deleted, offsets_moved,
-                           service_changes)
+                           service_changes, version)
 
 
 def apply_offsets(snapshot: dict, offsets) -> int:

@@ -7,9 +7,11 @@ Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, se
 answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
 slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: every ``metadata_interval_ms``
 HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata`` (the service state by ``services``, an
-``ha_services.ServiceStateFollower``). Both wait ``lookup_interval_ms`` after a failure
-(no master in the route, connection refused, timeout, refused by the master) and log a failure once per
-outage, not once per attempt.
+``ha_services.ServiceStateFollower``; consumer offsets through an ``ha_metadata.OffsetsGate``). A pull reply
+naming another metadata version than the one applied syncs the metadata before its records are appended, so
+the next pull's ack covers them only with their topics and groups (``ha_metadata``). Both loops wait
+``lookup_interval_ms`` after a failure (no master in the route, connection refused, timeout, refused by the
+master) and log a failure once per outage, not once per attempt.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pocketmq.cluster.ha_metadata import apply_metadata
+from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata
 from pocketmq.cluster.ha_services import ServiceStateFollower
 from pocketmq.errors import PocketMQError, RemoteServerError
 from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
@@ -47,6 +49,9 @@ class HaSlave:
         self._metadata_interval_s = metadata_interval_ms / 1000
         self._request_timeout_s = request_timeout_ms / 1000
         self.master_addr: str | None = None
+        self.metadata_version: str | None = None  # the master's version of the last snapshot applied
+        self._metadata_lock = asyncio.Lock()  # one sync at a time: an older snapshot never lands after a newer
+        self._offsets_gate = OffsetsGate(offsets, store)
         self._failing: dict[str, str] = {}  # loop name -> the failure logged for the current outage
 
     # -- replication --------------------------------------------------------------------------------------------
@@ -69,9 +74,13 @@ class HaSlave:
                 fields.update(lastRecordPhysOffset=last.phys_offset, lastRecordCrc32c=last.crc32c)
             request = RemotingCommand.request(HA_PULL_COMMIT_LOG, fields)
             response = await self._invoke(master, request, self._pull_suspend_ms / 1000 + self._request_timeout_s)
+            version = response.ext_fields.get("metadataVersion")
+            if version is not None and version != self.metadata_version:
+                await self.sync_metadata_once(master)  # the records' topics and groups before our ack of them
             if response.body:
                 start = int(response.ext_fields["physOffset"])
                 await self._store.append_replicated(start, response.body)
+                self._offsets_gate.replica_grew()
             self._recovered("replication", f"master={master} phys_offset={self._store.max_phys_offset}")
 
     # -- metadata -----------------------------------------------------------------------------------------------
@@ -83,13 +92,15 @@ class HaSlave:
                 self._failed("metadata", exc)
             await asyncio.sleep(self._metadata_interval_s)
 
-    async def sync_metadata_once(self) -> None:
-        master = await self._master()
-        response = await self._invoke(master, RemotingCommand.request(HA_SYNC_METADATA, {
-            "brokerName": self._broker_name, "slaveAddr": self._slave_addr}), self._request_timeout_s)
-        changes = apply_metadata(response.body, *self._tables, self._services)
+    async def sync_metadata_once(self, master: str | None = None) -> None:
+        async with self._metadata_lock:
+            master = master or await self._master()
+            response = await self._invoke(master, RemotingCommand.request(HA_SYNC_METADATA, {
+                "brokerName": self._broker_name, "slaveAddr": self._slave_addr}), self._request_timeout_s)
+            changes = apply_metadata(response.body, *self._tables, self._services, self._offsets_gate)
+            self.metadata_version = changes.version
         if changes.any:
-            log.info("event=metadata_synced master=%s changes=%s", master, changes)
+            log.info("event=metadata_synced master=%s version=%s changes=%s", master, changes.version, changes)
         self._recovered("metadata", f"master={master}")
 
     # -- shared -------------------------------------------------------------------------------------------------

@@ -18,8 +18,10 @@ PULL_NOT_FOUND / PULL_OFFSET_MOVED, offset    NOT_FOUND BELOW_MIN_OFFSET
 below the reply's ``minOffset``
 the same, offset at or past ``maxOffset``     NOT_FOUND BEYOND_MAX_OFFSET from a master; FAILED
                                               GROUP_UNREACHABLE (need_retry) from a slave, which may lag
-TOPIC_NOT_EXIST                               NOT_FOUND TOPIC_GONE (RocketMQ retries it: PocketMQ
-                                              brokers answer it only once the topic is deleted)
+TOPIC_NOT_EXIST from a master                 NOT_FOUND TOPIC_GONE (RocketMQ retries it: PocketMQ
+                                              masters answer it only once the topic is deleted)
+TOPIC_NOT_EXIST from a slave                  FAILED GROUP_UNREACHABLE (need_retry): "not yet", its
+                                              metadata may trail the master's, which is down
 NO_PERMISSION                                 FAILED NO_PERMISSION (need_retry, long delay)
 SYSTEM_BUSY, FLOW_CONTROL, POLLING_FULL,      FAILED BROKER_BUSY (need_retry)
 SERVICE_NOT_AVAILABLE
@@ -113,7 +115,7 @@ def classify_pull_reply(reply: RemotingCommand, queue_offsets: list[int], *, fro
         return results
     if code in _NO_RECORD_CODES:
         return {offset: _missing(reply, offset, from_slave, delays) for offset in queue_offsets}
-    return dict.fromkeys(queue_offsets, _refusal(reply, delays))
+    return dict.fromkeys(queue_offsets, _refusal(reply, from_slave, delays))
 
 
 def _missing(reply: RemotingCommand, offset: int, from_slave: bool, delays: RetryDelays) -> ReadResult:
@@ -137,9 +139,13 @@ def _missing(reply: RemotingCommand, offset: int, from_slave: bool, delays: Retr
                              "was not returned", retry_delay_ms=delays.other_ms, code=reply.code)
 
 
-def _refusal(reply: RemotingCommand, delays: RetryDelays) -> ReadResult:
+def _refusal(reply: RemotingCommand, from_slave: bool, delays: RetryDelays) -> ReadResult:
     remark = reply.remark or ""
     if reply.code == ResponseCode.TOPIC_NOT_EXIST:
+        if from_slave:  # only the master's word is final: a slave may not have copied the topic yet
+            return ReadResult.failed(FailureReason.GROUP_UNREACHABLE, f"a slave does not know the topic (yet) and "
+                                     f"the master is down: {remark}", retry_delay_ms=delays.unreachable_ms,
+                                     code=reply.code)
         return ReadResult.not_found(NotFoundCause.TOPIC_GONE, remark)
     if reply.code == ResponseCode.NO_PERMISSION:
         return ReadResult.failed(FailureReason.NO_PERMISSION, remark, retry_delay_ms=delays.no_permission_ms,

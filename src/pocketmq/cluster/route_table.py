@@ -95,13 +95,21 @@ class RouteTable:
                                       identity.heartbeat_timeout_ms or self._broker_expire_ms, channel)
         # An empty data version (a peer that keeps none) counts as changed every time.
         changed = previous is None or not body.data_version or previous.data_version != body.data_version
-        if identity.is_master and changed:
+        if identity.is_master and changed or self._speaks_for_its_group(identity, group):
             self._apply_topics(identity.broker_name, body.topics)
         if identity.is_master:
             return RegisterResult(previous is None)
         master_addr = group.addrs.get(MASTER_ID)
         master = self._live.get((identity.cluster, master_addr)) if master_addr else None
         return RegisterResult(previous is None, master_addr, master.identity.ha_server_addr if master else None)
+
+    @staticmethod
+    def _speaks_for_its_group(identity: BrokerIdentity, group: _BrokerGroup) -> bool:
+        """A slave whose group has no master and which has the lowest id left (RocketMQ 5's "prime slave"): its
+        topics make the group's queues, so a topic its master created but never registered before it died
+        (a SYNC master acknowledges sends before its next registration) is readable through it. Applied at every
+        registration: its table may have been the same since before the master went."""
+        return not identity.is_master and MASTER_ID not in group.addrs and identity.broker_id == min(group.addrs)
 
     def _apply_topics(self, broker_name: str, topics: tuple[TopicConfig, ...]) -> None:
         listed = {t.name for t in topics}

@@ -35,6 +35,7 @@ from pocketmq.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
     NoPermissionError,
+    NotReplicatedError,
     PocketMQError,
     ServiceNotAvailableError,
 )
@@ -103,6 +104,9 @@ class ConsumerRpcs:
                 self.renewals.renewed(text, await pop.change_invisible(renewal.group, renewal.handle,
                                                                        self.renewals.invisible_ms))
                 renewed += 1
+            except NotReplicatedError as exc:  # renewed on this master, not on a slave yet: keep renewing
+                log.warning("event=grpc_auto_renew_not_replicated group=%s error=%s", renewal.group, exc)
+                self.renewals.renewed(text, exc.handle)
             except PocketMQError as exc:  # acked elsewhere, revived already, or the store refused: stop here
                 log.info("event=grpc_auto_renew_ended group=%s error=%s", renewal.group, exc)
                 self.renewals.drop(text)

@@ -42,8 +42,14 @@ from pocketmq.server.grpc_validation import (
     validate_message,
 )
 from pocketmq.server.sessions import SessionRegistry
+from pocketmq.store.api import PutStatus
 
 log = logging.getLogger(__name__)
+# A message stored with a weaker guarantee is not an OK send (the proxy's mapping): an OK means what a remoting
+# SEND_OK means, on the master's disk and, under SYNC replication, on a slave.
+_SEND_CODE_OF_PUT = {PutStatus.FLUSH_DISK_TIMEOUT: V2Code.MASTER_PERSISTENCE_TIMEOUT,
+                     PutStatus.FLUSH_SLAVE_TIMEOUT: V2Code.SLAVE_PERSISTENCE_TIMEOUT,
+                     PutStatus.SLAVE_NOT_AVAILABLE: V2Code.HA_NOT_AVAILABLE}
 
 CLIENT_ID_HEADER = "x-mq-client-id"
 LANGUAGE_HEADER = "x-mq-language"
@@ -167,8 +173,8 @@ class MessagingServicer:
         results = await self._broker.messages.send(
             [m.to_domain() for m in valid], topic=topic, born_host=(first.born_host or peer_host, peer_port),
             born_timestamp_ms=first.born_timestamp_ms or now_ms)
-        return codec.send_response([codec.SendEntry(V2Code.OK, message_id=r.msg_id, queue_offset=r.queue_offset)
-                                    for r in results])
+        return codec.send_response([codec.SendEntry(_SEND_CODE_OF_PUT.get(r.status, V2Code.OK), message_id=r.msg_id,
+                                                    queue_offset=r.queue_offset) for r in results])
 
     # -- sessions -------------------------------------------------------------------------------------------------
     async def Heartbeat(self, request, context):

@@ -3,7 +3,8 @@
 - HA_PULL_COMMIT_LOG (30100), header ``brokerName``, ``brokerId``, ``slaveAddr``, ``physOffset`` (where the
   slave's commit log ends: its ack), ``maxBytes``, ``suspendMillis``. Reply header ``physOffset`` (where the
   body starts: the request's, or the master's first record for an empty slave), ``masterMaxOffset``; body:
-  whole commit log records (the store's frames), empty when nothing new came within ``suspendMillis``.
+  whole commit log records (the store's frames), empty when nothing new came within ``suspendMillis``;
+  ``metadataVersion``: the master's metadata version (``cluster.ha_metadata``), read after the records.
   Optional ``lastRecordPhysOffset`` and ``lastRecordCrc32c`` (the slave's last record: where its frame
   starts and its CRC32C; sent by slaves that hold a record): the master checks that its own last record
   before ``physOffset`` is that one. The body holds only records durable on the master.
@@ -11,7 +12,8 @@
   another record; or behind the master's retention); NO_PERMISSION from a broker that is not a master or
   not of that broker name.
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
-  ``cluster.ha_metadata`` (with the service state of ``cluster.ha_services``).
+  ``cluster.ha_metadata`` (with its version, the commit log end and the service state of
+  ``cluster.ha_services``).
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
   answers its acting progress (``broker.acting_progress``); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
   the master stored it, the slave forgets it. NO_PERMISSION from a broker that is not a slave of that name.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from pocketmq.cluster.ha_metadata import metadata_snapshot
+from pocketmq.cluster.ha_metadata import metadata_snapshot, metadata_version
 from pocketmq.cluster.ha_services import service_tables_of
 from pocketmq.errors import BadRequestError, NoPermissionError, PocketMQError
 from pocketmq.protocol.codes import (
@@ -74,16 +76,23 @@ class HaHandlers:
                                                   h.max_bytes, h.suspend_ms, _slave_last_record(h))
         except ValueError as exc:
             raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
+        # The version is read after the records: every record of the body was stored under it or an older one.
         return request.response(ResponseCode.SUCCESS, {"physOffset": start,
-                                                       "masterMaxOffset": self._broker.store.max_phys_offset},
+                                                       "masterMaxOffset": self._broker.store.max_phys_offset,
+                                                       "metadataVersion": self._metadata_version()},
                                 body=data)
+
+    def _metadata_version(self) -> str:
+        broker = self._broker
+        return metadata_version(broker.boot_timestamp_ms, broker.topics, broker.groups)
 
     async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         self._master(BrokerNameHeader.parse(request.ext_fields))
         broker = self._broker
         return request.response(ResponseCode.SUCCESS,
                                 body=metadata_snapshot(broker.topics, broker.groups, broker.offsets,
-                                                       service_tables_of(broker)))
+                                                       service_tables_of(broker), version=self._metadata_version(),
+                                                       phys_offset=broker.store.max_phys_offset))
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = BrokerNameHeader.parse(request.ext_fields)

@@ -60,6 +60,21 @@ def test_slave_joins_its_group_and_is_told_its_master():
     assert route.queue_datas[0].write_queue_nums == 4  # a slave's topic table does not change the queues
 
 
+def test_a_slave_whose_master_is_gone_makes_its_group_s_queues():
+    routes = table()
+    routes.register(A, body("orders"), now_ms=0)
+    routes.register(A_SLAVE, body("orders", "fresh", version=7), now_ms=0)
+    assert routes.route("fresh") is None  # the master speaks for its group while it is there
+    routes.unregister(A.cluster, A.broker_addr)  # it died before registering "fresh"
+    routes.register(A_SLAVE, body("orders", "fresh", version=7), now_ms=1)  # the same table as before
+    route = routes.route("fresh")
+    assert route is not None and route.broker("broker-a").broker_addrs == {1: A_SLAVE.broker_addr}
+    assert [q.broker_name for q in route.queue_datas] == ["broker-a"]
+    second = dataclasses.replace(A_SLAVE, broker_id=2, broker_addr="127.0.0.1:10931")
+    routes.register(second, body("other"), now_ms=1)
+    assert routes.route("other") is None  # not the lowest id left
+
+
 def test_registration_is_new_once_and_updates_topics_when_the_data_version_changes():
     routes = table()
     assert routes.register(A, body("orders", version=1), now_ms=0).is_new

@@ -59,9 +59,22 @@ def test_refusals_are_failed_reads_to_retry(code, expected):
     assert result.retry_delay_ms > 0
 
 
-def test_topic_not_exist_is_gone_for_good():
+def test_topic_not_exist_is_gone_for_good_from_a_master_only():
     result = classify_pull_reply(PULL.response(ResponseCode.TOPIC_NOT_EXIST), [0], from_slave=False)[0]
     assert result.not_found_cause is NotFoundCause.TOPIC_GONE and not result.need_retry
+    # A slave's metadata may trail its master's: "not yet", never "gone" (revive must not drop the message).
+    not_yet = classify_pull_reply(PULL.response(ResponseCode.TOPIC_NOT_EXIST), [0, 1], from_slave=True)
+    assert {r.status for r in not_yet.values()} == {ReadStatus.FAILED}
+    assert all(r.failure is FailureReason.GROUP_UNREACHABLE and r.need_retry and r.retry_delay_ms > 0
+               for r in not_yet.values())
+
+
+async def test_a_slave_that_does_not_know_the_topic_keeps_the_read_for_later():
+    r, remoting, _ = reader({1: "s:1"}, {"s:1": PULL.response(ResponseCode.TOPIC_NOT_EXIST, remark="no topic")})
+    result = await r.read("t", 0, 4)
+    assert (result.status, result.failure, result.need_retry) == (ReadStatus.FAILED, FailureReason.GROUP_UNREACHABLE,
+                                                                 True)
+    assert remoting.calls == ["s:1"]
 
 
 def test_call_errors():

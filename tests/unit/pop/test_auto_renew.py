@@ -7,6 +7,8 @@ gone the message comes back after its deadline.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
@@ -14,6 +16,7 @@ from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.grpc_consumer import ConsumerRpcs
+from pocketmq.store.api import PutStatus
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 GROUP, TOPIC = "G", "T"
@@ -101,3 +104,27 @@ async def test_renewal_stops_after_max_renew(tmp_path):
         assert msg.reconsume_times == 1
         reply = await rpcs.ack(ack_request(handle), None)  # revived already: the first handle is stale
         assert [e.status.code for e in reply.entries] == [V2Code.INVALID_RECEIPT_HANDLE]
+
+
+class SlaveAway:
+    """A SYNC master's replication while its slave is away (HaMaster.replicated's answer then)."""
+
+    async def replicated(self, results):
+        return [dataclasses.replace(r, status=PutStatus.SLAVE_NOT_AVAILABLE) for r in results]
+
+
+async def test_renewal_goes_on_while_a_sync_master_s_slave_is_away(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, TOPIC, 1)
+        rpcs = ConsumerRpcs(broker, AliveClients({"c1"}), RenewalTable(invisible_ms=60_000, ahead_ms=10_000))
+        [handle] = await receive(rpcs, "c1")
+        broker.pop.writes.replication = SlaveAway()
+        for _ in range(24):  # two minutes: renewed on the master each time, though not on a slave
+            clock.advance(5_000)
+            await rpcs.renew_due()
+            await broker.pop.revive.run_once(clock.now_ms())
+        assert len(rpcs.renewals) == 1 and await pop(broker, GROUP, TOPIC) == []
+        broker.pop.writes.replication = None  # the slave is back
+        reply = await rpcs.ack(ack_request(handle), None)  # the first handle still acks (the current one)
+        assert [e.status.code for e in reply.entries] == [V2Code.OK]

@@ -60,6 +60,7 @@ from pocketmq.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
     NoPermissionError,
+    NotReplicatedError,
 )
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
@@ -494,10 +495,16 @@ class PopService:
         pop_time_ms = max(now_ms, handle.pop_time_ms + 1)
         new_ck = PopCheckpoint.of_offsets(handle.topic, group, handle.queue_id, [handle.queue_offset], pop_time_ms,
                                           invisible_ms, self.broker_name, handle.revive_queue_id)
-        revive_queue_id = await self.writes.change(queue, _ack_of_handle(group, handle), new_ck)
-        return ReceiptHandle(handle.topic, handle.queue_offset, pop_time_ms, invisible_ms, revive_queue_id,
-                             handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
-                             handle.phys_offset)
+        def new_handle(revive_queue_id: int) -> ReceiptHandle:
+            return ReceiptHandle(handle.topic, handle.queue_offset, pop_time_ms, invisible_ms, revive_queue_id,
+                                 handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
+                                 handle.phys_offset)
+
+        try:
+            return new_handle(await self.writes.change(queue, _ack_of_handle(group, handle), new_ck))
+        except NotReplicatedError as exc:  # changed here, not on a slave: the handle stays good on this broker
+            exc.handle = new_handle(queue.queue_id)
+            raise
 
     async def forward_to_dead_letter(self, group: str, handle: ReceiptHandle) -> None:
         """Move a popped message to ``%DLQ%<group>`` now (a client gave up on it) and count it as acked."""

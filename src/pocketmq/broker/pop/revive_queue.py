@@ -19,8 +19,8 @@ from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.ledger import ReviveLedger
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
-from pocketmq.errors import StoreError
-from pocketmq.store.api import GetStatus
+from pocketmq.errors import NotReplicatedError, StoreError
+from pocketmq.store.api import GetStatus, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +52,19 @@ class ReviveQueue:
         # Retention may have removed records below the committed offset's successor; start at what exists.
         self.ledger = ReviveLedger(max(start_offset, store.min_queue_offset(revive_topic, queue_id)))
         self.bad_records = 0
+        # (group, topic, queue id) -> the queue offset after the last message a CK of this group read here has
+        # popped: where the pop offset stands at least. A slave's CKs come with the replicated log, its offsets
+        # with the periodic metadata sync; a slave that starts acting moves its offsets up to here, so it never
+        # pops again what its master popped (and maybe saw acked) since the last sync.
+        self.popped_to: dict[tuple[str, str, int], int] = {}
 
-    async def append(self, records: list[MessageExt]) -> None:
+    async def append(self, records: list[MessageExt]) -> list[PutResult]:
         """Append CK / ACK messages in one store call; StoreError when the store did not take them."""
         results = await self._store.put_messages(records)
         for result in results:
             if not result.status.stored:
                 raise StoreError(f"revive queue {self.queue_id}: {result.status.value} {result.reason}")
+        return results
 
     async def append_checkpoint(self, ck: PopCheckpoint) -> None:
         await self.append([checkpoint_message(self.topic, ck)])
@@ -87,7 +93,9 @@ class ReviveQueue:
         tag = msg.properties.get(props.TAGS)
         try:
             if tag == CK_TAG:
-                self.ledger.on_checkpoint(PopCheckpoint.from_json(msg.body), msg.queue_offset)
+                ck = PopCheckpoint.from_json(msg.body)
+                self.ledger.on_checkpoint(ck, msg.queue_offset)
+                self._note_popped(ck)
                 return
             if tag in (ACK_TAG, BATCH_ACK_TAG):
                 self.ledger.on_ack(AckRecord.from_json(msg.body, self._broker_name), msg.queue_offset)
@@ -97,6 +105,14 @@ class ReviveQueue:
             log.error("event=revive_record_unreadable queue=%d offset=%d error=%s", self.queue_id,
                       msg.queue_offset, exc)
         self.ledger.skip(msg.queue_offset)
+
+    def _note_popped(self, ck: PopCheckpoint) -> None:
+        if ck.broker_name not in ("", self._broker_name):
+            return  # escaped here from another group: its offsets are that group's
+        key = (ck.group, ck.topic, ck.queue_id)
+        end = max(ck.queue_offsets) + 1
+        if end > self.popped_to.get(key, -1):
+            self.popped_to[key] = end
 
     def __repr__(self) -> str:
         return f"<ReviveQueue {self.topic}/{self.queue_id} {self.ledger!r}>"
@@ -112,15 +128,33 @@ async def store_copies(store, topics, messages: list[MessageExt]) -> None:
         raise StoreError(f"store refused the copies: {results[0].status.value} {results[0].reason}")
 
 
+async def replicated(replication, results: list[PutResult]) -> None:
+    """Return once a slave holds the records of ``results`` (``replication``: the ``cluster.ha_master.HaMaster``
+    of a SYNC_MASTER, else None: at once); NotReplicatedError when no slave acknowledged them in time."""
+    if replication is None:
+        return
+    for result in await replication.replicated(results):
+        if result.status in (PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE):
+            raise NotReplicatedError(f"stored on the master, but {result.status.value}: no slave acknowledged it",
+                                     slave_in_sync=result.status is PutStatus.FLUSH_SLAVE_TIMEOUT)
+
+
 class LocalPopWrites:
     """Where the pop engine writes CK and ACK records and dead letters: this broker's revive queues and store.
-    (A slave acting as master swaps in ``broker.acting_writes.ActingPopWrites``, which escapes them.)"""
+    (A slave acting as master swaps in ``broker.acting_writes.ActingPopWrites``, which escapes them.)
+
+    Under SYNC replication (``replication`` set) an ack and a change of invisible time answer once a slave
+    holds their records, as a send does: an ack that returned OK holds after a failover, and the acting slave
+    never hands the acked message out again. A pop's CK does not wait: without it on the slave, the slave's
+    pop offset is behind it too (``cluster.ha_metadata.OffsetsGate``) and the message is delivered again
+    (at least once)."""
 
     forwards_unknown_handles = False  # a handle whose CK is not open here is invalid
 
     def __init__(self, store, topics):
         self._store = store
         self._topics = topics
+        self.replication = None  # cluster.ha_master.HaMaster of a SYNC_MASTER (set when it starts)
 
     async def put_messages(self, messages: list[MessageExt]) -> None:
         await store_copies(self._store, self._topics, messages)
@@ -131,9 +165,12 @@ class LocalPopWrites:
         return queue.queue_id
 
     async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None:
-        await queue.append([ack_message(queue.topic, queue.queue_id, ack) for ack in acks])
+        results = await queue.append([ack_message(queue.topic, queue.queue_id, ack) for ack in acks])
+        await replicated(self.replication, results)
 
     async def change(self, queue: ReviveQueue, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         """Close a message in its CK and open a one-message CK with the new deadline, in one store call."""
-        await queue.append([ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)])
+        results = await queue.append([ack_message(queue.topic, queue.queue_id, old_ack),
+                                      checkpoint_message(queue.topic, new_ck)])
+        await replicated(self.replication, results)
         return queue.queue_id

@@ -1,7 +1,8 @@
 """The verdict of a chaos run: pure functions over what the clients saw (history.py), the dead letters read
 back at the end, metric samples taken during the run and the health of each process.
 
-- ``lost``: a send that returned OK whose message a group never acked and never dead-lettered;
+- ``lost``: a send that returned OK whose message a group never acked and never dead-lettered (an ack a SYNC
+  master stored without a slave's confirmation counts as acked: the message ended there);
 - ``pop_unended``: a delivered message (of any send) neither acked nor dead-lettered by its group;
 - ``dead_letter_without_reason``: a DLQ entry without ``PMQ_DLQ_REASON``;
 - ``duplicate_after_ack``: a delivery whose receive began after an ack of the same message by the same group
@@ -22,6 +23,10 @@ from dataclasses import dataclass
 
 MAX_IDS_SHOWN = 10
 CORRUPT_SIGNS = ("UnicodeDecodeError", "RecordFormatError", "corrupt", "checksum")
+# An ack a SYNC master stored without a slave's ack answers these statuses (remoting codes 11 / 12; on gRPC
+# HA_NOT_AVAILABLE / SLAVE_PERSISTENCE_TIMEOUT, whose message names them too): it ended the message on the master,
+# but it is not an OK ack (a delivery after it is no duplicate).
+UNCONFIRMED_ACK_SIGNS = ("SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT")
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,10 @@ def _ids(ids) -> str:
 
 
 def _acked(events: list[dict], group: str) -> set[str]:
-    return {e["id"] for e in events if e["e"] == "ack" and e["group"] == group and e["ok"]}
+    """Messages a group acked: OK, or stored on a SYNC master that no slave confirmed (it holds there; a failover
+    may bring the message back, at least once)."""
+    return {e["id"] for e in events if e["e"] == "ack" and e["group"] == group
+            and (e["ok"] or any(sign in e.get("error", "") for sign in UNCONFIRMED_ACK_SIGNS))}
 
 
 def _dead(dead_letters: list[DeadLetter], group: str) -> set[str]:

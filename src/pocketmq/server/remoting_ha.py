@@ -10,6 +10,12 @@
   ILLEGAL_OPERATION when the slave cannot follow (diverged: its log is ahead of the master's or ends with
   another record; or behind the master's retention); NO_PERMISSION from a broker that is not a master or
   not of that broker name.
+  The reply also carries ``confirmedPhysOffset`` (records below it were confirmed as replicated for SYNC
+  sends; the slave keeps it, ``cluster.ha_epochs``) and ``epochTenure`` (the tenure id of the master's
+  current epoch: when it changes, the slave compares epochs again).
+- HA_EPOCHS (30102), header ``brokerName``, ``slaveAddr``: body ``{"epochs": [...]}``, the master's epochs
+  (``cluster.ha_epochs``), reply header ``masterMaxOffset``. A slave asks before following a master and cuts
+  what of its log is not the master's. REQUEST_CODE_NOT_SUPPORTED from an older PocketMQ.
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
   ``cluster.ha_metadata`` (with the service state of ``cluster.ha_services``).
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
@@ -27,6 +33,7 @@ from pocketmq.errors import BadRequestError, NoPermissionError, PocketMQError
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,
+    HA_EPOCHS,
     HA_PULL_COMMIT_LOG,
     HA_SYNC_METADATA,
     ResponseCode,
@@ -48,6 +55,7 @@ class HaHandlers:
     def register(self, router: RequestRouter) -> None:
         router.register(HA_PULL_COMMIT_LOG, self.pull_commit_log)
         router.register(HA_SYNC_METADATA, self.sync_metadata)
+        router.register(HA_EPOCHS, self.epochs)
         router.register(ACTING_MASTER_HANDOVER, self.acting_master_handover)
         router.register(ACTING_PROGRESS_APPLIED, self.acting_progress_applied)
 
@@ -75,9 +83,16 @@ class HaHandlers:
                                                   _slave_last_record(h))
         except ValueError as exc:
             raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
-        return request.response(ResponseCode.SUCCESS, {"physOffset": start,
-                                                       "masterMaxOffset": self._broker.store.max_phys_offset},
-                                body=data)
+        fields = {"physOffset": start, "masterMaxOffset": self._broker.store.max_phys_offset,
+                  "confirmedPhysOffset": master.epochs.confirmed_phys_offset}
+        if master.epochs.current is not None:
+            fields["epochTenure"] = master.epochs.current.tenure_id
+        return request.response(ResponseCode.SUCCESS, fields, body=data)
+
+    async def epochs(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        master = self._master(HeaderFields(request.ext_fields))
+        return request.response(ResponseCode.SUCCESS, {"masterMaxOffset": self._broker.store.max_phys_offset},
+                                body=master.epochs.to_body())
 
     async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         self._master(HeaderFields(request.ext_fields))

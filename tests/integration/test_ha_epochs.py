@@ -1,0 +1,72 @@
+"""A diverged slave cuts its log back to what it shares with its new master, by itself (real processes).
+
+Failover by hand: X is the SYNC master and Y its slave; both hold the acknowledged messages. Y dies and X
+stores two more (answered SLAVE_NOT_AVAILABLE: on X only). X dies; Y is started as the group's master (its
+new tenure begins at its log's end) and takes a message; X comes back as Y's slave. X's log went on where
+Y's did not, so X compares epochs, cuts its two unreplicated records (logging the bytes dropped), and then
+replicates Y's log: both serve the same messages and SYNC sends are acknowledged by X again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.test_ha_replication import _logged, broker, poll, pull_bodies, send
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.processes import namesrv_process
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+
+
+async def test_a_former_master_with_unreplicated_records_truncates_them_and_follows_the_new_master(tmp_path):
+    namesrv = namesrv_process(tmp_path / "ns").start()
+    x = broker(tmp_path, namesrv.namesrv, "x", 0, "sync_master").start()
+    y = broker(tmp_path, namesrv.namesrv, "y", 1, "slave").start()
+    procs = [namesrv, x, y]
+    client = RemotingClient()
+    try:
+        await poll(lambda: _sent_ok(client, x.remoting, b"probe"), 15, "a SYNC send acknowledged by Y")
+        acked = [b"probe"]
+        for i in range(3):
+            assert (await send(client, x.remoting, b"acked-%d" % i)).code == ResponseCode.SUCCESS
+            acked.append(b"acked-%d" % i)
+        y.kill()
+        for i in range(2):  # stored on X only: never acknowledged as replicated
+            reply = await send(client, x.remoting, b"x-only-%d" % i + bytes(100))
+            assert reply.code in (ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT)
+        x.kill()
+
+        y_master = broker(tmp_path, namesrv.namesrv, "y", 0, "sync_master").start()
+        procs.append(y_master)
+        assert (await send(client, y_master.remoting, b"after-failover")).code == ResponseCode.SLAVE_NOT_AVAILABLE
+        x_slave = broker(tmp_path, namesrv.namesrv, "x", 1, "slave").start()
+        procs.append(x_slave)
+
+        await poll(lambda: _logged(x_slave, "event=ha_replica_truncated"), 15, "X cutting its own log")
+        line = next(ln for ln in x_slave.log_path.read_text().splitlines() if "event=ha_replica_truncated" in ln)
+        dropped = int(line.split("dropped_bytes=")[1].split()[0])
+        assert 2 * 100 < dropped < 2 * 400  # the two x-only records, nothing else
+        await poll(lambda: _sent_ok(client, y_master.remoting, b"followed"), 15, "SYNC sends acknowledged by X")
+        expected = [*acked, b"after-failover", b"followed"]
+        assert await poll(lambda: _bodies_are(client, x_slave.remoting, expected), 10, "X serving Y's log")
+        assert await pull_bodies(client, y_master.remoting) == expected
+        assert "ha_replica_diverged" not in x_slave.log_path.read_text()
+        # X keeps Y's epochs: Y's first tenure (X's, copied) and the one Y began when promoted
+        y_epochs = json.loads((tmp_path / "y" / "data" / "ha_epochs.json").read_text())["epochs"]
+        x_epochs = json.loads((tmp_path / "x" / "data" / "ha_epochs.json").read_text())["epochs"]
+        assert x_epochs == y_epochs and len(y_epochs) == 2
+    finally:
+        await client.close()
+        for proc in procs:
+            proc.kill()
+
+
+async def _sent_ok(client: RemotingClient, addr: str, body: bytes) -> bool:
+    return (await send(client, addr, body)).code == ResponseCode.SUCCESS
+
+
+async def _bodies_are(client: RemotingClient, addr: str, bodies: list[bytes]) -> bool:
+    return await pull_bodies(client, addr) == bodies

@@ -19,7 +19,8 @@
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
   ``cluster.ha_metadata`` (with the service state of ``cluster.ha_services``).
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
-  answers its acting progress (``broker.acting_progress``); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
+  answers its acting progress (``broker.acting_progress``: acks, timers, consumer offsets, FIFO POP state,
+  staged-POP registrations); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
   the master stored it, the slave forgets it. NO_PERMISSION from a broker that is not a slave of that name.
 """
 
@@ -106,7 +107,7 @@ class HaHandlers:
         services, election = self._own(h, self._broker.acting, "a slave")
         await election.master_back()
         log.warning("event=acting_master_handover master=%s pending=%r", h.str("masterAddr", ""), services.progress)
-        return request.response(ResponseCode.SUCCESS, body=services.progress.snapshot(self._broker.offsets.snapshot()))
+        return request.response(ResponseCode.SUCCESS, body=services.handover_body())
 
     async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = HeaderFields(request.ext_fields)

@@ -10,6 +10,10 @@ it asks the store's group commit for that flush at once (under ASYNC_FLUSH too, 
 flush interval; one fsync covers every pull and put waiting), so a SYNC send is acknowledged about one fsync
 and one round trip after it is stored.
 
+Epochs (``cluster.ha_epochs``): the master serves its epoch list (HA_EPOCHS) and raises its confirmed offset
+(``epochs.confirmed``) whenever a SYNC send is answered as replicated; pull replies carry it, so a slave never
+cuts records that a producer may have been told are on two brokers.
+
 ``replicated(outcome)`` is what the send path of a SYNC_MASTER awaits: the store's results, with PUT_OK
 turned into FLUSH_SLAVE_TIMEOUT (no ack within ``ack_timeout_ms``, or the slave left while waiting) or
 SLAVE_NOT_AVAILABLE (no slave in sync when the send arrived).

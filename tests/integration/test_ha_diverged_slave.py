@@ -1,10 +1,12 @@
 """A diverged slave cuts its log back to what it shares with its new master, by itself (real processes).
 
 Failover by hand: X is the SYNC master and Y its slave; both hold the acknowledged messages. Y dies and X
-stores two more (answered SLAVE_NOT_AVAILABLE: on X only). X dies; Y is started as the group's master (its
+stores two more (answered SLAVE_NOT_AVAILABLE: on X only), which a consumer group commits. X stops; Y is started as the group's master (its
 new tenure begins at its log's end) and takes a message; X comes back as Y's slave. X's log went on where
 Y's did not, so X compares epochs, cuts its two unreplicated records (logging the bytes dropped), and then
-replicates Y's log: both serve the same messages and SYNC sends are acknowledged by X again.
+replicates Y's log: both serve the same messages and SYNC sends are acknowledged by X again. The group's
+offset on X, which counted the dropped records, is set back to the cut, so a consumer reading through X
+does not skip Y's messages stored there.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import json
 
 import pytest
 
-from tests.integration.test_ha_replication import _logged, broker, poll, pull_bodies, send
-from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import namesrv_process
+from tests.integration.test_ha_replication import GROUP, TOPIC, _logged, broker, poll, pull_bodies, send
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -37,7 +40,9 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
         for i in range(2):  # stored on X only: never acknowledged as replicated
             reply = await send(client, x.remoting, b"x-only-%d" % i + bytes(100))
             assert reply.code in (ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT)
-        x.kill()
+        assert (await _offset_call(client, x.remoting, RequestCode.UPDATE_CONSUMER_OFFSET, commitOffset=6)).code == \
+            ResponseCode.SUCCESS  # the group consumed everything on X, the x-only records too
+        x.stop()  # a clean stop: its offsets are saved
 
         y_master = broker(tmp_path, namesrv.namesrv, "y", 0, "sync_master").start()
         procs.append(y_master)
@@ -54,6 +59,8 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
         assert await poll(lambda: _bodies_are(client, x_slave.remoting, expected), 10, "X serving Y's log")
         assert await pull_bodies(client, y_master.remoting) == expected
         assert "ha_replica_diverged" not in x_slave.log_path.read_text()
+        offset = await _offset_call(client, x_slave.remoting, RequestCode.QUERY_CONSUMER_OFFSET)
+        assert int(offset.ext_fields["offset"]) == 4  # after acked-2: "after-failover" is not skipped
         # X keeps Y's epochs: Y's first tenure (X's, copied) and the one Y began when promoted
         y_epochs = json.loads((tmp_path / "y" / "data" / "ha_epochs.json").read_text())["epochs"]
         x_epochs = json.loads((tmp_path / "x" / "data" / "ha_epochs.json").read_text())["epochs"]
@@ -62,6 +69,11 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
         await client.close()
         for proc in procs:
             proc.kill()
+
+
+async def _offset_call(client: RemotingClient, addr: str, code: int, **fields):
+    return await client.invoke(addr, RemotingCommand.request(code, {
+        "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, **fields}), 5.0)
 
 
 async def _sent_ok(client: RemotingClient, addr: str, body: bytes) -> bool:

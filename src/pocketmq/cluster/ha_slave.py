@@ -110,10 +110,11 @@ class HaSlave:
             old_end = store.max_phys_offset
             dropped = await store.truncate_tail(decision.truncate_to)
             self.epochs.cut(decision.truncate_to)
+            clamped = clamp_offsets_to_queue_ends(self._tables[2], store)
             log.warning("event=ha_replica_truncated broker=%s master=%s from_phys_offset=%d old_max_phys_offset=%d "
-                        "dropped_bytes=%d confirmed_phys_offset=%d reason=records past the common prefix of the "
-                        "master's epochs were never the master's", self._broker_name, master, decision.truncate_to,
-                        old_end, dropped, self.epochs.confirmed_phys_offset)
+                        "dropped_bytes=%d confirmed_phys_offset=%d consumer_offsets_moved_back=%d reason=records past "
+                        "the common prefix of the master's epochs were never the master's", self._broker_name, master,
+                        decision.truncate_to, old_end, dropped, self.epochs.confirmed_phys_offset, clamped)
         return master_epochs
 
     # -- metadata -----------------------------------------------------------------------------------------------
@@ -178,3 +179,20 @@ class HaSlave:
     def __repr__(self) -> str:
         return f"<HaSlave {self._broker_name}/{self._broker_id} master={self.master_addr} " \
                f"phys_offset={self._store.max_phys_offset}>"
+
+
+def clamp_offsets_to_queue_ends(offsets, store) -> int:
+    """After a cut: consumer offsets past a queue's new end counted records that are gone; set them back to the
+    end (the metadata sync moves offsets forward only, so it would not). Returns how many moved."""
+    moved = 0
+    for key, queues in offsets.snapshot().items():
+        topic, _, group = key.partition("@")
+        for queue_id, queue_offset in queues.items():
+            end = store.max_queue_offset(topic, int(queue_id))
+            if queue_offset > end:
+                offsets.reset(group, topic, int(queue_id), end)
+                moved += 1
+    if moved:
+        offsets.persist()
+    return moved
+

@@ -58,7 +58,8 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
         expected = [*acked, b"after-failover", b"followed"]
         assert await poll(lambda: _bodies_are(client, x_slave.remoting, expected), 10, "X serving Y's log")
         assert await pull_bodies(client, y_master.remoting) == expected
-        assert "ha_replica_diverged" not in x_slave.log_path.read_text()
+        x_log = x_slave.log_path.read_text()
+        assert "ha_replica_diverged" not in x_log and "event=timer_rebuilt_after_cut" in x_log
         offset = await _offset_call(client, x_slave.remoting, RequestCode.QUERY_CONSUMER_OFFSET)
         assert int(offset.ext_fields["offset"]) == 4  # after acked-2: "after-failover" is not skipped
         # X keeps Y's epochs: Y's first tenure (X's, copied) and the one Y began when promoted

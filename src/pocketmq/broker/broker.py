@@ -207,7 +207,7 @@ class Broker:
                                 pull_suspend_ms=config.ha_pull_suspend_ms,
                                 lookup_interval_ms=config.ha_master_lookup_interval_ms,
                                 metadata_interval_ms=config.ha_metadata_sync_interval_ms,
-                                services=services, epochs=self.epochs)
+                                services=services, epochs=self.epochs, after_cut=self.timer.after_cut)
         self._spawn(self.ha_slave.run_replication(), "ha-replication")
         self._spawn(self.ha_slave.run_metadata_sync(), "ha-metadata")
         services = ActingServices(self)  # slave acting master (RIP-32): runs while the election says so

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
 from pocketmq.cluster.ha_epochs import Epoch, EpochFile, PlanKind, adopt, epochs_of_body, plan
 from pocketmq.cluster.ha_metadata import apply_metadata
@@ -37,8 +38,10 @@ class HaSlave:
     def __init__(self, store, topics, groups, offsets, namesrv, remoting: RemotingClient, *, cluster_name: str,
                  broker_name: str, broker_id: int, slave_addr: str, transfer_max_bytes: int, pull_suspend_ms: int,
                  lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000,
-                 services: ServiceStateFollower | None = None, epochs: EpochFile | None = None):
+                 services: ServiceStateFollower | None = None, epochs: EpochFile | None = None,
+                 after_cut: Callable[[], None] | None = None):
         self._store = store
+        self._after_cut = after_cut  # state built from the log outside the store (the timer wheel) follows a cut
         self.epochs = epochs if epochs is not None else EpochFile(store.config.data_dir)
         self._tables = (topics, groups, offsets)
         self._services = services
@@ -111,6 +114,8 @@ class HaSlave:
             dropped = await store.truncate_tail(decision.truncate_to)
             self.epochs.cut(decision.truncate_to)
             clamped = clamp_offsets_to_queue_ends(self._tables[2], store)
+            if self._after_cut is not None:
+                self._after_cut()
             log.warning("event=ha_replica_truncated broker=%s master=%s from_phys_offset=%d old_max_phys_offset=%d "
                         "dropped_bytes=%d confirmed_phys_offset=%d consumer_offsets_moved_back=%d reason=records past "
                         "the common prefix of the master's epochs were never the master's", self._broker_name, master,

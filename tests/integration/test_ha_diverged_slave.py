@@ -12,6 +12,7 @@ does not skip Y's messages stored there.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -83,3 +84,38 @@ async def _sent_ok(client: RemotingClient, addr: str, body: bytes) -> bool:
 
 async def _bodies_are(client: RemotingClient, addr: str, bodies: list[bytes]) -> bool:
     return await pull_bodies(client, addr) == bodies
+
+
+async def test_a_cut_below_what_was_confirmed_is_refused_and_the_data_kept(tmp_path):
+    # Y loses records it acknowledged (its data directory restored from an older copy), then is made master:
+    # X would have to drop records a producer was told are on two brokers. It refuses and keeps them.
+    namesrv = namesrv_process(tmp_path / "ns").start()
+    x = broker(tmp_path, namesrv.namesrv, "x", 0, "sync_master").start()
+    y = broker(tmp_path, namesrv.namesrv, "y", 1, "slave").start()
+    procs = [namesrv, x, y]
+    client = RemotingClient()
+    try:
+        await poll(lambda: _sent_ok(client, x.remoting, b"probe"), 15, "a SYNC send acknowledged by Y")
+        await poll(lambda: _bodies_are(client, y.remoting, [b"probe"]), 10, "Y holding the probe")
+        y.stop()
+        shutil.copytree(tmp_path / "y" / "data", tmp_path / "y-older")
+        y.restart()
+        await poll(lambda: _sent_ok(client, x.remoting, b"confirmed"), 15, "a SYNC send acknowledged by Y")
+        x.stop()  # saves its confirmed offset
+        y.stop()
+        shutil.rmtree(tmp_path / "y" / "data")
+        shutil.copytree(tmp_path / "y-older", tmp_path / "y" / "data")
+
+        y_master = broker(tmp_path, namesrv.namesrv, "y", 0, "sync_master").start()
+        x_slave = broker(tmp_path, namesrv.namesrv, "x", 1, "slave").start()
+        procs += [y_master, x_slave]
+        await poll(lambda: _logged(x_slave, "event=ha_replica_diverged"), 15, "X refusing the cut")
+        x_log = x_slave.log_path.read_text()
+        assert "not truncated" in x_log and "confirmed as replicated" in x_log
+        assert "ha_replica_truncated" not in x_log
+        assert await pull_bodies(client, x_slave.remoting) == [b"probe", b"confirmed"]  # kept
+        assert (await send(client, y_master.remoting, b"alone")).code == ResponseCode.SLAVE_NOT_AVAILABLE
+    finally:
+        await client.close()
+        for proc in procs:
+            proc.kill()

@@ -200,4 +200,3 @@ def clamp_offsets_to_queue_ends(offsets, store) -> int:
     if moved:
         offsets.persist()
     return moved
-

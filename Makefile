@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench pipeline sim clean
+.PHONY: run test venv java-check bench pipeline sim fuzz clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,12 @@ FIRST ?= 0
 SIM_ARGS ?=
 sim: $(STAMP)
 	$(BIN)/python -m pocketmq.testing.sim --seeds $(SEEDS) --first $(FIRST) $(SIM_ARGS)
+
+# The protocol fuzzer (tests/integration/test_protocol_fuzz.py) for FUZZ_SECONDS against a real broker; `make test`
+# runs a few seconds of it. FUZZ_SEED=<seed> [FUZZ_FIRST=<case>] replays a failure it printed.
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest tests/integration/test_protocol_fuzz.py -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

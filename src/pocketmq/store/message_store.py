@@ -635,6 +635,7 @@ class MessageStore:
             dropped, cut_queues = truncate_tail(self._commit_log, self._queues.values(), self._index, phys_offset)
             self._dirty_queues.update(cut_queues)
             self._group_commit.durable_phys_offset = min(self._group_commit.durable_phys_offset, phys_offset)
+            self._verified_phys_offset = min(self._verified_phys_offset, phys_offset)  # what comes there is new
         if dropped and not await self._group_commit.flush_now(checkpoint=True):
             raise StoreError(f"the commit log cut at {phys_offset} was not flushed")
         return dropped

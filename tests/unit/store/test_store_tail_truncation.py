@@ -3,6 +3,8 @@ units and index entries, durably (a reopen and a replication after it agree), an
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pocketmq.errors import StoreError
@@ -57,6 +59,21 @@ async def test_the_tail_goes_with_its_queue_units_and_index_entries_and_stays_go
         assert reopened.query_by_uniq_key("kept", "g1") == []
     finally:
         await reopened.shutdown()
+
+
+async def test_what_is_written_after_a_cut_is_verified_by_the_next_recovery(tmp_path):
+    store = MessageStore(small_config(tmp_path / "s"))
+    store.start()
+    await _put(store, "t", b"kept")
+    cut = store.max_phys_offset
+    await _put(store, "t", b"gone")
+    await store.shutdown()
+    store = MessageStore(small_config(tmp_path / "s"))
+    store.start()  # recovery verified everything: up to the end
+    await store.truncate_tail(cut)
+    await _put(store, "t", b"new")
+    await store.shutdown()
+    assert json.loads((tmp_path / "s" / "checkpoint").read_text())["verified_phys_offset"] == cut
 
 
 async def test_a_cut_across_segments_deletes_the_later_segments(open_store, tmp_path):

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench pipeline sim fuzz clean
+.PHONY: run test venv java-check bench pipeline sim fuzz chaos clean
 
 venv: $(STAMP)
 
@@ -27,7 +27,7 @@ java-check:
 test: $(STAMP) java-check
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The deterministic simulation of issue 7 (docs/ha.md): SEEDS seeds from FIRST, a summary line, exit 1 on a failure;
+# The deterministic simulation (docs/ha.md): SEEDS seeds from FIRST, a summary line, exit 1 on a failure;
 # SIM_ARGS passes more flags (e.g. --bug NAME, --flush-latency-ms 50,400).
 SEEDS ?= 1000
 FIRST ?= 0
@@ -40,6 +40,16 @@ sim: $(STAMP)
 FUZZ_SECONDS ?= 300
 fuzz: $(STAMP)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest tests/integration/test_protocol_fuzz.py -q $(PYTEST_ARGS)
+
+# The real-process fault harness (docs/chaos.md): SEEDS seeds from FIRST (default 2 from 0), or one SEED to
+# replay, each DURATION seconds of faults and traffic; CHAOS_ARGS passes more flags (e.g. --kinds kill,partition).
+chaos: SEEDS = 2
+DURATION ?= 45
+SEED ?=
+CHAOS_ARGS ?=
+chaos: $(STAMP)
+	$(BIN)/python -m pocketmq.testing.chaos $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST)) \
+		--duration $(DURATION) $(CHAOS_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

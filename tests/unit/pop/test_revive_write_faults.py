@@ -196,3 +196,25 @@ async def test_a_message_the_store_refuses_is_found_in_its_batch_and_dead_letter
         [dead] = messages_of(broker, dlq_topic("G"))
         assert dead.body == b"m1" and dead.properties[copies.DLQ_REASON] == copies.REASON_WRITE_REFUSED
         assert revive.metrics["write_dead_letters"] == 1 and not revive.pacer.blocked
+
+
+async def test_a_retry_topic_that_cannot_be_saved_backs_off_and_loses_nothing(tmp_path, monkeypatch):
+    """On a full disk the first revive of a group also fails to save its new retry topic (topics.json): that
+    is a passing failure like a refused write, not an error that aborts the pass."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 1)
+        await pop(broker, "G", "T", invisible_ms=INVISIBLE_MS)
+
+        def disk_full(path, document):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr("pocketmq.broker.topics.atomic_write_json", disk_full)
+        clock.advance(INVISIBLE_MS)
+        revive = broker.pop.revive
+        assert await revive.run_once(clock.now_ms()) == 0
+        assert sum(len(q.ledger) for q in revive.queues) == 1 and revive.metrics["write_failures"] == 1
+        monkeypatch.undo()
+        clock.advance(10_000)  # the first backoff step
+        assert await revive.run_once(clock.now_ms()) == 1
+        assert [m.body for m in messages_of(broker, pop_retry_topic("G", "T"))] == [b"m0"]

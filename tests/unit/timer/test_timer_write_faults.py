@@ -144,3 +144,21 @@ async def test_a_delivery_that_failed_once_is_delivered_after_its_backoff(tmp_pa
         # its tombstone carries the original due time, so a restart does not deliver it again
         broker.timer.load_new()
         assert broker.timer.pending == 0 and broker.timer.progress_offset() == 2
+
+
+async def test_a_progress_file_that_cannot_be_saved_never_stops_delivery(tmp_path, monkeypatch, caplog):
+    """A full disk refusing ``timer_progress.json`` once stopped the timer loop for good (SEND_OK delays lost)."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, message_delay_level="1s") as broker:
+        await send_delayed(broker, [b"a"])
+
+        def disk_full(path, document):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr("pocketmq.broker.timer.service.atomic_write_json", disk_full)
+        clock.advance(5_000)
+        broker.timer._maybe_persist()  # what the loop calls after each round: logs, does not raise
+        assert "timer_progress_save_failed" in caplog.text
+        broker.timer.load_new()
+        assert await broker.timer.fire_due(clock.now_ms()) == 1
+        assert [m.body for m in visible(broker, "T")] == [b"a"]

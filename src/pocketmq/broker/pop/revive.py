@@ -395,6 +395,10 @@ class ReviveService:
                     place_retry_copy(self._topics, copy.message)  # gray retries stay gray (broker/gray.py)
                 except BadRequestError as exc:
                     problem = str(exc)
+                except OSError as exc:  # the retry topic could not be saved (disk full): back off, try again
+                    plan.failure = WriteResult.transient(type(exc).__name__, str(exc))
+                    self._metrics.writes.failed(plan.failure)
+                    return None
             if problem is None:
                 return copy
             self._metrics.writes.failed(WriteResult.permanent(INVALID, problem))

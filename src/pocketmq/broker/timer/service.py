@@ -356,7 +356,12 @@ class TimerService:
         now_ms = self._clock.now_ms()
         if now_ms - self._last_persist_ms >= _PERSIST_EVERY_MS:
             self._last_persist_ms = now_ms
-            self.persist_progress()
+            try:
+                self.persist_progress()
+            except OSError as exc:
+                # The saved offset only shortens the re-read at a restart (done records make re-reading safe), so
+                # a failed save (disk full) must never stop delivery: the next period tries again.
+                log.warning("event=timer_progress_save_failed error=%r", exc)
 
     def progress_offset(self) -> int:
         """The smallest timer queue offset that may still be pending (where a restart starts reading)."""

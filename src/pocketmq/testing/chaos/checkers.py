@@ -1,0 +1,169 @@
+"""The verdict of a chaos run: pure functions over what the clients saw (history.py), the dead letters read
+back at the end, metric samples taken during the run and the health of each process.
+
+- ``lost``: a send that returned OK whose message a group never acked and never dead-lettered;
+- ``pop_unended``: a delivered message (of any send) neither acked nor dead-lettered by its group;
+- ``dead_letter_without_reason``: a DLQ entry without ``PMQ_DLQ_REASON``;
+- ``duplicate_after_ack``: a delivery whose receive began after an ack of the same message by the same group
+  returned OK (beyond at-least-once: counted per group and sender);
+- ``loop``: a broker whose failed revive writes were retried faster than the backoff table allows, or a CK
+  rewritten more often than the table has steps;
+- ``not_serving``: a process that should be up and does not answer;
+- ``corrupt_record_served``: a client failed to decode what a broker delivered.
+
+Messages in records the harness itself overwrote (the corrupt-tail fault: the message, or a group's retry copy of
+it) are excused from ``lost`` for the groups they were for.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+MAX_IDS_SHOWN = 10
+CORRUPT_SIGNS = ("UnicodeDecodeError", "RecordFormatError", "corrupt", "checksum")
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    group: str
+    msg_id: str | None  # None: a reference whose message could not be read back
+    reason: str | None
+    broker: str = ""
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    t: float
+    broker: str
+    pid: int
+    revive_passes: float  # revive passes so far (every result): each waits at least the pass interval
+    max_rewrite_attempt: int
+
+
+def _ids(ids) -> str:
+    shown = sorted(ids, key=lambda i: (len(i), i))[:MAX_IDS_SHOWN]
+    return ", ".join(shown) + (" ..." if len(ids) > MAX_IDS_SHOWN else "")
+
+
+def _acked(events: list[dict], group: str) -> set[str]:
+    return {e["id"] for e in events if e["e"] == "ack" and e["group"] == group and e["ok"]}
+
+
+def _dead(dead_letters: list[DeadLetter], group: str) -> set[str]:
+    return {d.msg_id for d in dead_letters if d.group == group and d.msg_id is not None}
+
+
+def lost(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, ...],
+         excused: dict[str, set[str]] | None = None) -> list[Finding]:
+    """``excused``: group -> ids whose records the harness overwrote (the message, or that group's retry copy)."""
+    excused = excused or {}
+    all_sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
+    delivered = defaultdict(set)
+    for e in events:
+        if e["e"] == "deliver":
+            delivered[e["group"]].add(e["id"])
+    findings = []
+    for group in groups:
+        sent_ok = all_sent_ok - excused.get(group, set())
+        missing = sent_ok - _acked(events, group) - _dead(dead_letters, group)
+        if missing:
+            never = missing - delivered[group]
+            findings.append(Finding("lost", f"{group}: {len(missing)} of {len(sent_ok)} messages sent OK never acked "
+                                    f"nor dead-lettered ({len(never)} never delivered: {_ids(never)}; delivered but "
+                                    f"not ended: {_ids(missing - never)})"))
+    return findings
+
+
+def pop_unended(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, ...]) -> list[Finding]:
+    """Deliveries of messages whose send did not return OK (those are covered by ``lost``) that never ended."""
+    sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
+    findings = []
+    for group in groups:
+        delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
+        open_ids = delivered - sent_ok - _acked(events, group) - _dead(dead_letters, group)
+        if open_ids:
+            findings.append(Finding("pop_unended", f"{group}: {len(open_ids)} delivered messages never acked nor "
+                                    f"dead-lettered: {_ids(open_ids)}"))
+    return findings
+
+
+def dead_letters_without_reason(dead_letters: list[DeadLetter]) -> list[Finding]:
+    bad = [d for d in dead_letters if not d.reason]
+    if not bad:
+        return []
+    return [Finding("dead_letter_without_reason", f"{len(bad)} DLQ entries without PMQ_DLQ_REASON: "
+                    f"{_ids([f'{d.group}/{d.msg_id}' for d in bad])}")]
+
+
+def duplicates_after_ack(events: list[dict], acks_destroyed_at: dict[str, float] | None = None
+                         ) -> tuple[list[Finding], dict[str, int]]:
+    """Deliveries that began after an OK ack of the same message by the same group; counts per group/sender
+    (``s`` ids come from the SDK producer without client retries, ``o`` ids from the official client, whose
+    own send retries may store a message twice). ``acks_destroyed_at``: group -> when the harness last
+    overwrote one of its ACK records; an ack before that may have been the one destroyed, so its message
+    coming back is counted under ``excused`` instead (at least once)."""
+    acks_destroyed_at = acks_destroyed_at or {}
+    first_ack: dict[tuple[str, str], float] = {}
+    for e in events:
+        if e["e"] == "ack" and e["ok"]:
+            key = (e["group"], e["id"])
+            first_ack[key] = min(first_ack.get(key, e["t"]), e["t"])
+    dups: dict[str, list[str]] = defaultdict(list)
+    for e in events:
+        if e["e"] == "deliver":
+            acked_at = first_ack.get((e["group"], e["id"]))
+            if acked_at is not None and e["t0"] > acked_at:
+                if acked_at < acks_destroyed_at.get(e["group"], float("-inf")):
+                    dups["excused"].append(e["id"])
+                    continue
+                dups[f"{e['group']}/{'sdk' if e['id'].startswith('s') else 'official'}-sent"].append(
+                    f"{e['id']}@{e.get('broker', '')}")
+    counts = {key: len(v) for key, v in sorted(dups.items())}
+    findings = [Finding("duplicate_after_ack", f"{key}: {len(v)} deliveries after an OK ack: {_ids(v)}")
+                for key, v in sorted(dups.items()) if key != "excused"]
+    return findings, counts
+
+
+def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int) -> list[Finding]:
+    """Revive waits at least its pass interval after every pass, longer after one whose writes all failed, and
+    a CK whose write failed waits its backoff step (both tested in virtual time in the unit tests). So a process
+    whose revive passes grew beyond ``2 + life / interval`` over its sampled life runs them without waiting (a
+    spin: thousands a second). A CK rewrite attempt above the backoff table's length is an endless rewrite."""
+    findings = []
+    by_process: dict[tuple[str, int], list[MetricSample]] = defaultdict(list)
+    for sample in sorted(samples, key=lambda s: s.t):
+        by_process[(sample.broker, sample.pid)].append(sample)
+    for (broker, pid), series in sorted(by_process.items()):
+        life_s = series[-1].t - series[0].t
+        grown = series[-1].revive_passes - series[0].revive_passes
+        allowed = 2 + life_s * 1000 / pass_interval_ms
+        if grown > allowed:
+            findings.append(Finding("loop", f"{broker} (pid {pid}): {grown:g} revive passes in {life_s:.1f} s "
+                                    f"(a pass interval of {pass_interval_ms} ms allows {allowed:.0f})"))
+        worst = max(s.max_rewrite_attempt for s in series)
+        if worst > max_rewrites:
+            findings.append(Finding("loop", f"{broker} (pid {pid}): a CK rewritten {worst} times, the backoff "
+                                    f"table has {max_rewrites} steps"))
+    return findings
+
+
+def not_serving(health: dict[str, str | None]) -> list[Finding]:
+    return [Finding("not_serving", f"{name}: {why}") for name, why in sorted(health.items()) if why]
+
+
+def corrupt_records_served(events: list[dict]) -> list[Finding]:
+    bad = [e for e in events if e["e"] == "error" and any(sign in e.get("error", "") for sign in CORRUPT_SIGNS)]
+    if not bad:
+        return []
+    return [Finding("corrupt_record_served", f"{len(bad)} client errors decoding deliveries, first: "
+                    f"{bad[0]['who']} {bad[0]['op']}: {bad[0]['error'][:200]}")]

@@ -1,0 +1,70 @@
+"""What the harness reads from the cluster for the checkers: dead letters (with references resolved to the
+message they name) and the brokers' revive metrics from their ``/metrics`` endpoints."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+
+from pocketmq.client import ClientConfig, PullConsumer, PullStatus
+from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.message import MessageQueue
+from pocketmq.errors import PocketMQError
+from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample
+
+DLQ_REASON_PROPERTY = "PMQ_DLQ_REASON"
+_READER_GROUP = "chaos-dlq-reader"
+_REVIVE_PASSES = re.compile(r'^pocketmq_background_passes_total\{[^}]*service="revive"[^}]*\} (\S+)$', re.M)
+_REWRITE_ATTEMPT = re.compile(r'^pocketmq_pop_ck_rewrites_total\{[^}]*attempt="(\d+)"[^}]*\} (\S+)$', re.M)
+
+
+def _pull_all(consumer: PullConsumer, queue: MessageQueue) -> list:
+    messages, offset = [], consumer.min_offset(queue)
+    while True:
+        result = consumer.pull(queue, offset, 32)
+        if result.status is not PullStatus.FOUND or not result.messages:
+            return messages
+        messages.extend(result.messages)
+        offset = result.next_begin_offset
+
+
+def _referenced_id(consumer: PullConsumer, ref: DeadLetterReference) -> str | None:
+    try:
+        result = consumer.pull(MessageQueue(ref.topic, ref.broker_name, ref.queue_id), ref.queue_offset, 1)
+    except PocketMQError:
+        return None
+    if result.status is PullStatus.FOUND and result.messages:
+        return result.messages[0].body.decode(errors="replace")
+    return None
+
+
+def dead_letters(namesrv_addr: str, groups: tuple[str, ...]) -> list[DeadLetter]:
+    """Every entry of ``%DLQ%<group>`` on every broker group; raises PocketMQError when a DLQ that exists
+    cannot be read."""
+    found = []
+    with PullConsumer(_READER_GROUP, ClientConfig(namesrv_addr=namesrv_addr)) as consumer:
+        for group in groups:
+            try:
+                queues = consumer.fetch_queues(f"%DLQ%{group}")
+            except PocketMQError:
+                continue  # no route: nothing was dead-lettered for this group
+            for queue in queues:
+                for msg in _pull_all(consumer, queue):
+                    ref = DeadLetterReference.of_message(msg.properties, msg.body)
+                    msg_id = _referenced_id(consumer, ref) if ref else msg.body.decode(errors="replace")
+                    reason = msg.properties.get(DLQ_REASON_PROPERTY) or (ref.reason if ref else None)
+                    found.append(DeadLetter(group, msg_id, reason, queue.broker_name))
+    return found
+
+
+def metric_sample(broker: str, pid: int, metrics_addr: str, timeout_s: float = 2.0) -> MetricSample | None:
+    """The revive counters of one broker process now, or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=timeout_s) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None
+    passes = sum(float(v) for v in _REVIVE_PASSES.findall(text))
+    attempts = [int(a) for a, count in _REWRITE_ATTEMPT.findall(text) if float(count) > 0]
+    return MetricSample(time.time(), broker, pid, passes, max(attempts, default=0))

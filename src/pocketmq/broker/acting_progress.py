@@ -9,6 +9,9 @@ that changed it:
   that closes each CK it revived, and each ack a consumer sent it for a CK of its replica;
 - ``timers``: (timer queue offset, due ms) of each delay message the slave delivered through the escape bridge.
 
+The handover body also carries the slave's consumer offsets, FIFO POP state and staged-POP registrations
+(its own while it acts), which the master merges into its own (forward only).
+
 Uses: a restart of the acting slave applies it again (those acks to its ledger, drops those timers from
 its wheel), so it does not repeat its work; and the returning master takes it over (``snapshot`` over
 ACTING_MASTER_HANDOVER, docs/ha.md): it appends the ACKs and tombstones to its own store before its revive
@@ -23,10 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.broker.pop.checkpoint import AckRecord
+from pocketmq.broker.pop.fifo import parse_fifo_state
+from pocketmq.broker.pop.staged import parse_pop_stages
 from pocketmq.store.metadata import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
@@ -73,10 +78,16 @@ class ActingProgress:
         """(timer queue offset, due ms) of every timer delivered while acting."""
         return _timers(self._timers)
 
-    def snapshot(self, consumer_offsets: dict) -> bytes:
+    def snapshot(self, consumer_offsets: dict, pop_fifo: dict | None = None, pop_stages: dict | None = None) -> bytes:
         """The handover body: everything recorded, with the version the master confirms, and the slave's
-        consumer offsets (``ConsumerOffsetManager.snapshot()``: pops and commits made on it while acting)."""
-        return json.dumps({**self._obj(), "offsets": consumer_offsets}, separators=(",", ":")).encode()
+        consumer offsets (``ConsumerOffsetManager.snapshot()``: pops and commits made on it while acting), FIFO
+        POP state (``FifoPopState.to_json()``) and staged-POP registrations (``PopStageRegistry.to_json()``)."""
+        body = {**self._obj(), "offsets": consumer_offsets}
+        if pop_fifo is not None:
+            body["popFifo"] = pop_fifo
+        if pop_stages is not None:
+            body["popStages"] = pop_stages
+        return json.dumps(body, separators=(",", ":")).encode()
 
     def applied(self, version: int) -> int:
         """The master has taken everything up to ``version``: forget it; returns how many entries went."""
@@ -107,16 +118,18 @@ class Handover:
     acks: list[tuple[int, AckRecord]]
     timers: list[tuple[int, int]]
     consumer_offsets: dict
+    pop_fifo: dict = field(default_factory=dict)  # (group, topic, queue id) -> OrderlyQueue; {} from an older slave
+    pop_stages: dict = field(default_factory=dict)  # (group, topic) -> StagedTopic
 
 
 def parse_snapshot(body: bytes) -> Handover:
-    """A handover body; ValueError when it does not parse."""
+    """A handover body; ValueError when it does not parse (nothing of it is applied then)."""
     try:
         obj = json.loads(body or b"{}")
         offsets = obj.get("offsets", {})
         if not isinstance(offsets, dict):
             raise TypeError("offsets is not an object")
         return Handover(int(obj.get("version", 0)), _acks(obj.get("acks", [])), _timers(obj.get("timers", [])),
-                        offsets)
+                        offsets, parse_fifo_state(obj.get("popFifo", {})), parse_pop_stages(obj.get("popStages", {})))
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"acting progress does not parse: {exc}") from None

@@ -10,7 +10,10 @@ Handover (``take_services_back``, run by a master with ``enable_slave_acting_mas
 timer and revive run): it asks each slave of its group in the name server for its acting progress
 (ACTING_MASTER_HANDOVER, 30110; the slave stops acting first), appends an ACK record for every CK the slave
 closed or a consumer acked there and a tombstone for every timer it delivered to its own store, moves its
-consumer offsets forward to the slave's (pops and commits made on the slave), then confirms (ACTING_PROGRESS_APPLIED,
+consumer offsets forward to the slave's (pops and commits made on the slave), merges the slave's FIFO POP
+state into its own (``FifoPopState.merge``: what the slave delivered stays in flight with its attempt and
+deadline, what was acked there stays done, so a message group continues in order) and adds staged-POP
+registrations and queue origins it lacks, saves both, then confirms (ACTING_PROGRESS_APPLIED,
 30111) so the slave forgets them. Its revive and timer then read those records like any others: what the
 slave did is not done twice. A slave that cannot be reached is skipped (logged): if it acted, its CKs are
 revived and its timers delivered again by the master, at least once, never lost.
@@ -102,6 +105,13 @@ class ActingServices:
         self._broker.offsets.persist()
         self._broker.pop.fifo.persist()
 
+    def handover_body(self) -> bytes:
+        """What a returning master takes over (ACTING_MASTER_HANDOVER): the side file, the consumer offsets, the
+        FIFO POP state and the staged-POP registrations (the last two are the slave's own while it acts)."""
+        pop = self._broker.pop
+        return self.progress.snapshot(self._broker.offsets.snapshot(), pop.fifo.to_json(),
+                                      pop.staged.registry.to_json())
+
     def runtime_info(self, acting: bool) -> dict[str, str]:
         return {"actingMaster": str(acting).lower(), "escapedTotal": str(self.bridge.escaped),
                 "escapeFailures": str(self.bridge.failures), "actingProgressEntries": str(len(self.progress))}
@@ -138,6 +148,11 @@ async def _take_from(broker, broker_id: int, addr: str) -> None:
         offsets_moved = apply_offsets(handover.consumer_offsets, broker.offsets)
     except (TypeError, AttributeError) as exc:
         raise ValueError(f"consumer offsets do not parse: {exc}") from None
+    fifo = broker.pop.fifo
+    fifo.load()  # before the POP service starts (it loads the file then; merged here, saved below)
+    fifo_merged = fifo.merge(handover.pop_fifo)
+    fifo.persist()
+    stages_added = broker.pop.staged.registry.merge_missing(handover.pop_stages)
     if handover.acks or handover.timers:
         topic = revive_topic(broker.config.cluster_name)
         records = [ack_message(topic, queue_id, ack) for queue_id, ack in handover.acks]
@@ -147,9 +162,9 @@ async def _take_from(broker, broker_id: int, addr: str) -> None:
             raise StoreError(f"acting progress not stored: {results[0].status.value}")
     await _invoke(broker, addr, RemotingCommand.request(ACTING_PROGRESS_APPLIED,
                                                         {**fields, "version": handover.version}))
-    log.warning("event=acting_services_taken_back slave=%s/%d acks=%d timers=%d offsets_moved=%d version=%d",
-                broker.broker_name, broker_id, len(handover.acks), len(handover.timers), offsets_moved,
-                handover.version)
+    log.warning("event=acting_services_taken_back slave=%s/%d acks=%d timers=%d offsets_moved=%d "
+                "fifo_queues_merged=%d pop_stages_added=%d version=%d", broker.broker_name, broker_id,
+                len(handover.acks), len(handover.timers), offsets_moved, fifo_merged, stages_added, handover.version)
 
 
 async def _invoke(broker, addr: str, request: RemotingCommand) -> RemotingCommand:

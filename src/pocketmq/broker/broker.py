@@ -45,6 +45,7 @@ from pocketmq.broker.timer.service import TimerService
 from pocketmq.runtime.loop_lag import LoopLagMonitor
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.errors import BadRequestError, ConfigError
 from pocketmq.metrics import MetricsRegistry
@@ -54,6 +55,8 @@ from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 LOOP_LAG_INTERVAL_MS = 50  # how often the broker samples its event loop's lag (pocketmq_event_loop_* metrics)
+
+EPOCH_SAVE_INTERVAL_MS = 1_000  # how stale the saved confirmed offset may be after a kill -9 (cluster.ha_epochs)
 
 
 class Broker:
@@ -81,6 +84,7 @@ class Broker:
         self.producers = ProducerRegistry(config.client_channel_expire_ms, clock=clock)
         self.holds = PullHoldService(config.long_polling_max_waiters)
         self.store: MessageStore | None = None
+        self.epochs = EpochFile(config.data_dir)  # replication epochs and confirmed offset (cluster.ha_epochs)
         self.messages: MessageService | None = None
         self.timer: TimerService | None = None  # delayed messages; built at start (it needs the store)
         self.send_back: SendBackService | None = None  # consumer retries and the DLQ; built at start
@@ -138,6 +142,7 @@ class Broker:
         report = self.store.start()
         log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d corrupt_regions=%d",
                  report.max_phys_offset, report.dropped_bytes, report.corrupt_regions)
+        self.epochs.load()
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.messages = MessageService(
             self.store, self.topics, self.groups, self.holds, max_body_bytes=self.config.max_message_bytes,
@@ -156,6 +161,7 @@ class Broker:
             self._start_master()
         self._spawn(self.every(self.config.offset_persist_interval_ms, self._persist_offsets_durably),
                     "persist-offsets")
+        self._spawn(self.every(EPOCH_SAVE_INTERVAL_MS, self._save_epochs), "save-epochs")
         self._spawn(self.every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
         if self._namesrv.addrs:
             self._registrar = self._make_registrar()
@@ -178,9 +184,12 @@ class Broker:
         from pocketmq.cluster.ha_master import HaMaster
 
         config = self.config
+        epoch = self.epochs.begin_tenure(self.store.max_phys_offset, self.store.min_phys_offset)
+        log.info("event=master_tenure_started epoch=%d start_phys_offset=%d tenure_id=%s", epoch.epoch,
+                 epoch.start_phys_offset, epoch.tenure_id)
         self.ha_master = HaMaster(self.store, clock=self.clock, ack_timeout_ms=config.ha_slave_ack_timeout_ms,
                                   max_gap_bytes=config.ha_max_gap_bytes, slave_expire_ms=config.ha_slave_expire_ms,
-                                  metrics=self.metrics)
+                                  metrics=self.metrics, epochs=self.epochs)
         self.ha_master.start()
         if config.broker_role is BrokerRole.SYNC_MASTER:
             self.messages.replication = self.ha_master  # type: ignore[union-attr]
@@ -204,7 +213,7 @@ class Broker:
                                 pull_suspend_ms=config.ha_pull_suspend_ms,
                                 lookup_interval_ms=config.ha_master_lookup_interval_ms,
                                 metadata_interval_ms=config.ha_metadata_sync_interval_ms,
-                                services=services)
+                                services=services, epochs=self.epochs, after_cut=self.timer.after_cut)
         self._spawn(self.ha_slave.run_replication(), "ha-replication")
         self._spawn(self.ha_slave.run_metadata_sync(), "ha-metadata")
         services = ActingServices(self)  # slave acting master (RIP-32): runs while the election says so
@@ -242,6 +251,7 @@ class Broker:
             await _persisting("pop", self.pop.stop)
         await self.store.shutdown()  # type: ignore[union-attr]  # flushed first: the offsets below stand on it
         await _persisting("offsets", self._persist_offsets)
+        await _persisting("epochs", self.epochs.save_if_confirmed)
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)
 
@@ -259,6 +269,10 @@ class Broker:
                     await outcome
             except Exception:  # one failed round must not end the task: the next interval tries again
                 log.exception("event=periodic_task_failed action=%s", getattr(action, "__name__", action))
+
+    async def _save_epochs(self) -> None:
+        """The confirmed offset moves with SYNC acks: saved once a period (off the loop), not per ack."""
+        await asyncio.to_thread(self.epochs.save_if_confirmed)
 
     def _persist_offsets(self) -> None:
         self.offsets.persist()

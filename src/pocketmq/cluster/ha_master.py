@@ -10,6 +10,10 @@ it asks the store's group commit for that flush at once (under ASYNC_FLUSH too, 
 flush interval; one fsync covers every pull and put waiting), so a SYNC send is acknowledged about one fsync
 and one round trip after it is stored.
 
+Epochs (``cluster.ha_epochs``): the master serves its epoch list (HA_EPOCHS) and raises its confirmed offset
+(``epochs.confirmed``) whenever a SYNC send is answered as replicated; pull replies carry it, so a slave never
+cuts records that a producer may have been told are on two brokers.
+
 ``replicated(outcome)`` is what the send path of a SYNC_MASTER awaits: the store's results, with PUT_OK
 turned into FLUSH_SLAVE_TIMEOUT (no ack within ``ack_timeout_ms``, or the slave left while waiting) or
 SLAVE_NOT_AVAILABLE (no slave in sync when the send arrived).
@@ -31,6 +35,7 @@ import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
@@ -59,8 +64,11 @@ def replication_lag(slave_addr: str, acked_phys_offset: int, master_max_phys_off
 
 class HaMaster:
     def __init__(self, store, *, clock: Clock = SYSTEM_CLOCK, ack_timeout_ms: int, max_gap_bytes: int,
-                 slave_expire_ms: int, metrics: MetricsRegistry | None = None):
+                 slave_expire_ms: int, metrics: MetricsRegistry | None = None, epochs: EpochFile | None = None):
         self._store = store
+        # The master's epochs (served to slaves) and confirmed offset: raised when a SYNC send is answered
+        # replicated, so a slave never cuts what a producer may have been told is on two brokers.
+        self.epochs = epochs if epochs is not None else EpochFile(store.config.data_dir)
         self._metrics = metrics if metrics is not None else MetricsRegistry()
         self._clock = clock
         self._ack_timeout_ms = ack_timeout_ms
@@ -154,6 +162,7 @@ class HaMaster:
         while self._waiters and self._waiters[0][0] < acked:
             future = heapq.heappop(self._waiters)[2]
             if not future.done():
+                self.epochs.confirmed(acked)
                 future.set_result(PutStatus.PUT_OK)
 
     # -- SYNC_MASTER sends --------------------------------------------------------------------------------------
@@ -177,6 +186,7 @@ class HaMaster:
         if verdict is SyncVerdict.NO_SLAVE:
             return PutStatus.SLAVE_NOT_AVAILABLE
         if verdict is SyncVerdict.REPLICATED:
+            self.epochs.confirmed(self.acks.best_acked_phys_offset)
             return PutStatus.PUT_OK
         future = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (record_phys_offset, next(self._seq), future))

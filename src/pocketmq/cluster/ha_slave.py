@@ -3,6 +3,11 @@
 The master is the broker with id 0 of this slave's cluster and broker name in the name server's cluster
 info (looked up again after any failure, so a master that comes back on another address is found).
 
+Before following a master the slave compares replication epochs (HA_EPOCHS, ``ha_epochs.plan``): a log
+that went on where the master's did not is cut back to the common prefix (``MessageStore.truncate_tail``,
+logged with the bytes dropped), unless that would drop records confirmed as replicated, then it is refused
+and kept. It compares again when the master's tenure changes (``epochTenure`` of a pull reply).
+
 Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, see ``ha_state``), append the
 answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
 slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: every ``metadata_interval_ms``
@@ -18,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
+from pocketmq.cluster.ha_epochs import Epoch, EpochFile, PlanKind, adopt, epochs_of_body, plan
 from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata
 from pocketmq.cluster.ha_services import ServiceStateFollower
 from pocketmq.errors import PocketMQError, RemoteServerError
-from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
+from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
 
@@ -33,8 +40,11 @@ class HaSlave:
     def __init__(self, store, topics, groups, offsets, namesrv, remoting: RemotingClient, *, cluster_name: str,
                  broker_name: str, broker_id: int, slave_addr: str, transfer_max_bytes: int, pull_suspend_ms: int,
                  lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000,
-                 services: ServiceStateFollower | None = None):
+                 services: ServiceStateFollower | None = None, epochs: EpochFile | None = None,
+                 after_cut: Callable[[], None] | None = None):
         self._store = store
+        self._after_cut = after_cut  # state built from the log outside the store (the timer wheel) follows a cut
+        self.epochs = epochs if epochs is not None else EpochFile(store.config.data_dir)
         self._tables = (topics, groups, offsets)
         self._services = services
         self._namesrv = namesrv
@@ -65,6 +75,9 @@ class HaSlave:
                 await asyncio.sleep(self._lookup_interval_s)
 
     async def _follow(self, master: str) -> None:
+        """Follow ``master`` until a failure (raised) or a new tenure of it (returns: compare epochs again)."""
+        master_epochs = await self._align(master)
+        tenure = master_epochs[-1].tenure_id if master_epochs else None
         while True:
             fields = {"brokerName": self._broker_name, "brokerId": self._broker_id, "slaveAddr": self._slave_addr,
                       "physOffset": self._store.max_phys_offset, "maxBytes": self._transfer_max_bytes,
@@ -82,6 +95,41 @@ class HaSlave:
                 await self._store.append_replicated(start, response.body)
                 self._offsets_gate.replica_grew()
             self._recovered("replication", f"master={master} phys_offset={self._store.max_phys_offset}")
+            self.epochs.confirmed(int(response.ext_fields.get("confirmedPhysOffset", 0)))
+            if master_epochs:
+                self.epochs.replace(adopt(master_epochs, self._store.max_phys_offset))
+            if response.ext_fields.get("epochTenure", tenure) != tenure:
+                log.info("event=master_epoch_changed broker=%s master=%s", self._broker_name, master)
+                return
+
+    async def _align(self, master: str) -> list[Epoch]:
+        """Compare epochs with ``master`` and cut what of our log is not its history; the master's epochs
+        ([] from an older master: then only the continuity check guards)."""
+        request = RemotingCommand.request(HA_EPOCHS, {"brokerName": self._broker_name, "slaveAddr": self._slave_addr})
+        try:
+            response = await self._invoke(master, request, self._request_timeout_s)
+        except RemoteServerError as exc:
+            if exc.response_code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return []
+            raise
+        master_epochs = epochs_of_body(response.body)
+        store = self._store
+        decision = plan(self.epochs.epochs, store.min_phys_offset, store.max_phys_offset, master_epochs,
+                        int(response.ext_fields["masterMaxOffset"]), self.epochs.confirmed_phys_offset)
+        if decision.kind is PlanKind.REFUSE:
+            raise PocketMQError(f"not truncated: {decision.reason}", response_code=ResponseCode.ILLEGAL_OPERATION)
+        if decision.kind is PlanKind.TRUNCATE:
+            old_end = store.max_phys_offset
+            dropped = await store.truncate_tail(decision.truncate_to)
+            self.epochs.cut(decision.truncate_to)
+            clamped = clamp_offsets_to_queue_ends(self._tables[2], store)
+            if self._after_cut is not None:
+                self._after_cut()
+            log.warning("event=ha_replica_truncated broker=%s master=%s from_phys_offset=%d old_max_phys_offset=%d "
+                        "dropped_bytes=%d confirmed_phys_offset=%d consumer_offsets_moved_back=%d reason=records past "
+                        "the common prefix of the master's epochs were never the master's", self._broker_name, master,
+                        decision.truncate_to, old_end, dropped, self.epochs.confirmed_phys_offset, clamped)
+        return master_epochs
 
     # -- metadata -----------------------------------------------------------------------------------------------
     async def run_metadata_sync(self) -> None:
@@ -131,8 +179,9 @@ class HaSlave:
         diverged = loop_name == "replication" and getattr(exc, "response_code", None) == \
             ResponseCode.ILLEGAL_OPERATION  # the master refused our log (remark: why)
         if self._failing.get(loop_name) != reason and diverged:
-            log.error("event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=stop this broker, "
-                      "clear its data directory and start it again to copy the master", self._broker_name,
+            log.error("event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=make this broker "
+                      "the master, or stop it, clear its data directory and start it again to copy the master",
+                      self._broker_name,
                       self.master_addr, self._store.config.data_dir, reason)
         elif self._failing.get(loop_name) != reason:
             log.warning("event=ha_%s_failed broker=%s master=%s error=%s retry_in_ms=%d", loop_name,
@@ -146,3 +195,19 @@ class HaSlave:
     def __repr__(self) -> str:
         return f"<HaSlave {self._broker_name}/{self._broker_id} master={self.master_addr} " \
                f"phys_offset={self._store.max_phys_offset}>"
+
+
+def clamp_offsets_to_queue_ends(offsets, store) -> int:
+    """After a cut: consumer offsets past a queue's new end counted records that are gone; set them back to the
+    end (the metadata sync moves offsets forward only, so it would not). Returns how many moved."""
+    moved = 0
+    for key, queues in offsets.snapshot().items():
+        topic, _, group = key.partition("@")
+        for queue_id, queue_offset in queues.items():
+            end = store.max_queue_offset(topic, int(queue_id))
+            if queue_offset > end:
+                offsets.reset(group, topic, int(queue_id), end)
+                moved += 1
+    if moved:
+        offsets.persist()
+    return moved

@@ -106,6 +106,7 @@ POCKETMQ_CODE_BASE = 30000
 # Master/slave replication (cluster/ha_*.py, docs/ha.md).
 HA_PULL_COMMIT_LOG = POCKETMQ_CODE_BASE + 100  # a slave asks for commit log bytes from a phys offset
 HA_SYNC_METADATA = POCKETMQ_CODE_BASE + 101  # a slave asks for topics, groups and consumer offsets
+HA_EPOCHS = POCKETMQ_CODE_BASE + 102  # a slave asks for the master's replication epochs (before following it)
 # Slave acting master (broker/acting_services.py, docs/ha.md): a returning master takes its services back.
 ACTING_MASTER_HANDOVER = POCKETMQ_CODE_BASE + 110  # master -> slave: stop acting, send your acting progress
 ACTING_PROGRESS_APPLIED = POCKETMQ_CODE_BASE + 111  # master -> slave: progress up to a version is stored here

@@ -18,6 +18,7 @@ from pocketmq.protocol.codes import (
     ACTING_PROGRESS_APPLIED,
     ESCAPE_PUT_MESSAGE,
     GET_GROUP_GRAY_CLIENTS,
+    HA_EPOCHS,
     HA_PULL_COMMIT_LOG,
     HA_SYNC_METADATA,
     QUERY_STAGE_OFFSETS,
@@ -217,7 +218,7 @@ class RegisterPopStagesHeader(GroupTopicHeader):
 
 
 class BrokerNameHeader(RequestHeader):
-    """HA_SYNC_METADATA, ACTING_MASTER_HANDOVER."""
+    """HA_SYNC_METADATA, HA_EPOCHS, ACTING_MASTER_HANDOVER."""
 
     broker_name: str = text("brokerName", max_chars=NAME_MAX_CHARS)
     slave_addr: str | None = text("slaveAddr", None, max_chars=NAME_MAX_CHARS)
@@ -274,6 +275,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     RequestCode.UNLOCK_BATCH_MQ: None,  # JSON body
     HA_PULL_COMMIT_LOG: HaPullHeader,
     HA_SYNC_METADATA: BrokerNameHeader,
+    HA_EPOCHS: BrokerNameHeader,
     ACTING_MASTER_HANDOVER: BrokerNameHeader,
     ACTING_PROGRESS_APPLIED: ActingProgressAppliedHeader,
     QUERY_STAGE_OFFSETS: GroupQueueHeader,

@@ -11,11 +11,18 @@
   ILLEGAL_OPERATION when the slave cannot follow (diverged: its log is ahead of the master's or ends with
   another record; or behind the master's retention); NO_PERMISSION from a broker that is not a master or
   not of that broker name.
+  The reply also carries ``confirmedPhysOffset`` (records below it were confirmed as replicated for SYNC
+  sends; the slave keeps it, ``cluster.ha_epochs``) and ``epochTenure`` (the tenure id of the master's
+  current epoch: when it changes, the slave compares epochs again).
+- HA_EPOCHS (30102), header ``brokerName``, ``slaveAddr``: body ``{"epochs": [...]}``, the master's epochs
+  (``cluster.ha_epochs``), reply header ``masterMaxOffset``. A slave asks before following a master and cuts
+  what of its log is not the master's. REQUEST_CODE_NOT_SUPPORTED from an older PocketMQ.
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
   ``cluster.ha_metadata`` (with its version, the commit log end and the service state of
   ``cluster.ha_services``).
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
-  answers its acting progress (``broker.acting_progress``); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
+  answers its acting progress (``broker.acting_progress``: acks, timers, consumer offsets, FIFO POP state,
+  staged-POP registrations); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
   the master stored it, the slave forgets it. NO_PERMISSION from a broker that is not a slave of that name.
 """
 
@@ -29,6 +36,7 @@ from pocketmq.errors import BadRequestError, NoPermissionError, PocketMQError
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,
+    HA_EPOCHS,
     HA_PULL_COMMIT_LOG,
     HA_SYNC_METADATA,
     ResponseCode,
@@ -50,6 +58,7 @@ class HaHandlers:
     def register(self, router: RequestRouter) -> None:
         router.register(HA_PULL_COMMIT_LOG, self.pull_commit_log)
         router.register(HA_SYNC_METADATA, self.sync_metadata)
+        router.register(HA_EPOCHS, self.epochs)
         router.register(ACTING_MASTER_HANDOVER, self.acting_master_handover)
         router.register(ACTING_PROGRESS_APPLIED, self.acting_progress_applied)
 
@@ -77,10 +86,17 @@ class HaHandlers:
         except ValueError as exc:
             raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
         # The version is read after the records: every record of the body was stored under it or an older one.
-        return request.response(ResponseCode.SUCCESS, {"physOffset": start,
-                                                       "masterMaxOffset": self._broker.store.max_phys_offset,
-                                                       "metadataVersion": self._metadata_version()},
-                                body=data)
+        fields = {"physOffset": start, "masterMaxOffset": self._broker.store.max_phys_offset,
+                  "metadataVersion": self._metadata_version(),
+                  "confirmedPhysOffset": master.epochs.confirmed_phys_offset}
+        if master.epochs.current is not None:
+            fields["epochTenure"] = master.epochs.current.tenure_id
+        return request.response(ResponseCode.SUCCESS, fields, body=data)
+
+    async def epochs(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        master = self._master(BrokerNameHeader.parse(request.ext_fields))
+        return request.response(ResponseCode.SUCCESS, {"masterMaxOffset": self._broker.store.max_phys_offset},
+                                body=master.epochs.to_body())
 
     def _metadata_version(self) -> str:
         broker = self._broker
@@ -99,7 +115,7 @@ class HaHandlers:
         services, election = self._own(h, self._broker.acting, "a slave")
         await election.master_back()
         log.warning("event=acting_master_handover master=%s pending=%r", h.master_addr or "", services.progress)
-        return request.response(ResponseCode.SUCCESS, body=services.progress.snapshot(self._broker.offsets.snapshot()))
+        return request.response(ResponseCode.SUCCESS, body=services.handover_body())
 
     async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = ActingProgressAppliedHeader.parse(request.ext_fields)

@@ -61,6 +61,7 @@ from pocketmq.store.index import MessageIndex
 from pocketmq.store.integrity import BadRegion, CorruptionReporter
 from pocketmq.store.recovery import recover_commit_log
 from pocketmq.store.retention import DiskUsage, SegmentAge, segments_to_delete
+from pocketmq.store.tail_truncation import truncate_tail
 from pocketmq.store.tags import tag_hash_code
 
 log = logging.getLogger(__name__)
@@ -623,6 +624,21 @@ class MessageStore:
         if self.config.flush_mode is FlushMode.SYNC:
             await self._group_commit.wait_durable(self._commit_log.max_phys_offset, self.config.sync_flush_timeout_ms)
         return self._commit_log.max_phys_offset
+
+    async def truncate_tail(self, phys_offset: int) -> int:
+        """Drop the records at and after ``phys_offset`` (a record boundary), their consume queue units and
+        index entries, durably (a flush with a checkpoint at the cut); returns the bytes dropped. StoreError
+        when the offset is not a boundary of the log or the flush failed (then the cut may not be durable)."""
+        if self._state != "running":
+            raise StoreError(f"store is {self._state}")
+        async with self._flush_lock:
+            dropped, cut_queues = truncate_tail(self._commit_log, self._queues.values(), self._index, phys_offset)
+            self._dirty_queues.update(cut_queues)
+            self._group_commit.durable_phys_offset = min(self._group_commit.durable_phys_offset, phys_offset)
+            self._verified_phys_offset = min(self._verified_phys_offset, phys_offset)  # what comes there is new
+        if dropped and not await self._group_commit.flush_now(checkpoint=True):
+            raise StoreError(f"the commit log cut at {phys_offset} was not flushed")
+        return dropped
 
     # ---- retention -------------------------------------------------------------------------------------
 

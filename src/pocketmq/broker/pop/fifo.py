@@ -11,6 +11,8 @@ forgets progress, and a message is done only once an ack for it was saved.
 
 A slave gets its master's state with the metadata sync (``to_json`` there, ``replace`` here: cluster.ha_services),
 so when it acts as master a message group in flight on the master stays blocked, and the master's handles ack.
+The way back: a returning master merges the acting slave's state into its own (``merge``, at the handover:
+broker.acting_services), so what the slave delivered stays in flight and what was acked there stays done.
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ class FifoPopState:
         self._path = Path(path)
         self._queues: dict[tuple[str, str, int], OrderlyQueue] = {}
         self._dirty = False
+        self._loaded = False
 
     def load(self) -> None:
+        """Read the file once (a master's handover may load it before its POP starts)."""
+        if self._loaded:
+            return
+        self._loaded = True
         self._queues.update(parse_fifo_state(load_json(self._path, {})))
         log.info("event=fifo_pop_state_loaded queues=%d path=%s", len(self._queues), self._path)
 
@@ -66,6 +73,20 @@ class FifoPopState:
         self._queues = dict(queues)
         self._dirty = True
         return True
+
+    def merge(self, queues: dict[tuple[str, str, int], OrderlyQueue]) -> int:
+        """Merge another broker's state (``OrderlyQueue.merge`` per queue); returns how many queues changed
+        (then it is saved at the next ``persist``)."""
+        changed = 0
+        for key, other in queues.items():
+            mine = self._queues.get(key)
+            before = mine.to_json() if mine is not None else None
+            if mine is None:
+                mine = self._queues[key] = OrderlyQueue(other.commit_offset)
+            mine.merge(other)
+            changed += mine.to_json() != before
+        self._dirty = self._dirty or changed > 0
+        return changed
 
     def persist(self) -> bool:
         if not self._dirty:

@@ -103,6 +103,25 @@ class OrderlyQueue:
                 self._done.discard(self.commit_offset)
                 self.commit_offset += 1
 
+    def merge(self, other: OrderlyQueue) -> None:
+        """Take in what ``other`` (another broker's copy of this queue: an acting slave's, handed back) knows.
+        Monotone, so merging an older copy changes nothing it should not: the higher commit offset and every
+        done offset win over a delivery in flight, and of two deliveries of one offset the later one (higher
+        attempt, then later deadline) wins."""
+        commit = max(self.commit_offset, other.commit_offset)
+        done = {o for o in self._done | other._done if o >= commit}
+        in_flight: dict[int, _Delivery] = {}
+        for deliveries in (self._in_flight, other._in_flight):
+            for offset, d in deliveries.items():
+                known = in_flight.get(offset)
+                if offset >= commit and offset not in done and (
+                        known is None or (d.attempt, d.invisible_until_ms) > (known.attempt, known.invisible_until_ms)):
+                    in_flight[offset] = _Delivery(d.attempt, d.invisible_until_ms)
+        self.commit_offset, self._done, self._in_flight = commit, done, in_flight
+        while self.commit_offset in self._done:
+            self._done.discard(self.commit_offset)
+            self.commit_offset += 1
+
     def change_invisible(self, queue_offset: int, now_ms: int, invisible_ms: int) -> bool:
         delivery = self._in_flight.get(queue_offset)
         if delivery is None:

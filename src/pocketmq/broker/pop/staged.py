@@ -80,6 +80,24 @@ class PopStageRegistry(PersistedJsonTable):
         self.persist()
         return True
 
+    def merge_missing(self, table: dict[tuple[str, str], StagedTopic]) -> int:
+        """Add the registrations and queue origins of ``table`` (an acting slave's, handed back to its master)
+        that this table lacks, and save; what it has stays (its own registration is never overwritten by an
+        older copy). Returns how many (group, topic) entries changed."""
+        changed = 0
+        with self._lock:
+            for key, theirs in table.items():
+                mine = self._table.get(key)
+                if mine is None:
+                    self._table[key] = StagedTopic(list(theirs.definitions), dict(theirs.origins))
+                    changed += 1
+                elif not theirs.origins.keys() <= mine.origins.keys():
+                    self._table[key] = StagedTopic(mine.definitions, {**theirs.origins, **mine.origins})
+                    changed += 1
+            self._dirty = self._dirty or changed > 0
+        self.persist()
+        return changed
+
     def get(self, group: str, topic: str) -> StagedTopic | None:
         return self._table.get((group, topic))
 

@@ -337,6 +337,20 @@ class TimerService:
         self.persist_progress()
         return True
 
+    def after_cut(self) -> None:
+        """The store's tail was cut (a slave dropped records its new master never had: cluster.ha_epochs): the
+        wheel may hold timers of records that are gone and would skip the master's records written at those
+        offsets, so rebuild it from what is left, as a restart would."""
+        queue_offset = self._store.max_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
+        start = min(self.progress_offset(), queue_offset)
+        self._wheel = TimerWheel()
+        self._delivered_untombstoned.clear()
+        self._loaded_until = max(start, self._store.min_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID))
+        loaded = self.load_new()
+        self.persist_progress()
+        log.warning("event=timer_rebuilt_after_cut cut_at=%d from_offset=%d records_read=%d pending=%d",
+                    queue_offset, start, loaded, len(self._wheel))
+
     # -- progress -----------------------------------------------------------------------------------------------
     def _maybe_persist(self) -> None:
         now_ms = self._clock.now_ms()

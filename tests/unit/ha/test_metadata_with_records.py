@@ -18,7 +18,7 @@ from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata, metadata_s
 from pocketmq.cluster.ha_slave import HaSlave
 from pocketmq.common.topic import TopicConfig
 from pocketmq.errors import NotReplicatedError, RemoteServerError, RemotingError
-from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
+from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import PutStatus
@@ -111,6 +111,8 @@ class ScriptedMaster:
         self.synced = 0
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        if request.code == HA_EPOCHS:  # a master without epochs: only the metadata version is under test here
+            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
         if request.code == HA_SYNC_METADATA:
             self.store.calls.append("sync")
             self.synced += 1

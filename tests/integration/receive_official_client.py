@@ -6,6 +6,13 @@ Run as ``python receive_official_client.py SPEC_JSON`` with HOME set to a tempor
 receives and acks (all but the skipped bodies) until N distinct bodies came or D passed, then L seconds more
 (whatever else comes), and prints one JSON line: the bodies, their attempts, each body's attempt, the acked
 bodies and every delivery (seconds since start, body, attempt).
+
+The skipped bodies stay invisible for S seconds from the end of the run, whenever each was received: it
+receives with RECEIVE_INVISIBLE_S (longer than any run) and then changes their invisible duration to S. The
+official client picks a random queue for every receive (its queue selector is made anew, at a random index,
+on each call) and a receive of a drained queue waits its 1 s long poll, so it may reach one broker's queue
+seconds after another's; timing the invisible time from each receive would make the un-acked messages come
+back at times that depend on that luck, or even during the run.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+
+RECEIVE_INVISIBLE_S = 120  # longer than any deadline_s: nothing comes back during the run
 
 
 def main(spec: dict) -> int:
@@ -28,14 +37,18 @@ def main(spec: dict) -> int:
     got: dict[str, int] = {}
     acked: list[str] = []
     received: list[tuple[float, str, int]] = []
+    skipped = []
+
     def receive_once() -> None:
-        for msg in consumer.receive(32, spec.get("invisible_s", 60)):
+        for msg in consumer.receive(32, RECEIVE_INVISIBLE_S):
             body = msg.body.decode()
             got[body] = msg.delivery_attempt
             received.append((round(time.monotonic() - started, 2), body, msg.delivery_attempt))
             if body not in skip:
                 consumer.ack(msg)
                 acked.append(body)
+            else:
+                skipped.append(msg)
 
     try:
         while len(got) < spec["count"] and time.monotonic() < deadline:
@@ -43,6 +56,8 @@ def main(spec: dict) -> int:
         lingered = time.monotonic() + spec.get("linger_s", 0)
         while time.monotonic() < lingered:
             receive_once()
+        for msg in skipped:
+            consumer.change_invisible_duration(msg, spec.get("invisible_s", 60))
         print(json.dumps({"bodies": sorted(got), "attempts": sorted(set(got.values())), "attempt_of": got,
                           "acked": sorted(acked), "received": received}), flush=True)
     finally:

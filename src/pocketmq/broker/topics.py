@@ -18,7 +18,7 @@ from pocketmq.common.topic import (
     revive_topic, topic_name_problem,
 )
 from pocketmq.cluster.route import topic_config_from_obj, topic_config_to_obj
-from pocketmq.errors import BadRequestError, IllegalTopicError, TopicNotExistError
+from pocketmq.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
 from pocketmq.store.metadata import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,39 @@ def validate_topic_config(config: TopicConfig) -> None:
             raise BadRequestError(f"{what} queue nums {nums} outside [1, {MAX_QUEUE_NUMS}]")
     if config.perm & ~0x7:
         raise BadRequestError(f"perm {config.perm} has bits outside read|write|inherit")
+
+
+def topic_change_refusal(current: TopicConfig | None, requested: TopicConfig, *, create_only: bool,
+                         update_only: bool, force: bool, stored_messages: Callable[[int], int],
+                         broker_name: str) -> PocketMQError | None:
+    """Why an explicit create or update of ``requested`` must not happen here, or None to go ahead.
+
+    ``current`` is the topic as this broker has it (None: unknown); ``stored_messages(queue_id)`` counts the
+    messages a queue of it still stores. ``create_only`` refuses an existing topic and ``update_only`` an
+    unknown one. Fewer read queues hide the messages of the queues dropped (consumers never read them again),
+    so a shrink that would hide any is refused unless ``force``, as Kafka refuses fewer partitions; fewer
+    *write* queues hide nothing (RocketMQ's way to shrink: writes first, reads once those queues are drained).
+    """
+    name = requested.name
+    if create_only and update_only:
+        return BadRequestError(f"topic {name!r}: a request cannot be both create-only and update-only")
+    if current is None:
+        if update_only:
+            return TopicNotExistError(f"topic {name!r} does not exist on broker {broker_name}: create it first")
+        return None
+    if create_only:
+        return BadRequestError(f"topic {name!r} already exists on broker {broker_name} "
+                               f"({current.read_queue_nums} queues, type {current.message_type.value}): update it "
+                               f"instead")
+    if force:
+        return None
+    dropped = range(requested.read_queue_nums, current.read_queue_nums)
+    hidden = {queue_id: n for queue_id in dropped if (n := stored_messages(queue_id)) > 0}
+    if not hidden:
+        return None
+    return BadRequestError(f"topic {name!r} on broker {broker_name}: {current.read_queue_nums} -> "
+                           f"{requested.read_queue_nums} read queues would hide {sum(hidden.values())} messages "
+                           f"stored in queues {', '.join(map(str, hidden))}; consume them first or force it")
 
 
 def topic_config_to_json(config: TopicConfig) -> dict:
@@ -153,11 +186,18 @@ class TopicManager:
             return config
 
     def create_or_update(self, config: TopicConfig) -> TopicConfig:
-        validate_topic_config(config)
+        return self.change(config.name, lambda _: config)
+
+    def change(self, topic: str, decide: Callable[[TopicConfig | None], TopicConfig]) -> TopicConfig:
+        """Set ``topic`` to ``decide(current)`` (current: None when unknown), computed and applied under the
+        table's lock so no other change comes between; ``decide`` raises to refuse."""
         with self._lock:
-            if self._topics.get(config.name) == config:
+            current = self._topics.get(topic)
+            config = decide(current)
+            validate_topic_config(config)
+            if current == config:
                 return config
-            self._put(config, event="topic_updated" if config.name in self._topics else "topic_created")
+            self._put(config, event="topic_updated" if current is not None else "topic_created")
         return config
 
     def delete(self, topic: str) -> bool:

@@ -1,9 +1,12 @@
 """``pocketmq topic create|update|delete|list|describe``: topics on every master broker of a cluster.
 
-- ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|mixed] [--gray-queue-ratio R] [--cluster C]``:
-  on every master of the cluster (every cluster when not given); returns once the name server's route shows the
-  queues. ``update`` is the same request (RocketMQ's create-or-update); without ``--gray-queue-ratio`` a topic
-  keeps the ratio it has (docs/gray.md: the broker places gray messages of senders that name no queue).
+- ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|mixed] [--gray-queue-ratio R] [--cluster C]
+  [--update [--force]]``: on every master of the cluster (every cluster when not given); returns once the name
+  server's route shows the queues. A topic a master already has is refused there ("already exists") and left
+  as it is, unless ``--update`` (RocketMQ's create-or-update).
+- ``update TOPIC [--queues N] [--type T] [--gray-queue-ratio R] [--cluster C] [--force]``: changes only the
+  options given on every master that has the topic (one that does not refuses). Fewer queues than a topic has
+  are refused while the queues dropped still store messages, which would be hidden, unless ``--force``.
 - ``delete TOPIC [--cluster C]``: from every master, then from the name server.
 - ``list [--all]``: the topics the name server knows; system topics, and the cluster and broker names that
   brokers register as topics (RocketMQ does the same), only with ``--all``.
@@ -23,15 +26,20 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("topic", help="create, update, delete, list and describe topics",
                                    description=__doc__.split("\n\n")[0])
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    for name, help_text in (("create", "create a topic on every master broker"),
-                            ("update", "change a topic's queues or type on every master broker")):
-        p = add_action(actions, name, help_text, create, "topic")
-        p.add_argument("--queues", type=int, default=8, help="read and write queues per broker (default 8)")
-        p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, default="mixed",
-                       help="message type the topic accepts (default mixed: every type)")
-        p.add_argument("--gray-queue-ratio", type=float, help="gray queues are the last ceil(n * R) of each "
-                       "broker's (topic attribute gray.queue.ratio, R in [0, 1]; docs/gray.md)")
-        p.add_argument("--cluster", help="only the masters of this cluster")
+    p = add_action(actions, "create", "create a topic on every master broker", create, "topic")
+    p.add_argument("--queues", type=int, default=8, help="read and write queues per broker (default 8)")
+    p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, default="mixed",
+                   help="message type the topic accepts (default mixed: every type)")
+    _gray_and_cluster_options(p)
+    p.add_argument("--update", action="store_true", help="a topic that exists takes this definition")
+    p.add_argument("--force", action="store_true", help="with --update: allow fewer queues although the queues "
+                   "dropped still store messages (they are hidden from consumers)")
+    p = add_action(actions, "update", "change the options given of a topic on every master broker", update, "topic")
+    p.add_argument("--queues", type=int, help="read and write queues per broker")
+    p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, help="message type the topic accepts")
+    _gray_and_cluster_options(p)
+    p.add_argument("--force", action="store_true", help="allow fewer queues although the queues dropped still "
+                   "store messages (they are hidden from consumers)")
     p = add_action(actions, "delete", "delete a topic from every master broker and the name server", delete, "topic")
     p.add_argument("--cluster", help="only from the masters of this cluster")
     p = add_action(actions, "list", "list topics", list_topics)
@@ -39,17 +47,43 @@ def register(subparsers) -> None:
     add_action(actions, "describe", "queues of a topic with their offsets", describe, "topic")
 
 
+def _gray_and_cluster_options(parser) -> None:
+    parser.add_argument("--gray-queue-ratio", type=float, help="gray queues are the last ceil(n * R) of each "
+                        "broker's (topic attribute gray.queue.ratio, R in [0, 1]; docs/gray.md)")
+    parser.add_argument("--cluster", help="only the masters of this cluster")
+
+
 def create(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         brokers = await admin.create_topic(args.topic, queues=args.queues,
                                            message_type=MessageType.parse(args.message_type), cluster=args.cluster,
-                                           gray_queue_ratio=args.gray_queue_ratio)
-        verb = "created" if args.action == "create" else "updated"
+                                           gray_queue_ratio=args.gray_queue_ratio, update=args.update,
+                                           force=args.force)
+        verb = "created or updated" if args.update else "created"
         gray = "" if args.gray_queue_ratio is None else f", gray queue ratio {args.gray_queue_ratio:g}"
         report(args, {"topic": args.topic, "brokers": brokers, "queues": args.queues, "type": args.message_type.upper(),
                       "gray_queue_ratio": args.gray_queue_ratio},
                f"topic {args.topic} {verb} on {', '.join(brokers)}: {args.queues} queues each, "
                f"type {args.message_type.upper()}{gray}")
+
+    return run_admin(args, action)
+
+
+def update(args) -> int:
+    message_type = None if args.message_type is None else MessageType.parse(args.message_type)
+
+    async def action(admin: AsyncAdmin) -> None:
+        brokers = await admin.update_topic(args.topic, queues=args.queues, message_type=message_type,
+                                           gray_queue_ratio=args.gray_queue_ratio, cluster=args.cluster,
+                                           force=args.force)
+        changed = {"queues": args.queues, "type": message_type and message_type.value,
+                   "gray_queue_ratio": args.gray_queue_ratio}
+        changed = {name: value for name, value in changed.items() if value is not None}
+        said = ([f"{args.queues} queues each"] if args.queues is not None else []) \
+            + ([f"type {message_type.value}"] if message_type is not None else []) \
+            + ([f"gray queue ratio {args.gray_queue_ratio:g}"] if args.gray_queue_ratio is not None else [])
+        report(args, {"topic": args.topic, "brokers": brokers, **changed},
+               f"topic {args.topic} updated on {', '.join(brokers)}: {', '.join(said)}")
 
     return run_admin(args, action)
 

@@ -17,12 +17,12 @@ from pocketmq.client.instance import InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.route_view import MASTER_ID
 from pocketmq.client.replies import check_topic, expect_success, json_body, offset_of
-from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields
+from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
 from pocketmq.errors import (BadRequestError, ClientError, RemoteServerError,
                              SubscriptionGroupNotExistError, TopicNotExistError)
-from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode
+from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 
@@ -90,6 +90,23 @@ class GroupConfig:
                    extra={k: v for k, v in obj.items() if k not in known})
 
 
+def _check_queues(queues: int) -> None:
+    if not 1 <= queues <= MAX_QUEUE_NUMS:
+        raise BadRequestError(f"queue count must be in [1, {MAX_QUEUE_NUMS}], got {queues}")
+
+
+def _check_gray_ratio(gray_queue_ratio: float | None) -> None:
+    if gray_queue_ratio is not None and not 0.0 <= gray_queue_ratio <= 1.0:
+        raise BadRequestError(f"gray queue ratio must be in [0, 1], got {gray_queue_ratio}")
+
+
+def _intent_fields(*, create_only: bool = False, update_only: bool = False, force: bool = False) -> dict:
+    """PocketMQ's UPDATE_AND_CREATE_TOPIC fields (docs/protocol.md) that say what the request may do: create
+    only, update only, and hide stored messages by dropping read queues."""
+    intent = {"createOnly": create_only, "updateOnly": update_only, "force": force}
+    return {name: True for name, wanted in intent.items() if wanted}
+
+
 def route_shows_queues(route: TopicRouteData, brokers: list[str], queues: int) -> bool:
     """Whether ``route`` lists ``queues`` read and write queues on each of ``brokers``."""
     by_broker = {qd.broker_name: qd for qd in route.queue_datas}
@@ -134,28 +151,65 @@ class AsyncAdmin(InstanceUser):
     # -- topics ---------------------------------------------------------------------------------------------------
     async def create_topic(self, topic: str, *, queues: int = 8, message_type: MessageType = MessageType.MIXED,
                            perm: int = PERM_READ_WRITE, cluster: str | None = None, order: bool = False,
-                           gray_queue_ratio: float | None = None, route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
-        """Create or update ``topic`` on every master of ``cluster`` (every cluster when None); returns the
-        broker names. ``gray_queue_ratio`` sets the topic attribute ``gray.queue.ratio`` (docs/gray.md); None
-        leaves a topic's ratio as it is.
+                           gray_queue_ratio: float | None = None, update: bool = False, force: bool = False,
+                           route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
+        """Create ``topic`` on every master of ``cluster`` (every cluster when None); returns the broker names.
+        ``gray_queue_ratio`` sets the topic attribute ``gray.queue.ratio`` (docs/gray.md).
+
+        A master that already has the topic refuses and keeps it as it is (RemoteServerError naming it; the
+        others create it), unless ``update``: then an existing topic takes this definition (RocketMQ's
+        create-or-update; None for the gray ratio keeps the topic's). Fewer read queues than a topic has, where
+        the queues dropped still store messages, are refused unless ``force`` (those messages would be hidden).
 
         Brokers tell the name server about a topic change by re-registering, a moment later; this waits up to
         ``route_wait_s`` until the name server's route shows ``queues`` on every one of them, so a send made
         right after gets the new queues.
         """
         check_topic(topic)
-        if not 1 <= queues <= MAX_QUEUE_NUMS:
-            raise BadRequestError(f"queue count must be in [1, {MAX_QUEUE_NUMS}], got {queues}")
-        if gray_queue_ratio is not None and not 0.0 <= gray_queue_ratio <= 1.0:
-            raise BadRequestError(f"gray queue ratio must be in [0, 1], got {gray_queue_ratio}")
+        _check_queues(queues)
+        _check_gray_ratio(gray_queue_ratio)
+        if force and not update:
+            raise BadRequestError("force applies to an existing topic: use it with update")
         fields = create_topic_fields(TopicConfig(topic, queues, queues, perm, message_type, order, gray_queue_ratio))
-        responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster)
-        for response in responses.values():
-            expect_success(response)
-        brokers = sorted(responses)
+        fields.update(_intent_fields(create_only=not update, force=force))
+        brokers = await self._topic_request(fields, cluster)
         await self._wait_for_route(topic, brokers, queues, route_wait_s)
         return brokers
+
+    async def update_topic(self, topic: str, *, queues: int | None = None, message_type: MessageType | None = None,
+                           perm: int | None = None, order: bool | None = None, gray_queue_ratio: float | None = None,
+                           cluster: str | None = None, force: bool = False,
+                           route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
+        """Change the options given (None: keep) of an existing ``topic`` on every master of ``cluster``;
+        returns the broker names. A master without the topic refuses (TOPIC_NOT_EXIST): create it first. Fewer
+        read queues where the queues dropped still store messages are refused unless ``force``. With ``queues``,
+        waits for the route as ``create_topic`` does."""
+        check_topic(topic)
+        if queues is not None:
+            _check_queues(queues)
+        _check_gray_ratio(gray_queue_ratio)
+        fields = update_topic_fields(topic, queues=queues, perm=perm, order=order, message_type=message_type,
+                                     gray_queue_ratio=gray_queue_ratio)
+        if fields.keys() == {"topic"}:
+            raise BadRequestError(f"nothing to update for topic {topic!r}: name at least one option to change")
+        fields.update(_intent_fields(update_only=True, force=force))
+        brokers = await self._topic_request(fields, cluster)
+        if queues is not None:
+            await self._wait_for_route(topic, brokers, queues, route_wait_s)
+        return brokers
+
+    async def _topic_request(self, fields: dict, cluster: str | None) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC with ``fields`` on every master; RemoteServerError naming each broker that
+        refused (and those that did it) when any did."""
+        responses = await self._on_masters(
+            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster)
+        refused = {name: r for name, r in sorted(responses.items()) if r.code != ResponseCode.SUCCESS}
+        if refused:
+            done = sorted(set(responses) - set(refused))
+            remarks = "; ".join(r.remark or f"refused by {name}" for name, r in refused.items())
+            raise RemoteServerError(next(iter(refused.values())).code,
+                                    remarks + (f" (done on {', '.join(done)})" if done else ""))
+        return sorted(responses)
 
     async def _wait_for_route(self, topic: str, brokers: list[str], queues: int, wait_s: float) -> None:
         loop = asyncio.get_running_loop()
@@ -173,8 +227,6 @@ class AsyncAdmin(InstanceUser):
                 log.warning("event=route_not_updated topic=%s brokers=%s wait_s=%.1f", topic, brokers, wait_s)
                 return
             await asyncio.sleep(ROUTE_POLL_INTERVAL_S)
-
-    update_topic = create_topic
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from every master of the cluster, then from the name server."""

@@ -308,11 +308,33 @@ def create_topic_fields(config: TopicConfig, *, auto_create: bool = False) -> di
         "topic": config.name, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": config.read_queue_nums,
         "writeQueueNums": config.write_queue_nums, "perm": config.perm, "topicFilterType": "SINGLE_TAG",
         "topicSysFlag": 0, "order": config.order,
-        "attributes": ",".join(f"+{key}={value}" for key, value in topic_attributes(config).items()),
-        "messageType": config.message_type.value}
+        "attributes": _attributes_text(topic_attributes(config)), "messageType": config.message_type.value}
     if auto_create:
         fields["autoCreate"] = True
     return fields
+
+
+def update_topic_fields(topic: str, *, queues: int | None = None, perm: int | None = None, order: bool | None = None,
+                        message_type: MessageType | None = None, gray_queue_ratio: float | None = None) -> dict:
+    """UPDATE_AND_CREATE_TOPIC's header naming only the options given (None: left out), for a PocketMQ broker,
+    which keeps a topic's value of every field a request leaves out (``queues`` sets read and write queues)."""
+    fields: dict[str, Any] = {"topic": topic}
+    for name, value in (("readQueueNums", queues), ("writeQueueNums", queues), ("perm", perm), ("order", order)):
+        if value is not None:
+            fields[name] = value
+    attributes = {}
+    if message_type is not None:
+        fields["messageType"] = attributes[_MESSAGE_TYPE_ATTRIBUTE] = message_type.value
+    if gray_queue_ratio is not None:
+        attributes[GRAY_RATIO_ATTRIBUTE] = f"{gray_queue_ratio:g}"
+    if attributes:
+        fields["attributes"] = _attributes_text(attributes)
+    return fields
+
+
+def _attributes_text(attributes: dict[str, str]) -> str:
+    """RocketMQ 5's attribute string: ``+key=value`` joined by commas."""
+    return ",".join(f"+{key}={value}" for key, value in attributes.items())
 
 
 def topic_attributes(config: TopicConfig) -> dict[str, str]:

@@ -8,15 +8,13 @@ instead (docs/protocol.md).
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 
 from pocketmq.broker.dynamic_config import config_properties
 from pocketmq.broker.groups import group_config_from_json, group_config_to_json
-from pocketmq.broker.topics import topic_config_to_json
+from pocketmq.broker.topics import topic_change_refusal, topic_config_to_json
 from pocketmq.cluster.route import topic_gray_ratio
 from pocketmq.common.topic import (
-    PERM_READ_WRITE,
     MessageType,
     TopicConfig,
     is_system_topic,
@@ -49,30 +47,29 @@ def parse_topic_attributes(text: str) -> dict[str, str]:
     return attributes
 
 
-def topic_config_from_header(h: HeaderFields, *, default_queue_nums: int) -> TopicConfig:
-    """UPDATE_AND_CREATE_TOPIC's fields as a TopicConfig; ``messageType`` (PocketMQ) wins over the attribute."""
+def topic_config_from_header(h: HeaderFields, *, current: TopicConfig | None, default_queue_nums: int) -> TopicConfig:
+    """UPDATE_AND_CREATE_TOPIC's fields as a TopicConfig; ``messageType`` (PocketMQ) wins over the attribute.
+
+    A field the request leaves out keeps the value ``current`` (the topic as this broker has it) has, so an
+    update changes only what it names (RocketMQ's rule for attributes, here for every field; a gray ratio of 0
+    ends a rollout: docs/gray.md); for a new topic it takes the default (write queues: the read queues')."""
     topic = h.str("topic")
     problem = topic_name_problem(topic)
     if problem:
         raise IllegalTopicError(problem)
+    base = current if current is not None else TopicConfig(topic, default_queue_nums, default_queue_nums)
     attributes = parse_topic_attributes(h.str("attributes", ""))
     type_text = h.str("messageType", None) or attributes.get(_MESSAGE_TYPE_ATTRIBUTE)
     try:
-        message_type = MessageType.parse(type_text) if type_text else MessageType.MIXED
+        message_type = MessageType.parse(type_text) if type_text else base.message_type
         gray_queue_ratio = topic_gray_ratio(attributes)
     except ValueError as exc:
         raise BadRequestError(f"topic {topic!r}: {exc}") from None
-    read_nums = h.int("readQueueNums", default_queue_nums)
-    return TopicConfig(topic, read_nums, h.int("writeQueueNums", read_nums), h.int("perm", PERM_READ_WRITE),
-                       message_type, h.bool("order"), gray_queue_ratio)
-
-
-def keep_gray_ratio(config: TopicConfig, current: TopicConfig | None) -> TopicConfig:
-    """An update that does not mention the gray ratio keeps the topic's (RocketMQ's rule for attributes), so
-    ``topic update --queues 16`` does not end a gray rollout; a ratio of 0 ends it (docs/gray.md)."""
-    if config.gray_queue_ratio is not None or current is None or current.gray_queue_ratio is None:
-        return config
-    return dataclasses.replace(config, gray_queue_ratio=current.gray_queue_ratio)
+    read_nums = h.int("readQueueNums", base.read_queue_nums)
+    write_nums = h.int("writeQueueNums", read_nums if current is None else base.write_queue_nums)
+    return TopicConfig(topic, read_nums, write_nums, h.int("perm", base.perm), message_type,
+                       h.bool("order", base.order),
+                       base.gray_queue_ratio if gray_queue_ratio is None else gray_queue_ratio)
 
 
 class AdminHandlers:
@@ -96,20 +93,39 @@ class AdminHandlers:
 
     # -- topics ---------------------------------------------------------------------------------------------------
     async def update_and_create_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        """Create or update a topic. ``autoCreate=true`` (PocketMQ, sent by the name server on a route query for
-        an unknown topic) applies this broker's auto-create rule instead, and never changes an existing topic."""
+        """Create or update a topic (RocketMQ's create-or-update); fields left out keep the topic's values.
+        PocketMQ adds ``createOnly`` (refuse an existing topic), ``updateOnly`` (refuse an unknown one) and
+        ``force`` (allow fewer read queues although the queues dropped still store messages:
+        ``topics.topic_change_refusal``). ``autoCreate=true`` (PocketMQ, sent by the name server on a route
+        query for an unknown topic) applies this broker's auto-create rule instead, and never changes an
+        existing topic."""
         h = HeaderFields(request.ext_fields)
-        topics = self._broker.topics
+        broker = self._broker
+        topics = broker.topics
         if h.bool("autoCreate"):
             config = topics.get_or_create(h.str("topic"))  # TOPIC_NOT_EXIST when this broker's auto-creation is off
             # The reply carries the topic as it is here (it may have existed with other queue numbers), so the
             # name server records the truth rather than its plan.
             return request.response(ResponseCode.SUCCESS, body=json_bytes(topic_config_to_json(config)))
-        config = topic_config_from_header(h, default_queue_nums=self._broker.config.default_topic_queue_nums)
-        if is_system_topic(config.name):
-            raise IllegalTopicError(f"topic {config.name!r} is a system topic")
-        config = keep_gray_ratio(config, topics.get(config.name))
-        topics.create_or_update(config)
+        topic = h.str("topic")
+        if is_system_topic(topic):
+            raise IllegalTopicError(f"topic {topic!r} is a system topic")
+        create_only, update_only, force = h.bool("createOnly"), h.bool("updateOnly"), h.bool("force")
+
+        def stored_messages(queue_id: int) -> int:
+            return broker.store.max_queue_offset(topic, queue_id) - broker.store.min_queue_offset(topic, queue_id)
+
+        def decide(current: TopicConfig | None) -> TopicConfig:
+            config = topic_config_from_header(h, current=current,
+                                              default_queue_nums=broker.config.default_topic_queue_nums)
+            refusal = topic_change_refusal(current, config, create_only=create_only, update_only=update_only,
+                                           force=force, stored_messages=stored_messages,
+                                           broker_name=broker.broker_name)
+            if refusal is not None:
+                raise refusal
+            return config
+
+        topics.change(topic, decide)
         return request.response(ResponseCode.SUCCESS)
 
     async def get_all_topic_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

@@ -6,6 +6,7 @@ Files under ``config.data_dir``::
     consumequeue/<topic>/<queue id>/<20-digit byte pos>  consume queue segments (consume_queue.py)
     index/<20-digit phys offset>                         index entries per commit log segment (index.py)
     checkpoint                                           phys offset covered by queues + index (checkpoint.py)
+    lock                                                 the owner's PID under an exclusive flock (dir_lock.py)
 
 Put path (event loop, single writer, no await until the flush wait): stamp store time and host, assign queue
 offsets from the queues' ``max_queue_offset``, encode every record, one ``CommitLog.append`` (one ``pwrite``
@@ -56,6 +57,7 @@ from pocketmq.store.api import (
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commit_log import CommitLog, CorruptRecordError, Frame, RecordMark
 from pocketmq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from pocketmq.store.dir_lock import DataDirLock
 from pocketmq.store.group_commit import GroupCommit
 from pocketmq.store.index import MessageIndex
 from pocketmq.store.integrity import BadRegion, CorruptionReporter
@@ -118,6 +120,7 @@ class MessageStore:
         self._checkpoint = Checkpoint(self._data_dir)
         self._verified_phys_offset = 0  # recovery checked every frame below this (saved with the checkpoint)
         self.corruption = CorruptionReporter(clock, metrics)
+        self._dir_lock = DataDirLock(self._data_dir)
         self._listeners: list[ArrivalListener] = []
         self._flush_lock = asyncio.Lock()
         self._group_commit = GroupCommit(self._flush, sync=config.flush_mode is FlushMode.SYNC,
@@ -133,10 +136,25 @@ class MessageStore:
 
     def start(self) -> RecoveryReport:
         """Open the files and recover (synchronous). Background flush and retention start with the first put
-        or now when called on a running event loop."""
+        or now when called on a running event loop. DataDirLockedError when another store owns the directory."""
         if self._state != "new":
             raise StoreError(f"store already {self._state}")
         self._data_dir.mkdir(parents=True, exist_ok=True)
+        self._dir_lock.acquire()  # before the first read: another owner may be writing what recovery would read
+        try:
+            report = self._recover()
+        except BaseException:
+            self._dir_lock.release()
+            raise
+        self._state = "running"
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return report
+        self._start_background()
+        return report
+
+    def _recover(self) -> RecoveryReport:
         commit_log = self._commit_log = CommitLog(self._data_dir / "commitlog", self.config.commit_log_segment_bytes)
         self._load_queues()
         checkpoint = self._checkpoint.load()
@@ -152,12 +170,6 @@ class MessageStore:
         for queue in self._queues.values():
             queue.delete_below_phys(commit_log.min_phys_offset)
         self._group_commit.durable_phys_offset = commit_log.max_phys_offset  # what a restart reads back
-        self._state = "running"
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return report
-        self._start_background()
         return report
 
     def _report_bad_region(self, region: BadRegion) -> None:
@@ -196,6 +208,7 @@ class MessageStore:
             for queue in self._queues.values():
                 queue.close()
             self._destroy_doomed()
+        self._dir_lock.release()
         self._state = "closed"
         log.info("store.closed data_dir=%s", self._data_dir)
 

@@ -17,7 +17,7 @@ from pocketmq.common.gray import GRAY_PROPERTY, gray_queue_count, placement_queu
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.common.topic import TopicConfig
 from pocketmq.errors import BadRequestError
-from pocketmq.server.remoting_admin import keep_gray_ratio, topic_config_from_header
+from pocketmq.server.remoting_admin import topic_config_from_header
 from pocketmq.server.remoting_headers import HeaderFields
 from tests.unit.pop.pop_support import pop, running_broker
 
@@ -115,14 +115,20 @@ def test_the_ratio_travels_as_a_topic_attribute_and_an_update_without_it_keeps_i
     config = TopicConfig("T", 8, 8, gray_queue_ratio=0.25)
     fields = create_topic_fields(config)
     assert "+gray.queue.ratio=0.25" in fields["attributes"].split(",")
-    parsed = topic_config_from_header(HeaderFields({k: str(v) for k, v in fields.items()}), default_queue_nums=8)
+    parsed = topic_config_from_header(HeaderFields({k: str(v) for k, v in fields.items()}), current=None,
+                                      default_queue_nums=8)
     assert parsed == config
     assert topic_config_from_obj("T", topic_config_to_obj(config)) == config
     assert "gray.queue.ratio" not in create_topic_fields(TopicConfig("T", 8, 8))["attributes"]
+
+    def update(plain: TopicConfig, current: TopicConfig | None) -> TopicConfig:
+        h = HeaderFields({k: str(v) for k, v in create_topic_fields(plain).items()})
+        return topic_config_from_header(h, current=current, default_queue_nums=8)
+
     plain_update = TopicConfig("T", 16, 16)
-    assert keep_gray_ratio(plain_update, config) == TopicConfig("T", 16, 16, gray_queue_ratio=0.25)
-    assert keep_gray_ratio(TopicConfig("T", 8, 8, gray_queue_ratio=0.0), config).gray_queue_ratio == 0.0
-    assert keep_gray_ratio(plain_update, None) == plain_update
+    assert update(plain_update, config) == TopicConfig("T", 16, 16, gray_queue_ratio=0.25)
+    assert update(TopicConfig("T", 8, 8, gray_queue_ratio=0.0), config).gray_queue_ratio == 0.0
+    assert update(plain_update, None) == plain_update
 
 
 @pytest.mark.parametrize("ratio", ["1.5", "-0.1", "abc", "nan"])
@@ -130,6 +136,6 @@ def test_a_bad_topic_ratio_is_refused(ratio):
     h = HeaderFields({"topic": "T", "readQueueNums": "8", "writeQueueNums": "8",
                       "attributes": f"+message.type=MIXED,+gray.queue.ratio={ratio}"})
     with pytest.raises(BadRequestError, match="gray.queue.ratio"):
-        topic_config_from_header(h, default_queue_nums=8)
+        topic_config_from_header(h, current=None, default_queue_nums=8)
     stored = topic_config_to_obj(TopicConfig("T", 8, 8)) | {"attributes": {"gray.queue.ratio": ratio}}
     assert topic_config_from_obj("T", stored).gray_queue_ratio is None  # a stored bad one: not split

@@ -56,21 +56,21 @@ def test_topic_attributes_parse_message_type_and_skip_removals():
 def test_create_topic_header_message_type_field_wins_over_attribute():
     h = HeaderFields({"topic": "orders", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
                       "attributes": "+message.type=DELAY", "messageType": "fifo"})
-    config = topic_config_from_header(h, default_queue_nums=8)
+    config = topic_config_from_header(h, current=None, default_queue_nums=8)
     assert (config.name, config.read_queue_nums, config.write_queue_nums, config.message_type) == \
         ("orders", 4, 4, MessageType.FIFO)
 
 
 def test_create_topic_header_defaults_to_mixed_and_broker_queue_nums():
-    config = topic_config_from_header(HeaderFields({"topic": "t1"}), default_queue_nums=3)
+    config = topic_config_from_header(HeaderFields({"topic": "t1"}), current=None, default_queue_nums=3)
     assert (config.read_queue_nums, config.write_queue_nums, config.message_type) == (3, 3, MessageType.MIXED)
 
 
 def test_create_topic_header_refuses_illegal_names_and_types():
     with pytest.raises(IllegalTopicError):
-        topic_config_from_header(HeaderFields({"topic": "bad topic"}), default_queue_nums=8)
+        topic_config_from_header(HeaderFields({"topic": "bad topic"}), current=None, default_queue_nums=8)
     with pytest.raises(BadRequestError, match="unknown message type"):
-        topic_config_from_header(HeaderFields({"topic": "t", "messageType": "weird"}), default_queue_nums=8)
+        topic_config_from_header(HeaderFields({"topic": "t", "messageType": "weird"}), current=None, default_queue_nums=8)
 
 
 def test_properties_text_parses_lines_and_refuses_garbage():

@@ -113,7 +113,8 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         await namesrv.start()
         config = dataclasses.replace(config, namesrv_addr=namesrv.address)
     broker = Broker(config)
-    remoting = RemotingServer(build_broker_router(broker), config.host, config.remoting_port)
+    remoting = RemotingServer(build_broker_router(broker), config.host, config.remoting_port,
+                              limits=config.connection_limits(), metrics=broker.metrics)
     grpc = None
     metrics = None
     try:

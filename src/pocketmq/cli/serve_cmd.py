@@ -27,6 +27,7 @@ from pocketmq.errors import ConfigError
 from pocketmq.metrics.http import MetricsHttpServer
 from pocketmq.protocol.transport import RemotingServer
 from pocketmq.runtime import busy_poll
+from pocketmq.runtime.open_files import raise_open_files_limit
 from pocketmq.server.remoting_broker import build_broker_router
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
 def run(args: argparse.Namespace) -> int:
     configure_logging()
     config = broker_config_from_args(args)
+    raise_open_files_limit(config.remoting_max_connections)
     namesrv_overrides = {"broker_expire_ms": args.broker_expire_ms, "scan_interval_ms": args.namesrv_scan_interval_ms}
     with asyncio.Runner(loop_factory=busy_poll.loop_factory(config.busy_poll_us)) as runner:
         runner.run(serve(config, namesrv_overrides=namesrv_overrides, ready_file=args.ready_file))

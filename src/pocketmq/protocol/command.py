@@ -196,8 +196,11 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
 def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingCommand:
     try:
         text = str(header, "utf-8")  # RocketMQ writes UTF-8: no encoding sniffing
-        if json_too_deep(text, max_depth):
-            raise MalformedFrameError(f"JSON header nests deeper than {max_depth}", limit_names.JSON_DEPTH)
+    except UnicodeDecodeError as exc:
+        raise MalformedFrameError(f"JSON header is not UTF-8: {exc}") from None
+    if json_too_deep(text, max_depth):
+        raise MalformedFrameError(f"JSON header nests deeper than {max_depth}", limit_names.JSON_DEPTH)
+    try:
         try:
             # The usual header is one object without whitespace around it: scanned directly, that skips the two
             # whitespace matches of JSONDecoder.decode (~0.5 µs a frame). Anything else takes decode(), which
@@ -207,7 +210,7 @@ def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingC
             end = -1
         if end != len(text):
             obj = _JSON_HEADER_DECODER.decode(text)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise MalformedFrameError(f"JSON header does not parse: {exc}") from None
     if not isinstance(obj, dict):
         raise MalformedFrameError("JSON header is not an object")

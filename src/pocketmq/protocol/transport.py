@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import math
 import socket
@@ -373,9 +374,10 @@ class RemotingConnection(asyncio.Protocol):
         if self.is_closed:
             return
         now = self._loop.time()  # type: ignore[union-attr]
+        # Requests in flight keep a connection open (a long poll), unless they wait for the peer to read.
+        busy = bool(self._tasks or self._pending) and self._writable.is_set()
         verdict = watchdog_verdict(self._limits, now, self._last_active_s,
-                                   None if self._reading_paused else self._frame_started_s,
-                                   busy=bool(self._tasks or self._pending))
+                                   None if self._reading_paused else self._frame_started_s, busy=busy)
         if verdict.close_for is not None:
             self._drop(verdict.close_for, f"buffered={self._decoder.buffered_bytes}")
         elif verdict.next_check_s is not None:
@@ -471,9 +473,19 @@ class RemotingConnection(asyncio.Protocol):
         await self._closed.wait()
 
     async def _serve(self, request: RemotingCommand, outcome: Awaitable[Reply]) -> None:
+        if self._limits.max_reply_buffer_bytes is not None and not self._writable.is_set():
+            # The peer does not read its replies: its request's work (a coroutine not started yet, such as a
+            # PULL's read) waits until they drain, and then one at a time as long as each reply fills the buffer.
+            try:
+                while not self._writable.is_set():
+                    await self._writable.wait()
+            except asyncio.CancelledError:
+                if inspect.iscoroutine(outcome):
+                    outcome.close()  # never started: no "never awaited" warning
+                raise
         response = await outcome
         if response is not None and not request.is_oneway and not self.is_closed:
-            self.write(response)  # the write buffer's bound stops this connection's reading, not this reply
+            self.write(response)
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else "open"

@@ -40,6 +40,7 @@ _FRAME_PREFIX = struct.Struct(">ii")
 _BIN_FIXED = struct.Struct(">hbhii")
 _json_string = json.encoder.encode_basestring  # a str as a JSON string literal, non-ASCII kept (C speed)
 _JSON_HEADER_DECODER = json.JSONDecoder()
+_INT32_MIN, _INT32_MAX = -0x8000_0000, 0x7FFF_FFFF
 
 
 class MalformedFrameError(ValueError):
@@ -227,10 +228,12 @@ def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingC
         remark = obj.get("remark")
         if remark is not None and type(remark) is not str:
             raise ValueError("remark is not a string")
+        code, opaque, flag, version = obj["code"], obj.get("opaque", 0), obj.get("flag", 0), obj.get("version", 0)
+        if not (type(code) is type(opaque) is type(flag) is type(version) is int  # the usual case: one check
+                and _INT32_MIN <= min(code, opaque, flag, version) and max(code, opaque, flag, version) <= _INT32_MAX):
+            code, opaque, flag, version = _int32(code), _int32(opaque), _int32(flag), _int32(version)
         # positional: half the cost of naming the fields (~0.25 µs a frame)
-        return RemotingCommand(_int32(obj["code"]), ext, b"", _int32(obj.get("opaque", 0)),
-                               _int32(obj.get("flag", 0)), remark, str(obj.get("language", "JAVA")),
-                               _int32(obj.get("version", 0)))
+        return RemotingCommand(code, ext, b"", opaque, flag, remark, str(obj.get("language", "JAVA")), version)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         if isinstance(exc, MalformedFrameError):
             raise
@@ -247,7 +250,7 @@ def _int32(value) -> int:
         number = int(value)
     else:  # fractions, booleans, objects: not a header number
         raise ValueError(f"{value!r} is not an integer")
-    if not -0x8000_0000 <= number <= 0x7FFF_FFFF:
+    if not _INT32_MIN <= number <= _INT32_MAX:
         raise ValueError(f"{number} is outside int32")
     return number
 

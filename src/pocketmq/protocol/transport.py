@@ -298,16 +298,21 @@ class RemotingConnection(asyncio.Protocol):
         max_in_flight = limits.max_requests_in_flight
         tasks = self._tasks
         transport = self._transport
-        while start < count and not self.is_closed:
+        writable = self._writable
+        while start < count and not transport.is_closing():  # type: ignore[union-attr]
             room = max_in_flight - len(tasks)
-            if room <= 0 or (reply_bound is not None and not self._writable.is_set()):
+            if room <= 0 or (reply_bound is not None and not writable.is_set()):
                 break
             replies: list[bytes] = []
             reply_bytes = transport.get_write_buffer_size() if reply_bound is not None else 0  # type: ignore
             while start < count and room > 0 and (reply_bound is None or reply_bytes <= reply_bound):
-                end = min(self._run_end(backlog, start), start + room)
-                run = backlog[start:end]
-                outcomes = (self._handler(self, run[0]),) if end - start == 1 else self._serve_all(self, run)  # type: ignore
+                if count - start == 1:  # the usual last (or only) request of a read: no run to look for
+                    end, run = count, (backlog[start],)
+                    outcomes = (self._handler(self, run[0]),)  # type: ignore[misc]
+                else:
+                    end = min(self._run_end(backlog, start), start + room)
+                    run = backlog[start:end]
+                    outcomes = (self._handler(self, run[0]),) if end - start == 1 else self._serve_all(self, run)  # type: ignore
                 for cmd, outcome in zip(run, outcomes):
                     if outcome is None or isinstance(outcome, RemotingCommand):
                         if outcome is not None and not cmd.is_oneway:
@@ -320,10 +325,15 @@ class RemotingConnection(asyncio.Protocol):
                         task.add_done_callback(self._task_done)
                         room -= 1
                 start = end
-            if replies and not self.is_closed:
+            if replies and not transport.is_closing():  # type: ignore[union-attr]
                 transport.write(b"".join(replies) if len(replies) > 1 else replies[0])  # type: ignore[union-attr]
-        self._backlog = backlog[start:] if start < count else []
-        self._update_reading()
+        if start < count:
+            self._backlog = backlog[start:]
+            self._update_reading()
+        else:
+            self._backlog = []
+            if self._reading_paused or len(tasks) >= max_in_flight:
+                self._update_reading()
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)

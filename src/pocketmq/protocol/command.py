@@ -199,7 +199,7 @@ def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingC
         text = str(header, "utf-8")  # RocketMQ writes UTF-8: no encoding sniffing
     except UnicodeDecodeError as exc:
         raise MalformedFrameError(f"JSON header is not UTF-8: {exc}") from None
-    if json_too_deep(text, max_depth):
+    if text.count("{") + text.count("[") > max_depth and json_too_deep(text, max_depth):  # the count: hot path
         raise MalformedFrameError(f"JSON header nests deeper than {max_depth}", limit_names.JSON_DEPTH)
     try:
         try:

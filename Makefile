@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench pipeline sim soak clean
+.PHONY: run test venv java-check bench pipeline sim soak fuzz clean
 
 venv: $(STAMP)
 
@@ -41,6 +41,12 @@ SOAK_MINUTES ?= 30
 SOAK_ARGS ?=
 soak: $(STAMP)
 	$(BIN)/python -m pocketmq.testing.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
+
+# The protocol fuzzer (tests/integration/test_protocol_fuzz.py) for FUZZ_SECONDS against a real broker; `make test`
+# runs a few seconds of it. FUZZ_SEED=<seed> [FUZZ_FIRST=<case>] replays a failure it printed.
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest tests/integration/test_protocol_fuzz.py -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -178,6 +178,8 @@ async def test_query_consumer_offset_answers_zero_for_a_new_group_then_the_commi
     assert (first.code, first.ext_fields.get("offset")) == (C.SUCCESS, "0")
     strict = await call(client, addr, R.QUERY_CONSUMER_OFFSET, {**key, "setZeroIfNotFound": False})
     assert strict.code == C.QUERY_NOT_FOUND
+    for _ in range(5):
+        await send(client, addr, "rq-offsets", queue_id=0)
     await call(client, addr, R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": 5})
     assert (await call(client, addr, R.QUERY_CONSUMER_OFFSET, key)).ext_fields["offset"] == "5"
 
@@ -185,6 +187,10 @@ async def test_query_consumer_offset_answers_zero_for_a_new_group_then_the_commi
 async def test_update_consumer_offset_oneway_forward_only_and_negative_ignored(broker, client):
     addr = broker.remoting
     key = {"consumerGroup": "g-u", "topic": "rq-update", "queueId": 1}
+    past_the_end = await call(client, addr, R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": "9"})
+    assert past_the_end.code == C.INVALID_PARAMETER and "commitOffset" in past_the_end.remark
+    for _ in range(12):
+        await send(client, addr, "rq-update", queue_id=1)
     reply = await call(client, addr, R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": "9"})
     assert reply.code == C.SUCCESS
     await call(client, addr, R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": -1})

@@ -3,14 +3,16 @@
 The timer and revive services call a ``writes`` object (``TimerService.writes``, ``ReviveService.writes``);
 a master's writes go to its store (``LocalTimerWrites``, ``LocalReviveWrites``), an acting slave's go here:
 
-- ``EscapedTimerWrites``: each due message through ``EscapeBridge.put_message``; its "tombstone" is an entry
-  in ``ActingProgress``. A failed escape (remote escape off, no other master, refused) stops the round: that
-  timer and the ones after it stay pending and the next round retries them.
+- ``EscapedTimerWrites``: each due message through ``EscapeBridge.put_message`` (a dead letter through
+  ``put_to_specific_queue``); its "tombstone" is an entry in ``ActingProgress``. A failed escape that may pass
+  (remote escape off, no other master, unreachable) stops the round: that timer and the ones after it stay
+  pending, in the timer's write backoff; a refusal for good makes that message a dead letter.
 - ``EscapedReviveWrites``: retry copies and dead letters through ``put_to_specific_queue``; a rewritten CK
   through it too, into the revive topic of another group (the CK keeps this group's broker name, so that
   broker's revive reads the message back from here); the ACK that closes a CK becomes an ``ActingProgress``
-  entry and the CK is closed in the local ledger. A failure keeps the CKs open (the next pass redoes them:
-  copies that did escape before the failure may be written twice, at least once).
+  entry and the CK is closed in the local ledger. A failure that may pass keeps the CK open, in revive's write
+  backoff (copies of it that did escape before the failure may be written twice, at least once); a copy the
+  other master refuses for good (MESSAGE_ILLEGAL) is replaced by its dead letter, as on a master.
 - ``ActingPopWrites``: POP on the acting slave. A pop's CK escapes to the revive topic of another group
   (``put_to_specific_queue``: the queue ``floorMod(hash(revive topic + storeHost), #queues)``, which is also
   the revive queue id its receipt handles carry); an ack or change of such a handle is forwarded the same
@@ -28,8 +30,10 @@ import logging
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
+from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.cluster.escape import EscapeBridge, EscapeResult, Routes
 from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX
 from pocketmq.errors import ServiceNotAvailableError
 
 log = logging.getLogger(__name__)
@@ -60,22 +64,31 @@ class EscapedTimerWrites:
         self._progress = progress
         self._log = _FailureLog("timer")
 
-    async def deliver(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> list[tuple[int, int]]:
-        """Same contract as ``LocalTimerWrites.deliver``: returns the (due ms, queue offset) pairs not delivered."""
-        undelivered: list[tuple[int, int]] = []
+    async def deliver(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> list[WriteResult]:
+        """Same contract as ``LocalTimerWrites.deliver``: one result per (due ms, queue offset) pair. A message
+        another master refuses for good does not stop the others; the first failure that may pass does, and
+        every pair not tried gets that failure. A dead letter goes to a specific queue (a DLQ has no route)."""
+        results: list[WriteResult] = []
         routes: Routes = {}
-        for index, ((deliver_ms, queue_offset), real) in enumerate(zip(due, reals)):
+        for (deliver_ms, queue_offset), real in zip(due, reals):
             if real is not None:
-                result = await self._bridge.put_message(real, routes)
-                if not result.stored:
-                    self._log.failed(result, real.topic)
-                    undelivered = due[index:]
-                    break
+                put = self._bridge.put_to_specific_queue if real.topic.startswith(DLQ_GROUP_TOPIC_PREFIX) \
+                    else self._bridge.put_message
+                escaped = await put(real, routes)
+                if not escaped.stored:
+                    self._log.failed(escaped, real.topic)
+                    result = escaped.write_result()
+                    if not result.is_permanent:
+                        results += [result] * (len(due) - len(results))
+                        break
+                    results.append(result)
+                    continue
                 self._log.stored()
             self._progress.record_delivered(queue_offset, deliver_ms)
-        if len(undelivered) < len(due):
+            results.append(STORED)
+        if any(r.stored for r in results):
             self._progress.save()
-        return undelivered
+        return results
 
 
 class EscapedReviveWrites:
@@ -84,15 +97,24 @@ class EscapedReviveWrites:
         self._progress = progress
         self._log = _FailureLog("revive")
 
-    async def put_copies(self, messages: list[MessageExt]) -> bool:
+    async def put_copies(self, messages: list[MessageExt]) -> list[WriteResult]:
+        """Same contract as ``LocalReviveWrites.put_copies``. A copy another master refused for good does not stop
+        the others; the first failure that may pass does (the target is likely down for the rest too), and
+        every copy not tried gets that failure."""
         routes: Routes = {}
+        results: list[WriteResult] = []
         for msg in messages:
-            result = await self._bridge.put_to_specific_queue(msg, routes)
-            if not result.stored:
-                self._log.failed(result, msg.topic)
-                return False
-        self._log.stored()
-        return True
+            escaped = await self._bridge.put_to_specific_queue(msg, routes)
+            if escaped.stored:
+                self._log.stored()
+                results.append(STORED)
+                continue
+            self._log.failed(escaped, msg.topic)
+            result = escaped.write_result()
+            if not result.is_permanent:
+                return results + [result] * (len(messages) - len(results))
+            results.append(result)
+        return results
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
         routes: Routes = {}

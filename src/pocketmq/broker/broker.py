@@ -42,6 +42,7 @@ from pocketmq.broker.stage_offsets import StageOffsetManager
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
+from pocketmq.runtime.loop_lag import LoopLagMonitor
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
@@ -52,6 +53,7 @@ from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+LOOP_LAG_INTERVAL_MS = 50  # how often the broker samples its event loop's lag (pocketmq_event_loop_* metrics)
 
 
 class Broker:
@@ -64,6 +66,7 @@ class Broker:
         self.clock = clock
         self.metrics = metrics if metrics is not None else MetricsRegistry()  # this broker's (docs/metrics.md)
         self.breakers = BreakerBoard(config.breaker_settings(), metrics=self.metrics)  # one per remote broker
+        self.loop_lag = LoopLagMonitor(LOOP_LAG_INTERVAL_MS, metrics=self.metrics)  # how long the loop was held
         meta = config.metadata_dir()
         self.topics = TopicManager(meta / "topics.json", auto_create_enabled=config.auto_create_topic_enable,
                                    default_queue_nums=config.default_topic_queue_nums,
@@ -121,6 +124,7 @@ class Broker:
         if self.started:
             return
         self._loop = asyncio.get_running_loop()
+        self.loop_lag.start()
         if remoting_port is not None:
             self._remoting_port = remoting_port
         self._grpc_port = grpc_port
@@ -129,10 +133,11 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         self.stage_offsets.load()
-        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock)
+        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock,
+                                  metrics=self.metrics)
         report = self.store.start()
-        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d", report.max_phys_offset,
-                 report.dropped_bytes)
+        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d corrupt_regions=%d",
+                 report.max_phys_offset, report.dropped_bytes, report.corrupt_regions)
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.messages = MessageService(
             self.store, self.topics, self.groups, self.holds, max_body_bytes=self.config.max_message_bytes,
@@ -163,7 +168,7 @@ class Broker:
         limits = TimerLimits(parse_delay_levels(self.config.message_delay_level), self.config.timer_max_delay_ms,
                              self.config.timer_past_tolerance_ms)
         self.timer = TimerService(self.store, self.topics, limits, self.config.metadata_dir() / "timer_progress.json",
-                                  self.clock)
+                                  self.clock, metrics=self.metrics)
         self.timer.start()
         self.messages.timer = self.timer  # type: ignore[union-attr]
         self.send_back = SendBackService(self.store, self.topics, self.groups, self.timer)
@@ -227,12 +232,15 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        self.loop_lag.stop()
         self.holds.wake_all()
-        self.timer.stop()  # type: ignore[union-attr]
+        # A full disk must not stop the shutdown (nor fail it): for what a step could not write, the state
+        # last persisted stands, as after a crash.
+        await _persisting("timer", self.timer.stop)  # type: ignore[union-attr]
         if self.pop.running:
-            await self.pop.stop()
+            await _persisting("pop", self.pop.stop)
         await self.store.shutdown()  # type: ignore[union-attr]  # flushed first: the offsets below stand on it
-        self._persist_offsets()
+        await _persisting("offsets", self._persist_offsets)
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)
 
@@ -360,3 +368,14 @@ class Broker:
 
 def _split_addrs(addrs: str | None) -> list[str]:
     return [a.strip() for a in (addrs or "").split(";") if a.strip()]
+
+
+async def _persisting(what: str, step: Callable[[], object]) -> None:
+    """A shutdown step that writes state (plain or async): an OSError (disk full) is logged, and the shutdown
+    goes on."""
+    try:
+        outcome = step()
+        if inspect.isawaitable(outcome):
+            await outcome
+    except OSError as exc:
+        log.error("event=shutdown_persist_failed what=%s error=%r", what, exc)

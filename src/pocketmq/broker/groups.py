@@ -15,6 +15,7 @@ from pathlib import Path
 from pocketmq.broker.gray_split import GrayRule
 from pocketmq.common.topic import group_name_problem
 from pocketmq.errors import BadRequestError, SubscriptionGroupNotExistError
+from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, lenient_int
 from pocketmq.store.metadata import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
@@ -69,12 +70,14 @@ def group_config_from_json(obj: dict) -> SubscriptionGroupConfig:
             if f.type == "bool":
                 values[f.name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
             elif f.type == "int":
-                values[f.name] = int(raw)
+                if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+                    raise TypeError(raw)
+                values[f.name] = lenient_int(str(raw), json_name)
             elif f.name == "attributes":
                 values[f.name] = {str(k): str(v) for k, v in raw.items()}
             else:
                 values[f.name] = str(raw)
-        except (AttributeError, TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError, BadRequestError):
             raise BadRequestError(f"subscription group field {json_name}={raw!r} is not valid") from None
     if "group" not in values:
         raise BadRequestError("subscription group config lacks groupName")
@@ -87,10 +90,15 @@ def validate_group_config(config: SubscriptionGroupConfig) -> None:
     problem = group_name_problem(config.group)
     if problem:
         raise BadRequestError(problem)
-    if config.retry_max_times < -1:
-        raise BadRequestError("retryMaxTimes must be -1 (default) or more")
+    # -1 is the default, 16 (the meaning a client's maxReconsumeTimes -1 has; docs/protocol.md, "Validation").
+    if not -1 <= config.retry_max_times <= INT32_MAX:
+        raise BadRequestError(f"retryMaxTimes {config.retry_max_times} is outside [-1, {INT32_MAX}]")
     if not 1 <= config.retry_queue_nums <= 64:
         raise BadRequestError("retryQueueNums must be in [1, 64]")
+    for name, value in (("brokerId", config.broker_id),
+                        ("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly)):
+        if not 0 <= value <= INT64_MAX:
+            raise BadRequestError(f"{name} {value} is outside [0, {INT64_MAX}]")
     GrayRule.of(config.attributes)  # a bad gray ratio is refused here, not at the next pop
 
 
@@ -131,29 +139,42 @@ class SubscriptionGroupManager:
             raise BadRequestError(problem)
         if not self._auto_create:
             raise SubscriptionGroupNotExistError(f"subscription group {group!r} does not exist")
-        return self.create_or_update(SubscriptionGroupConfig(group))
+        config = SubscriptionGroupConfig(group)
+        try:
+            return self.create_or_update(config)
+        except OSError as exc:
+            # A group made of defaults needs no file to be served, and reads must keep working on a full disk:
+            # it is used from memory, written with the table's next change, or made again after a restart.
+            with self._lock:
+                self._groups.setdefault(group, config)
+            log.warning("event=group_auto_created_unsaved group=%s error=%r", group, exc)
+            return self._groups[group]
 
     def create_or_update(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
         validate_group_config(config)
         with self._lock:
             if self._groups.get(config.group) == config:
                 return config
-            self._groups[config.group] = config
-            self._changed("group_updated", config.group)
+            self._commit({**self._groups, config.group: config}, "group_updated", config.group)
         return config
 
     def delete(self, group: str) -> bool:
         with self._lock:
-            if self._groups.pop(group, None) is None:
+            if group not in self._groups:
                 return False
-            self._changed("group_deleted", group)
+            table = dict(self._groups)
+            del table[group]
+            self._commit(table, "group_deleted", group)
         return True
 
-    def _changed(self, event: str, group: str) -> None:
-        self.data_version += 1
-        table = {name: group_config_to_json(c) for name, c in self._groups.items()}
-        atomic_write_json(self._path, {"subscriptionGroupTable": table, "dataVersion": self.data_version})
-        log.info("event=%s group=%s version=%d", event, group, self.data_version)
+    def _commit(self, table: dict[str, SubscriptionGroupConfig], event: str, group: str) -> None:
+        """Persist ``table`` first, then make it the table: a change whose write fails (OSError) is not made."""
+        version = self.data_version + 1
+        atomic_write_json(self._path, {"subscriptionGroupTable": {name: group_config_to_json(c)
+                                                                  for name, c in table.items()},
+                                       "dataVersion": version})
+        self._groups, self.data_version = table, version
+        log.info("event=%s group=%s version=%d", event, group, version)
 
     def __repr__(self) -> str:
         return f"<SubscriptionGroupManager groups={len(self._groups)}>"

@@ -16,6 +16,10 @@ the first id (set once); its ``reconsume_times`` is the original's + 1.
 A gray message (property ``PMQ_GRAY``) is retried into the gray retry queue (the last) of a split retry
 topic, any other message into the remaining queues (broker/gray.py); the DLQ copy keeps the mark.
 
+A retry copy that can never be written (``%RETRY%<group>`` longer than 127 characters, properties too large)
+goes to the DLQ at once with ``PMQ_DLQ_REASON=WRITE_REFUSED``; when not even the dead letter can be written the
+request fails with MESSAGE_ILLEGAL (not retriable) and an ERROR log naming the message.
+
 When the send-back fails, RocketMQ clients send the copy themselves to ``%RETRY%<group>`` with
 ``RECONSUME_TIME`` (already + 1), ``MAX_RECONSUME_TIMES`` and ``DELAY``; ``retry_send_destination`` applies
 the broker's check on such sends, which compares with ``>``.
@@ -27,12 +31,14 @@ import logging
 import zlib
 from dataclasses import dataclass
 
+from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
 from pocketmq.broker.timer.delay import TIMER_PROPERTIES
+from pocketmq.broker.write_result import of_put, write_problem
 from pocketmq.common import properties as props
 from pocketmq.common.gray import is_gray_message, retry_queue_id
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
-from pocketmq.errors import NoPermissionError, PocketMQError, StoreError
+from pocketmq.errors import BadRequestError, IllegalMessageError, NoPermissionError, PocketMQError, StoreError
 from pocketmq.protocol.codes import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -110,6 +116,10 @@ def retry_copy(original: MessageExt, *, topic: str, queue_id: int, delay_level: 
                       born_host=original.born_host, reconsume_times=original.reconsume_times + 1)
 
 
+class _NeverWritable(Exception):
+    """A copy the store can never take (its topic name, its size, a refusal as illegal)."""
+
+
 class SendBackService:
     """The broker's side of consumer retries; the facade exposes it as ``broker.send_back``."""
 
@@ -120,9 +130,15 @@ class SendBackService:
         self._timer = timer
         self.retried_total = 0
         self.dead_lettered_total = 0
+        self.refused_total = 0  # messages whose retry copy and dead letter can never be written
 
     async def send_back(self, request: SendBackRequest) -> MessageExt:
-        """Append the retry (or DLQ) copy of the message at ``request.phys_offset``; returns the copy stored."""
+        """Append the retry (or DLQ) copy of the message at ``request.phys_offset``; returns the copy stored.
+
+        A retry copy that can never be written (``%RETRY%<group>`` over 127 characters, properties too large, a
+        refusal as illegal) goes to the DLQ at once with the reason ``WRITE_REFUSED``; a DLQ copy that can
+        never be written is IllegalMessageError (logged with the message id and counted in ``refused_total``).
+        A refusal that may pass (disk full) is StoreError: the client retries or sends the copy itself."""
         group_config = self._groups.get_or_create(request.group)
         original = self._store.read_message(request.phys_offset) if request.phys_offset >= 0 else None
         if original is None:
@@ -130,8 +146,40 @@ class SendBackService:
                                 f"{request.phys_offset}", response_code=ResponseCode.SYSTEM_ERROR)
         max_times = effective_max_reconsume_times(request.max_reconsume_times, group_config.retry_max_times)
         decision = decide_retry(original.reconsume_times, request.delay_level, max_times)
+        uniq = original.uniq_key or original.offset_msg_id
+        try:
+            copy = await self._append(original, request, decision, dlq_reason=None)
+        except _NeverWritable as refused:
+            log.error("event=send_back_refused group=%s msg_id=%s to_dlq=%s reason=%s", request.group, uniq,
+                      decision.to_dlq, refused)
+            if decision.to_dlq:
+                self.refused_total += 1
+                raise IllegalMessageError(f"the dead letter of {uniq} can never be written: {refused}") from None
+            try:
+                copy = await self._append(original, request, RetryDecision(True, 0), dlq_reason=REASON_WRITE_REFUSED)
+            except _NeverWritable as dlq_refused:
+                self.refused_total += 1
+                log.error("event=send_back_refused group=%s msg_id=%s to_dlq=True reason=%s", request.group, uniq,
+                          dlq_refused)
+                raise IllegalMessageError(f"neither the retry copy nor the dead letter of {uniq} can ever be "
+                                          f"written: {refused}; {dlq_refused}") from None
+            decision = RetryDecision(True, 0)
+        if decision.to_dlq:
+            self.dead_lettered_total += 1
+            log.info("event=message_dead_lettered group=%s msg_id=%s reconsume_times=%d max=%d", request.group,
+                     uniq, original.reconsume_times, max_times)
+        else:
+            self.retried_total += 1
+        return copy
+
+    async def _append(self, original: MessageExt, request: SendBackRequest, decision: RetryDecision, *,
+                      dlq_reason: str | None) -> MessageExt:
+        """Store the copy ``decision`` asks for; _NeverWritable when it can never be written."""
         topic = dlq_topic(request.group) if decision.to_dlq else retry_topic(request.group)
-        config = self._topics.get_or_create(topic)
+        try:
+            config = self._topics.get_or_create(topic)
+        except BadRequestError as exc:
+            raise _NeverWritable(str(exc)) from None
         if not config.writable:
             raise NoPermissionError(f"topic {topic!r} is not writable (perm {config.perm})")
         uniq = original.uniq_key or original.offset_msg_id
@@ -140,17 +188,18 @@ class SendBackService:
                                   zlib.crc32(uniq.encode()))
         copy = retry_copy(original, topic=topic, queue_id=queue_id, delay_level=decision.delay_level,
                           origin_msg_id=request.origin_msg_id)
+        if dlq_reason is not None:
+            copy.properties[DLQ_REASON] = dlq_reason
+        problem = write_problem(copy)
+        if problem is not None:
+            raise _NeverWritable(problem)
         if not decision.to_dlq:
             self._timer.divert(copy, config)
-        result = await self._store.put_message(copy)
-        if not result.status.stored:
-            raise StoreError(f"send back of {uniq} to {topic} failed: {result.reason or result.status.value}")
-        if decision.to_dlq:
-            self.dead_lettered_total += 1
-            log.info("event=message_dead_lettered group=%s msg_id=%s reconsume_times=%d max=%d", request.group,
-                     uniq, original.reconsume_times, max_times)
-        else:
-            self.retried_total += 1
+        result = of_put(await self._store.put_message(copy))
+        if result.is_permanent:
+            raise _NeverWritable(str(result))
+        if not result.stored:
+            raise StoreError(f"send back of {uniq} to {topic} failed: {result}")
         return copy
 
     def __repr__(self) -> str:

@@ -162,26 +162,33 @@ class TopicManager:
 
     def delete(self, topic: str) -> bool:
         with self._lock:
-            if self._topics.pop(topic, None) is None:
+            if topic not in self._topics:
                 return False
-            self._changed("topic_deleted", topic)
+            table = dict(self._topics)
+            del table[topic]
+            self._commit(table, "topic_deleted", topic)
         return True
 
     def _put(self, config: TopicConfig, *, event: str) -> None:
-        self._topics[config.name] = config
-        self._changed(event, config.name)
+        self._commit({**self._topics, config.name: config}, event, config.name)
 
-    def _changed(self, event: str, topic: str) -> None:
-        self.data_version += 1
-        self.persist()
-        log.info("event=%s topic=%s version=%d", event, topic, self.data_version)
+    def _commit(self, table: dict[str, TopicConfig], event: str, topic: str) -> None:
+        """Persist ``table`` first, then make it the table: a change whose write fails (OSError) is not made,
+        so no topic exists in memory that a restart would not find."""
+        version = self.data_version + 1
+        self._write(table, version)
+        self._topics, self.data_version = table, version
+        log.info("event=%s topic=%s version=%d", event, topic, version)
         for callback in self._listeners:
             callback()
 
     def persist(self) -> None:
         with self._lock:
-            table = {name: topic_config_to_json(c) for name, c in self._topics.items()}
-            atomic_write_json(self._path, {"topicConfigTable": table, "dataVersion": self.data_version})
+            self._write(self._topics, self.data_version)
+
+    def _write(self, table: dict[str, TopicConfig], version: int) -> None:
+        atomic_write_json(self._path, {"topicConfigTable": {name: topic_config_to_json(c) for name, c in table.items()},
+                                       "dataVersion": version})
 
     def __repr__(self) -> str:
         return f"<TopicManager topics={len(self._topics)} version={self.data_version}>"

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.dlq_cmd",  # dlq list|resend
     "pocketmq.cli.retry_cmd",  # retry stats
     "pocketmq.cli.config_cmd",  # config set|get
+    "pocketmq.cli.store_cmd",  # store verify
 )
 
 

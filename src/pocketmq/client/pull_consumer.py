@@ -12,6 +12,7 @@ delivers a message of another tag.
 from __future__ import annotations
 
 import enum
+import logging
 import zlib
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -25,7 +26,9 @@ from pocketmq.common.topic import group_name_problem
 from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import decode_records
+from pocketmq.protocol.message_codec import decode_records_prefix
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 MAX_PULL_COUNT = 1024
@@ -68,8 +71,12 @@ def parse_tag_expression(expression: str) -> frozenset[str] | None:
     return None if not tags or "*" in tags else tags
 
 
-def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | None) -> PullResult:
-    """Decode a PULL_MESSAGE reply: records, inflated bodies, the client-side tag filter."""
+def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | None,
+                              queue_offset: int) -> PullResult:
+    """Decode a PULL_MESSAGE reply of a pull from ``queue_offset``: records, inflated bodies, the client-side
+    tag filter. A record that does not decode (damaged) is skipped, never a reason to stall the queue: the
+    records before it are kept and the next pull starts right after the last of them (or, when the damaged
+    record came first, one offset further), so the records after it come with the next pull."""
     status = _STATUS_BY_CODE.get(response.code)
     if status is None:
         raise RemoteServerError(response.code, response.remark or "")
@@ -81,7 +88,12 @@ def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | 
         raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"pull reply lacks offsets: {fields}") from None
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
-        for msg in decode_records(response.body):
+        decoded, damaged = decode_records_prefix(response.body)
+        if damaged is not None:
+            next_begin = decoded[-1].queue_offset + 1 if decoded else queue_offset + 1
+            log.error("event=damaged_record_skipped pulled_from=%d records_kept=%d next_offset=%d error=%s",
+                      queue_offset, len(decoded), next_begin, damaged)
+        for msg in decoded:
             if msg.sys_flag & SYSFLAG_COMPRESSED:
                 msg.body = zlib.decompress(msg.body)
                 msg.sys_flag &= ~SYSFLAG_COMPRESSED
@@ -147,7 +159,7 @@ class AsyncPullConsumer(InstanceUser):
         })
         timeout_s = timeout_s or (long_poll_ms / 1000 + self.config.request_timeout_s)
         response = await self._invoke(queue, request, timeout_s)
-        return pull_result_from_response(response, tags)
+        return pull_result_from_response(response, tags, queue_offset)
 
     # -- offsets --------------------------------------------------------------------------------------------------
     async def commit(self, queue: MessageQueue, queue_offset: int) -> None:

@@ -372,7 +372,7 @@ class AsyncPushConsumer:
             try:
                 response = await self.instance.invoke_broker(mq.broker_name, self._pull_request(mq, offset, expression),
                                                              opts.long_poll_ms / 1000 + self.config.request_timeout_s)
-                result = pull_result_from_response(response, tags)
+                result = pull_result_from_response(response, tags, offset)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a broker down or a bad reply: pull this queue again a bit later

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import logging
 import zlib
 
 from pocketmq.client.config import ClientConfig
@@ -38,7 +39,9 @@ from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import decode_records
+from pocketmq.protocol.message_codec import decode_records_prefix
+
+log = logging.getLogger(__name__)
 
 MAX_RECEIVE = 32
 BROKER_NAME_PROPERTY = "PMQ_BROKER_NAME"
@@ -62,7 +65,10 @@ def messages_of_pop_reply(response: RemotingCommand, broker_name: str) -> list[M
     order_counts = {(int(p[0]), int(p[1]), int(p[2])): int(p[3])
                     for p in (e.split(" ") for e in h.get("orderCountInfo", "").split(";")) if len(p) == 4}
     head = f"{h['popTime']} {h['invisibleTime']} {h['reviveQid']}"
-    messages = decode_records(response.body)
+    messages, damaged = decode_records_prefix(response.body)
+    if damaged is not None:  # the rest of the reply comes back after its invisible time, like any unacked message
+        log.error("event=damaged_record_in_pop_reply broker=%s records_kept=%d error=%s", broker_name, len(messages),
+                  damaged)
     for msg in messages:
         retry = 1 if props.RETRY_TOPIC in msg.properties else 0
         start = starts.get((retry, msg.queue_id), msg.queue_offset)

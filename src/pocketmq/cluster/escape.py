@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pocketmq.broker.pop.revive_queue import ACK_TAG, CK_TAG
+from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
@@ -66,6 +67,13 @@ class EscapeResult:
     def failed(cls, reason: str, description: str, *, target: EscapeTarget | None = None,
                need_retry: bool = True) -> "EscapeResult":
         return cls(False, target, reason, description, need_retry)
+
+    def write_result(self) -> WriteResult:
+        """The typed write result of this escape: a refusal without ``need_retry`` is permanent."""
+        if self.stored:
+            return STORED
+        make = WriteResult.transient if self.need_retry else WriteResult.permanent
+        return make(self.reason, self.description)
 
 
 def java_string_hash(text: str) -> int:

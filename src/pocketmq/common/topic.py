@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
-_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# Matched whole (fullmatch): with re.match, "$" also matches before a trailing newline, which let "name\n" in.
+NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
@@ -53,7 +54,7 @@ def topic_name_problem(topic: str) -> str | None:
         return "topic name is blank"
     if len(topic) > TOPIC_MAX_LENGTH:
         return f"topic name is longer than {TOPIC_MAX_LENGTH} characters"
-    if not _NAME_RE.match(topic):
+    if not NAME_PATTERN.fullmatch(topic):
         return f"topic name {topic!r} has characters outside [%|a-zA-Z0-9_-]"
     return None
 
@@ -63,7 +64,7 @@ def group_name_problem(group: str) -> str | None:
         return "group name is blank"
     if len(group) > GROUP_MAX_LENGTH:
         return f"group name is longer than {GROUP_MAX_LENGTH} characters"
-    if not _NAME_RE.match(group):
+    if not NAME_PATTERN.fullmatch(group):
         return f"group name {group!r} has characters outside [%|a-zA-Z0-9_-]"
     return None
 

@@ -106,13 +106,16 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
     p += body_len
     topic_len = buf[p]
     p += 1
-    topic = bytes(buf[p:p + topic_len]).decode()
-    p += topic_len
-    props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
-    p += 2
-    if props_len < 0 or p + props_len != end:
-        raise RecordFormatError(f"record at {pos}: fields do not add up to its size {size}")
-    properties = decode_properties(bytes(buf[p:p + props_len]).decode())
+    try:
+        topic = bytes(buf[p:p + topic_len]).decode()
+        p += topic_len
+        props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
+        p += 2
+        if props_len < 0 or p + props_len != end:
+            raise RecordFormatError(f"record at {pos}: fields do not add up to its size {size}")
+        properties = decode_properties(bytes(buf[p:p + props_len]).decode())
+    except UnicodeDecodeError as exc:  # a damaged record must fail like any other bad record, not crash a reader
+        raise RecordFormatError(f"record at {pos}: topic or properties are not UTF-8: {exc}") from None
     msg = MessageExt(
         topic=topic, body=body, properties=properties, flag=flag, queue_id=queue_id, queue_offset=queue_offset,
         phys_offset=phys_offset, sys_flag=sys_flag, born_timestamp_ms=born_ts,
@@ -125,12 +128,25 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
 
 def decode_records(buf: bytes | memoryview) -> list[MessageExt]:
     """Decode records back to back (a pull reply body)."""
+    messages, error = decode_records_prefix(buf)
+    if error is not None:
+        raise error
+    return messages
+
+
+def decode_records_prefix(buf: bytes | memoryview) -> tuple[list[MessageExt], RecordFormatError | None]:
+    """The records before the first one that does not decode, and why it does not (None when all do): a
+    client keeps the good records of a reply that holds a damaged one (nothing after it can be trusted: its
+    size field may be what is damaged)."""
     messages = []
     pos = 0
     while pos < len(buf):
-        msg, pos = decode_record(buf, pos)
+        try:
+            msg, pos = decode_record(buf, pos)
+        except RecordFormatError as exc:
+            return messages, exc
         messages.append(msg)
-    return messages
+    return messages, None
 
 
 def encode_batch(messages: list[Message]) -> bytes:

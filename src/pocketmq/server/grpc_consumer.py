@@ -40,7 +40,7 @@ from pocketmq.errors import (
 )
 from pocketmq.protocol import grpc_pop_codec as codec
 from pocketmq.protocol.grpc_codec import V2Code, encode_delivered_message
-from pocketmq.server.grpc_validation import check_topic
+from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers, check_topic
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +155,8 @@ class ConsumerRpcs:
             raise PocketMQError(f"{req.filter_type} filters are not supported: filter by TAG",
                                 v2_code=V2Code.ILLEGAL_FILTER_EXPRESSION)
         invisible_ms = req.invisible_ms if req.invisible_ms is not None else self.renewals.invisible_ms
-        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-            raise PocketMQError(f"invisible duration {invisible_ms} ms is outside (0, 12 h]",
-                                v2_code=V2Code.ILLEGAL_INVISIBLE_TIME)
+        check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=False)
+        check_receive_numbers(req.batch_size, req.long_polling_ms)
         poll_ms = req.long_polling_ms if req.long_polling_ms is not None else DEFAULT_LONG_POLLING_MS
         remaining_s = context.time_remaining() if context is not None else None
         if remaining_s is not None:
@@ -195,8 +194,7 @@ class ConsumerRpcs:
         try:
             _check_group(group)
             check_topic(topic)
-            if invisible_ms > MAX_INVISIBLE_MS:
-                raise PocketMQError("invisible duration is more than 12 h", v2_code=V2Code.ILLEGAL_INVISIBLE_TIME)
+            check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
             new = await self._broker.pop.change_invisible(group, await self._current_handle(text), invisible_ms)
         except PocketMQError as exc:
             return codec.change_invisible_response(exc.v2_code, str(exc), text)

@@ -4,6 +4,9 @@ Codes and limits follow the Apache proxy (``GrpcValidator`` and ``SendMessageAct
 what RocketMQ 5 would answer. Checks run in the proxy's order: request shape, topic, body, user
 properties, tag, keys, property size, message id, message type, delivery time, message group.
 
+Numbers are range-checked as on the remoting port (docs/protocol.md, "Validation"): timestamps within a Java
+long of milliseconds, invisible and polling durations and batch sizes as the proxy bounds them.
+
 Every failure raises a ``PocketMQError`` whose ``v2_code`` is the status to answer with; nothing here
 touches the broker or a clock (``now_ms`` comes in).
 """
@@ -11,7 +14,6 @@ touches the broker or a clock (``now_ms`` comes in).
 from __future__ import annotations
 
 import dataclasses
-import re
 import zlib
 from dataclasses import dataclass
 
@@ -19,6 +21,7 @@ from pocketmq.common.properties import SYSTEM_PROPERTY_NAMES
 from pocketmq.common.topic import MessageType, is_system_topic, topic_name_problem
 from pocketmq.errors import BadRequestError, IllegalTopicError, PocketMQError
 from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
+from pocketmq.protocol.headers import INT64_MAX, has_control_character
 
 # Types this front end stores today (DELAY through the broker's timer); TRANSACTION joins with its service.
 SUPPORTED_TYPES = frozenset({MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY})
@@ -38,15 +41,6 @@ class SendLimits:
 
 def _reject(code: V2Code, message: str) -> BadRequestError:
     return BadRequestError(message, v2_code=code)
-
-
-_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
-def has_control_character(text: str) -> bool:
-    """True when ``text`` holds an ISO control character (U+0000-U+001F, U+007F-U+009F), as Java's
-    ``CharMatcher.javaIsoControl``: they would corrupt RocketMQ's \\x01/\\x02 property encoding."""
-    return _CONTROL_CHARACTER.search(text) is not None
 
 
 def check_topic(topic: str) -> None:
@@ -85,6 +79,10 @@ def validate_message(msg: InboundMessage, *, topic_type: MessageType, limits: Se
                       f"user properties, tag and keys are {size} bytes, more than {limits.max_user_property_bytes}")
     _check_message_id(msg.message_id, limits.max_message_id_chars)
     message_type = _resolve_type(msg, topic_type)
+    if msg.born_timestamp_ms is not None and not 0 <= msg.born_timestamp_ms <= INT64_MAX:
+        raise _reject(V2Code.BAD_REQUEST, f"born timestamp {msg.born_timestamp_ms} ms is outside [0, {INT64_MAX}]")
+    if msg.delivery_timestamp_ms is not None and msg.delivery_timestamp_ms < 0:
+        raise _reject(V2Code.ILLEGAL_DELIVERY_TIME, f"delivery timestamp {msg.delivery_timestamp_ms} ms is negative")
     if msg.delivery_timestamp_ms is not None and msg.delivery_timestamp_ms - now_ms > limits.max_delay_ms:
         raise _reject(V2Code.ILLEGAL_DELIVERY_TIME,
                       f"delivery time is more than {limits.max_delay_ms} ms ahead (max delay)")
@@ -213,3 +211,20 @@ def _property_conflict(msg: InboundMessage, message_type: MessageType) -> str | 
     if message_type is not MessageType.DELAY and has_delivery:
         return f"a {message_type.value} message cannot have a delivery timestamp"
     return None
+
+
+def check_invisible_ms(invisible_ms: int, max_invisible_ms: int, *, zero_ok: bool) -> None:
+    """ILLEGAL_INVISIBLE_TIME outside (0, max] for a receive, [0, max] for a change (0: visible again now)."""
+    low = 0 if zero_ok else 1
+    if not low <= invisible_ms <= max_invisible_ms:
+        raise _reject(V2Code.ILLEGAL_INVISIBLE_TIME,
+                      f"invisible duration {invisible_ms} ms is outside [{low}, {max_invisible_ms}]")
+
+
+def check_receive_numbers(batch_size: int, long_polling_ms: int | None) -> None:
+    """A negative batch size is BAD_REQUEST (0, proto3's unset, means the default); a negative long polling
+    timeout ILLEGAL_POLLING_TIME. Larger ones are capped by the caller, as the proxy does."""
+    if batch_size < 0:
+        raise _reject(V2Code.BAD_REQUEST, f"batch size {batch_size} is negative")
+    if long_polling_ms is not None and long_polling_ms < 0:
+        raise _reject(V2Code.ILLEGAL_POLLING_TIME, f"long polling timeout {long_polling_ms} ms is negative")

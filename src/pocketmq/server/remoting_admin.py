@@ -28,6 +28,7 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import STORE_TIMESTAMP_POS
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.server.broker_headers import ConsumeStatsHeader, DeleteGroupHeader, TopicHeader
 from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
 
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"
@@ -120,7 +121,7 @@ class AdminHandlers:
 
     async def delete_topic_in_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Idempotent: deleting a topic this broker does not have is SUCCESS (admin tools ask every master)."""
-        topic = HeaderFields(request.ext_fields).str("topic")
+        topic = TopicHeader.parse(request.ext_fields).topic  # an illegal name is refused, not "absent"
         if is_system_topic(topic):
             raise IllegalTopicError(f"topic {topic!r} is a system topic")
         self._broker.delete_topic(topic)
@@ -142,8 +143,8 @@ class AdminHandlers:
         }))
 
     async def delete_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
-        self._broker.delete_group(h.str("groupName"), clean_offsets=h.bool("cleanOffset"))
+        h = DeleteGroupHeader.parse(request.ext_fields)  # an illegal name is refused, not "absent"
+        self._broker.delete_group(h.group, clean_offsets=h.clean_offset)
         return request.response(ResponseCode.SUCCESS)
 
     async def get_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -151,10 +152,10 @@ class AdminHandlers:
         message was stored; ``totalDiff`` sums the lag. PocketMQ adds the group's POP state per queue
         (``popInFlight``, ``popWaitingToRevive``, ``popRetried``, ``popDeadLettered``, ``popCkRewrites``,
         ``popCkEndings``: docs/protocol.md)."""
-        h = HeaderFields(request.ext_fields)
-        group = h.str("consumerGroup")
+        h = ConsumeStatsHeader.parse(request.ext_fields)
+        group = h.consumer_group
         broker = self._broker
-        topic = h.str("topic", None)
+        topic = h.topic
         if topic is not None:
             topic_names = [topic]
         else:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_broker import checked_group
-from pocketmq.server.remoting_headers import HeaderFields, json_bytes
+from pocketmq.server.broker_headers import GroupHeader
+from pocketmq.server.remoting_headers import json_bytes
 
 
 class GrayHandlers:
@@ -23,7 +23,7 @@ class GrayHandlers:
         router.register(GET_GROUP_GRAY_CLIENTS, self.group_gray_clients)
 
     async def group_gray_clients(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        group = checked_group(HeaderFields(request.ext_fields))
+        group = GroupHeader.parse(request.ext_fields).consumer_group
         broker = self._broker
 
         split = broker.gray.split(group)

@@ -33,7 +33,7 @@ from pocketmq.protocol.codes import (
 )
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_headers import HeaderFields
+from pocketmq.server.broker_headers import ActingProgressAppliedHeader, BrokerNameHeader, HaPullHeader
 from pocketmq.store.commit_log import RecordMark
 
 log = logging.getLogger(__name__)
@@ -51,28 +51,27 @@ class HaHandlers:
         router.register(ACTING_MASTER_HANDOVER, self.acting_master_handover)
         router.register(ACTING_PROGRESS_APPLIED, self.acting_progress_applied)
 
-    def _own(self, h: HeaderFields, part, what: str):
+    def _own(self, h: BrokerNameHeader, part, what: str):
         """``part`` of this broker when the request names its broker name and ``part`` exists here."""
         broker = self._broker
-        name = h.str("brokerName")
+        name = h.broker_name
         if part is None or name != broker.broker_name:
             raise NoPermissionError(f"{broker.broker_addr} is not {what} of {name!r} "
                                     f"(it is {broker.broker_name}/{broker.config.broker_id})")
         return part
 
-    def _master(self, h: HeaderFields):
+    def _master(self, h: BrokerNameHeader):
         return self._own(h, self._broker.ha_master, "the master")
 
     async def pull_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
+        h = HaPullHeader.parse(request.ext_fields)
         master = self._master(h)
         if _HA_LINK_HOOK not in conn.attributes:  # a slave's link ends with its connection
             conn.attributes[_HA_LINK_HOOK] = True
             conn.on_close(master.link_closed)
         try:
-            start, data = await master.serve_pull(conn, h.str("slaveAddr", conn.remote_address),
-                                                  h.int("physOffset"), h.int("maxBytes"), h.int("suspendMillis", 0),
-                                                  _slave_last_record(h))
+            start, data = await master.serve_pull(conn, h.slave_addr or conn.remote_address, h.phys_offset,
+                                                  h.max_bytes, h.suspend_ms, _slave_last_record(h))
         except ValueError as exc:
             raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
         return request.response(ResponseCode.SUCCESS, {"physOffset": start,
@@ -80,32 +79,32 @@ class HaHandlers:
                                 body=data)
 
     async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        self._master(HeaderFields(request.ext_fields))
+        self._master(BrokerNameHeader.parse(request.ext_fields))
         broker = self._broker
         return request.response(ResponseCode.SUCCESS,
                                 body=metadata_snapshot(broker.topics, broker.groups, broker.offsets,
                                                        service_tables_of(broker)))
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
+        h = BrokerNameHeader.parse(request.ext_fields)
         services, election = self._own(h, self._broker.acting, "a slave")
         await election.master_back()
-        log.warning("event=acting_master_handover master=%s pending=%r", h.str("masterAddr", ""), services.progress)
+        log.warning("event=acting_master_handover master=%s pending=%r", h.master_addr or "", services.progress)
         return request.response(ResponseCode.SUCCESS, body=services.progress.snapshot(self._broker.offsets.snapshot()))
 
     async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
+        h = ActingProgressAppliedHeader.parse(request.ext_fields)
         services, _ = self._own(h, self._broker.acting, "a slave")
-        services.applied(h.int("version"))
+        services.applied(h.version)
         return request.response(ResponseCode.SUCCESS)
 
 
-def _slave_last_record(h: HeaderFields) -> RecordMark | None:
-    """The slave's last record from HA_PULL_COMMIT_LOG; None from an empty slave or an older one."""
-    phys_offset = h.int("lastRecordPhysOffset", None)
-    if phys_offset is None:
+def _slave_last_record(h: HaPullHeader) -> RecordMark | None:
+    """The slave's last record from HA_PULL_COMMIT_LOG (both fields or neither; the header checked their
+    ranges); None from an empty slave or an older one."""
+    phys_offset, crc = h.last_record_phys_offset, h.last_record_crc32c
+    if phys_offset is None and crc is None:
         return None
-    crc = h.int("lastRecordCrc32c")
-    if phys_offset < 0 or not 0 <= crc < 1 << 32:
-        raise BadRequestError(f"lastRecordPhysOffset {phys_offset} / lastRecordCrc32c {crc} out of range")
+    if phys_offset is None or crc is None:
+        raise BadRequestError("header fields lastRecordPhysOffset and lastRecordCrc32c come together")
     return RecordMark(phys_offset, crc)

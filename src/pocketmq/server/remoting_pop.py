@@ -40,8 +40,8 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.limits import BATCH_ACK_BITS
 from pocketmq.protocol.message_codec import encode_record
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_broker import checked_group, topic_and_queue
-from pocketmq.server.remoting_headers import HeaderFields, json_body
+from pocketmq.server.broker_headers import AckMessageHeader, ChangeInvisibleTimeHeader, PopMessageHeader
+from pocketmq.server.remoting_headers import json_body
 
 POLL_LATE_TOLERANCE_MS = 500
 _WORD_MASK = 2 ** 64 - 1
@@ -110,20 +110,17 @@ class PopHandlers:
         router.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time)
 
     async def pop_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
-        group = checked_group(h)
-        topic, queue_id = topic_and_queue(h)
-        poll_ms = max(h.int("pollTime", 0), 0)
-        born_ms = h.int("bornTime", 0)
+        h = PopMessageHeader.parse(request.ext_fields)
+        group, poll_ms, born_ms = h.consumer_group, h.poll_time_ms, h.born_time_ms
         broker = self._broker
         if born_ms > 0 and broker.clock.now_ms() - born_ms - poll_ms > POLL_LATE_TOLERANCE_MS:
             return request.response(ResponseCode.POLLING_TIMEOUT, remark="the pop arrived after its poll time")
-        if h.str("expType", "TAG").upper() != "TAG":
+        if h.exp_type != "TAG":
             raise PocketMQError("only TAG expressions are supported", response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED)
-        fifo = True if h.bool("order") else None
-        result = await broker.pop.pop(PopRequest(group, topic, h.int("maxMsgNums", 32), h.int("invisibleTime"),
-                                                 queue_id=queue_id, tag_expression=h.str("exp", "*"), poll_ms=poll_ms,
-                                                 init_mode=h.int("initMode", 0), fifo=fifo,
+        fifo = True if h.order else None
+        result = await broker.pop.pop(PopRequest(group, h.topic, h.max_msg_nums, h.invisible_time_ms,
+                                                 queue_id=h.queue_id, tag_expression=h.exp, poll_ms=poll_ms,
+                                                 init_mode=h.init_mode, fifo=fifo,
                                                  client_id=broker.consumers.client_id_on(group, conn)))
         # A FIFO pop's handles name RocketMQ's orderly revive queue (999), so its acks find the FIFO state.
         fifo_pop = any(popped.attempts is not None for popped in result.queues)
@@ -150,14 +147,13 @@ class PopHandlers:
             header["orderCountInfo"] = ";".join(order_info)
         return request.response(ResponseCode.SUCCESS, header, body=b"".join(body))
 
-    def _handle(self, h: HeaderFields, group: str) -> ReceiptHandle:
-        topic, _ = topic_and_queue(h)
-        return handle_from_extra_info(group, topic, h.str("extraInfo"), h.int("offset", None))
+    @staticmethod
+    def _handle(h: AckMessageHeader) -> ReceiptHandle:
+        return handle_from_extra_info(h.consumer_group, h.topic, h.extra_info, h.offset)
 
     async def ack_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
-        group = checked_group(h)
-        [error] = await self._broker.pop.ack(group, [self._handle(h, group)])
+        h = AckMessageHeader.parse(request.ext_fields)
+        [error] = await self._broker.pop.ack(h.consumer_group, [self._handle(h)])
         if error is not None:
             raise error
         return request.response(ResponseCode.SUCCESS)
@@ -189,8 +185,7 @@ class PopHandlers:
         return request.response(ResponseCode.SUCCESS)
 
     async def change_invisible_time(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
-        group = checked_group(h)
-        new = await self._broker.pop.change_invisible(group, self._handle(h, group), h.int("invisibleTime"))
+        h = ChangeInvisibleTimeHeader.parse(request.ext_fields)
+        new = await self._broker.pop.change_invisible(h.consumer_group, self._handle(h), h.invisible_time_ms)
         return request.response(ResponseCode.SUCCESS, {"popTime": new.pop_time_ms, "invisibleTime":
                                                        new.invisible_time_ms, "reviveQid": new.revive_queue_id})

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from pocketmq.broker.send_back import SendBackRequest
 from pocketmq.common.message import MessageQueue
-from pocketmq.common.topic import group_name_problem
+from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import BadRequestError
+from pocketmq.protocol.headers import INT32_MAX
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
+from pocketmq.server.broker_headers import NAME_MAX_CHARS, SendMessageBackHeader
+from pocketmq.server.remoting_headers import json_body, json_bytes
 
 
-def _checked_group(name: str) -> str:
-    problem = group_name_problem(name)
+def _checked_name(name: str, problem_of, field: str) -> str:
+    problem = problem_of(name)
     if problem:
-        raise BadRequestError(problem)
+        raise BadRequestError(f"lock batch {field}: {problem}")
     return name
 
 
@@ -34,20 +36,24 @@ def queue_to_json(mq: MessageQueue) -> dict:
 def queue_from_json(obj) -> MessageQueue:
     if not isinstance(obj, dict):
         raise BadRequestError("a message queue must be a JSON object")
-    try:
-        return MessageQueue(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
-    except (KeyError, TypeError, ValueError):
-        raise BadRequestError(f"message queue {obj!r} lacks topic, brokerName or queueId") from None
+    topic, broker_name, queue_id = obj.get("topic"), obj.get("brokerName"), obj.get("queueId")
+    if isinstance(queue_id, str) and queue_id.isascii() and queue_id.isdigit():
+        queue_id = int(queue_id)  # some clients send numbers as strings
+    if not isinstance(topic, str) or not isinstance(broker_name, str) or type(queue_id) is not int:
+        raise BadRequestError("a message queue needs topic and brokerName (strings) and queueId (an integer)")
+    if not 0 <= queue_id <= INT32_MAX or not broker_name or len(broker_name) > NAME_MAX_CHARS:
+        raise BadRequestError(f"message queue queueId {queue_id} or brokerName is out of range")
+    return MessageQueue(_checked_name(topic, topic_name_problem, "mqSet.topic"), broker_name, queue_id)
 
 
 def _lock_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
     obj = json_body(body, "lock batch")
     if not isinstance(obj, dict):
         raise BadRequestError("lock batch body must be a JSON object")
-    group = _checked_group(str(obj.get("consumerGroup") or ""))
-    client_id = str(obj.get("clientId") or "")
-    if not client_id:
-        raise BadRequestError("lock batch body lacks clientId")
+    group = _checked_name(str(obj.get("consumerGroup") or ""), group_name_problem, "consumerGroup")
+    client_id = obj.get("clientId")
+    if not isinstance(client_id, str) or not client_id or len(client_id) > NAME_MAX_CHARS:
+        raise BadRequestError(f"lock batch body lacks clientId (a string of at most {NAME_MAX_CHARS} characters)")
     mq_set = obj.get("mqSet") or []
     if not isinstance(mq_set, list):
         raise BadRequestError("lock batch mqSet must be a list")
@@ -64,11 +70,10 @@ class RetryHandlers:
         router.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
     async def consumer_send_msg_back(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
-        send_back = SendBackRequest(
-            group=_checked_group(h.str("group")), phys_offset=h.int("offset"), delay_level=h.int("delayLevel", 0),
-            origin_msg_id=h.str("originMsgId", None), origin_topic=h.str("originTopic", None),
-            max_reconsume_times=h.int("maxReconsumeTimes", None))
+        h = SendMessageBackHeader.parse(request.ext_fields)
+        send_back = SendBackRequest(group=h.group, phys_offset=h.offset, delay_level=h.delay_level,
+                                    origin_msg_id=h.origin_msg_id, origin_topic=h.origin_topic,
+                                    max_reconsume_times=h.max_reconsume_times)
         await self._broker.send_back.send_back(send_back)
         return request.response(ResponseCode.SUCCESS)
 

@@ -23,13 +23,13 @@ from pocketmq.protocol.codes import (
 )
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_broker import checked_group, topic_and_queue
-from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
+from pocketmq.server.broker_headers import GroupQueueHeader, GroupTopicHeader, RegisterPopStagesHeader
+from pocketmq.server.remoting_headers import json_body, json_bytes
 
 
 def _group_topic_queue(request: RemotingCommand) -> tuple[str, str, int]:
-    h = HeaderFields(request.ext_fields)
-    return checked_group(h), *topic_and_queue(h)
+    h = GroupQueueHeader.parse(request.ext_fields)
+    return h.consumer_group, h.topic, h.queue_id
 
 
 class StageOffsetHandlers:
@@ -53,18 +53,16 @@ class StageOffsetHandlers:
         return request.response(ResponseCode.SUCCESS)
 
     async def register_pop_stages(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
-        group, topic = checked_group(h), h.str("topic")
+        h = RegisterPopStagesHeader.parse(request.ext_fields)
         body = json_body(request.body, "stage definitions")
         if not isinstance(body, dict) or "stageDefinitions" not in body:
             raise BadRequestError("the body needs stageDefinitions (a list of stage sizes)")
-        staged = self._broker.pop.staged.register(group, topic, body["stageDefinitions"],
-                                                  restart=h.bool("restartStages", False))
+        staged = self._broker.pop.staged.register(h.consumer_group, h.topic, body["stageDefinitions"],
+                                                  restart=h.restart_stages)
         return request.response(ResponseCode.SUCCESS, body=json_bytes(staged.to_json()))
 
     async def unregister_pop_stages(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HeaderFields(request.ext_fields)
-        group, topic = checked_group(h), h.str("topic")
-        if not self._broker.pop.staged.unregister(group, topic):
+        h = GroupTopicHeader.parse(request.ext_fields)
+        if not self._broker.pop.staged.unregister(h.consumer_group, h.topic):
             return request.response(ResponseCode.QUERY_NOT_FOUND, remark="no stages registered")
         return request.response(ResponseCode.SUCCESS)

@@ -12,6 +12,8 @@ Contract of ``MessageStore`` (pocketmq.store.message_store), which the broker re
 - ``get_messages(topic, queue_id, queue_offset, max_count, *, max_bytes, tag_filter) -> GetResult``: raw
   records (RocketMQ 4.x layout, ready to be concatenated into a pull reply). ``tag_filter`` takes the
   tag hash code of the consume queue unit and says whether to keep it. O(1) seek by queue offset.
+  Every record is verified against its frame (CRC32C); a corrupt one is never returned: it is passed over
+  like a filtered record (its queue offset skipped) and reported (store/integrity.py).
 - ``min_queue_offset`` / ``max_queue_offset`` (max = the next offset to be written) / ``queue_offset_by_time``
   (binary search on store timestamps) / ``earliest_store_time_ms``, each per (topic, queue_id).
 - ``read_message(phys_offset) -> MessageExt | None``; ``query_by_key(topic, key, max_count, begin_ms, end_ms)``
@@ -113,6 +115,8 @@ class RecoveryReport:
     dropped_from_phys_offset: int | None
     records_replayed: int
     reason: str = ""
+    corrupt_regions: int = 0  # stretches below the checkpoint without a valid frame (kept; reads skip them)
+    corrupt_bytes: int = 0
 
 
 def _positive(value) -> str | None:

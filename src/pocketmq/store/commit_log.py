@@ -18,6 +18,11 @@ Validation (recovery, replication): size in range, crc32c of the record, record 
 size and phys offset fields. The valid log is the longest prefix of valid frames; ``truncate(phys_offset)``
 cuts it there (the rest of the segment zeroed, later segments deleted).
 
+Every read verifies: ``read_record`` (what consume queue reads hand out) checks the frame header's size and
+CRC32C and the record's phys offset field, ``read_frames`` (what a master serves its slaves) validates each
+frame, ``append_frames`` (what a slave accepts) validates all before writing. A failed check raises
+``CorruptRecordError``; the store skips and reports the record (store/integrity.py).
+
 Crash behaviour: frames reach the page cache with one ``pwrite`` per append batch and segment, so a process
 crash loses nothing written; a power loss keeps what ``flush()`` covered. Recovery finds the valid prefix.
 
@@ -71,10 +76,20 @@ class RecordMark:
     crc32c: int
 
 
+class CorruptRecordError(StoreError):
+    """The bytes at ``phys_offset`` are not the valid frame a reader expected there (``reason`` says which
+    check failed)."""
+
+    def __init__(self, phys_offset: int, reason: str):
+        super().__init__(f"corrupt record at phys offset {phys_offset}: {reason}")
+        self.phys_offset = phys_offset
+        self.reason = reason
+
+
 class CommitLog:
     """The segments of the commit log and the write position ``max_phys_offset``."""
 
-    def __init__(self, folder: Path, segment_bytes: int):
+    def __init__(self, folder: Path, segment_bytes: int, *, writable: bool = True):
         if segment_bytes < 4096:
             raise StoreError(f"commit log segment of {segment_bytes} bytes is too small")
         self.folder = Path(folder)
@@ -82,8 +97,9 @@ class CommitLog:
         self._dirty: dict[int, Segment] = {}
         self._last_record: RecordMark | None = None
         self._last_record_known = False  # False: find it by walking the frame headers (after open, truncate)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.segments: list[Segment] = open_segments(self.folder, segment_bytes, "commit log")
+        if writable:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        self.segments: list[Segment] = open_segments(self.folder, segment_bytes, "commit log", writable=writable)
         self.max_phys_offset = self.segments[0].base_offset if self.segments else 0
 
     # ---- positions -------------------------------------------------------------------------------------
@@ -156,7 +172,7 @@ class CommitLog:
         frames = list(self.scan_bytes(phys_offset, data))
         consumed = sum(f.size for f in frames)
         if consumed != len(data):
-            raise StoreError(f"replicated data at {phys_offset}: invalid frame at {phys_offset + consumed}")
+            raise CorruptRecordError(phys_offset + consumed, "invalid_frame_in_replicated_data")
         if not self.segments and phys_offset % self.segment_bytes:
             # A replica that starts after its master's first byte: pad its first segment with a blank frame.
             base = phys_offset - phys_offset % self.segment_bytes
@@ -216,12 +232,25 @@ class CommitLog:
 
     def read_record(self, phys_offset: int, size: int) -> bytes | None:
         """The 4.x record of the frame at ``phys_offset`` whose record is ``size`` bytes (from a consume queue
-        unit), or None when that part of the log is gone."""
+        unit), or None when that part of the log is gone. Verified: CorruptRecordError when the frame header
+        does not announce ``size`` bytes, the CRC32C differs or the record names another phys offset."""
         segment = self.segment_for(phys_offset)
         if segment is None or phys_offset >= self.max_phys_offset:
             return None
-        rel = phys_offset - segment.base_offset + FRAME_HEADER_SIZE
-        return segment.view[rel:rel + size]
+        rel = phys_offset - segment.base_offset
+        if size < MIN_RECORD_SIZE or rel + FRAME_HEADER_SIZE + size > min(segment.size_bytes,
+                                                                          self.max_phys_offset - segment.base_offset):
+            raise CorruptRecordError(phys_offset, f"unit_size_out_of_range({size})")
+        view = segment.view
+        frame_size, crc = FRAME_HEADER.unpack_from(view, rel)
+        if frame_size != size + FRAME_HEADER_SIZE:
+            raise CorruptRecordError(phys_offset, f"frame_size_differs_from_unit({frame_size})")
+        record = view[rel + FRAME_HEADER_SIZE:rel + FRAME_HEADER_SIZE + size]
+        if crc32c(record) != crc:
+            raise CorruptRecordError(phys_offset, "crc32c_mismatch")
+        if _I64.unpack_from(record, PHYS_OFFSET_POS)[0] != phys_offset:
+            raise CorruptRecordError(phys_offset, "phys_offset_field_differs")
+        return record
 
     def read_frame_record(self, phys_offset: int) -> bytes | None:
         """The record of the (validated) frame at ``phys_offset``, or None when there is none there."""
@@ -256,7 +285,7 @@ class CommitLog:
             frame = self._frame_at(segment, end)
             if frame is None:
                 if end == rel:
-                    raise StoreError(f"no valid frame at phys offset {phys_offset}")
+                    raise CorruptRecordError(phys_offset, "no_valid_frame")
                 break
             if end > rel and end + frame.size - rel > max_bytes:
                 break
@@ -308,25 +337,36 @@ class CommitLog:
             pos = self.next_position(pos + blank.size)
         return frame.crc32c if pos == end_phys_offset else None
 
-    def scan(self, from_phys_offset: int) -> Iterator[Frame]:
-        """Valid frames from ``from_phys_offset`` on, stopping before the first invalid byte."""
+    def scan(self, from_phys_offset: int, end_phys_offset: int | None = None) -> Iterator[Frame]:
+        """Valid frames from ``from_phys_offset`` on that end at or before ``end_phys_offset`` (default the log's
+        end; recovery passes ``readable_end()``), stopping before the first invalid byte."""
+        end = self.max_phys_offset if end_phys_offset is None else end_phys_offset
         pos = self.next_position(from_phys_offset)
         while True:
             segment = self.segment_for(pos)
             if segment is None:
                 return
-            frame = self._frame_at(segment, pos - segment.base_offset)
+            rel = pos - segment.base_offset
+            frame = parse_frame(segment.view, rel, min(segment.size_bytes, end - segment.base_offset) - rel, pos)
             if frame is None:
                 return
             yield frame
             pos = self.next_position(pos + frame.size)
+
+    def readable_end(self) -> int:
+        """Where the allocated bytes of the log end (its last segment's last allocated extent): recovery reads
+        nothing past it (segment.py says why)."""
+        if not self.segments:
+            return self.max_phys_offset
+        last = self.segments[-1]
+        return last.base_offset + last.readable_end()
 
     def scan_bytes(self, phys_offset: int, data) -> Iterator[Frame]:
         """Valid frames of ``data`` whose first byte is at ``phys_offset`` (replication input)."""
         pos = 0
         while pos < len(data):
             rel = (phys_offset + pos) % self.segment_bytes
-            frame = _parse_frame(data, pos, min(len(data) - pos, self.segment_bytes - rel), phys_offset + pos)
+            frame = parse_frame(data, pos, min(len(data) - pos, self.segment_bytes - rel), phys_offset + pos)
             if frame is None:
                 return
             yield frame
@@ -336,7 +376,7 @@ class CommitLog:
                 return
 
     def _frame_at(self, segment: Segment, rel: int) -> Frame | None:
-        return _parse_frame(segment.view, rel, segment.size_bytes - rel, segment.base_offset + rel)
+        return parse_frame(segment.view, rel, segment.size_bytes - rel, segment.base_offset + rel)
 
     # ---- truncation and deletion -----------------------------------------------------------------------
 
@@ -383,7 +423,7 @@ class CommitLog:
                 f"max={self.max_phys_offset}>")
 
 
-def _parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
+def parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
     """The valid frame at ``buf[pos:]`` with ``room`` bytes up to its segment's end, else None."""
     if room < FRAME_HEADER_SIZE:
         return None
@@ -406,3 +446,24 @@ def _parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
     if crc32c(record) != crc:
         return None
     return Frame(phys_offset, size, bytes(record), crc)
+
+
+def frame_problem(buf, pos: int, room: int, phys_offset: int) -> str:
+    """Why the bytes at ``buf[pos:]`` are not a valid frame (``room`` bytes up to its segment's end)."""
+    if room < FRAME_HEADER_SIZE:
+        return "short_segment_tail"
+    size, mark = FRAME_HEADER.unpack_from(buf, pos)
+    if size == 0:
+        return "zero_frame_header_before_data(torn_write)"
+    if size < 0:
+        return "bad_blank_frame" if mark == BLANK_MARK else "bad_frame_size"
+    if size - FRAME_HEADER_SIZE < MIN_RECORD_SIZE or size > room:
+        return f"frame_size_out_of_range({size})"
+    total, magic = _RECORD_CHECK.unpack_from(buf, pos + FRAME_HEADER_SIZE)
+    if magic != MESSAGE_MAGIC_CODE:
+        return "bad_magic"
+    if total != size - FRAME_HEADER_SIZE:
+        return "record_size_differs_from_frame"
+    if _I64.unpack_from(buf, pos + FRAME_HEADER_SIZE + PHYS_OFFSET_POS)[0] != phys_offset:
+        return "phys_offset_field_differs"
+    return "crc32c_mismatch"

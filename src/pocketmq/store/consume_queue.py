@@ -60,11 +60,12 @@ class ConsumeQueue:
         return f"{self.topic}/{self.queue_id}"
 
     def _find_end(self) -> int:
-        """The first never-written unit of the last segment (binary search on the size field)."""
+        """The first never-written unit of the last segment (binary search on the size field, within the
+        file's allocated bytes: probing its sparse tail could allocate pages, see segment.py)."""
         if not self.segments:
             return 0
         last = self.segments[-1]
-        lo, hi = 0, self.units_per_segment
+        lo, hi = 0, min(self.units_per_segment, last.readable_end() // UNIT_SIZE)
         while lo < hi:
             mid = (lo + hi) // 2
             if _SIZE_FIELD.unpack_from(last.view, mid * UNIT_SIZE + _SIZE_FIELD_POS)[0] != 0:

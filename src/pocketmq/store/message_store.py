@@ -12,6 +12,13 @@ offsets from the queues' ``max_queue_offset``, encode every record, one ``Commit
 per segment) for the batch, then dispatch: consume queue units packed per queue (one ``pwrite`` per queue per
 batch), index keys, and the arrival listeners once per touched queue. A batch is all or nothing.
 
+Integrity: every read verifies the record's frame (commit_log.py); a corrupt record is skipped and its queue
+offset passed over, like a record a tag filter drops, and reported (integrity.py: log, metric). Recovery
+verifies what was written since the last start (recovery.py).
+
+Full disk: a write that fails (ENOSPC) is undone (the commit log and consume queues cut back to where they
+were, freeing what it had allocated) and answered SERVICE_NOT_AVAILABLE "disk full"; reads go on.
+
 Durability: ``GroupCommit`` runs the flush; each round fsyncs the commit log in a worker thread and, when a
 checkpoint is due, also the consume queues and the index, then saves the checkpoint. Recovery
 (``start``) re-dispatches the commit log from the checkpoint (see recovery.py).
@@ -28,11 +35,12 @@ take the flush lock so they never close a file a flush is using.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, make_offset_msg_id
@@ -46,10 +54,11 @@ from pocketmq.store.api import (
     FlushMode, GetResult, GetStatus, PutResult, PutStatus, RecoveryReport, StoreConfig,
 )
 from pocketmq.store.checkpoint import Checkpoint
-from pocketmq.store.commit_log import CommitLog, Frame, RecordMark
+from pocketmq.store.commit_log import CommitLog, CorruptRecordError, Frame, RecordMark
 from pocketmq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from pocketmq.store.group_commit import GroupCommit
 from pocketmq.store.index import MessageIndex
+from pocketmq.store.integrity import BadRegion, CorruptionReporter
 from pocketmq.store.recovery import recover_commit_log
 from pocketmq.store.retention import DiskUsage, SegmentAge, segments_to_delete
 from pocketmq.store.tags import tag_hash_code
@@ -92,7 +101,8 @@ class _Refused(Exception):
 
 class MessageStore:
     def __init__(self, config: StoreConfig, clock: Clock = SYSTEM_CLOCK, *,
-                 disk_usage: DiskUsageProbe = shutil.disk_usage):
+                 disk_usage: DiskUsageProbe = shutil.disk_usage, metrics=None):
+        """``metrics``: the broker's ``MetricsRegistry`` (pocketmq_store_corrupt_records_total), or None."""
         self.config = config
         self._clock = clock
         self._disk_usage = disk_usage
@@ -105,6 +115,8 @@ class MessageStore:
         self._doomed_queues: list[ConsumeQueue] = []  # deleted while a flush ran; destroyed after it
         self._index = MessageIndex(self._data_dir / "index", config.commit_log_segment_bytes)
         self._checkpoint = Checkpoint(self._data_dir)
+        self._verified_phys_offset = 0  # recovery checked every frame below this (saved with the checkpoint)
+        self.corruption = CorruptionReporter(clock, metrics)
         self._listeners: list[ArrivalListener] = []
         self._flush_lock = asyncio.Lock()
         self._group_commit = GroupCommit(self._flush, sync=config.flush_mode is FlushMode.SYNC,
@@ -133,7 +145,9 @@ class MessageStore:
         for queue in self._queues.values():
             queue.truncate_from_phys(replay_from)
         self._index.load(replay_from)
-        report = recover_commit_log(commit_log, replay_from, self._dispatch_frames)
+        report = recover_commit_log(commit_log, self._checkpoint.verified_phys_offset, replay_from,
+                                    self._dispatch_frames, self._report_bad_region)
+        self._verified_phys_offset = commit_log.max_phys_offset
         for queue in self._queues.values():
             queue.delete_below_phys(commit_log.min_phys_offset)
         self._group_commit.durable_phys_offset = commit_log.max_phys_offset  # what a restart reads back
@@ -144,6 +158,9 @@ class MessageStore:
             return report
         self._start_background()
         return report
+
+    def _report_bad_region(self, region: BadRegion) -> None:
+        self.corruption.report("recovery", region.phys_offset, region.reason, f"bytes={region.length}")
 
     def _load_queues(self) -> None:
         root = self._data_dir / "consumequeue"
@@ -220,23 +237,33 @@ class MessageStore:
             return []
         self._start_background()
         now_ms = self._clock.now_ms()
+        start = self._commit_log.max_phys_offset
         try:
             records = self._encode(msgs, now_ms)
             phys_offsets = self._commit_log.append(records)
+            for msg, phys_offset in zip(msgs, phys_offsets):
+                msg.phys_offset = phys_offset
+            self._dispatch(msgs)
         except _Refused as refused:
             return [PutResult(refused.status, reason=refused.reason)] * len(msgs)
         except OSError as exc:
-            log.error("store.append_failed error=%r", exc)
-            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"commit log write failed: {exc}")] * len(msgs)
+            return [self._write_failed(start, exc)] * len(msgs)
         results = []
         id_prefix = self._msg_id_prefix
         put_ok = PutStatus.PUT_OK
         for msg, phys_offset in zip(msgs, phys_offsets):
-            msg.phys_offset = phys_offset
             results.append(PutResult(put_ok, phys_offset, msg.queue_offset, msg.store_size, now_ms,
                                      f"{id_prefix}{phys_offset:016X}"))
-        self._dispatch(msgs)
         return results
+
+    def _write_failed(self, start: int, exc: OSError) -> PutResult:
+        """Undo a write that failed halfway (the commit log cut back to ``start``; ``_dispatch`` undid its
+        queues) and say why: SERVICE_NOT_AVAILABLE, "disk full" when it was."""
+        self._commit_log.truncate(start)
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        log.error("store.append_failed disk_full=%s error=%r", full, exc)
+        reason = f"disk full: {exc.strerror}" if full else f"commit log write failed: {exc}"
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
 
     def _encode(self, msgs: list[MessageExt], now_ms: int) -> list[bytes]:
         next_offsets: dict[tuple[str, int], int] = {}
@@ -273,35 +300,43 @@ class MessageStore:
             records.append(record)
         return records
 
-    def _dispatch(self, msgs: Iterable[MessageExt]) -> None:
+    def _dispatch(self, msgs: list[MessageExt]) -> None:
         """Write consume queue units for records just appended (``phys_offset`` and ``store_size`` set; one run
         of consecutive offsets per queue and write) and their index keys, then tell the arrival listeners
-        about every queue that grew."""
-        runs: dict[tuple[str, int], tuple[int, bytearray]] = {}
-        index_add = self._index.add
+        about every queue that grew. All or nothing: when a unit write fails (OSError: disk full) the queues
+        are cut back to where they were and nothing is indexed."""
+        runs: list[tuple[tuple[str, int], int, bytearray]] = []
+        open_runs: dict[tuple[str, int], tuple[int, bytearray]] = {}
         pack_unit = UNIT.pack
         for msg in msgs:
             key = (msg.topic, msg.queue_id)
-            properties = msg.properties
-            unit = pack_unit(msg.phys_offset, msg.store_size, tags_code_of(properties))
-            run = runs.get(key)
+            unit = pack_unit(msg.phys_offset, msg.store_size, tags_code_of(msg.properties))
+            run = open_runs.get(key)
             if run is not None and run[0] + len(run[1]) // UNIT_SIZE == msg.queue_offset:
                 run[1].extend(unit)
             else:
-                if run is not None:
-                    self._queue(*key).put(run[0], run[1])
-                runs[key] = (msg.queue_offset, bytearray(unit))
+                open_runs[key] = run = (msg.queue_offset, bytearray(unit))
+                runs.append((key, *run))
+        ends_before: dict[ConsumeQueue, int] = {}
+        try:
+            for key, first_offset, units in runs:
+                queue = self._queue(*key)
+                ends_before.setdefault(queue, queue.max_queue_offset)
+                queue.put(first_offset, units)
+        except OSError:
+            for queue, end in ends_before.items():
+                queue.truncate_to(end)
+            raise
+        index_add = self._index.add
+        for msg in msgs:
+            properties = msg.properties
             # most messages have a UNIQ_KEY and no KEYS: that one key is indexed without building a list
             if props.KEYS in properties:
                 index_add(msg.topic, index_keys_of(properties), msg.phys_offset)
             elif (uniq_key := properties.get(props.UNIQ_KEY)):
                 index_add(msg.topic, (uniq_key,), msg.phys_offset)
-        touched = []
-        for key, (first_offset, units) in runs.items():
-            queue = self._queue(*key)
-            queue.put(first_offset, units)
-            self._dirty_queues.add(queue)
-            touched.append(queue)
+        touched = list(ends_before)
+        self._dirty_queues.update(touched)
         for listener in self._listeners:
             for queue in touched:
                 listener(queue.topic, queue.queue_id, queue.max_queue_offset)
@@ -339,7 +374,8 @@ class MessageStore:
             queue_segments: list = []
             index_pending: dict[int, bytes] = {}
             save_at = None
-            if checkpoint and covered != self._checkpoint.phys_offset:
+            if checkpoint and (covered != self._checkpoint.phys_offset
+                               or self._verified_phys_offset != self._checkpoint.verified_phys_offset):
                 for queue in self._dirty_queues:
                     queue_segments.extend(queue.take_dirty())
                 self._dirty_queues.clear()
@@ -347,19 +383,20 @@ class MessageStore:
                 save_at = covered
             if segments or save_at is not None:
                 await asyncio.to_thread(self._flush_blocking, segments, queue_segments, index_pending, save_at,
-                                        self._clock.now_ms())
+                                        self._verified_phys_offset, self._clock.now_ms())
             commit_log.after_flush()
             self._destroy_doomed()
             return covered
 
-    def _flush_blocking(self, segments, queue_segments, index_pending, save_at: int | None, now_ms: int) -> None:
+    def _flush_blocking(self, segments, queue_segments, index_pending, save_at: int | None, verified: int,
+                        now_ms: int) -> None:
         CommitLog.flush_segments(segments)
         if save_at is None:
             return
         self._index.write_pending(index_pending)
         for segment in queue_segments:
             segment.flush()
-        self._checkpoint.save(save_at, now_ms)
+        self._checkpoint.save(save_at, verified, now_ms)
 
     @property
     def flush_rounds(self) -> int:
@@ -412,12 +449,17 @@ class MessageStore:
                 elif tag_filter is None or tag_filter(tags_code):
                     if records and total_bytes + size > max_bytes:
                         return records, next_offset, GetStatus.FOUND
-                    record = commit_log.read_record(phys_offset, size)
-                    if record is None:
-                        found_null = True
-                        break
-                    records.append(record)
-                    total_bytes += size
+                    try:
+                        record = commit_log.read_record(phys_offset, size)
+                    except CorruptRecordError as exc:  # never handed out; passed over like a filtered record
+                        self.corruption.report("read", phys_offset, exc.reason, f"topic={queue.topic} "
+                                               f"queue_id={queue.queue_id} queue_offset={next_offset}")
+                    else:
+                        if record is None:
+                            found_null = True
+                            break
+                        records.append(record)
+                        total_bytes += size
                 next_offset += 1
             if found_null:
                 break
@@ -547,7 +589,11 @@ class MessageStore:
         previous read), at most ``max_bytes`` unless one frame is larger; empty at the end of the log (with
         ``durable_only``, at ``durable_phys_offset``: what a master may hand its slaves)."""
         end = self._group_commit.durable_phys_offset if durable_only else None
-        return bytes(self._commit_log.read_frames(phys_offset, max_bytes, end))
+        try:
+            return bytes(self._commit_log.read_frames(phys_offset, max_bytes, end))
+        except CorruptRecordError as exc:  # a slave must not get it; replication stops here, visibly
+            self.corruption.report("replication_source", exc.phys_offset, exc.reason)
+            raise
 
     def last_record(self) -> RecordMark | None:
         """The phys offset and CRC32C of the log's last record (None when empty): how a slave names its end."""
@@ -564,8 +610,16 @@ class MessageStore:
         if self._state != "running":
             raise StoreError(f"store is {self._state}")
         self._start_background()
-        frames = self._commit_log.append_frames(phys_offset, data)
-        self._dispatch_frames(frames)
+        try:
+            frames = self._commit_log.append_frames(phys_offset, data)
+        except CorruptRecordError as exc:  # nothing was written; the slave asks again
+            self.corruption.report("replication", exc.phys_offset, exc.reason)
+            raise
+        try:
+            self._dispatch_frames(frames)
+        except OSError:
+            self._commit_log.truncate(phys_offset)
+            raise
         if self.config.flush_mode is FlushMode.SYNC:
             await self._group_commit.wait_durable(self._commit_log.max_phys_offset, self.config.sync_flush_timeout_ms)
         return self._commit_log.max_phys_offset

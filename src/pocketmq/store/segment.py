@@ -8,6 +8,11 @@ Writes go through ``os.pwrite`` (an ``OSError`` such as disk full surfaces as an
 SIGBUS a write through a mapping would raise); reads go through a read-only shared ``mmap`` of the same file,
 which on Linux sees every ``pwrite`` at once, so a reader needs no copy of the writer's buffer and no syscall.
 
+Sparse tails: on tmpfs (and any filesystem under memory pressure) touching a never-written page through the
+shared mapping allocates it, and a full filesystem answers that with SIGBUS, which kills the process. So
+nothing reads a segment past ``readable_end()``, the end of its last allocated extent (``SEEK_DATA`` /
+``SEEK_HOLE``; on a filesystem without them the whole file counts as allocated).
+
 Crash behaviour: after a process crash every ``pwrite`` is in the page cache and survives; after a power
 loss only what ``flush()`` (fsync) covered does. ``truncate_after(pos)`` zeros the tail from ``pos`` on by
 shrinking and re-extending the file (cheap, keeps the file sparse).
@@ -19,6 +24,7 @@ segments nobody flushes any more.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
@@ -39,14 +45,14 @@ def list_segment_bases(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if len(p.name) == NAME_DIGITS and p.name.isdigit())
 
 
-def open_segments(folder: Path, segment_bytes: int, what: str) -> list["Segment"]:
+def open_segments(folder: Path, segment_bytes: int, what: str, *, writable: bool = True) -> list["Segment"]:
     """Open the segment files of ``folder``, checking that they are aligned and leave no hole (``what`` names
     the log in errors)."""
     segments = []
     for base in list_segment_bases(folder):
         if base % segment_bytes:
             raise StoreError(f"{what} file {folder / segment_name(base)} is not aligned to {segment_bytes} bytes")
-        segments.append(Segment(folder, base, segment_bytes))
+        segments.append(Segment(folder, base, segment_bytes, writable=writable))
     for prev, nxt in zip(segments, segments[1:]):
         if nxt.base_offset != prev.end_offset:
             raise StoreError(f"{what} has a hole between {prev} and {nxt}")
@@ -68,14 +74,16 @@ class Segment:
 
     __slots__ = ("base_offset", "size_bytes", "path", "_fd", "_map")
 
-    def __init__(self, folder: Path, base_offset: int, size_bytes: int):
+    def __init__(self, folder: Path, base_offset: int, size_bytes: int, *, writable: bool = True):
+        """Open (creating it when ``writable``) the segment file; a read-only segment never changes the file
+        (``pocketmq store verify`` reads a stopped broker's store with it)."""
         self.base_offset = base_offset
         self.size_bytes = size_bytes
         self.path = folder / segment_name(base_offset)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
         try:
             current = os.fstat(fd).st_size
-            if current not in (0, size_bytes):
+            if current not in (0, size_bytes) or (current == 0 and not writable):
                 raise StoreError(f"{self.path} is {current} bytes, the configured segment size is {size_bytes}")
             if current == 0:  # a new file, or one a crash left right after its creation: extend (sparse)
                 os.ftruncate(fd, size_bytes)
@@ -84,6 +92,8 @@ class Segment:
             os.close(fd)
             raise
         self._fd: int | None = fd
+        if not writable:
+            self.seal()
 
     @property
     def end_offset(self) -> int:
@@ -104,6 +114,26 @@ class Segment:
 
     def read(self, pos: int, length: int) -> bytes:
         return self._map[pos:pos + length]
+
+    def readable_end(self) -> int:
+        """The relative end of the file's last allocated extent (page granular): bytes past it were never
+        written and must not be read through the mapping (see the module docstring)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            end = pos = 0
+            while pos < self.size_bytes:
+                try:
+                    data = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:  # no data at or after pos
+                        break
+                    if exc.errno == errno.EINVAL:  # SEEK_DATA not supported: all of it counts as written
+                        return self.size_bytes
+                    raise
+                pos = end = min(os.lseek(fd, data, os.SEEK_HOLE), self.size_bytes)
+            return end
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
         """fsync the file (blocking: call from a worker thread)."""

@@ -6,7 +6,7 @@ from pocketmq.common.topic import MessageType
 from pocketmq.errors import BadRequestError, IllegalTopicError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.server.remoting_admin import parse_properties_text, parse_topic_attributes, topic_config_from_header
-from pocketmq.server.remoting_broker import _consumer_group_info
+from pocketmq.server.heartbeat_body import consumer_group_info
 from pocketmq.server.remoting_headers import HeaderFields, host_port
 
 
@@ -81,7 +81,7 @@ def test_properties_text_parses_lines_and_refuses_garbage():
 
 
 def test_heartbeat_consumer_data_accepts_enum_ordinals_and_string_versions():
-    info = _consumer_group_info({
+    info = consumer_group_info({
         "groupName": "g1", "consumeType": 1, "messageModel": "0", "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
         "subscriptionDataSet": [{"topic": "t", "subString": "a || b", "subVersion": "123"}],
     })
@@ -94,4 +94,4 @@ def test_heartbeat_consumer_data_accepts_enum_ordinals_and_string_versions():
 
 def test_heartbeat_consumer_data_refuses_bad_group_names():
     with pytest.raises(BadRequestError):
-        _consumer_group_info({"groupName": "bad group"})
+        consumer_group_info({"groupName": "bad group"})

@@ -10,6 +10,7 @@ from pocketmq.cli.cluster_cmd import broker_rows
 from pocketmq.cli.group_cmd import offset_rows
 from pocketmq.cli.output import body_fields, format_table, json_line, message_to_json, message_to_text
 from pocketmq.client.pull_consumer import PullStatus, parse_tag_expression, pull_result_from_response
+from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.message import MessageExt
 from pocketmq.protocol.codes import ResponseCode
@@ -75,9 +76,33 @@ def pull_reply(code: int, body: bytes = b"") -> RemotingCommand:
 
 def test_pull_reply_decodes_records_and_filters_tags_client_side():
     body = encode_record(stored(b"one")) + encode_record(MessageExt.create("orders", b"two", tags="other"))
-    result = pull_result_from_response(pull_reply(ResponseCode.SUCCESS, body), frozenset({"t"}))
+    result = pull_result_from_response(pull_reply(ResponseCode.SUCCESS, body), frozenset({"t"}), 0)
     assert result.status is PullStatus.FOUND and [m.body for m in result.messages] == [b"one"]
     assert result.next_begin_offset == 18
-    none_left = pull_result_from_response(pull_reply(ResponseCode.SUCCESS, body), frozenset({"zzz"}))
+    none_left = pull_result_from_response(pull_reply(ResponseCode.SUCCESS, body), frozenset({"zzz"}), 0)
     assert none_left.status is PullStatus.NO_MATCHED_MSG and none_left.messages == []
-    assert pull_result_from_response(pull_reply(ResponseCode.PULL_NOT_FOUND), None).status is PullStatus.NO_NEW_MSG
+    assert pull_result_from_response(pull_reply(ResponseCode.PULL_NOT_FOUND), None, 0).status is PullStatus.NO_NEW_MSG
+
+
+def test_a_damaged_record_in_a_pull_reply_is_skipped_and_the_records_before_it_kept():
+    records = [MessageExt.create("orders", f"m{i}".encode()) for i in range(3)]
+    for offset, msg in enumerate(records, start=10):
+        msg.queue_offset = offset
+    damaged = bytearray(encode_record(records[2]))
+    damaged[damaged.index(b"orders")] = 0xFF  # not UTF-8 any more
+    body = encode_record(records[0]) + encode_record(records[1]) + bytes(damaged)
+    result = pull_result_from_response(pull_reply(ResponseCode.SUCCESS, body), None, 10)
+    assert [m.body for m in result.messages] == [b"m0", b"m1"]
+    assert result.status is PullStatus.FOUND and result.next_begin_offset == 12  # the damaged one comes next
+    alone = pull_result_from_response(pull_reply(ResponseCode.SUCCESS, bytes(damaged)), None, 12)
+    assert alone.status is PullStatus.NO_MATCHED_MSG and alone.next_begin_offset == 13  # skipped, not stalled
+
+
+def test_a_damaged_record_in_a_pop_reply_keeps_the_records_before_it():
+    good = MessageExt.create("orders", b"good")
+    damaged = bytearray(encode_record(MessageExt.create("orders", b"bad")))
+    damaged[damaged.index(b"orders")] = 0xFF
+    reply = RemotingCommand(code=ResponseCode.SUCCESS, ext_fields={"popTime": "1", "invisibleTime": "2",
+                                                                   "reviveQid": "0"},
+                            body=encode_record(good) + bytes(damaged), flag=1)
+    assert [m.body for m in messages_of_pop_reply(reply, "b")] == [b"good"]

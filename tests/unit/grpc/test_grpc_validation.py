@@ -179,3 +179,23 @@ def test_validation_never_fails_with_anything_but_a_coded_error(tag, keys, user_
         assert 40000 <= exc.v2_code < 60000
     else:
         assert out.tag == m.tag and out.keys == keys
+
+
+@pytest.mark.parametrize("overrides,code", [
+    ({"born_timestamp_ms": 2 ** 70}, V2Code.BAD_REQUEST), ({"born_timestamp_ms": -1}, V2Code.BAD_REQUEST),
+    ({"delivery_timestamp_ms": -1000, "message_type": "DELAY"}, V2Code.ILLEGAL_DELIVERY_TIME),
+])
+def test_timestamps_outside_a_java_long_of_milliseconds_are_refused(overrides, code):
+    assert code_of(validate, msg(**overrides)) == code
+
+
+def test_receive_and_change_invisible_numbers():
+    from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers
+
+    assert code_of(check_invisible_ms, -1, 1000, zero_ok=True) == V2Code.ILLEGAL_INVISIBLE_TIME
+    assert code_of(check_invisible_ms, 0, 1000, zero_ok=False) == V2Code.ILLEGAL_INVISIBLE_TIME
+    assert code_of(check_invisible_ms, 1001, 1000, zero_ok=True) == V2Code.ILLEGAL_INVISIBLE_TIME
+    check_invisible_ms(0, 1000, zero_ok=True)
+    assert code_of(check_receive_numbers, -1, None) == V2Code.BAD_REQUEST
+    assert code_of(check_receive_numbers, 32, -5) == V2Code.ILLEGAL_POLLING_TIME
+    check_receive_numbers(0, None)  # proto3's unset batch size: the default

@@ -136,11 +136,14 @@ async def test_escaped_timer_keeps_pending_until_the_escape_works(tmp_path):
         broker.timer.load_new()
         assert await broker.timer.fire_due(clock.now_ms()) == 0
         assert broker.timer.pending == 1 and progress.delivered_timers() == []
+        due_ms = clock.now_ms()
         bridge.up = True
+        assert await broker.timer.fire_due(clock.now_ms()) == 0  # it waits its write backoff (10 s) first
+        clock.advance(10_000)
         assert await broker.timer.fire_due(clock.now_ms()) == 1
         [(kind, real)] = bridge.sent
         assert (kind, real.topic, real.body, "DELAY" in real.properties) == ("route", "T", b"late", False)
-        assert broker.timer.pending == 0 and progress.delivered_timers() == [(0, clock.now_ms())]
+        assert broker.timer.pending == 0 and progress.delivered_timers() == [(0, due_ms)]
         assert broker.store.max_phys_offset == store_end  # no tombstone, no message: the store is untouched
 
 
@@ -156,9 +159,12 @@ async def test_escaped_revive_keeps_the_ck_open_until_the_escape_works(tmp_path)
         store_end = broker.store.max_phys_offset
         clock.advance(5_001)
         await revive.run_once(clock.now_ms())
-        assert sum(len(q.ledger) for q in revive.queues) == 1 and revive.metrics["write_failures"] == 1
+        # the first copy failed, the two after it were not tried: three copies did not reach the store
+        assert sum(len(q.ledger) for q in revive.queues) == 1 and revive.metrics["write_failures"] == 3
         bridge.up = True
-        await revive.run_once(clock.now_ms())
+        assert await revive.run_once(clock.now_ms()) == 0  # the CK waits its write backoff (10 s) first
+        clock.advance(10_000)
+        assert await revive.run_once(clock.now_ms()) == 1
         assert sum(len(q.ledger) for q in revive.queues) == 0
         assert sorted(m.body for _, m in bridge.sent) == [b"m0", b"m1", b"m2"]
         assert {m.topic for _, m in bridge.sent} == {pop_retry_topic("G", "T")}
@@ -180,10 +186,11 @@ async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
         revive.writes = EscapedReviveWrites(bridge, progress)
         clock.advance(5_001)
-        with pytest.raises(ServiceNotAvailableError):
-            await revive.run_once(clock.now_ms())
+        assert await revive.run_once(clock.now_ms()) == 0  # the CK stays open, in the write backoff
         assert sum(len(q.ledger) for q in revive.queues) == 1 and progress.acks() == []
+        assert revive.metrics["write_failures"] == 1 and revive.pacer.blocked
         bridge.up = True
+        clock.advance(1_000)
         await revive.run_once(clock.now_ms())
         [(kind, ck_message)] = bridge.sent
         assert kind == "specific" and ck_message.topic == revive.queues[0].topic and b'"rp":"1"' in ck_message.body

@@ -93,16 +93,19 @@ async def test_a_slave_ahead_of_the_master_is_refused_and_acks_nothing(store):
 
 def test_the_pull_header_names_the_last_record_or_nothing():
     from pocketmq.errors import BadRequestError
+    from pocketmq.server.broker_headers import HaPullHeader
     from pocketmq.server.remoting_ha import _slave_last_record
-    from pocketmq.server.remoting_headers import HeaderFields
 
-    assert _slave_last_record(HeaderFields({"physOffset": "300"})) is None  # an empty or older slave
-    assert _slave_last_record(HeaderFields({"lastRecordPhysOffset": "200", "lastRecordCrc32c": "4294967295"})) \
-        == RecordMark(200, 0xFFFFFFFF)
+    def last_record(fields):
+        return _slave_last_record(HaPullHeader.parse({"brokerName": "b", "physOffset": "300", "maxBytes": "1024",
+                                                      **fields}))
+
+    assert last_record({}) is None  # an empty or older slave
+    assert last_record({"lastRecordPhysOffset": "200", "lastRecordCrc32c": "4294967295"}) == RecordMark(200, 0xFFFFFFFF)
     for bad in ({"lastRecordPhysOffset": "200"}, {"lastRecordPhysOffset": "-1", "lastRecordCrc32c": "5"},
                 {"lastRecordPhysOffset": "200", "lastRecordCrc32c": str(1 << 32)}):
         with pytest.raises(BadRequestError):
-            _slave_last_record(HeaderFields(bad))
+            last_record(bad)
 
 
 async def test_a_failed_flush_answers_the_pull_with_nothing_unflushed(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ from pocketmq.broker.pop.engine import PopRequest
 from pocketmq.common.message import Message
 from pocketmq.common.topic import TopicConfig
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.store.api import PutResult
 
 
 @contextlib.asynccontextmanager
@@ -37,3 +38,26 @@ async def send(broker: Broker, topic: str, count: int, *, queues: int = 1, group
 async def pop(broker: Broker, group: str, topic: str, max_count: int = 32, invisible_ms: int = 10_000, **kw):
     result = await broker.pop.pop(PopRequest(group, topic, max_count, invisible_ms, **kw))
     return result.delivered()
+
+
+class FaultyStore:
+    """A broker's store with injected write faults: ``refuse(msgs)`` gives the status a put of ``msgs`` is refused
+    with (a full disk's SERVICE_NOT_AVAILABLE, an illegal record's MESSAGE_ILLEGAL), or None to store them. Reads
+    and everything else go to the real store. ``full`` and ``illegal`` are for the caller's ``refuse``."""
+
+    def __init__(self, store):
+        self._store = store
+        self.full = False
+        self.illegal = lambda msg: False
+        self.refuse = lambda msgs: None
+        self.refused_puts = 0
+
+    async def put_messages(self, msgs):
+        status = self.refuse(msgs)
+        if status is None:
+            return await self._store.put_messages(msgs)
+        self.refused_puts += 1
+        return [PutResult(status, reason="injected")] * len(msgs)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)

@@ -116,3 +116,27 @@ def test_queue_locks_expire_and_belong_to_one_client():
     assert locks.try_lock("g", "c2", [q0, q1], 900) == [q0]
     assert locks.try_lock("g", "c2", [q1], 1001) == [q1]  # c1's lock on q1 expired
     assert locks.expire(5000) == 3
+
+
+async def test_a_retry_topic_name_too_long_sends_the_message_to_the_dlq_with_the_reason(broker, clock):
+    from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
+
+    group = "g" * 121  # %RETRY%<group> is 128 characters, %DLQ%<group> 126
+    [sent] = await broker.messages.send([Message.create("orders", "x")], topic="orders", queue_id=0)
+    copy = await broker.send_back.send_back(SendBackRequest(group, sent.phys_offset))
+    [dead] = read_all(broker, f"%DLQ%{group}")
+    assert copy.topic == dead.topic and dead.body == b"x" and dead.properties[DLQ_REASON] == REASON_WRITE_REFUSED
+    assert broker.send_back.dead_lettered_total == 1 and broker.send_back.retried_total == 0
+
+
+async def test_when_not_even_the_dead_letter_can_be_written_the_request_fails_clearly(broker, clock, caplog):
+    from pocketmq.errors import IllegalMessageError
+
+    group = "g" * 125  # %DLQ%<group> is 130 characters too
+    [sent] = await broker.messages.send([Message.create("orders", "x", properties={"UNIQ_KEY": "U9"})],
+                                        topic="orders", queue_id=0)
+    end = broker.store.max_phys_offset
+    with pytest.raises(IllegalMessageError, match="can ever be written"):
+        await broker.send_back.send_back(SendBackRequest(group, sent.phys_offset))
+    assert broker.send_back.refused_total == 1 and broker.store.max_phys_offset == end
+    assert any("event=send_back_refused" in r.getMessage() and "msg_id=U9" in r.getMessage() for r in caplog.records)

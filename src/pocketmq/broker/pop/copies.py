@@ -8,8 +8,9 @@
   ``PMQ_ORIGIN_QUEUE_OFFSET``).
 - ``dead_letter``: the message in queue 0 of ``%DLQ%<group>`` with ``DLQ_ORIGIN_TOPIC``,
   ``DLQ_ORIGIN_MESSAGE_ID``, the original queue id and offset (``PMQ_DLQ_ORIGIN_QUEUE_ID`` /
-  ``PMQ_DLQ_ORIGIN_QUEUE_OFFSET``) and ``PMQ_DLQ_REASON`` (``MAX_ATTEMPTS``, ``CLIENT_FORWARD``, or the reason of
-  the read that kept failing).
+  ``PMQ_DLQ_ORIGIN_QUEUE_OFFSET``) and ``PMQ_DLQ_REASON`` (``MAX_ATTEMPTS``, ``CLIENT_FORWARD``, the reason of
+  the read that kept failing, ``WRITE_REFUSED`` when its retry copy can never be written, ``WRITE_FAILED`` when
+  writing it kept failing past the backoff table).
 - ``dead_letter_reference``: for a message that could not be read at all: a ``DeadLetterReference``
   (common/dead_letter_reference.py) naming it, with the same properties, so an operator can find it and
   ``pocketmq dlq resend`` can fetch it later (nothing is dropped silently).
@@ -29,6 +30,8 @@ DLQ_ORIGIN_QUEUE_OFFSET = "PMQ_DLQ_ORIGIN_QUEUE_OFFSET"
 DLQ_REASON = "PMQ_DLQ_REASON"
 REASON_MAX_ATTEMPTS = "MAX_ATTEMPTS"
 REASON_CLIENT_FORWARD = "CLIENT_FORWARD"  # ForwardMessageToDeadLetterQueue
+REASON_WRITE_REFUSED = "WRITE_REFUSED"  # its retry copy (or dead letter) can never be written (broker/write_result.py)
+REASON_WRITE_FAILED = "WRITE_FAILED"  # writing its retry copy kept failing past the backoff table
 
 
 def business_topic(msg: MessageExt) -> str:
@@ -55,8 +58,9 @@ def retry_copy(msg: MessageExt, group: str, first_pop_time_ms: int) -> MessageEx
     return _copy(msg, pop_retry_topic(group, topic), properties, msg.reconsume_times + 1)
 
 
-def _dead_letter_properties(base: dict[str, str], topic: str, msg_id: str, queue_id: str, queue_offset: str,
-                            reason: str) -> dict[str, str]:
+def dead_letter_properties(base: dict[str, str], topic: str, msg_id: str, queue_id: str, queue_offset: str,
+                           reason: str) -> dict[str, str]:
+    """``base`` without what would delay the message, with where it came from and why it is dead."""
     properties = dict(base)
     for transient in (props.POP_CK, props.DELAY_TIME_LEVEL, props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC,
                       props.TIMER_DELAY_MS):
@@ -74,11 +78,11 @@ def dead_letter(msg: MessageExt, group: str, reason: str) -> MessageExt:
     queue_id = properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id))
     queue_offset = properties.get(ORIGIN_QUEUE_OFFSET, str(msg.queue_offset))
     msg_id = properties.get(props.ORIGIN_MESSAGE_ID) or msg.msg_id
-    dead = _dead_letter_properties(properties, business_topic(msg), msg_id, queue_id, queue_offset, reason)
+    dead = dead_letter_properties(properties, business_topic(msg), msg_id, queue_id, queue_offset, reason)
     return _copy(msg, dlq_topic(group), dead, msg.reconsume_times)
 
 
 def dead_letter_reference(ref: DeadLetterReference) -> MessageExt:
-    dead = _dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset),
+    dead = dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset),
                                    ref.reason)
     return MessageExt(topic=dlq_topic(ref.group), body=ref.to_json(), properties=dead, queue_id=0)

@@ -14,19 +14,34 @@ reader of another group; one ``read_many`` per queue for a batch of due CKs of e
   ``need_retry`` ends at once the same way. A FAILED read's ``retry_delay_ms`` (a remote broker's breaker
   cool-down) is the floor of the rewrite's wait.
 
-The copies are appended first (one store call per CK), then the rewritten CKs and an ACK for every message
-handled, in one append to the revive queue: that ACK closes the CK durably, so a restart never revives it
-twice, and a crash before it only makes the CK revive again (at least once). Progress, the ledger's
+The copies are appended first (one store call for a batch of CKs), then the rewritten CKs and an ACK for every
+message handled, in one append to the revive queue: that ACK closes the CK durably, so a restart never revives
+it twice, and a crash before it only makes the CK revive again (at least once). Progress, the ledger's
 ``commit_offset()``, is committed as the consumer offset of ``CID_RMQ_SYS_REVIVE_GROUP`` on the revive queue.
 
-``decide`` is pure; ``ReviveService`` is the async shell: one pass over every revive queue each
-``interval_ms`` (``run_once(now_ms)`` for tests in virtual time).
+Writes fail too, and are typed like reads (``broker.write_result``):
+
+- a copy that can never be written (``%RETRY%<group>_<topic>`` over 127 characters, properties over 32,767
+  bytes, a refusal as illegal) is replaced at once by the next of its ``fallback``s: the message as a dead letter
+  with the reason ``WRITE_REFUSED``, then a dead-letter reference (which names the message without its body or
+  properties), then nothing: logged at ERROR with the message id and counted (``unwritable``). The CK closes
+  and the rest of the batch goes on;
+- a write that failed for a passing reason (disk full, escape off or its target down) keeps the CK open and
+  puts it in a ``WriteBackoff`` on the same table as CK rewrites: it is left out of the passes until its wait is
+  over, and once the table is used up its retry copies become dead letters (``WRITE_FAILED``); when even they
+  cannot be written the CK stays open (*parked*) and tries again every last step of the table: nothing is
+  lost. A pass whose writes all failed ends there and the next one waits longer (``PassPacer``, up to 30 s).
+
+``decide`` and ``fallback`` are pure; ``ReviveService`` is the async shell: one pass over every revive queue
+each ``interval_ms`` (``run_once(now_ms)`` for tests in virtual time). A pass yields to the event loop after
+each batch, so a long one never holds the loop.
 
 Metrics (the broker's registry; docs/metrics.md): ``pocketmq_pop_revive_messages_total{group,topic,queue_id,
 outcome}`` (retried, dead_lettered, not_found, dropped), ``pocketmq_pop_ck_rewrites_total{group,topic,
 queue_id,attempt}``, ``pocketmq_pop_ck_rewrite_wait_seconds{group}`` (the backoff waits),
-``pocketmq_pop_ck_endings_total{group,topic,queue_id,ending}`` (dlq, drop), ``pocketmq_pop_revive_cks_total``
-and ``pocketmq_pop_revive_write_failures_total``. ``group describe`` reads them per queue (``per_queue``).
+``pocketmq_pop_ck_endings_total{group,topic,queue_id,ending}`` (dlq, drop), ``pocketmq_pop_revive_cks_total``,
+and the write failures, endings and passes of ``broker.write_metrics`` (``service="revive"``). ``group
+describe`` reads them per queue (``per_queue``).
 """
 
 from __future__ import annotations
@@ -34,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from pocketmq.broker.gray import place_retry_copy
@@ -45,13 +60,15 @@ from pocketmq.broker.pop.revive_queue import (
     ReviveQueue,
     ack_message,
     checkpoint_message,
-    store_copies,
 )
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
-from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.broker.write_backoff import DEFAULT_MAX_PASS_WAIT_MS, PassPacer, WriteBackoff
+from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
+from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
+from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY, DeadLetterReference
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult, ReadStatus
-from pocketmq.errors import PocketMQError
+from pocketmq.errors import BadRequestError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
 
 log = logging.getLogger(__name__)
@@ -67,6 +84,8 @@ REWRITE_WAIT_BUCKETS_S = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.
 class Copy:
     message: MessageExt
     dead_letter: bool
+    source: MessageExt | None = None  # the message read (None for a reference: it could not be read)
+    queue_offset: int = -1  # where the message sits in the CK's queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +112,8 @@ def decide(ck: PopCheckpoint, queue_offset: int, read: ReadResult, *, retry_max_
     if read.status is ReadStatus.FOUND:
         msg = read.message
         if msg.reconsume_times + 1 > retry_limit(retry_max_times):
-            return Copy(copies.dead_letter(msg, ck.group, copies.REASON_MAX_ATTEMPTS), dead_letter=True)
-        return Copy(copies.retry_copy(msg, ck.group, ck.pop_time_ms), dead_letter=False)
+            return Copy(copies.dead_letter(msg, ck.group, copies.REASON_MAX_ATTEMPTS), True, msg, queue_offset)
+        return Copy(copies.retry_copy(msg, ck.group, ck.pop_time_ms), False, msg, queue_offset)
     if read.status is ReadStatus.NOT_FOUND:
         return Gone(read.reason)
     if read.need_retry:
@@ -108,7 +127,53 @@ def decide(ck: PopCheckpoint, queue_offset: int, read: ReadResult, *, retry_max_
         return Dropped(f"{read.reason}: {read.description}" if read.description else read.reason)
     reference = DeadLetterReference(ck.topic, ck.queue_id, queue_offset, ck.broker_name, ck.group, read.reason,
                                     read.description, ck.rewrite_count)
-    return Copy(copies.dead_letter_reference(reference), dead_letter=True)
+    return Copy(copies.dead_letter_reference(reference), True, queue_offset=queue_offset)
+
+
+def fallback(copy: Copy, ck: PopCheckpoint, description: str) -> Copy | None:
+    """What revive writes instead of ``copy``, which can never be written (``description`` says why): a retry copy
+    becomes a dead letter of the message, a dead letter a reference to it (no body, no user properties), a
+    reference nothing (the caller logs and counts the message). Reason ``WRITE_REFUSED``."""
+    reason = copies.REASON_WRITE_REFUSED
+    if not copy.dead_letter and copy.source is not None:
+        return Copy(copies.dead_letter(copy.source, ck.group, reason), True, copy.source, copy.queue_offset)
+    if copy.message.properties.get(REFERENCE_PROPERTY) == "true":
+        return None
+    reference = DeadLetterReference(ck.topic, ck.queue_id, copy.queue_offset, ck.broker_name, ck.group, reason,
+                                    description, ck.rewrite_count)
+    return Copy(copies.dead_letter_reference(reference), True, queue_offset=copy.queue_offset)
+
+
+def write_ending(copy: Copy, ck: PopCheckpoint) -> Copy:
+    """What revive writes for ``copy`` once its writes kept failing past the backoff table: a retry copy becomes
+    a dead letter of the message (reason ``WRITE_FAILED``); a dead letter already is an ending."""
+    if copy.dead_letter or copy.source is None:
+        return copy
+    return Copy(copies.dead_letter(copy.source, ck.group, copies.REASON_WRITE_FAILED), True, copy.source,
+                copy.queue_offset)
+
+
+_WRITE_REASONS = frozenset({copies.REASON_WRITE_REFUSED, copies.REASON_WRITE_FAILED})
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What revive does with one due CK: the copies to write, then the ACK of ``offsets`` and the rewritten CKs."""
+
+    ck: PopCheckpoint
+    offsets: list[int]
+    copies: list = field(default_factory=list)  # of Copy (None, while writing, for one that cannot be written)
+    rewrites: list[tuple[Rewrite, str]] = field(default_factory=list)  # (the rewrite, the failed read's reason)
+    gone: int = 0
+    drops: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, reason)
+    unwritable: int = 0
+    failure: WriteResult | None = None  # a write that failed for a passing reason: the CK stays open
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    closed: int = 0  # CKs closed
+    failed: int = 0  # CKs kept open by a write that failed for a passing reason
 
 
 class ReviveMetrics:
@@ -130,8 +195,7 @@ class ReviveMetrics:
                                         "Messages whose reads kept failing past the backoff table, by ending",
                                         (*self.QUEUE_LABELS, "ending"))
         self.cks = registry.counter("pocketmq_pop_revive_cks_total", "CKs revive closed")
-        self.write_failures = registry.counter("pocketmq_pop_revive_write_failures_total",
-                                               "Revive passes whose retry or DLQ copies did not reach the store")
+        self.writes = BackgroundWriteMetrics(registry, "revive")
 
     def message(self, ck: PopCheckpoint, outcome: str) -> None:
         self.messages.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id, outcome=outcome)
@@ -152,14 +216,27 @@ class ReviveService:
         self._offsets = offsets
         self._topics = topics
         self._clock = clock
+        # CKs whose copies could not be written, by CK key (the same table as CK rewrites; ``policy`` below)
+        self._write_backoff: WriteBackoff[str] = WriteBackoff(policy.backoff_ms)
         self.policy = policy
-        self._interval_ms = interval_ms
+        self.pacer = PassPacer(interval_ms, max(interval_ms, DEFAULT_MAX_PASS_WAIT_MS))
+        self._pass = asyncio.Lock()
         # Where revive writes: the local store (a master), or the escape bridge (a slave acting as master).
         self.writes = LocalReviveWrites(store, topics)
         self._task: asyncio.Task | None = None
         self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
         self.handled_elsewhere: Callable[[PopCheckpoint], bool] | None = None
+
+    @property
+    def policy(self) -> CkRewritePolicy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: CkRewritePolicy) -> None:
+        """A new backoff table (dynamic config) applies to failed reads and failed writes alike."""
+        self._policy = policy
+        self._write_backoff.backoff_ms = policy.backoff_ms
 
     @property
     def queues(self) -> list[ReviveQueue]:
@@ -177,17 +254,26 @@ class ReviveService:
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(self._interval_ms / 1000)
+            await asyncio.sleep(self.pacer.wait_ms / 1000)
             try:
                 await self.run_once(self._clock.now_ms())
             except asyncio.CancelledError:
                 raise
-            except Exception:  # one failed pass must not end revive: the CKs stay open and the next pass retries
+            except Exception:  # one failed pass must not end revive: the CKs stay open and a later pass retries
                 log.exception("event=revive_pass_failed")
+                self.pacer.after_pass(stored=0, failed=1)
 
     async def run_once(self, now_ms: int) -> int:
-        """One pass over every revive queue, until none has a due CK; returns the number of CKs handled."""
-        handled = 0
+        """One pass over every revive queue, until none has a due CK ready to write or every write of a round
+        failed; returns the number of CKs closed. Sets ``pacer`` (the wait before the next pass). One pass at a
+        time: a pass yields between batches, and a second caller (a test) waits for it."""
+        async with self._pass:
+            return await self._run_once(now_ms)
+
+    async def _run_once(self, now_ms: int) -> int:
+        self._write_backoff.retain(self._is_open)  # CKs acked (or taken back) while they waited
+        skip = self._skipper(now_ms)
+        total = PassResult()
         pending = list(self._queues)
         while pending:
             # A batch of due CKs from every revive queue, read together: pops of one queue spread over the
@@ -196,75 +282,174 @@ class ReviveService:
             batches = []
             for queue in pending:
                 queue.catch_up()
-                batches.append((queue, queue.ledger.due(now_ms, REVIVE_BATCH_CKS, self.handled_elsewhere)))
+                batches.append((queue, queue.ledger.due(now_ms, REVIVE_BATCH_CKS, skip)))
             reads = await self.readers.read_unacked([ck for _, due in batches for ck in due])
+            round_result = PassResult()
             for queue, due in batches:
                 if due:
-                    await self._revive(queue, due, reads, now_ms)
+                    done = await self._revive(queue, due, reads, now_ms)
+                    round_result = PassResult(round_result.closed + done.closed, round_result.failed + done.failed)
                 queue.catch_up()
                 self._offsets.commit(REVIVE_GROUP, queue.topic, queue.queue_id, queue.ledger.commit_offset())
-                handled += len(due)
+                await asyncio.sleep(0)  # a long pass lets the loop serve between batches
+            total = PassResult(total.closed + round_result.closed, total.failed + round_result.failed)
+            if round_result.failed and not round_result.closed:
+                break  # every write of the round failed for a passing reason: the next pass waits longer
+            # A CK that failed is left out by ``skip`` now, so a full batch means more CKs to try, not the same.
             pending = [queue for queue, due in batches if len(due) == REVIVE_BATCH_CKS]
-        return handled
+        wait_ms = self.pacer.after_pass(stored=total.closed, failed=total.failed)
+        self._metrics.writes.passed(stored=total.closed, failed=total.failed, wait_ms=wait_ms)
+        self._metrics.writes.backlog(self._write_backoff)
+        return total.closed
+
+    def _skipper(self, now_ms: int) -> Callable[[PopCheckpoint], bool]:
+        """CKs a pass leaves alone: another service's (staged queues), and those waiting after failed writes."""
+        elsewhere, backoff = self.handled_elsewhere, self._write_backoff
+        return lambda ck: not backoff.ready(ck.key, now_ms) or (elsewhere is not None and elsewhere(ck))
+
+    def _is_open(self, key: str) -> bool:
+        return any(queue.ledger.is_open(key) for queue in self._queues)
 
     async def _revive(self, queue: ReviveQueue, cks: list[PopCheckpoint], reads: dict[ReadKey, dict[int, ReadResult]],
-                      now_ms: int) -> None:
+                      now_ms: int) -> PassResult:
         """Revive a batch of due CKs (``reads``: their messages) with two store writes: every copy, then one
         append of their ACKs and rewritten CKs (two writes per CK made revive wait on the store's write path
-        most of the time)."""
+        most of the time). A CK whose copies did not all reach the store stays open, in the write backoff."""
         plans = [self._plan(ck, reads[self.readers.key_of(ck)], now_ms) for ck in cks]
-        outgoing = [copy for _, copies_of_ck, _, _ in plans for copy in copies_of_ck]
-        for copy in outgoing:
-            if not copy.dead_letter:
-                place_retry_copy(self._topics, copy.message)  # gray retries stay gray (broker/gray.py)
-        if outgoing and not await self.writes.put_copies([c.message for c in outgoing]):
-            # The copies were not stored: keep the CKs open; the next pass tries again.
-            self._metrics.write_failures.inc()
-            return
-        await self.writes.close(queue, [(ck.ack_of(offsets), rewrites) for ck, _, rewrites, offsets in plans])
-        for ck, copies_of_ck, _, _ in plans:
-            self._count(ck, copies_of_ck)
+        await self._write_copies(plans)
+        closing = [plan for plan in plans if plan.failure is None]
+        if closing:
+            try:
+                await self.writes.close(queue, [(p.ck.ack_of(p.offsets), [r.checkpoint for r, _ in p.rewrites])
+                                                for p in closing])
+            except PocketMQError as exc:  # the copies are written; the CKs revive again (at least once)
+                failure = WriteResult.transient(type(exc).__name__, str(exc))
+                self._metrics.writes.failed(failure)
+                for plan in closing:
+                    plan.failure = failure
+                closing = []
+        failing = [plan for plan in plans if plan.failure is not None]
+        for plan in closing:
+            self._write_backoff.succeeded(plan.ck.key)
+            self._count(plan)
+        if failing:
+            self._postpone(failing, now_ms)
+        return PassResult(len(closing), len(failing))
 
-    def _plan(self, ck: PopCheckpoint, reads: dict[int, ReadResult], now_ms: int) -> tuple[
-            PopCheckpoint, list[Copy], list[PopCheckpoint], list[int]]:
-        """What revive does with each un-acked message of ``ck``, given the reads of its queue: (ck, copies,
-        rewritten CKs, offsets closed)."""
+    def _plan(self, ck: PopCheckpoint, reads: dict[int, ReadResult], now_ms: int) -> _Plan:
+        """What revive does with each un-acked message of ``ck``, given the reads of its queue."""
         config = self._groups.get(ck.group)
         retry_max_times = config.retry_max_times if config is not None else DEFAULT_RETRY_MAX_TIMES
-        outgoing: list[Copy] = []
-        rewrites: list[PopCheckpoint] = []
-        offsets = ck.unacked_offsets()
-        for queue_offset in offsets:
+        ends = self._write_backoff.ends(ck.key)
+        plan = _Plan(ck, ck.unacked_offsets())
+        for queue_offset in plan.offsets:
             read = reads[queue_offset]
             decision = decide(ck, queue_offset, read, retry_max_times=retry_max_times, policy=self.policy,
                               now_ms=now_ms)
             if isinstance(decision, Copy):
-                outgoing.append(decision)
+                plan.copies.append(write_ending(decision, ck) if ends else decision)
             elif isinstance(decision, Rewrite):
-                rewrites.append(decision.checkpoint)
-                self._metrics.rewrites.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id,
-                                           attempt=decision.checkpoint.rewrite_count)
-                self._metrics.rewrite_wait.observe(decision.wait_ms / 1000, group=ck.group)
-                log.info("event=ck_rewritten group=%s broker=%s topic=%s queue=%d offset=%d rewrites=%d wait_ms=%d "
-                         "reason=%s", ck.group, ck.broker_name, ck.topic, ck.queue_id, queue_offset,
-                         decision.checkpoint.rewrite_count, decision.wait_ms, read.reason)
+                plan.rewrites.append((decision, read.reason))
             elif isinstance(decision, Gone):
-                self._metrics.message(ck, "not_found")
+                plan.gone += 1
             else:
-                self._metrics.message(ck, "dropped")
-                self._metrics.ending(ck, CkEnding.DROP)
-                log.error("event=ck_dropped group=%s topic=%s queue=%d offset=%d reason=%s", ck.group, ck.topic,
-                          ck.queue_id, queue_offset, decision.reason)
-        return ck, outgoing, rewrites, offsets
+                plan.drops.append((queue_offset, decision.reason))
+        return plan
 
-    def _count(self, ck: PopCheckpoint, outgoing: list[Copy]) -> None:
-        for copy in outgoing:
+    async def _write_copies(self, plans: list[_Plan]) -> None:
+        """Write the copies of ``plans`` in one call; a copy refused for good is replaced by its fallback and
+        written again (each refusal moves it one step: dead letter, reference, nothing), a failure for a passing
+        reason marks its plan ``failure``."""
+        todo: list[tuple[_Plan, int]] = []
+        for plan in plans:
+            plan.copies = [c for c in (self._writable(plan, c) for c in plan.copies) if c is not None]
+            todo += [(plan, index) for index in range(len(plan.copies))]
+        while todo:
+            results = await self.writes.put_copies([plan.copies[index].message for plan, index in todo])
+            refused: list[tuple[_Plan, int]] = []
+            for (plan, index), result in zip(todo, results):
+                if result.stored:
+                    continue
+                self._metrics.writes.failed(result)
+                if not result.is_permanent:
+                    plan.failure = result
+                    continue
+                copy = plan.copies[index]
+                self._log_refused(plan.ck, copy, str(result))
+                replacement = self._writable(plan, fallback(copy, plan.ck, str(result)))
+                plan.copies[index] = replacement
+                if replacement is not None:
+                    refused.append((plan, index))
+            # A plan that failed for a passing reason writes everything again next time: no more tries now.
+            todo = [(plan, index) for plan, index in refused if plan.failure is None]
+        for plan in plans:
+            plan.copies = [c for c in plan.copies if c is not None]
+
+    def _writable(self, plan: _Plan, copy: Copy | None) -> Copy | None:
+        """``copy``, or the first of its fallbacks that can be written as far as can be told without writing;
+        None when none can (the message is logged at ERROR and counted, the CK closes without it)."""
+        while copy is not None:
+            problem = write_problem(copy.message)
+            if problem is None and not copy.dead_letter:
+                try:
+                    place_retry_copy(self._topics, copy.message)  # gray retries stay gray (broker/gray.py)
+                except BadRequestError as exc:
+                    problem = str(exc)
+            if problem is None:
+                return copy
+            self._metrics.writes.failed(WriteResult.permanent(INVALID, problem))
+            self._log_refused(plan.ck, copy, problem)
+            copy = fallback(copy, plan.ck, problem)
+        plan.unwritable += 1
+        return None
+
+    def _log_refused(self, ck: PopCheckpoint, copy: Copy, why: str) -> None:
+        log.error("event=revive_copy_refused group=%s topic=%s queue=%d offset=%d msg_id=%s copy_topic=%s "
+                  "reason=%s", ck.group, ck.topic, ck.queue_id, copy.queue_offset,
+                  copy.source.msg_id if copy.source is not None else "", copy.message.topic, why)
+
+    def _postpone(self, plans: list[_Plan], now_ms: int) -> None:
+        """CKs whose copies failed for a passing reason: each waits its next backoff step (or is parked)."""
+        for plan in plans:
+            step = self._write_backoff.failed(plan.ck.key, now_ms, str(plan.failure))
+            if step.parked:
+                self._metrics.writes.ended(ENDING_PARKED)
+            if step.ends_next or step.parked:
+                log.error("event=revive_write_failing group=%s topic=%s queue=%d offset=%d failures=%d wait_ms=%d "
+                          "next=%s reason=%s", plan.ck.group, plan.ck.topic, plan.ck.queue_id, plan.ck.start_offset,
+                          step.failures, step.wait_ms, "dead_letter", plan.failure)
+        log.warning("event=revive_write_failed cks=%d reason=%s", len(plans), plans[0].failure)
+
+    def _count(self, plan: _Plan) -> None:
+        """Metrics and logs of a closed CK."""
+        ck = plan.ck
+        for rewrite, reason in plan.rewrites:
+            self._metrics.rewrites.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id,
+                                       attempt=rewrite.checkpoint.rewrite_count)
+            self._metrics.rewrite_wait.observe(rewrite.wait_ms / 1000, group=ck.group)
+            log.info("event=ck_rewritten group=%s broker=%s topic=%s queue=%d offset=%d rewrites=%d wait_ms=%d "
+                     "reason=%s", ck.group, ck.broker_name, ck.topic, ck.queue_id, rewrite.checkpoint.start_offset,
+                     rewrite.checkpoint.rewrite_count, rewrite.wait_ms, reason)
+        for _ in range(plan.gone):
+            self._metrics.message(ck, "not_found")
+        for queue_offset, reason in plan.drops:
+            self._metrics.message(ck, "dropped")
+            self._metrics.ending(ck, CkEnding.DROP)
+            log.error("event=ck_dropped group=%s topic=%s queue=%d offset=%d reason=%s", ck.group, ck.topic,
+                      ck.queue_id, queue_offset, reason)
+        for copy in plan.copies:
             self._metrics.message(ck, "dead_lettered" if copy.dead_letter else "retried")
             reason = copy.message.properties.get(copies.DLQ_REASON)
-            if copy.dead_letter and reason != copies.REASON_MAX_ATTEMPTS:
+            if copy.dead_letter and reason in _WRITE_REASONS:
+                self._metrics.writes.ended(ENDING_DLQ)
+            elif copy.dead_letter and reason != copies.REASON_MAX_ATTEMPTS:
                 self._metrics.ending(ck, CkEnding.DEAD_LETTER)
                 log.error("event=dead_lettered_after_failed_reads group=%s broker=%s topic=%s queue=%d reason=%s",
                           ck.group, ck.broker_name, ck.topic, ck.queue_id, reason)
+        if plan.unwritable:
+            self._metrics.messages.inc(plan.unwritable, group=ck.group, topic=ck.topic, queue_id=ck.queue_id,
+                                       outcome="dropped")
+            self._metrics.writes.ended(ENDING_UNWRITABLE, plan.unwritable)
         self._metrics.cks.inc()
 
     def count_handed_back(self, group: str, topic: str, queue_id: int, outcome: str, count: int) -> None:
@@ -287,7 +472,8 @@ class ReviveService:
     @property
     def metrics(self) -> Counter[str]:
         """Totals over every label: retried, dead_lettered, not_found, drops, rewrites, endings, cks_revived,
-        write_failures (tests and ``repr`` read them; the waits are in ``pocketmq_pop_ck_rewrite_wait_seconds``)."""
+        write_failures, write_dead_letters, parked, unwritable, blocked_passes (tests and ``repr`` read them; the
+        waits are in ``pocketmq_pop_ck_rewrite_wait_seconds``)."""
         m = self._metrics
         totals: Counter[str] = Counter()
         names = {"retried": "retried", "dead_lettered": "dead_lettered", "not_found": "not_found", "dropped": "drops"}
@@ -296,7 +482,12 @@ class ReviveService:
         totals["rewrites"] = int(sum(m.rewrites.values().values()))
         totals["endings"] = int(sum(m.endings.values().values()))
         totals["cks_revived"] = int(m.cks.value())
-        totals["write_failures"] = int(m.write_failures.value())
+        writes = m.writes
+        totals["write_failures"] = writes.failures()
+        totals["write_dead_letters"] = writes.endings(ENDING_DLQ)
+        totals["parked"] = writes.endings(ENDING_PARKED)
+        totals["unwritable"] = writes.endings(ENDING_UNWRITABLE)
+        totals["blocked_passes"] = writes.passes("blocked")
         return +totals
 
     def __repr__(self) -> str:
@@ -311,13 +502,23 @@ class LocalReviveWrites:
         self._store = store
         self._topics = topics
 
-    async def put_copies(self, messages: list[MessageExt]) -> bool:
+    async def put_copies(self, messages: list[MessageExt]) -> list[WriteResult]:
+        """Store ``messages`` in one call; one ``WriteResult`` per message. A batch is all or nothing, so when one
+        message refuses it for good, each is stored alone to tell which."""
+        result = await self._put(messages)
+        if result.is_permanent and len(messages) > 1:
+            return [await self._put([msg]) for msg in messages]
+        return [result] * len(messages)
+
+    async def _put(self, messages: list[MessageExt]) -> WriteResult:
         try:
-            await store_copies(self._store, self._topics, messages)
+            for msg in messages:
+                self._topics.get_or_create(msg.topic)  # retry and DLQ topics are created on demand
+        except BadRequestError as exc:  # a topic name that can never exist
+            return WriteResult.permanent(type(exc).__name__, str(exc))
         except PocketMQError as exc:
-            log.warning("event=revive_write_failed copies=%d error=%s", len(messages), exc)
-            return False
-        return True
+            return WriteResult.transient(type(exc).__name__, str(exc))
+        return of_puts(await self._store.put_messages(messages))
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
         """Close each CK (its ACK) and open its rewritten CKs; StoreError when the store did not take them."""

@@ -17,6 +17,14 @@ tombstone redelivers that message: at least once, never lost.)
 
 Delivered messages lose ``DELAY`` and the timer properties, so nothing delays them again (#2724), and keep
 everything else: body, flag, sys_flag, born time and host, reconsume times, the user's properties.
+
+Failed deliveries are typed (``broker.write_result``). A message that can never be delivered (properties too
+large, refused as illegal) becomes a dead letter at once (``timer.dead_letter``) and the rest of its batch goes
+on. A delivery that failed for a passing reason (disk full, escape off or its target down) leaves the wheel for
+``_retrying`` and waits its step of a ``WriteBackoff`` (10 s ... 2 h); past the table it is dead-lettered
+(``WRITE_FAILED``), and when even that cannot be written it stays there (*parked*, retried every last step):
+nothing is lost. A round whose deliveries all failed ends, and the loop waits longer before the next
+(``PassPacer``, 500 ms doubling up to 30 s). Rounds yield to the event loop between batches.
 """
 
 from __future__ import annotations
@@ -25,12 +33,19 @@ import asyncio
 import logging
 from pathlib import Path
 
+from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_FAILED, REASON_WRITE_REFUSED
+from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
+from pocketmq.broker.timer import dead_letter
 from pocketmq.broker.timer.delay import TIMER_PROPERTIES, TimerLimits, deliver_time_ms, is_delayed
 from pocketmq.broker.timer.wheel import TimerWheel
+from pocketmq.broker.write_backoff import PassPacer, WriteBackoff
+from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
+from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
-from pocketmq.common.topic import TIMER_TOPIC, MessageType, TopicConfig
-from pocketmq.errors import IllegalMessageError
+from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig
+from pocketmq.errors import IllegalMessageError, PocketMQError
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import GetStatus
@@ -44,6 +59,7 @@ TIMER_QUEUE_ID = 0
 _READ_BATCH = 256
 _READ_MAX_BYTES = 16 * 1024 * 1024
 _IDLE_WAIT_MS = 500  # longest sleep of the loop with nothing due (a new timer wakes it earlier)
+_MAX_BLOCKED_WAIT_MS = 30_000  # longest sleep after rounds whose deliveries all failed
 _PERSIST_EVERY_MS = 1000
 _V2_PROPERTY_CONFLICT_WITH_TYPE = 40014
 _STRIPPED_AT_DELIVERY = (props.DELAY_TIME_LEVEL, props.REAL_TOPIC, props.REAL_QUEUE_ID, TIMER_OUT_MS,
@@ -54,7 +70,8 @@ class TimerService:
     """Owns the timer topic of one broker's store. ``start()`` rebuilds, ``run()`` is the delivery loop."""
 
     def __init__(self, store, topics, limits: TimerLimits, progress_path: Path, clock: Clock, *,
-                 deliver_batch: int = 512):
+                 deliver_batch: int = 512, write_backoff_ms: tuple[int, ...] = DEFAULT_CK_REWRITE_BACKOFF_MS,
+                 metrics: MetricsRegistry | None = None):
         self._store = store
         self._topics = topics
         self.limits = limits
@@ -67,9 +84,13 @@ class TimerService:
         self._last_persist_ms = 0
         self._in_flight: list[tuple[int, int]] = []  # popped from the wheel, being delivered
         self._delivered_untombstoned: set[int] = set()  # delivered here; their tombstones not read back yet
-        self._blocked = False  # the last round could not deliver: wait before trying again
+        self._retrying: dict[int, int] = {}  # timer queue offset -> due ms: failed deliveries, out of the wheel
+        self._round = asyncio.Lock()
+        self.write_backoff: WriteBackoff[int] = WriteBackoff(write_backoff_ms)
+        self.pacer = PassPacer(_IDLE_WAIT_MS, _MAX_BLOCKED_WAIT_MS)
+        self._metrics = BackgroundWriteMetrics(metrics if metrics is not None else MetricsRegistry(), "timer")
         # Where due messages go: the local store (a master), or the escape bridge (a slave acting as master).
-        self.writes = LocalTimerWrites(store)
+        self.writes = LocalTimerWrites(store, topics)
         self.delivered_total = 0
         self.scheduled_total = 0
 
@@ -123,9 +144,10 @@ class TimerService:
                 await self.fire_due(now_ms)
             except Exception:  # a failed round is retried: the timers went back into the wheel
                 log.exception("event=timer_round_failed")
+                self.pacer.after_pass(stored=0, failed=1)
             self._maybe_persist()
             next_ms = self._wheel.next_due_ms()
-            wait_ms = _IDLE_WAIT_MS if next_ms is None or self._blocked \
+            wait_ms = self.pacer.wait_ms if next_ms is None or self.pacer.blocked \
                 else min(_IDLE_WAIT_MS, next_ms - self._clock.now_ms())
             if wait_ms > 0 and not self._wake.is_set():
                 try:
@@ -174,29 +196,103 @@ class TimerService:
             log.error("event=timer_record_unreadable queue_offset=%d", record.queue_offset)
 
     async def fire_due(self, now_ms: int) -> int:
-        """Deliver every timer due at ``now_ms`` (in batches); returns how many were delivered."""
-        delivered = 0
-        self._blocked = False
+        """Deliver every timer due at ``now_ms`` (in batches), and the failed ones whose backoff is over; returns
+        how many were delivered (or dead-lettered). Stops at a batch whose deliveries all failed. One round at a
+        time: a round yields between batches, and a second caller (a test, a benchmark) waits for it."""
+        async with self._round:
+            return await self._fire_due(now_ms)
+
+    async def _fire_due(self, now_ms: int) -> int:
+        delivered = failed = 0
+        ready = [key for key in self._retrying if self.write_backoff.ready(key, now_ms)]
         while True:
-            due = self._wheel.pop_due(now_ms, self._deliver_batch)
+            retries, ready = ready[:self._deliver_batch], ready[self._deliver_batch:]
+            due = [(self._retrying.pop(key), key) for key in retries]
+            due += self._wheel.pop_due(now_ms, self._deliver_batch - len(due))
             if not due:
-                return delivered
-            reals = [self._real_message(queue_offset) for _, queue_offset in due]
+                break
+            batch_delivered, batch_failed = await self._deliver(due, now_ms)
+            delivered += batch_delivered
+            failed += batch_failed
+            if batch_failed and not batch_delivered:
+                break
+            await asyncio.sleep(0)  # a long round lets the loop serve between batches
+        self.pacer.after_pass(stored=delivered, failed=failed)
+        self._metrics.passed(stored=delivered, failed=failed, wait_ms=self.pacer.wait_ms)
+        self._metrics.backlog(self.write_backoff)
+        return delivered
+
+    async def _deliver(self, due: list[tuple[int, int]], now_ms: int) -> tuple[int, int]:
+        """One batch: the real messages (a dead letter for one that can never be delivered, or whose deliveries
+        kept failing), with their tombstones; returns (delivered, failed for a passing reason)."""
+        # Not checked before writing (the delivered message is smaller than its stored timer record, so the
+        # store's answer says what is wrong); only dead letters, which add properties, are.
+        outgoing = [self._outgoing(pair) for pair in due]
+        delivered = failed = 0
+        while due:
             self._in_flight = due
             try:
-                undelivered = await self.writes.deliver(due, reals)
+                results = await self.writes.deliver(due, outgoing)
             finally:
                 self._in_flight = []
-            for deliver_ms, queue_offset in undelivered:  # they wait again (the next round retries them)
-                self._wheel.add(deliver_ms, queue_offset)
-            left = set(undelivered)
-            done = [pair for pair in due if pair not in left]
-            self._delivered_untombstoned.update(key for _, key in done)
-            delivered += len(done)
-            self.delivered_total += len(done)
-            self._blocked = bool(undelivered)
-            if undelivered:
-                return delivered
+            refused: list[tuple[tuple[int, int], MessageExt | None]] = []
+            for pair, msg, result in zip(due, outgoing, results):
+                if result.stored:
+                    self._delivered(pair, msg)
+                    delivered += 1
+                    continue
+                self._metrics.failed(result)
+                if result.is_permanent and msg is not None:
+                    self._log_refused(pair, msg, str(result))
+                    refused.append((pair, self._writable(pair, dead_letter.dead_letter(msg, REASON_WRITE_REFUSED))))
+                    continue
+                failed += 1
+                self._retrying[pair[1]] = pair[0]  # out of the wheel until its backoff is over
+                step = self.write_backoff.failed(pair[1], now_ms, str(result))
+                if step.parked:
+                    self._metrics.ended(ENDING_PARKED)
+                if step.ends_next or step.parked:
+                    log.error("event=timer_delivery_failing queue_offset=%d failures=%d wait_ms=%d next=dead_letter "
+                              "reason=%s", pair[1], step.failures, step.wait_ms, result)
+            due = [pair for pair, _ in refused]
+            outgoing = [msg for _, msg in refused]
+        return delivered, failed
+
+    def _outgoing(self, pair: tuple[int, int]) -> MessageExt | None:
+        """What delivering ``pair`` writes: its real message, or its dead letter once its deliveries kept failing
+        past the backoff table (None: the record is gone, only the tombstone is written)."""
+        real = self._real_message(pair[1])
+        if real is not None and self.write_backoff.ends(pair[1]):
+            return self._writable(pair, dead_letter.dead_letter(real, REASON_WRITE_FAILED) or real)
+        return real
+
+    def _writable(self, pair: tuple[int, int], msg: MessageExt | None) -> MessageExt | None:
+        """``msg`` (a dead letter) if it can be written as far as can be told without writing, else None (only
+        the tombstone is written)."""
+        while msg is not None:
+            problem = write_problem(msg)
+            if problem is None:
+                return msg
+            self._metrics.failed(WriteResult.permanent(INVALID, problem))
+            self._log_refused(pair, msg, problem)
+            msg = dead_letter.dead_letter(msg, REASON_WRITE_REFUSED)
+        return None
+
+    def _log_refused(self, pair: tuple[int, int], msg: MessageExt, why: str) -> None:
+        final = msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+        if final:
+            self._metrics.ended(ENDING_UNWRITABLE)
+        log.error("event=timer_delivery_refused queue_offset=%d msg_id=%s topic=%s next=%s reason=%s", pair[1],
+                  msg.uniq_key or "", msg.topic, "tombstone_only" if final else "dead_letter", why)
+
+    def _delivered(self, pair: tuple[int, int], msg: MessageExt | None) -> None:
+        self.write_backoff.succeeded(pair[1])
+        self._delivered_untombstoned.add(pair[1])
+        self.delivered_total += 1
+        if msg is not None and msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            self._metrics.ended(ENDING_DLQ)
+            log.error("event=timer_dead_lettered queue_offset=%d msg_id=%s topic=%s reason=%s", pair[1],
+                      msg.uniq_key or "", msg.topic, msg.properties.get(DLQ_REASON))
 
     def _real_message(self, queue_offset: int) -> MessageExt | None:
         got = self._store.get_messages(TIMER_TOPIC, TIMER_QUEUE_ID, queue_offset, 1, max_bytes=_READ_MAX_BYTES,
@@ -221,7 +317,12 @@ class TimerService:
         """A timer delivered elsewhere (by this slave while acting, see broker.acting_progress): not pending,
         and its tombstone, when the master writes it, is not news."""
         self._wheel.remove(deliver_ms, queue_offset)
+        self._forget_retry(queue_offset)
         self._delivered_untombstoned.add(queue_offset)
+
+    def _forget_retry(self, queue_offset: int) -> None:
+        self._retrying.pop(queue_offset, None)
+        self.write_backoff.succeeded(queue_offset)
 
     def advance_to(self, progress_offset: int) -> bool:
         """A slave that does not act takes its master's progress (cluster.ha_services): every timer below
@@ -230,6 +331,8 @@ class TimerService:
         if progress_offset <= self.progress_offset():
             return False
         self._wheel.remove_below(progress_offset)
+        for queue_offset in [k for k in self._retrying if k < progress_offset]:
+            self._forget_retry(queue_offset)
         self._loaded_until = max(self._loaded_until, progress_offset)
         self.persist_progress()
         return True
@@ -244,9 +347,9 @@ class TimerService:
     def progress_offset(self) -> int:
         """The smallest timer queue offset that may still be pending (where a restart starts reading)."""
         smallest = self._wheel.min_key()
-        if self._in_flight:
-            low = min(key for _, key in self._in_flight)
-            smallest = low if smallest is None else min(smallest, low)
+        for low in (min((key for _, key in self._in_flight), default=None), min(self._retrying, default=None)):
+            if low is not None:
+                smallest = low if smallest is None else min(smallest, low)
         return self._loaded_until if smallest is None else min(smallest, self._loaded_until)
 
     def persist_progress(self) -> None:
@@ -255,14 +358,15 @@ class TimerService:
 
     @property
     def pending(self) -> int:
-        return len(self._wheel)
+        """Timers not delivered yet: in the wheel, or waiting after a failed delivery."""
+        return len(self._wheel) + len(self._retrying)
 
     @property
     def outstanding(self) -> int:
         """Timers that may still fire: in the wheel, being delivered, or timer records not read yet (new timers
         or done records). 0 means no delivery happens until a new delayed message arrives."""
         max_offset = self._store.max_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
-        return len(self._wheel) + len(self._in_flight) + max(max_offset - self._loaded_until, 0)
+        return self.pending + len(self._in_flight) + max(max_offset - self._loaded_until, 0)
 
     def next_due_ms(self) -> int | None:
         return self._wheel.next_due_ms()
@@ -278,22 +382,34 @@ class TimerService:
 class LocalTimerWrites:
     """A master's delivery: every real message and its tombstone in one store batch, all or nothing."""
 
-    def __init__(self, store):
+    def __init__(self, store, topics):
         self._store = store
+        self._topics = topics
 
-    async def deliver(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> list[tuple[int, int]]:
+    async def deliver(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> list[WriteResult]:
         """Deliver ``reals`` (None: the record is lost, only its tombstone is written) of the (due ms, timer
-        queue offset) pairs ``due``; returns the pairs not delivered."""
+        queue offset) pairs ``due``; one result per pair. A batch is all or nothing, so when one message refuses
+        it for good, each is delivered alone to tell which."""
+        result = await self._put(due, reals)
+        if result.is_permanent and len(due) > 1:
+            return [await self._put([pair], [real]) for pair, real in zip(due, reals)]
+        if not result.stored:
+            log.warning("event=timer_delivery_failed count=%d reason=%s", len(due), result)
+        return [result] * len(due)
+
+    async def _put(self, due: list[tuple[int, int]], reals: list[MessageExt | None]) -> WriteResult:
         batch: list[MessageExt] = []
         for (deliver_ms, queue_offset), real in zip(due, reals):
             if real is not None:
                 batch.append(real)
             batch.append(tombstone(queue_offset, deliver_ms))
-        results = await self._store.put_messages(batch)
-        if all(r.status.stored for r in results):
-            return []
-        log.warning("event=timer_delivery_failed count=%d status=%s", len(due), results[0].status.value)
-        return due
+        try:
+            for real in reals:
+                if real is not None and real.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                    self._topics.get_or_create(real.topic)  # dead letters' topics are created on demand
+        except PocketMQError as exc:
+            return WriteResult.transient(type(exc).__name__, str(exc))
+        return of_puts(await self._store.put_messages(batch))
 
 
 def tombstone(queue_offset: int, deliver_ms: int) -> MessageExt:

@@ -1,0 +1,122 @@
+"""Corrupt records: finding them in a stretch of the commit log, and reporting the ones readers meet.
+
+``walk_log(commit_log, start, end)`` yields, in log order, every valid frame of ``[start, end)`` and a
+``BadRegion`` for every stretch between them that holds no valid frame. After a bad byte it does not trust
+any size field: it resynchronises on the next valid frame, found by searching the segment for the record
+magic code (a candidate frame starts 12 bytes before it) and validating the candidate fully (size, CRC32C,
+magic, total size, and a phys offset field equal to its own position, which bytes inside a body cannot
+fake by accident). Frames never cross a segment, so a segment without a valid frame after the bad byte ends
+the region at the segment's end. Recovery walks what was written since the last verified point, and
+``pocketmq store verify`` walks a whole stopped store, with it.
+
+``CorruptionReporter`` is what the store tells when it meets a corrupt record: it counts each distinct
+record once (by phys offset, in a bounded set), increments ``pocketmq_store_corrupt_records_total`` with a
+``found_by`` label (``read``, ``recovery``, ``replication_source``, ``replication``) when the store has a
+metrics registry, and logs at WARNING, at most one line per ``LOG_INTERVAL_MS`` with the number of
+reports it held back (a consumer re-reading a corrupt record cannot flood the log).
+
+Thread safety: event loop only (the store's single thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE
+from pocketmq.runtime.clock import Clock
+from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CommitLog, Frame, frame_problem, parse_frame
+
+log = logging.getLogger(__name__)
+
+LOG_INTERVAL_MS = 10_000
+REMEMBERED_RECORDS = 4096  # distinct corrupt phys offsets kept to count each record once
+_MAGIC = MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True)
+_MAGIC_IN_FRAME = FRAME_HEADER_SIZE + 4  # the record's total size field precedes its magic
+
+
+@dataclass(frozen=True, slots=True)
+class BadRegion:
+    """``length`` bytes from ``phys_offset`` that hold no valid frame; ``reason`` is the first check failed."""
+
+    phys_offset: int
+    length: int
+    reason: str
+
+
+def walk_log(commit_log: CommitLog, start: int, end: int) -> Iterator[Frame | BadRegion]:
+    """Valid frames and bad regions of ``[start, end)`` (``start`` a frame boundary), in log order."""
+    pos = commit_log.next_position(start)
+    while pos < end:
+        segment = commit_log.segment_for(pos)
+        if segment is None:
+            return
+        rel = pos - segment.base_offset
+        limit = min(segment.size_bytes, end - segment.base_offset)
+        frame = parse_frame(segment.view, rel, limit - rel, pos)
+        if frame is not None:
+            yield frame
+            pos = commit_log.next_position(pos + frame.size)
+            continue
+        resync = _next_valid_frame(segment, rel + 1, limit)
+        stop = resync if resync is not None else limit
+        yield BadRegion(pos, stop - rel, frame_problem(segment.view, rel, limit - rel, pos))
+        pos = commit_log.next_position(segment.base_offset + stop)
+
+
+def _next_valid_frame(segment, rel: int, limit: int) -> int | None:
+    """The relative position of the first valid frame at or after ``rel`` below ``limit``, else None."""
+    view = segment.view
+    search = rel + _MAGIC_IN_FRAME
+    while True:
+        found = view.find(_MAGIC, search, limit)
+        if found < 0:
+            return None
+        candidate = found - _MAGIC_IN_FRAME
+        if parse_frame(view, candidate, limit - candidate, segment.base_offset + candidate) is not None:
+            return candidate
+        search = found + 1
+
+
+class LogLimiter:
+    """At most one log line per ``interval_ms``: ``allow(now_ms)`` -> (log now?, reports held back before)."""
+
+    def __init__(self, interval_ms: int):
+        self._interval_ms = interval_ms
+        self._next_ms: int | None = None
+        self._held_back = 0
+
+    def allow(self, now_ms: int) -> tuple[bool, int]:
+        if self._next_ms is not None and now_ms < self._next_ms:
+            self._held_back += 1
+            return False, 0
+        held_back, self._held_back = self._held_back, 0
+        self._next_ms = now_ms + self._interval_ms
+        return True, held_back
+
+
+class CorruptionReporter:
+    """Counts, logs (rate limited) and exports the corrupt records the store meets (see the module docstring)."""
+
+    def __init__(self, clock: Clock, metrics=None):
+        self._clock = clock
+        self._limiter = LogLimiter(LOG_INTERVAL_MS)
+        self._seen: dict[int, None] = {}  # insertion ordered: the oldest is forgotten first
+        self._counter = None if metrics is None else metrics.counter(
+            "pocketmq_store_corrupt_records_total", "Distinct corrupt commit log records found, by who found them",
+            ("found_by",))
+        self.found_total = 0
+
+    def report(self, found_by: str, phys_offset: int, reason: str, detail: str = "") -> None:
+        if phys_offset not in self._seen:
+            self._seen[phys_offset] = None
+            if len(self._seen) > REMEMBERED_RECORDS:
+                del self._seen[next(iter(self._seen))]
+            self.found_total += 1
+            if self._counter is not None:
+                self._counter.inc(found_by=found_by)
+        allowed, held_back = self._limiter.allow(self._clock.now_ms())
+        if allowed:
+            log.warning("store.corrupt_record found_by=%s phys_offset=%d reason=%s%s held_back=%d", found_by,
+                        phys_offset, reason, f" {detail}" if detail else "", held_back)

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench pipeline sim fuzz chaos clean
+.PHONY: run test venv java-check bench pipeline sim soak fuzz chaos clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,13 @@ FIRST ?= 0
 SIM_ARGS ?=
 sim: $(STAMP)
 	$(BIN)/python -m pocketmq.testing.sim --seeds $(SEEDS) --first $(FIRST) $(SIM_ARGS)
+
+# The soak (docs/limits.md): a real broker under a steady mixed load (sends, pulls, POP with acks) for SOAK_MINUTES,
+# its RSS printed over time; exit 1 when it keeps growing after the warm-up. Not part of `make test`.
+SOAK_MINUTES ?= 30
+SOAK_ARGS ?=
+soak: $(STAMP)
+	$(BIN)/python -m pocketmq.testing.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 # The protocol fuzzer (tests/integration/test_protocol_fuzz.py) for FUZZ_SECONDS against a real broker; `make test`
 # runs a few seconds of it. FUZZ_SEED=<seed> [FUZZ_FIRST=<case>] replays a failure it printed.

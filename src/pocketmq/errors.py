@@ -37,6 +37,15 @@ class BadRequestError(PocketMQError):
     v2_code = 40000  # BAD_REQUEST
 
 
+class LimitExceededError(BadRequestError):
+    """A request over one of the broker's limits (docs/limits.md); ``limit`` names it. The remoting front end
+    counts and logs it (rate-limited) with the client's address before answering."""
+
+    def __init__(self, limit: str, message: str, **codes):
+        super().__init__(message, **codes)
+        self.limit = limit
+
+
 class IllegalTopicError(BadRequestError):
     v2_code = 40002
 

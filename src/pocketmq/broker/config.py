@@ -18,6 +18,7 @@ from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_probl
 from pocketmq.cluster.breaker import BreakerSettings
 from pocketmq.cluster.remote_reader import RetryDelays
 from pocketmq.common.topic import topic_name_problem
+from pocketmq.protocol import limits as remoting
 from pocketmq.store.api import FlushMode, StoreConfig
 
 _STORE_FIELDS = {f.name: f for f in dataclasses.fields(StoreConfig)}
@@ -180,6 +181,21 @@ class BrokerConfig:
     remote_read_retry_no_permission_ms: int = field(default=_REMOTE_READ_DELAYS.no_permission_ms,
                                                     metadata={"check": _positive})
     remote_read_retry_other_ms: int = field(default=_REMOTE_READ_DELAYS.other_ms, metadata={"check": _positive})
+    # What one client can make the remoting port hold (protocol/limits.py; the table in docs/limits.md).
+    remoting_max_frame_bytes: int = field(default=remoting.DEFAULT_MAX_FRAME_BYTES, metadata={"check": _positive})
+    remoting_max_header_bytes: int = field(default=remoting.DEFAULT_MAX_HEADER_BYTES, metadata={"check": _positive})
+    remoting_max_json_depth: int = field(default=remoting.DEFAULT_MAX_JSON_DEPTH, metadata={"check": _positive})
+    remoting_max_requests_in_flight: int = field(default=remoting.DEFAULT_MAX_REQUESTS_IN_FLIGHT,
+                                                 metadata={"check": _positive})
+    remoting_max_reply_buffer_bytes: int = field(default=remoting.DEFAULT_MAX_REPLY_BUFFER_BYTES,
+                                                 metadata={"check": _positive})
+    remoting_frame_receive_timeout_ms: int = field(default=remoting.DEFAULT_FRAME_RECEIVE_TIMEOUT_MS,
+                                                   metadata={"check": _not_negative})  # 0: none
+    remoting_idle_timeout_ms: int = field(default=remoting.DEFAULT_IDLE_TIMEOUT_MS,
+                                          metadata={"check": _not_negative})  # 0: none
+    remoting_max_connections: int = field(default=remoting.DEFAULT_MAX_CONNECTIONS, metadata={"check": _positive})
+    remoting_max_connections_per_host: int = field(default=remoting.DEFAULT_MAX_CONNECTIONS_PER_HOST,
+                                                   metadata={"check": _positive})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")
@@ -198,6 +214,16 @@ class BrokerConfig:
     @property
     def is_slave(self) -> bool:
         return self.broker_role is BrokerRole.SLAVE
+
+    def connection_limits(self) -> remoting.ConnectionLimits:
+        """The limits of the remoting port's connections."""
+        return remoting.ConnectionLimits(
+            max_frame_bytes=self.remoting_max_frame_bytes, max_header_bytes=self.remoting_max_header_bytes,
+            max_json_depth=self.remoting_max_json_depth, max_requests_in_flight=self.remoting_max_requests_in_flight,
+            max_reply_buffer_bytes=self.remoting_max_reply_buffer_bytes,
+            frame_receive_timeout_ms=self.remoting_frame_receive_timeout_ms,
+            idle_timeout_ms=self.remoting_idle_timeout_ms, max_connections=self.remoting_max_connections,
+            max_connections_per_host=self.remoting_max_connections_per_host)
 
     def role_problem(self) -> str | None:
         """Why broker_id and broker_role do not fit together (RocketMQ: id 0 is the master), or None."""

@@ -27,6 +27,7 @@ from pocketmq.errors import ConfigError
 from pocketmq.metrics.http import MetricsHttpServer
 from pocketmq.protocol.transport import RemotingServer
 from pocketmq.runtime import busy_poll
+from pocketmq.runtime.open_files import raise_open_files_limit
 from pocketmq.server.remoting_broker import build_broker_router
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
 def run(args: argparse.Namespace) -> int:
     configure_logging()
     config = broker_config_from_args(args)
+    raise_open_files_limit(config.remoting_max_connections)
     namesrv_overrides = {"broker_expire_ms": args.broker_expire_ms, "scan_interval_ms": args.namesrv_scan_interval_ms}
     with asyncio.Runner(loop_factory=busy_poll.loop_factory(config.busy_poll_us)) as runner:
         runner.run(serve(config, namesrv_overrides=namesrv_overrides, ready_file=args.ready_file))
@@ -113,7 +115,8 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         await namesrv.start()
         config = dataclasses.replace(config, namesrv_addr=namesrv.address)
     broker = Broker(config)
-    remoting = RemotingServer(build_broker_router(broker), config.host, config.remoting_port)
+    remoting = RemotingServer(build_broker_router(broker), config.host, config.remoting_port,
+                              limits=config.connection_limits(), metrics=broker.metrics)
     grpc = None
     metrics = None
     try:

@@ -20,7 +20,10 @@ import json
 import struct
 from dataclasses import dataclass, field
 
+from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.json_depth import json_too_deep
+from pocketmq.protocol.limits import CLIENT_LIMITS, ConnectionLimits
 
 SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1
@@ -28,7 +31,6 @@ SERIALIZE_ROCKETMQ = 1
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
 
-MAX_FRAME_BYTES = 64 * 1024 * 1024  # larger frames are malformed: a 4 MiB body plus headers fits easily
 _LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
               "OMS", "RUST", "NODE_JS"]
 _LANGUAGE_CODE = {name: i for i, name in enumerate(_LANGUAGES)}
@@ -38,10 +40,18 @@ _FRAME_PREFIX = struct.Struct(">ii")
 _BIN_FIXED = struct.Struct(">hbhii")
 _json_string = json.encoder.encode_basestring  # a str as a JSON string literal, non-ASCII kept (C speed)
 _JSON_HEADER_DECODER = json.JSONDecoder()
+_INT32_MIN, _INT32_MAX = -0x8000_0000, 0x7FFF_FFFF
 
 
 class MalformedFrameError(ValueError):
-    """The bytes are not a remoting frame; the connection that sent them must be closed."""
+    """The bytes are not a remoting frame; the connection that sent them must be closed.
+
+    ``limit`` names the limit the frame broke (``pocketmq.protocol.limits``), MALFORMED_FRAME when it is not one.
+    """
+
+    def __init__(self, message: str, limit: str = limit_names.MALFORMED_FRAME):
+        super().__init__(message)
+        self.limit = limit
 
 
 @dataclass(slots=True)
@@ -93,7 +103,7 @@ def encode_frame(serialize_type: int, header: bytes, body: bytes) -> bytes:
     return _FRAME_PREFIX.pack(4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
 
 
-def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+def decode_frame(frame: bytes | memoryview, limits: ConnectionLimits = CLIENT_LIMITS) -> RemotingCommand:
     """Decode one frame *without* its leading int32 length."""
     if len(frame) < 4:
         raise MalformedFrameError("frame shorter than its header length field")
@@ -102,10 +112,13 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     header_len = type_and_len & 0xFFFFFF
     if 4 + header_len > len(frame):
         raise MalformedFrameError(f"header length {header_len} exceeds frame length {len(frame)}")
+    if header_len > limits.max_header_bytes:
+        raise MalformedFrameError(f"header length {header_len} over {limits.max_header_bytes}",
+                                  limit_names.HEADER_BYTES)
     header = frame[4:4 + header_len]  # a JSON header is decoded to text straight from the frame: no copy
     body = bytes(frame[4 + header_len:])
     if serialize_type == SERIALIZE_JSON:
-        cmd = _decode_json_header(header)
+        cmd = _decode_json_header(header, limits.max_json_depth)
     elif serialize_type == SERIALIZE_ROCKETMQ:
         cmd = _decode_binary_header(bytes(header))
     else:
@@ -116,24 +129,42 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
 
 
 class FrameDecoder:
-    """Incremental decoder: ``feed`` bytes as they arrive, get back the complete commands."""
+    """Incremental decoder: ``feed`` bytes as they arrive, get back the complete commands.
 
-    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES):
+    A frame's length and header length are checked against ``limits`` as soon as their 8 bytes are in, so a frame
+    over the limit is refused before its body is buffered.
+    """
+
+    def __init__(self, limits: ConnectionLimits = CLIENT_LIMITS):
         self._buffer = bytearray()
-        self._max_frame_bytes = max_frame_bytes
+        self._limits = limits
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of a frame not complete yet."""
+        return len(self._buffer)
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
         self._buffer += data
         commands = []
         buf = self._buffer
         pos = 0
+        limits = self._limits
+        max_frame_bytes = limits.max_frame_bytes
         while len(buf) - pos >= 4:
             (length,) = _INT32.unpack_from(buf, pos)
-            if length < 4 or length > self._max_frame_bytes:
-                raise MalformedFrameError(f"frame length {length} outside [4, {self._max_frame_bytes}]")
+            if length < 4:
+                raise MalformedFrameError(f"frame length {length} below 4")
+            if length > max_frame_bytes:
+                raise MalformedFrameError(f"frame length {length} over {max_frame_bytes}", limit_names.FRAME_BYTES)
             if len(buf) - pos - 4 < length:
+                if len(buf) - pos >= 8:
+                    header_len = _INT32.unpack_from(buf, pos + 4)[0] & 0xFFFFFF
+                    if header_len > limits.max_header_bytes:
+                        raise MalformedFrameError(f"header length {header_len} over {limits.max_header_bytes}",
+                                                  limit_names.HEADER_BYTES)
                 break
-            commands.append(decode_frame(memoryview(buf)[pos + 4:pos + 4 + length]))
+            commands.append(decode_frame(memoryview(buf)[pos + 4:pos + 4 + length], limits))
             pos += 4 + length
         if pos:
             del buf[:pos]
@@ -163,9 +194,14 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
             ).encode()
 
 
-def _decode_json_header(header: bytes | memoryview) -> RemotingCommand:
+def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingCommand:
     try:
         text = str(header, "utf-8")  # RocketMQ writes UTF-8: no encoding sniffing
+    except UnicodeDecodeError as exc:
+        raise MalformedFrameError(f"JSON header is not UTF-8: {exc}") from None
+    if text.count("{") + text.count("[") > max_depth and json_too_deep(text, max_depth):  # the count: hot path
+        raise MalformedFrameError(f"JSON header nests deeper than {max_depth}", limit_names.JSON_DEPTH)
+    try:
         try:
             # The usual header is one object without whitespace around it: scanned directly, that skips the two
             # whitespace matches of JSONDecoder.decode (~0.5 µs a frame). Anything else takes decode(), which
@@ -175,7 +211,7 @@ def _decode_json_header(header: bytes | memoryview) -> RemotingCommand:
             end = -1
         if end != len(text):
             obj = _JSON_HEADER_DECODER.decode(text)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise MalformedFrameError(f"JSON header does not parse: {exc}") from None
     if not isinstance(obj, dict):
         raise MalformedFrameError("JSON header is not an object")
@@ -189,13 +225,34 @@ def _decode_json_header(header: bytes | memoryview) -> RemotingCommand:
             if type(value) is not str:
                 ext = _ext_strs(ext)
                 break
+        remark = obj.get("remark")
+        if remark is not None and type(remark) is not str:
+            raise ValueError("remark is not a string")
+        code, opaque, flag, version = obj["code"], obj.get("opaque", 0), obj.get("flag", 0), obj.get("version", 0)
+        if not (type(code) is type(opaque) is type(flag) is type(version) is int  # the usual case: one check
+                and _INT32_MIN <= min(code, opaque, flag, version) and max(code, opaque, flag, version) <= _INT32_MAX):
+            code, opaque, flag, version = _int32(code), _int32(opaque), _int32(flag), _int32(version)
         # positional: half the cost of naming the fields (~0.25 µs a frame)
-        return RemotingCommand(int(obj["code"]), ext, b"", int(obj.get("opaque", 0)), int(obj.get("flag", 0)),
-                               obj.get("remark"), str(obj.get("language", "JAVA")), int(obj.get("version", 0)))
-    except (KeyError, TypeError, ValueError) as exc:
+        return RemotingCommand(code, ext, b"", opaque, flag, remark, str(obj.get("language", "JAVA")), version)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         if isinstance(exc, MalformedFrameError):
             raise
-        raise MalformedFrameError(f"JSON header lacks a valid field: {exc}") from None
+        raise MalformedFrameError(f"JSON header lacks a valid field: {exc!r}") from None
+
+
+def _int32(value) -> int:
+    """A header number (a JSON integer, or its text as some clients send) that fits RocketMQ's int fields."""
+    if type(value) is int:  # the usual case
+        number = value
+    elif type(value) is str:
+        number = int(value)
+    elif type(value) is float and value.is_integer():  # 10.0; not inf (1e400), not nan
+        number = int(value)
+    else:  # fractions, booleans, objects: not a header number
+        raise ValueError(f"{value!r} is not an integer")
+    if not _INT32_MIN <= number <= _INT32_MAX:
+        raise ValueError(f"{number} is outside int32")
+    return number
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:

@@ -2,7 +2,9 @@
 
 A connection decodes frames as bytes arrive. Replies complete the pending call with the same ``opaque``;
 requests are handled concurrently (4.x clients keep long polls open on the connection they also send on)
-and answered out of order. A malformed frame closes that connection only.
+and answered out of order. A malformed frame closes that connection only. What a connection may hold is bounded
+(``protocol/limits.py``): past a bound it stops reading from the peer, or closes for a framing fault or a
+missed deadline.
 
 A handler returns its reply (or None) when it can answer at once, else an awaitable of it. Replies given at once
 skip the task a waiting handler needs, and the replies to every request that arrived in one read leave in one
@@ -15,12 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
+import math
+import socket
 from typing import Awaitable, Callable
 
-from pocketmq.errors import PocketMQError, RemotingError, RemotingTimeoutError
+from pocketmq.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
+from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode, canonical_request_code
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
+from pocketmq.protocol.limits import (CLIENT_LIMITS, METRIC_CONNECTIONS, ConnectionLimits, LimitReporter,
+                                      watchdog_verdict)
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +38,11 @@ Handler = Callable[["RemotingConnection", RemotingCommand], Reply | Awaitable[Re
 # the exception that refused a request standing for its error reply.
 BatchHandler = Callable[["RemotingConnection", list[RemotingCommand]], list[Reply | Awaitable[Reply] | Exception]]
 
-MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 4096
 # A call's timeout fires within this of its deadline: one timer per connection, set for the earliest deadline
 # pending, sweeps the calls (RocketMQ's scanResponseTable runs every second), where a timer per call cost ~3.5 µs
 # of a client's ~30 µs per send. Sweeps are at least this far apart.
 TIMEOUT_SWEEP_S = 0.05
-_WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
+_LOG_ONLY = LimitReporter()  # connections without a server's reporter (clients): log lines, no metric
 
 
 class RequestRouter:
@@ -72,23 +79,32 @@ class RequestRouter:
             return self._error_reply(conn, request, exc)
         return self._reply_of(conn, request, outcome)
 
+    def run_end(self, requests: list[RemotingCommand], start: int) -> int:
+        """Where the run of ``requests`` from ``start`` that ``serve_all`` hands to one batch handler ends
+        (``start + 1`` for a request whose code has none)."""
+        batch_handlers = self._batch_handlers
+        end = start + 1
+        if not batch_handlers:
+            return end
+        batch_handler = batch_handlers.get(canonical_request_code(requests[start].code))
+        if batch_handler is not None:
+            count = len(requests)
+            while end < count and batch_handlers.get(canonical_request_code(requests[end].code)) is batch_handler:
+                end += 1
+        return end
+
     def serve_all(self, conn: "RemotingConnection", requests: list[RemotingCommand]
                   ) -> list[Reply | Awaitable[Reply]]:
         """What ``__call__`` gives for each of ``requests`` (handled in order), through the batch handlers."""
-        batch_handlers = self._batch_handlers
-        if not batch_handlers:
-            return [self(conn, request) for request in requests]
         outcomes: list[Reply | Awaitable[Reply]] = []
         start, count = 0, len(requests)
         while start < count:
-            batch_handler = batch_handlers.get(canonical_request_code(requests[start].code))
-            end = start + 1
+            end = self.run_end(requests, start)
+            batch_handler = self._batch_handlers.get(canonical_request_code(requests[start].code))
             if batch_handler is None:
                 outcomes.append(self(conn, requests[start]))
                 start = end
                 continue
-            while end < count and batch_handlers.get(canonical_request_code(requests[end].code)) is batch_handler:
-                end += 1
             run = requests[start:end]
             try:
                 run_outcomes = batch_handler(conn, run)
@@ -120,42 +136,67 @@ class RequestRouter:
     @staticmethod
     def _error_reply(conn: "RemotingConnection", request: RemotingCommand, exc: Exception) -> RemotingCommand:
         if isinstance(exc, PocketMQError):
+            if isinstance(exc, LimitExceededError):
+                conn.limit_exceeded(exc.limit, f"code={request.code} reason={exc}")
             return request.response(exc.response_code, remark=str(exc))
         # a bug in one handler must not take the connection down
         log.error("event=handler_failed code=%s remote=%s", request.code, conn.remote_address, exc_info=exc)
         return request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
 
 
-def _serve_each(handler: Handler) -> Callable[["RemotingConnection", list[RemotingCommand]], list]:
-    """``serve_all`` for a plain handler: each request on its own."""
-    return lambda conn, requests: [handler(conn, request) for request in requests]
+def _one_request(requests: list[RemotingCommand], start: int) -> int:
+    """``run_end`` for a plain handler: each request on its own."""
+    return start + 1
 
 
 class RemotingConnection(asyncio.Protocol):
-    """One TCP connection speaking remoting frames, usable as client and server at once."""
+    """One TCP connection speaking remoting frames, usable as client and server at once.
 
-    def __init__(self, handler: Handler | None, *, name: str = "", coalesce_writes: bool = False):
+    ``limits`` bound what the peer can make it hold (``protocol/limits.py``, docs/limits.md): frames are checked
+    as they are decoded; requests are served in order while fewer than ``max_requests_in_flight`` are and the
+    write buffer holds at most ``max_reply_buffer_bytes``; the others wait, decoded, and the connection stops
+    reading until there is room (backpressure: a peer that does not read its replies gets no more served). With
+    deadlines it closes itself when a frame takes too long to arrive or it is idle. ``admit``, given by a server,
+    may refuse the connection as it opens.
+    """
+
+    def __init__(self, handler: Handler | None, *, name: str = "", coalesce_writes: bool = False,
+                 limits: ConnectionLimits = CLIENT_LIMITS, reporter: LimitReporter | None = None,
+                 admit: Callable[["RemotingConnection"], bool] | None = None):
         self._handler = handler
-        # The requests of one read are served together when the handler can (RequestRouter.serve_all).
-        self._serve_all = (None if handler is None
-                           else handler.serve_all if isinstance(handler, RequestRouter) else _serve_each(handler))
+        # The requests of one read are served together when the handler can (RequestRouter.serve_all), in runs
+        # (RequestRouter.run_end) so that the limits are looked at between runs.
+        self._serve_all = handler.serve_all if isinstance(handler, RequestRouter) else None
+        self._run_end = handler.run_end if isinstance(handler, RequestRouter) else _one_request
         # With coalesce_writes, the first frame written in a turn of the loop goes out at once (a lone request
         # waits for nothing) and the others of that turn gather into one socket write at the start of the next
         # turn (clients with many requests in flight save a syscall per request); close() sends them first.
         self._coalesce_writes = coalesce_writes
         self._outbox: list[bytes] | None = None  # None: nothing written this turn yet
-        self._decoder = FrameDecoder()
+        self._limits = limits
+        self._reporter = reporter or _LOG_ONLY
+        self._admit = admit
+        self._decoder = FrameDecoder(limits)
         self._transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[int, tuple[asyncio.Future, float]] = {}  # opaque -> (reply, deadline in loop time)
         self._sweeper: asyncio.TimerHandle | None = None  # while calls are pending
         self._sweep_at = 0.0  # when the sweeper runs, in loop time
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task] = set()  # requests being served
+        self._backlog: list[RemotingCommand] = []  # requests read, waiting for room to be served
+        self._reading_paused = False
+        self._frame_timeout_s = limits.frame_receive_timeout_ms / 1000
+        self._last_active_s = 0.0  # loop time bytes last arrived or the write buffer last drained
+        self._frame_started_s: float | None = None  # loop time the unfinished frame's first bytes arrived
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._watchdog_at = math.inf
         self._closed = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
         self._close_callbacks: list[Callable[["RemotingConnection"], None]] = []
         self.name = name
         self.remote_address = ""
+        self.remote_host = ""
         self.attributes: dict[str, object] = {}  # what upper layers learn about the peer (client id ...)
 
     # -- asyncio.Protocol -------------------------------------------------------------------------------------
@@ -163,57 +204,51 @@ class RemotingConnection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         if peer:
+            self.remote_host = str(peer[0])
             self.remote_address = f"{peer[0]}:{peer[1]}"
+        if self._admit is not None and not self._admit(self):
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        self._loop = asyncio.get_running_loop()
+        if self._limits.max_reply_buffer_bytes is not None:
+            # pause_writing comes once replies past the bound wait to be written: this connection stops reading
+            transport.set_write_buffer_limits(high=self._limits.max_reply_buffer_bytes)  # type: ignore[attr-defined]
+        if self._limits.has_deadlines:
+            self._last_active_s = self._loop.time()
+            self._on_watchdog()
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            import socket
-
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
 
     def data_received(self, data: bytes) -> None:
+        decoder = self._decoder
         try:
-            commands = self._decoder.feed(data)
+            commands = decoder.feed(data)
         except MalformedFrameError as exc:
-            log.warning("event=malformed_frame remote=%s reason=%s", self.remote_address, exc)
-            self.close()
+            self._drop(exc.limit, f"reason={exc}")
             return
-        replies: list[bytes] = []  # answered at once: sent together after the loop
+        if self._watchdog is not None:
+            now = self._last_active_s = self._loop.time()  # type: ignore[union-attr]
+            if not decoder.buffered_bytes:
+                self._frame_started_s = None
+            elif commands or self._frame_started_s is None:  # a new frame began in this read
+                self._frame_started_s = now
+                if self._frame_timeout_s and now + self._frame_timeout_s < self._watchdog_at:
+                    self._arm_watchdog(now + self._frame_timeout_s)
         requests: list[RemotingCommand] = []
         for cmd in commands:
             if cmd.is_response:
                 call = self._pending.pop(cmd.opaque, None)
                 if call is not None and not call[0].done():
                     call[0].set_result(cmd)
-            elif self._handler is None:
-                continue  # a peer that does not serve requests ignores them, as 4.x clients do
-            elif len(self._tasks) + len(requests) >= MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION:
-                # counted as if each admitted request of this read needed a task: the bound holds either way
-                if not cmd.is_oneway:
-                    replies.append(cmd.response(ResponseCode.SYSTEM_BUSY,
-                                                remark="too many requests in flight").encode())
-            else:
+            elif self._handler is not None:  # a peer that does not serve requests ignores them, as 4.x clients do
                 requests.append(cmd)
         if requests:
-            # a lone request (one send at a time) skips the grouping of serve_all: the same outcome, cheaper
-            outcomes = [self._handler(self, requests[0])] if len(requests) == 1 else self._serve_all(self, requests)
-            for cmd, outcome in zip(requests, outcomes):  # type: ignore[misc,arg-type]
-                if outcome is None or isinstance(outcome, RemotingCommand):
-                    if outcome is not None and not cmd.is_oneway:
-                        replies.append(outcome.encode())
-                else:
-                    task = asyncio.get_running_loop().create_task(self._serve(cmd, outcome))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
-        if replies and not self.is_closed:
-            if self._transport.get_write_buffer_size() <= _WRITE_BUFFER_HIGH_BYTES:  # type: ignore[union-attr]
-                self._transport.write(b"".join(replies) if len(replies) > 1 else replies[0])  # type: ignore
-            else:  # the peer does not read: replies wait for the buffer to drain, as a waiting handler's do
-                task = asyncio.get_running_loop().create_task(self._write_when_writable(replies))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            self._backlog = self._backlog + requests if self._backlog else requests
+            self._serve_backlog()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed.set()
@@ -223,9 +258,11 @@ class RemotingConnection(asyncio.Protocol):
             if not fut.done():
                 fut.set_exception(error)
         self._pending.clear()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
+        self._backlog = []
+        for timer in (self._sweeper, self._watchdog):
+            if timer is not None:
+                timer.cancel()
+        self._sweeper = self._watchdog = None
         for task in list(self._tasks):
             task.cancel()
         for callback in self._close_callbacks:
@@ -236,11 +273,137 @@ class RemotingConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writable.clear()
+        if self._limits.max_reply_buffer_bytes is not None:
+            self._update_reading()
 
     def resume_writing(self) -> None:
         self._writable.set()
+        if self._loop is not None:
+            self._last_active_s = self._loop.time()  # the peer reads: not idle
+        self._room_freed()
+
+    # -- serving under the limits -------------------------------------------------------------------------------
+    def _serve_backlog(self) -> None:
+        """Serve the requests read so far, in order, while there is room; leave the others for later.
+
+        Room: fewer than ``max_requests_in_flight`` requests being served, and (with a reply bound) a write buffer
+        under the bound. The replies given at once by the runs served in one go leave in one socket write; the
+        bound is looked at between runs, so it is exceeded by at most one run's replies.
+        """
+        backlog = self._backlog
+        count = len(backlog)
+        start = 0
+        limits = self._limits
+        reply_bound = limits.max_reply_buffer_bytes
+        max_in_flight = limits.max_requests_in_flight
+        tasks = self._tasks
+        transport = self._transport
+        writable = self._writable
+        while start < count and not transport.is_closing():  # type: ignore[union-attr]
+            room = max_in_flight - len(tasks)
+            if room <= 0 or (reply_bound is not None and not writable.is_set()):
+                break
+            replies: list[bytes] = []
+            reply_bytes = transport.get_write_buffer_size() if reply_bound is not None else 0  # type: ignore
+            while start < count and room > 0 and (reply_bound is None or reply_bytes <= reply_bound):
+                if count - start == 1:  # the usual last (or only) request of a read: no run to look for
+                    end, run = count, (backlog[start],)
+                    outcomes = (self._handler(self, run[0]),)  # type: ignore[misc]
+                else:
+                    end = min(self._run_end(backlog, start), start + room)
+                    run = backlog[start:end]
+                    outcomes = (self._handler(self, run[0]),) if end - start == 1 else self._serve_all(self, run)  # type: ignore
+                for cmd, outcome in zip(run, outcomes):
+                    if outcome is None or isinstance(outcome, RemotingCommand):
+                        if outcome is not None and not cmd.is_oneway:
+                            frame = outcome.encode()
+                            replies.append(frame)
+                            reply_bytes += len(frame)
+                    else:
+                        task = asyncio.get_running_loop().create_task(self._serve(cmd, outcome))
+                        tasks.add(task)
+                        task.add_done_callback(self._task_done)
+                        room -= 1
+                start = end
+            if replies and not transport.is_closing():  # type: ignore[union-attr]
+                transport.write(b"".join(replies) if len(replies) > 1 else replies[0])  # type: ignore[union-attr]
+        if start < count:
+            self._backlog = backlog[start:]
+            self._update_reading()
+        else:
+            self._backlog = []
+            if self._reading_paused or len(tasks) >= max_in_flight:
+                self._update_reading()
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if self._reading_paused:
+            self._room_freed()
+
+    def _room_freed(self) -> None:
+        if self._backlog:
+            self._serve_backlog()
+        elif self._reading_paused:
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Stop reading while requests wait for room, resume once they are all served (backpressure)."""
+        if self.is_closed:
+            return
+        limits = self._limits
+        unread_replies = limits.max_reply_buffer_bytes is not None and not self._writable.is_set()
+        pause = bool(self._backlog) or unread_replies or len(self._tasks) >= limits.max_requests_in_flight
+        if pause == self._reading_paused:
+            return
+        self._reading_paused = pause
+        if pause:
+            self._transport.pause_reading()  # type: ignore[union-attr]
+            if unread_replies:
+                self._reporter.exceeded(limit_names.REPLY_BUFFER_BYTES, self.remote_address,
+                                        f"buffered={self._transport.get_write_buffer_size()} "  # type: ignore
+                                        f"max={limits.max_reply_buffer_bytes} (reading paused)")
+            else:
+                self._reporter.exceeded(limit_names.REQUESTS_IN_FLIGHT, self.remote_address,
+                                        f"in_flight={len(self._tasks)} max={limits.max_requests_in_flight} "
+                                        "(reading paused)")
+        else:
+            self._transport.resume_reading()  # type: ignore[union-attr]
+            if self._frame_started_s is not None:  # the frame deadline counts while this side reads
+                self._frame_started_s = self._loop.time()  # type: ignore[union-attr]
+
+    # -- deadlines --------------------------------------------------------------------------------------------
+    def _arm_watchdog(self, when: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog_at = when
+        self._watchdog = self._loop.call_at(when, self._on_watchdog)  # type: ignore[union-attr]
+
+    def _on_watchdog(self) -> None:
+        """Close the connection past a deadline (docs/limits.md), else look again at the next one."""
+        self._watchdog, self._watchdog_at = None, math.inf
+        if self.is_closed:
+            return
+        now = self._loop.time()  # type: ignore[union-attr]
+        # Requests in flight keep a connection open (a long poll), unless they wait for the peer to read.
+        busy = bool(self._tasks or self._pending) and self._writable.is_set()
+        verdict = watchdog_verdict(self._limits, now, self._last_active_s,
+                                   None if self._reading_paused else self._frame_started_s, busy=busy)
+        if verdict.close_for is not None:
+            self._drop(verdict.close_for, f"buffered={self._decoder.buffered_bytes}")
+        elif verdict.next_check_s is not None:
+            self._arm_watchdog(verdict.next_check_s)
+
+    def _drop(self, limit: str, detail: str) -> None:
+        """Close at once for a broken limit (the peer may not read: no waiting for the write buffer to drain)."""
+        self.limit_exceeded(limit, detail)
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.abort()
 
     # -- API ----------------------------------------------------------------------------------------------------
+    def limit_exceeded(self, limit: str, detail: str) -> None:
+        """Count and log (rate-limited) a request of this peer refused by a limit."""
+        self._reporter.exceeded(limit, self.remote_address, detail)
+
     @property
     def is_closed(self) -> bool:
         return self._closed.is_set() or self._transport is None or self._transport.is_closing()
@@ -320,18 +483,19 @@ class RemotingConnection(asyncio.Protocol):
         await self._closed.wait()
 
     async def _serve(self, request: RemotingCommand, outcome: Awaitable[Reply]) -> None:
+        if self._limits.max_reply_buffer_bytes is not None and not self._writable.is_set():
+            # The peer does not read its replies: its request's work (a coroutine not started yet, such as a
+            # PULL's read) waits until they drain, and then one at a time as long as each reply fills the buffer.
+            try:
+                while not self._writable.is_set():
+                    await self._writable.wait()
+            except asyncio.CancelledError:
+                if inspect.iscoroutine(outcome):
+                    outcome.close()  # never started: no "never awaited" warning
+                raise
         response = await outcome
-        if response is None or request.is_oneway or self.is_closed:
-            return
-        if self._transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH_BYTES:  # type: ignore[union-attr]
-            await self._writable.wait()
-        if not self.is_closed:
+        if response is not None and not request.is_oneway and not self.is_closed:
             self.write(response)
-
-    async def _write_when_writable(self, frames: list[bytes]) -> None:
-        await self._writable.wait()
-        if not self.is_closed:
-            self._transport.write(b"".join(frames))  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else "open"
@@ -342,25 +506,82 @@ class _ReplyTimeout(Exception):
     """Set on a pending call's future when its time is up (turned into RemotingTimeoutError by invoke)."""
 
 
-class RemotingServer:
-    """Listens on host:port and serves each connection with ``handler``."""
+_ACCEPT_OUT_OF_RESOURCES = "socket.accept() out of system resource"  # asyncio's message; it retries in 1 s
 
-    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0):
+
+class RemotingServer:
+    """Listens on host:port and serves each connection with ``handler``, under ``limits``.
+
+    Connections past ``max_connections``, or past ``max_connections_per_host`` from one IP address, are closed as
+    they open. When accepting fails for want of file descriptors, asyncio stops accepting for a second and tries
+    again; the server counts and logs that (rate-limited) instead of a traceback a second.
+    """
+
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, *,
+                 limits: ConnectionLimits | None = None, metrics=None):
         self._handler = handler
         self._host = host
         self._port = port
+        self._limits = limits or ConnectionLimits()
+        self._reporter = LimitReporter(metrics)
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[RemotingConnection] = set()
+        self._per_host: dict[str, int] = {}  # open connections per client IP address
+        if metrics is not None:
+            gauge = metrics.gauge(METRIC_CONNECTIONS, "open remoting connections", ("port",))
+            metrics.add_collector(lambda: gauge.set(len(self.connections), port=self._port_label()))
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._make_connection, self._host, self._port, reuse_address=True)
+        self._report_accept_failures(loop)
 
     def _make_connection(self) -> RemotingConnection:
-        conn = RemotingConnection(self._handler)
+        return RemotingConnection(self._handler, limits=self._limits, reporter=self._reporter, admit=self._admit)
+
+    def _admit(self, conn: RemotingConnection) -> bool:
+        limits, host = self._limits, conn.remote_host
+        if len(self.connections) >= limits.max_connections:
+            self._reporter.exceeded(limit_names.MAX_CONNECTIONS, conn.remote_address,
+                                    f"open={len(self.connections)} max={limits.max_connections}")
+            return False
+        if self._per_host.get(host, 0) >= limits.max_connections_per_host:
+            self._reporter.exceeded(limit_names.MAX_CONNECTIONS_PER_HOST, conn.remote_address,
+                                    f"open={self._per_host[host]} max={limits.max_connections_per_host}")
+            return False
         self.connections.add(conn)
-        conn.on_close(self.connections.discard)
-        return conn
+        self._per_host[host] = self._per_host.get(host, 0) + 1
+        conn.on_close(self._forget)
+        return True
+
+    def _forget(self, conn: RemotingConnection) -> None:
+        self.connections.discard(conn)
+        left = self._per_host.get(conn.remote_host, 0) - 1
+        if left > 0:
+            self._per_host[conn.remote_host] = left
+        else:
+            self._per_host.pop(conn.remote_host, None)
+
+    def _report_accept_failures(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Count and log (rate-limited) asyncio's failed accepts on this server's sockets (EMFILE ...); asyncio
+        itself pauses accepting for a second and resumes, so clients get in once descriptors are free."""
+        previous = loop.get_exception_handler()
+        own = {sock.fileno() for sock in self._server.sockets}  # type: ignore[union-attr]
+
+        def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+            sock = context.get("socket")
+            if context.get("message") == _ACCEPT_OUT_OF_RESOURCES and sock is not None and sock.fileno() in own:
+                self._reporter.exceeded(limit_names.OPEN_FILES, f"{self._host}:{self.port}",
+                                        f"reason={context.get('exception')!r} (accepting again in 1 s)")
+            elif previous is not None:
+                previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handle)
+
+    def _port_label(self) -> str:
+        return str(self.port) if self._server is not None else "stopped"
 
     @property
     def port(self) -> int:

@@ -27,7 +27,6 @@ from pocketmq.protocol.codes import (
     UPDATE_STAGE_OFFSETS,
     RequestCode,
 )
-from pocketmq.protocol.command import MAX_FRAME_BYTES
 from pocketmq.protocol.headers import (
     INT64_MAX,
     RequestHeader,
@@ -39,6 +38,7 @@ from pocketmq.protocol.headers import (
     text,
     topic_name,
 )
+from pocketmq.protocol.limits import CLIENT_MAX_FRAME_BYTES
 
 NAME_MAX_CHARS = 255  # broker names, client ids, addresses: RocketMQ's group name bound
 PROPERTIES_MAX_CHARS = 32767  # a record's properties length is an int16
@@ -228,7 +228,7 @@ class BrokerNameHeader(RequestHeader):
 class HaPullHeader(BrokerNameHeader):
     broker_id: int = int64("brokerId", 0, low=0)
     phys_offset: int = int64("physOffset", low=0)
-    max_bytes: int = int32("maxBytes", low=1, high=MAX_FRAME_BYTES)  # a reply must fit a frame
+    max_bytes: int = int32("maxBytes", low=1, high=CLIENT_MAX_FRAME_BYTES)  # a reply must fit the slave's frames
     suspend_ms: int = int64("suspendMillis", 0, low=0)
     last_record_phys_offset: int | None = int64("lastRecordPhysOffset", None, low=0)
     last_record_crc32c: int | None = int64("lastRecordCrc32c", None, low=0, high=(1 << 32) - 1)

@@ -29,19 +29,22 @@ from __future__ import annotations
 
 import base64
 
+from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
 from pocketmq.broker.pop.engine import PopRequest, PopResult
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
-from pocketmq.errors import BadRequestError, InvalidReceiptHandleError, PocketMQError
+from pocketmq.errors import BadRequestError, InvalidReceiptHandleError, LimitExceededError, PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.limits import BATCH_ACK_BITS
 from pocketmq.protocol.message_codec import encode_record
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.broker_headers import AckMessageHeader, ChangeInvisibleTimeHeader, PopMessageHeader
 from pocketmq.server.remoting_headers import json_body
 
 POLL_LATE_TOLERANCE_MS = 500
+_WORD_MASK = 2 ** 64 - 1
 
 
 def extra_info(result: PopResult, retry: bool, queue_id: int, start_offset: int, queue_offset: int) -> str:
@@ -72,9 +75,28 @@ def bit_set(value) -> int:
     """RocketMQ's serialized java.util.BitSet: base64 of toByteArray(), or a list of toLongArray() words."""
     if isinstance(value, str):
         return int.from_bytes(base64.b64decode(value), "little")
-    if isinstance(value, list):
-        return sum((int(word) & (2 ** 64 - 1)) << (64 * i) for i, word in enumerate(value))
+    if isinstance(value, list):  # the words as bytes, then one int: linear, where summing shifted ints is not
+        return int.from_bytes(b"".join((int(word) & _WORD_MASK).to_bytes(8, "little") for word in value), "little")
     raise ValueError("bit set is neither base64 nor a list of words")
+
+
+def set_bit_indexes(bits: int) -> list[int]:
+    """The indexes of the set bits of ``bits``, lowest first; BadRequestError when more than one CK holds.
+
+    An ack entry names messages of one CK (at most MAX_MESSAGES_PER_CK), so more set bits are a client's mistake;
+    counting them first keeps the walk to that many steps of big-int work, whatever the bit set's length.
+    """
+    if bits < 0:
+        raise BadRequestError("batch ack bit set is negative")
+    if bits.bit_count() > MAX_MESSAGES_PER_CK:
+        raise LimitExceededError(BATCH_ACK_BITS, f"batch ack entry acks {bits.bit_count()} messages, more than a "
+                                 f"pop hands out ({MAX_MESSAGES_PER_CK})")
+    indexes = []
+    while bits:
+        lowest = bits & -bits
+        indexes.append(lowest.bit_length() - 1)
+        bits ^= lowest
+    return indexes
 
 
 class PopHandlers:
@@ -152,7 +174,7 @@ class PopHandlers:
                     start, int(ack["pt"]), int(ack["it"]), int(ack["rq"]), int(retry), broker_name, int(ack["q"])))
             except (KeyError, TypeError, ValueError) as exc:
                 raise BadRequestError(f"batch ack entry {ack!r}: {exc}") from None
-            offsets = [start + i for i in range(bits.bit_length()) if bits >> i & 1]
+            offsets = [start + i for i in set_bit_indexes(bits)]
             if not offsets:
                 continue
             # The entry is checked once, as the handle of its first offset; the others differ by offset only.

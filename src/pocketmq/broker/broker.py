@@ -251,7 +251,7 @@ class Broker:
             await _persisting("pop", self.pop.stop)
         await self.store.shutdown()  # type: ignore[union-attr]  # flushed first: the offsets below stand on it
         await _persisting("offsets", self._persist_offsets)
-        await _persisting("epochs", self.epochs.save_if_confirmed)
+        await _persisting("epochs", self.epochs.save_if_changed)
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)
 
@@ -272,7 +272,7 @@ class Broker:
 
     async def _save_epochs(self) -> None:
         """The confirmed offset moves with SYNC acks: saved once a period (off the loop), not per ack."""
-        await asyncio.to_thread(self.epochs.save_if_confirmed)
+        await asyncio.to_thread(self.epochs.save_if_changed)
 
     def _persist_offsets(self) -> None:
         self.offsets.persist()

@@ -152,39 +152,46 @@ class EpochFile:
         self.path = Path(data_dir) / EPOCH_FILE
         self.epochs: list[Epoch] = []
         self.confirmed_phys_offset = 0
-        self._saved_confirmed = 0
+        self._saved: tuple[list[Epoch], int] = ([], 0)  # what the file holds: epochs, confirmed offset
         self._save_lock = threading.Lock()  # the periodic save runs in a worker thread, the others on the loop
 
     def load(self) -> None:
         obj = load_json(self.path, {})
         try:
             self.epochs = parse_epochs(obj.get("epochs", []))
-            self.confirmed_phys_offset = self._saved_confirmed = int(obj.get("confirmedPhysOffset", 0))
+            self.confirmed_phys_offset = int(obj.get("confirmedPhysOffset", 0))
+            self._saved = (self.epochs, self.confirmed_phys_offset)
         except (ValueError, TypeError, AttributeError) as exc:
             raise ValueError(f"{self.path} does not parse: {exc}") from None
 
     def save(self) -> None:
         """Atomic and durable (blocking)."""
         with self._save_lock:
-            confirmed = self.confirmed_phys_offset
-            atomic_write_json(self.path, {"epochs": [e.to_json() for e in self.epochs],
+            epochs, confirmed = self.epochs, self.confirmed_phys_offset
+            atomic_write_json(self.path, {"epochs": [e.to_json() for e in epochs],
                                           "confirmedPhysOffset": confirmed})
-            self._saved_confirmed = confirmed
+            self._saved = (epochs, confirmed)
 
     def confirmed(self, phys_offset: int) -> None:
         """Records below ``phys_offset`` were confirmed as replicated (kept in memory; ``save_if_confirmed``)."""
         self.confirmed_phys_offset = max(self.confirmed_phys_offset, phys_offset)
 
-    def save_if_confirmed(self) -> bool:
-        """Save when the confirmed offset moved since the last save (a periodic task calls this)."""
-        if self.confirmed_phys_offset == self._saved_confirmed:
+    def save_if_changed(self) -> bool:
+        """Save when the confirmed offset moved or the epochs changed since the last save (a periodic task
+        calls this; it also retries a tenure whose save failed)."""
+        if (self.epochs, self.confirmed_phys_offset) == self._saved:
             return False
         self.save()
         return True
 
     def begin_tenure(self, max_phys_offset: int, min_phys_offset: int) -> Epoch:
         self.epochs = begin_tenure(self.epochs, max_phys_offset, min_phys_offset, new_tenure_id())
-        self.save()
+        try:
+            self.save()
+        except OSError as exc:
+            # A master must start on a full disk (reads, acks and restarts go on); its sends are refused until
+            # there is room, and the periodic save writes the tenure within a second of the disk having room.
+            log.error("event=ha_epochs_save_failed path=%s error=%r retry=periodic", self.path, exc)
         return self.epochs[-1]
 
     def replace(self, epochs: list[Epoch]) -> bool:

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from pocketmq.cluster.ha_epochs import (
-    Epoch, EpochFile, PlanKind, adopt, begin_tenure, common_prefix_end, epochs_of_body, parse_epochs, plan,
+    EPOCH_FILE, Epoch, EpochFile, PlanKind, adopt, begin_tenure, common_prefix_end, epochs_of_body, parse_epochs,
+    plan,
 )
 
 A1, B2, C3 = Epoch(1, 0, "a"), Epoch(2, 800, "b"), Epoch(3, 1200, "c")
@@ -86,7 +87,7 @@ def test_the_file_keeps_epochs_and_the_confirmed_offset(tmp_path):
     assert first.epoch == 1 and json.loads(epochs.path.read_text())["epochs"] == [first.to_json()]
     epochs.confirmed(500)
     epochs.confirmed(300)  # it only moves up
-    assert epochs.save_if_confirmed() and not epochs.save_if_confirmed()
+    assert epochs.save_if_changed() and not epochs.save_if_changed()
     epochs.replace([first, Epoch(2, 900, "m")])
     epochs.cut(900)
     again = EpochFile(tmp_path)
@@ -99,3 +100,19 @@ def test_a_damaged_file_is_a_clear_error(tmp_path):
     (tmp_path / "ha_epochs.json").write_text('{"epochs": [{"epoch": "x"}]}')
     with pytest.raises(ValueError, match="ha_epochs.json does not parse"):
         EpochFile(tmp_path).load()
+
+
+def test_a_tenure_that_cannot_be_saved_starts_anyway_and_is_saved_once_there_is_room(tmp_path, monkeypatch):
+    epochs = EpochFile(tmp_path)
+
+    def disk_full(path, document):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("pocketmq.cluster.ha_epochs.atomic_write_json", disk_full)
+    started = epochs.begin_tenure(100, 0)  # a master starting on a full disk
+    assert epochs.epochs[-1] == started and not (tmp_path / EPOCH_FILE).exists()
+    monkeypatch.undo()
+    assert epochs.save_if_changed() and not epochs.save_if_changed()
+    reloaded = EpochFile(tmp_path)
+    reloaded.load()
+    assert reloaded.epochs == [started]

@@ -86,9 +86,14 @@ class QueueShare:
         return list(range(first_gray, queue_nums)) if self.gray else list(range(first_gray))
 
     def retry_queue_ids(self, queue_nums: int) -> list[int]:
-        """Of a pop retry topic: the last queue is gray once the topic has ``GRAY_RETRY_QUEUE_NUMS`` or more."""
-        if not self.split or queue_nums < GRAY_RETRY_QUEUE_NUMS:
+        """Of a pop retry topic: the last queue is gray once the topic has ``GRAY_RETRY_QUEUE_NUMS`` or more.
+        A topic with fewer holds only normal retries (revive grows it before it places the first gray one:
+        broker/gray.py ``place_retry_copy``), so while the split is on, a gray client reads none of it: a normal
+        retry revived before the topic grows must not reach a gray client."""
+        if not self.split:
             return list(range(queue_nums))
+        if queue_nums < GRAY_RETRY_QUEUE_NUMS:
+            return [] if self.gray else list(range(queue_nums))
         return [queue_nums - 1] if self.gray else list(range(queue_nums - 1))
 
 

@@ -48,6 +48,8 @@ def test_pop_retry_topic_last_queue_is_gray_while_split(ids, queue_nums):
     for cid, queue_ids in shares.items():
         if split.active and queue_nums >= 2:
             assert queue_ids == ([queue_nums - 1] if "@gray" in cid else list(range(queue_nums - 1)))
+        elif split.active:  # not grown yet: only normal retries are in it
+            assert queue_ids == ([] if "@gray" in cid else list(range(queue_nums)))
         else:
             assert queue_ids == list(range(queue_nums))
 
@@ -140,6 +142,27 @@ async def test_engine_pops_only_the_share_and_revived_gray_messages_only_reach_g
         members.discard("g@2@gray")  # the gray client left: the normal one gets everything at once
         await send(broker, "T", 8, queues=8)
         assert {q for q, _, _ in await pop("n@1")} == set(range(8))
+
+
+async def test_a_normal_retry_revived_before_the_retry_topic_grows_never_reaches_a_gray_client(tmp_path):
+    """Revive makes the pop retry topic with one queue for a normal retry and grows it only for the first gray
+    one, in a later batch or pass; a gray client popping in between must not take the normal retry."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        broker.groups.create_or_update(SubscriptionGroupConfig("G", attributes={"gray.queue.ratio": "0.25"}))
+        broker.gray.add_member_source(lambda group: {"n@1": ("T",), "g@2@gray": ("T",)} if group == "G" else {})
+        await send(broker, "T", 1, queues=8)
+
+        async def pop(client_id):
+            request = PopRequest("G", "T", 32, 10_000, client_id=client_id)
+            return [(m.body.decode(), m.reconsume_times) for m, _ in (await broker.pop.pop(request)).delivered()]
+
+        assert await pop("n@1") == [("m0", 0)]
+        clock.advance(10_001)  # not acked: revived as a normal retry, the only copy of the pass
+        await broker.pop.revive.run_once(clock.now_ms())
+        assert broker.topics.get("%RETRY%G_T").read_queue_nums == 1  # no gray retry yet: not grown
+        assert await pop("g@2@gray") == []
+        assert await pop("n@1") == [("m0", 1)]
 
 
 def test_describe_lists_push_reports_and_pop_shares_of_live_members_only():

@@ -138,7 +138,7 @@ class ChaosRun:
         with Admin(ClientConfig(namesrv_addr=self.cluster.namesrv_addr)) as admin:
             while True:
                 try:
-                    admin.create_topic(TOPIC, queues=2)
+                    admin.create_topic(TOPIC, queues=2, update=True)  # a retry after a partial create
                     for group in GROUPS:
                         admin.create_group(group, retry_max_times=RETRY_MAX_TIMES)
                     return

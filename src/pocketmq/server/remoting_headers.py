@@ -16,6 +16,8 @@ from typing import Any
 
 from pocketmq.errors import BadRequestError
 from pocketmq.protocol.headers import lenient_bool, lenient_int
+from pocketmq.protocol.json_depth import json_too_deep
+from pocketmq.protocol.limits import DEFAULT_MAX_JSON_DEPTH
 
 _REQUIRED = object()
 
@@ -52,41 +54,24 @@ class HeaderFields:
 
 
 # Request bodies nest a few levels (a heartbeat's subscriptions are four deep); deeper is a hostile client's.
-MAX_JSON_BODY_DEPTH = 32
+MAX_JSON_BODY_DEPTH = DEFAULT_MAX_JSON_DEPTH  # bodies nest no deeper than headers may (protocol/limits.py)
 
 
 def json_body(body: bytes, what: str) -> Any:
     """Parse a JSON request body; BadRequestError when it is absent, not JSON, or nested deeper than
-    ``MAX_JSON_BODY_DEPTH``."""
+    ``MAX_JSON_BODY_DEPTH`` (measured before parsing, as for headers: a parser pays for each level first)."""
     if not body:
         raise BadRequestError(f"{what} body is missing")
     try:
-        obj = json.loads(body)
-    except RecursionError:  # the parser's own guard against a body nested thousands deep
-        raise BadRequestError(f"{what} body is nested deeper than {MAX_JSON_BODY_DEPTH}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = body.decode()
+    except UnicodeDecodeError as exc:
         raise BadRequestError(f"{what} body is not JSON: {exc}") from None
-    if json_depth_exceeds(obj, MAX_JSON_BODY_DEPTH):
+    if json_too_deep(text, MAX_JSON_BODY_DEPTH):
         raise BadRequestError(f"{what} body is nested deeper than {MAX_JSON_BODY_DEPTH}")
-    return obj
-
-
-def json_depth_exceeds(obj: Any, limit: int) -> bool:
-    """Whether ``obj`` (parsed JSON) has containers nested more than ``limit`` deep; iterative, and it stops at
-    the first container too deep."""
-    pending = [(obj, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, dict):
-            children = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise BadRequestError(f"{what} body is not JSON: {exc}") from None
 
 
 def json_bytes(obj: Any) -> bytes:

@@ -36,10 +36,11 @@ async def test_the_version_changes_with_topics_and_groups_and_comes_with_the_sna
         with_group = metadata_version(1, master.topics, master.groups)
         assert len({before, with_topic, with_group}) == 3
 
-        body = metadata_snapshot(master.topics, master.groups, master.offsets, version=with_group, phys_offset=7)
+        body = metadata_snapshot(master.topics, master.groups, master.offsets, version=str(with_group),
+                                 phys_offset=7)
         assert json.loads(body)["physOffset"] == 7
         changes = apply_metadata(body, slave.topics, slave.groups, slave.offsets)
-        assert changes.version == with_group
+        assert changes.version == str(with_group)
         assert slave.topics.get("new-topic") == master.topics.get("new-topic") and slave.groups.get("new-group")
         # an older master's snapshot has no version: the slave knows none
         older = metadata_snapshot(master.topics, master.groups, master.offsets)

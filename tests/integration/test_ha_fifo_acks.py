@@ -18,12 +18,12 @@ import pytest
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.simple_consumer import AsyncSimpleConsumer, messages_of_pop_reply
+from pocketmq.client.simple_consumer import AsyncSimpleConsumer
 from pocketmq.common import properties as props
-from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, start_two_groups
-from tests.integration.test_ha_acting_master import acting, call, send
+from tests.integration.test_ha_acting_master import ack, acting, pop, send
 from tests.integration.test_ha_failover_acks import RARE_METADATA_SYNC
 from tests.integration.test_ha_replication import poll
 
@@ -66,10 +66,11 @@ async def test_acked_fifo_pops_never_come_back_after_kill_9_of_the_sync_master(t
         delivered: list[str] = []
         deadline = time.monotonic() + 20
         while set(delivered) != expected and time.monotonic() < deadline:
-            for msg in await _pop_fifo(client, a1.remoting):
+            for msg in await pop(client, a1.remoting, GROUP_A, TOPIC, 60_000, group=FIFO_GROUP, fifo=True,
+                                 poll_ms=200):
                 delivered.append(msg.body.decode())
                 assert delivered[-1] not in acked, f"an acked message came again: {delivered}"
-                await _ack(client, a1.remoting, msg)
+                await ack(client, a1.remoting, msg, FIFO_GROUP)
         assert sorted(delivered) == sorted(expected), delivered  # each once, none lost
         for message_group in MESSAGE_GROUPS:
             of_group = [body for body in delivered if body[0] == message_group]
@@ -86,22 +87,3 @@ async def _receive(consumer: AsyncSimpleConsumer, count: int) -> dict:
     while len(got) < count and time.monotonic() < deadline:
         got.update((m.body.decode(), m) for m in await consumer.receive(32, INVISIBLE_MS))
     return got
-
-
-async def _pop_fifo(client: RemotingClient, addr: str):
-    reply = await call(client, addr, RequestCode.POP_MESSAGE, {
-        "consumerGroup": FIFO_GROUP, "topic": TOPIC, "queueId": -1, "maxMsgNums": 32, "invisibleTime": 60_000,
-        "pollTime": 200, "bornTime": int(time.time() * 1000), "initMode": 0, "expType": "TAG", "exp": "*",
-        "order": "true"})
-    if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
-        return []
-    assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
-    return messages_of_pop_reply(reply, GROUP_A)
-
-
-async def _ack(client: RemotingClient, addr: str, msg) -> None:
-    extra = msg.properties[props.POP_CK]
-    reply = await call(client, addr, RequestCode.ACK_MESSAGE, {
-        "consumerGroup": FIFO_GROUP, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
-        "offset": extra.rsplit(" ", 1)[1]})
-    assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)

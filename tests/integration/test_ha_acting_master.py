@@ -67,21 +67,21 @@ async def send(client: RemotingClient, addr: str, topic: str, body: bytes, prope
 
 
 async def pop(client: RemotingClient, addr: str, broker_name: str, topic: str = POP_TOPIC,
-              invisible_ms: int = INVISIBLE_MS):
+              invisible_ms: int = INVISIBLE_MS, *, group: str = GROUP, fifo: bool = False, poll_ms: int = 0):
     reply = await call(client, addr, RequestCode.POP_MESSAGE, {
-        "consumerGroup": GROUP, "topic": topic, "queueId": -1, "maxMsgNums": 32,
-        "invisibleTime": invisible_ms, "pollTime": 0, "bornTime": int(time.time() * 1000), "initMode": 0,
-        "expType": "TAG", "exp": "*", "order": "false"})
+        "consumerGroup": group, "topic": topic, "queueId": -1, "maxMsgNums": 32,
+        "invisibleTime": invisible_ms, "pollTime": poll_ms, "bornTime": int(time.time() * 1000), "initMode": 0,
+        "expType": "TAG", "exp": "*", "order": str(fifo).lower()})
     if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
         return []
     assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
     return messages_of_pop_reply(reply, broker_name)
 
 
-async def ack(client: RemotingClient, addr: str, msg) -> None:
+async def ack(client: RemotingClient, addr: str, msg, group: str = GROUP) -> None:
     extra = msg.properties[props.POP_CK]
     reply = await call(client, addr, RequestCode.ACK_MESSAGE, {
-        "consumerGroup": GROUP, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
+        "consumerGroup": group, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
         "offset": extra.rsplit(" ", 1)[1]})
     assert reply.code == ResponseCode.SUCCESS, reply.remark
 

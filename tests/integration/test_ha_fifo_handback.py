@@ -18,7 +18,7 @@ from pocketmq.common import properties as props
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
-from tests.integration.test_ha_acting_master import _last_match, ack, acting, replicated, send
+from tests.integration.test_ha_acting_master import _last_match, ack, acting, replicated, runtime, send
 from tests.integration.test_ha_metadata_sync import FAST, config_file, pop
 from tests.integration.test_ha_replication import poll
 
@@ -53,6 +53,8 @@ async def test_fifo_pops_of_the_acting_slave_continue_on_the_returning_master(tm
         merged = _last_match(master, r"event=acting_services_taken_back .*fifo_queues_merged=(\d+)")
         assert merged == ("1",), master.log_tail()
         assert await pop(client, master.remoting, FIFO_TOPIC, fifo=True) == []  # nothing acked comes again
+        # A SYNC master answers a FIFO ack once its slave has it (docs/ha.md): the slave follows it again first.
+        await poll(lambda: _followed(client, master.remoting), 15, "the slave following the master again")
         await ack(client, master.remoting, on_slave[0])  # the slave's handle of a1, in flight on the master now
         assert [m.body for m in await pop(client, master.remoting, FIFO_TOPIC, fifo=True)] == [b"a2"]
     finally:
@@ -64,3 +66,7 @@ async def _fifo_equal(master, slave) -> bool:
     on_master = config_file(master, "pop_fifo.json")
     return on_master is not None and '"flight": {"0"' in json.dumps(on_master) and \
         on_master == config_file(slave, "pop_fifo.json")
+
+
+async def _followed(client: RemotingClient, addr: str) -> bool:
+    return int((await runtime(client, addr)).get("haConnections", 0)) >= 1

@@ -164,6 +164,9 @@ class ActingPopWrites:
             queue.ledger.apply_ack(ack)
         self._progress.save()
 
+    async def fifo_state(self) -> None:
+        """A FIFO ack here holds in this slave's own FIFO state (handed back to its master at the handover)."""
+
     async def forward_acks(self, acks: list[AckRecord]) -> None:
         routes: Routes = {}
         for ack in acks:

@@ -46,6 +46,7 @@ from pocketmq.runtime.loop_lag import LoopLagMonitor
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
+from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.errors import BadRequestError, ConfigError
 from pocketmq.metrics import MetricsRegistry
@@ -189,11 +190,17 @@ class Broker:
                  epoch.start_phys_offset, epoch.tenure_id)
         self.ha_master = HaMaster(self.store, clock=self.clock, ack_timeout_ms=config.ha_slave_ack_timeout_ms,
                                   max_gap_bytes=config.ha_max_gap_bytes, slave_expire_ms=config.ha_slave_expire_ms,
-                                  metrics=self.metrics, epochs=self.epochs)
+                                  metrics=self.metrics, epochs=self.epochs, metadata_version=self._metadata_version)
         self.ha_master.start()
         if config.broker_role is BrokerRole.SYNC_MASTER:
             self.messages.replication = self.ha_master  # type: ignore[union-attr]
             self.pop.writes.replication = self.ha_master  # acks answer once a slave has them, as sends
+
+    def _metadata_version(self) -> MetadataVersion:
+        """What a slave must have applied to hold this master's topics, groups and FIFO POP acks."""
+        from pocketmq.cluster.ha_metadata import metadata_version
+        return metadata_version(self.boot_timestamp_ms, self.topics, self.groups,
+                                self.pop.fifo.data_version if self.pop else 0)
 
     def _start_slave(self) -> None:
         from pocketmq.cluster.ha_services import ServiceStateFollower, service_tables_of

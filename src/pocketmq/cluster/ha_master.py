@@ -18,6 +18,13 @@ cuts records that a producer may have been told are on two brokers.
 turned into FLUSH_SLAVE_TIMEOUT (no ack within ``ack_timeout_ms``, or the slave left while waiting) or
 SLAVE_NOT_AVAILABLE (no slave in sync when the send arrived).
 
+``metadata_replicated()`` is what a FIFO ack (or change of invisible time) of a SYNC_MASTER awaits: it writes
+no record, only the FIFO POP state, which reaches a slave with a metadata snapshot. The ack made the master's
+metadata version (``cluster.metadata_version``) new; the master answers pulls at once while the slave's applied
+version (``appliedMetadataVersion`` of its pull) is not the master's, and wakes held pulls when the version
+changes, so the slave learns of it within a round trip, syncs, and says so in its next pull. The ack then
+answers PUT_OK, or FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE as a send would.
+
 Replication lag per slave (``slave_lags``; runtime info ``haSlaveLag`` and the gauges
 ``pocketmq_ha_slave_lag_bytes`` / ``pocketmq_ha_slave_lag_seconds``): bytes = the master's log end minus the
 slave's ack; seconds = the age (store timestamp to now) of the oldest record the slave has not acked, 0 when
@@ -34,9 +41,11 @@ import json
 import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Callable
 
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
+from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.api import PutStatus
@@ -64,8 +73,10 @@ def replication_lag(slave_addr: str, acked_phys_offset: int, master_max_phys_off
 
 class HaMaster:
     def __init__(self, store, *, clock: Clock = SYSTEM_CLOCK, ack_timeout_ms: int, max_gap_bytes: int,
-                 slave_expire_ms: int, metrics: MetricsRegistry | None = None, epochs: EpochFile | None = None):
+                 slave_expire_ms: int, metrics: MetricsRegistry | None = None, epochs: EpochFile | None = None,
+                 metadata_version: Callable[[], MetadataVersion] = lambda: MetadataVersion(0, 0, 0)):
         self._store = store
+        self.metadata_version = metadata_version  # the broker's metadata version now
         # The master's epochs (served to slaves) and confirmed offset: raised when a SYNC send is answered
         # replicated, so a slave never cuts what a producer may have been told is on two brokers.
         self.epochs = epochs if epochs is not None else EpochFile(store.config.data_dir)
@@ -76,6 +87,7 @@ class HaMaster:
         # Made by the first held pull and dropped when set: a put with no pull waiting costs nothing.
         self._arrived: asyncio.Event | None = None
         self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (record phys offset, seq, future)
+        self._metadata_waiters: list[tuple[MetadataVersion, asyncio.Future]] = []  # FIFO acks: (version, future)
         self._seq = itertools.count()
         self._refusals: dict[str, str] = {}  # slave address -> why it was refused (logged once)
 
@@ -84,15 +96,20 @@ class HaMaster:
         self._metrics.add_collector(self._collect_lag)
 
     def _on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
+        self._wake_pulls()
+
+    def _wake_pulls(self) -> None:
         if self._arrived is not None:
             self._arrived.set()
             self._arrived = None
 
     # -- slaves -------------------------------------------------------------------------------------------------
     async def serve_pull(self, link: Hashable, slave_addr: str, slave_phys_offset: int, max_bytes: int,
-                         suspend_ms: int, slave_last: RecordMark | None = None) -> tuple[int, bytes]:
+                         suspend_ms: int, slave_last: RecordMark | None = None,
+                         applied_metadata: MetadataVersion | None = None) -> tuple[int, bytes]:
         """(start phys offset, whole durable records from there); ValueError when the slave cannot follow this
-        log (then it is not counted as a slave: its offset acknowledges nothing)."""
+        log (then it is not counted as a slave: its offset acknowledges nothing). ``applied_metadata``: the
+        slave's (None from a slave that does not say)."""
         store = self._store
         there = store.last_record_crc32c(slave_last.phys_offset, slave_phys_offset) if slave_last else None
         try:
@@ -103,23 +120,29 @@ class HaMaster:
             raise
         self._refusals.pop(slave_addr, None)
         now_ms = self._clock.now_ms()
-        if self.acks.heard(link, slave_addr, slave_phys_offset, now_ms):
+        if self.acks.heard(link, slave_addr, slave_phys_offset, now_ms, applied_metadata):
             log.info("event=slave_connected slave=%s phys_offset=%d master_max_phys_offset=%d", slave_addr,
                      slave_phys_offset, store.max_phys_offset)
         self._release_acked()
+        self._release_metadata()
         data = store.read_commit_log(start, max_bytes, durable_only=True)
-        if not data and suspend_ms > 0:
+        held_at = self.metadata_version()
+        # A slave behind our metadata is answered at once: the reply's version makes it sync (a FIFO ack waits).
+        if not data and suspend_ms > 0 and (applied_metadata is None or applied_metadata.reaches(held_at)):
             try:
                 async with asyncio.timeout(suspend_ms / 1000):
-                    data = await self._durable_records(start, max_bytes, suspend_ms)
+                    data = await self._durable_records(start, max_bytes, suspend_ms, held_at)
             except TimeoutError:
                 data = store.read_commit_log(start, max_bytes, durable_only=True)
         return start, data
 
-    async def _durable_records(self, start: int, max_bytes: int, suspend_ms: int) -> bytes:
-        """Hold a caught-up pull until records after ``start`` are durable (the caller bounds the wait)."""
+    async def _durable_records(self, start: int, max_bytes: int, suspend_ms: int, held_at: MetadataVersion) -> bytes:
+        """Hold a caught-up pull until records after ``start`` are durable, or the metadata version is no longer
+        ``held_at`` (the caller bounds the wait)."""
         store = self._store
         while True:
+            if self.metadata_version() != held_at:
+                return store.read_commit_log(start, max_bytes, durable_only=True)
             step = pull_step(start, store.durable_phys_offset, store.max_phys_offset)
             if step is PullStep.SERVE:
                 return store.read_commit_log(start, max_bytes, durable_only=True)
@@ -152,10 +175,11 @@ class HaMaster:
         """Sends waiting on an ack that can no longer come answer now (the record may or may not be there)."""
         if self.acks.in_sync(self._store.max_phys_offset, self._clock.now_ms()):
             return
-        for _, _, future in self._waiters:
+        for future in [w[2] for w in self._waiters] + [w[1] for w in self._metadata_waiters]:
             if not future.done():
                 future.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
         self._waiters.clear()
+        self._metadata_waiters.clear()
 
     def _release_acked(self) -> None:
         acked = self.acks.best_acked_phys_offset
@@ -164,6 +188,20 @@ class HaMaster:
             if not future.done():
                 self.epochs.confirmed(acked)
                 future.set_result(PutStatus.PUT_OK)
+
+    def _release_metadata(self) -> None:
+        if not self._metadata_waiters:
+            return
+        now_ms, master_max = self._clock.now_ms(), self._store.max_phys_offset
+        waiting = []
+        for needed, future in self._metadata_waiters:
+            if future.done():
+                continue  # timed out
+            if self.acks.metadata_verdict(needed, master_max, now_ms) is SyncVerdict.REPLICATED:
+                future.set_result(PutStatus.PUT_OK)
+            else:
+                waiting.append((needed, future))
+        self._metadata_waiters = waiting
 
     # -- SYNC_MASTER sends --------------------------------------------------------------------------------------
     async def replicated(self, outcome) -> list:
@@ -178,10 +216,7 @@ class HaMaster:
         return [dataclasses.replace(r, status=status) if r.status is PutStatus.PUT_OK else r for r in results]
 
     async def wait_replicated(self, record_phys_offset: int) -> PutStatus:
-        now_ms = self._clock.now_ms()
-        for progress in self.acks.expire(now_ms):
-            log.warning("event=slave_expired slave=%s acked_phys_offset=%d", progress.slave_addr,
-                        progress.acked_phys_offset)
+        now_ms = self._expire_slaves()
         verdict = self.acks.verdict(record_phys_offset, self._store.max_phys_offset, now_ms)
         if verdict is SyncVerdict.NO_SLAVE:
             return PutStatus.SLAVE_NOT_AVAILABLE
@@ -190,10 +225,35 @@ class HaMaster:
             return PutStatus.PUT_OK
         future = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (record_phys_offset, next(self._seq), future))
+        return await self._ack_of(future)
+
+    async def metadata_replicated(self) -> PutStatus:
+        """Once a slave applied the master's metadata as it is now (a FIFO ack just changed it): PUT_OK, or
+        SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT as ``wait_replicated``."""
+        needed = self.metadata_version()
+        self._wake_pulls()  # a held pull answers now with the new version: its slave syncs at once
+        verdict = self.acks.metadata_verdict(needed, self._store.max_phys_offset, self._expire_slaves())
+        if verdict is SyncVerdict.NO_SLAVE:
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        if verdict is SyncVerdict.REPLICATED:
+            return PutStatus.PUT_OK
+        future = asyncio.get_running_loop().create_future()
+        self._metadata_waiters.append((needed, future))
+        return await self._ack_of(future)
+
+    def _expire_slaves(self) -> int:
+        """Forget silent slaves; returns now."""
+        now_ms = self._clock.now_ms()
+        for progress in self.acks.expire(now_ms):
+            log.warning("event=slave_expired slave=%s acked_phys_offset=%d", progress.slave_addr,
+                        progress.acked_phys_offset)
+        return now_ms
+
+    async def _ack_of(self, future: asyncio.Future) -> PutStatus:
         try:
             return await asyncio.wait_for(asyncio.shield(future), self._ack_timeout_ms / 1000)
         except TimeoutError:
-            future.cancel()  # dropped from the heap once an ack passes it or the slaves leave
+            future.cancel()  # dropped once an ack passes it or the slaves leave
             return PutStatus.FLUSH_SLAVE_TIMEOUT
 
     def slave_lags(self) -> list[SlaveLag]:
@@ -230,5 +290,6 @@ class HaMaster:
                                           for lag in lags})}
 
     def __repr__(self) -> str:
-        return f"<HaMaster {self.acks!r} waiting_sends={len(self._waiters)}>"
+        return (f"<HaMaster {self.acks!r} waiting_sends={len(self._waiters)} "
+                f"waiting_fifo_acks={len(self._metadata_waiters)}>")
 

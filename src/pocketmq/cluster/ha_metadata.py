@@ -16,12 +16,17 @@ progress when the master, with older offsets, is followed again. The service sta
 ``ha_services.ServiceStateFollower`` (see there). Everything is parsed before anything changes.
 
 **Metadata travels with the records** (docs/ha.md, "Metadata"). The master names its *metadata version*
-(``metadata_version``: its boot and the change counters of its topic and group tables) in every
-HA_PULL_COMMIT_LOG reply; a slave that applied another version syncs the metadata *before* it appends the
-records of that reply, so the offset it asks for next (its ack, which releases SYNC sends) covers a record
-only once the slave also has the topic and group configs that existed when the record was stored. A topic
-created just before a send is on the slave before the send is acknowledged; the periodic sync remains for the
-rest (offsets, service state) and as a backstop.
+(``MetadataVersion``: its boot and the change counters of its topic and group tables and of its FIFO POP
+state's acks) in every HA_PULL_COMMIT_LOG reply; a slave that applied another version syncs the metadata
+*before* it appends the records of that reply, so the offset it asks for next (its ack, which releases SYNC
+sends) covers a record only once the slave also has the topic and group configs that existed when the record
+was stored. A topic created just before a send is on the slave before the send is acknowledged; the periodic
+sync remains for the rest (offsets, service state) and as a backstop.
+
+**FIFO acks wait for a snapshot** (docs/ha.md, "POP acks under SYNC replication"): a FIFO ack writes no
+record, so the slave names the version it applied in each pull (``appliedMetadataVersion``) and a SYNC
+master answers a FIFO ack once a slave reports a version that ``reaches`` the one the ack made
+(``cluster.ha_master.HaMaster.metadata_replicated``).
 
 **Offsets wait for their records** (``OffsetsGate``): the master takes the snapshot's offsets from memory,
 where a pop has moved its offset once its CK was stored, possibly before the slave has that CK. A slave that
@@ -44,6 +49,7 @@ from pocketmq.cluster.ha_services import (
     parse_service_state,
     service_state_snapshot,
 )
+from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.errors import PocketMQError
 
 _KEY_SEPARATOR = "@"
@@ -65,10 +71,9 @@ class MetadataChanges:
                     self.offsets_moved, self.services.any))
 
 
-def metadata_version(incarnation: int, topics, groups) -> str:
-    """What a master's topic and group tables are now, as one comparable word: equal words, equal tables.
-    ``incarnation`` (the broker's boot time) tells a restarted master's counters from the ones before."""
-    return f"{incarnation}.{topics.data_version}.{groups.data_version}"
+def metadata_version(incarnation: int, topics, groups, fifo_version: int = 0) -> MetadataVersion:
+    """What a master's topic and group tables and FIFO POP acks are now: equal versions, equal tables."""
+    return MetadataVersion(incarnation, topics.data_version, groups.data_version, fifo_version)
 
 
 def metadata_snapshot(topics, groups, offsets, services: ServiceTables = ServiceTables(), *,

@@ -14,7 +14,8 @@ slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: eve
 HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata`` (the service state by ``services``, an
 ``ha_services.ServiceStateFollower``; consumer offsets through an ``ha_metadata.OffsetsGate``). A pull reply
 naming another metadata version than the one applied syncs the metadata before its records are appended, so
-the next pull's ack covers them only with their topics and groups (``ha_metadata``). Both loops wait
+the next pull's ack covers them only with their topics and groups (``ha_metadata``); every pull names the
+version applied (``appliedMetadataVersion``: a SYNC master's FIFO acks wait for it). Both loops wait
 ``lookup_interval_ms`` after a failure (no master in the route, connection refused, timeout, refused by the
 master) and log a failure once per outage, not once per attempt.
 """
@@ -85,6 +86,8 @@ class HaSlave:
             last = self._store.last_record()  # the master checks our log ends with its record there
             if last is not None:
                 fields.update(lastRecordPhysOffset=last.phys_offset, lastRecordCrc32c=last.crc32c)
+            if self.metadata_version is not None:  # what we hold: FIFO acks on a SYNC master wait for it
+                fields["appliedMetadataVersion"] = self.metadata_version
             request = RemotingCommand.request(HA_PULL_COMMIT_LOG, fields)
             response = await self._invoke(master, request, self._pull_suspend_ms / 1000 + self._request_timeout_s)
             version = response.ext_fields.get("metadataVersion")

@@ -13,6 +13,10 @@ never covers a record the master could lose in a power loss and then write diffe
 offset. Continuity: a slave names the end of its log by its last record (phys offset and CRC32C,
 ``RecordMark``), and ``replication_start`` refuses a slave whose last record is not the master's record
 there: lengths alone cannot tell a prefix of the master's log from another log of the same size.
+
+Metadata: a slave also names the metadata version it applied last (``MetadataVersion``); a FIFO ack on a
+SYNC master waits until an in-sync slave's version reaches the one the ack made (``metadata_verdict``), with
+the same verdicts as a record.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import enum
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.store.commit_log import RecordMark
 
 
@@ -50,6 +55,7 @@ class SlaveProgress:
     slave_addr: str  # the slave's advertised remoting address (for logs and runtime info)
     acked_phys_offset: int
     last_heard_ms: int
+    applied_metadata: MetadataVersion | None = None  # the version of the last snapshot it applied (None: unsaid)
 
 
 class ReplicaAcks:
@@ -60,14 +66,17 @@ class ReplicaAcks:
         self._expire_ms = expire_ms
         self._slaves: dict[Hashable, SlaveProgress] = {}
 
-    def heard(self, link: Hashable, slave_addr: str, acked_phys_offset: int, now_ms: int) -> bool:
+    def heard(self, link: Hashable, slave_addr: str, acked_phys_offset: int, now_ms: int,
+              applied_metadata: MetadataVersion | None = None) -> bool:
         """A pull from ``link``; returns True when the link is new."""
         progress = self._slaves.get(link)
         if progress is None:
-            self._slaves[link] = SlaveProgress(slave_addr, acked_phys_offset, now_ms)
+            self._slaves[link] = SlaveProgress(slave_addr, acked_phys_offset, now_ms, applied_metadata)
             return True
         progress.acked_phys_offset = max(progress.acked_phys_offset, acked_phys_offset)
         progress.last_heard_ms = now_ms
+        if applied_metadata is not None:  # the slave's latest snapshot (a restarted master's counters restart)
+            progress.applied_metadata = applied_metadata
         return False
 
     def gone(self, link: Hashable) -> SlaveProgress | None:
@@ -91,6 +100,13 @@ class ReplicaAcks:
         """What a SYNC_MASTER send of the record at ``record_phys_offset`` should do now."""
         in_sync = self.in_sync(master_max_phys_offset, now_ms)
         if any(p.acked_phys_offset > record_phys_offset for p in in_sync):
+            return SyncVerdict.REPLICATED
+        return SyncVerdict.WAIT if in_sync else SyncVerdict.NO_SLAVE
+
+    def metadata_verdict(self, needed: MetadataVersion, master_max_phys_offset: int, now_ms: int) -> SyncVerdict:
+        """What a SYNC_MASTER's FIFO ack that made metadata version ``needed`` should do now."""
+        in_sync = self.in_sync(master_max_phys_offset, now_ms)
+        if any(p.applied_metadata is not None and p.applied_metadata.reaches(needed) for p in in_sync):
             return SyncVerdict.REPLICATED
         return SyncVerdict.WAIT if in_sync else SyncVerdict.NO_SLAVE
 

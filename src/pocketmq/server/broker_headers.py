@@ -232,6 +232,7 @@ class HaPullHeader(BrokerNameHeader):
     suspend_ms: int = int64("suspendMillis", 0, low=0)
     last_record_phys_offset: int | None = int64("lastRecordPhysOffset", None, low=0)
     last_record_crc32c: int | None = int64("lastRecordCrc32c", None, low=0, high=(1 << 32) - 1)
+    applied_metadata_version: str | None = text("appliedMetadataVersion", None, max_chars=NAME_MAX_CHARS)
 
 
 class ActingProgressAppliedHeader(BrokerNameHeader):

@@ -7,7 +7,9 @@
   ``metadataVersion``: the master's metadata version (``cluster.ha_metadata``), read after the records.
   Optional ``lastRecordPhysOffset`` and ``lastRecordCrc32c`` (the slave's last record: where its frame
   starts and its CRC32C; sent by slaves that hold a record): the master checks that its own last record
-  before ``physOffset`` is that one. The body holds only records durable on the master.
+  before ``physOffset`` is that one. Optional ``appliedMetadataVersion``: the version of the last metadata
+  snapshot the slave applied (a FIFO ack of a SYNC master waits for it; a slave behind the master's version
+  is answered at once, not held). The body holds only records durable on the master.
   ILLEGAL_OPERATION when the slave cannot follow (diverged: its log is ahead of the master's or ends with
   another record; or behind the master's retention); NO_PERMISSION from a broker that is not a master or
   not of that broker name.
@@ -30,8 +32,9 @@ from __future__ import annotations
 
 import logging
 
-from pocketmq.cluster.ha_metadata import metadata_snapshot, metadata_version
+from pocketmq.cluster.ha_metadata import metadata_snapshot
 from pocketmq.cluster.ha_services import service_tables_of
+from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.errors import BadRequestError, NoPermissionError, PocketMQError
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
@@ -82,12 +85,13 @@ class HaHandlers:
             conn.on_close(master.link_closed)
         try:
             start, data = await master.serve_pull(conn, h.slave_addr or conn.remote_address, h.phys_offset,
-                                                  h.max_bytes, h.suspend_ms, _slave_last_record(h))
+                                                  h.max_bytes, h.suspend_ms, _slave_last_record(h),
+                                                  _applied_metadata(h))
         except ValueError as exc:
             raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
         # The version is read after the records: every record of the body was stored under it or an older one.
         fields = {"physOffset": start, "masterMaxOffset": self._broker.store.max_phys_offset,
-                  "metadataVersion": self._metadata_version(),
+                  "metadataVersion": str(master.metadata_version()),
                   "confirmedPhysOffset": master.epochs.confirmed_phys_offset}
         if master.epochs.current is not None:
             fields["epochTenure"] = master.epochs.current.tenure_id
@@ -98,16 +102,13 @@ class HaHandlers:
         return request.response(ResponseCode.SUCCESS, {"masterMaxOffset": self._broker.store.max_phys_offset},
                                 body=master.epochs.to_body())
 
-    def _metadata_version(self) -> str:
-        broker = self._broker
-        return metadata_version(broker.boot_timestamp_ms, broker.topics, broker.groups)
-
     async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        self._master(BrokerNameHeader.parse(request.ext_fields))
+        master = self._master(BrokerNameHeader.parse(request.ext_fields))
         broker = self._broker
         return request.response(ResponseCode.SUCCESS,
                                 body=metadata_snapshot(broker.topics, broker.groups, broker.offsets,
-                                                       service_tables_of(broker), version=self._metadata_version(),
+                                                       service_tables_of(broker),
+                                                       version=str(master.metadata_version()),
                                                        phys_offset=broker.store.max_phys_offset))
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -122,6 +123,16 @@ class HaHandlers:
         services, _ = self._own(h, self._broker.acting, "a slave")
         services.applied(h.version)
         return request.response(ResponseCode.SUCCESS)
+
+
+def _applied_metadata(h: HaPullHeader) -> MetadataVersion | None:
+    if h.applied_metadata_version is None:
+        return None
+    version = MetadataVersion.parse(h.applied_metadata_version)
+    if version is None:
+        raise BadRequestError(f"header field appliedMetadataVersion {h.applied_metadata_version!r} is not a "
+                              "metadata version (incarnation.topics.groups[.fifo])")
+    return version
 
 
 def _slave_last_record(h: HaPullHeader) -> RecordMark | None:

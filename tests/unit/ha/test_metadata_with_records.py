@@ -36,10 +36,11 @@ async def test_the_version_changes_with_topics_and_groups_and_comes_with_the_sna
         with_group = metadata_version(1, master.topics, master.groups)
         assert len({before, with_topic, with_group}) == 3
 
-        body = metadata_snapshot(master.topics, master.groups, master.offsets, version=with_group, phys_offset=7)
+        body = metadata_snapshot(master.topics, master.groups, master.offsets, version=str(with_group),
+                                 phys_offset=7)
         assert json.loads(body)["physOffset"] == 7
         changes = apply_metadata(body, slave.topics, slave.groups, slave.offsets)
-        assert changes.version == with_group
+        assert changes.version == str(with_group)
         assert slave.topics.get("new-topic") == master.topics.get("new-topic") and slave.groups.get("new-group")
         # an older master's snapshot has no version: the slave knows none
         older = metadata_snapshot(master.topics, master.groups, master.offsets)
@@ -109,6 +110,7 @@ class ScriptedMaster:
         self.store, self.pulls = store, list(pulls)
         self.version: str | None = None
         self.synced = 0
+        self.applied: list[str | None] = []  # appliedMetadataVersion of each pull
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         if request.code == HA_EPOCHS:  # a master without epochs: only the metadata version is under test here
@@ -120,6 +122,7 @@ class ScriptedMaster:
             return request.response(ResponseCode.SUCCESS, body=body)
         assert request.code == HA_PULL_COMMIT_LOG
         self.store.calls.append(f"pull@{request.ext_fields['physOffset']}")
+        self.applied.append(request.ext_fields.get("appliedMetadataVersion"))
         if not self.pulls:
             raise RemotingError("the test is over")
         version, data = self.pulls.pop(0)
@@ -153,6 +156,8 @@ async def test_a_slave_syncs_the_metadata_before_it_appends_records_of_a_new_ver
     assert store.calls == ["pull@0", "sync", "append", "pull@10", "append", "pull@20", "sync", "append", "pull@30",
                            "pull@30"]
     assert master.synced == 2 and slave.metadata_version == "v2"
+    # every pull names the version the slave applied (what a SYNC master's FIFO acks wait for)
+    assert master.applied == [None, "v1", "v1", "v2", "v2"]
 
 
 async def test_a_failed_sync_appends_nothing(tmp_path):

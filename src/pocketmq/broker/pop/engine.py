@@ -437,6 +437,7 @@ class PopService:
     async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
         """Ack every handle; one entry per handle: None when acked, the error when the handle is invalid."""
         outcome: list[InvalidReceiptHandleError | None] = []
+        fifo_acked = False
         forwarded: list[AckRecord] = []
         acks: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
         # Catch each revive queue up once for the whole batch (once per handle was the ack path's main cost).
@@ -447,7 +448,8 @@ class PopService:
             try:
                 if handle.revive_queue_id == ORDERLY_REVIVE_QUEUE_ID:
                     self._orderly(group, handle).ack(handle.queue_offset)
-                    self._fifo.changed()
+                    self._fifo.promised()
+                    fifo_acked = True
                     self._waiters.notify(handle.topic)  # the message group may deliver its next message now
                 else:
                     queue, ck = self._open_checkpoint(group, handle, catch_up=False)
@@ -467,6 +469,8 @@ class PopService:
             await self.writes.acks(self._revive_queues[queue_id], records)
         if forwarded:
             await self.writes.forward_acks(forwarded)
+        if fifo_acked:
+            await self.writes.fifo_state()
         for topic in {ck.topic for _, ck, _ in acks.values() if self.staged.is_staged(ck.group, ck.topic)}:
             self._waiters.notify(topic)  # the ack may end a stage: pops waiting for the next one go now
         return outcome
@@ -479,10 +483,16 @@ class PopService:
         now_ms = self._clock.now_ms()
         if handle.revive_queue_id == ORDERLY_REVIVE_QUEUE_ID:
             self._orderly(group, handle).change_invisible(handle.queue_offset, now_ms, invisible_ms)
-            self._fifo.changed()
-            return ReceiptHandle(handle.topic, handle.queue_offset, now_ms, invisible_ms, handle.revive_queue_id,
-                                 handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
-                                 handle.phys_offset)
+            self._fifo.promised()
+            changed = ReceiptHandle(handle.topic, handle.queue_offset, now_ms, invisible_ms, handle.revive_queue_id,
+                                    handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
+                                    handle.phys_offset)
+            try:
+                await self.writes.fifo_state()
+            except NotReplicatedError as exc:  # changed here, not on a slave: the handle stays good on this broker
+                exc.handle = changed
+                raise
+            return changed
         try:
             queue, _ = self._open_checkpoint(group, handle)
         except InvalidReceiptHandleError:

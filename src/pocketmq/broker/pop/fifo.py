@@ -35,6 +35,9 @@ class FifoPopState:
         self._queues: dict[tuple[str, str, int], OrderlyQueue] = {}
         self._dirty = False
         self._loaded = False
+        # Acks and changes of invisible time made here since start: part of the master's metadata version, so
+        # a SYNC master answers them once a slave applied a snapshot that holds them (docs/ha.md).
+        self.data_version = 0
 
     def load(self) -> None:
         """Read the file once (a master's handover may load it before its POP starts)."""
@@ -59,6 +62,11 @@ class FifoPopState:
 
     def changed(self) -> None:
         self._dirty = True
+
+    def promised(self) -> None:
+        """A change a client is told about (an ack, a change of invisible time): a new ``data_version`` too."""
+        self._dirty = True
+        self.data_version += 1
 
     def to_json(self) -> dict:
         """The whole state as the file holds it (``parse_fifo_state`` reads it back)."""

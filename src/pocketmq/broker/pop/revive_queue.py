@@ -134,9 +134,13 @@ async def replicated(replication, results: list[PutResult]) -> None:
     if replication is None:
         return
     for result in await replication.replicated(results):
-        if result.status in (PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE):
-            raise NotReplicatedError(f"stored on the master, but {result.status.value}: no slave acknowledged it",
-                                     slave_in_sync=result.status is PutStatus.FLUSH_SLAVE_TIMEOUT)
+        _raise_unless_replicated(result.status)
+
+
+def _raise_unless_replicated(status: PutStatus) -> None:
+    if status in (PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE):
+        raise NotReplicatedError(f"stored on the master, but {status.value}: no slave acknowledged it",
+                                 slave_in_sync=status is PutStatus.FLUSH_SLAVE_TIMEOUT)
 
 
 class LocalPopWrites:
@@ -145,9 +149,11 @@ class LocalPopWrites:
 
     Under SYNC replication (``replication`` set) an ack and a change of invisible time answer once a slave
     holds their records, as a send does: an ack that returned OK holds after a failover, and the acting slave
-    never hands the acked message out again. A pop's CK does not wait: without it on the slave, the slave's
-    pop offset is behind it too (``cluster.ha_metadata.OffsetsGate``) and the message is delivered again
-    (at least once)."""
+    never hands the acked message out again. So does a FIFO ack or change of invisible time, which writes no
+    record: it answers once a slave applied a metadata snapshot holding the FIFO POP state it made
+    (``fifo_state``). A pop's CK does not wait: without it on the slave, the slave's pop offset is behind it
+    too (``cluster.ha_metadata.OffsetsGate``) and the message is delivered again (at least once); nor does a
+    FIFO pop (without it the slave delivers that message again at once, attempt 1: at least once)."""
 
     forwards_unknown_handles = False  # a handle whose CK is not open here is invalid
 
@@ -174,3 +180,9 @@ class LocalPopWrites:
                                       checkpoint_message(queue.topic, new_ck)])
         await replicated(self.replication, results)
         return queue.queue_id
+
+    async def fifo_state(self) -> None:
+        """After a FIFO ack or change of invisible time: under SYNC replication, return once a slave applied the
+        FIFO POP state with it; NotReplicatedError when none did in time (it holds on the master all the same)."""
+        if self.replication is not None:
+            _raise_unless_replicated(await self.replication.metadata_replicated())

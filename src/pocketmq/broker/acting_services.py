@@ -94,6 +94,9 @@ class ActingServices:
     async def stop(self) -> None:
         # pops on a slave that does not act fail again (its store is read-only)
         self._broker.pop.writes = LocalPopWrites(self._broker.store, self._broker.topics)
+        # A pop still escaping its CK moves its offset when the escape returns: that offset must be in what the
+        # master takes over (handover_body), or the master hands those messages out again beside the CK.
+        await self._broker.pop.settle()
         await self._broker.pop.revive.stop()
         for task in self._tasks:
             task.cancel()

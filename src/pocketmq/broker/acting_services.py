@@ -50,7 +50,8 @@ class ActingServices:
         self.progress.load()
         self.bridge = EscapeBridge(broker.namesrv_client(), broker.remoting_client, cluster_name=config.cluster_name,
                                    broker_name=broker.broker_name, store_host=broker.broker_addr,
-                                   enabled=lambda: broker.config.enable_remote_escape, metrics=broker.metrics)
+                                   enabled=lambda: broker.config.enable_remote_escape, metrics=broker.metrics,
+                                   clock=broker.clock)
         self._tasks: list[asyncio.Task] = []  # the timer loop and the offsets persister, while acting
 
     def election(self) -> ActingMasterElection:

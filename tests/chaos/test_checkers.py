@@ -108,3 +108,12 @@ def test_a_duplicate_of_an_ack_the_harness_may_have_destroyed_is_excused_and_cou
     findings, counts = checkers.duplicates_after_ack(events, {G1: 3.0})
     assert counts == {"excused": 1, "g1/sdk-sent": 1}
     assert [f.detail.split(":")[0] for f in findings] == ["g1/sdk-sent"] and "s2" in findings[0].detail
+
+
+def test_an_ack_requested_before_the_harness_destroyed_acks_is_excused_even_if_answered_after():
+    """A delayed link: the broker stored the ACK (then destroyed by the harness at 3.0) before the client got
+    its answer (at 3.5); one requested after 3.0 was not among the destroyed ones."""
+    events = [{**ack(G1, "s1", 3.5), "t0": 2.5}, deliver(G1, "s1", 4.0),
+              {**ack(G1, "s2", 3.6), "t0": 3.1}, deliver(G1, "s2", 4.0)]
+    findings, counts = checkers.duplicates_after_ack(events, {G1: 3.0})
+    assert counts == {"excused": 1, "g1/sdk-sent": 1} and "s2" in findings[0].detail

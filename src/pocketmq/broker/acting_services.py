@@ -50,7 +50,8 @@ class ActingServices:
         self.progress.load()
         self.bridge = EscapeBridge(broker.namesrv_client(), broker.remoting_client, cluster_name=config.cluster_name,
                                    broker_name=broker.broker_name, store_host=broker.broker_addr,
-                                   enabled=lambda: broker.config.enable_remote_escape, metrics=broker.metrics)
+                                   enabled=lambda: broker.config.enable_remote_escape, metrics=broker.metrics,
+                                   clock=broker.clock)
         self._tasks: list[asyncio.Task] = []  # the timer loop and the offsets persister, while acting
 
     def election(self) -> ActingMasterElection:
@@ -94,6 +95,9 @@ class ActingServices:
     async def stop(self) -> None:
         # pops on a slave that does not act fail again (its store is read-only)
         self._broker.pop.writes = LocalPopWrites(self._broker.store, self._broker.topics)
+        # A pop still escaping its CK moves its offset when the escape returns: that offset must be in what the
+        # master takes over (handover_body), or the master hands those messages out again beside the CK.
+        await self._broker.pop.settle()
         await self._broker.pop.revive.stop()
         for task in self._tasks:
             task.cancel()

@@ -19,7 +19,14 @@ keeps its state (the CK stays open, the timer pending) and tries again on its ne
 
 Results are values (``EscapeResult``): stored, or failed with a reason and ``need_retry`` (connection refused,
 timeout, no other master, a refusal that may pass); only a refusal of the message itself (MESSAGE_ILLEGAL)
-does not need a retry. The choices are pure functions (``escape_targets``, ``specific_queue``, ``escape_kind``);
+does not need a retry.
+
+A write whose answer does not come back in time counts as failed, so the service does it again; had it been
+stored anyway (a stalled link delivers the request once it heals), it would be there twice: a CK nobody
+handed out revives its messages beside the pop that hands them out again, a retry copy comes beside the one
+of the revive done again. So each request carries the sender's deadline (``ESCAPE_DEADLINE_FIELD``, its wall
+clock) and the receiving broker refuses one that arrives when no answer could reach the sender in time
+(``arrived_too_late``): a write the sender gives up on is, but for a margin, one the receiver did not store. The choices are pure functions (``escape_targets``, ``specific_queue``, ``escape_kind``);
 the bridge is the async shell. Every write counts into the broker's metrics (docs/metrics.md):
 ``pocketmq_escapes_total{kind,result}`` and ``pocketmq_escape_failures_total{reason}``.
 """
@@ -40,9 +47,14 @@ from pocketmq.errors import PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.runtime.clock import Clock, SystemClock
 
 ESCAPE_PRODUCER_GROUP = "PMQ_SYS_ESCAPE_BRIDGE"
 DEFAULT_ESCAPE_TIMEOUT_MS = 3_000  # RocketMQ's EscapeBridge send timeout
+ESCAPE_DEADLINE_FIELD = "escapeDeadlineMs"  # header field: when the sender stops waiting (its wall clock, ms)
+# How long before the sender's deadline the receiver stops storing: the answer's way back (and the brokers'
+# clock difference, as POP's invisible times already assume close clocks).
+ESCAPE_REPLY_MARGIN_MS = 1_000
 _STORED = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                      ResponseCode.SLAVE_NOT_AVAILABLE})
 _DEFAULT_TOPIC = "TBW102"
@@ -119,6 +131,12 @@ def escape_kind(msg: MessageExt) -> str:
     return "other"
 
 
+def arrived_too_late(deadline_ms: int | None, now_ms: int) -> bool:
+    """An escaped write that arrives now would be stored too late for its answer to reach the sender before
+    ``deadline_ms`` (None: a sender that sets no deadline)."""
+    return deadline_ms is not None and now_ms > deadline_ms - ESCAPE_REPLY_MARGIN_MS
+
+
 # (topic, fallback allowed) -> the targets found for it, kept by a caller for the writes of one batch
 Routes = dict[tuple[str, bool], list[EscapeTarget]]
 
@@ -129,14 +147,15 @@ class EscapeBridge:
 
     def __init__(self, namesrv, remoting, *, cluster_name: str, broker_name: str, store_host: str,
                  enabled: Callable[[], bool], timeout_ms: int = DEFAULT_ESCAPE_TIMEOUT_MS,
-                 metrics: MetricsRegistry | None = None):
+                 metrics: MetricsRegistry | None = None, clock: Clock | None = None):
         self._namesrv = namesrv
         self._remoting = remoting
         self._cluster_name = cluster_name
         self._broker_name = broker_name
         self._store_host = store_host
         self._enabled = enabled
-        self._timeout_s = timeout_ms / 1000
+        self._timeout_ms = timeout_ms
+        self._clock = clock if clock is not None else SystemClock()
         self._turn = itertools.count()
         self.escaped = 0
         self.failures = 0
@@ -193,10 +212,11 @@ class EscapeBridge:
         request.ext_fields = {
             "a": ESCAPE_PRODUCER_GROUP, "b": msg.topic, "c": _DEFAULT_TOPIC, "d": "1", "e": str(target.queue_id),
             "f": str(msg.sys_flag), "g": str(msg.born_timestamp_ms), "h": str(msg.flag),
-            "i": props.encode_properties(msg.properties), "j": str(msg.reconsume_times), "k": "false", "m": "false"}
+            "i": props.encode_properties(msg.properties), "j": str(msg.reconsume_times), "k": "false", "m": "false",
+            ESCAPE_DEADLINE_FIELD: str(self._clock.now_ms() + self._timeout_ms)}
         request.body = msg.body
         try:
-            response = await self._remoting.invoke(target.master_addr, request, self._timeout_s)
+            response = await self._remoting.invoke(target.master_addr, request, self._timeout_ms / 1000)
         except PocketMQError as exc:
             self._remoting.drop(target.master_addr)
             return EscapeResult.failed("CONNECTION", f"{type(exc).__name__}: {exc}", target=target)

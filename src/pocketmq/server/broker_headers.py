@@ -11,6 +11,7 @@ from __future__ import annotations
 from pocketmq.broker.messages import PULL_MAX_COUNT
 from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
 from pocketmq.broker.pop.engine import MAX_INVISIBLE_MS
+from pocketmq.cluster.escape import ESCAPE_DEADLINE_FIELD
 from pocketmq.common.message import SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
 from pocketmq.errors import BadRequestError
 from pocketmq.protocol.codes import (
@@ -84,6 +85,12 @@ class SendMessageHeader(RequestHeader):
 
 
 SendMessageHeaderV2 = SendMessageHeader.renamed({v: k for k, v in SEND_V2_FIELD_NAMES.items()}, "SendMessageHeaderV2")
+
+
+class EscapePutMessageHeader(SendMessageHeaderV2):
+    """ESCAPE_PUT_MESSAGE: SEND_MESSAGE_V2's fields and the sender's deadline (cluster/escape.py)."""
+
+    deadline_ms: int | None = int64(ESCAPE_DEADLINE_FIELD, None, low=0)
 
 
 def send_header(ext_fields: dict[str, str]) -> SendMessageHeader:
@@ -244,7 +251,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     RequestCode.SEND_MESSAGE: SendMessageHeader,
     RequestCode.SEND_MESSAGE_V2: SendMessageHeaderV2,
     RequestCode.SEND_BATCH_MESSAGE: SendMessageHeaderV2,
-    ESCAPE_PUT_MESSAGE: SendMessageHeaderV2,
+    ESCAPE_PUT_MESSAGE: EscapePutMessageHeader,
     RequestCode.PULL_MESSAGE: PullMessageHeader,
     RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetHeader,
     RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetHeader,

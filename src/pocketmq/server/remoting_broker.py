@@ -28,13 +28,15 @@ from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.topic import group_name_problem, revive_topic, topic_name_problem
-from pocketmq.errors import BadRequestError, IllegalMessageError, PocketMQError
+from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
+from pocketmq.errors import BadRequestError, IllegalMessageError, PocketMQError, ServiceNotAvailableError
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import FLAG_RESPONSE, SERIALIZE_JSON, RemotingCommand, encode_frame
 from pocketmq.protocol.message_codec import RecordFormatError, decode_batch, encode_record
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.broker_headers import (
     QUERY_MESSAGE_MAX_NUMS,
+    EscapePutMessageHeader,
     GroupHeader,
     PullMessageHeader,
     QueryConsumerOffsetHeader,
@@ -137,7 +139,12 @@ class MessagingHandlers:
     # -- send ---------------------------------------------------------------------------------------------------
     def escape_put_message(self, conn: RemotingConnection, request: RemotingCommand):
         """ESCAPE_PUT_MESSAGE (PocketMQ, cluster/escape.py): a slave acting as master writes here; a SEND_MESSAGE_V2
-        that may also write this broker's revive topic (escaped CKs and ACKs)."""
+        that may also write this broker's revive topic (escaped CKs and ACKs). One that comes too late for its
+        answer to reach the sender in time is refused: the sender counts it as failed and writes it again."""
+        deadline_ms = EscapePutMessageHeader.parse(request.ext_fields).deadline_ms
+        if arrived_too_late(deadline_ms, self._broker.clock.now_ms()):
+            raise ServiceNotAvailableError(f"escaped write arrived after its sender's deadline {deadline_ms} "
+                                           f"(less {ESCAPE_REPLY_MARGIN_MS} ms for the answer): not stored")
         return self.send_message(conn, request, system_topic=revive_topic(self._broker.config.cluster_name))
 
     def send_message(self, conn: RemotingConnection, request: RemotingCommand, system_topic: str | None = None):

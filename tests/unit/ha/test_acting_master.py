@@ -4,6 +4,8 @@ nothing is written to the local store, a failed escape keeps the timer pending a
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
@@ -299,3 +301,46 @@ async def test_the_election_counts_into_the_metrics():
     await election.master_back()
     assert metrics.value("pocketmq_acting_master") == 0
     assert metrics.value("pocketmq_acting_master_changes_total", to="stopped", reason="master_handover") == 1
+
+
+class StalledBridge(FakeBridge):
+    """Escapes that hang until ``release`` is set (a link that stalls every byte, then heals)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = True
+        self.stalled = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def _put(self, kind, msg):
+        self.stalled.set()
+        await self.release.wait()
+        return await super()._put(kind, msg)
+
+
+async def test_a_handover_during_a_pop_escaping_its_ck_hands_over_that_pops_offset(tmp_path):
+    """The slave stops acting (its master is back) while a pop waits for its CK's escape; the escape then
+    succeeds. The offsets the master takes over must include that pop, or the master hands the same messages
+    out again while the escaped CK revives them too (an acked message coming back)."""
+    from pocketmq.broker.acting_services import ActingServices
+    from pocketmq.broker.acting_writes import ActingPopWrites
+
+    async with running_broker(tmp_path, ManualClock()) as broker:
+        await send(broker, "T", 2)
+        services = ActingServices(broker)
+        bridge = StalledBridge()
+        broker.pop.writes = ActingPopWrites(bridge, services.progress, broker.pop.revive.queues[0].topic)
+        popping = asyncio.ensure_future(pop(broker, "G", "T"))
+        await bridge.stalled.wait()
+
+        async def handover() -> bytes:  # what ACTING_MASTER_HANDOVER answers: stop, then the snapshot
+            await services.stop()
+            return services.handover_body()
+
+        handing_over = asyncio.ensure_future(handover())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        bridge.release.set()
+        popped, body = await popping, await handing_over
+        assert [m.body for m, _ in popped] == [b"m0", b"m1"] and len(bridge.sent) == 1  # the CK escaped
+        assert parse_snapshot(body).consumer_offsets["T@G"] == {"0": 2}

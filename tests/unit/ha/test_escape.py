@@ -3,11 +3,15 @@ typed results against a fake name server and remoting (disabled, no target, refu
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from pocketmq.cluster.escape import (
+    ESCAPE_REPLY_MARGIN_MS,
     EscapeBridge,
     EscapeTarget,
+    arrived_too_late,
     escape_kind,
     escape_targets,
     fallback_targets,
@@ -16,11 +20,12 @@ from pocketmq.cluster.escape import (
 )
 from pocketmq.cluster.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from pocketmq.common.message import MessageExt
-from pocketmq.common.topic import PERM_READ
-from pocketmq.errors import RemotingError, TopicNotExistError
+from pocketmq.common.topic import PERM_READ, TopicConfig
+from pocketmq.errors import PocketMQError, RemotingError, TopicNotExistError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.runtime.clock import ManualClock
 
 SEND = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
 
@@ -184,3 +189,56 @@ async def test_escapes_count_by_kind_and_result_and_failures_by_reason():
     await off.put_to_specific_queue(message("%RETRY%g_T"))
     assert metrics.value("pocketmq_escape_failures_total", reason="ESCAPE_DISABLED") == 1
     assert escapes("retry", "failed") == 1
+
+
+def test_a_write_arriving_when_its_answer_cannot_reach_the_sender_in_time_is_too_late():
+    assert not arrived_too_late(None, 10**13)  # a sender without a deadline
+    assert not arrived_too_late(10_000, 10_000 - ESCAPE_REPLY_MARGIN_MS)
+    assert arrived_too_late(10_000, 10_000 - ESCAPE_REPLY_MARGIN_MS + 1)
+
+
+class Loopback:
+    """The bridge's remoting, delivering to a real broker's ESCAPE_PUT_MESSAGE handler after ``stall_ms`` of
+    virtual time (a link stalled that long)."""
+
+    def __init__(self, handlers, clock):
+        self._handlers, self._clock = handlers, clock
+        self.stall_ms = 0
+
+    async def invoke(self, addr, request, timeout_s):
+        self._clock.advance(self.stall_ms)
+
+        class Conn:
+            attributes: dict = {}
+            remote_address = "127.0.0.1:40000"
+        try:
+            reply = self._handlers.escape_put_message(Conn(), request)
+        except PocketMQError as exc:
+            return SEND.response(exc.response_code, remark=str(exc))
+        return await reply if inspect.isawaitable(reply) else reply
+
+    def drop(self, addr):
+        pass
+
+
+async def test_the_receiver_refuses_an_escaped_write_that_arrives_after_its_senders_deadline(tmp_path):
+    """A link that stalls an escaped CK or retry copy past the sender's timeout must not store it later: the
+    sender counts it as failed and writes it again (a CK twice revives its messages twice)."""
+    from pocketmq.server.remoting_broker import MessagingHandlers
+    from tests.unit.pop.pop_support import running_broker
+
+    clock = ManualClock(start_ms=1_795_000_000_000)
+    async with running_broker(tmp_path, clock) as broker:
+        broker.topics.create_or_update(TopicConfig("T", 3, 3))
+        loopback = Loopback(MessagingHandlers(broker), clock)
+        b = EscapeBridge(FakeNamesrv({"T": route()}), loopback, cluster_name="x", broker_name="a",
+                         store_host="127.0.0.1:10911", enabled=lambda: True, timeout_ms=3_000, clock=clock)
+        on_time = await b.put_to_specific_queue(message())
+        queue_id = on_time.target.queue_id
+        assert on_time.stored and broker.store.max_queue_offset("T", queue_id) == 1
+        loopback.stall_ms = 3_000 - ESCAPE_REPLY_MARGIN_MS + 1  # its answer could not reach the sender in time
+        late = await b.put_to_specific_queue(message())
+        assert (late.stored, late.reason, late.need_retry) == (False, "REFUSED_14", True)
+        assert broker.store.max_queue_offset("T", queue_id) == 1  # not stored
+        loopback.stall_ms = 0
+        assert (await b.put_to_specific_queue(message())).stored  # the sender's retry

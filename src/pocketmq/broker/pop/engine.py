@@ -315,6 +315,16 @@ class PopService:
         lock = self._locks.setdefault((group, topic, queue_id), asyncio.Lock())
         return None if lock.locked() else lock
 
+    async def settle(self) -> None:
+        """Wait until every queue pop under way when called has finished: its CK (or dead letters) written, then
+        its offsets and FIFO state moved, or nothing moved when the write failed. Whoever swaps ``writes`` and
+        then reads those offsets (a slave handing its acting progress to its master) calls it in between: a pop
+        still writing through the old ``writes`` would otherwise move its offset after the read, and what it
+        handed out would be handed out again by the one that read them."""
+        for lock in [lock for lock in self._locks.values() if lock.locked()]:
+            async with lock:
+                pass
+
     def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
         committed = self._offsets.query(group, topic, queue_id)
         if committed is not None:

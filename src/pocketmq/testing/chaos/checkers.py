@@ -118,20 +118,21 @@ def duplicates_after_ack(events: list[dict], acks_destroyed_at: dict[str, float]
     """Deliveries that began after an OK ack of the same message by the same group; counts per group/sender
     (``s`` ids come from the SDK producer without client retries, ``o`` ids from the official client, whose
     own send retries may store a message twice). ``acks_destroyed_at``: group -> when the harness last
-    overwrote one of its ACK records; an ack before that may have been the one destroyed, so its message
-    coming back is counted under ``excused`` instead (at least once)."""
+    overwrote one of its ACK records; an ack requested before that may have been the one destroyed (its answer
+    may come after: a delayed link), so its message coming back is counted under ``excused`` instead (at least
+    once)."""
     acks_destroyed_at = acks_destroyed_at or {}
-    first_ack: dict[tuple[str, str], float] = {}
+    first_ack: dict[tuple[str, str], tuple[float, float]] = {}  # -> (answered, requested) of the first OK ack
     for e in events:
         if e["e"] == "ack" and e["ok"]:
             key = (e["group"], e["id"])
-            first_ack[key] = min(first_ack.get(key, e["t"]), e["t"])
+            first_ack[key] = min(first_ack.get(key, (e["t"], e.get("t0", e["t"]))), (e["t"], e.get("t0", e["t"])))
     dups: dict[str, list[str]] = defaultdict(list)
     for e in events:
         if e["e"] == "deliver":
-            acked_at = first_ack.get((e["group"], e["id"]))
+            acked_at, ack_requested_at = first_ack.get((e["group"], e["id"]), (None, None))
             if acked_at is not None and e["t0"] > acked_at:
-                if acked_at < acks_destroyed_at.get(e["group"], float("-inf")):
+                if ack_requested_at < acks_destroyed_at.get(e["group"], float("-inf")):
                     dups["excused"].append(e["id"])
                     continue
                 dups[f"{e['group']}/{'sdk' if e['id'].startswith('s') else 'official'}-sent"].append(

@@ -5,6 +5,7 @@ choices for the same deliveries."""
 from __future__ import annotations
 
 import enum
+import time
 import zlib
 from collections.abc import Callable
 
@@ -51,8 +52,9 @@ def act(record: Callable[..., None], group: str, seed: int, msg_id: str, attempt
     if choice is Disposition.DROP:
         return
     kind = "ack" if choice is Disposition.ACK else "nack"
+    t0 = time.time()  # the broker may store it from here on, whenever its answer comes back
     try:
         (ack if choice is Disposition.ACK else nack)()
-        record(kind, group=group, id=msg_id, attempt=attempt, ok=True)
+        record(kind, group=group, id=msg_id, attempt=attempt, ok=True, t0=t0)
     except errors as exc:
-        record(kind, group=group, id=msg_id, attempt=attempt, ok=False, error=repr(exc)[:300])
+        record(kind, group=group, id=msg_id, attempt=attempt, ok=False, error=repr(exc)[:300], t0=t0)

@@ -158,8 +158,9 @@ class AsyncSimpleConsumer:
         turn = next(self._turn)
         topics = sorted(self.subscriptions)
         topic = topics[turn % len(topics)]
-        route = await instance.route(topic)
-        brokers = route.broker_names
+        brokers = (await instance.route(topic)).broker_names
+        if not brokers:  # a route fetched while the masters were away: ask again now, not at the next refresh
+            brokers = (await instance.route(topic, refresh=True)).broker_names
         if not brokers:
             raise ClientError(f"topic {topic!r} has no readable queue")
         broker_name = brokers[turn // len(topics) % len(brokers)]

@@ -23,6 +23,7 @@ from pocketmq.testing.chaos.history import History
 from pocketmq.testing.chaos.policy import INVISIBLE_MS, NACK_INVISIBLE_MS, SDK_GROUP, TOPIC, act
 
 SEND_INTERVAL_S = 0.05
+ROUTE_REFRESH_MS = 2_000
 RETRY_TOPIC_PROPERTY = "RETRY_TOPIC"
 
 
@@ -31,7 +32,10 @@ class SdkClients:
     begins a new incarnation with fresh clients."""
 
     def __init__(self, namesrv_addr: str, seed: int, history: History, settling: threading.Event):
-        self.config = ClientConfig(namesrv_addr=namesrv_addr, request_timeout_s=3.0)
+        # Routes refreshed every 2 s, as the cluster's other timings are shrunk (registration every 500 ms, expiry
+        # 2 s): with the default 30 s a route fetched while a master was re-registering outlives the settle time.
+        self.config = ClientConfig(namesrv_addr=namesrv_addr, request_timeout_s=3.0,
+                                   poll_name_server_interval_ms=ROUTE_REFRESH_MS)
         self.seed = seed
         self.history = history
         self.settling = settling

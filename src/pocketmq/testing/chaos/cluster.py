@@ -160,19 +160,19 @@ class ChaosCluster:
     # ---- process faults ----------------------------------------------------------------------------------------
     def kill(self, name: str) -> None:
         server = self.servers[name]
+        server.should_run = False  # first: the sampler thread must not see the exit as a crash
         if server.paused:
             self.resume(name)
         server.proc.kill()
-        server.should_run = False
         self.peers.set(name, None)
 
     def stop(self, name: str) -> int | None:
         """A clean stop (SIGTERM); its exit status."""
         server = self.servers[name]
+        server.should_run = False  # first: the sampler thread must not see the exit as a crash
         if server.paused:
             self.resume(name)
         code = server.proc.stop()
-        server.should_run = False
         self.peers.set(name, None)
         return code
 

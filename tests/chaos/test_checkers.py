@@ -117,3 +117,10 @@ def test_an_ack_requested_before_the_harness_destroyed_acks_is_excused_even_if_a
               {**ack(G1, "s2", 3.6), "t0": 3.1}, deliver(G1, "s2", 4.0)]
     findings, counts = checkers.duplicates_after_ack(events, {G1: 3.0})
     assert counts == {"excused": 1, "g1/sdk-sent": 1} and "s2" in findings[0].detail
+
+
+def test_a_message_last_delivered_before_the_harness_destroyed_a_ck_of_its_group_is_excused():
+    events = [send("s1"), send("s2"), deliver(G1, "s1", 1), deliver(G1, "s2", 1), deliver(G1, "s2", 6, attempt=2)]
+    [finding] = checkers.lost(events, [], (G1,), cks_destroyed_at={G1: 5.0})  # s1's CK may be the one destroyed
+    assert "1 of 2" in finding.detail and "not ended: s2" in finding.detail  # s2 was popped again after it
+    assert len(checkers.lost(events, [], (G1,), cks_destroyed_at={G2: 5.0})) == 1  # another group's CK: no excuse

@@ -72,9 +72,13 @@ def _dead(dead_letters: list[DeadLetter], group: str) -> set[str]:
 
 
 def lost(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, ...],
-         excused: dict[str, set[str]] | None = None) -> list[Finding]:
-    """``excused``: group -> ids whose records the harness overwrote (the message, or that group's retry copy)."""
+         excused: dict[str, set[str]] | None = None, cks_destroyed_at: dict[str, float] | None = None) -> list[Finding]:
+    """``excused``: group -> ids whose records the harness overwrote (the message, or that group's retry copy).
+    ``cks_destroyed_at``: group -> when the harness overwrote one of its CK records; a message of that group last
+    delivered before then and never ended may have been held by that CK (nothing is left to revive it), so it is
+    excused too, coarsely by time as duplicates are after a destroyed ACK."""
     excused = excused or {}
+    cks_destroyed_at = cks_destroyed_at or {}
     all_sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
     delivered = defaultdict(set)
     for e in events:
@@ -84,6 +88,12 @@ def lost(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, 
     for group in groups:
         sent_ok = all_sent_ok - excused.get(group, set())
         missing = sent_ok - _acked(events, group) - _dead(dead_letters, group)
+        if group in cks_destroyed_at:
+            last_delivery = {}
+            for e in events:
+                if e["e"] == "deliver" and e["group"] == group:
+                    last_delivery[e["id"]] = max(last_delivery.get(e["id"], 0.0), e.get("t0", e["t"]))
+            missing = {i for i in missing if last_delivery.get(i, float("inf")) >= cks_destroyed_at[group]}
         if missing:
             never = missing - delivered[group]
             findings.append(Finding("lost", f"{group}: {len(missing)} of {len(sent_ok)} messages sent OK never acked "

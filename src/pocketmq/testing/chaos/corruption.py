@@ -25,7 +25,15 @@ class HitRecord:
     @property
     def acked_group(self) -> str | None:
         """The consumer group of a destroyed ACK record (its messages may come back: at least once)."""
-        if self.tags not in ("ack", "bAck"):
+        return self._group_of("ack", "bAck")
+
+    @property
+    def checkpoint_group(self) -> str | None:
+        """The consumer group of a destroyed CK record (the messages it held in flight are never revived)."""
+        return self._group_of("ck")
+
+    def _group_of(self, *tags: str) -> str | None:
+        if self.tags not in tags:
             return None
         try:
             return str(json.loads(self.body)["c"])

@@ -87,6 +87,7 @@ class ChaosRun:
         self.samples: list[MetricSample] = []
         self.excused: dict[str, set[str]] = {g: set() for g in GROUPS}  # group -> ids whose records it overwrote
         self.acks_destroyed_at: dict[str, float] = {}  # group -> when the harness overwrote one of its ACKs
+        self.cks_destroyed_at: dict[str, float] = {}  # group -> when the harness overwrote one of its CKs
         self.settling = threading.Event()
         self._finished = threading.Event()
         self._crashed: set[int] = set()
@@ -214,6 +215,8 @@ class ChaosRun:
         for record in corruption.hit:
             if record.acked_group is not None:
                 self.acks_destroyed_at[record.acked_group] = time.time()
+            if record.checkpoint_group is not None:
+                self.cks_destroyed_at[record.checkpoint_group] = time.time()
 
     def _heal(self, timeout_s: float = 90.0) -> None:
         """Undo whatever is still in effect (a failed restart is tried again) and wait until every server
@@ -301,7 +304,7 @@ class ChaosRun:
             dead = []
             self.findings.append(Finding("dlq_unreadable", repr(exc)))
         findings = list(self.findings)
-        findings += checkers.lost(events, dead, GROUPS, self.excused)
+        findings += checkers.lost(events, dead, GROUPS, self.excused, self.cks_destroyed_at)
         findings += checkers.pop_unended(events, dead, GROUPS)
         findings += checkers.dead_letters_without_reason(dead)
         dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at)

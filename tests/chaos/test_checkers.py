@@ -124,3 +124,11 @@ def test_a_message_last_delivered_before_the_harness_destroyed_a_ck_of_its_group
     [finding] = checkers.lost(events, [], (G1,), cks_destroyed_at={G1: 5.0})  # s1's CK may be the one destroyed
     assert "1 of 2" in finding.detail and "not ended: s2" in finding.detail  # s2 was popped again after it
     assert len(checkers.lost(events, [], (G1,), cks_destroyed_at={G2: 5.0})) == 1  # another group's CK: no excuse
+
+
+def test_an_ack_sent_by_a_client_that_died_before_its_answer_may_have_ended_the_message():
+    sent = {"e": "ack_sent", "group": G1, "id": "s1", "attempt": 1, "t0": 1.1, "t": 1.1}
+    events = [send("s1"), send("s2"), deliver(G1, "s1", 1), sent, deliver(G1, "s2", 1),
+              {**sent, "id": "s2"}, ack(G1, "s2", 1.2, ok=False)]  # s2's answer came: a refused ack, no doubt
+    [finding] = checkers.lost(events, [], (G1,))
+    assert "1 of 2" in finding.detail and "not ended: s2" in finding.detail

@@ -67,6 +67,14 @@ def _acked(events: list[dict], group: str) -> set[str]:
             and (e["ok"] or any(sign in e.get("error", "") for sign in UNCONFIRMED_ACK_SIGNS))}
 
 
+def _ack_in_doubt(events: list[dict], group: str) -> set[str]:
+    """Messages whose ack was sent by a client that died before it heard the answer (an ``ack_sent`` without
+    its ``ack``): the broker may have stored it, so such a message not coming back is no loss."""
+    sent = {(e["id"], e["attempt"]) for e in events if e["e"] == "ack_sent" and e["group"] == group}
+    answered = {(e["id"], e["attempt"]) for e in events if e["e"] == "ack" and e["group"] == group}
+    return {msg_id for msg_id, _ in sent - answered}
+
+
 def _dead(dead_letters: list[DeadLetter], group: str) -> set[str]:
     return {d.msg_id for d in dead_letters if d.group == group and d.msg_id is not None}
 
@@ -87,7 +95,7 @@ def lost(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, 
     findings = []
     for group in groups:
         sent_ok = all_sent_ok - excused.get(group, set())
-        missing = sent_ok - _acked(events, group) - _dead(dead_letters, group)
+        missing = sent_ok - _acked(events, group) - _dead(dead_letters, group) - _ack_in_doubt(events, group)
         if group in cks_destroyed_at:
             last_delivery = {}
             for e in events:

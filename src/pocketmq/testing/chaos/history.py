@@ -5,6 +5,7 @@ Events are plain dicts (the official client's subprocess writes the same ones as
 
     {"e": "send", "who": "sdk", "id": ..., "ok": True, "status": "SEND_OK", "t": ...}
     {"e": "deliver", "group": ..., "id": ..., "attempt": 1, "broker": ..., "topic": ..., "t0": receive start, "t": ...}
+    {"e": "ack_sent" | "nack_sent", "group": ..., "id": ..., "attempt": 1, "t0": request start, "t": ...}  # before the call
     {"e": "ack" | "nack", "group": ..., "id": ..., "attempt": 1, "ok": True, "error": ..., "t0": request start, "t": ...}
     {"e": "error", "who": ..., "op": ..., "error": ..., "t": ...}
 """

@@ -53,6 +53,9 @@ def act(record: Callable[..., None], group: str, seed: int, msg_id: str, attempt
         return
     kind = "ack" if choice is Disposition.ACK else "nack"
     t0 = time.time()  # the broker may store it from here on, whenever its answer comes back
+    # Recorded first: a client killed while the call is out leaves this without an outcome, and the broker may
+    # have stored it (the checkers treat such a message as possibly acked, not lost).
+    record(f"{kind}_sent", group=group, id=msg_id, attempt=attempt, t0=t0)
     try:
         (ack if choice is Disposition.ACK else nack)()
         record(kind, group=group, id=msg_id, attempt=attempt, ok=True, t0=t0)

@@ -43,6 +43,7 @@ from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.runtime.loop_lag import LoopLagMonitor
+from pocketmq.runtime.rate_limited_log import RateLimitedLog
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
@@ -55,6 +56,7 @@ from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+_periodic_failures = RateLimitedLog(log, 10.0)  # per periodic action
 LOOP_LAG_INTERVAL_MS = 50  # how often the broker samples its event loop's lag (pocketmq_event_loop_* metrics)
 
 EPOCH_SAVE_INTERVAL_MS = 1_000  # how stale the saved confirmed offset may be after a kill -9 (cluster.ha_epochs)
@@ -274,6 +276,9 @@ class Broker:
                 outcome = action()
                 if inspect.isawaitable(outcome):
                     await outcome
+            except OSError as exc:  # the disk or network (a full disk fails every round): one line per 10 s
+                name = getattr(action, "__name__", str(action))
+                _periodic_failures.warning(name, "event=periodic_task_failed action=%s error=%r", name, exc)
             except Exception:  # one failed round must not end the task: the next interval tries again
                 log.exception("event=periodic_task_failed action=%s", getattr(action, "__name__", action))
 

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test venv java-check bench pipeline sim soak fuzz chaos clean
+.PHONY: run test check venv java-check bench pipeline sim soak fuzz chaos clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,16 @@ run: $(STAMP)
 # Spark needs Java 17+. It is on the project's machines; elsewhere install it (Debian: apt-get install openjdk-17-jre-headless).
 java-check:
 	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is required for the Spark tests: install it (Debian: apt-get install openjdk-17-jre-headless) and put java on PATH"; exit 1; }
+
+# Static checks (docs/development.md): lint and format (ruff), types (mypy), layers (import-linter).
+CHECK_STAMP := $(VENV)/.check-installed
+$(CHECK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[check]'
+	@touch $(CHECK_STAMP)
+
+check: $(CHECK_STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 
 test: $(STAMP) java-check
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -63,9 +63,20 @@ def _uniq_key(n: int) -> str:
 
 def _frame(code: int, queue_id: int, properties: str, body: bytes, batch: bool, now_ms: int) -> bytes:
     cmd = RemotingCommand.request(code)
-    cmd.ext_fields = {"a": "bench_group", "b": TOPIC, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-                      "g": str(now_ms), "h": "0", "i": properties, "j": "0", "k": "false",
-                      "m": "true" if batch else "false"}
+    cmd.ext_fields = {
+        "a": "bench_group",
+        "b": TOPIC,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(queue_id),
+        "f": "0",
+        "g": str(now_ms),
+        "h": "0",
+        "i": properties,
+        "j": "0",
+        "k": "false",
+        "m": "true" if batch else "false",
+    }
     cmd.body = body
     return cmd.encode()
 
@@ -77,19 +88,30 @@ def _reads(case: str, messages: int) -> list[bytes]:
     while n < messages:
         queue_id = len(frames) % QUEUES
         if per_frame == 1:
-            frames.append(_frame(RequestCode.SEND_MESSAGE_V2, queue_id,
-                                 props.encode_properties({props.UNIQ_KEY: _uniq_key(n)}), BODY, False, now_ms))
+            frames.append(
+                _frame(
+                    RequestCode.SEND_MESSAGE_V2,
+                    queue_id,
+                    props.encode_properties({props.UNIQ_KEY: _uniq_key(n)}),
+                    BODY,
+                    False,
+                    now_ms,
+                )
+            )
         else:
             batch = [Message(TOPIC, BODY, properties={props.UNIQ_KEY: _uniq_key(n + k)}) for k in range(per_frame)]
             frames.append(_frame(RequestCode.SEND_BATCH_MESSAGE, queue_id, "", encode_batch(batch), True, now_ms))
         n += per_frame
-    return [b"".join(frames[k:k + frames_per_read]) for k in range(0, len(frames), frames_per_read)]
+    return [b"".join(frames[k : k + frames_per_read]) for k in range(0, len(frames), frames_per_read)]
 
 
 async def _run(case: str, messages: int) -> float:
     with tempfile.TemporaryDirectory(prefix="pmq-bench-send-") as data_dir:
-        broker = Broker(BrokerConfig(data_dir=data_dir, remoting_port=0, auto_create_topic_enable=True,
-                                     default_topic_queue_nums=QUEUES))
+        broker = Broker(
+            BrokerConfig(
+                data_dir=data_dir, remoting_port=0, auto_create_topic_enable=True, default_topic_queue_nums=QUEUES
+            )
+        )
         await broker.start()
         try:
             conn = RemotingConnection(build_broker_router(broker))
@@ -117,8 +139,16 @@ def main() -> None:
     args = parser.parse_args()
     for case in args.cases.split(","):
         runs = [asyncio.run(_run(case, args.messages)) for _ in range(args.rounds)]
-        print(json.dumps({"case": case, "messages": args.messages, "broker_cpu_us_per_msg": round(min(runs), 2),
-                          "runs": [round(r, 2) for r in runs]}))
+        print(
+            json.dumps(
+                {
+                    "case": case,
+                    "messages": args.messages,
+                    "broker_cpu_us_per_msg": round(min(runs), 2),
+                    "runs": [round(r, 2) for r in runs],
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,13 @@ import time
 from pathlib import Path
 
 from pocketmq.client import (
-    Admin, AsyncProducer, ClientConfig, ConsumeConcurrentlyStatus, Message, PushConsumer, PushConsumerOptions,
+    Admin,
+    AsyncProducer,
+    ClientConfig,
+    ConsumeConcurrentlyStatus,
+    Message,
+    PushConsumer,
+    PushConsumerOptions,
 )
 from pocketmq.client.push_consumer import ConsumeFromWhere
 from pocketmq.testing.processes import broker_process
@@ -116,8 +122,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=32, help="consume batch size (consumeMessageBatchMaxSize)")
-    parser.add_argument("--produce", choices=("batch", "single"), default="batch",
-                        help="batches of 32 from a producer process, or 100 single sends in flight in this one")
+    parser.add_argument(
+        "--produce",
+        choices=("batch", "single"),
+        default="batch",
+        help="batches of 32 from a producer process, or 100 single sends in flight in this one",
+    )
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     args = parser.parse_args()
     proc = broker_process(Path(tempfile.mkdtemp(prefix="bench_push_")), "broker-bench").start()
@@ -126,8 +136,9 @@ def main() -> None:
         with Admin(config) as admin:
             admin.create_topic(TOPIC, queues=4)
         counter = Counter()
-        consumer = PushConsumer(PushConsumerOptions("bench_push_group", consume_batch_size=args.batch,
-                                                    pull_batch_size=64), config)
+        consumer = PushConsumer(
+            PushConsumerOptions("bench_push_group", consume_batch_size=args.batch, pull_batch_size=64), config
+        )
         consumer.subscribe(TOPIC)
         consumer.register_listener(counter)
         consumer.start()
@@ -146,20 +157,41 @@ def main() -> None:
             produced_s = time.perf_counter() - started
             wait_for(counter, args.messages, 120)
             elapsed = counter.last_at - started
-            print(json.dumps({"bench": "consume_push", "case": "throughput", "messages": counter.count,
-                              "consume_batch": args.batch, "produce": args.produce,
-                              "msg_per_s": round(counter.count / elapsed),
-                              "produce_msg_per_s": round(args.messages / produced_s),
-                              "target_msg_per_s": 30_000}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "bench": "consume_push",
+                        "case": "throughput",
+                        "messages": counter.count,
+                        "consume_batch": args.batch,
+                        "produce": args.produce,
+                        "msg_per_s": round(counter.count / elapsed),
+                        "produce_msg_per_s": round(args.messages / produced_s),
+                        "target_msg_per_s": 30_000,
+                    }
+                ),
+                flush=True,
+            )
             base = counter.count
             latency_count = int(1000 * args.latency_seconds)
             counter.latencies_ms.clear()
             asyncio.run(produce(config, latency_count, 1000.0, stamp=True))
             wait_for(counter, base + latency_count, 60)
             lat = counter.latencies_ms
-            print(json.dumps({"bench": "consume_push", "case": "latency_at_1000", "messages": len(lat),
-                              "p50_ms": round(percentile(lat, 0.50), 2), "p99_ms": round(percentile(lat, 0.99), 2),
-                              "max_ms": round(max(lat), 2) if lat else None, "target_p99_ms": 10}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "bench": "consume_push",
+                        "case": "latency_at_1000",
+                        "messages": len(lat),
+                        "p50_ms": round(percentile(lat, 0.50), 2),
+                        "p99_ms": round(percentile(lat, 0.99), 2),
+                        "max_ms": round(max(lat), 2) if lat else None,
+                        "target_p99_ms": 10,
+                    }
+                ),
+                flush=True,
+            )
         finally:
             consumer.shutdown()
         drain(config, counter.count, args.batch)
@@ -170,8 +202,15 @@ def main() -> None:
 def drain(config: ClientConfig, stored: int, batch: int) -> None:
     """``consume_only``: a new group reads the ``stored`` messages of the topic from the first offset, alone."""
     counter = Counter()
-    consumer = PushConsumer(PushConsumerOptions("bench_push_drain", consume_batch_size=batch, pull_batch_size=64,
-                                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET), config)
+    consumer = PushConsumer(
+        PushConsumerOptions(
+            "bench_push_drain",
+            consume_batch_size=batch,
+            pull_batch_size=64,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        ),
+        config,
+    )
     consumer.subscribe(TOPIC)
     consumer.register_listener(counter)
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -179,10 +218,18 @@ def drain(config: ClientConfig, stored: int, batch: int) -> None:
     try:
         wait_for(counter, stored, 120)
         elapsed = counter.last_at - started
-        print(json.dumps({"bench": "consume_push", "case": "consume_only", "messages": counter.count,
-                          "msg_per_s": round(counter.count / elapsed),
-                          "client_cpu_us_per_msg": round((time.process_time() - cpu_started) / counter.count * 1e6, 1)}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "bench": "consume_push",
+                    "case": "consume_only",
+                    "messages": counter.count,
+                    "msg_per_s": round(counter.count / elapsed),
+                    "client_cpu_us_per_msg": round((time.process_time() - cpu_started) / counter.count * 1e6, 1),
+                }
+            ),
+            flush=True,
+        )
     finally:
         consumer.shutdown()
 

@@ -82,18 +82,26 @@ async def remote_revive_case(tmp: Path, messages: int) -> dict:
     try:
         stored = await produce(ClientConfig(namesrv_addr=a.namesrv), messages)
         clock = ManualClock()
-        config = dataclasses.replace(BrokerConfig(data_dir=tmp / "b", remoting_port=0, grpc_port=0),
-                                     broker_name="bench-b", namesrv_addr=a.namesrv, pop_revive_interval_ms=3_600_000)
+        config = dataclasses.replace(
+            BrokerConfig(data_dir=tmp / "b", remoting_port=0, grpc_port=0),
+            broker_name="bench-b",
+            namesrv_addr=a.namesrv,
+            pop_revive_interval_ms=3_600_000,
+        )
         b = Broker(config, clock=clock)
         await b.start(remoting_port=10911)
         try:
             remoting = CountingRemoting(b.remoting_client)
             board = BreakerBoard()
             revive = b.pop.revive
-            revive.readers = ReaderRouter(b.broker_name, revive.readers.local, lambda name: RemoteMessageReader(
-                name, b.namesrv_client(), remoting, breakers=board, clock=clock))
-            await append_checkpoints(b, remote_checkpoints(TOPIC, GROUP, "bench-a", stored,
-                                                           pop_time_ms=clock.now_ms(), invisible_ms=10_000))
+            revive.readers = ReaderRouter(
+                b.broker_name,
+                revive.readers.local,
+                lambda name: RemoteMessageReader(name, b.namesrv_client(), remoting, breakers=board, clock=clock),
+            )
+            await append_checkpoints(
+                b, remote_checkpoints(TOPIC, GROUP, "bench-a", stored, pop_time_ms=clock.now_ms(), invisible_ms=10_000)
+            )
             clock.advance(10_001)
             started = time.perf_counter()
             while revive.metrics.get("retried", 0) < messages:
@@ -106,17 +114,40 @@ async def remote_revive_case(tmp: Path, messages: int) -> dict:
     finally:
         a.stop()
     rate = messages / elapsed_s
-    return {"case": "remote_revive", "messages": messages, "seconds": round(elapsed_s, 2),
-            "msgs_per_s": round(rate), "pull_rpcs": remoting.pulls, "target_msgs_per_s": REVIVE_TARGET_MSG_PER_S,
-            "meets_target": rate >= REVIVE_TARGET_MSG_PER_S}
+    return {
+        "case": "remote_revive",
+        "messages": messages,
+        "seconds": round(elapsed_s, 2),
+        "msgs_per_s": round(rate),
+        "pull_rpcs": remoting.pulls,
+        "target_msgs_per_s": REVIVE_TARGET_MSG_PER_S,
+        "meets_target": rate >= REVIVE_TARGET_MSG_PER_S,
+    }
 
 
 # -- SYNC replication and failover (a group of master + slave processes) ------------------------------------------
 def group_process(tmp: Path, namesrv: str, name: str, broker_id: int, role: str):
-    return broker_process(tmp / name, name, namesrv=namesrv, extra_args=[
-        "--cluster", "bench", "--broker-name", "bench-group", "--broker-id", str(broker_id), "--role", role,
-        "--register-interval-ms", "500", "--set", "ha_master_lookup_interval_ms=200",
-        "--set", "ha_metadata_sync_interval_ms=300"])
+    return broker_process(
+        tmp / name,
+        name,
+        namesrv=namesrv,
+        extra_args=[
+            "--cluster",
+            "bench",
+            "--broker-name",
+            "bench-group",
+            "--broker-id",
+            str(broker_id),
+            "--role",
+            role,
+            "--register-interval-ms",
+            "500",
+            "--set",
+            "ha_master_lookup_interval_ms=200",
+            "--set",
+            "ha_metadata_sync_interval_ms=300",
+        ],
+    )
 
 
 async def until_stored(config: ClientConfig) -> None:
@@ -144,8 +175,12 @@ async def send_speed(config: ClientConfig, messages: int) -> dict:
             await producer.send(Message(TOPIC, BODY))
             latencies_ms.append((time.perf_counter() - sent_at) * 1000)
     cuts = statistics.quantiles(latencies_ms, n=100)
-    return {"batch32_msgs_per_s": round(messages / batch_s), "single_msgs_per_s": round(len(latencies_ms) /
-            (sum(latencies_ms) / 1000)), "single_p50_ms": round(cuts[49], 2), "single_p99_ms": round(cuts[98], 2)}
+    return {
+        "batch32_msgs_per_s": round(messages / batch_s),
+        "single_msgs_per_s": round(len(latencies_ms) / (sum(latencies_ms) / 1000)),
+        "single_p50_ms": round(cuts[49], 2),
+        "single_p99_ms": round(cuts[98], 2),
+    }
 
 
 async def sync_case(tmp: Path, messages: int) -> dict:
@@ -153,8 +188,12 @@ async def sync_case(tmp: Path, messages: int) -> dict:
     for label, with_slave in (("async_master_no_slave", False), ("sync_master_one_slave", True)):
         run_dir = tmp / label
         namesrv = namesrv_process(run_dir / "ns").start()
-        procs = [namesrv, group_process(run_dir, namesrv.namesrv, "master", 0,
-                                        "sync_master" if with_slave else "async_master").start()]
+        procs = [
+            namesrv,
+            group_process(
+                run_dir, namesrv.namesrv, "master", 0, "sync_master" if with_slave else "async_master"
+            ).start(),
+        ]
         try:
             if with_slave:
                 procs.append(group_process(run_dir, namesrv.namesrv, "slave", 1, "slave").start())
@@ -178,10 +217,27 @@ async def slave_serves(slave_addr: str) -> None:
     remoting = RemotingClient()
     try:
         deadline = time.monotonic() + 30
-        while (await remoting.invoke(slave_addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-                "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "queueOffset": 0, "maxMsgNums": 1,
-                "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}),
-                5.0)).code != ResponseCode.SUCCESS:
+        while (
+            await remoting.invoke(
+                slave_addr,
+                RemotingCommand.request(
+                    RequestCode.PULL_MESSAGE,
+                    {
+                        "consumerGroup": GROUP,
+                        "topic": TOPIC,
+                        "queueId": 0,
+                        "queueOffset": 0,
+                        "maxMsgNums": 1,
+                        "sysFlag": 4,
+                        "commitOffset": 0,
+                        "suspendTimeoutMillis": 0,
+                        "subscription": "*",
+                        "subVersion": 0,
+                    },
+                ),
+                5.0,
+            )
+        ).code != ResponseCode.SUCCESS:
             if time.monotonic() > deadline:
                 raise RuntimeError("the slave does not serve the topic within 30 s")
             await asyncio.sleep(0.1)
@@ -223,8 +279,7 @@ async def failover_case(tmp: Path) -> dict:
     finally:
         for proc in (slave, master, namesrv):
             proc.kill()
-    return {"case": "failover", "seconds_to_first_read_through_slave": round(failover_s, 2),
-            "pull_attempts": attempts}
+    return {"case": "failover", "seconds_to_first_read_through_slave": round(failover_s, 2), "pull_attempts": attempts}
 
 
 def run_in_tmp(case, *args) -> dict:

@@ -94,10 +94,19 @@ def bench_sdk(messages: int, consumers: int, overlap_acks: bool) -> dict:
         finally:
             proc.stop()
     rate = messages / elapsed_s
-    return {"case": "sdk_receive_ack", "messages": messages, "consumers": consumers, "batch": BATCH,
-            "acks": "overlapped" if overlap_acks else "awaited",
-            "seconds": round(elapsed_s, 2), "client_cpu_s": round(client_cpu_s, 2), "broker_cpu_s": round(broker_cpu_s, 2),
-            "msgs_per_s": round(rate), "target_msgs_per_s": TARGET_MSG_PER_S, "meets_target": rate >= TARGET_MSG_PER_S}
+    return {
+        "case": "sdk_receive_ack",
+        "messages": messages,
+        "consumers": consumers,
+        "batch": BATCH,
+        "acks": "overlapped" if overlap_acks else "awaited",
+        "seconds": round(elapsed_s, 2),
+        "client_cpu_s": round(client_cpu_s, 2),
+        "broker_cpu_s": round(broker_cpu_s, 2),
+        "msgs_per_s": round(rate),
+        "target_msgs_per_s": TARGET_MSG_PER_S,
+        "meets_target": rate >= TARGET_MSG_PER_S,
+    }
 
 
 # -- revive throughput in process ---------------------------------------------------------------------------------
@@ -121,15 +130,17 @@ async def revive_case(tmp: Path, messages: int, profile: bool) -> dict:
     from pocketmq.runtime.clock import ManualClock
 
     clock = ManualClock()
-    config = dataclasses.replace(BrokerConfig(data_dir=tmp / "data", remoting_port=0, grpc_port=0),
-                                 pop_revive_interval_ms=3_600_000)
+    config = dataclasses.replace(
+        BrokerConfig(data_dir=tmp / "data", remoting_port=0, grpc_port=0), pop_revive_interval_ms=3_600_000
+    )
     broker = Broker(config, clock=clock)
     await broker.start(remoting_port=10911)
     try:
         broker.topics.create_or_update(TopicConfig(TOPIC, QUEUES, QUEUES))
         for start in range(0, messages, 1000):
-            await broker.messages.send([StoredMessage(TOPIC, BODY) for _ in range(min(1000, messages - start))],
-                                       topic=TOPIC)
+            await broker.messages.send(
+                [StoredMessage(TOPIC, BODY) for _ in range(min(1000, messages - start))], topic=TOPIC
+            )
         if profile:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -147,8 +158,12 @@ async def revive_case(tmp: Path, messages: int, profile: bool) -> dict:
         elapsed_s = time.perf_counter() - started
     finally:
         await broker.shutdown()
-    return {"case": "revive", "messages": messages, "seconds": round(elapsed_s, 2),
-            "msgs_per_s": round(messages / elapsed_s)}
+    return {
+        "case": "revive",
+        "messages": messages,
+        "seconds": round(elapsed_s, 2),
+        "msgs_per_s": round(messages / elapsed_s),
+    }
 
 
 def bench_revive(messages: int, profile: bool = False) -> dict:
@@ -163,8 +178,12 @@ def main() -> None:
     parser.add_argument("--revive-messages", type=int, default=100_000)
     parser.add_argument("--cases", default="sdk,revive")
     parser.add_argument("--profile", action="store_true", help="profile the in-process pop + ack path instead")
-    parser.add_argument("--acks", choices=("overlapped", "awaited"), default="overlapped",
-                        help="sdk case: ack a batch while receiving the next, or await each ack first")
+    parser.add_argument(
+        "--acks",
+        choices=("overlapped", "awaited"),
+        default="overlapped",
+        help="sdk case: ack a batch while receiving the next, or await each ack first",
+    )
     args = parser.parse_args()
     if args.profile:
         print(json.dumps(bench_revive(min(args.revive_messages, 32_000), profile=True)), flush=True)

@@ -49,8 +49,12 @@ QUEUES = 8
 IN_FLIGHT = 100
 BATCH = 32
 WARMUP_MESSAGES = 1000
-TARGETS_MSG_PER_S = {"one_at_a_time": 5_000, "in_flight_100": 40_000, "in_flight_100_auto_batch": 40_000,
-                     "batch_32": 40_000}
+TARGETS_MSG_PER_S = {
+    "one_at_a_time": 5_000,
+    "in_flight_100": 40_000,
+    "in_flight_100_auto_batch": 40_000,
+    "batch_32": 40_000,
+}
 PLACEMENTS = {"any": None, "same-cpu": ({0}, {0}), "split-cpus": ({0}, {1})}  # (broker CPUs, client CPUs)
 
 
@@ -86,8 +90,12 @@ def batch_32(config: ClientConfig, messages: int) -> None:
             producer.send_batch([Message(TOPIC, BODY) for _ in range(BATCH)])
 
 
-CASES = {"one_at_a_time": one_at_a_time, "in_flight_100": in_flight_100,
-         "in_flight_100_auto_batch": in_flight_100_auto_batch, "batch_32": batch_32}
+CASES = {
+    "one_at_a_time": one_at_a_time,
+    "in_flight_100": in_flight_100,
+    "in_flight_100_auto_batch": in_flight_100_auto_batch,
+    "batch_32": batch_32,
+}
 
 
 def run_case(name: str, config: ClientConfig, messages: int, broker_pid: int, profile: bool) -> dict:
@@ -104,8 +112,11 @@ def run_case(name: str, config: ClientConfig, messages: int, broker_pid: int, pr
     if profiler:
         print(f"--- client profile of {name} ---", file=sys.stderr)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
-    return {"seconds": round(elapsed_s, 3), "client_cpu_s": round(time.process_time() - client_cpu, 2),
-            "broker_cpu_s": round(process_cpu_s(broker_pid) - broker_cpu, 2)}
+    return {
+        "seconds": round(elapsed_s, 3),
+        "client_cpu_s": round(time.process_time() - client_cpu, 2),
+        "broker_cpu_s": round(process_cpu_s(broker_pid) - broker_cpu, 2),
+    }
 
 
 def pin(pid: int, cpus: set[int]) -> None:
@@ -114,8 +125,15 @@ def pin(pid: int, cpus: set[int]) -> None:
         os.sched_setaffinity(int(tid), cpus)
 
 
-def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: str | None, placement: str,
-                     broker_busy_poll_us: int | None, client_busy_poll_us: int) -> None:
+def bench_flush_mode(
+    flush: str,
+    cases: list[str],
+    messages: int,
+    profile_case: str | None,
+    placement: str,
+    broker_busy_poll_us: int | None,
+    client_busy_poll_us: int,
+) -> None:
     broker_args = ["--flush", flush]
     if broker_busy_poll_us is not None:
         broker_args += ["--busy-poll-us", str(broker_busy_poll_us)]
@@ -133,13 +151,25 @@ def bench_flush_mode(flush: str, cases: list[str], messages: int, profile_case: 
                 count = messages - messages % BATCH if name == "batch_32" else messages
                 timing = run_case(name, config, count, broker.proc.pid, profile_case == name)
                 elapsed_s = timing["seconds"]
-                print(json.dumps({
-                    "bench": "produce", "case": name, "flush": f"{flush.upper()}_FLUSH", "messages": count,
-                    "body_bytes": len(BODY), "placement": placement, "broker_busy_poll_us": broker_busy_poll_us,
-                    "client_busy_poll_us": client_busy_poll_us, **timing, "msg_per_s": round(count / elapsed_s),
-                    "mb_per_s": round(count * len(BODY) / elapsed_s / 2**20, 1),
-                    "target_msg_per_s": TARGETS_MSG_PER_S[name],
-                }), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "bench": "produce",
+                            "case": name,
+                            "flush": f"{flush.upper()}_FLUSH",
+                            "messages": count,
+                            "body_bytes": len(BODY),
+                            "placement": placement,
+                            "broker_busy_poll_us": broker_busy_poll_us,
+                            "client_busy_poll_us": client_busy_poll_us,
+                            **timing,
+                            "msg_per_s": round(count / elapsed_s),
+                            "mb_per_s": round(count * len(BODY) / elapsed_s / 2**20, 1),
+                            "target_msg_per_s": TARGETS_MSG_PER_S[name],
+                        }
+                    ),
+                    flush=True,
+                )
         finally:
             broker.stop()
 
@@ -150,20 +180,39 @@ def main() -> None:
     parser.add_argument("--flush", default="async,sync", help="flush modes, comma-separated (default async,sync)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     parser.add_argument("--profile", choices=list(CASES), help="cProfile the client side of this case")
-    parser.add_argument("--placement", choices=list(PLACEMENTS), default="any",
-                        help="pin the broker and this script to one CPU or to two (default: not pinned)")
-    parser.add_argument("--broker-busy-poll-us", type=int, default=None,
-                        help="the broker's --busy-poll-us (default: the broker's default)")
-    parser.add_argument("--client-busy-poll-us", type=int, default=0,
-                        help="sync sends poll their socket this long for the reply before sleeping (default 0)")
+    parser.add_argument(
+        "--placement",
+        choices=list(PLACEMENTS),
+        default="any",
+        help="pin the broker and this script to one CPU or to two (default: not pinned)",
+    )
+    parser.add_argument(
+        "--broker-busy-poll-us",
+        type=int,
+        default=None,
+        help="the broker's --busy-poll-us (default: the broker's default)",
+    )
+    parser.add_argument(
+        "--client-busy-poll-us",
+        type=int,
+        default=0,
+        help="sync sends poll their socket this long for the reply before sleeping (default 0)",
+    )
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
     if unknown:
         parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     for flush in args.flush.split(","):
-        bench_flush_mode(flush, cases, args.messages, args.profile, args.placement, args.broker_busy_poll_us,
-                         args.client_busy_poll_us)
+        bench_flush_mode(
+            flush,
+            cases,
+            args.messages,
+            args.profile,
+            args.placement,
+            args.broker_busy_poll_us,
+            args.client_busy_poll_us,
+        )
 
 
 if __name__ == "__main__":

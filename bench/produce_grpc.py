@@ -50,18 +50,35 @@ def run_null_server(ready_file: str) -> None:
     from pocketmq.server.grpc_server import MAX_GRPC_MESSAGE_BYTES
 
     now_ms = int(time.time() * 1000)
-    canned = [codec.encode_delivered_message(
-        MessageExt(topic=TOPIC, body=b"x" * 1024, properties={"UNIQ_KEY": f"NULL{i:028X}"}, queue_offset=i,
-                   born_timestamp_ms=now_ms, store_timestamp_ms=now_ms),
-        receipt_handle=f"null-handle-{i}", invisible_duration_ms=60_000) for i in range(RECEIVE_BATCH)]
+    canned = [
+        codec.encode_delivered_message(
+            MessageExt(
+                topic=TOPIC,
+                body=b"x" * 1024,
+                properties={"UNIQ_KEY": f"NULL{i:028X}"},
+                queue_offset=i,
+                born_timestamp_ms=now_ms,
+                store_timestamp_ms=now_ms,
+            ),
+            receipt_handle=f"null-handle-{i}",
+            invisible_duration_ms=60_000,
+        )
+        for i in range(RECEIVE_BATCH)
+    ]
 
     class NullServicer:
         """Answers what a producer or a simple consumer needs, at once, storing nothing."""
 
         async def QueryRoute(self, request, context):
             topic, dialled, domain = codec.decode_route_request(request)
-            return codec.route_response([codec.RouteQueue(topic, i, "null", tuple(dialled), domain_name=domain,
-                                                          message_type=MessageType.MIXED) for i in range(8)])
+            return codec.route_response(
+                [
+                    codec.RouteQueue(
+                        topic, i, "null", tuple(dialled), domain_name=domain, message_type=MessageType.MIXED
+                    )
+                    for i in range(8)
+                ]
+            )
 
         async def Heartbeat(self, request, context):
             return codec.heartbeat_response()
@@ -70,8 +87,9 @@ def run_null_server(ready_file: str) -> None:
             return codec.termination_response()
 
         async def SendMessage(self, request, context):
-            return codec.send_response([codec.SendEntry(codec.V2Code.OK, message_id=m.system_properties.message_id)
-                                        for m in request.messages])
+            return codec.send_response(
+                [codec.SendEntry(codec.V2Code.OK, message_id=m.system_properties.message_id) for m in request.messages]
+            )
 
         async def QueryAssignment(self, request, context):
             topic, _, dialled = codec_pop.decode_assignment_request(request)
@@ -79,7 +97,7 @@ def run_null_server(ready_file: str) -> None:
 
         async def ReceiveMessage(self, request, context):
             yield codec_pop.receive_status()
-            for message in canned[:max(request.batch_size, 1)]:
+            for message in canned[: max(request.batch_size, 1)]:
                 yield codec_pop.receive_message(message)
             yield codec_pop.receive_delivery_timestamp(int(time.time() * 1000))
 
@@ -144,8 +162,12 @@ def timed_threads(work, messages: int, threads: int) -> float:
 def run_simple_consumer(spec: dict) -> None:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 
-    consumer = SimpleConsumer(ClientConfiguration(spec["endpoint"], Credentials()), GROUP,
-                              {spec["topic"]: FilterExpression("*")}, await_duration=2)
+    consumer = SimpleConsumer(
+        ClientConfiguration(spec["endpoint"], Credentials()),
+        GROUP,
+        {spec["topic"]: FilterExpression("*")},
+        await_duration=2,
+    )
     consumer.startup()
 
     def receive_and_ack(count: int) -> None:
@@ -177,11 +199,23 @@ def fill_topic(namesrv: str, messages: int, size: int) -> None:
 
 # -- the driver ----------------------------------------------------------------------------------------------------
 def measure(endpoint: str, home: Path, *, workload: str, messages: int, size: int, threads: int) -> float:
-    spec = {"endpoint": endpoint, "topic": TOPIC, "workload": workload, "messages": messages, "size": size,
-            "threads": threads}
+    spec = {
+        "endpoint": endpoint,
+        "topic": TOPIC,
+        "workload": workload,
+        "messages": messages,
+        "size": size,
+        "threads": threads,
+    }
     env = dict(os.environ, HOME=str(home))
-    out = subprocess.run([sys.executable, __file__, "--client", json.dumps(spec)], env=env, check=True,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, __file__, "--client", json.dumps(spec)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["msgs_per_s"]
 
 
@@ -214,29 +248,53 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pmq-bench-grpc-") as tmp:
         tmp_path = Path(tmp)
         ready = tmp_path / "null.ready.json"
-        null = subprocess.Popen([sys.executable, __file__, "--null-server", str(ready)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        null = subprocess.Popen(
+            [sys.executable, __file__, "--null-server", str(ready)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         broker = broker_process(tmp_path / "broker", "broker-a").start()
         try:
             null_endpoint = wait_ready(ready, null)["grpc"]
             thread_counts = [int(t) for t in args.threads.split(",")]
             if args.workload == "receive_ack":
-                fill_topic(broker.namesrv, (args.messages + WARMUP_ACKS + RECEIVE_BATCH * max(thread_counts))
-                           * args.rounds * len(thread_counts), args.size)
+                fill_topic(
+                    broker.namesrv,
+                    (args.messages + WARMUP_ACKS + RECEIVE_BATCH * max(thread_counts))
+                    * args.rounds
+                    * len(thread_counts),
+                    args.size,
+                )
             client = {"send": "Producer, sync send", "receive_ack": "SimpleConsumer, receive(32) + ack each"}
-            result = {"bench": "produce_grpc", "workload": args.workload,
-                      "client": f"rocketmq-python-client (official, {client[args.workload]})",
-                      "messages": args.messages, "body_bytes": args.size, "runs": []}
+            result = {
+                "bench": "produce_grpc",
+                "workload": args.workload,
+                "client": f"rocketmq-python-client (official, {client[args.workload]})",
+                "messages": args.messages,
+                "body_bytes": args.size,
+                "runs": [],
+            }
             for threads in thread_counts:
                 best = {"null": 0.0, "pocketmq": 0.0}
                 for _ in range(args.rounds):
                     for name, endpoint in (("null", null_endpoint), ("pocketmq", broker.grpc)):
-                        rate = measure(endpoint, tmp_path, workload=args.workload, messages=args.messages,
-                                       size=args.size, threads=threads)
+                        rate = measure(
+                            endpoint,
+                            tmp_path,
+                            workload=args.workload,
+                            messages=args.messages,
+                            size=args.size,
+                            threads=threads,
+                        )
                         best[name] = max(best[name], rate)
-                result["runs"].append({"threads": threads, "ceiling_msgs_per_s": round(best["null"]),
-                                       "pocketmq_msgs_per_s": round(best["pocketmq"]),
-                                       "ratio": round(best["pocketmq"] / best["null"], 3)})
+                result["runs"].append(
+                    {
+                        "threads": threads,
+                        "ceiling_msgs_per_s": round(best["null"]),
+                        "pocketmq_msgs_per_s": round(best["pocketmq"]),
+                        "ratio": round(best["pocketmq"] / best["null"], 3),
+                    }
+                )
             print(json.dumps(result))
         finally:
             broker.stop()

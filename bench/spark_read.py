@@ -38,8 +38,9 @@ def load(namesrv: str, topic: str, messages: int, size: int) -> None:
     per_batch = max(1, min(256, (1 << 20) // (size + 64)))
     for start in range(0, messages, per_batch):
         count = min(per_batch, messages - start)
-        client.producer.send_batch([Message(topic, body) for _ in range(count)],
-                                   queue=queues[(start // per_batch) % len(queues)])
+        client.producer.send_batch(
+            [Message(topic, body) for _ in range(count)], queue=queues[(start // per_batch) % len(queues)]
+        )
 
 
 def tree_cpu_s(root_pid: int) -> float:
@@ -76,9 +77,14 @@ def bench_parser(doc: str) -> argparse.ArgumentParser:
 def spark_session():
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
-            .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    return (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
 
 
 def main() -> None:
@@ -98,22 +104,46 @@ def main() -> None:
             for run in range(args.runs + 1):
                 broker_cpu, all_cpu = tree_cpu_s(broker.proc.pid), tree_cpu_s(os.getpid())
                 started = time.perf_counter()
-                (spark.read.format("pocketmq").option("namesrv", broker.namesrv).option("topic", TOPIC)
-                 .option("minPartitions", "4").load().write.format("noop").mode("overwrite").save())
+                (
+                    spark.read.format("pocketmq")
+                    .option("namesrv", broker.namesrv)
+                    .option("topic", TOPIC)
+                    .option("minPartitions", "4")
+                    .load()
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                )
                 if run:  # the first read warms the Python workers and their clients
                     read_s = time.perf_counter() - started
                     broker_cpu = tree_cpu_s(broker.proc.pid) - broker_cpu
-                    runs.append({"read_s": read_s, "broker_cpu_s": broker_cpu,
-                                 "spark_cpu_s": tree_cpu_s(os.getpid()) - all_cpu - broker_cpu})
+                    runs.append(
+                        {
+                            "read_s": read_s,
+                            "broker_cpu_s": broker_cpu,
+                            "spark_cpu_s": tree_cpu_s(os.getpid()) - all_cpu - broker_cpu,
+                        }
+                    )
             spark.stop()
         finally:
             broker.stop()
     best = min(runs, key=lambda r: r["read_s"])
-    print(json.dumps({"bench": "spark_read", "messages": args.messages, "size": args.size, "cores": os.cpu_count(),
-                      "load_s": round(load_s, 2), "read_s": round(best["read_s"], 2),
-                      "rows_per_s": round(args.messages / best["read_s"]),
-                      "broker_cpu_s": round(best["broker_cpu_s"], 2), "spark_cpu_s": round(best["spark_cpu_s"], 2),
-                      "load_avg_1m": os.getloadavg()[0]}))
+    print(
+        json.dumps(
+            {
+                "bench": "spark_read",
+                "messages": args.messages,
+                "size": args.size,
+                "cores": os.cpu_count(),
+                "load_s": round(load_s, 2),
+                "read_s": round(best["read_s"], 2),
+                "rows_per_s": round(args.messages / best["read_s"]),
+                "broker_cpu_s": round(best["broker_cpu_s"], 2),
+                "spark_cpu_s": round(best["spark_cpu_s"], 2),
+                "load_avg_1m": os.getloadavg()[0],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -28,9 +28,16 @@ from pocketmq.testing.processes import broker_process
 
 
 def write_stream(spark, source_dir: str, checkpoint: str, namesrv: str, topic: str, schema) -> None:
-    query = (spark.readStream.schema(schema).parquet(source_dir)
-             .writeStream.format("pocketmq").option("namesrv", namesrv).option("topic", topic)
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query = (
+        spark.readStream.schema(schema)
+        .parquet(source_dir)
+        .writeStream.format("pocketmq")
+        .option("namesrv", namesrv)
+        .option("topic", topic)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
 
 
@@ -47,9 +54,15 @@ def main() -> None:
             spark.sparkContext.setLogLevel("ERROR")
             padding = max(0, args.size - 12)
             for name, rows in (("warm", 2_000), ("sink", args.messages)):
-                (spark.range(rows).selectExpr(f"concat(lpad(cast(id as string), 12, '0'), repeat('x', {padding})) "
-                                              "as body", "cast(id as string) as keys")
-                 .repartition(2).write.parquet(f"{tmp}/{name}-input"))
+                (
+                    spark.range(rows)
+                    .selectExpr(
+                        f"concat(lpad(cast(id as string), 12, '0'), repeat('x', {padding})) as body",
+                        "cast(id as string) as keys",
+                    )
+                    .repartition(2)
+                    .write.parquet(f"{tmp}/{name}-input")
+                )
             schema = spark.read.parquet(f"{tmp}/warm-input").schema
             write_stream(spark, f"{tmp}/warm-input", f"{tmp}/warm-checkpoint", broker.namesrv, "warm", schema)
 
@@ -64,11 +77,22 @@ def main() -> None:
             stored = sum(b.max_offset - b.min_offset for b in client.bounds(client.queues("sink")).values())
         finally:
             broker.stop()
-    print(json.dumps({"bench": "spark_write_stream", "messages": args.messages, "size": args.size,
-                      "cores": os.cpu_count(), "write_s": round(write_s, 2),
-                      "rows_per_s": round(args.messages / write_s), "stored": stored,
-                      "broker_cpu_s": round(broker_cpu, 2), "spark_cpu_s": round(spark_cpu, 2),
-                      "load_avg_1m": os.getloadavg()[0]}))
+    print(
+        json.dumps(
+            {
+                "bench": "spark_write_stream",
+                "messages": args.messages,
+                "size": args.size,
+                "cores": os.cpu_count(),
+                "write_s": round(write_s, 2),
+                "rows_per_s": round(args.messages / write_s),
+                "stored": stored,
+                "broker_cpu_s": round(broker_cpu, 2),
+                "spark_cpu_s": round(spark_cpu, 2),
+                "load_avg_1m": os.getloadavg()[0],
+            }
+        )
+    )
     if stored != args.messages:
         sys.exit(f"the topic holds {stored} messages, not {args.messages}")
 

@@ -22,8 +22,16 @@ import time
 from pathlib import Path
 
 from pocketmq.client import (
-    Admin, ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, Message, Producer,
-    PushConsumer, PushConsumerOptions, StagedConcurrentListener,
+    Admin,
+    ClientConfig,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    Message,
+    Producer,
+    PushConsumer,
+    PushConsumerOptions,
+    StagedConcurrentListener,
 )
 from pocketmq.testing.processes import broker_process, wait_until
 
@@ -65,16 +73,29 @@ def run(config: ClientConfig, mode: str, unit_s: float) -> float:
             producer.send(Message.create(topic, str(i)))
     concurrent = mode == "concurrent"
     listener = Timed(unit_s, ConsumeConcurrentlyStatus.CONSUME_SUCCESS if concurrent else ConsumeOrderlyStatus.SUCCESS)
-    consumer = PushConsumer(PushConsumerOptions(f"bench_staged_{mode}", consume_thread_max=POOL,
-                                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                                pull_batch_size=MESSAGES), config)
+    consumer = PushConsumer(
+        PushConsumerOptions(
+            f"bench_staged_{mode}",
+            consume_thread_max=POOL,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            pull_batch_size=MESSAGES,
+        ),
+        config,
+    )
     consumer.subscribe(topic)
-    {"orderly": consumer.register_orderly_listener, "staged": consumer.register_staged_listener,
-     "concurrent": consumer.register_listener}[mode](listener)
+    {
+        "orderly": consumer.register_orderly_listener,
+        "staged": consumer.register_staged_listener,
+        "concurrent": consumer.register_listener,
+    }[mode](listener)
     consumer.start()
     try:
-        wait_until(lambda: listener.count >= MESSAGES, timeout_s=MESSAGES * unit_s * 3 + 30, interval_s=0.01,
-                   message=f"{mode}: all consumed")
+        wait_until(
+            lambda: listener.count >= MESSAGES,
+            timeout_s=MESSAGES * unit_s * 3 + 30,
+            interval_s=0.01,
+            message=f"{mode}: all consumed",
+        )
     finally:
         consumer.shutdown()
     return listener.last_end - listener.first_start
@@ -92,11 +113,21 @@ def main() -> None:
             seconds = {mode: run(config, mode, unit_s) for mode in ("orderly", "staged", "concurrent")}
         finally:
             broker.stop()
-    print(json.dumps({"unit_ms": args.unit_ms, "messages": MESSAGES, "stages": STAGES, "pool": POOL,
-                      "orderly_s": round(seconds["orderly"], 3), "staged_s": round(seconds["staged"], 3),
-                      "concurrent_s": round(seconds["concurrent"], 3),
-                      "staged_units": round(seconds["staged"] / unit_s, 2),
-                      "orderly_over_staged": round(seconds["orderly"] / seconds["staged"], 1)}))
+    print(
+        json.dumps(
+            {
+                "unit_ms": args.unit_ms,
+                "messages": MESSAGES,
+                "stages": STAGES,
+                "pool": POOL,
+                "orderly_s": round(seconds["orderly"], 3),
+                "staged_s": round(seconds["staged"], 3),
+                "concurrent_s": round(seconds["concurrent"], 3),
+                "staged_units": round(seconds["staged"] / unit_s, 2),
+                "orderly_over_staged": round(seconds["orderly"] / seconds["staged"], 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

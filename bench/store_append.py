@@ -36,8 +36,8 @@ from crc32c import crc32c
 from pocketmq.common.message import MessageExt
 from pocketmq.common.properties import encode_properties
 from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE, RECORD_HEAD
-from pocketmq.store.consume_queue import UNIT
 from pocketmq.store.api import FlushMode, StoreConfig
+from pocketmq.store.consume_queue import UNIT
 from pocketmq.store.message_store import MessageStore
 
 BODY = os.urandom(1024)
@@ -45,25 +45,34 @@ SEGMENT_BYTES = 64 * 1024 * 1024
 
 
 def _message(i: int) -> MessageExt:
-    return MessageExt(topic="bench", body=BODY, properties={"TAGS": "t", "UNIQ_KEY": f"7F0000010000{i:020X}"},
-                      queue_id=i % 8, born_timestamp_ms=1_800_000_000_000, born_host=("127.0.0.1", 40000))
+    return MessageExt(
+        topic="bench",
+        body=BODY,
+        properties={"TAGS": "t", "UNIQ_KEY": f"7F0000010000{i:020X}"},
+        queue_id=i % 8,
+        born_timestamp_ms=1_800_000_000_000,
+        born_host=("127.0.0.1", 40000),
+    )
 
 
 async def _store_run(data_dir: Path, mode: FlushMode, count: int, batch: int, concurrency: int) -> dict:
-    config = StoreConfig(data_dir=data_dir, commit_log_segment_bytes=SEGMENT_BYTES, flush_mode=mode,
-                         consume_queue_segment_units=300_000)
+    config = StoreConfig(
+        data_dir=data_dir, commit_log_segment_bytes=SEGMENT_BYTES, flush_mode=mode, consume_queue_segment_units=300_000
+    )
     store = MessageStore(config)
     store.start()
     messages = [_message(i) for i in range(count)]
     started = time.perf_counter()
     if concurrency > 1:
+
         async def worker(part: list[MessageExt]):
             for msg in part:
                 await store.put_message(msg)
+
         await asyncio.gather(*(worker(messages[k::concurrency]) for k in range(concurrency)))
     elif batch > 1:
         for k in range(0, count, batch):
-            await store.put_messages(messages[k:k + batch])
+            await store.put_messages(messages[k : k + batch])
     else:
         for msg in messages:
             await store.put_message(msg)
@@ -71,8 +80,13 @@ async def _store_run(data_dir: Path, mode: FlushMode, count: int, batch: int, co
     rounds = store.flush_rounds
     await store.shutdown()
     elapsed = time.perf_counter() - started
-    return {"messages_per_s": round(count / elapsed), "mb_per_s": round(stored_bytes / elapsed / 1e6, 1),
-            "seconds": round(elapsed, 3), "stored_bytes": stored_bytes, "flush_rounds": rounds}
+    return {
+        "messages_per_s": round(count / elapsed),
+        "mb_per_s": round(stored_bytes / elapsed / 1e6, 1),
+        "seconds": round(elapsed, 3),
+        "stored_bytes": stored_bytes,
+        "flush_rounds": rounds,
+    }
 
 
 def _raw_run(path: Path, total_bytes: int) -> dict:
@@ -82,7 +96,7 @@ def _raw_run(path: Path, total_bytes: int) -> dict:
     try:
         written = 0
         while written < total_bytes:
-            written += os.write(fd, chunk[:min(len(chunk), total_bytes - written)])
+            written += os.write(fd, chunk[: min(len(chunk), total_bytes - written)])
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -108,12 +122,29 @@ def _format_floor_run(path: Path, count: int) -> dict:
         for i in range(count):
             at = len(chunk)
             chunk += frame_header
-            chunk += RECORD_HEAD.pack(record_bytes, MESSAGE_MAGIC_CODE, zlib.crc32(BODY) & 0x7FFFFFFF, i % 8, 0, i,
-                                      stored_bytes, 0, 0, host, 1, 0, host, 2, 0, 0, len(BODY))
+            chunk += RECORD_HEAD.pack(
+                record_bytes,
+                MESSAGE_MAGIC_CODE,
+                zlib.crc32(BODY) & 0x7FFFFFFF,
+                i % 8,
+                0,
+                i,
+                stored_bytes,
+                0,
+                0,
+                host,
+                1,
+                0,
+                host,
+                2,
+                0,
+                0,
+                len(BODY),
+            )
             chunk += BODY
             chunk += tail
             with memoryview(chunk) as view:
-                crc32c(view[at + 8:])
+                crc32c(view[at + 8 :])
             units += UNIT.pack(stored_bytes, record_bytes, 0)
             stored_bytes += 8 + record_bytes
             if len(chunk) >= 1 << 20:
@@ -124,8 +155,12 @@ def _format_floor_run(path: Path, count: int) -> dict:
     finally:
         os.close(fd)
     elapsed = time.perf_counter() - started
-    return {"messages_per_s": round(count / elapsed), "mb_per_s": round(stored_bytes / elapsed / 1e6, 1),
-            "seconds": round(elapsed, 3), "stored_bytes": stored_bytes}
+    return {
+        "messages_per_s": round(count / elapsed),
+        "mb_per_s": round(stored_bytes / elapsed / 1e6, 1),
+        "seconds": round(elapsed, 3),
+        "stored_bytes": stored_bytes,
+    }
 
 
 def main() -> None:
@@ -139,8 +174,10 @@ def main() -> None:
     try:
         result = {"bench": "store_append", "message_bytes": len(BODY), "messages": args.messages}
         result["async_single"] = asyncio.run(_store_run(root / "a1", FlushMode.ASYNC, args.messages, 1, 1))
-        raws = sorted((_raw_run(root / "raw", result["async_single"]["stored_bytes"]) for _ in range(3)),
-                      key=lambda r: r["mb_per_s"])
+        raws = sorted(
+            (_raw_run(root / "raw", result["async_single"]["stored_bytes"]) for _ in range(3)),
+            key=lambda r: r["mb_per_s"],
+        )
         result["raw"] = {**raws[1], "runs_mb_per_s": [r["mb_per_s"] for r in raws]}  # the median of three
         result["async_batch"] = asyncio.run(_store_run(root / "a2", FlushMode.ASYNC, args.messages, args.batch, 1))
         result["sync"] = asyncio.run(_store_run(root / "s", FlushMode.SYNC, args.messages, 1, args.concurrency))

@@ -28,8 +28,10 @@ SEND_BATCH = 100
 async def schedule(broker: Broker, count: int) -> float:
     started = time.perf_counter()
     for start in range(0, count, SEND_BATCH):
-        batch = [Message.create("bench_timer", b"x" * 100, properties={"TIMER_DELAY_MS": str(1000 + (i * 7919) % 60_000)})
-                 for i in range(start, min(count, start + SEND_BATCH))]
+        batch = [
+            Message.create("bench_timer", b"x" * 100, properties={"TIMER_DELAY_MS": str(1000 + (i * 7919) % 60_000)})
+            for i in range(start, min(count, start + SEND_BATCH))
+        ]
         await broker.messages.send(batch, topic="bench_timer")
     return time.perf_counter() - started
 
@@ -58,10 +60,18 @@ async def run(count: int) -> dict:
     fire_s = time.perf_counter() - fire_started
     visible = sum(restarted.store.max_queue_offset("bench_timer", q) for q in range(8))
     await restarted.shutdown()
-    return {"bench": "timer", "timers": count, "schedule_per_s": round(count / schedule_s),
-            "load_into_wheel_per_s": round(count / load_s), "wheel_bytes_per_timer": round(wheel_bytes / count, 1),
-            "rebuild_s": round(rebuild_s, 2), "pending_after_restart": pending,
-            "fire_per_s": round(fired / fire_s), "fired": fired, "visible": visible}
+    return {
+        "bench": "timer",
+        "timers": count,
+        "schedule_per_s": round(count / schedule_s),
+        "load_into_wheel_per_s": round(count / load_s),
+        "wheel_bytes_per_timer": round(wheel_bytes / count, 1),
+        "rebuild_s": round(rebuild_s, 2),
+        "pending_after_restart": pending,
+        "fire_per_s": round(fired / fire_s),
+        "fired": fired,
+        "visible": visible,
+    }
 
 
 def main() -> None:

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 # Property tests run on a 2-core CI machine: bounded examples, no wall-clock deadline per example.
-settings.register_profile("pocketmq", max_examples=60, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("pocketmq", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "pocketmq"))
 
 

@@ -18,8 +18,12 @@ CUSTOMERS = 8
 
 def order(n: int, seed: int = 7) -> dict:
     rng = random.Random(seed * 1_000_003 + n)
-    return {"order_id": n, "customer": f"c{rng.randrange(CUSTOMERS)}", "amount_cents": rng.randrange(100, 10_000),
-            "event_time_ms": EPOCH_MS + n * EVENT_STEP_MS}
+    return {
+        "order_id": n,
+        "customer": f"c{rng.randrange(CUSTOMERS)}",
+        "amount_cents": rng.randrange(100, 10_000),
+        "event_time_ms": EPOCH_MS + n * EVENT_STEP_MS,
+    }
 
 
 def encode(event: dict) -> bytes:

@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
 from orders import EPOCH_MS, EVENT_STEP_MS, WINDOW_MS, encode, expected_totals, order
+
 from pocketmq.client.admin import Admin
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.producer import Producer
@@ -46,8 +46,11 @@ def produce(namesrv: str, topic: str, first: int, count: int) -> None:
 
 
 def run_job(namesrv: str, work_dir: Path) -> None:
-    subprocess.run([sys.executable, str(HERE / "aggregate_job.py"), "--namesrv", namesrv, "--work-dir",
-                    str(work_dir)], check=True, cwd=HERE)
+    subprocess.run(
+        [sys.executable, str(HERE / "aggregate_job.py"), "--namesrv", namesrv, "--work-dir", str(work_dir)],
+        check=True,
+        cwd=HERE,
+    )
 
 
 def consume_totals(namesrv: str, topic: str) -> list[dict]:
@@ -70,8 +73,10 @@ def check(name: str, rows: list[dict], expected: dict) -> bool:
         duplicates += key in got
         got[key] = (row["total_cents"], row["orders"])
     ok = duplicates == 0 and got == expected
-    print(f"{name}: {len(rows)} window totals, {duplicates} duplicates, "
-          f"{'MATCH' if ok else 'MISMATCH'} against {len(expected)} expected")
+    print(
+        f"{name}: {len(rows)} window totals, {duplicates} duplicates, "
+        f"{'MATCH' if ok else 'MISMATCH'} against {len(expected)} expected"
+    )
     return ok
 
 
@@ -99,8 +104,10 @@ def main() -> int:
             topic_rows = consume_totals(namesrv, "order-totals")
             for row in sorted(topic_rows, key=lambda r: (r["window_start_ms"], r["customer"]))[:8]:
                 window_s = (row["window_start_ms"] - EPOCH_MS) // 1000
-                print(f"  window +{window_s:>4}s..+{window_s + WINDOW_MS // 1000}s  {row['customer']:>3}  "
-                      f"{row['orders']:>3} orders  {row['total_cents'] / 100:>9.2f}")
+                print(
+                    f"  window +{window_s:>4}s..+{window_s + WINDOW_MS // 1000}s  {row['customer']:>3}  "
+                    f"{row['orders']:>3} orders  {row['total_cents'] / 100:>9.2f}"
+                )
             parquet_rows = pq.read_table(work / "job" / "totals-parquet").to_pylist()
             ok = check("topic order-totals", topic_rows, expected) & check("parquet", parquet_rows, expected)
         finally:

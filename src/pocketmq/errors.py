@@ -96,9 +96,11 @@ class NotReplicatedError(PocketMQError):
     retriable = True
 
     def __init__(self, message: str, *, slave_in_sync: bool):
-        super().__init__(message, response_code=ResponseCode.FLUSH_SLAVE_TIMEOUT if slave_in_sync
-                         else ResponseCode.SLAVE_NOT_AVAILABLE,
-                         v2_code=50402 if slave_in_sync else 50002)  # SLAVE_PERSISTENCE_TIMEOUT / HA_NOT_AVAILABLE
+        super().__init__(
+            message,
+            response_code=ResponseCode.FLUSH_SLAVE_TIMEOUT if slave_in_sync else ResponseCode.SLAVE_NOT_AVAILABLE,
+            v2_code=50402 if slave_in_sync else 50002,
+        )  # SLAVE_PERSISTENCE_TIMEOUT / HA_NOT_AVAILABLE
         self.handle = None  # a change of invisible time: the new receipt handle, valid on the master
 
 

@@ -10,18 +10,23 @@ from pocketmq.testing.chaos.schedule import ALL_KINDS, Fault, FaultKind, Schedul
 
 K = FaultKind
 
-EVERY_KIND = Schedule(seed=9001, duration_s=12, disk_broker="a0", faults=(
-    Fault(K.DISK_FULL, 1.0, 3.5, "a0"),        # the SYNC master of group A refuses writes
-    Fault(K.DELAY, 1.0, 5.0, "sdk", "b0", delay_ms=200),
-    Fault(K.CORRUPT, 2.0, 3.0, "b0", corrupt_bytes=1000, clean_stop=True),  # b1 acts meanwhile
-    Fault(K.KILL, 5.0, 2.0, "official"),
-    Fault(K.KILL, 5.5, 3.0, "a0"),             # kill -9 of a SYNC master: a1 acts
-    Fault(K.PAUSE, 6.0, 1.5, "b1"),
-    Fault(K.PARTITION, 7.0, 2.5, "a1", "b0"),
-    Fault(K.KILL, 9.0, 1.0, "namesrv"),
-    Fault(K.PAUSE, 9.5, 1.0, "official"),
-    Fault(K.KILL, 10.0, 1.0, "sdk"),
-))
+EVERY_KIND = Schedule(
+    seed=9001,
+    duration_s=12,
+    disk_broker="a0",
+    faults=(
+        Fault(K.DISK_FULL, 1.0, 3.5, "a0"),  # the SYNC master of group A refuses writes
+        Fault(K.DELAY, 1.0, 5.0, "sdk", "b0", delay_ms=200),
+        Fault(K.CORRUPT, 2.0, 3.0, "b0", corrupt_bytes=1000, clean_stop=True),  # b1 acts meanwhile
+        Fault(K.KILL, 5.0, 2.0, "official"),
+        Fault(K.KILL, 5.5, 3.0, "a0"),  # kill -9 of a SYNC master: a1 acts
+        Fault(K.PAUSE, 6.0, 1.5, "b1"),
+        Fault(K.PARTITION, 7.0, 2.5, "a1", "b0"),
+        Fault(K.KILL, 9.0, 1.0, "namesrv"),
+        Fault(K.PAUSE, 9.5, 1.0, "official"),
+        Fault(K.KILL, 10.0, 1.0, "sdk"),
+    ),
+)
 
 
 def test_the_schedule_has_every_kind():
@@ -30,10 +35,14 @@ def test_the_schedule_has_every_kind():
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
-@pytest.mark.xfail(strict=False, reason=(
-    "passes about 9 runs in 10; the rare failure left is duplicate_after_ack (a message of group-b delivered "
-    "again after an OK ack, seen once in 10 runs while the whole suite ran beside it); under investigation, so "
-    "a failure here is reported but does not fail the suite"))
+@pytest.mark.xfail(
+    strict=False,
+    reason=(
+        "passes about 9 runs in 10; the rare failure left is duplicate_after_ack (a message of group-b delivered "
+        "again after an OK ack, seen once in 10 runs while the whole suite ran beside it); under investigation, so "
+        "a failure here is reported but does not fail the suite"
+    ),
+)
 def test_no_acknowledged_message_lost_and_no_loop_under_every_fault_kind(tmp_path, request):
     result = run_schedule(EVERY_KIND, tmp_path, settle_s=20, replay=f"pytest '{request.node.nodeid}'")
     assert result.ok, result.report()

@@ -13,8 +13,16 @@ def send(i, ok=True, t=0.0):
 
 
 def deliver(group, i, t0, attempt=1, broker="group-a"):
-    return {"e": "deliver", "group": group, "id": i, "attempt": attempt, "broker": broker, "topic": "chaos",
-            "t0": t0, "t": t0 + 0.01}
+    return {
+        "e": "deliver",
+        "group": group,
+        "id": i,
+        "attempt": attempt,
+        "broker": broker,
+        "topic": "chaos",
+        "t0": t0,
+        "t": t0 + 0.01,
+    }
 
 
 def ack(group, i, t, ok=True):
@@ -22,10 +30,20 @@ def ack(group, i, t, ok=True):
 
 
 def test_a_clean_history_passes_every_checker():
-    events = [send("s1"), send("s2"), send("s3", ok=False),
-              deliver(G1, "s1", 1), ack(G1, "s1", 1.1), deliver(G2, "s1", 1), ack(G2, "s1", 1.2),
-              deliver(G1, "s2", 1), deliver(G1, "s2", 4, attempt=2), ack(G1, "s2", 4.1),
-              deliver(G2, "s3", 2), ack(G2, "s3", 2.1)]
+    events = [
+        send("s1"),
+        send("s2"),
+        send("s3", ok=False),
+        deliver(G1, "s1", 1),
+        ack(G1, "s1", 1.1),
+        deliver(G2, "s1", 1),
+        ack(G2, "s1", 1.2),
+        deliver(G1, "s2", 1),
+        deliver(G1, "s2", 4, attempt=2),
+        ack(G1, "s2", 4.1),
+        deliver(G2, "s3", 2),
+        ack(G2, "s3", 2.1),
+    ]
     dead = [DeadLetter(G2, "s2", "MAX_ATTEMPTS")]
     assert checkers.lost(events, dead, (G1, G2)) == []
     assert checkers.pop_unended(events, dead, (G1, G2)) == []
@@ -35,23 +53,42 @@ def test_a_clean_history_passes_every_checker():
 
 
 def test_lost_names_the_group_and_whether_it_was_ever_delivered():
-    events = [send("s1"), send("s2"), send("s9"), deliver(G1, "s2", 1), ack(G1, "s1", 1), ack(G2, "s1", 1),
-              ack(G2, "s2", 1)]
+    events = [
+        send("s1"),
+        send("s2"),
+        send("s9"),
+        deliver(G1, "s2", 1),
+        ack(G1, "s1", 1),
+        ack(G2, "s1", 1),
+        ack(G2, "s2", 1),
+    ]
     [finding] = checkers.lost(events, [DeadLetter(G2, "s9", "MAX_ATTEMPTS")], (G1, G2))
     assert finding.kind == "lost" and finding.detail.startswith("g1: 2 of 3")
     assert "never delivered: s9" in finding.detail and "not ended: s2" in finding.detail
-    assert checkers.lost(events, [DeadLetter(G2, "s9", "x"), DeadLetter(G1, "s9", "x")], (G1, G2),
-                         excused={G1: {"s2"}}) == []
+    assert (
+        checkers.lost(events, [DeadLetter(G2, "s9", "x"), DeadLetter(G1, "s9", "x")], (G1, G2), excused={G1: {"s2"}})
+        == []
+    )
     [only_g1] = checkers.lost(events, [DeadLetter(G2, "s9", "x")], (G1, G2), excused={G2: {"s2"}})
     assert only_g1.detail.startswith("g1:")
 
 
 def test_an_ack_stored_on_the_master_without_a_slave_ends_a_message_but_is_no_ok_ack():
-    unconfirmed = {**ack(G1, "s1", 1, ok=False), "error": "RemoteServerError('SLAVE_NOT_AVAILABLE: stored on the "
-                   "master, but SLAVE_NOT_AVAILABLE: no slave acknowledged it')"}
+    unconfirmed = {
+        **ack(G1, "s1", 1, ok=False),
+        "error": "RemoteServerError('SLAVE_NOT_AVAILABLE: stored on the "
+        "master, but SLAVE_NOT_AVAILABLE: no slave acknowledged it')",
+    }
     refused = {**ack(G1, "s2", 1, ok=False), "error": "RemotingError('connection closed')"}
-    events = [send("s1"), send("s2"), deliver(G1, "s1", 0.5), deliver(G1, "s2", 0.5), unconfirmed, refused,
-              deliver(G1, "s1", 3, attempt=2)]
+    events = [
+        send("s1"),
+        send("s2"),
+        deliver(G1, "s1", 0.5),
+        deliver(G1, "s2", 0.5),
+        unconfirmed,
+        refused,
+        deliver(G1, "s1", 3, attempt=2),
+    ]
     [finding] = checkers.lost(events, [], (G1,))
     assert "1 of 2" in finding.detail and "not ended: s2" in finding.detail
     assert checkers.duplicates_after_ack(events) == ([], {})  # after a failover it may come back
@@ -74,9 +111,16 @@ def test_dead_letters_need_a_reason_and_unresolved_references_count_only_as_such
 
 
 def test_a_delivery_started_after_an_ok_ack_is_a_duplicate_and_one_started_before_is_not():
-    events = [ack(G1, "s1", 5.0), deliver(G1, "s1", 4.9),  # in flight when the ack returned: not beyond
-              deliver(G1, "s1", 5.5, broker="group-b"), ack(G1, "s2", 3.0, ok=False), deliver(G1, "s2", 4.0),
-              ack(G2, "o1-3", 1.0), deliver(G2, "o1-3", 2.0), deliver(G1, "o1-3", 2.0)]
+    events = [
+        ack(G1, "s1", 5.0),
+        deliver(G1, "s1", 4.9),  # in flight when the ack returned: not beyond
+        deliver(G1, "s1", 5.5, broker="group-b"),
+        ack(G1, "s2", 3.0, ok=False),
+        deliver(G1, "s2", 4.0),
+        ack(G2, "o1-3", 1.0),
+        deliver(G2, "o1-3", 2.0),
+        deliver(G1, "o1-3", 2.0),
+    ]
     findings, counts = checkers.duplicates_after_ack(events)
     assert counts == {"g1/sdk-sent": 1, "g2/official-sent": 1}
     assert "s1@group-b" in findings[0].detail
@@ -95,10 +139,13 @@ def test_loops_hold_revive_passes_to_their_interval_per_process():
 
 
 def test_not_serving_and_corrupt_deliveries():
-    assert [str(f) for f in checkers.not_serving({"a0": None, "b1": "exited with -7"})] == \
-        ["not_serving: b1: exited with -7"]
-    events = [{"e": "error", "who": "sdk", "op": "receive", "error": "UnicodeDecodeError('utf-8', ...)", "t": 1},
-              {"e": "error", "who": "sdk", "op": "receive", "error": "TimeoutError()", "t": 2}]
+    assert [str(f) for f in checkers.not_serving({"a0": None, "b1": "exited with -7"})] == [
+        "not_serving: b1: exited with -7"
+    ]
+    events = [
+        {"e": "error", "who": "sdk", "op": "receive", "error": "UnicodeDecodeError('utf-8', ...)", "t": 1},
+        {"e": "error", "who": "sdk", "op": "receive", "error": "TimeoutError()", "t": 2},
+    ]
     [finding] = checkers.corrupt_records_served(events)
     assert finding.kind == "corrupt_record_served" and "1 client errors" in finding.detail
 
@@ -113,8 +160,12 @@ def test_a_duplicate_of_an_ack_the_harness_may_have_destroyed_is_excused_and_cou
 def test_an_ack_requested_before_the_harness_destroyed_acks_is_excused_even_if_answered_after():
     """A delayed link: the broker stored the ACK (then destroyed by the harness at 3.0) before the client got
     its answer (at 3.5); one requested after 3.0 was not among the destroyed ones."""
-    events = [{**ack(G1, "s1", 3.5), "t0": 2.5}, deliver(G1, "s1", 4.0),
-              {**ack(G1, "s2", 3.6), "t0": 3.1}, deliver(G1, "s2", 4.0)]
+    events = [
+        {**ack(G1, "s1", 3.5), "t0": 2.5},
+        deliver(G1, "s1", 4.0),
+        {**ack(G1, "s2", 3.6), "t0": 3.1},
+        deliver(G1, "s2", 4.0),
+    ]
     findings, counts = checkers.duplicates_after_ack(events, {G1: 3.0})
     assert counts == {"excused": 1, "g1/sdk-sent": 1} and "s2" in findings[0].detail
 
@@ -128,7 +179,14 @@ def test_a_message_last_delivered_before_the_harness_destroyed_a_ck_of_its_group
 
 def test_an_ack_sent_by_a_client_that_died_before_its_answer_may_have_ended_the_message():
     sent = {"e": "ack_sent", "group": G1, "id": "s1", "attempt": 1, "t0": 1.1, "t": 1.1}
-    events = [send("s1"), send("s2"), deliver(G1, "s1", 1), sent, deliver(G1, "s2", 1),
-              {**sent, "id": "s2"}, ack(G1, "s2", 1.2, ok=False)]  # s2's answer came: a refused ack, no doubt
+    events = [
+        send("s1"),
+        send("s2"),
+        deliver(G1, "s1", 1),
+        sent,
+        deliver(G1, "s2", 1),
+        {**sent, "id": "s2"},
+        ack(G1, "s2", 1.2, ok=False),
+    ]  # s2's answer came: a refused ack, no doubt
     [finding] = checkers.lost(events, [], (G1,))
     assert "1 of 2" in finding.detail and "not ended: s2" in finding.detail

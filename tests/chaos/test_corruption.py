@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 from pocketmq.common.message import MessageExt
-from pocketmq.store.commit_log import CommitLog
 from pocketmq.protocol.message_codec import encode_record
+from pocketmq.store.commit_log import CommitLog
 from pocketmq.testing.chaos.corruption import corrupt_tail
 
 SEGMENT_BYTES = 64 * 1024
@@ -14,8 +14,10 @@ SEGMENT_BYTES = 64 * 1024
 
 def _log_with(tmp_path, bodies: list[str]) -> tuple[CommitLog, list[int]]:
     log = CommitLog(tmp_path / "data" / "store" / "commitlog", SEGMENT_BYTES)
-    records = [encode_record(MessageExt(topic="chaos", body=b.encode(), queue_id=0, queue_offset=i))
-               for i, b in enumerate(bodies)]
+    records = [
+        encode_record(MessageExt(topic="chaos", body=b.encode(), queue_id=0, queue_offset=i))
+        for i, b in enumerate(bodies)
+    ]
     return log, log.append(records)
 
 

@@ -27,16 +27,41 @@ def test_act_calls_the_client_and_records_the_outcome():
     def record(kind, **fields):
         recorded.append((kind, fields["id"], fields.get("ok")))
 
-    ids = {d: next(i for i in (f"s{n}" for n in range(500)) if disposition(1, i, 1, False) is d and not is_poison(1, i))
-           for d in Disposition}
-    act(record, "g", 1, ids[Disposition.ACK], 1, False, ack=lambda: calls.append("ack"),
-        nack=lambda: calls.append("nack"), errors=(OSError,))
-    act(record, "g", 1, ids[Disposition.DROP], 1, False, ack=lambda: calls.append("ack"),
-        nack=lambda: calls.append("nack"), errors=(OSError,))
+    ids = {
+        d: next(i for i in (f"s{n}" for n in range(500)) if disposition(1, i, 1, False) is d and not is_poison(1, i))
+        for d in Disposition
+    }
+    act(
+        record,
+        "g",
+        1,
+        ids[Disposition.ACK],
+        1,
+        False,
+        ack=lambda: calls.append("ack"),
+        nack=lambda: calls.append("nack"),
+        errors=(OSError,),
+    )
+    act(
+        record,
+        "g",
+        1,
+        ids[Disposition.DROP],
+        1,
+        False,
+        ack=lambda: calls.append("ack"),
+        nack=lambda: calls.append("nack"),
+        errors=(OSError,),
+    )
 
     def failing_nack():
         raise OSError("broker gone")
+
     act(record, "g", 1, ids[Disposition.NACK], 1, False, ack=lambda: None, nack=failing_nack, errors=(OSError,))
     assert calls == ["ack"]
-    assert recorded == [("ack_sent", ids[Disposition.ACK], None), ("ack", ids[Disposition.ACK], True),
-                        ("nack_sent", ids[Disposition.NACK], None), ("nack", ids[Disposition.NACK], False)]
+    assert recorded == [
+        ("ack_sent", ids[Disposition.ACK], None),
+        ("ack", ids[Disposition.ACK], True),
+        ("nack_sent", ids[Disposition.NACK], None),
+        ("nack", ids[Disposition.NACK], False),
+    ]

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.testing.chaos.schedule import (
-    BROKERS, CLIENTS, PROCESSES, SERVERS, FaultKind, generate, group_of,
+    BROKERS,
+    CLIENTS,
+    PROCESSES,
+    SERVERS,
+    FaultKind,
+    generate,
+    group_of,
 )
 
 PROCESS_KINDS = {FaultKind.KILL, FaultKind.PAUSE, FaultKind.CORRUPT}
@@ -36,7 +42,7 @@ def test_faults_stay_inside_the_run_and_within_their_limits(seed):
         if fault.kind is FaultKind.CORRUPT:
             assert 16 <= fault.corrupt_bytes <= 200
     for i, a in enumerate(schedule.faults):
-        overlapping = [b for b in schedule.faults[i + 1:] if b.at_s < a.end_s]
+        overlapping = [b for b in schedule.faults[i + 1 :] if b.at_s < a.end_s]
         for b in overlapping:
             if a.kind in PROCESS_KINDS and b.kind in PROCESS_KINDS:
                 assert a.target != b.target

@@ -62,8 +62,9 @@ def main(spec: dict) -> int:
                 failures_in_a_row += 1
                 code = getattr(exc, "code", None)  # the client's exceptions carry the v2 status code
                 code = code if isinstance(code, int) else None
-                print(json.dumps({"i": i, "ok": False, "error": f"{type(exc).__name__}: {exc}", "code": code}),
-                      flush=True)
+                print(
+                    json.dumps({"i": i, "ok": False, "error": f"{type(exc).__name__}: {exc}", "code": code}), flush=True
+                )
                 if spec.get("stop_after_failures") and failures_in_a_row >= spec["stop_after_failures"]:
                     break
                 continue

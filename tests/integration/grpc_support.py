@@ -31,8 +31,9 @@ def client_env(home: Path) -> dict[str, str]:
 
 def run_official_client(spec: dict, home: Path, timeout_s: float = 100) -> list[dict]:
     """Run the official client to the end; one outcome dict per send."""
-    out = subprocess.run(official_client_command(spec), env=client_env(home), capture_output=True, text=True,
-                         timeout=timeout_s)
+    out = subprocess.run(
+        official_client_command(spec), env=client_env(home), capture_output=True, text=True, timeout=timeout_s
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 

@@ -48,8 +48,18 @@ def main(spec: dict) -> int:
                 if body == postponed and postponed_after_s is None:
                     postponed_after_s = time.monotonic() - changed_at
                 consumer.ack(msg)
-        print(json.dumps({"first": len(first), "first_attempts": sorted({m.delivery_attempt for m in first.values()}),
-                          "again": again, "dropped": dropped, "postponed_after_s": postponed_after_s}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "first": len(first),
+                    "first_attempts": sorted({m.delivery_attempt for m in first.values()}),
+                    "again": again,
+                    "dropped": dropped,
+                    "postponed_after_s": postponed_after_s,
+                }
+            ),
+            flush=True,
+        )
     finally:
         consumer.shutdown()
     return 0

@@ -63,23 +63,43 @@ def main(spec: dict) -> int:
                     running["groups"][group] -= 1
 
     config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=5)
-    consumer = PushConsumer(config, spec["group"], Listener(), {spec["topic"]: FilterExpression("*")},
-                            consumption_thread_count=spec.get("threads", 8))
+    consumer = PushConsumer(
+        config,
+        spec["group"],
+        Listener(),
+        {spec["topic"]: FilterExpression("*")},
+        consumption_thread_count=spec.get("threads", 8),
+    )
     consumer.startup()
     deadline = time.monotonic() + spec["deadline_s"]
     try:
         while time.monotonic() < deadline:
             with lock:
-                done = len(set(consumed)) >= spec["expect"] if spec["mode"] != "fail" else \
-                    (len({c[0] for c in calls}) >= spec["expect"]
-                     and time.monotonic() - last_call[0] > spec.get("idle_s", 3))
+                done = (
+                    len(set(consumed)) >= spec["expect"]
+                    if spec["mode"] != "fail"
+                    else (
+                        len({c[0] for c in calls}) >= spec["expect"]
+                        and time.monotonic() - last_call[0] > spec.get("idle_s", 3)
+                    )
+                )
             if done:
                 break
             time.sleep(0.05)
         settings = {"fifo": consumer.fifo}
         with lock:
-            print(json.dumps({"consumed": consumed, "calls": calls, "max_running": running["max_all"],
-                              "max_running_per_group": running["max_group"], "settings": settings}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "consumed": consumed,
+                        "calls": calls,
+                        "max_running": running["max_all"],
+                        "max_running_per_group": running["max_group"],
+                        "settings": settings,
+                    }
+                ),
+                flush=True,
+            )
     finally:
         consumer.shutdown()
     return 0

@@ -58,8 +58,18 @@ def main(spec: dict) -> int:
             receive_once()
         for msg in skipped:
             consumer.change_invisible_duration(msg, spec.get("invisible_s", 60))
-        print(json.dumps({"bodies": sorted(got), "attempts": sorted(set(got.values())), "attempt_of": got,
-                          "acked": sorted(acked), "received": received}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "bodies": sorted(got),
+                    "attempts": sorted(set(got.values())),
+                    "attempt_of": got,
+                    "acked": sorted(acked),
+                    "received": received,
+                }
+            ),
+            flush=True,
+        )
     finally:
         consumer.shutdown()
     return 0

@@ -27,8 +27,9 @@ async def client():
     await remoting.close()
 
 
-async def call(client: RemotingClient, addr: str, code: int, fields: dict | None = None, body: bytes = b"",
-               timeout_s: float = 5.0) -> RemotingCommand:
+async def call(
+    client: RemotingClient, addr: str, code: int, fields: dict | None = None, body: bytes = b"", timeout_s: float = 5.0
+) -> RemotingCommand:
     return await client.invoke(addr, RemotingCommand.request(code, fields, body), timeout_s)
 
 
@@ -37,10 +38,23 @@ async def queue_messages(client: RemotingClient, addr: str, topic: str, queue_id
     no record (whatever its code: callers compare what they got with what they expect)."""
     messages: list[MessageExt] = []
     while True:
-        reply = await call(client, addr, RequestCode.PULL_MESSAGE, {
-            "consumerGroup": "queue-reader", "topic": topic, "queueId": queue_id,
-            "queueOffset": messages[-1].queue_offset + 1 if messages else 0, "maxMsgNums": 64, "sysFlag": 0,
-            "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+        reply = await call(
+            client,
+            addr,
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": "queue-reader",
+                "topic": topic,
+                "queueId": queue_id,
+                "queueOffset": messages[-1].queue_offset + 1 if messages else 0,
+                "maxMsgNums": 64,
+                "sysFlag": 0,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+                "subVersion": 0,
+            },
+        )
         batch = decode_records(reply.body) if reply.code == ResponseCode.SUCCESS else []
         if not batch:
             return messages

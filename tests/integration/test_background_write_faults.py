@@ -14,6 +14,9 @@ import time
 import urllib.request
 
 import pytest
+from tests.integration.remoting_calls import queue_messages
+from tests.integration.test_ha_acting_master import acting, at_least, call, pull, replicated, send
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
 from pocketmq.broker.pop.revive import REVIVE_BATCH_CKS
@@ -24,9 +27,6 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
 from pocketmq.testing.processes import broker_process, process_cpu_s
-from tests.integration.test_ha_acting_master import acting, at_least, call, pull, replicated, send
-from tests.integration.remoting_calls import queue_messages
-from tests.integration.test_ha_replication import poll
 
 TOPIC = "write-faults"
 CKS = (REVIVE_BATCH_CKS + 1) * 8  # pops go round robin over the 8 revive queues: more than a batch in each
@@ -48,17 +48,34 @@ def metric(proc, name: str, **labels) -> float:
 
 
 async def pop_one(client: RemotingClient, addr: str, group: str, topic: str, invisible_ms: int, max_count=1):
-    reply = await call(client, addr, RequestCode.POP_MESSAGE, {
-        "consumerGroup": group, "topic": topic, "queueId": -1, "maxMsgNums": max_count,
-        "invisibleTime": invisible_ms, "pollTime": 0, "bornTime": int(time.time() * 1000), "initMode": 0,
-        "expType": "TAG", "exp": "*", "order": "false"})
+    reply = await call(
+        client,
+        addr,
+        RequestCode.POP_MESSAGE,
+        {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": -1,
+            "maxMsgNums": max_count,
+            "invisibleTime": invisible_ms,
+            "pollTime": 0,
+            "bornTime": int(time.time() * 1000),
+            "initMode": 0,
+            "expType": "TAG",
+            "exp": "*",
+            "order": "false",
+        },
+    )
     assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
     return messages_of_pop_reply(reply, "")
 
 
 async def test_an_acting_slave_without_escape_backs_off_and_loses_nothing_once_escape_works(tmp_path):
-    groups = start_two_groups(tmp_path, remote_escape=False, a_flags=(
-        "--metrics-port", "0", "--set", "pop_ck_rewrite_backoff_ms=" + ",".join(["1000"] * 30)))
+    groups = start_two_groups(
+        tmp_path,
+        remote_escape=False,
+        a_flags=("--metrics-port", "0", "--set", "pop_ck_rewrite_backoff_ms=" + ",".join(["1000"] * 30)),
+    )
     master, slave, other = groups.a_master, groups.a_slave, groups.b_master
     client = RemotingClient()
     try:
@@ -72,8 +89,10 @@ async def test_an_acting_slave_without_escape_backs_off_and_loses_nothing_once_e
         master.kill()
         await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         await poll(lambda: _blocked(slave), 20, "revive blocked by refused escapes")
-        cpu_before, failures_before = process_cpu_s(slave.proc.pid), metric(
-            slave, "pocketmq_background_write_failures_total", service="revive")
+        cpu_before, failures_before = (
+            process_cpu_s(slave.proc.pid),
+            metric(slave, "pocketmq_background_write_failures_total", service="revive"),
+        )
         window_start = time.monotonic()
         await poll(lambda: _after(window_start, 3.0), 10, "a 3 s window")
         window_s = time.monotonic() - window_start
@@ -89,8 +108,9 @@ async def test_an_acting_slave_without_escape_backs_off_and_loses_nothing_once_e
         async with AsyncAdmin(ClientConfig(namesrv_addr=groups.ns)) as admin:
             await admin.update_broker_config(slave.remoting, {"enable_remote_escape": "true"})
         retry_topic = pop_retry_topic("readers", TOPIC)
-        copies = await poll(lambda: _all_on(client, other.remoting, retry_topic, CKS), 60,
-                            "every un-acked message escaped to B")
+        copies = await poll(
+            lambda: _all_on(client, other.remoting, retry_topic, CKS), 60, "every un-acked message escaped to B"
+        )
         assert sorted(m.body for m in copies) == sorted(b"m%d" % i for i in range(CKS))
     finally:
         await client.close()
@@ -114,8 +134,9 @@ async def _all_on(client, addr: str, topic: str, count: int):
 async def test_a_retry_topic_name_too_long_does_not_block_another_groups_revive(tmp_path):
     topic = "long-" + "t" * 10
     long_group = "g" * 115  # %RETRY%<group>_<topic> is 138 characters, %DLQ%<group> 120
-    broker = broker_process(tmp_path / "b", extra_args=["--set", "pop_revive_interval_ms=200", "--metrics-port",
-                                                        "0"]).start()
+    broker = broker_process(
+        tmp_path / "b", extra_args=["--set", "pop_revive_interval_ms=200", "--metrics-port", "0"]
+    ).start()
     client = RemotingClient()
     try:
         async with AsyncAdmin(ClientConfig(namesrv_addr=broker.namesrv)) as admin:
@@ -124,11 +145,15 @@ async def test_a_retry_topic_name_too_long_does_not_block_another_groups_revive(
             assert (await send(client, broker.remoting, topic, b"m%d" % i)).code == ResponseCode.SUCCESS
         for group in (long_group, "short"):
             assert len(await pop_one(client, broker.remoting, group, topic, 1_000, max_count=32)) == 3
-        retried = await poll(lambda: at_least(client, broker.remoting, pop_retry_topic("short", topic), 3), 20,
-                             "the other group's retry copies")
+        retried = await poll(
+            lambda: at_least(client, broker.remoting, pop_retry_topic("short", topic), 3),
+            20,
+            "the other group's retry copies",
+        )
         assert sorted(m.body for m in retried) == [b"m0", b"m1", b"m2"]
-        dead = await poll(lambda: at_least(client, broker.remoting, dlq_topic(long_group), 3), 20,
-                          "the long group's dead letters")
+        dead = await poll(
+            lambda: at_least(client, broker.remoting, dlq_topic(long_group), 3), 20, "the long group's dead letters"
+        )
         assert {m.properties[DLQ_REASON] for m in dead} == {REASON_WRITE_REFUSED}
         assert metric(broker, "pocketmq_event_loop_max_busy_seconds") < 0.1
         assert "event=revive_copy_refused" in broker.log_path.read_text()

@@ -25,8 +25,9 @@ def pocketmq(*args: str, namesrv: str | None = None, timeout_s: float = 30) -> s
     env.pop("POCKETMQ_NAMESRV", None)
     if namesrv:
         env["POCKETMQ_NAMESRV"] = namesrv
-    return subprocess.run([sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout_s, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=timeout_s, env=env
+    )
 
 
 def json_lines(text: str) -> list[dict]:
@@ -38,8 +39,22 @@ def test_send_json_then_tail_from_beginning_reads_the_same_messages(broker):
     assert created.returncode == 0, created.stderr
     assert "cli_orders" in created.stdout and "3 queues" in created.stdout
 
-    sent = pocketmq("send", "cli_orders", "--body", "hello", "--tag", "created", "--keys", "k1 k2",
-                    "--property", "color=red", "--count", "5", "--json", namesrv=broker.namesrv)
+    sent = pocketmq(
+        "send",
+        "cli_orders",
+        "--body",
+        "hello",
+        "--tag",
+        "created",
+        "--keys",
+        "k1 k2",
+        "--property",
+        "color=red",
+        "--count",
+        "5",
+        "--json",
+        namesrv=broker.namesrv,
+    )
     assert sent.returncode == 0, sent.stderr
     acks = json_lines(sent.stdout)
     assert len(acks) == 5
@@ -54,14 +69,20 @@ def test_send_json_then_tail_from_beginning_reads_the_same_messages(broker):
     for i, ack in enumerate(acks):
         m = by_id[ack["message_id"]]
         assert (m["topic"], m["queue_id"], m["queue_offset"]) == ("cli_orders", ack["queue_id"], ack["queue_offset"])
-        assert (m["tag"], m["keys"], m["properties"], m["body"]) == ("created", ["k1", "k2"], {"color": "red"},
-                                                                     f"hello-{i}")
+        assert (m["tag"], m["keys"], m["properties"], m["body"]) == (
+            "created",
+            ["k1", "k2"],
+            {"color": "red"},
+            f"hello-{i}",
+        )
 
 
 def test_tail_stops_after_the_idle_timeout_and_prints_queue_order(broker):
     for i in range(3):
-        assert pocketmq("send", "cli_idle", "--body", f"b{i}", "--message-group", "g1", "-n",
-                        broker.namesrv).returncode == 0
+        assert (
+            pocketmq("send", "cli_idle", "--body", f"b{i}", "--message-group", "g1", "-n", broker.namesrv).returncode
+            == 0
+        )
     tailed = pocketmq("tail", "cli_idle", "--from-beginning", "--json", "--timeout", "1", "-n", broker.namesrv)
     assert tailed.returncode == 0, tailed.stderr
     messages = json_lines(tailed.stdout)
@@ -76,8 +97,9 @@ def test_topic_list_describe_and_cluster(broker):
     assert listed.returncode == 0, listed.stderr
     topics = {row["topic"] for row in json_lines(listed.stdout)}
     assert "cli_listed" in topics and "TBW102" not in topics and "broker-cli" not in topics
-    assert "TBW102" in {row["topic"] for row in json_lines(pocketmq("topic", "list", "--all", "--json", "-n",
-                                                                    broker.namesrv).stdout)}
+    assert "TBW102" in {
+        row["topic"] for row in json_lines(pocketmq("topic", "list", "--all", "--json", "-n", broker.namesrv).stdout)
+    }
 
     described = pocketmq("topic", "describe", "cli_listed", "--json", "-n", broker.namesrv)
     rows = json_lines(described.stdout)
@@ -87,9 +109,19 @@ def test_topic_list_describe_and_cluster(broker):
     assert table.splitlines()[0].split() == ["BROKER", "QUEUE_ID", "MIN_OFFSET", "MAX_OFFSET", "MESSAGES"]
 
     cluster = pocketmq("cluster", "--json", "-n", broker.namesrv)
-    assert json_lines(cluster.stdout) == [{"cluster": "DefaultCluster", "broker": "broker-cli", "broker_id": 0,
-                                           "role": "master", "address": broker.remoting, "grpc": broker.grpc,
-                                           "lag_bytes": None, "lag_s": None, "breakers": {}}]
+    assert json_lines(cluster.stdout) == [
+        {
+            "cluster": "DefaultCluster",
+            "broker": "broker-cli",
+            "broker_id": 0,
+            "role": "master",
+            "address": broker.remoting,
+            "grpc": broker.grpc,
+            "lag_bytes": None,
+            "lag_s": None,
+            "breakers": {},
+        }
+    ]
 
 
 def test_looking_at_a_topic_or_a_dead_letter_queue_creates_nothing(broker):
@@ -121,8 +153,15 @@ def test_unreachable_name_server_is_one_error_line_and_exit_1():
     assert len(result.stderr.strip().splitlines()) == 1 and "127.0.0.1:1" in result.stderr
 
 
-@pytest.mark.parametrize("argv", [["send", "bad topic!"], ["topic", "create", "bad/topic"],
-                                  ["tail", "x", "--max", "0"], ["send", "t", "--property", "nokey"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["send", "bad topic!"],
+        ["topic", "create", "bad/topic"],
+        ["tail", "x", "--max", "0"],
+        ["send", "t", "--property", "nokey"],
+    ],
+)
 def test_bad_input_is_one_error_line_and_exit_1(broker, argv):
     result = pocketmq(*argv, "-n", broker.namesrv)
     assert result.returncode == 1

@@ -41,9 +41,14 @@ def test_a_second_broker_on_an_owned_data_dir_is_refused_and_takes_over_once_the
         send_bodies(owner.namesrv, ["m0", "m1", "m2"])
 
         intruder_ready = tmp_path / "intruder.ready.json"
-        intruder = subprocess.run([sys.executable, "-m", "pocketmq.cli.main", *owner.args,
-                                   "--ready-file", str(intruder_ready)],
-                                  cwd=owner.workdir, env=owner.env, capture_output=True, text=True, timeout=30)
+        intruder = subprocess.run(
+            [sys.executable, "-m", "pocketmq.cli.main", *owner.args, "--ready-file", str(intruder_ready)],
+            cwd=owner.workdir,
+            env=owner.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert intruder.returncode != 0, intruder
         assert "Traceback" not in intruder.stderr, intruder.stderr
         error = intruder.stderr.strip().splitlines()[-1]

@@ -34,6 +34,7 @@ def free_port() -> int:
 
 def timer_outstanding(broker_addr: str) -> int:
     """The broker's count of timers that may still fire (GET_BROKER_RUNTIME_INFO ``timerOutstanding``)."""
+
     async def ask() -> int:
         client = RemotingClient()
         try:
@@ -57,13 +58,15 @@ def read_all(consumer: PullConsumer, queue: MessageQueue) -> list:
 
 async def send_delayed(config: ClientConfig, topic: str, delays_ms: list[int], tag: str) -> None:
     async with AsyncProducer(config) as producer:
+
         async def one(i: int, delay_ms: int) -> None:
             due_ms = int(time.time() * 1000) + delay_ms
-            await producer.send(Message.create(topic, f"{tag}-{i}", properties={
-                "TIMER_DELAY_MS": str(delay_ms), "due": str(due_ms)}))
+            await producer.send(
+                Message.create(topic, f"{tag}-{i}", properties={"TIMER_DELAY_MS": str(delay_ms), "due": str(due_ms)})
+            )
 
         for start in range(0, len(delays_ms), 100):
-            await asyncio.gather(*(one(i, d) for i, d in enumerate(delays_ms[start:start + 100], start)))
+            await asyncio.gather(*(one(i, d) for i, d in enumerate(delays_ms[start : start + 100], start)))
 
 
 def test_thousand_mixed_delays_visible_on_time(tmp_path):
@@ -125,8 +128,9 @@ def test_official_client_delay_message_is_visible_at_its_delivery_time(tmp_path)
         config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="official-delay-test")
         with Admin(config) as admin:
             admin.create_topic("odelayed", queues=1, message_type=MessageType.DELAY)
-        outcomes = run_official_client({"endpoint": proc.grpc, "topic": "odelayed", "count": 5, "prefix": "od",
-                                        "delay_s": 2}, tmp_path / "home")
+        outcomes = run_official_client(
+            {"endpoint": proc.grpc, "topic": "odelayed", "count": 5, "prefix": "od", "delay_s": 2}, tmp_path / "home"
+        )
         assert [o["ok"] for o in outcomes] == [True] * 5, outcomes
         due_ms = {o["message_id"]: o["due_ms"] for o in outcomes}
         queue = MessageQueue("odelayed", "broker-odelay", 0)

@@ -43,6 +43,7 @@ class Deliveries:
             if any(m.body.endswith(b"-fail") and m.reconsume_times == 0 for m in msgs):
                 return ConsumeConcurrentlyStatus.RECONSUME_LATER
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
         return consume
 
     def consumers_of(self, body: str) -> set[str]:
@@ -57,13 +58,18 @@ class Deliveries:
 
 
 def config(broker, name: str, gray: bool = False) -> ClientConfig:
-    return ClientConfig(namesrv_addr=broker.namesrv, instance_name=name, enable_gray_switch=gray,
-                        gray_queue_ratio=RATIO)
+    return ClientConfig(
+        namesrv_addr=broker.namesrv, instance_name=name, enable_gray_switch=gray, gray_queue_ratio=RATIO
+    )
 
 
 def consumer(broker, deliveries: Deliveries, name: str, gray: bool = False) -> PushConsumer:
-    c = PushConsumer(PushConsumerOptions(GROUP, rebalance_interval_ms=REBALANCE_INTERVAL_MS,
-                                         persist_interval_ms=200, long_poll_ms=500), config(broker, name, gray))
+    c = PushConsumer(
+        PushConsumerOptions(
+            GROUP, rebalance_interval_ms=REBALANCE_INTERVAL_MS, persist_interval_ms=200, long_poll_ms=500
+        ),
+        config(broker, name, gray),
+    )
     c.subscribe(TOPIC)
     c.register_listener(deliveries.listener(name))
     return c.start()
@@ -76,8 +82,12 @@ def topic_queue_ids(c: PushConsumer, topic: str = TOPIC) -> set[int]:
 def split_is(gray_consumer, normals) -> bool:
     normal_ids = set().union(*(topic_queue_ids(n) for n in normals))
     normal_retry = set().union(*(topic_queue_ids(n, f"%RETRY%{GROUP}") for n in normals))
-    return (topic_queue_ids(gray_consumer) == GRAY_QUEUE_IDS and normal_ids == set(range(6))
-            and topic_queue_ids(gray_consumer, f"%RETRY%{GROUP}") == {1} and normal_retry == {0})
+    return (
+        topic_queue_ids(gray_consumer) == GRAY_QUEUE_IDS
+        and normal_ids == set(range(6))
+        and topic_queue_ids(gray_consumer, f"%RETRY%{GROUP}") == {1}
+        and normal_retry == {0}
+    )
 
 
 def reported(admin: Admin, c: PushConsumer) -> set[tuple[str, int]] | None:
@@ -100,8 +110,11 @@ def test_gray_split_retries_switch_over_and_back(broker):
     try:
         wait_until(lambda: split_is(gray, normals), timeout_s=15, message="gray split of topic and retry topic")
         with Admin(config(broker, "admin")) as admin:  # group describe: push consumers report what they hold
-            wait_until(lambda: reported(admin, gray) == {(TOPIC, 6), (TOPIC, 7), (f"%RETRY%{GROUP}", 1)},
-                       timeout_s=5, message="the gray consumer's queues in group describe")
+            wait_until(
+                lambda: reported(admin, gray) == {(TOPIC, 6), (TOPIC, 7), (f"%RETRY%{GROUP}", 1)},
+                timeout_s=5,
+                message="the gray consumer's queues in group describe",
+            )
         gray_bodies = [f"gray-{i}" + ("-fail" if i % 4 == 0 else "") for i in range(16)]
         normal_bodies = [f"normal-{i}" + ("-fail" if i % 4 == 0 else "") for i in range(16)]
         for g, n in zip(gray_bodies, normal_bodies):
@@ -115,8 +128,11 @@ def test_gray_split_retries_switch_over_and_back(broker):
 
         gray.shutdown()  # released to production or crashed: normal consumers take the gray queues over
         # within one rebalance interval (the broker's NOTIFY_CONSUMER_IDS_CHANGED usually makes it at once)
-        wait_until(lambda: set().union(*(topic_queue_ids(n) for n in normals)) == set(range(8)),
-                   timeout_s=REBALANCE_INTERVAL_MS / 1000 + 1.5, message="normal consumers own every queue")
+        wait_until(
+            lambda: set().union(*(topic_queue_ids(n) for n in normals)) == set(range(8)),
+            timeout_s=REBALANCE_INTERVAL_MS / 1000 + 1.5,
+            message="normal consumers own every queue",
+        )
         orphans = [f"orphan-{i}" for i in range(8)]
         for body in orphans:
             assert gray_producer.send(Message.create(TOPIC, body)).queue_id in GRAY_QUEUE_IDS

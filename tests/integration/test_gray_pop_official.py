@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
+from tests.integration.grpc_support import client_env, stub
+from tests.integration.test_cli import json_lines, pocketmq
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.client.queue_select import GraySelector
 from pocketmq.testing.processes import broker_process, wait_until
-from tests.integration.grpc_support import client_env, stub
-from tests.integration.test_cli import json_lines, pocketmq
 
 SCRIPT = Path(__file__).with_name("gray_official_client.py")
 TOPIC, GROUP, RATIO = "gray_pop", "g_gray_pop", 0.25
@@ -38,9 +38,14 @@ class OfficialConsumer:
 
     def __init__(self, endpoint: str, home: Path):
         spec = {"endpoint": endpoint, "topic": TOPIC, "group": GROUP, "invisible_s": 2}
-        self.proc = subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(spec)], env=client_env(home),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), json.dumps(spec)],
+            env=client_env(home),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self.lines: list[dict] = []
         self.lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
@@ -72,10 +77,15 @@ def assigned_queue_ids(grpc_addr: str, client_id: str) -> list[int]:
     host, port = grpc_addr.rsplit(":", 1)
     channel, messaging = stub(grpc_addr)
     try:
-        response = messaging.QueryAssignment(spb.QueryAssignmentRequest(
-            topic=pb.Resource(name=TOPIC), group=pb.Resource(name=GROUP),
-            endpoints=pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])),
-            metadata=(("x-mq-client-id", client_id),), timeout=5)
+        response = messaging.QueryAssignment(
+            spb.QueryAssignmentRequest(
+                topic=pb.Resource(name=TOPIC),
+                group=pb.Resource(name=GROUP),
+                endpoints=pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))]),
+            ),
+            metadata=(("x-mq-client-id", client_id),),
+            timeout=5,
+        )
     finally:
         channel.close()
     return sorted(a.message_queue.id for a in response.assignments)
@@ -89,8 +99,11 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
     proc = broker_process(tmp_path, "broker-gray-pop", extra_args=["--set", "pop_revive_interval_ms=100"]).start()
     consumers: list[OfficialConsumer] = []
     config = ClientConfig(namesrv_addr=proc.namesrv, gray_queue_ratio=RATIO)
-    gray_producer = Producer(ClientConfig(namesrv_addr=proc.namesrv, instance_name="gray-producer",
-                                          enable_gray_switch=True, gray_queue_ratio=RATIO)).start()
+    gray_producer = Producer(
+        ClientConfig(
+            namesrv_addr=proc.namesrv, instance_name="gray-producer", enable_gray_switch=True, gray_queue_ratio=RATIO
+        )
+    ).start()
     normal_producer = Producer(config, selector=GraySelector(RATIO)).start()
 
     def send(producer, names):
@@ -105,9 +118,14 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
             consumers += [gray, normal]
             gray_pid = gray.client_id.split("@")[1]  # the operator's rule: this host-and-process is the canary
             admin.create_group(GROUP, attributes={"gray.clients": f"*@{gray_pid}@*", "gray.queue.ratio": "0.25"})
-        wait_until(lambda: assigned_queue_ids(proc.grpc, gray.client_id) == GRAY_QUEUE_IDS
-                   and assigned_queue_ids(proc.grpc, normal.client_id) == NORMAL_QUEUE_IDS,
-                   timeout_s=10, message="QueryAssignment splits gray and normal")
+        wait_until(
+            lambda: (
+                assigned_queue_ids(proc.grpc, gray.client_id) == GRAY_QUEUE_IDS
+                and assigned_queue_ids(proc.grpc, normal.client_id) == NORMAL_QUEUE_IDS
+            ),
+            timeout_s=10,
+            message="QueryAssignment splits gray and normal",
+        )
         described = pocketmq("group", "describe", GROUP, "--json", "-n", proc.namesrv)
         assert described.returncode == 0, described.stderr
         clients = {r["client_id"]: r for r in json_lines(described.stdout) if "client_id" in r}
@@ -122,9 +140,14 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
         send(gray_producer, gray_names)
         send(normal_producer, normal_names)
         retried = {n for n in gray_names + normal_names if n.endswith("-fail")}
-        wait_until(lambda: {(n, 2) for n in retried if n.startswith("gray")} <= set(gray.received())
-                   and {(n, 2) for n in retried if n.startswith("normal")} <= set(normal.received()),
-                   timeout_s=15, message="failed messages retried")
+        wait_until(
+            lambda: (
+                {(n, 2) for n in retried if n.startswith("gray")} <= set(gray.received())
+                and {(n, 2) for n in retried if n.startswith("normal")} <= set(normal.received())
+            ),
+            timeout_s=15,
+            message="failed messages retried",
+        )
         assert set(gray_names) <= bodies(gray) and not bodies(gray) & set(normal_names)
         assert set(normal_names) <= bodies(normal) and not bodies(normal) & set(gray_names)
 
@@ -135,18 +158,33 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
         assert assigned_queue_ids(proc.grpc, normal.client_id) == [-1]
         orphans = [f"orphan-{i}" for i in range(6)]
         send(gray_producer, orphans)
-        wait_until(lambda: set(orphans + held) <= bodies(normal), timeout_s=15,
-                   message="normal consumer takes the gray consumer's messages over")
+        wait_until(
+            lambda: set(orphans + held) <= bodies(normal),
+            timeout_s=15,
+            message="normal consumer takes the gray consumer's messages over",
+        )
 
         again = OfficialConsumer(proc.grpc, tmp_path / "gray-again")
         consumers.append(again)
         refused = pocketmq("group", "create", GROUP, "--gray-queue-ratio", "2", "-n", proc.namesrv)
         assert refused.returncode != 0 and "gray.queue.ratio" in refused.stderr
-        created = pocketmq("group", "create", GROUP, "--gray-clients", f"*@{again.client_id.split('@')[1]}@*",
-                           "--gray-queue-ratio", "0.25", "-n", proc.namesrv)  # the new canary process's rule
+        created = pocketmq(
+            "group",
+            "create",
+            GROUP,
+            "--gray-clients",
+            f"*@{again.client_id.split('@')[1]}@*",
+            "--gray-queue-ratio",
+            "0.25",
+            "-n",
+            proc.namesrv,
+        )  # the new canary process's rule
         assert created.returncode == 0, created.stderr
-        wait_until(lambda: assigned_queue_ids(proc.grpc, again.client_id) == GRAY_QUEUE_IDS,
-                   timeout_s=10, message="gray queues back with the gray consumer")
+        wait_until(
+            lambda: assigned_queue_ids(proc.grpc, again.client_id) == GRAY_QUEUE_IDS,
+            timeout_s=10,
+            message="gray queues back with the gray consumer",
+        )
         returned = [f"back-{i}" for i in range(6)]
         send(gray_producer, returned)
         wait_until(lambda: set(returned) <= bodies(again), timeout_s=10, message="gray messages after the return")
@@ -162,8 +200,9 @@ def test_official_pop_consumers_split_retry_and_fall_back(tmp_path):
 def test_sdk_pop_consumers_over_remoting_split_and_fall_back(tmp_path):
     """The same split on the remoting front end (POP_MESSAGE): SDK SimpleConsumers, gray by ``@gray[0.25]``."""
     proc = broker_process(tmp_path, "broker-gray-pop-sdk").start()
-    gray_config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="gray", enable_gray_switch=True,
-                               gray_queue_ratio=RATIO)
+    gray_config = ClientConfig(
+        namesrv_addr=proc.namesrv, instance_name="gray", enable_gray_switch=True, gray_queue_ratio=RATIO
+    )
     normal_config = ClientConfig(namesrv_addr=proc.namesrv, instance_name="normal")
     try:
         with Admin(normal_config) as admin:
@@ -176,14 +215,20 @@ def test_sdk_pop_consumers_over_remoting_split_and_fall_back(tmp_path):
             with SimpleConsumer(GROUP, {TOPIC: "*"}, gray_config) as gray:
                 got = {"gray": [], "normal": []}
                 for name, consumer in (("gray", gray), ("normal", normal)):
-                    wait_until(lambda: got[name].extend(consumer.receive(32, 30_000)) or len(got[name]) >= 4,
-                               timeout_s=10, message=f"{name} receives")
+                    wait_until(
+                        lambda: got[name].extend(consumer.receive(32, 30_000)) or len(got[name]) >= 4,
+                        timeout_s=10,
+                        message=f"{name} receives",
+                    )
                 assert {m.queue_id for m in got["gray"]} == {6, 7} and len(got["gray"]) == 4
                 assert {m.queue_id for m in got["normal"]} <= set(range(6))
             with Producer(gray_config) as producer:  # the gray consumer is gone: its queues are the normal's
                 assert producer.send(Message.create(TOPIC, "after")).queue_id in GRAY_QUEUE_IDS
-            wait_until(lambda: any(m.body == b"after" for m in normal.receive(32, 30_000)), timeout_s=10,
-                       message="the normal consumer pops the gray queue once the gray consumer left")
+            wait_until(
+                lambda: any(m.body == b"after" for m in normal.receive(32, 30_000)),
+                timeout_s=10,
+                message="the normal consumer pops the gray queue once the gray consumer left",
+            )
         finally:
             normal.shutdown()
     finally:

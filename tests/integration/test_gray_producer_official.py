@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-
-from pocketmq.testing.processes import broker_process
 from tests.integration.grpc_support import read_topic, run_official_client
 from tests.integration.test_cli import pocketmq
+
+from pocketmq.testing.processes import broker_process
 
 TOPIC = "gray_send"
 GRAY = {"PMQ_GRAY": "v2"}
@@ -25,19 +25,29 @@ pytestmark = pytest.mark.slow
 def test_official_producer_gray_messages_only_in_gray_queues_normal_only_in_the_others(tmp_path):
     proc = broker_process(tmp_path, "broker-gray-send").start()
     try:
-        for args in (["create", TOPIC, "--queues", "8", "--gray-queue-ratio", "0.25"],
-                     ["update", TOPIC, "--queues", "8"]):  # an update that does not mention the ratio keeps it
+        for args in (
+            ["create", TOPIC, "--queues", "8", "--gray-queue-ratio", "0.25"],
+            ["update", TOPIC, "--queues", "8"],
+        ):  # an update that does not mention the ratio keeps it
             done = pocketmq("topic", *args, "-n", proc.namesrv)
             assert done.returncode == 0, done.stderr
-        assert "gray queue ratio 0.25" in pocketmq("topic", "create", "other", "--gray-queue-ratio", "0.25",
-                                                   "-n", proc.namesrv).stdout
+        assert (
+            "gray queue ratio 0.25"
+            in pocketmq("topic", "create", "other", "--gray-queue-ratio", "0.25", "-n", proc.namesrv).stdout
+        )
         bad = pocketmq("topic", "update", TOPIC, "--gray-queue-ratio", "1.5", "-n", proc.namesrv)
         assert bad.returncode != 0 and "[0, 1]" in bad.stderr
 
         runs = {"gray": (10, 0, GRAY), "normal": (12, 0, {}), "grayfifo": (6, 2, GRAY), "normalfifo": (6, 2, {})}
         for prefix, (count, groups, properties) in runs.items():
-            spec = {"endpoint": proc.grpc, "topic": TOPIC, "count": count, "prefix": prefix, "groups": groups,
-                    "properties": properties}
+            spec = {
+                "endpoint": proc.grpc,
+                "topic": TOPIC,
+                "count": count,
+                "prefix": prefix,
+                "groups": groups,
+                "properties": properties,
+            }
             outcomes = run_official_client(spec, tmp_path / prefix)
             assert [o["ok"] for o in outcomes] == [True] * count, outcomes
 

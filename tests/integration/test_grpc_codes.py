@@ -26,8 +26,10 @@ MAX_BODY_BYTES = 64 * 1024
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = broker_process(tmp_path_factory.mktemp("grpc-codes"), extra_args=[
-        "--set", "auto_create_topic_enable=false", "--set", f"max_message_bytes={MAX_BODY_BYTES}"]).start()
+    proc = broker_process(
+        tmp_path_factory.mktemp("grpc-codes"),
+        extra_args=["--set", "auto_create_topic_enable=false", "--set", f"max_message_bytes={MAX_BODY_BYTES}"],
+    ).start()
     with Admin(ClientConfig(namesrv_addr=proc.namesrv)) as admin:
         admin.create_topic("codes_mixed", queues=2)
         admin.create_topic("codes_normal", queues=2, message_type=MessageType.NORMAL)
@@ -42,8 +44,9 @@ def v2(broker):
     channel.close()
 
 
-def send(v2, *, topic="codes_mixed", body=b"body", message_id="0102FC00AB", message_type=pb.NORMAL,
-         properties=None, **system):
+def send(
+    v2, *, topic="codes_mixed", body=b"body", message_id="0102FC00AB", message_type=pb.NORMAL, properties=None, **system
+):
     request = spb.SendMessageRequest()
     m = request.messages.add(body=body)
     m.topic.name = topic
@@ -135,8 +138,10 @@ def test_send_illegal_delivery_time(v2):
 
 
 def test_send_message_property_conflict_with_type(v2):
-    assert send(v2, topic="codes_normal", message_type=pb.FIFO,
-                message_group="g").status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert (
+        send(v2, topic="codes_normal", message_type=pb.FIFO, message_group="g").status.code
+        == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    )
     # a type that contradicts the message's own properties
     assert send(v2, message_type=pb.NORMAL, message_group="g").status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 

@@ -51,9 +51,16 @@ def test_normal_and_fifo_sends_are_stored_intact_and_fifo_groups_keep_their_queu
     broker = broker_process(tmp_path / "b").start()
     try:
         specs = {"n": {"topic": "grpc_normal", "groups": 0}, "f": {"topic": "grpc_fifo", "groups": 10}}
-        procs = {prefix: subprocess.Popen(official_client_command({
-            "endpoint": broker.grpc, "count": 1000, "prefix": prefix, **spec}), env=client_env(tmp_path / prefix),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for prefix, spec in specs.items()}
+        procs = {
+            prefix: subprocess.Popen(
+                official_client_command({"endpoint": broker.grpc, "count": 1000, "prefix": prefix, **spec}),
+                env=client_env(tmp_path / prefix),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for prefix, spec in specs.items()
+        }
         outcomes = {}
         for prefix, proc in procs.items():
             out, err = proc.communicate(timeout=100)
@@ -79,8 +86,9 @@ def test_normal_and_fifo_sends_are_stored_intact_and_fifo_groups_keep_their_queu
 
 def test_cluster_routes_carry_each_brokers_own_endpoint_and_sends_spread_over_both(tmp_path):
     namesrv = namesrv_process(tmp_path / "ns").start()
-    brokers = [broker_process(tmp_path / name, name, namesrv=namesrv.namesrv).start()
-               for name in ("broker-a", "broker-b")]
+    brokers = [
+        broker_process(tmp_path / name, name, namesrv=namesrv.namesrv).start() for name in ("broker-a", "broker-b")
+    ]
     try:
         with Admin(ClientConfig(namesrv_addr=namesrv.namesrv)) as admin:
             wait_until(lambda: len(admin.cluster_info().broker_addr_table) == 2, 20, message="both brokers registered")
@@ -97,14 +105,19 @@ def test_cluster_routes_carry_each_brokers_own_endpoint_and_sends_spread_over_bo
             channel, v2 = stub(broker.grpc)
             with channel:
                 # the name server's route has the 4 + 4 queues once both brokers registered the topic
-                answer = wait_until(lambda: (lambda r: r if len(r.message_queues) == 8 else None)(
-                    v2.QueryRoute(route_request("grpc_cluster", broker.grpc), timeout=5)), 20,
-                    message="route over both brokers")
+                answer = wait_until(
+                    lambda: (lambda r: r if len(r.message_queues) == 8 else None)(
+                        v2.QueryRoute(route_request("grpc_cluster", broker.grpc), timeout=5)
+                    ),
+                    20,
+                    message="route over both brokers",
+                )
             assert answer.status.code == V2Code.OK
             assert endpoints_by_broker(answer) == {name: {addr} for name, addr in grpc_of.items()}
 
-        outcomes = run_official_client({"endpoint": brokers[0].grpc, "topic": "grpc_cluster", "count": 200,
-                                        "prefix": "c"}, tmp_path / "home")
+        outcomes = run_official_client(
+            {"endpoint": brokers[0].grpc, "topic": "grpc_cluster", "count": 200, "prefix": "c"}, tmp_path / "home"
+        )
         assert all(o["ok"] for o in outcomes)
         stored = read_topic(namesrv.namesrv, "grpc_cluster")
         per_broker = defaultdict(int)
@@ -120,9 +133,22 @@ def test_cluster_routes_carry_each_brokers_own_endpoint_and_sends_spread_over_bo
 def test_kill_9_during_sync_flush_sends_loses_no_acknowledged_message(tmp_path):
     broker = broker_process(tmp_path / "b", extra_args=["--flush", "sync"]).start()
     home = tmp_path / "home"
-    proc = subprocess.Popen(official_client_command({
-        "endpoint": broker.grpc, "topic": "grpc_durable", "count": 100_000, "prefix": "d", "timeout_s": 2,
-        "stop_after_failures": 3}), env=client_env(home), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        official_client_command(
+            {
+                "endpoint": broker.grpc,
+                "topic": "grpc_durable",
+                "count": 100_000,
+                "prefix": "d",
+                "timeout_s": 2,
+                "stop_after_failures": 3,
+            }
+        ),
+        env=client_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     outcomes = []
     try:
         for line in proc.stdout:

@@ -20,8 +20,15 @@ HEARTBEAT_TIMEOUT_MS = 1500
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = broker_process(tmp_path_factory.mktemp("grpc-sessions"), extra_args=[
-        "--set", f"client_channel_expire_ms={HEARTBEAT_TIMEOUT_MS}", "--set", "client_scan_interval_ms=100"]).start()
+    proc = broker_process(
+        tmp_path_factory.mktemp("grpc-sessions"),
+        extra_args=[
+            "--set",
+            f"client_channel_expire_ms={HEARTBEAT_TIMEOUT_MS}",
+            "--set",
+            "client_scan_interval_ms=100",
+        ],
+    ).start()
     yield proc
     assert proc.stop() == 0, proc.log_tail()
 
@@ -70,8 +77,10 @@ def test_heartbeats_keep_a_client_alive_and_termination_drops_it_at_once(broker)
             assert v2.Heartbeat(spb.HeartbeatRequest(), metadata=CLIENT_ID).status.code == V2Code.OK
             assert not stream.ended.wait(0.3)
         goodbye = time.monotonic()
-        assert v2.NotifyClientTermination(spb.NotifyClientTerminationRequest(),
-                                          metadata=CLIENT_ID).status.code == V2Code.OK
+        assert (
+            v2.NotifyClientTermination(spb.NotifyClientTerminationRequest(), metadata=CLIENT_ID).status.code
+            == V2Code.OK
+        )
         assert stream.ended.wait(5)
         assert stream.started + stream.ended_after_s - goodbye < 1.0  # at once, not at the next expiry
     finally:
@@ -80,7 +89,8 @@ def test_heartbeats_keep_a_client_alive_and_termination_drops_it_at_once(broker)
 
 
 def test_the_official_client_starts_and_shuts_down_cleanly(broker, tmp_path):
-    outcomes = run_official_client({"endpoint": broker.grpc, "topic": "grpc_session", "count": 3, "prefix": "s"},
-                                   tmp_path / "home")
+    outcomes = run_official_client(
+        {"endpoint": broker.grpc, "topic": "grpc_session", "count": 3, "prefix": "s"}, tmp_path / "home"
+    )
     assert [o["ok"] for o in outcomes] == [True] * 3
     assert "event=grpc_client_terminated" in broker.log_tail(200)

@@ -22,7 +22,6 @@ reaches B, and the returning master delivers the delay message and revives the u
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
@@ -41,7 +41,6 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
-from tests.integration.test_ha_replication import poll
 
 POP_TOPIC = "acting-pop"
 LATE_TOPIC = "acting-pop-late"  # popped only from the acting slave
@@ -54,24 +53,62 @@ DELAY_MS = 9000
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
 
-async def call(client: RemotingClient, addr: str, code: int, fields: dict, body: bytes = b"",
-               timeout_s: float = 5.0) -> RemotingCommand:
+async def call(
+    client: RemotingClient, addr: str, code: int, fields: dict, body: bytes = b"", timeout_s: float = 5.0
+) -> RemotingCommand:
     return await client.invoke(addr, RemotingCommand.request(code, fields, body), timeout_s)
 
 
 async def send(client: RemotingClient, addr: str, topic: str, body: bytes, properties: dict | None = None):
-    return await call(client, addr, RequestCode.SEND_MESSAGE, {
-        "producerGroup": "acting-producers", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
-        "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0,
-        "properties": props.encode_properties(properties or {}), "reconsumeTimes": 0}, body)
+    return await call(
+        client,
+        addr,
+        RequestCode.SEND_MESSAGE,
+        {
+            "producerGroup": "acting-producers",
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 1,
+            "queueId": 0,
+            "sysFlag": 0,
+            "bornTimestamp": 0,
+            "flag": 0,
+            "properties": props.encode_properties(properties or {}),
+            "reconsumeTimes": 0,
+        },
+        body,
+    )
 
 
-async def pop(client: RemotingClient, addr: str, broker_name: str, topic: str = POP_TOPIC,
-              invisible_ms: int = INVISIBLE_MS, *, group: str = GROUP, fifo: bool = False, poll_ms: int = 0):
-    reply = await call(client, addr, RequestCode.POP_MESSAGE, {
-        "consumerGroup": group, "topic": topic, "queueId": -1, "maxMsgNums": 32,
-        "invisibleTime": invisible_ms, "pollTime": poll_ms, "bornTime": int(time.time() * 1000), "initMode": 0,
-        "expType": "TAG", "exp": "*", "order": str(fifo).lower()})
+async def pop(
+    client: RemotingClient,
+    addr: str,
+    broker_name: str,
+    topic: str = POP_TOPIC,
+    invisible_ms: int = INVISIBLE_MS,
+    *,
+    group: str = GROUP,
+    fifo: bool = False,
+    poll_ms: int = 0,
+):
+    reply = await call(
+        client,
+        addr,
+        RequestCode.POP_MESSAGE,
+        {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": -1,
+            "maxMsgNums": 32,
+            "invisibleTime": invisible_ms,
+            "pollTime": poll_ms,
+            "bornTime": int(time.time() * 1000),
+            "initMode": 0,
+            "expType": "TAG",
+            "exp": "*",
+            "order": str(fifo).lower(),
+        },
+    )
     if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
         return []
     assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
@@ -80,16 +117,39 @@ async def pop(client: RemotingClient, addr: str, broker_name: str, topic: str = 
 
 async def ack(client: RemotingClient, addr: str, msg, group: str = GROUP) -> None:
     extra = msg.properties[props.POP_CK]
-    reply = await call(client, addr, RequestCode.ACK_MESSAGE, {
-        "consumerGroup": group, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
-        "offset": extra.rsplit(" ", 1)[1]})
+    reply = await call(
+        client,
+        addr,
+        RequestCode.ACK_MESSAGE,
+        {
+            "consumerGroup": group,
+            "topic": msg.topic,
+            "queueId": msg.queue_id,
+            "extraInfo": extra,
+            "offset": extra.rsplit(" ", 1)[1],
+        },
+    )
     assert reply.code == ResponseCode.SUCCESS, reply.remark
 
 
 async def pull(client: RemotingClient, addr: str, topic: str):
-    reply = await call(client, addr, RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "acting-checker", "topic": topic, "queueId": 0, "queueOffset": 0, "maxMsgNums": 64,
-        "sysFlag": 2, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+    reply = await call(
+        client,
+        addr,
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "acting-checker",
+            "topic": topic,
+            "queueId": 0,
+            "queueOffset": 0,
+            "maxMsgNums": 64,
+            "sysFlag": 2,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+            "subVersion": 0,
+        },
+    )
     return decode_records(reply.body) if reply.code == ResponseCode.SUCCESS else []
 
 
@@ -116,8 +176,7 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
             await ack(client, master.remoting, msg)
         unacked = sorted(m.body for m in popped[1::2])
         due_ms = int(time.time() * 1000) + DELAY_MS
-        delayed = await send(client, master.remoting, DELAY_TOPIC, b"later",
-                             {props.TIMER_DELIVER_MS: str(due_ms)})
+        delayed = await send(client, master.remoting, DELAY_TOPIC, b"later", {props.TIMER_DELIVER_MS: str(due_ms)})
         assert delayed.code == ResponseCode.SUCCESS, delayed.remark
         await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
 
@@ -167,8 +226,10 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         # 4. the master returns and takes revive and the timer back.
         master.restart()
         await poll(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
-        assert "event=acting_master_stopped" in slave.log_path.read_text() and "reason=master_handover" in \
-            slave.log_path.read_text()
+        assert (
+            "event=acting_master_stopped" in slave.log_path.read_text()
+            and "reason=master_handover" in slave.log_path.read_text()
+        )
         log_text = master.log_path.read_text()
         taken_back = r"event=acting_services_taken_back slave=group-a/1 acks=1 timers=1 offsets_moved=[1-9]"
         assert re.search(taken_back, log_text)
@@ -177,12 +238,17 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         probe_due = int(time.time() * 1000) + 1000
         probe = await send(client, master.remoting, DELAY_TOPIC, b"probe", {props.TIMER_DELIVER_MS: str(probe_due)})
         # stored either way (the slave may not follow the restarted SYNC master yet)
-        assert probe.code in (ResponseCode.SUCCESS, ResponseCode.SLAVE_NOT_AVAILABLE,
-                              ResponseCode.FLUSH_SLAVE_TIMEOUT), probe.remark
+        assert probe.code in (
+            ResponseCode.SUCCESS,
+            ResponseCode.SLAVE_NOT_AVAILABLE,
+            ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ), probe.remark
         on_a = await poll(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "probe delivered on A")
         assert [m.body for m in on_a] == [b"probe"]  # "later" was not delivered a second time
-        assert await pull(client, other.remoting, DELAY_TOPIC) and len(await pull(client, other.remoting,
-                                                                                  DELAY_TOPIC)) == 1
+        assert (
+            await pull(client, other.remoting, DELAY_TOPIC)
+            and len(await pull(client, other.remoting, DELAY_TOPIC)) == 1
+        )
         assert slave.stop() == 0, slave.log_tail()  # a clean stop of a slave with its election running
     finally:
         await client.close()
@@ -194,8 +260,14 @@ def official_receive(tmp_path, endpoint: str, topic: str, count: int, **more) ->
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     spec = {"endpoint": endpoint, "topic": topic, "group": GROUP, "count": count, "deadline_s": 30, **more}
-    out = subprocess.run([sys.executable, str(OFFICIAL_CLIENT), json.dumps(spec)], capture_output=True, text=True,
-                         check=False, timeout=60, env={**os.environ, "HOME": str(home)})
+    out = subprocess.run(
+        [sys.executable, str(OFFICIAL_CLIENT), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, "HOME": str(home)},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -257,12 +329,16 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
         await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         # both the timer and revive tried to escape (and were refused) once their work was due
         for service in ("timer", "revive"):
-            await poll(lambda: _file_has(slave.log_path, f"event=escape_failed service={service} "), 15,
-                       f"{service} refused to escape")
+            await poll(
+                lambda: _file_has(slave.log_path, f"event=escape_failed service={service} "),
+                15,
+                f"{service} refused to escape",
+            )
         assert int((await runtime(client, slave.remoting))["escapedTotal"]) == 0
         retry_topic = pop_retry_topic(GROUP, POP_TOPIC)
-        assert not await pull(client, other.remoting, DELAY_TOPIC) and not await pull(client, other.remoting,
-                                                                                       retry_topic)
+        assert not await pull(client, other.remoting, DELAY_TOPIC) and not await pull(
+            client, other.remoting, retry_topic
+        )
 
         master.restart()
         await poll(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
@@ -273,4 +349,3 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
     finally:
         await client.close()
         groups.kill_all()
-

@@ -19,12 +19,12 @@ import shutil
 from dataclasses import dataclass
 
 import pytest
+from tests.integration.test_ha_replication import GROUP, TOPIC, _logged, broker, poll, pull_bodies, send
 
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import PocketProcess, namesrv_process
-from tests.integration.test_ha_replication import GROUP, TOPIC, _logged, broker, poll, pull_bodies, send
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -67,8 +67,9 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
     for i in range(3):
         assert (await send(client, x.remoting, b"acked-%d" % i)).code == ResponseCode.SUCCESS
     # the consumer group and an offset of it reach Y with the metadata sync (the promoted Y keeps the group)
-    assert (await _offset_call(client, x.remoting, RequestCode.UPDATE_CONSUMER_OFFSET, commitOffset=1)).code == \
-        ResponseCode.SUCCESS
+    assert (
+        await _offset_call(client, x.remoting, RequestCode.UPDATE_CONSUMER_OFFSET, commitOffset=1)
+    ).code == ResponseCode.SUCCESS
     await poll(lambda: _offset_is(client, y.remoting, 1), 10, "the group's offset on Y")
     y.kill()
     for i in range(2):  # stored on X only: never acknowledged as replicated
@@ -127,8 +128,9 @@ async def test_a_cut_below_what_was_confirmed_is_refused_and_the_data_kept(tmp_p
 
 
 async def _offset_call(client: RemotingClient, addr: str, code: int, **fields):
-    return await client.invoke(addr, RemotingCommand.request(code, {
-        "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, **fields}), 5.0)
+    return await client.invoke(
+        addr, RemotingCommand.request(code, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, **fields}), 5.0
+    )
 
 
 async def _offset_is(client: RemotingClient, addr: str, offset: int) -> bool:

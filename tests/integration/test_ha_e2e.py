@@ -22,6 +22,18 @@ import sys
 import time
 
 import pytest
+from tests.integration.test_ha_acting_master import (
+    GROUP,
+    acting,
+    at_least,
+    call,
+    official_receive,
+    pop,
+    pull,
+    replicated,
+    send,
+)
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.cli.dlq_cmd import dead_messages
 from pocketmq.client.admin import AsyncAdmin
@@ -33,14 +45,19 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, TwoGroups, start_two_groups
 from pocketmq.testing.processes import wait_until
-from tests.integration.test_ha_acting_master import (GROUP, acting, at_least, call, official_receive, pop, pull,
-                                                     replicated, send)
-from tests.integration.test_ha_replication import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 COOL_DOWN_MS = 2000
-B_FLAGS = ("--set", "breaker_failure_threshold=1", "--set", f"breaker_cool_down_ms={COOL_DOWN_MS}",
-           "--set", "remote_read_timeout_ms=1000", "--set", "remote_read_retry_unreachable_ms=1000")
+B_FLAGS = (
+    "--set",
+    "breaker_failure_threshold=1",
+    "--set",
+    f"breaker_cool_down_ms={COOL_DOWN_MS}",
+    "--set",
+    "remote_read_timeout_ms=1000",
+    "--set",
+    "remote_read_retry_unreachable_ms=1000",
+)
 ORDERS = "e2e-orders"  # popped from both masters before the kill
 LATE = "e2e-late"  # popped after the kill through B's route: A's part through A's acting slave
 ON_A, ON_B = ["a0", "a1", "a2", "a3"], ["b0", "b1", "b2", "b3"]
@@ -76,6 +93,7 @@ async def readable_bodies(namesrv: str, topic: str) -> set[str]:
 async def dead_letters(namesrv: str, group: str = GROUP, at_least: int = 0) -> list:
     """``group``'s DLQ entries as ``dlq list`` reads them, once there are ``at_least``: a broker registers a new
     DLQ topic with the name server a moment after writing its first entry, and looking does not create it."""
+
     async def listed():
         async with AsyncAdmin(ClientConfig(namesrv_addr=namesrv)) as admin:
             found = [m for _, m in await dead_messages(admin, group, 100)]
@@ -115,12 +133,12 @@ async def test_pop_through_both_groups_survives_losing_group_a_and_comes_back_wi
 
         # 1. the official client (dialling A's master) pops from both groups and acks half
         orders_unacked = unacked(ON_A) + unacked(ON_B)
-        first = official_receive(tmp_path, a0.grpc, ORDERS, 8, invisible_s=ORDERS_INVISIBLE_S,
-                                 skip_ack=orders_unacked)
+        first = official_receive(tmp_path, a0.grpc, ORDERS, 8, invisible_s=ORDERS_INVISIBLE_S, skip_ack=orders_unacked)
         assert first["bodies"] == sorted(ON_A + ON_B) and set(first["attempts"]) == {1}, first
         await poll(lambda: replicated(client, a0.remoting, a1.remoting), 10, "slave has the CKs and ACKs")
-        await poll(lambda: _equals(consumer_offset(client, a1.remoting, ORDERS), len(ON_A)), 10,
-                   "slave has the pop offsets")
+        await poll(
+            lambda: _equals(consumer_offset(client, a1.remoting, ORDERS), len(ON_A)), 10, "slave has the pop offsets"
+        )
 
         # 2. kill -9 A's master: exactly the un-acked messages come back (as retry copies on B: A's through its
         #    acting slave's escape bridge; on A if its master revived them before it died, on a slow machine);
@@ -129,16 +147,16 @@ async def test_pop_through_both_groups_survives_losing_group_a_and_comes_back_wi
         await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
         assert await readable_bodies(groups.ns, ORDERS) >= set(ON_A + ON_B)
         assert await readable_bodies(groups.ns, LATE) >= set(LATE_ON_A + LATE_ON_B)
-        copies = await poll(lambda: _retry_copies(client, [b0.remoting, a1.remoting], ORDERS, 4), 20,
-                            "4 retry copies")
+        copies = await poll(lambda: _retry_copies(client, [b0.remoting, a1.remoting], ORDERS, 4), 20, "4 retry copies")
         assert sorted(m.body.decode() for m in copies) == sorted(orders_unacked)
         assert {m.reconsume_times for m in copies} == {1}
 
         # 3. an official client dialling B (QueryRoute through B) receives the copies (attempt 2) and LATE from
         #    both groups, A's part through A's acting slave; it leaves half of LATE un-acked
         late_unacked = unacked(LATE_ON_A) + unacked(LATE_ON_B)
-        second = official_receive(tmp_path, b0.grpc, ORDERS, 4 + 6, topics=[ORDERS, LATE],
-                                  invisible_s=LATE_INVISIBLE_S, skip_ack=late_unacked)
+        second = official_receive(
+            tmp_path, b0.grpc, ORDERS, 4 + 6, topics=[ORDERS, LATE], invisible_s=LATE_INVISIBLE_S, skip_ack=late_unacked
+        )
         a1.kill()  # 4. A's slave goes too, before LATE's invisible time ends
         assert second["bodies"] == sorted(orders_unacked + LATE_ON_A + LATE_ON_B), second
         assert {second["attempt_of"][b] for b in orders_unacked} == {2}
@@ -147,14 +165,22 @@ async def test_pop_through_both_groups_survives_losing_group_a_and_comes_back_wi
         assert not await pull(client, b0.remoting, late_retry), "LATE came back before A's slave was killed"
 
         # B's revive cannot read A's un-acked LATE messages: the breaker opens, the CKs wait, nothing ends
-        wait_until(lambda: count(f"event=breaker_state_changed broker={GROUP_A} from=CLOSED to=OPEN", b0), 20,
-                   message="B's breaker of group A opens")
+        wait_until(
+            lambda: count(f"event=breaker_state_changed broker={GROUP_A} from=CLOSED to=OPEN", b0),
+            20,
+            message="B's breaker of group A opens",
+        )
         opened = time.monotonic()
         failed_reads_at_open = count(f"event=remote_read_failed broker={GROUP_A} ", b0)
-        rewritten = rf"event=ck_rewritten group={GROUP} broker={GROUP_A} topic={LATE} queue=0 offset=(\d+) " \
-                    r"rewrites=(\d+) wait_ms=(\d+)"
-        wait_until(lambda: _twice_each(_rewrites_per_offset(rewritten, b0), [1, 3]), 30,
-                   message="each un-acked LATE message of A rewritten twice")
+        rewritten = (
+            rf"event=ck_rewritten group={GROUP} broker={GROUP_A} topic={LATE} queue=0 offset=(\d+) "
+            r"rewrites=(\d+) wait_ms=(\d+)"
+        )
+        wait_until(
+            lambda: _twice_each(_rewrites_per_offset(rewritten, b0), [1, 3]),
+            30,
+            message="each un-acked LATE message of A rewritten twice",
+        )
         elapsed_s = time.monotonic() - opened
         failed_reads = count(f"event=remote_read_failed broker={GROUP_A} ", b0) - failed_reads_at_open
         assert failed_reads <= elapsed_s / (COOL_DOWN_MS / 1000) + 1, (failed_reads, elapsed_s)
@@ -168,8 +194,11 @@ async def test_pop_through_both_groups_survives_losing_group_a_and_comes_back_wi
 
         # 5. A's slave restarts (and acts again): B revives the rest, attempt counted
         a1.restart()
-        back = await poll(lambda: at_least(client, b0.remoting, late_retry, len(late_unacked)), 20,
-                          "A's un-acked LATE messages revived on B")
+        back = await poll(
+            lambda: at_least(client, b0.remoting, late_retry, len(late_unacked)),
+            20,
+            "A's un-acked LATE messages revived on B",
+        )
         assert sorted(m.body.decode() for m in back) == sorted(late_unacked)
         assert {m.reconsume_times for m in back} == {1}
         assert count(f"event=breaker_state_changed broker={GROUP_A} from=HALF_OPEN to=CLOSED", b0) >= 1
@@ -192,18 +221,24 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
         assert sorted(m.body.decode() for m in popped) == LATE_ON_A
         sent = {(m.queue_id, m.queue_offset) for m in popped}
 
-        wait_until(lambda: count("event=dead_lettered_after_failed_reads", b0) >= len(sent), 40,
-                   message="every message of A ended in a reference dead letter on B")
-        refs = [DeadLetterReference.of_message(m.properties, m.body)
-                for m in await dead_letters(groups.ns, at_least=len(sent))]
+        wait_until(
+            lambda: count("event=dead_lettered_after_failed_reads", b0) >= len(sent),
+            40,
+            message="every message of A ended in a reference dead letter on B",
+        )
+        refs = [
+            DeadLetterReference.of_message(m.properties, m.body)
+            for m in await dead_letters(groups.ns, at_least=len(sent))
+        ]
         assert sorted((r.queue_id, r.queue_offset) for r in refs) == sorted(sent)
         assert {(r.broker_name, r.group, r.topic, r.rewrite_count) for r in refs} == {(GROUP_A, GROUP, LATE, 2)}
         listed = _cli(groups, "dlq", "list", GROUP, "--json")
         assert {json.loads(line)["kind"] for line in listed.stdout.splitlines()} == {"reference"}, listed
         refused = _cli(groups, "dlq", "resend", GROUP, "--all")
         assert refused.returncode == 1, refused
-        assert sum(f"on {GROUP_A}" in line and "try again later" in line for line in refused.stdout.splitlines()) \
-            == len(sent), refused.stdout
+        assert sum(
+            f"on {GROUP_A}" in line and "try again later" in line for line in refused.stdout.splitlines()
+        ) == len(sent), refused.stdout
 
         a1.restart()  # A is readable again (through its slave; its master stays down)
         await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave back")
@@ -218,8 +253,13 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
 
 
 def _cli(groups: TwoGroups, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pocketmq.cli.main", *args, "-n", groups.ns], capture_output=True,
-                          text=True, timeout=60, env=groups.b_master.env)
+    return subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", *args, "-n", groups.ns],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=groups.b_master.env,
+    )
 
 
 def _rewrites_per_offset(pattern: str, proc) -> dict[int, int]:

@@ -20,6 +20,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.integration.remoting_calls import queue_messages
+from tests.integration.test_ha_acting_master import GROUP, acting, call, official_receive, pop, pull, send
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
@@ -31,9 +34,6 @@ from pocketmq.errors import PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, GROUP_B, start_two_groups
-from tests.integration.remoting_calls import queue_messages
-from tests.integration.test_ha_acting_master import GROUP, acting, call, official_receive, pop, pull, send
-from tests.integration.test_ha_replication import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 # A metadata sync only once a minute: the tests see what travels with the records, not what the timer brings.
@@ -94,8 +94,9 @@ async def test_acked_pops_never_come_back_after_kill_9_of_the_sync_master(tmp_pa
         await groups.ready([])
         # On A only for now: the client's receives then all go to A's queue (an empty queue on B would hold
         # every other receive for its long-polling time).
-        created = await call(client, a0.remoting, RequestCode.UPDATE_AND_CREATE_TOPIC,
-                             create_topic_fields(TopicConfig(topic, 1, 1)))
+        created = await call(
+            client, a0.remoting, RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_fields(TopicConfig(topic, 1, 1))
+        )
         assert created.code == ResponseCode.SUCCESS, created.remark
         bodies = [f"p{i:03d}" for i in range(COUNT)]
         for body in bodies:
@@ -122,9 +123,18 @@ async def test_acked_pops_never_come_back_after_kill_9_of_the_sync_master(tmp_pa
 
 async def ack_code(client: RemotingClient, addr: str, msg) -> int:
     extra = msg.properties[props.POP_CK]
-    reply = await call(client, addr, RequestCode.ACK_MESSAGE, {
-        "consumerGroup": GROUP, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
-        "offset": extra.rsplit(" ", 1)[1]})
+    reply = await call(
+        client,
+        addr,
+        RequestCode.ACK_MESSAGE,
+        {
+            "consumerGroup": GROUP,
+            "topic": msg.topic,
+            "queueId": msg.queue_id,
+            "extraInfo": extra,
+            "offset": extra.rsplit(" ", 1)[1],
+        },
+    )
     return reply.code
 
 
@@ -154,16 +164,21 @@ async def test_an_ack_is_ok_only_once_the_slave_has_it(tmp_path):
 
         a1.kill()
         for msg in popped[2:4]:  # stored on the master, which says it is not on a slave
-            assert await ack_code(client, a0.remoting, msg) in (ResponseCode.SLAVE_NOT_AVAILABLE,
-                                                                ResponseCode.FLUSH_SLAVE_TIMEOUT)
+            assert await ack_code(client, a0.remoting, msg) in (
+                ResponseCode.SLAVE_NOT_AVAILABLE,
+                ResponseCode.FLUSH_SLAVE_TIMEOUT,
+            )
         a0.kill()
         a1.restart()
         await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
 
         retry_topic = pop_retry_topic(GROUP, topic)
         expected = sorted(m.body for m in popped[2:])  # not acked OK: the 2 refused acks and the 2 never acked
-        await poll(lambda: _revived(client, a1.remoting, b0.remoting, topic, retry_topic, len(expected)), 20,
-                   "the acting slave revived the CK")
+        await poll(
+            lambda: _revived(client, a1.remoting, b0.remoting, topic, retry_topic, len(expected)),
+            20,
+            "the acting slave revived the CK",
+        )
         assert sorted(m.body for m in await pull(client, b0.remoting, retry_topic)) == expected
     finally:
         await client.close()

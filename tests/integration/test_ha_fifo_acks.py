@@ -15,6 +15,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from tests.integration.test_ha_acting_master import ack, acting, pop, send
+from tests.integration.test_ha_failover_acks import RARE_METADATA_SYNC
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
@@ -23,9 +26,6 @@ from pocketmq.common import properties as props
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, start_two_groups
-from tests.integration.test_ha_acting_master import ack, acting, pop, send
-from tests.integration.test_ha_failover_acks import RARE_METADATA_SYNC
-from tests.integration.test_ha_replication import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 TOPIC = "failover-fifo"
@@ -46,8 +46,9 @@ async def test_acked_fifo_pops_never_come_back_after_kill_9_of_the_sync_master(t
             await admin.create_group(FIFO_GROUP, consume_message_orderly=True)
         for i in range(PER_GROUP):
             for message_group in MESSAGE_GROUPS:
-                sent = await send(client, a0.remoting, TOPIC, f"{message_group}{i}".encode(),
-                                  {props.SHARDING_KEY: message_group})
+                sent = await send(
+                    client, a0.remoting, TOPIC, f"{message_group}{i}".encode(), {props.SHARDING_KEY: message_group}
+                )
                 assert sent.code == ResponseCode.SUCCESS, sent.remark
 
         async with AsyncSimpleConsumer(FIFO_GROUP, {TOPIC: "*"}, config, await_duration_ms=0) as consumer:
@@ -66,8 +67,7 @@ async def test_acked_fifo_pops_never_come_back_after_kill_9_of_the_sync_master(t
         delivered: list[str] = []
         deadline = time.monotonic() + 20
         while set(delivered) != expected and time.monotonic() < deadline:
-            for msg in await pop(client, a1.remoting, GROUP_A, TOPIC, 60_000, group=FIFO_GROUP, fifo=True,
-                                 poll_ms=200):
+            for msg in await pop(client, a1.remoting, GROUP_A, TOPIC, 60_000, group=FIFO_GROUP, fifo=True, poll_ms=200):
                 delivered.append(msg.body.decode())
                 assert delivered[-1] not in acked, f"an acked message came again: {delivered}"
                 await ack(client, a1.remoting, msg, FIFO_GROUP)

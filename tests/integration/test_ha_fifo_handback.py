@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.integration.test_ha_acting_master import _last_match, ack, acting, replicated, runtime, send
+from tests.integration.test_ha_metadata_sync import FAST, config_file, pop
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.common import properties as props
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
-from tests.integration.test_ha_acting_master import _last_match, ack, acting, replicated, runtime, send
-from tests.integration.test_ha_metadata_sync import FAST, config_file, pop
-from tests.integration.test_ha_replication import poll
 
 FIFO_TOPIC = "handback-fifo"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -64,8 +64,11 @@ async def test_fifo_pops_of_the_acting_slave_continue_on_the_returning_master(tm
 
 async def _fifo_equal(master, slave) -> bool:
     on_master = config_file(master, "pop_fifo.json")
-    return on_master is not None and '"flight": {"0"' in json.dumps(on_master) and \
-        on_master == config_file(slave, "pop_fifo.json")
+    return (
+        on_master is not None
+        and '"flight": {"0"' in json.dumps(on_master)
+        and on_master == config_file(slave, "pop_fifo.json")
+    )
 
 
 async def _followed(client: RemotingClient, addr: str) -> bool:

@@ -19,12 +19,6 @@ import json
 import time
 
 import pytest
-
-from pocketmq.client.simple_consumer import messages_of_pop_reply
-from pocketmq.common import properties as props
-from pocketmq.protocol.codes import REGISTER_POP_STAGES, UPDATE_STAGE_OFFSETS, RequestCode, ResponseCode
-from pocketmq.protocol.transport import RemotingClient
-from pocketmq.testing.ha_cluster import start_two_groups
 from tests.integration.test_ha_acting_master import (
     GROUP,
     _last_match,
@@ -39,6 +33,12 @@ from tests.integration.test_ha_acting_master import (
 from tests.integration.test_ha_ops import sample, scrape
 from tests.integration.test_ha_replication import poll
 
+from pocketmq.client.simple_consumer import messages_of_pop_reply
+from pocketmq.common import properties as props
+from pocketmq.protocol.codes import REGISTER_POP_STAGES, UPDATE_STAGE_OFFSETS, RequestCode, ResponseCode
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.ha_cluster import start_two_groups
+
 FIFO_TOPIC = "sync-fifo"
 STAGED_TOPIC = "sync-staged"
 PLAIN_TOPIC = "sync-plain"
@@ -48,10 +48,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 async def pop(client: RemotingClient, addr: str, topic: str, *, fifo: bool = False):
-    reply = await call(client, addr, RequestCode.POP_MESSAGE, {
-        "consumerGroup": GROUP, "topic": topic, "queueId": -1, "maxMsgNums": 32, "invisibleTime": 60_000,
-        "pollTime": 0, "bornTime": int(time.time() * 1000), "initMode": 0, "expType": "TAG", "exp": "*",
-        "order": str(fifo).lower()})
+    reply = await call(
+        client,
+        addr,
+        RequestCode.POP_MESSAGE,
+        {
+            "consumerGroup": GROUP,
+            "topic": topic,
+            "queueId": -1,
+            "maxMsgNums": 32,
+            "invisibleTime": 60_000,
+            "pollTime": 0,
+            "bornTime": int(time.time() * 1000),
+            "initMode": 0,
+            "expType": "TAG",
+            "exp": "*",
+            "order": str(fifo).lower(),
+        },
+    )
     if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
         return []
     assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
@@ -75,7 +89,7 @@ async def timer_progress_copied(master, slave):
 
 async def test_the_slave_copies_the_service_state_and_acts_from_it(tmp_path):
     groups = start_two_groups(tmp_path, a_flags=tuple(FAST))
-    master, slave, other = groups.a_master, groups.a_slave, groups.b_master
+    master, slave = groups.a_master, groups.a_slave
     client = RemotingClient()
     try:
         await groups.ready([FIFO_TOPIC, STAGED_TOPIC, PLAIN_TOPIC, DELAY_TOPIC])
@@ -87,28 +101,41 @@ async def test_the_slave_copies_the_service_state_and_acts_from_it(tmp_path):
             assert sent.code == ResponseCode.SUCCESS, sent.remark
         for i in range(4):
             assert (await send(client, master.remoting, STAGED_TOPIC, b"s%d" % i)).code == ResponseCode.SUCCESS
-        registered = await call(client, master.remoting, REGISTER_POP_STAGES,
-                                {"consumerGroup": GROUP, "topic": STAGED_TOPIC}, b'{"stageDefinitions": [2]}')
+        registered = await call(
+            client,
+            master.remoting,
+            REGISTER_POP_STAGES,
+            {"consumerGroup": GROUP, "topic": STAGED_TOPIC},
+            b'{"stageDefinitions": [2]}',
+        )
         assert registered.code == ResponseCode.SUCCESS, registered.remark
         assert sorted(m.body for m in await pop(client, master.remoting, STAGED_TOPIC)) == [b"s0", b"s1"]
         fifo = await pop(client, master.remoting, FIFO_TOPIC, fifo=True)
         assert [m.body for m in fifo] == [b"m0", b"m2"]
         await ack(client, master.remoting, fifo[1])
         stage_record = {"commitOffset": 2, "stageOffsets": [{"strategy": "s", "stageGroup": "g", "stageOffset": 1}]}
-        stored = await call(client, master.remoting, UPDATE_STAGE_OFFSETS,
-                            {"consumerGroup": GROUP, "topic": STAGED_TOPIC, "queueId": 0},
-                            json.dumps(stage_record).encode())
+        stored = await call(
+            client,
+            master.remoting,
+            UPDATE_STAGE_OFFSETS,
+            {"consumerGroup": GROUP, "topic": STAGED_TOPIC, "queueId": 0},
+            json.dumps(stage_record).encode(),
+        )
         assert stored.code == ResponseCode.SUCCESS, stored.remark
-        due = await send(client, master.remoting, DELAY_TOPIC, b"later",
-                         {props.TIMER_DELIVER_MS: str(int(time.time() * 1000) + 300)})
+        due = await send(
+            client, master.remoting, DELAY_TOPIC, b"later", {props.TIMER_DELIVER_MS: str(int(time.time() * 1000) + 300)}
+        )
         assert due.code == ResponseCode.SUCCESS, due.remark
         await poll(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 10, "delay message delivered")
 
         # 2. the slave's copies equal the master's
         await poll(lambda: same_file(master, slave, "pop_fifo.json", '"flight": {"0"'), 15, "FIFO state copied")
         await poll(lambda: same_file(master, slave, "pop_stages.json", STAGED_TOPIC), 15, "stages copied")
-        await poll(lambda: same_file(master, slave, "consumer_stage_offsets.json", '"commitOffset": 2'), 15,
-                   "stage offsets copied")
+        await poll(
+            lambda: same_file(master, slave, "consumer_stage_offsets.json", '"commitOffset": 2'),
+            15,
+            "stage offsets copied",
+        )
         await poll(lambda: timer_progress_copied(master, slave), 15, "timer progress copied")
         await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
         progress = config_file(master, "timer_progress.json")["progressOffset"]

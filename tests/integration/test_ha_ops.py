@@ -19,8 +19,9 @@ pytestmark = pytest.mark.timeout(120)
 
 def pocketmq(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "POCKETMQ_NAMESRV"}
-    return subprocess.run([sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True,
-                          timeout=30, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=30, env=env
+    )
 
 
 def json_lines(text: str) -> list[dict]:
@@ -49,16 +50,38 @@ def cluster(tmp_path_factory):
     procs = {}
 
     def start(name: str, group: str, broker_id: int, role: str) -> None:
-        procs[name] = broker_process(tmp_path / name, group, namesrv=namesrv.namesrv, extra_args=[
-            "--cluster", "ops", "--broker-id", str(broker_id), "--role", role, "--metrics-port", "0",
-            "--register-interval-ms", "500", "--set", "ha_master_lookup_interval_ms=200",
-            "--set", "pop_ck_rewrite_backoff_ms=1000", "--set", "pop_revive_interval_ms=100"]).start()
+        procs[name] = broker_process(
+            tmp_path / name,
+            group,
+            namesrv=namesrv.namesrv,
+            extra_args=[
+                "--cluster",
+                "ops",
+                "--broker-id",
+                str(broker_id),
+                "--role",
+                role,
+                "--metrics-port",
+                "0",
+                "--register-interval-ms",
+                "500",
+                "--set",
+                "ha_master_lookup_interval_ms=200",
+                "--set",
+                "pop_ck_rewrite_backoff_ms=1000",
+                "--set",
+                "pop_revive_interval_ms=100",
+            ],
+        ).start()
 
     start("a0", "group-a", 0, "sync_master")
     start("a1", "group-a", 1, "slave")
     start("b0", "group-b", 0, "async_master")
-    wait_until(lambda: len(json_lines(pocketmq("cluster", "--json", "-n", namesrv.namesrv).stdout)) == 3, 15,
-               message="three brokers registered")
+    wait_until(
+        lambda: len(json_lines(pocketmq("cluster", "--json", "-n", namesrv.namesrv).stdout)) == 3,
+        15,
+        message="three brokers registered",
+    )
     yield namesrv.namesrv, procs
     for proc in (*procs.values(), namesrv):
         proc.kill()
@@ -69,7 +92,10 @@ def test_config_set_get_persist_and_refuse(cluster):
     set_all = pocketmq("config", "set", "pop_ck_rewrite_backoff_ms", "2000,4000", "--json", "-n", namesrv)
     assert set_all.returncode == 0, set_all.stderr
     assert sorted((r["broker"], r["broker_id"]) for r in json_lines(set_all.stdout)) == [
-        ("group-a", 0), ("group-a", 1), ("group-b", 0)]
+        ("group-a", 0),
+        ("group-a", 1),
+        ("group-b", 0),
+    ]
 
     one_group = pocketmq("config", "set", "breaker_failure_threshold", "2", "--broker", "group-b", "-n", namesrv)
     assert one_group.returncode == 0, one_group.stderr
@@ -83,8 +109,12 @@ def test_config_set_get_persist_and_refuse(cluster):
     assert values("breaker_failure_threshold") == {("group-a", 0): "5", ("group-a", 1): "5", ("group-b", 0): "2"}
 
     # Refused before anything is sent: one error line, exit 1, nothing changed.
-    for bad in (["pop_ck_rewrite_ending", "forever"], ["no_such_setting", "1"], ["remoting_port", "1"],
-                ["breaker_failure_threshold", "0"]):
+    for bad in (
+        ["pop_ck_rewrite_ending", "forever"],
+        ["no_such_setting", "1"],
+        ["remoting_port", "1"],
+        ["breaker_failure_threshold", "0"],
+    ):
         refused = pocketmq("config", "set", *bad, "-n", namesrv)
         assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert refused.stderr.startswith("pocketmq config: error:")
@@ -98,8 +128,11 @@ def test_config_set_get_persist_and_refuse(cluster):
     # The brokers were started with --set pop_ck_rewrite_backoff_ms=1000: the run-time change survives that.
     procs["b0"].stop()
     procs["b0"].restart()
-    wait_until(lambda: values("pop_ck_rewrite_backoff_ms").get(("group-b", 0)) == "2000,4000", 15,
-               message="group-b back with its changed settings")
+    wait_until(
+        lambda: values("pop_ck_rewrite_backoff_ms").get(("group-b", 0)) == "2000,4000",
+        15,
+        message="group-b back with its changed settings",
+    )
     assert values("breaker_failure_threshold")[("group-b", 0)] == "2"
     assert sample(scrape(procs["a1"].metrics), "pocketmq_config_updates_total") == 1  # the slave got it too
 
@@ -139,16 +172,26 @@ def test_revive_counter_moves_in_metrics_and_group_describe(cluster):
             producer.send(Message.create("ops_pop", f"m{i}"))
 
     def retried_total() -> float:
-        return sum(sample(scrape(procs[name].metrics), 'pocketmq_pop_revive_messages_total{group="ops_group",'
-                          'topic="ops_pop",queue_id="0",outcome="retried"}') or 0 for name in ("a0", "b0"))
+        return sum(
+            sample(
+                scrape(procs[name].metrics),
+                'pocketmq_pop_revive_messages_total{group="ops_group",topic="ops_pop",queue_id="0",outcome="retried"}',
+            )
+            or 0
+            for name in ("a0", "b0")
+        )
 
     assert retried_total() == 0
     with SimpleConsumer("ops_group", {"ops_pop": "*"}, config) as consumer:
         got = []
-        wait_until(lambda: got.extend(consumer.receive(32, 1000, await_duration_ms=500)) or len(got) >= 4, 20,
-                   message="all four popped")  # none acked
+        wait_until(
+            lambda: got.extend(consumer.receive(32, 1000, await_duration_ms=500)) or len(got) >= 4,
+            20,
+            message="all four popped",
+        )  # none acked
         wait_until(lambda: retried_total() == 4, 20, message="revive retried the un-acked messages")
-    described = json_lines(pocketmq("group", "describe", "ops_group", "--topic", "ops_pop", "--json",
-                                    "-n", namesrv).stdout)
+    described = json_lines(
+        pocketmq("group", "describe", "ops_group", "--topic", "ops_pop", "--json", "-n", namesrv).stdout
+    )
     assert sum(r["retried"] for r in described) == 4
     assert {r["ck_rewrites"] for r in described} == {0} and {r["ck_endings"] for r in described} == {0}

@@ -9,6 +9,7 @@ server keeps routing to them while every connection is refused.
 from __future__ import annotations
 
 import pytest
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.cluster.breaker import BreakerBoard
@@ -19,7 +20,6 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient, RemotingServer
 from pocketmq.testing.processes import broker_process, namesrv_process
-from tests.integration.test_ha_replication import poll
 
 pytestmark = pytest.mark.slow
 TOPIC = "rr-orders"
@@ -27,15 +27,34 @@ TOPIC = "rr-orders"
 
 def broker(tmp_path, namesrv: str, dirname: str, group: str, broker_id: int, *extra: str):
     role = "slave" if broker_id else "async_master"
-    return broker_process(tmp_path / dirname, group, namesrv=namesrv, extra_args=[
-        "--cluster", "rr", "--broker-id", str(broker_id), "--role", role, *extra]).start()
+    return broker_process(
+        tmp_path / dirname,
+        group,
+        namesrv=namesrv,
+        extra_args=["--cluster", "rr", "--broker-id", str(broker_id), "--role", role, *extra],
+    ).start()
 
 
 async def send(remoting: RemotingClient, addr: str, topic: str, body: bytes) -> None:
-    reply = await remoting.invoke(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-        "producerGroup": "p", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
-        "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0, "properties": "", "reconsumeTimes": 0,
-    }, body))
+    reply = await remoting.invoke(
+        addr,
+        RemotingCommand.request(
+            RequestCode.SEND_MESSAGE,
+            {
+                "producerGroup": "p",
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "defaultTopicQueueNums": 1,
+                "queueId": 0,
+                "sysFlag": 0,
+                "bornTimestamp": 0,
+                "flag": 0,
+                "properties": "",
+                "reconsumeTimes": 0,
+            },
+            body,
+        ),
+    )
     assert reply.code == ResponseCode.SUCCESS, reply
 
 
@@ -53,8 +72,13 @@ async def test_each_result_of_a_remote_read(tmp_path):
         good = procs[1].remoting
         for i in range(3):
             await send(remoting, good, TOPIC, b"m%d" % i)
-        reply = await remoting.invoke(good, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": "rr-write-only", "readQueueNums": 1, "writeQueueNums": 1, "perm": PERM_WRITE}))
+        reply = await remoting.invoke(
+            good,
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {"topic": "rr-write-only", "readQueueNums": 1, "writeQueueNums": 1, "perm": PERM_WRITE},
+            ),
+        )
         assert reply.code == ResponseCode.SUCCESS
 
         found = await reader("good").read(TOPIC, 0, 1)
@@ -87,21 +111,38 @@ async def test_timeout_busy_and_below_min_offset(tmp_path):
     await silent.start()
     await busy.start()
     namesrv = namesrv_process(tmp_path / "ns").start()
-    procs = [namesrv,
-             broker(tmp_path, namesrv.namesrv, "silent", "silent", 0, "--advertise", f"127.0.0.1:{silent.port}"),
-             broker(tmp_path, namesrv.namesrv, "busy", "busy", 0, "--advertise", f"127.0.0.1:{busy.port}"),
-             broker(tmp_path, namesrv.namesrv, "old", "old", 0, "--set", "commit_log_segment_bytes=65536",
-                    "--set", "file_reserved_hours=0.0002", "--set", "cleanup_interval_ms=200")]
+    procs = [
+        namesrv,
+        broker(tmp_path, namesrv.namesrv, "silent", "silent", 0, "--advertise", f"127.0.0.1:{silent.port}"),
+        broker(tmp_path, namesrv.namesrv, "busy", "busy", 0, "--advertise", f"127.0.0.1:{busy.port}"),
+        broker(
+            tmp_path,
+            namesrv.namesrv,
+            "old",
+            "old",
+            0,
+            "--set",
+            "commit_log_segment_bytes=65536",
+            "--set",
+            "file_reserved_hours=0.0002",
+            "--set",
+            "cleanup_interval_ms=200",
+        ),
+    ]
     remoting = RemotingClient()
     names = NamesrvClient([namesrv.namesrv], remoting)
     board = BreakerBoard()
     try:
         timed_out = await RemoteMessageReader("silent", names, remoting, breakers=board, timeout_ms=300).read(
-            TOPIC, 0, 0)
+            TOPIC, 0, 0
+        )
         assert (timed_out.failure, timed_out.need_retry) == (FailureReason.TIMEOUT, True), timed_out
         refused = await RemoteMessageReader("busy", names, remoting, breakers=board).read(TOPIC, 0, 0)
-        assert (refused.failure, refused.code, refused.need_retry) == (FailureReason.BROKER_BUSY,
-                                                                      ResponseCode.SYSTEM_BUSY, True), refused
+        assert (refused.failure, refused.code, refused.need_retry) == (
+            FailureReason.BROKER_BUSY,
+            ResponseCode.SYSTEM_BUSY,
+            True,
+        ), refused
 
         old = procs[3].remoting
         for i in range(300):  # about 5 segments of 64 KiB: retention deletes all but the active one

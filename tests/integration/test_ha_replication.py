@@ -44,24 +44,75 @@ async def poll(predicate, timeout_s: float, message: str):
 
 
 async def send(client: RemotingClient, addr: str, body: bytes) -> RemotingCommand:
-    return await client.invoke(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-        "producerGroup": "ha-producers", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
-        "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0, "properties": "", "reconsumeTimes": 0,
-    }, body), 10.0)
+    return await client.invoke(
+        addr,
+        RemotingCommand.request(
+            RequestCode.SEND_MESSAGE,
+            {
+                "producerGroup": "ha-producers",
+                "topic": TOPIC,
+                "defaultTopic": "TBW102",
+                "defaultTopicQueueNums": 1,
+                "queueId": 0,
+                "sysFlag": 0,
+                "bornTimestamp": 0,
+                "flag": 0,
+                "properties": "",
+                "reconsumeTimes": 0,
+            },
+            body,
+        ),
+        10.0,
+    )
 
 
 async def pull_bodies(client: RemotingClient, addr: str) -> list[bytes]:
-    reply = await client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "queueOffset": 0, "maxMsgNums": 256, "sysFlag": 4,
-        "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}), 5.0)
+    reply = await client.invoke(
+        addr,
+        RemotingCommand.request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": 0,
+                "queueOffset": 0,
+                "maxMsgNums": 256,
+                "sysFlag": 4,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+                "subVersion": 0,
+            },
+        ),
+        5.0,
+    )
     return [m.body for m in decode_records(reply.body)] if reply.code == ResponseCode.SUCCESS else []
 
 
 def broker(tmp_path, namesrv: str, name: str, broker_id: int, role: str):
-    return broker_process(tmp_path / name, name, namesrv=namesrv, extra_args=[
-        "--cluster", "ha", "--broker-name", "group-a", "--broker-id", str(broker_id), "--role", role,
-        "--register-interval-ms", "500", "--set", "ha_slave_ack_timeout_ms=1000",
-        "--set", "ha_metadata_sync_interval_ms=300", "--set", "ha_master_lookup_interval_ms=200"])
+    return broker_process(
+        tmp_path / name,
+        name,
+        namesrv=namesrv,
+        extra_args=[
+            "--cluster",
+            "ha",
+            "--broker-name",
+            "group-a",
+            "--broker-id",
+            str(broker_id),
+            "--role",
+            role,
+            "--register-interval-ms",
+            "500",
+            "--set",
+            "ha_slave_ack_timeout_ms=1000",
+            "--set",
+            "ha_metadata_sync_interval_ms=300",
+            "--set",
+            "ha_master_lookup_interval_ms=200",
+        ],
+    )
 
 
 async def test_sync_replication_and_failover_to_the_slave(tmp_path):
@@ -121,8 +172,9 @@ async def test_a_slave_holding_another_master_s_log_is_refused(tmp_path):
     client = RemotingClient()
     try:
         for i in range(3):  # no slave yet: stored on the master, answered SLAVE_NOT_AVAILABLE
-            assert (await send(client, master.remoting, b"m%d" % i + bytes(200))).code == \
-                ResponseCode.SLAVE_NOT_AVAILABLE
+            assert (
+                await send(client, master.remoting, b"m%d" % i + bytes(200))
+            ).code == ResponseCode.SLAVE_NOT_AVAILABLE
         slave = broker(tmp_path, namesrv.namesrv, "slave", 1, "slave").start()
         await poll(lambda: _logged(slave, "event=ha_replica_diverged"), 15, "the slave logging its divergence")
         slave_log = slave.log_path.read_text()
@@ -131,8 +183,11 @@ async def test_a_slave_holding_another_master_s_log_is_refused(tmp_path):
         assert await _logged(master, "event=slave_refused")
         lonely = await send(client, master.remoting, b"after")
         assert lonely.code == ResponseCode.SLAVE_NOT_AVAILABLE  # the refused slave acknowledges nothing
-        assert await poll(lambda: _bodies_are(client, slave.remoting, [b"from another master"]), 10,
-                          "the slave's own record, untouched")
+        assert await poll(
+            lambda: _bodies_are(client, slave.remoting, [b"from another master"]),
+            10,
+            "the slave's own record, untouched",
+        )
     finally:
         await client.close()
         for proc in (slave, master, namesrv):
@@ -157,7 +212,8 @@ async def _has_all(client: RemotingClient, addr: str, bodies: list[bytes]) -> bo
 
 
 async def _route_brokers(client: RemotingClient, namesrv: str) -> dict | None:
-    reply = await client.invoke(namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                                 {"topic": TOPIC}), 3.0)
+    reply = await client.invoke(
+        namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 3.0
+    )
     brokers = json.loads(reply.body)["brokerDatas"][0]["brokerAddrs"] if reply.code == 0 else None
     return brokers if brokers and "0" not in brokers else None

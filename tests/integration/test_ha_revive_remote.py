@@ -18,6 +18,8 @@ import sys
 import time
 
 import pytest
+from tests.integration.test_ha_e2e import dead_letters
+from tests.integration.test_ha_replication import poll
 
 from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message
@@ -29,8 +31,6 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK
 from pocketmq.testing.escaped_checkpoints import remote_checkpoints, seed_checkpoints
 from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
-from tests.integration.test_ha_e2e import dead_letters
-from tests.integration.test_ha_replication import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 CLUSTER = "rv"
@@ -41,8 +41,18 @@ COOL_DOWN_MS = 2_000
 
 
 def b_args(*settings: str) -> list[str]:
-    args = ["--cluster", CLUSTER, "--set", "pop_revive_interval_ms=200", "--set", "remote_read_timeout_ms=1000",
-            "--set", f"breaker_cool_down_ms={COOL_DOWN_MS}", "--set", "remote_read_retry_unreachable_ms=1000"]
+    args = [
+        "--cluster",
+        CLUSTER,
+        "--set",
+        "pop_revive_interval_ms=200",
+        "--set",
+        "remote_read_timeout_ms=1000",
+        "--set",
+        f"breaker_cool_down_ms={COOL_DOWN_MS}",
+        "--set",
+        "remote_read_retry_unreachable_ms=1000",
+    ]
     for setting in settings:
         args += ["--set", setting]
     return args
@@ -54,8 +64,9 @@ class Cluster:
     def __init__(self, tmp_path):
         self.tmp_path = tmp_path
         self.namesrv = namesrv_process(tmp_path / "ns").start()
-        self.a = broker_process(tmp_path / "a", "rv-a", namesrv=self.namesrv.namesrv,
-                                extra_args=["--cluster", CLUSTER]).start()
+        self.a = broker_process(
+            tmp_path / "a", "rv-a", namesrv=self.namesrv.namesrv, extra_args=["--cluster", CLUSTER]
+        ).start()
         self.b = None
         self.config = ClientConfig(namesrv_addr=self.namesrv.namesrv)
         self.sent: dict[tuple[int, int], bytes] = {}  # (queue id, queue offset) -> body
@@ -66,8 +77,9 @@ class Cluster:
             await admin.create_topic(TOPIC, queues=QUEUES)
         async with AsyncProducer(self.config) as producer:
             for i in range(6):
-                result = await producer.send(Message.create(TOPIC, b"order-%d" % i, keys=[f"k{i}"],
-                                                            properties={"origin": "a"}))
+                result = await producer.send(
+                    Message.create(TOPIC, b"order-%d" % i, keys=[f"k{i}"], properties={"origin": "a"})
+                )
                 self.sent[(result.queue_id, result.queue_offset)] = b"order-%d" % i
         offsets: dict[int, list[int]] = {}
         for queue_id, offset in sorted(self.sent):
@@ -76,22 +88,29 @@ class Cluster:
         await seed_checkpoints(self.tmp_path / "b" / "data", cluster_name=CLUSTER, broker_name="rv-b", cks=cks)
 
     def start_b(self, *settings: str) -> None:
-        self.b = broker_process(self.tmp_path / "b", "rv-b", namesrv=self.namesrv.namesrv,
-                                extra_args=b_args(*settings)).start()
+        self.b = broker_process(
+            self.tmp_path / "b", "rv-b", namesrv=self.namesrv.namesrv, extra_args=b_args(*settings)
+        ).start()
 
     def b_log(self) -> str:
         return self.b.log_path.read_text(errors="replace")
 
     def reader(self, broker_name: str) -> RemoteMessageReader:
-        return RemoteMessageReader(broker_name, NamesrvClient([self.namesrv.namesrv], self.remoting),
-                                   self.remoting, breakers=BreakerBoard())
+        return RemoteMessageReader(
+            broker_name, NamesrvClient([self.namesrv.namesrv], self.remoting), self.remoting, breakers=BreakerBoard()
+        )
 
     async def dead_letters(self, at_least: int = 0) -> list:
         return await dead_letters(self.namesrv.namesrv, GROUP, at_least)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pocketmq.cli.main", *args, "-n", self.namesrv.namesrv],
-                              capture_output=True, text=True, timeout=60, env=self.a.env)
+        return subprocess.run(
+            [sys.executable, "-m", "pocketmq.cli.main", *args, "-n", self.namesrv.namesrv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.a.env,
+        )
 
     async def close(self) -> None:
         await self.remoting.close()
@@ -109,15 +128,20 @@ async def test_revive_backs_off_while_the_storing_broker_is_down_and_hands_back_
     try:
         await cluster.send_and_seed()
         cluster.a.kill()
-        cluster.start_b("breaker_failure_threshold=1",
-                        "pop_ck_rewrite_backoff_ms=" + ",".join(["500"] * 30))
-        wait_until(lambda: "event=breaker_state_changed broker=rv-a from=CLOSED to=OPEN" in cluster.b_log(),
-                   timeout_s=20, message="B's breaker of A opens")
+        cluster.start_b("breaker_failure_threshold=1", "pop_ck_rewrite_backoff_ms=" + ",".join(["500"] * 30))
+        wait_until(
+            lambda: "event=breaker_state_changed broker=rv-a from=CLOSED to=OPEN" in cluster.b_log(),
+            timeout_s=20,
+            message="B's breaker of A opens",
+        )
         # Revive goes on postponing (each CK waits at least the cool-down): watch a few more rewrites.
         started, log = time.monotonic(), cluster.b_log()
         rpcs_before, rewrites_before = count("event=remote_read_failed broker=rv-a", log), count("ck_rewritten", log)
-        wait_until(lambda: count("event=ck_rewritten", cluster.b_log()) >= rewrites_before + 12, timeout_s=30,
-                   message="two more rounds of rewrites")
+        wait_until(
+            lambda: count("event=ck_rewritten", cluster.b_log()) >= rewrites_before + 12,
+            timeout_s=30,
+            message="two more rounds of rewrites",
+        )
         elapsed_s, log = time.monotonic() - started, cluster.b_log()
         rpcs = count("event=remote_read_failed broker=rv-a", log) - rpcs_before
         # At most one probe per cool-down, whatever the number of CKs and queues.
@@ -134,8 +158,9 @@ async def test_revive_backs_off_while_the_storing_broker_is_down_and_hands_back_
 
         found = await poll(copies, 30, "every retry copy on B")
         assert sorted(m.body for m in found) == sorted(cluster.sent.values())
-        assert {(m.reconsume_times, m.properties["RETRY_TOPIC"], m.properties["origin"]) for m in found} \
-            == {(1, TOPIC, "a")}
+        assert {(m.reconsume_times, m.properties["RETRY_TOPIC"], m.properties["origin"]) for m in found} == {
+            (1, TOPIC, "a")
+        }
         assert await cluster.dead_letters() == []
     finally:
         await cluster.close()
@@ -147,8 +172,11 @@ async def test_a_broker_that_never_returns_ends_in_reference_dead_letters_that_r
         await cluster.send_and_seed()
         cluster.a.kill()
         cluster.start_b("pop_ck_rewrite_backoff_ms=300,300")
-        wait_until(lambda: count("event=dead_lettered_after_failed_reads", cluster.b_log()) >= len(cluster.sent),
-                   timeout_s=40, message="every CK ended in a reference dead letter")
+        wait_until(
+            lambda: count("event=dead_lettered_after_failed_reads", cluster.b_log()) >= len(cluster.sent),
+            timeout_s=40,
+            message="every CK ended in a reference dead letter",
+        )
         dead = await cluster.dead_letters(at_least=len(cluster.sent))
         refs = [DeadLetterReference.of_message(m.properties, m.body) for m in dead]
         assert sorted((r.queue_id, r.queue_offset) for r in refs) == sorted(cluster.sent)
@@ -156,14 +184,16 @@ async def test_a_broker_that_never_returns_ends_in_reference_dead_letters_that_r
 
         listed = cluster.cli("dlq", "list", GROUP, "--json")
         rows = [json.loads(line) for line in listed.stdout.splitlines()]
-        assert listed.returncode == 0 and {(r["kind"], r["reference"]["broker"]) for r in rows} == {("reference",
-                                                                                                    "rv-a")}
+        assert listed.returncode == 0 and {(r["kind"], r["reference"]["broker"]) for r in rows} == {
+            ("reference", "rv-a")
+        }
 
         refused = cluster.cli("dlq", "resend", GROUP, "--all")
         lines = refused.stdout.splitlines()
         assert refused.returncode == 1, refused
-        assert sum("not read" in line and "on rv-a" in line and "try again later" in line for line in lines) \
-            == len(cluster.sent), lines
+        assert sum("not read" in line and "on rv-a" in line and "try again later" in line for line in lines) == len(
+            cluster.sent
+        ), lines
         assert len(await cluster.dead_letters()) == len(cluster.sent)  # the entries stay
 
         cluster.a.restart()
@@ -173,11 +203,11 @@ async def test_a_broker_that_never_returns_ends_in_reference_dead_letters_that_r
         delivered = []
         for queue_id in range(QUEUES):
             got = await reader.read_many(TOPIC, queue_id, list(range(len(cluster.sent) * 2)))
-            delivered += [r.message for o, r in got.items() if r.status is ReadStatus.FOUND
-                          and (queue_id, o) not in cluster.sent]
+            delivered += [
+                r.message for o, r in got.items() if r.status is ReadStatus.FOUND and (queue_id, o) not in cluster.sent
+            ]
         assert sorted(m.body for m in delivered) == sorted(cluster.sent.values())
         assert {m.properties.get("origin") for m in delivered} == {"a"}
         assert sorted(m.keys for m in delivered) == sorted([f"k{i}"] for i in range(6))
     finally:
         await cluster.close()
-

@@ -15,13 +15,13 @@ import time
 import urllib.request
 
 import pytest
+from remoting_calls import call, client, serve_for_module  # noqa: F401 (client is a fixture)
 
 from pocketmq.protocol.codes import RequestCode as R
 from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import FrameDecoder, RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process, wait_until
-from remoting_calls import call, client, serve_for_module  # noqa: F401 (client is a fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,13 +32,22 @@ IDLE_TIMEOUT_S = 3.0
 MAX_CONNECTIONS = 40
 PER_HOST = 8
 PULLS = 100
-LIMIT_ARGS = ["--metrics-port", "0",
-              "--set", f"remoting_max_reply_buffer_bytes={REPLY_BUFFER_BYTES}",
-              "--set", f"remoting_frame_receive_timeout_ms={int(FRAME_TIMEOUT_S * 1000)}",
-              "--set", f"remoting_idle_timeout_ms={int(IDLE_TIMEOUT_S * 1000)}",
-              "--set", f"remoting_max_frame_bytes={8 * MIB}",
-              "--set", f"remoting_max_connections={MAX_CONNECTIONS}",
-              "--set", f"remoting_max_connections_per_host={PER_HOST}"]
+LIMIT_ARGS = [
+    "--metrics-port",
+    "0",
+    "--set",
+    f"remoting_max_reply_buffer_bytes={REPLY_BUFFER_BYTES}",
+    "--set",
+    f"remoting_frame_receive_timeout_ms={int(FRAME_TIMEOUT_S * 1000)}",
+    "--set",
+    f"remoting_idle_timeout_ms={int(IDLE_TIMEOUT_S * 1000)}",
+    "--set",
+    f"remoting_max_frame_bytes={8 * MIB}",
+    "--set",
+    f"remoting_max_connections={MAX_CONNECTIONS}",
+    "--set",
+    f"remoting_max_connections_per_host={PER_HOST}",
+]
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +78,14 @@ async def send_promptly(addr: str, within_s: float = 2.0) -> None:
     remoting = RemotingClient()
     try:
         started = time.monotonic()
-        reply = await call(remoting, addr, R.SEND_MESSAGE_V2, {"a": "pg", "b": "hostile-canary", "e": 0, "i": ""},
-                           b"still here", timeout_s=within_s)
+        reply = await call(
+            remoting,
+            addr,
+            R.SEND_MESSAGE_V2,
+            {"a": "pg", "b": "hostile-canary", "e": 0, "i": ""},
+            b"still here",
+            timeout_s=within_s,
+        )
         assert reply.code == C.SUCCESS, reply.remark
         assert time.monotonic() - started < within_s
     finally:
@@ -109,9 +124,24 @@ async def served(addr: str, local_host: str | None = None, timeout_s: float = 2.
 
 
 async def test_a_huge_batch_ack_is_answered_at_once(broker, client):
-    body = json.dumps({"brokerName": "broker-hostile", "acks": [
-        {"c": "g", "t": "hostile-canary", "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 1, "it": 60_000,
-         "b": base64.b64encode(b"\xff" * 128 * 1024).decode()}]}).encode()
+    body = json.dumps(
+        {
+            "brokerName": "broker-hostile",
+            "acks": [
+                {
+                    "c": "g",
+                    "t": "hostile-canary",
+                    "r": "0",
+                    "so": 0,
+                    "q": 0,
+                    "rq": 0,
+                    "pt": 1,
+                    "it": 60_000,
+                    "b": base64.b64encode(b"\xff" * 128 * 1024).decode(),
+                }
+            ],
+        }
+    ).encode()
     started = time.monotonic()
     reply = await call(client, broker.remoting, R.BATCH_ACK_MESSAGE, body=body)
     assert time.monotonic() - started < 2.0  # was 18.8 s with the loop stalled
@@ -124,21 +154,36 @@ async def test_a_huge_batch_ack_is_answered_at_once(broker, client):
 async def test_a_client_that_never_reads_its_replies_is_not_served_into_memory(broker, client):
     record = b"x" * (64 * 1024)
     for _ in range(32):  # one pull of them: ~2 MiB
-        sent = await call(client, broker.remoting, R.SEND_MESSAGE_V2, {"a": "pg", "b": "hostile-pull", "e": 0,
-                                                                      "i": ""}, record)
+        sent = await call(
+            client, broker.remoting, R.SEND_MESSAGE_V2, {"a": "pg", "b": "hostile-pull", "e": 0, "i": ""}, record
+        )
         assert sent.code == C.SUCCESS, sent.remark
     pid = broker.proc.pid
     rss_before = rss_bytes(pid)
-    pull = {"consumerGroup": "g-hostile", "topic": "hostile-pull", "queueId": 0, "queueOffset": 0,
-            "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-            "subVersion": 0}
+    pull = {
+        "consumerGroup": "g-hostile",
+        "topic": "hostile-pull",
+        "queueId": 0,
+        "queueOffset": 0,
+        "maxMsgNums": 32,
+        "sysFlag": 0,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": 0,
+        "subscription": "*",
+        "subVersion": 0,
+    }
     reader, writer = await connect(broker.remoting)
     try:
         # ~2 MiB each: ~200 MiB of replies if the broker served them all into its memory
         writer.write(b"".join(RemotingCommand.request(R.PULL_MESSAGE, pull).encode() for _ in range(PULLS)))
         await writer.drain()
-        await asyncio.to_thread(wait_until, lambda: limit_count(broker, "reply_buffer_bytes") >= 1, 10.0, 0.05,
-                                "the broker stops reading the abuser")
+        await asyncio.to_thread(
+            wait_until,
+            lambda: limit_count(broker, "reply_buffer_bytes") >= 1,
+            10.0,
+            0.05,
+            "the broker stops reading the abuser",
+        )
         await send_promptly(broker.remoting)
         grown = rss_bytes(pid) - rss_before
         assert grown < 60 * MIB, f"broker RSS grew {grown / MIB:.0f} MiB"
@@ -178,13 +223,19 @@ async def test_a_frame_that_arrives_too_slowly_is_closed_at_its_deadline(broker)
     await send_promptly(broker.remoting)
 
 
-@pytest.mark.parametrize("frame,limit", [
-    (struct.pack(">i", 8 * MIB + 1), "frame_bytes"),
-    (struct.pack(">ii", 4 * MIB, 1 * MIB), "header_bytes"),
-    (struct.pack(">ii", 4 + 200_016, 200_016) + b'{"code":10,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-     "json_depth"),
-    (struct.pack(">ii", 4 + 28, 28) + b'{"code":1e400,"opaque":1}   ', "malformed_frame"),
-], ids=["frame-bytes", "header-bytes", "json-depth", "code-1e400"])
+@pytest.mark.parametrize(
+    "frame,limit",
+    [
+        (struct.pack(">i", 8 * MIB + 1), "frame_bytes"),
+        (struct.pack(">ii", 4 * MIB, 1 * MIB), "header_bytes"),
+        (
+            struct.pack(">ii", 4 + 200_016, 200_016) + b'{"code":10,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "json_depth",
+        ),
+        (struct.pack(">ii", 4 + 28, 28) + b'{"code":1e400,"opaque":1}   ', "malformed_frame"),
+    ],
+    ids=["frame-bytes", "header-bytes", "json-depth", "code-1e400"],
+)
 async def test_framing_faults_close_the_connection_at_once_without_a_traceback(broker, frame, limit):
     reader, writer = await connect(broker.remoting)
     try:
@@ -206,9 +257,18 @@ async def test_an_idle_connection_is_closed_but_a_long_poll_is_not_idle(broker, 
         writer.close()
     assert logged(broker, "idle_timeout")
     # a pull held for longer than the idle timeout is answered on the same connection
-    empty_queue = {"consumerGroup": "g-idle", "topic": "hostile-pull", "queueId": 5, "queueOffset": 0,
-                   "maxMsgNums": 1, "sysFlag": 2, "commitOffset": 0,
-                   "suspendTimeoutMillis": int((IDLE_TIMEOUT_S + 1) * 1000), "subscription": "*", "subVersion": 0}
+    empty_queue = {
+        "consumerGroup": "g-idle",
+        "topic": "hostile-pull",
+        "queueId": 5,
+        "queueOffset": 0,
+        "maxMsgNums": 1,
+        "sysFlag": 2,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": int((IDLE_TIMEOUT_S + 1) * 1000),
+        "subscription": "*",
+        "subVersion": 0,
+    }
     started = time.monotonic()
     held = await call(client, broker.remoting, R.PULL_MESSAGE, empty_queue, timeout_s=IDLE_TIMEOUT_S + 5)
     assert held.code in (C.PULL_NOT_FOUND, C.PULL_RETRY_IMMEDIATELY), held.remark
@@ -257,8 +317,15 @@ async def test_out_of_file_descriptors_the_broker_accepts_again_once_some_are_fr
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(1.5):
                 await locked_out[0].read(1 << 16)
-        wait_until(lambda: re.search(r"event=limit_exceeded limit=open_files remote=127\.0\.0\.1:\d+ "
-                                     r"reason=OSError\(24", proc.log_tail(200)), 5.0, message="EMFILE logged")
+        wait_until(
+            lambda: re.search(
+                r"event=limit_exceeded limit=open_files remote=127\.0\.0\.1:\d+ "
+                r"reason=OSError\(24",
+                proc.log_tail(200),
+            ),
+            5.0,
+            message="EMFILE logged",
+        )
         for _, writer in abusers:
             writer.close()
         async with asyncio.timeout(10):

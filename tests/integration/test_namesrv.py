@@ -30,16 +30,23 @@ async def client():
     await remoting.close()
 
 
-async def register(remoting: RemotingClient, namesrv_addr: str, name: str, addr: str, *topics: str,
-                   flags: BrokerFlags = BrokerFlags(auto_create_topic_enable=False)) -> RemotingCommand:
+async def register(
+    remoting: RemotingClient,
+    namesrv_addr: str,
+    name: str,
+    addr: str,
+    *topics: str,
+    flags: BrokerFlags = BrokerFlags(auto_create_topic_enable=False),
+) -> RemotingCommand:
     body = RegisterBrokerBody(tuple(TopicConfig(t, 4, 4) for t in topics), {"counter": 1}, flags).to_json()
     fields = BrokerIdentity("DefaultCluster", name, 0, addr).register_fields(zlib.crc32(body))
     return await remoting.invoke(namesrv_addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body))
 
 
 async def route_reply(remoting: RemotingClient, namesrv_addr: str, topic: str, **extra: str) -> RemotingCommand:
-    return await remoting.invoke(namesrv_addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                                       {"topic": topic, **extra}))
+    return await remoting.invoke(
+        namesrv_addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, **extra})
+    )
 
 
 async def test_prints_and_reports_where_it_listens(namesrv):
@@ -108,8 +115,9 @@ async def test_unknown_code_gets_request_code_not_supported(namesrv, client):
 
 async def test_garbage_frame_closes_only_that_connection(namesrv, client):
     host, port = namesrv.namesrv.rsplit(":", 1)
-    assert (await client.invoke(namesrv.namesrv, RemotingCommand.request(
-        RequestCode.GET_BROKER_CLUSTER_INFO))).code == ResponseCode.SUCCESS
+    assert (
+        await client.invoke(namesrv.namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    ).code == ResponseCode.SUCCESS
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(b"\x7f\xff\xff\xffthis is not a remoting frame")
     await writer.drain()

@@ -8,10 +8,10 @@ group's retryMaxTimes 1 sends to the DLQ (dead-lettered 3).
 from __future__ import annotations
 
 import pytest
+from tests.integration.test_cli import json_lines, pocketmq
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.testing.processes import broker_process, wait_until
-from tests.integration.test_cli import json_lines, pocketmq
 
 GROUP, TOPIC = "describe_group", "describe_topic"
 RETRY_TOPIC = f"%RETRY%{GROUP}_{TOPIC}"
@@ -28,8 +28,11 @@ def totals(admin: Admin) -> dict[str, int]:
 
 def receive(consumer: SimpleConsumer, want: int, invisible_ms: int) -> list:
     got: list = []
-    wait_until(lambda: len(got) >= want or got.extend(consumer.receive(32, invisible_ms, await_duration_ms=500)),
-               timeout_s=15, message=f"{want} messages")
+    wait_until(
+        lambda: len(got) >= want or got.extend(consumer.receive(32, invisible_ms, await_duration_ms=500)),
+        timeout_s=15,
+        message=f"{want} messages",
+    )
     return got
 
 

@@ -31,12 +31,24 @@ def test_official_simple_consumer_acks_half_and_changes_invisible_duration(tmp_p
             admin.create_topic("pop_official", queues=2)
         with Producer(config) as producer:
             producer.send_batch([Message.create("pop_official", str(i)) for i in range(300)])
-        spec = {"endpoint": proc.grpc, "topic": "pop_official", "group": "pop_official_group", "count": 300,
-                "invisible_s": 2, "deadline_s": 60}
+        spec = {
+            "endpoint": proc.grpc,
+            "topic": "pop_official",
+            "group": "pop_official_group",
+            "count": 300,
+            "invisible_s": 2,
+            "deadline_s": 60,
+        }
         home = tmp_path / "home"
         home.mkdir()
-        out = subprocess.run([sys.executable, str(SCRIPT), json.dumps(spec)], capture_output=True, text=True,
-                             check=False, timeout=90, env={**os.environ, "HOME": str(home)})
+        out = subprocess.run(
+            [sys.executable, str(SCRIPT), json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=90,
+            env={**os.environ, "HOME": str(home)},
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         result = json.loads(out.stdout.strip().splitlines()[-1])
         assert result["first"] == 300 and result["first_attempts"] == [1]

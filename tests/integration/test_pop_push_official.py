@@ -53,8 +53,14 @@ def run_push_consumer(broker, tmp_path: Path, **spec) -> dict:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     spec = {"endpoint": broker.grpc, "deadline_s": 40, **spec}
-    out = subprocess.run([sys.executable, str(SCRIPT), json.dumps(spec)], capture_output=True, text=True,
-                         check=False, timeout=60, env={**os.environ, "HOME": str(home)})
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, "HOME": str(home)},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -64,8 +70,9 @@ def test_push_consumer_consumes_concurrently(broker, config, tmp_path):
         admin.create_topic("push_ok", queues=4)
     with Producer(config) as producer:
         producer.send_batch([Message.create("push_ok", str(i)) for i in range(200)])
-    result = run_push_consumer(broker, tmp_path, topic="push_ok", group="push_ok_group", expect=200, mode="ok",
-                               work_s=0.02)
+    result = run_push_consumer(
+        broker, tmp_path, topic="push_ok", group="push_ok_group", expect=200, mode="ok", work_s=0.02
+    )
     assert sorted(result["consumed"], key=int) == [str(i) for i in range(200)]
     assert {attempt for _, attempt, _ in result["calls"]} == {1}
     assert result["max_running"] > 1  # the listener ran concurrently
@@ -78,16 +85,20 @@ def test_failing_push_consumer_dead_letters_after_max_attempts(broker, config, t
         admin.create_group("push_fail_group", retry_max_times=2)
     with Producer(config) as producer:
         sent = producer.send_batch([Message.create("push_fail", f"f{i}") for i in range(6)])  # one queue
-    result = run_push_consumer(broker, tmp_path, topic="push_fail", group="push_fail_group", expect=6, mode="fail",
-                               idle_s=3)
+    result = run_push_consumer(
+        broker, tmp_path, topic="push_fail", group="push_fail_group", expect=6, mode="fail", idle_s=3
+    )
     attempts: dict[str, list[int]] = {}
     for body, attempt, _ in result["calls"]:
         attempts.setdefault(body, []).append(attempt)
     assert {body: sorted(a) for body, a in attempts.items()} == {f"f{i}": [1, 2, 3] for i in range(6)}
     with SimpleConsumer("push_fail_dlq_reader", {"%DLQ%push_fail_group": "*"}, config) as reader:
         dead = []
-        wait_until(lambda: len(dead) >= 6 or dead.extend(reader.receive(32, 30_000, await_duration_ms=500)),
-                   timeout_s=15, message="6 dead letters")
+        wait_until(
+            lambda: len(dead) >= 6 or dead.extend(reader.receive(32, 30_000, await_duration_ms=500)),
+            timeout_s=15,
+            message="6 dead letters",
+        )
     assert sorted(m.body.decode() for m in dead) == [f"f{i}" for i in range(6)]
     where = {(sent.queue_id, sent.queue_offset + k) for k in range(6)}
     for msg in dead:
@@ -104,8 +115,9 @@ def test_fifo_push_consumer_keeps_group_order_under_failures(broker, config, tmp
     with Producer(config) as producer:
         for i in range(20):
             producer.send(Message.create("push_fifo", f"{groups[i % 4]}:{i}", message_group=groups[i % 4]))
-    result = run_push_consumer(broker, tmp_path, topic="push_fifo", group="push_fifo_group", expect=20,
-                               mode="fail_first", work_s=0.005)
+    result = run_push_consumer(
+        broker, tmp_path, topic="push_fifo", group="push_fifo_group", expect=20, mode="fail_first", work_s=0.005
+    )
     assert result["settings"]["fifo"] is True
     for group in groups:
         mine = [b for b in result["consumed"] if b.startswith(f"{group}:")]

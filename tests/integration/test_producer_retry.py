@@ -62,8 +62,7 @@ def test_async_and_oneway_sends(cluster):
     config, _ = cluster
     received = []
     with Producer(config, ProducerOptions(send_timeout_s=5)) as producer:
-        futures = [producer.send_async(Message.create("retried", f"a{i}"), callback=received.append)
-                   for i in range(10)]
+        futures = [producer.send_async(Message.create("retried", f"a{i}"), callback=received.append) for i in range(10)]
         results = [f.result(timeout=10) for f in futures]
         producer.send_oneway(Message.create("retried", "oneway"))
     assert {r.message_queue.broker_name for r in results} == {"broker-a"}

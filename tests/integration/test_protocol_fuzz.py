@@ -19,6 +19,7 @@ import time
 import grpc
 import pytest
 from grpc_support import CLIENT_ID, route_request, stub
+from remoting_calls import call
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
@@ -30,7 +31,6 @@ from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
 from pocketmq.testing.protocol_fuzz import FUZZ_PREFIX, case_rng, remoting_case
-from remoting_calls import call
 
 FUZZ_SECONDS = float(os.environ.get("FUZZ_SECONDS", "6"))
 FUZZ_SEED = int(os.environ.get("FUZZ_SEED", str(random.SystemRandom().randrange(1 << 32))))
@@ -71,16 +71,21 @@ async def snapshot(client: RemotingClient, addr: str) -> dict:
     """The stored state outside the fuzzer's names."""
     topics = json.loads((await call(client, addr, R.GET_ALL_TOPIC_CONFIG)).body)["topicConfigTable"]
     groups = json.loads((await call(client, addr, R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)["subscriptionGroupTable"]
-    offset = await call(client, addr, R.QUERY_CONSUMER_OFFSET,
-                        {"consumerGroup": SENTINEL_GROUP, "topic": SENTINEL_TOPIC, "queueId": 0,
-                         "setZeroIfNotFound": False})
+    offset = await call(
+        client,
+        addr,
+        R.QUERY_CONSUMER_OFFSET,
+        {"consumerGroup": SENTINEL_GROUP, "topic": SENTINEL_TOPIC, "queueId": 0, "setZeroIfNotFound": False},
+    )
 
     def ours(name: str) -> bool:
         return FUZZ_PREFIX in name
 
-    return {"topics": {k: v for k, v in topics.items() if not ours(k)},
-            "groups": {k: v for k, v in groups.items() if not ours(k)},
-            "offset": offset.ext_fields.get("offset")}
+    return {
+        "topics": {k: v for k, v in topics.items() if not ours(k)},
+        "groups": {k: v for k, v in groups.items() if not ours(k)},
+        "offset": offset.ext_fields.get("offset"),
+    }
 
 
 async def normal_client_round(client: RemotingClient, addr: str) -> float:
@@ -88,8 +93,19 @@ async def normal_client_round(client: RemotingClient, addr: str) -> float:
     started = time.monotonic()
     sent = await call(client, addr, R.SEND_MESSAGE_V2, {"a": "pg", "b": SENTINEL_TOPIC, "e": 1, "i": ""}, b"probe")
     assert sent.code == C.SUCCESS, sent.remark
-    pulled = await call(client, addr, R.PULL_MESSAGE, {"consumerGroup": "reader", "topic": SENTINEL_TOPIC,
-                                                        "queueId": 0, "queueOffset": 0, "maxMsgNums": 1, "sysFlag": 0})
+    pulled = await call(
+        client,
+        addr,
+        R.PULL_MESSAGE,
+        {
+            "consumerGroup": "reader",
+            "topic": SENTINEL_TOPIC,
+            "queueId": 0,
+            "queueOffset": 0,
+            "maxMsgNums": 1,
+            "sysFlag": 0,
+        },
+    )
     assert pulled.code == C.SUCCESS and [m.body for m in decode_records(pulled.body)] == [b"sentinel"]
     return time.monotonic() - started
 
@@ -110,8 +126,12 @@ async def set_up_sentinel(client: RemotingClient, addr: str) -> None:
     assert sent.code == C.SUCCESS, sent.remark
     group = json.dumps({"groupName": SENTINEL_GROUP, "retryMaxTimes": 5}).encode()
     assert (await call(client, addr, R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=group)).code == C.SUCCESS
-    committed = await call(client, addr, R.UPDATE_CONSUMER_OFFSET,
-                           {"consumerGroup": SENTINEL_GROUP, "topic": SENTINEL_TOPIC, "queueId": 0, "commitOffset": 1})
+    committed = await call(
+        client,
+        addr,
+        R.UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": SENTINEL_GROUP, "topic": SENTINEL_TOPIC, "queueId": 0, "commitOffset": 1},
+    )
     assert committed.code == C.SUCCESS, committed.remark
     await normal_client_round(client, addr)  # its reader group exists from here on
 
@@ -137,8 +157,13 @@ async def test_remoting_fuzz(broker):
                     assert reply.code == case.expect, f"{where} -> {reply.code} {reply.remark}"
             index += 1
             latency_s = await normal_client_round(normal, addr)
-            check_health(broker, baseline, await snapshot(normal, addr), latency_s,
-                         f"after cases {first}..{index - 1} of FUZZ_SEED={FUZZ_SEED}")
+            check_health(
+                broker,
+                baseline,
+                await snapshot(normal, addr),
+                latency_s,
+                f"after cases {first}..{index - 1} of FUZZ_SEED={FUZZ_SEED}",
+            )
     finally:
         await normal.close()
         await fuzzing.close()
@@ -158,18 +183,18 @@ def grpc_case(seed: int, index: int, address: str):
         m.topic.name = rng.choice((FUZZ_PREFIX + "t0",) + _BAD_NAMES)
         m.system_properties.message_id = rng.choice(["fz-id", "", "a b", "x" * 200])
         m.system_properties.message_type = pb.NORMAL
-        m.system_properties.born_timestamp.seconds = rng.choice([2 ** 62, -(2 ** 62), -1])
+        m.system_properties.born_timestamp.seconds = rng.choice([2**62, -(2**62), -1])
         return "SendMessage", request, "a send with a wrong born timestamp, topic, id or body"
     if kind == 1:
         return "QueryRoute", route_request(rng.choice(_BAD_NAMES), address), "a route of a bad topic"
     if kind == 2:
-        request = spb.ReceiveMessageRequest(batch_size=rng.choice([-1, -(2 ** 31)]))
+        request = spb.ReceiveMessageRequest(batch_size=rng.choice([-1, -(2**31)]))
         request.group.name = FUZZ_PREFIX + "g0"
         request.message_queue.topic.name = FUZZ_PREFIX + "t0"
         request.filter_expression.type = pb.TAG
         request.filter_expression.expression = "*"
         request.long_polling_timeout.seconds = rng.choice([-5, 1])
-        request.invisible_duration.seconds = rng.choice([-1, 10 ** 9, 30])
+        request.invisible_duration.seconds = rng.choice([-1, 10**9, 30])
         return "ReceiveMessage", request, "a receive with a negative batch, polling or invisible time"
     if kind == 3:
         request = spb.AckMessageRequest()
@@ -181,7 +206,7 @@ def grpc_case(seed: int, index: int, address: str):
         request = spb.ChangeInvisibleDurationRequest(receipt_handle="garbage", message_id="fz")
         request.group.name = FUZZ_PREFIX + "g0"
         request.topic.name = FUZZ_PREFIX + "t0"
-        request.invisible_duration.seconds = rng.choice([-1, 10 ** 12])
+        request.invisible_duration.seconds = rng.choice([-1, 10**12])
         return "ChangeInvisibleDuration", request, "a negative or huge invisible duration"
     if kind == 5:
         request = spb.QueryAssignmentRequest()
@@ -189,8 +214,9 @@ def grpc_case(seed: int, index: int, address: str):
         request.group.name = rng.choice(_BAD_NAMES)
         return "QueryAssignment", request, "an assignment of bad names"
     if kind == 6:
-        request = spb.ForwardMessageToDeadLetterQueueRequest(receipt_handle="garbage", message_id="fz",
-                                                             delivery_attempt=rng.choice([-1, 2 ** 31 - 1]))
+        request = spb.ForwardMessageToDeadLetterQueueRequest(
+            receipt_handle="garbage", message_id="fz", delivery_attempt=rng.choice([-1, 2**31 - 1])
+        )
         request.group.name = FUZZ_PREFIX + "g0"
         request.topic.name = rng.choice((FUZZ_PREFIX + "t0",) + _BAD_NAMES)
         return "ForwardMessageToDeadLetterQueue", request, "a forward of a garbage handle"
@@ -205,8 +231,9 @@ def grpc_status(channel: grpc.Channel, method: str, request) -> int | grpc.Statu
     reply_class = getattr(spb, f"{method}Response")
     try:
         if method == "ReceiveMessage":
-            call_ = channel.unary_stream(path, request_serializer=serialize,
-                                         response_deserializer=reply_class.FromString)
+            call_ = channel.unary_stream(
+                path, request_serializer=serialize, response_deserializer=reply_class.FromString
+            )
             replies = [r for r in call_(request, timeout=10, metadata=CLIENT_ID) if r.HasField("status")]
             return replies[-1].status.code
         call_ = channel.unary_unary(path, request_serializer=serialize, response_deserializer=reply_class.FromString)
@@ -228,14 +255,20 @@ async def test_grpc_fuzz(broker):
                 method, request, why = grpc_case(FUZZ_SEED, index, broker.grpc)
                 code = await asyncio.to_thread(grpc_status, channel, method, request)
                 where = f"FUZZ_SEED={FUZZ_SEED} FUZZ_FIRST={index}: {method} ({why}): {request!r:.300}"
-                assert code not in (V2Code.INTERNAL_SERVER_ERROR, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL), \
+                assert code not in (V2Code.INTERNAL_SERVER_ERROR, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL), (
                     f"{where} -> {code}"
+                )
                 # random bytes may happen to decode as a valid request
                 assert code != V2Code.OK or isinstance(request, bytes), f"{where} -> OK"
             index += 1
             latency_s = await normal_client_round(normal, broker.remoting)
-            check_health(broker, baseline, await snapshot(normal, broker.remoting), latency_s,
-                         f"after gRPC cases {first}..{index - 1} of FUZZ_SEED={FUZZ_SEED}")
+            check_health(
+                broker,
+                baseline,
+                await snapshot(normal, broker.remoting),
+                latency_s,
+                f"after gRPC cases {first}..{index - 1} of FUZZ_SEED={FUZZ_SEED}",
+            )
     finally:
         channel.close()
         await normal.close()

@@ -30,9 +30,10 @@ def test_three_join_one_leaves_nothing_lost(tmp_path):
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     def consumer(name: str) -> PushConsumer:
-        c = PushConsumer(PushConsumerOptions(GROUP, rebalance_interval_ms=1000, persist_interval_ms=200,
-                                             long_poll_ms=500),
-                         ClientConfig(namesrv_addr=proc.namesrv, instance_name=name))
+        c = PushConsumer(
+            PushConsumerOptions(GROUP, rebalance_interval_ms=1000, persist_interval_ms=200, long_poll_ms=500),
+            ClientConfig(namesrv_addr=proc.namesrv, instance_name=name),
+        )
         c.subscribe(TOPIC)
         c.register_listener(listener)
         return c.start()
@@ -62,8 +63,13 @@ def test_three_join_one_leaves_nothing_lost(tmp_path):
         for c in members:
             c.shutdown()
         with PullConsumer(GROUP, config) as reader:  # reads the group's committed offsets
-            offsets = {q: (reader.committed(MessageQueue(TOPIC, "broker-rb", q)),
-                           reader.max_offset(MessageQueue(TOPIC, "broker-rb", q))) for q in range(8)}
+            offsets = {
+                q: (
+                    reader.committed(MessageQueue(TOPIC, "broker-rb", q)),
+                    reader.max_offset(MessageQueue(TOPIC, "broker-rb", q)),
+                )
+                for q in range(8)
+            }
         assert all(committed == max_offset for committed, max_offset in offsets.values()), offsets
     finally:
         proc.stop()

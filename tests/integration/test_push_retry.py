@@ -22,8 +22,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = broker_process(tmp_path_factory.mktemp("push"), "broker-push",
-                          extra_args=["--set", f"message_delay_level={LEVELS}"]).start()
+    proc = broker_process(
+        tmp_path_factory.mktemp("push"), "broker-push", extra_args=["--set", f"message_delay_level={LEVELS}"]
+    ).start()
     yield proc
     assert proc.stop() == 0, proc.log_tail()
 
@@ -87,7 +88,7 @@ def test_fail_three_times_then_succeed(config):
 
 
 def test_always_failing_goes_to_dlq_after_exactly_max(config):
-    recorder = Recorder(fail_times=10 ** 6)
+    recorder = Recorder(fail_times=10**6)
     consumer = start_consumer(config, "push_dlq", "g_dlq", recorder, max_reconsume_times=3)
     try:
         with Producer(config) as producer:
@@ -114,8 +115,15 @@ def _safe_max(reader, queue):
 
 def test_broadcasting_drops_failures(config, tmp_path):
     recorder = Recorder(fail_times=1)
-    consumer = start_consumer(config, "push_bcast", "g_bcast", recorder, queues=1,
-                              message_model=MessageModel.BROADCASTING, offset_store_dir=tmp_path)
+    consumer = start_consumer(
+        config,
+        "push_bcast",
+        "g_bcast",
+        recorder,
+        queues=1,
+        message_model=MessageModel.BROADCASTING,
+        offset_store_dir=tmp_path,
+    )
     try:
         with Producer(config) as producer:
             producer.send(Message.create("push_bcast", "fails-once"))
@@ -157,8 +165,11 @@ def test_orderly_listener_keeps_queue_order_through_a_suspend(config):
     consumer.register_orderly_listener(listener)
     consumer.start()
     try:
-        wait_until(lambda: len([q for q in consumer.assignment if q.topic == "push_orderly"]) == 2, timeout_s=10,
-                   message="both queues assigned")
+        wait_until(
+            lambda: len([q for q in consumer.assignment if q.topic == "push_orderly"]) == 2,
+            timeout_s=10,
+            message="both queues assigned",
+        )
         with Producer(config) as producer:
             for queue_id in (0, 1):
                 queue = MessageQueue("push_orderly", "broker-push", queue_id)

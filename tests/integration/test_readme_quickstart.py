@@ -29,10 +29,18 @@ def broker(tmp_path_factory):
 @pytest.mark.parametrize("index", range(len(python_blocks())))
 def test_quickstart_block_runs(broker, index, tmp_path):
     code = python_blocks()[index].replace("127.0.0.1:9876", broker.namesrv).replace("127.0.0.1:8081", broker.grpc)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            env={**broker.env, "HOME": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**broker.env, "HOME": str(tmp_path)},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     with PullConsumer("readme-check", ClientConfig(namesrv_addr=broker.namesrv)) as consumer:
-        bodies = [m.body for q in consumer.fetch_queues("orders")
-                  for m in consumer.pull(q, consumer.min_offset(q), max_count=32).messages]
+        bodies = [
+            m.body
+            for q in consumer.fetch_queues("orders")
+            for m in consumer.pull(q, consumer.min_offset(q), max_count=32).messages
+        ]
     assert b"order 1" in bodies

@@ -12,6 +12,7 @@ import json
 import time
 
 import pytest
+from remoting_calls import call, client, serve_for_module  # noqa: F401 (client is a fixture)
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.producer import AsyncProducer
@@ -24,7 +25,6 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records, encode_batch
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
-from remoting_calls import call, client, serve_for_module  # noqa: F401 (client is a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -50,35 +50,72 @@ async def held_pulls(client, addr) -> int:
 
 
 def v2_send_fields(topic: str, *, queue_id: int = 0, properties: dict | None = None) -> dict:
-    return {"a": "pg", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1_700_000_000_000, "h": 0,
-            "i": encode_properties(properties or {}), "j": 0, "k": False, "m": False}
+    return {
+        "a": "pg",
+        "b": topic,
+        "c": "TBW102",
+        "d": 4,
+        "e": queue_id,
+        "f": 0,
+        "g": 1_700_000_000_000,
+        "h": 0,
+        "i": encode_properties(properties or {}),
+        "j": 0,
+        "k": False,
+        "m": False,
+    }
 
 
 async def send(client, addr, topic, body=b"m", *, queue_id=0, properties=None) -> RemotingCommand:
-    reply = await call(client, addr, R.SEND_MESSAGE_V2, v2_send_fields(topic, queue_id=queue_id,
-                                                                      properties=properties), body)
+    reply = await call(
+        client, addr, R.SEND_MESSAGE_V2, v2_send_fields(topic, queue_id=queue_id, properties=properties), body
+    )
     assert reply.code == C.SUCCESS, reply.remark
     return reply
 
 
 async def create_topic(client, addr, topic, queues=4) -> None:
-    reply = await call(client, addr, R.UPDATE_AND_CREATE_TOPIC,
-                       {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6})
+    reply = await call(
+        client,
+        addr,
+        R.UPDATE_AND_CREATE_TOPIC,
+        {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6},
+    )
     assert reply.code == C.SUCCESS, reply.remark
 
 
 def pull_fields(group, topic, queue_offset, *, queue_id=0, sys_flag=4, suspend_ms=0, subscription="*", **extra):
-    return {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": queue_offset,
-            "maxMsgNums": 32, "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
-            "subscription": subscription, "subVersion": 0, "expressionType": "TAG", **extra}
+    return {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": queue_offset,
+        "maxMsgNums": 32,
+        "sysFlag": sys_flag,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": suspend_ms,
+        "subscription": subscription,
+        "subVersion": 0,
+        "expressionType": "TAG",
+        **extra,
+    }
 
 
 # -- send ---------------------------------------------------------------------------------------------------------
 async def test_send_message_with_full_field_names(broker, client):
-    fields = {"producerGroup": "pg", "topic": "rq-send-v1", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-              "queueId": "1", "sysFlag": "0", "bornTimestamp": "1", "flag": "0",
-              "properties": encode_properties({"UNIQ_KEY": "U1", "WAIT": "true"}), "reconsumeTimes": "0",
-              "unitMode": "false"}
+    fields = {
+        "producerGroup": "pg",
+        "topic": "rq-send-v1",
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": "4",
+        "queueId": "1",
+        "sysFlag": "0",
+        "bornTimestamp": "1",
+        "flag": "0",
+        "properties": encode_properties({"UNIQ_KEY": "U1", "WAIT": "true"}),
+        "reconsumeTimes": "0",
+        "unitMode": "false",
+    }
     reply = await call(client, broker.remoting, R.SEND_MESSAGE, fields, b"v1 body")
     assert reply.code == C.SUCCESS, reply.remark
     assert (reply.ext_fields["queueId"], reply.ext_fields["queueOffset"]) == ("1", "0")
@@ -107,8 +144,11 @@ async def test_send_batch_message_lands_consecutively_in_one_queue(broker, clien
     assert len(reply.ext_fields["msgId"].split(",")) == 3
     pulled = await call(client, broker.remoting, R.PULL_MESSAGE, pull_fields("g-b", "rq-batch", 0, queue_id=2))
     got = decode_records(pulled.body)
-    assert [(m.body, m.queue_offset, m.properties["UNIQ_KEY"]) for m in got] == \
-        [(b"b0", 0, "B0"), (b"b1", 1, "B1"), (b"b2", 2, "B2")]
+    assert [(m.body, m.queue_offset, m.properties["UNIQ_KEY"]) for m in got] == [
+        (b"b0", 0, "B0"),
+        (b"b1", 1, "B1"),
+        (b"b2", 2, "B2"),
+    ]
 
 
 # -- pull ---------------------------------------------------------------------------------------------------------
@@ -118,12 +158,19 @@ async def test_pull_message_reply_fields_and_statuses(broker, client):
         await send(client, addr, "rq-pull", f"p{i}".encode())
     found = await call(client, addr, R.PULL_MESSAGE, pull_fields("g-p", "rq-pull", 1))
     assert found.code == C.SUCCESS
-    assert {k: found.ext_fields[k] for k in ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")} \
-        == {"nextBeginOffset": "3", "minOffset": "0", "maxOffset": "3", "suggestWhichBrokerId": "0"}
+    assert {k: found.ext_fields[k] for k in ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")} == {
+        "nextBeginOffset": "3",
+        "minOffset": "0",
+        "maxOffset": "3",
+        "suggestWhichBrokerId": "0",
+    }
     assert [m.body for m in decode_records(found.body)] == [b"p1", b"p2"]
     none_yet = await call(client, addr, R.PULL_MESSAGE, pull_fields("g-p", "rq-pull", 3))
-    assert (none_yet.code, none_yet.ext_fields["nextBeginOffset"], none_yet.ext_fields["maxOffset"]) == \
-        (C.PULL_NOT_FOUND, "3", "3")
+    assert (none_yet.code, none_yet.ext_fields["nextBeginOffset"], none_yet.ext_fields["maxOffset"]) == (
+        C.PULL_NOT_FOUND,
+        "3",
+        "3",
+    )
     moved = await call(client, addr, R.PULL_MESSAGE, pull_fields("g-p", "rq-pull", 50))
     assert moved.code == C.PULL_OFFSET_MOVED
     assert {"nextBeginOffset", "minOffset", "maxOffset"} <= set(moved.ext_fields)
@@ -134,9 +181,15 @@ async def test_pull_message_long_poll_wakes_on_arrival(broker, client):
     await create_topic(client, addr, "rq-longpoll")
     loop = asyncio.get_running_loop()
     started = loop.time()
-    held = asyncio.create_task(call(client, addr, R.PULL_MESSAGE,
-                                    pull_fields("g-lp", "rq-longpoll", 0, sys_flag=6, suspend_ms=15_000),
-                                    timeout_s=20))
+    held = asyncio.create_task(
+        call(
+            client,
+            addr,
+            R.PULL_MESSAGE,
+            pull_fields("g-lp", "rq-longpoll", 0, sys_flag=6, suspend_ms=15_000),
+            timeout_s=20,
+        )
+    )
 
     async def parked():
         return await held_pulls(client, addr) >= 1
@@ -152,8 +205,12 @@ async def test_pull_message_long_poll_wakes_on_arrival(broker, client):
 
 async def test_pull_message_long_poll_times_out_with_not_found(broker, client):
     await create_topic(client, broker.remoting, "rq-longpoll-timeout")
-    reply = await call(client, broker.remoting, R.PULL_MESSAGE,
-                       pull_fields("g-lpt", "rq-longpoll-timeout", 0, sys_flag=6, suspend_ms=300))
+    reply = await call(
+        client,
+        broker.remoting,
+        R.PULL_MESSAGE,
+        pull_fields("g-lpt", "rq-longpoll-timeout", 0, sys_flag=6, suspend_ms=300),
+    )
     assert reply.code == C.PULL_NOT_FOUND
     assert reply.ext_fields["nextBeginOffset"] == "0"
 
@@ -162,11 +219,16 @@ async def test_pull_message_filters_by_tag_and_commits_offset_by_sys_flag(broker
     addr = broker.remoting
     for tag in ("a", "b", "a", "c"):
         await send(client, addr, "rq-tags", tag.encode(), properties={"TAGS": tag})
-    reply = await call(client, addr, R.PULL_MESSAGE,
-                       pull_fields("g-tags", "rq-tags", 0, sys_flag=5, subscription="a || c", commitOffset=2))
+    reply = await call(
+        client,
+        addr,
+        R.PULL_MESSAGE,
+        pull_fields("g-tags", "rq-tags", 0, sys_flag=5, subscription="a || c", commitOffset=2),
+    )
     assert [m.body for m in decode_records(reply.body)] == [b"a", b"a", b"c"]
-    committed = await call(client, addr, R.QUERY_CONSUMER_OFFSET,
-                           {"consumerGroup": "g-tags", "topic": "rq-tags", "queueId": 0})
+    committed = await call(
+        client, addr, R.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g-tags", "topic": "rq-tags", "queueId": 0}
+    )
     assert committed.ext_fields["offset"] == "2"
 
 
@@ -195,8 +257,9 @@ async def test_update_consumer_offset_oneway_forward_only_and_negative_ignored(b
     assert reply.code == C.SUCCESS
     await call(client, addr, R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": -1})
     await call(client, addr, R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": 4})
-    await client.invoke_oneway(addr, RemotingCommand.request(R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": 12},
-                                                             oneway=True))
+    await client.invoke_oneway(
+        addr, RemotingCommand.request(R.UPDATE_CONSUMER_OFFSET, {**key, "commitOffset": 12}, oneway=True)
+    )
 
     async def committed_12():
         return (await call(client, addr, R.QUERY_CONSUMER_OFFSET, key)).ext_fields["offset"] == "12"
@@ -211,8 +274,9 @@ async def test_get_min_and_max_offset(broker, client):
     key = {"topic": "rq-minmax", "queueId": 3}
     assert (await call(client, addr, R.GET_MIN_OFFSET, key)).ext_fields["offset"] == "0"
     assert (await call(client, addr, R.GET_MAX_OFFSET, key)).ext_fields["offset"] == "4"
-    assert (await call(client, addr, R.GET_MAX_OFFSET, {"topic": "rq-minmax", "queueId": 0})).ext_fields["offset"] \
-        == "0"
+    assert (await call(client, addr, R.GET_MAX_OFFSET, {"topic": "rq-minmax", "queueId": 0})).ext_fields[
+        "offset"
+    ] == "0"
 
 
 async def test_search_offset_by_timestamp(broker, client):
@@ -227,10 +291,12 @@ async def test_search_offset_by_timestamp(broker, client):
     await eventually(clock_moved_on)  # the next message is stored at a later millisecond (same host clock)
     await send(client, addr, "rq-bytime", b"new")
     key = {"topic": "rq-bytime", "queueId": 0}
-    assert (await call(client, addr, R.SEARCH_OFFSET_BY_TIMESTAMP,
-                       {**key, "timestamp": old.store_timestamp_ms})).ext_fields["offset"] == "0"
-    assert (await call(client, addr, R.SEARCH_OFFSET_BY_TIMESTAMP,
-                       {**key, "timestamp": old.store_timestamp_ms + 1})).ext_fields["offset"] == "1"
+    assert (
+        await call(client, addr, R.SEARCH_OFFSET_BY_TIMESTAMP, {**key, "timestamp": old.store_timestamp_ms})
+    ).ext_fields["offset"] == "0"
+    assert (
+        await call(client, addr, R.SEARCH_OFFSET_BY_TIMESTAMP, {**key, "timestamp": old.store_timestamp_ms + 1})
+    ).ext_fields["offset"] == "1"
 
 
 async def test_get_earliest_msg_storetime(broker, client):
@@ -244,20 +310,38 @@ async def test_get_earliest_msg_storetime(broker, client):
 
 # -- clients --------------------------------------------------------------------------------------------------------
 def heartbeat_body(client_id: str, group: str, *, consume_type="CONSUME_PASSIVELY", producer_group=None) -> bytes:
-    return json.dumps({
-        "clientID": client_id,
-        "producerDataSet": [{"groupName": producer_group}] if producer_group else [],
-        "consumerDataSet": [{"groupName": group, "consumeType": consume_type, "messageModel": "CLUSTERING",
-                             "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
-                             "subscriptionDataSet": [{"topic": "rq-hb", "subString": "*", "subVersion": "1",
-                                                      "tagsSet": [], "codeSet": [], "classFilterMode": False}]}],
-    }).encode()
+    return json.dumps(
+        {
+            "clientID": client_id,
+            "producerDataSet": [{"groupName": producer_group}] if producer_group else [],
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": consume_type,
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                    "unitMode": False,
+                    "subscriptionDataSet": [
+                        {
+                            "topic": "rq-hb",
+                            "subString": "*",
+                            "subVersion": "1",
+                            "tagsSet": [],
+                            "codeSet": [],
+                            "classFilterMode": False,
+                        }
+                    ],
+                }
+            ],
+        }
+    ).encode()
 
 
 async def test_heart_beat_then_get_consumer_list_by_group(broker, client):
     addr = broker.remoting
-    reply = await call(client, addr, R.HEART_BEAT, body=heartbeat_body("10.0.0.1@a", "g-hb", consume_type=1,
-                                                                       producer_group="pg-hb"))
+    reply = await call(
+        client, addr, R.HEART_BEAT, body=heartbeat_body("10.0.0.1@a", "g-hb", consume_type=1, producer_group="pg-hb")
+    )
     assert reply.code == C.SUCCESS, reply.remark
     listed = await call(client, addr, R.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g-hb"})
     assert json.loads(listed.body) == {"consumerIdList": ["10.0.0.1@a"]}
@@ -337,10 +421,22 @@ async def test_query_message_by_key_and_by_unique_key(broker, client):
 # -- topics -------------------------------------------------------------------------------------------------------
 async def test_update_and_create_topic_and_get_all_topic_config(broker, client):
     addr = broker.remoting
-    reply = await call(client, addr, R.UPDATE_AND_CREATE_TOPIC,
-                       {"topic": "rq-created", "defaultTopic": "TBW102", "readQueueNums": 3, "writeQueueNums": 3,
-                        "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
-                        "attributes": "+message.type=FIFO"})
+    reply = await call(
+        client,
+        addr,
+        R.UPDATE_AND_CREATE_TOPIC,
+        {
+            "topic": "rq-created",
+            "defaultTopic": "TBW102",
+            "readQueueNums": 3,
+            "writeQueueNums": 3,
+            "perm": 6,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": False,
+            "attributes": "+message.type=FIFO",
+        },
+    )
     assert reply.code == C.SUCCESS, reply.remark
     auto = await call(client, addr, R.UPDATE_AND_CREATE_TOPIC, {"topic": "rq-auto", "autoCreate": True})
     assert auto.code == C.SUCCESS
@@ -367,8 +463,9 @@ async def test_delete_topic_in_broker_removes_topic_and_messages(broker, client)
     assert reply.code == C.SUCCESS
     table = json.loads((await call(client, addr, R.GET_ALL_TOPIC_CONFIG)).body)["topicConfigTable"]
     assert "rq-doomed" not in table
-    assert (await call(client, addr, R.GET_MAX_OFFSET, {"topic": "rq-doomed", "queueId": 0})).ext_fields["offset"] \
-        == "0"
+    assert (await call(client, addr, R.GET_MAX_OFFSET, {"topic": "rq-doomed", "queueId": 0})).ext_fields[
+        "offset"
+    ] == "0"
     again = await call(client, addr, R.DELETE_TOPIC_IN_BROKER, {"topic": "rq-doomed"})
     assert again.code == C.SUCCESS  # idempotent
 
@@ -376,8 +473,9 @@ async def test_delete_topic_in_broker_removes_topic_and_messages(broker, client)
 # -- subscription groups ----------------------------------------------------------------------------------------
 async def test_subscription_group_create_list_delete(broker, client):
     addr = broker.remoting
-    body = json.dumps({"groupName": "g-admin", "consumeEnable": True, "retryMaxTimes": 3,
-                       "consumeMessageOrderly": "true"}).encode()
+    body = json.dumps(
+        {"groupName": "g-admin", "consumeEnable": True, "retryMaxTimes": 3, "consumeMessageOrderly": "true"}
+    ).encode()
     reply = await call(client, addr, R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
     assert reply.code == C.SUCCESS, reply.remark
     table = json.loads((await call(client, addr, R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)["subscriptionGroupTable"]
@@ -394,8 +492,12 @@ async def test_get_consume_stats(broker, client):
     addr = broker.remoting
     for _ in range(3):
         await send(client, addr, "rq-stats", queue_id=0)
-    await call(client, addr, R.UPDATE_CONSUMER_OFFSET,
-               {"consumerGroup": "g-stats", "topic": "rq-stats", "queueId": 0, "commitOffset": 2})
+    await call(
+        client,
+        addr,
+        R.UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": "g-stats", "topic": "rq-stats", "queueId": 0, "commitOffset": 2},
+    )
     reply = await call(client, addr, R.GET_CONSUME_STATS, {"consumerGroup": "g-stats", "topic": "rq-stats"})
     stats = json.loads(reply.body)
     queue0 = next(e for e in stats["offsetTable"] if e["queueId"] == 0)
@@ -440,8 +542,7 @@ async def test_unknown_request_code_is_not_supported(broker, client):
 async def test_sdk_producer_and_pull_consumer_round_trip(broker):
     config = ClientConfig(namesrv_addr=broker.namesrv, instance_name="rq-sdk")
     async with AsyncProducer(config) as producer:
-        results = [await producer.send(Message.create("rq-sdk", f"s{i}", tags="t", keys=[f"k{i}"]))
-                   for i in range(4)]
+        results = [await producer.send(Message.create("rq-sdk", f"s{i}", tags="t", keys=[f"k{i}"])) for i in range(4)]
         batch = await producer.send_batch([Message.create("rq-sdk", f"b{i}") for i in range(3)])
     assert all(r.status.value == "SEND_OK" for r in results)
     consumer = AsyncPullConsumer("g-sdk", config)
@@ -468,8 +569,12 @@ def test_sigterm_stops_cleanly_and_a_restart_keeps_messages_and_offsets(tmp_path
         remoting = RemotingClient()
         try:
             await send(remoting, proc.remoting, "rq-restart", b"kept")
-            await call(remoting, proc.remoting, R.UPDATE_CONSUMER_OFFSET,
-                       {"consumerGroup": "g-r", "topic": "rq-restart", "queueId": 0, "commitOffset": 1})
+            await call(
+                remoting,
+                proc.remoting,
+                R.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "g-r", "topic": "rq-restart", "queueId": 0, "commitOffset": 1},
+            )
         finally:
             await remoting.close()
 
@@ -477,8 +582,12 @@ def test_sigterm_stops_cleanly_and_a_restart_keeps_messages_and_offsets(tmp_path
         remoting = RemotingClient()
         try:
             pulled = await call(remoting, proc.remoting, R.PULL_MESSAGE, pull_fields("g-r", "rq-restart", 0))
-            committed = await call(remoting, proc.remoting, R.QUERY_CONSUMER_OFFSET,
-                                   {"consumerGroup": "g-r", "topic": "rq-restart", "queueId": 0})
+            committed = await call(
+                remoting,
+                proc.remoting,
+                R.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "g-r", "topic": "rq-restart", "queueId": 0},
+            )
             return [m.body for m in decode_records(pulled.body)], committed.ext_fields["offset"]
         finally:
             await remoting.close()

@@ -20,9 +20,21 @@ import time
 
 import pytest
 
-from pocketmq.client import (Admin, AsyncAdmin, AsyncProducer, AsyncPullConsumer, ClientConfig, Message,
-                             MessageQueue, Producer, ProducerOptions, PullConsumer, PullStatus, SendResult,
-                             SendStatus)
+from pocketmq.client import (
+    Admin,
+    AsyncAdmin,
+    AsyncProducer,
+    AsyncPullConsumer,
+    ClientConfig,
+    Message,
+    MessageQueue,
+    Producer,
+    ProducerOptions,
+    PullConsumer,
+    PullStatus,
+    SendResult,
+    SendStatus,
+)
 from pocketmq.errors import PocketMQError
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
@@ -59,16 +71,23 @@ def test_sync_and_batch_sends_read_back_intact_in_queue_order(config):
     sent = {}
     with Producer(config) as producer:
         for i in range(40):
-            msg = Message.create("sdk_roundtrip", f"single-{i}", tags=f"tag{i % 3}", keys=[f"k{i}", "common"],
-                                 properties={"seq": str(i), "emoji": "✓"})
+            msg = Message.create(
+                "sdk_roundtrip",
+                f"single-{i}",
+                tags=f"tag{i % 3}",
+                keys=[f"k{i}", "common"],
+                properties={"seq": str(i), "emoji": "✓"},
+            )
             result = producer.send(msg)
             assert result.status is SendStatus.SEND_OK
             sent[result.msg_id] = (msg, result)
-        batch = [Message.create("sdk_roundtrip", bytes([0xFF, i]), tags="batch", properties={"seq": str(100 + i)})
-                 for i in range(10)]
+        batch = [
+            Message.create("sdk_roundtrip", bytes([0xFF, i]), tags="batch", properties={"seq": str(100 + i)})
+            for i in range(10)
+        ]
         batch_result = producer.send_batch(batch)
         assert len(batch_result.message_ids) == 10
-        for i, (msg, msg_id) in enumerate(zip(batch, batch_result.message_ids)):
+        for msg, msg_id in zip(batch, batch_result.message_ids):
             sent[msg_id] = (msg, batch_result)
     assert len({r.queue_id for _, r in sent.values()}) == 4  # round robin used every queue
 
@@ -85,8 +104,12 @@ def test_sync_and_batch_sends_read_back_intact_in_queue_order(config):
     assert received.keys() == sent.keys()
     for msg_id, (msg, result) in sent.items():
         got = received[msg_id]
-        assert (got.body, got.tags, got.keys, got.user_properties()) == (msg.body, msg.tags, msg.keys,
-                                                                         msg.user_properties())
+        assert (got.body, got.tags, got.keys, got.user_properties()) == (
+            msg.body,
+            msg.tags,
+            msg.keys,
+            msg.user_properties(),
+        )
         assert got.queue_id == result.queue_id
     batch_offsets = sorted(m.queue_offset for m in received.values() if m.tags == "batch")
     assert batch_offsets == list(range(batch_result.queue_offset, batch_result.queue_offset + 10))
@@ -123,6 +146,7 @@ def test_threads_share_one_sync_producer_each_on_a_channel_of_its_own(config):
         admin.create_topic("sdk_threads", queues=2)
     results: dict[int, list] = {}
     with Producer(config) as producer:
+
         def send_from(thread: int) -> None:
             results[thread] = [producer.send(Message.create("sdk_threads", f"{thread}-{i}")) for i in range(50)]
 
@@ -137,7 +161,9 @@ def test_threads_share_one_sync_producer_each_on_a_channel_of_its_own(config):
     placed = [(r.queue_id, r.queue_offset) for sends in results.values() for r in sends]
     assert len(set(placed)) == 200
     with PullConsumer("sdk-threads", config) as consumer:
-        bodies = [m.body.decode() for queue in consumer.fetch_queues("sdk_threads") for m in read_queue(consumer, queue)]
+        bodies = [
+            m.body.decode() for queue in consumer.fetch_queues("sdk_threads") for m in read_queue(consumer, queue)
+        ]
     assert sorted(bodies) == sorted(f"{t}-{i}" for t in range(4) for i in range(50))
 
 
@@ -151,8 +177,9 @@ async def test_auto_batch_stores_concurrent_sends_as_batches_each_with_its_own_r
         plain = [Message.create("sdk_auto_batch", f"plain-{i}", keys=[f"k{i}"]) for i in range(120)]
         grouped = Message.create("sdk_auto_batch", "grouped", message_group="g1")
         delayed = Message.create("sdk_auto_batch", "delayed")
-        results = await asyncio.gather(*(producer.send(m) for m in plain), producer.send(grouped),
-                                       producer.send(delayed, delay_level=1))
+        results = await asyncio.gather(
+            *(producer.send(m) for m in plain), producer.send(grouped), producer.send(delayed, delay_level=1)
+        )
     placed = {(r.queue_id, r.queue_offset): r for r in results[:121]}  # the delayed one waits in the timer topic
     assert len(placed) == 121
     runs = sum(1 for (queue, offset) in placed if (queue, offset - 1) not in placed)
@@ -223,9 +250,15 @@ def two_brokers(tmp_path):
     conf = tmp_path / "namesrv.toml"
     conf.write_text(f"[namesrv]\nbroker_expire_ms = {BROKER_EXPIRE_MS}\nscan_interval_ms = 200\n")
     namesrv = namesrv_process(tmp_path / "ns", extra_args=["--config", str(conf)]).start()
-    brokers = [broker_process(tmp_path / name, name, namesrv=namesrv.namesrv,
-                              extra_args=["--register-interval-ms", str(REGISTER_INTERVAL_MS)]).start()
-               for name in ("broker-a", "broker-b")]
+    brokers = [
+        broker_process(
+            tmp_path / name,
+            name,
+            namesrv=namesrv.namesrv,
+            extra_args=["--register-interval-ms", str(REGISTER_INTERVAL_MS)],
+        ).start()
+        for name in ("broker-a", "broker-b")
+    ]
     yield namesrv, brokers
     for proc in [*brokers, namesrv]:
         if proc.proc.poll() is None:
@@ -237,9 +270,15 @@ def two_brokers(tmp_path):
 async def test_a_topic_created_in_one_cluster_stays_out_of_the_other(tmp_path):
     """The admin's wait for the new route must not make the name server auto-create the topic elsewhere."""
     namesrv = namesrv_process(tmp_path / "ns").start()
-    brokers = [broker_process(tmp_path / name, name, namesrv=namesrv.namesrv,
-                              extra_args=["--cluster", cluster, "--register-interval-ms", str(REGISTER_INTERVAL_MS)]
-                              ).start() for name, cluster in (("broker-a", "cluster-a"), ("broker-b", "cluster-b"))]
+    brokers = [
+        broker_process(
+            tmp_path / name,
+            name,
+            namesrv=namesrv.namesrv,
+            extra_args=["--cluster", cluster, "--register-interval-ms", str(REGISTER_INTERVAL_MS)],
+        ).start()
+        for name, cluster in (("broker-a", "cluster-a"), ("broker-b", "cluster-b"))
+    ]
     try:
         config = ClientConfig(namesrv_addr=namesrv.namesrv)
         async with AsyncAdmin(config) as admin:
@@ -248,7 +287,8 @@ async def test_a_topic_created_in_one_cluster_stays_out_of_the_other(tmp_path):
             assert [q.broker_name for q in route.queue_datas] == ["broker-a"]
             # a lookup that created the topic would have done so before the route above showed it
             reply = await admin.instance.remoting.invoke(
-                brokers[1].remoting, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5)
+                brokers[1].remoting, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5
+            )
             assert "sdk_one_cluster" not in json.loads(reply.body)["topicConfigTable"]
     finally:
         for proc in [*brokers, namesrv]:
@@ -284,16 +324,22 @@ async def read_all(consumer: AsyncPullConsumer, topic: str) -> dict[MessageQueue
 async def test_two_brokers_share_the_sends_and_a_dead_broker_leaves_the_route(two_brokers):
     namesrv, (broker_a, broker_b) = two_brokers
     config = ClientConfig(namesrv_addr=namesrv.namesrv, poll_name_server_interval_ms=200)
-    async with AsyncAdmin(config) as admin, AsyncProducer(config) as producer, \
-            AsyncPullConsumer("sdk-two-brokers", config) as consumer:
+    async with (
+        AsyncAdmin(config) as admin,
+        AsyncProducer(config) as producer,
+        AsyncPullConsumer("sdk-two-brokers", config) as consumer,
+    ):
         assert await admin.create_topic("sdk_spread", queues=4) == ["broker-a", "broker-b"]
         route = await admin.instance.fetch_route_data("sdk_spread")
-        assert sorted((q.broker_name, q.write_queue_nums) for q in route.queue_datas) == [("broker-a", 4),
-                                                                                           ("broker-b", 4)]
+        assert sorted((q.broker_name, q.write_queue_nums) for q in route.queue_datas) == [
+            ("broker-a", 4),
+            ("broker-b", 4),
+        ]
         sent = await send_many(producer, "sdk_spread", 10_000)
         assert len(sent) == 10_000
-        assert {(r.message_queue.broker_name, r.queue_id) for r in sent.values()} == \
-            {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
+        assert {(r.message_queue.broker_name, r.queue_id) for r in sent.values()} == {
+            (b, q) for b in ("broker-a", "broker-b") for q in range(4)
+        }
 
         by_queue = await read_all(consumer, "sdk_spread")
         assert len(by_queue) == 8

@@ -21,7 +21,22 @@ def test_a_steady_climb_after_the_warm_up_fails_and_a_plateau_passes():
 
 @pytest.mark.timeout(90)
 def test_a_short_soak_passes(tmp_path, capsys):
-    assert main(["--minutes", "0.25", "--warmup-minutes", "0.1", "--sample-s", "1.5", "--rate", "200",
-                 "--data-dir", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "--minutes",
+                "0.25",
+                "--warmup-minutes",
+                "0.1",
+                "--sample-s",
+                "1.5",
+                "--rate",
+                "200",
+                "--data-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "soak: PASS" in out and "rss_mib" in out

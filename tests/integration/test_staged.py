@@ -84,10 +84,18 @@ def produce(config, topic: str) -> None:
 
 
 def consumer_of(config, topic, group, listener) -> PushConsumer:
-    consumer = PushConsumer(PushConsumerOptions(
-        group, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consume_thread_max=20,
-        suspend_current_queue_time_ms=50,
-        rebalance_interval_ms=500, persist_interval_ms=200, long_poll_ms=1000), config)
+    consumer = PushConsumer(
+        PushConsumerOptions(
+            group,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            consume_thread_max=20,
+            suspend_current_queue_time_ms=50,
+            rebalance_interval_ms=500,
+            persist_interval_ms=200,
+            long_poll_ms=1000,
+        ),
+        config,
+    )
     consumer.subscribe(topic)
     consumer.register_staged_listener(listener)
     return consumer.start()
@@ -120,8 +128,11 @@ def test_restart_mid_stage_resumes_the_stage(config):
     first = Recorder(fail_from=25)  # stage 1 cannot complete: 25-29 keep failing
     consumer = consumer_of(config, "staged_restart", "g_staged_restart", first)
     try:
-        wait_until(lambda: first.done() == set(range(25)) and len(first.failures) >= 15, timeout_s=20,
-                   message="stage 1 stuck on retried failures")
+        wait_until(
+            lambda: first.done() == set(range(25)) and len(first.failures) >= 15,
+            timeout_s=20,
+            message="stage 1 stuck on retried failures",
+        )
     finally:
         consumer.shutdown()  # mid stage 1: listeners in flight finish, the stage record is flushed
     done_before = first.done()
@@ -130,8 +141,11 @@ def test_restart_mid_stage_resumes_the_stage(config):
     second = Recorder()
     consumer = consumer_of(config, "staged_restart", "g_staged_restart", second)
     try:
-        wait_until(lambda: done_before | second.done() == set(range(100)), timeout_s=20,
-                   message="the rest consumed after the restart")
+        wait_until(
+            lambda: done_before | second.done() == set(range(100)),
+            timeout_s=20,
+            message="the rest consumed after the restart",
+        )
     finally:
         consumer.shutdown()
     rerun = second.done() & done_before
@@ -173,10 +187,17 @@ def test_rebalance_mid_stage_keeps_stage_order_per_queue(config):
     runs_b: list = []
 
     def start(runs, instance_name):  # two client ids: two owners for the broker's queue locks
-        consumer = PushConsumer(PushConsumerOptions(
-            group, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consume_thread_max=4,
-            rebalance_interval_ms=300, persist_interval_ms=200, long_poll_ms=1000),
-            dataclasses.replace(config, instance_name=instance_name))
+        consumer = PushConsumer(
+            PushConsumerOptions(
+                group,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                consume_thread_max=4,
+                rebalance_interval_ms=300,
+                persist_interval_ms=200,
+                long_poll_ms=1000,
+            ),
+            dataclasses.replace(config, instance_name=instance_name),
+        )
         consumer.subscribe(topic)
         consumer.register_staged_listener(QueueRecorder(runs, lock))
         return consumer.start()
@@ -203,11 +224,13 @@ def test_rebalance_mid_stage_keeps_stage_order_per_queue(config):
         for i, started, _ in runs:  # every earlier-stage message had a completed run before this one started
             for j in range(per_queue):
                 if stage_of[j] < stage_of[i]:
-                    assert any(e <= started for k, _, e in runs if k == j), \
+                    assert any(e <= started for k, _, e in runs if k == j), (
                         f"queue {queue_id}: {i} (stage {stage_of[i]}) started before {j} completed"
+                    )
         # The old owner drains a dropped queue before unlocking it: no earlier-stage run is still going on
         # anywhere when a later-stage message starts.
         for i, started, _ in runs:
             for j, s, e in runs:
-                assert not (stage_of[j] < stage_of[i] and s < started < e), \
+                assert not (stage_of[j] < stage_of[i] and s < started < e), (
                     f"queue {queue_id}: {i} (stage {stage_of[i]}) started while {j} was still running"
+                )

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.integration.test_pop_sdk import receive_all
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, StagedSimpleConsumer
 from pocketmq.testing.processes import broker_process
-from tests.integration.test_pop_sdk import receive_all
 
 pytestmark = pytest.mark.slow
 
@@ -158,13 +158,23 @@ def test_official_grpc_simple_consumer_follows_the_registered_stages(broker, tmp
     produce(config, "spop_official", 20)
     with StagedSimpleConsumer("g_spop_official", {"spop_official": "*"}, [5, 5], config):
         pass  # registers the stages on the broker; they stay registered
-    spec = {"endpoint": broker.grpc, "topic": "spop_official", "group": "g_spop_official", "count": 20,
-            "deadline_s": 40}
+    spec = {
+        "endpoint": broker.grpc,
+        "topic": "spop_official",
+        "group": "g_spop_official",
+        "count": 20,
+        "deadline_s": 40,
+    }
     home = tmp_path / "home"
     home.mkdir()
-    out = subprocess.run([sys.executable, str(Path(__file__).with_name("staged_official_client.py")),
-                          json.dumps(spec)], capture_output=True, text=True, check=False, timeout=60,
-                         env={**os.environ, "HOME": str(home)})
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("staged_official_client.py")), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, "HOME": str(home)},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     receives = json.loads(out.stdout.strip().splitlines()[-1])["receives"]
     assert sorted(b for got in receives for b in got) == list(range(20))  # each once: all acked in time

@@ -34,8 +34,12 @@ def small_fs(tmp_path):
     mount_point = tmp_path / "tmpfs"
     mount_point.mkdir()
     try:
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount_point)],
-                                 capture_output=True, text=True, timeout=10)
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount_point)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"cannot mount a tmpfs here: {exc}")
     if mounted.returncode != 0:
@@ -47,8 +51,9 @@ def small_fs(tmp_path):
 
 
 def _pocketmq(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def _read_queue(config: ClientConfig, topic: str) -> tuple[list, int]:

@@ -9,12 +9,12 @@ import asyncio
 import json
 
 import pytest
+from tests.integration.remoting_calls import call
+from tests.integration.test_cli import json_lines, pocketmq
 
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
-from tests.integration.remoting_calls import call
-from tests.integration.test_cli import json_lines, pocketmq
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -28,6 +28,7 @@ def broker(tmp_path_factory):
 
 def topic_config(broker, topic: str) -> dict:
     """The topic as the broker has it (GET_ALL_TOPIC_CONFIG), RocketMQ's JSON fields."""
+
     async def fetch() -> dict:
         client = RemotingClient()
         try:

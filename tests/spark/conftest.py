@@ -31,8 +31,9 @@ _topic_numbers = itertools.count()
 def _require_java() -> None:
     java = shutil.which("java")
     if java is None:
-        pytest.fail("Spark tests need Java 17+ on PATH (java not found); install a JDK, e.g. openjdk-17-jre",
-                    pytrace=False)
+        pytest.fail(
+            "Spark tests need Java 17+ on PATH (java not found); install a JDK, e.g. openjdk-17-jre", pytrace=False
+        )
     version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     if not any(f'"{v}' in version for v in range(17, 30)):
         pytest.fail(f"Spark tests need Java 17+, found: {version}", pytrace=False)
@@ -45,12 +46,15 @@ def spark():
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2,2]").appName("pocketmq-tests")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.streaming.stopTimeout", "10s")
-               .config("spark.driver.memory", "1g")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .appName("pocketmq-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -67,15 +71,19 @@ class Cluster:
         topic = f"{prefix}-{os.getpid()}-{next(_topic_numbers)}"
         self.admin.create_topic(topic, queues=QUEUES_PER_BROKER)
         wanted = QUEUES_PER_BROKER * len(self.brokers)
-        wait_until(lambda: len(client_for(self.namesrv).queues(topic)) == wanted, timeout_s=15,
-                   message=f"route of {topic} with {wanted} queues")
+        wait_until(
+            lambda: len(client_for(self.namesrv).queues(topic)) == wanted,
+            timeout_s=15,
+            message=f"route of {topic} with {wanted} queues",
+        )
         return topic
 
     def queues(self, topic: str) -> list[MessageQueue]:
         return [MessageQueue(q.topic, q.broker, q.queue_id) for q in client_for(self.namesrv).queues(topic)]
 
-    def produce(self, topic: str, count: int, *, start: int = 0, tags=lambda n: "even" if n % 2 == 0 else "odd"
-                ) -> list[bytes]:
+    def produce(
+        self, topic: str, count: int, *, start: int = 0, tags=lambda n: "even" if n % 2 == 0 else "odd"
+    ) -> list[bytes]:
         """``count`` messages ``msg-<n>`` spread evenly over the topic's queues; returns their bodies."""
         queues = self.queues(topic)
         bodies = [f"msg-{n}".encode() for n in range(start, start + count)]
@@ -83,12 +91,13 @@ class Cluster:
         for i, body in enumerate(bodies):
             n = start + i
             per_queue[queues[i % len(queues)]].append(
-                Message.create(topic, body, tags=tags(n), keys=f"k{n}", properties={"n": str(n)}))
+                Message.create(topic, body, tags=tags(n), keys=f"k{n}", properties={"n": str(n)})
+            )
         client = client_for(self.namesrv)
         client.write_queues(topic)  # the producer's route: a send to an explicit queue needs its broker address
         for queue, messages in per_queue.items():
             for i in range(0, len(messages), 500):
-                client.producer.send_batch(messages[i:i + 500], queue=queue)
+                client.producer.send_batch(messages[i : i + 500], queue=queue)
         return bodies
 
 

@@ -19,9 +19,14 @@ from pocketmq.testing.processes import broker_process, wait_until
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 BODY_BYTES = 1024
-RETENTION_ARGS = ["--set", "commit_log_segment_bytes=65536",  # about 60 messages of 1 KiB per segment
-                  "--set", "file_reserved_hours=0.0002",  # 0.72 s
-                  "--set", "cleanup_interval_ms=200"]
+RETENTION_ARGS = [
+    "--set",
+    "commit_log_segment_bytes=65536",  # about 60 messages of 1 KiB per segment
+    "--set",
+    "file_reserved_hours=0.0002",  # 0.72 s
+    "--set",
+    "cleanup_interval_ms=200",
+]
 
 
 @pytest.fixture
@@ -40,7 +45,7 @@ def send(namesrv: str, topic: str, first: int, count: int) -> None:
     queue = client.write_queues(topic)[0]
     messages = [Message(topic, f"m{n}:".encode().ljust(BODY_BYTES, b".")) for n in range(first, first + count)]
     for i in range(0, count, 50):
-        client.producer.send_batch(messages[i:i + 50], queue=MessageQueue(queue.topic, queue.broker, 0))
+        client.producer.send_batch(messages[i : i + 50], queue=MessageQueue(queue.topic, queue.broker, 0))
 
 
 def load(spark, namesrv: str, topic: str, **options):
@@ -68,8 +73,11 @@ def test_retention_removed_offsets_fail_or_are_skipped(spark, short_retention_br
     assert "failOnDataLoss=true" in message and f"{topic}@broker-r:0" in message
     assert "were removed (retention)" in message and "failOnDataLoss=false" in message
 
-    rows = load(spark, broker.namesrv, topic, startingOffsets=from_zero, failOnDataLoss="false") \
-        .select("queue_offset", "body").collect()
+    rows = (
+        load(spark, broker.namesrv, topic, startingOffsets=from_zero, failOnDataLoss="false")
+        .select("queue_offset", "body")
+        .collect()
+    )
     offsets = sorted(r.queue_offset for r in rows)
     # Skipped ahead to what is retained (retention may have moved on while the query ran), read the rest.
     assert removed_at_least <= offsets[0] <= bounds().min_offset
@@ -84,10 +92,18 @@ def test_a_recreated_topic_under_a_stream_fails_or_restarts_from_its_start(spark
     seen: list[tuple] = []
 
     def run(fail_on_data_loss: str):
-        query = (spark.readStream.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", topic)
-                 .option("startingOffsets", "earliest").option("failOnDataLoss", fail_on_data_loss).load()
-                 .writeStream.foreachBatch(lambda df, _: seen.extend(df.select("queue_offset", "body").collect()))
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query = (
+            spark.readStream.format("pocketmq")
+            .option("namesrv", cluster.namesrv)
+            .option("topic", topic)
+            .option("startingOffsets", "earliest")
+            .option("failOnDataLoss", fail_on_data_loss)
+            .load()
+            .writeStream.foreachBatch(lambda df, _: seen.extend(df.select("queue_offset", "body").collect()))
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         return query.awaitTermination(60)
 
     assert run("true") and len(seen) == 40

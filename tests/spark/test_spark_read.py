@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyspark.errors import PySparkException
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -23,8 +23,20 @@ def test_batch_read_of_10000_messages_over_4_queues_and_2_brokers(spark, cluster
     topic = cluster.new_topic()
     sent = cluster.produce(topic, 10_000)
     df = read(spark, cluster, topic)
-    assert df.schema.names == ["topic", "broker", "queue_id", "queue_offset", "message_id", "keys", "tags", "body",
-                               "born_timestamp", "store_timestamp", "reconsume_times", "properties"]
+    assert df.schema.names == [
+        "topic",
+        "broker",
+        "queue_id",
+        "queue_offset",
+        "message_id",
+        "keys",
+        "tags",
+        "body",
+        "born_timestamp",
+        "store_timestamp",
+        "reconsume_times",
+        "properties",
+    ]
     rows = df.select("broker", "queue_id", "queue_offset", "body", "tags", "keys", "properties").collect()
     assert len(rows) == 10_000
     assert sorted(bytes(r.body) for r in rows) == sorted(sent)
@@ -52,8 +64,14 @@ def test_batch_read_options_tags_properties_and_offset_json(spark, cluster):
     assert sorted(per_queue[("broker-b", 1)]) == list(range(10))
     assert len(per_queue[("broker-a", 1)]) == len(per_queue[("broker-b", 0)]) == 100
 
-    both = spark.read.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", topic) \
-        .option("startingTimestamp", "0").load().count()
+    both = (
+        spark.read.format("pocketmq")
+        .option("namesrv", cluster.namesrv)
+        .option("topic", topic)
+        .option("startingTimestamp", "0")
+        .load()
+        .count()
+    )
     assert both == 400
 
 
@@ -63,21 +81,30 @@ def test_several_topics_and_a_topic_pattern(spark, cluster):
     cluster.produce(second, 60)
     listed = read(spark, cluster, f"{first},{second}").groupBy("topic").count().collect()
     assert {r.topic: r["count"] for r in listed} == {first: 40, second: 60}
-    pattern = spark.read.format("pocketmq").option("namesrv", cluster.namesrv) \
-        .option("topicPattern", f"{first}|{second}").load()
+    pattern = (
+        spark.read.format("pocketmq")
+        .option("namesrv", cluster.namesrv)
+        .option("topicPattern", f"{first}|{second}")
+        .load()
+    )
     assert pattern.count() == 100
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"topic": "no-such-topic-x"}, ["'topic'", "no-such-topic-x", "do not exist"]),
-    ({"startingOffsets": "{not json"}, ["'startingOffsets'", "neither earliest, latest nor valid JSON"]),
-    ({"endingOffsets": '{"TOPIC": 5}'}, ["'endingOffsets'", "must be an object"]),
-    ({"startingOffsets": '{"TOPIC": {"broker-z:0": 1}}'}, ["'startingOffsets'", "broker-z:0",
-                                                           "names queue(s) the topics do not have"]),
-    ({"topicPattern": "x.*"}, ["'topicPattern'", "not both"]),
-    ({"topics": "TOPIC"}, ["'topics'", "not both"]),
-    ({"maxOffsetsPerTriger": "10"}, ["unknown option", "maxOffsetsPerTrigger"]),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"topic": "no-such-topic-x"}, ["'topic'", "no-such-topic-x", "do not exist"]),
+        ({"startingOffsets": "{not json"}, ["'startingOffsets'", "neither earliest, latest nor valid JSON"]),
+        ({"endingOffsets": '{"TOPIC": 5}'}, ["'endingOffsets'", "must be an object"]),
+        (
+            {"startingOffsets": '{"TOPIC": {"broker-z:0": 1}}'},
+            ["'startingOffsets'", "broker-z:0", "names queue(s) the topics do not have"],
+        ),
+        ({"topicPattern": "x.*"}, ["'topicPattern'", "not both"]),
+        ({"topics": "TOPIC"}, ["'topics'", "not both"]),
+        ({"maxOffsetsPerTriger": "10"}, ["unknown option", "maxOffsetsPerTrigger"]),
+    ],
+)
 def test_bad_options_fail_at_start_naming_the_option(spark, cluster, options, words):
     topic = cluster.new_topic("bad")
     reader = spark.read.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", topic)
@@ -88,11 +115,14 @@ def test_bad_options_fail_at_start_naming_the_option(spark, cluster, options, wo
     assert all(word in str(info.value) for word in words), str(info.value)[:2000]
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"topic": "no-such-topic-y"}, ["'topic'", "no-such-topic-y", "do not exist"]),
-    ({"topic": "a", "startingOffsets": "[1, 2]"}, ["'startingOffsets'", "must be a JSON object"]),
-    ({"topic": "a", "topicPattern": "a.*"}, ["'topicPattern'", "not both"]),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"topic": "no-such-topic-y"}, ["'topic'", "no-such-topic-y", "do not exist"]),
+        ({"topic": "a", "startingOffsets": "[1, 2]"}, ["'startingOffsets'", "must be a JSON object"]),
+        ({"topic": "a", "topicPattern": "a.*"}, ["'topicPattern'", "not both"]),
+    ],
+)
 def test_bad_stream_options_fail_the_query_at_start(spark, cluster, options, words):
     reader = spark.readStream.format("pocketmq").option("namesrv", cluster.namesrv)
     for name, value in options.items():

@@ -42,10 +42,21 @@ def test_stream_is_exactly_once_across_a_restart_in_bounded_batches(spark, clust
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
 
     def start(trigger: dict):
-        return (stream(spark, cluster, topic, startingOffsets="earliest", maxOffsetsPerTrigger="300",
-                       commitToGroup="spark-lag-group")
-                .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
-                .trigger(**trigger).start())
+        return (
+            stream(
+                spark,
+                cluster,
+                topic,
+                startingOffsets="earliest",
+                maxOffsetsPerTrigger="300",
+                commitToGroup="spark-lag-group",
+            )
+            .writeStream.format("parquet")
+            .option("path", out)
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start()
+        )
 
     first = start({"processingTime": "0 seconds"})
     try:
@@ -79,9 +90,13 @@ def test_a_crashed_batch_is_replayed_with_identical_rows(spark, cluster, tmp_pat
             raise RuntimeError("injected crash inside batch 2")
 
     def start():
-        return (stream(spark, cluster, topic, startingOffsets="earliest", maxOffsetsPerTrigger="100")
-                .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
-                .trigger(availableNow=True).start())
+        return (
+            stream(spark, cluster, topic, startingOffsets="earliest", maxOffsetsPerTrigger="100")
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
 
     with pytest.raises(StreamingQueryException, match="injected crash"):
         start().awaitTermination(60)

@@ -12,20 +12,29 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def read_topic(spark, cluster, topic):
-    return spark.read.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", topic) \
-        .option("includeProperties", "true").load()
+    return (
+        spark.read.format("pocketmq")
+        .option("namesrv", cluster.namesrv)
+        .option("topic", topic)
+        .option("includeProperties", "true")
+        .load()
+    )
 
 
 def test_batch_write_of_every_column(spark, cluster):
     topic = cluster.new_topic("write")
-    rows = [(f"order-{i}", "created" if i % 3 else "paid", [f"o{i}", "shop"], f"customer-{i % 5}", {"n": str(i)})
-            for i in range(300)]
-    df = spark.createDataFrame(rows, "body string, tags string, keys array<string>, message_group string, "
-                                     "properties map<string,string>")
+    rows = [
+        (f"order-{i}", "created" if i % 3 else "paid", [f"o{i}", "shop"], f"customer-{i % 5}", {"n": str(i)})
+        for i in range(300)
+    ]
+    df = spark.createDataFrame(
+        rows, "body string, tags string, keys array<string>, message_group string, properties map<string,string>"
+    )
     df.write.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", topic).mode("append").save()
     back = read_topic(spark, cluster, topic).collect()
-    assert sorted((bytes(r.body).decode(), r.tags, r.keys, r.properties["n"]) for r in back) == \
-        sorted((body, tags, " ".join(keys), props["n"]) for body, tags, keys, _, props in rows)
+    assert sorted((bytes(r.body).decode(), r.tags, r.keys, r.properties["n"]) for r in back) == sorted(
+        (body, tags, " ".join(keys), props["n"]) for body, tags, keys, _, props in rows
+    )
     # A message group keeps to one queue, as for any RocketMQ producer.
     queues_of_group = {}
     for r in back:
@@ -58,11 +67,21 @@ def test_a_replayed_streaming_write_leaves_no_duplicates(spark, cluster, tmp_pat
     checkpoint = tmp_path / "checkpoint"
 
     def run():
-        query = (spark.readStream.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", source)
-                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200").load()
-                 .select(F.upper(F.col("body").cast("string")).alias("body"), "keys", "tags")
-                 .writeStream.format("pocketmq").option("namesrv", cluster.namesrv).option("topic", target)
-                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query = (
+            spark.readStream.format("pocketmq")
+            .option("namesrv", cluster.namesrv)
+            .option("topic", source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "200")
+            .load()
+            .select(F.upper(F.col("body").cast("string")).alias("body"), "keys", "tags")
+            .writeStream.format("pocketmq")
+            .option("namesrv", cluster.namesrv)
+            .option("topic", target)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         assert query.awaitTermination(60)
         return query
 

@@ -100,9 +100,17 @@ def test_an_ordinary_request_passes_the_server_limits():
     assert decoded.ext_fields == cmd.ext_fields
 
 
-@pytest.mark.parametrize("text,limit,deep", [
-    ('{"a":{"b":[1]}}', 3, False), ('{"a":{"b":[1]}}', 2, True), ('{"a":"[[[[{{{{"}', 1, False),
-    ('{"a":"\\"[[[["}', 1, False), ("[" * 40, 32, True), ("[]" * 40, 1, False)])
+@pytest.mark.parametrize(
+    "text,limit,deep",
+    [
+        ('{"a":{"b":[1]}}', 3, False),
+        ('{"a":{"b":[1]}}', 2, True),
+        ('{"a":"[[[[{{{{"}', 1, False),
+        ('{"a":"\\"[[[["}', 1, False),
+        ("[" * 40, 32, True),
+        ("[]" * 40, 1, False),
+    ],
+)
 def test_json_depth(text, limit, deep):
     assert json_too_deep(text, limit) is deep
 
@@ -111,10 +119,10 @@ def test_json_depth(text, limit, deep):
 def test_bit_sets_in_both_forms_give_the_acked_indexes():
     bits = 1 << 0 | 1 << 5 | 1 << 70
     as_bytes = base64.b64encode(bits.to_bytes(9, "little")).decode()
-    as_words = [bits & (2 ** 64 - 1), bits >> 64]
+    as_words = [bits & (2**64 - 1), bits >> 64]
     assert bit_set(as_bytes) == bit_set(as_words) == bits
     assert set_bit_indexes(bits) == [0, 5, 70]
-    assert bit_set([-1]) == 2 ** 64 - 1  # Java's long words are signed
+    assert bit_set([-1]) == 2**64 - 1  # Java's long words are signed
 
 
 def test_a_bit_set_of_more_messages_than_a_ck_holds_is_refused_at_once():
@@ -130,6 +138,7 @@ def test_a_bit_set_of_more_messages_than_a_ck_holds_is_refused_at_once():
 def test_a_long_sparse_bit_set_is_walked_in_a_few_steps():
     bits = sum(1 << (i * 32_768) for i in range(32))  # 32 acks spread over 128 KiB
     started = time.perf_counter()
-    assert set_bit_indexes(bit_set(base64.b64encode(bits.to_bytes(128 * 1024, "little")).decode())) == \
-        [i * 32_768 for i in range(32)]
+    assert set_bit_indexes(bit_set(base64.b64encode(bits.to_bytes(128 * 1024, "little")).decode())) == [
+        i * 32_768 for i in range(32)
+    ]
     assert time.perf_counter() - started < 0.5

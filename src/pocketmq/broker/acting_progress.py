@@ -50,8 +50,12 @@ class ActingProgress:
         self._acks = list(obj.get("acks", []))
         self._timers = list(obj.get("timers", []))
         if self._acks or self._timers:
-            log.info("event=acting_progress_loaded acks=%d timers=%d version=%d", len(self._acks),
-                     len(self._timers), self.version)
+            log.info(
+                "event=acting_progress_loaded acks=%d timers=%d version=%d",
+                len(self._acks),
+                len(self._timers),
+                self.version,
+            )
 
     def save(self) -> None:
         atomic_write_json(self._path, self._obj())
@@ -71,8 +75,11 @@ class ActingProgress:
     # -- reading --------------------------------------------------------------------------------------------------
     def acks(self, revive_queue_id: int | None = None) -> list[tuple[int, AckRecord]]:
         """(revive queue id, ACK) of every ack kept while acting (of one revive queue when given)."""
-        return [(queue_id, ack) for queue_id, ack in _acks(self._acks)
-                if revive_queue_id is None or queue_id == revive_queue_id]
+        return [
+            (queue_id, ack)
+            for queue_id, ack in _acks(self._acks)
+            if revive_queue_id is None or queue_id == revive_queue_id
+        ]
 
     def delivered_timers(self) -> list[tuple[int, int]]:
         """(timer queue offset, due ms) of every timer delivered while acting."""
@@ -129,7 +136,13 @@ def parse_snapshot(body: bytes) -> Handover:
         offsets = obj.get("offsets", {})
         if not isinstance(offsets, dict):
             raise TypeError("offsets is not an object")
-        return Handover(int(obj.get("version", 0)), _acks(obj.get("acks", [])), _timers(obj.get("timers", [])),
-                        offsets, parse_fifo_state(obj.get("popFifo", {})), parse_pop_stages(obj.get("popStages", {})))
+        return Handover(
+            int(obj.get("version", 0)),
+            _acks(obj.get("acks", [])),
+            _timers(obj.get("timers", [])),
+            offsets,
+            parse_fifo_state(obj.get("popFifo", {})),
+            parse_pop_stages(obj.get("popStages", {})),
+        )
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"acting progress does not parse: {exc}") from None

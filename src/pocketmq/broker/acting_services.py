@@ -48,18 +48,31 @@ class ActingServices:
         config = broker.config
         self.progress = ActingProgress(config.metadata_dir() / "acting_master.json")
         self.progress.load()
-        self.bridge = EscapeBridge(broker.namesrv_client(), broker.remoting_client, cluster_name=config.cluster_name,
-                                   broker_name=broker.broker_name, store_host=broker.broker_addr,
-                                   enabled=lambda: broker.config.enable_remote_escape, metrics=broker.metrics,
-                                   clock=broker.clock)
+        self.bridge = EscapeBridge(
+            broker.namesrv_client(),
+            broker.remoting_client,
+            cluster_name=config.cluster_name,
+            broker_name=broker.broker_name,
+            store_host=broker.broker_addr,
+            enabled=lambda: broker.config.enable_remote_escape,
+            metrics=broker.metrics,
+            clock=broker.clock,
+        )
         self._tasks: list[asyncio.Task] = []  # the timer loop and the offsets persister, while acting
 
     def election(self) -> ActingMasterElection:
         broker, config = self._broker, self._broker.config
-        return ActingMasterElection(broker.namesrv_client(), self, broker.clock, cluster_name=config.cluster_name,
-                                    broker_name=broker.broker_name, broker_id=config.broker_id,
-                                    enabled=lambda: broker.config.enable_slave_acting_master,
-                                    check_interval_ms=config.ha_master_lookup_interval_ms, metrics=broker.metrics)
+        return ActingMasterElection(
+            broker.namesrv_client(),
+            self,
+            broker.clock,
+            cluster_name=config.cluster_name,
+            broker_name=broker.broker_name,
+            broker_id=config.broker_id,
+            enabled=lambda: broker.config.enable_slave_acting_master,
+            check_interval_ms=config.ha_master_lookup_interval_ms,
+            metrics=broker.metrics,
+        )
 
     async def start(self) -> None:
         timer, revive = self._broker.timer, self._broker.pop.revive
@@ -81,16 +94,23 @@ class ActingServices:
             # The master's pops since the last metadata sync: their CKs are here, their offsets may not be.
             for (group, topic, queue_id), end in queue.popped_to.items():
                 offsets_moved += self._broker.offsets.commit(group, topic, queue_id, end)
-        self._broker.pop.writes = ActingPopWrites(self.bridge, self.progress,
-                                                  revive_topic(self._broker.config.cluster_name))
+        self._broker.pop.writes = ActingPopWrites(
+            self.bridge, self.progress, revive_topic(self._broker.config.cluster_name)
+        )
         # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
         # persist loop); saving them as often bounds what a kill -9 of the slave hands out again.
         persist = self._broker.every(self._broker.config.pop_state_persist_interval_ms, self._persist_pop_state)
         self._tasks = [asyncio.ensure_future(timer.run()), asyncio.ensure_future(persist)]
         revive.start()
-        log.info("event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d "
-                 "pop_offsets_moved=%d", sum(len(q.ledger) for q in revive.queues), timer.pending, len(acks),
-                 len(delivered), offsets_moved)
+        log.info(
+            "event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d "
+            "pop_offsets_moved=%d",
+            sum(len(q.ledger) for q in revive.queues),
+            timer.pending,
+            len(acks),
+            len(delivered),
+            offsets_moved,
+        )
 
     async def stop(self) -> None:
         # pops on a slave that does not act fail again (its store is read-only)
@@ -113,17 +133,23 @@ class ActingServices:
         """What a returning master takes over (ACTING_MASTER_HANDOVER): the side file, the consumer offsets, the
         FIFO POP state and the staged-POP registrations (the last two are the slave's own while it acts)."""
         pop = self._broker.pop
-        return self.progress.snapshot(self._broker.offsets.snapshot(), pop.fifo.to_json(),
-                                      pop.staged.registry.to_json())
+        return self.progress.snapshot(
+            self._broker.offsets.snapshot(), pop.fifo.to_json(), pop.staged.registry.to_json()
+        )
 
     def runtime_info(self, acting: bool) -> dict[str, str]:
-        return {"actingMaster": str(acting).lower(), "escapedTotal": str(self.bridge.escaped),
-                "escapeFailures": str(self.bridge.failures), "actingProgressEntries": str(len(self.progress))}
+        return {
+            "actingMaster": str(acting).lower(),
+            "escapedTotal": str(self.bridge.escaped),
+            "escapeFailures": str(self.bridge.failures),
+            "actingProgressEntries": str(len(self.progress)),
+        }
 
     def applied(self, version: int) -> int:
         removed = self.progress.applied(version)
-        log.info("event=acting_progress_handed_over version=%d entries=%d left=%d", version, removed,
-                 len(self.progress))
+        log.info(
+            "event=acting_progress_handed_over version=%d entries=%d left=%d", version, removed, len(self.progress)
+        )
         return removed
 
 
@@ -140,8 +166,14 @@ async def take_services_back(broker) -> None:
         try:
             await _take_from(broker, broker_id, addr)
         except (PocketMQError, ValueError) as exc:
-            log.warning("event=acting_handover_failed slave=%s/%d addr=%s error=%s (what it did while acting may "
-                        "be done again: at least once)", broker.broker_name, broker_id, addr, exc)
+            log.warning(
+                "event=acting_handover_failed slave=%s/%d addr=%s error=%s (what it did while acting may "
+                "be done again: at least once)",
+                broker.broker_name,
+                broker_id,
+                addr,
+                exc,
+            )
 
 
 async def _take_from(broker, broker_id: int, addr: str) -> None:
@@ -164,11 +196,21 @@ async def _take_from(broker, broker_id: int, addr: str) -> None:
         results = await broker.store.put_messages(records)
         if not all(r.status.stored for r in results):
             raise StoreError(f"acting progress not stored: {results[0].status.value}")
-    await _invoke(broker, addr, RemotingCommand.request(ACTING_PROGRESS_APPLIED,
-                                                        {**fields, "version": handover.version}))
-    log.warning("event=acting_services_taken_back slave=%s/%d acks=%d timers=%d offsets_moved=%d "
-                "fifo_queues_merged=%d pop_stages_added=%d version=%d", broker.broker_name, broker_id,
-                len(handover.acks), len(handover.timers), offsets_moved, fifo_merged, stages_added, handover.version)
+    await _invoke(
+        broker, addr, RemotingCommand.request(ACTING_PROGRESS_APPLIED, {**fields, "version": handover.version})
+    )
+    log.warning(
+        "event=acting_services_taken_back slave=%s/%d acks=%d timers=%d offsets_moved=%d "
+        "fifo_queues_merged=%d pop_stages_added=%d version=%d",
+        broker.broker_name,
+        broker_id,
+        len(handover.acks),
+        len(handover.timers),
+        offsets_moved,
+        fifo_merged,
+        stages_added,
+        handover.version,
+    )
 
 
 async def _invoke(broker, addr: str, request: RemotingCommand) -> RemotingCommand:

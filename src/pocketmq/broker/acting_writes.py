@@ -48,8 +48,14 @@ class _FailureLog:
 
     def failed(self, result: EscapeResult, topic: str) -> None:
         if result.reason != self._reason:
-            log.warning("event=escape_failed service=%s topic=%s reason=%s need_retry=%s description=%s",
-                        self._what, topic, result.reason, result.need_retry, result.description)
+            log.warning(
+                "event=escape_failed service=%s topic=%s reason=%s need_retry=%s description=%s",
+                self._what,
+                topic,
+                result.reason,
+                result.need_retry,
+                result.description,
+            )
         self._reason = result.reason
 
     def stored(self) -> None:
@@ -72,8 +78,11 @@ class EscapedTimerWrites:
         routes: Routes = {}
         for (deliver_ms, queue_offset), real in zip(due, reals):
             if real is not None:
-                put = self._bridge.put_to_specific_queue if real.topic.startswith(DLQ_GROUP_TOPIC_PREFIX) \
+                put = (
+                    self._bridge.put_to_specific_queue
+                    if real.topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
                     else self._bridge.put_message
+                )
                 escaped = await put(real, routes)
                 if not escaped.stored:
                     self._log.failed(escaped, real.topic)
@@ -143,8 +152,10 @@ class ActingPopWrites:
         result = await self._bridge.put_to_specific_queue(msg, routes)
         if not result.stored:
             self._log.failed(result, msg.topic)
-            raise ServiceNotAvailableError(f"the master of this group is away and its CK/ACK could not be escaped: "
-                                           f"{result.reason} {result.description}")
+            raise ServiceNotAvailableError(
+                f"the master of this group is away and its CK/ACK could not be escaped: "
+                f"{result.reason} {result.description}"
+            )
         self._log.stored()
         return result.target.queue_id
 

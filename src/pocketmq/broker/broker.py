@@ -23,7 +23,7 @@ import asyncio
 import inspect
 import json
 import logging
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.acting_services import ActingServices, take_services_back
 from pocketmq.broker.config import BrokerConfig
@@ -38,12 +38,10 @@ from pocketmq.broker.offsets import ConsumerOffsetManager, persist_behind_commit
 from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.producers import ProducerRegistry
 from pocketmq.broker.queue_locks import QueueLockTable
-from pocketmq.broker.stage_offsets import StageOffsetManager
 from pocketmq.broker.send_back import SendBackService
+from pocketmq.broker.stage_offsets import StageOffsetManager
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
-from pocketmq.runtime.loop_lag import LoopLagMonitor
-from pocketmq.runtime.rate_limited_log import RateLimitedLog
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
@@ -53,6 +51,8 @@ from pocketmq.errors import BadRequestError, ConfigError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.runtime.loop_lag import LoopLagMonitor
+from pocketmq.runtime.rate_limited_log import RateLimitedLog
 from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -74,10 +74,12 @@ class Broker:
         self.breakers = BreakerBoard(config.breaker_settings(), metrics=self.metrics)  # one per remote broker
         self.loop_lag = LoopLagMonitor(LOOP_LAG_INTERVAL_MS, metrics=self.metrics)  # how long the loop was held
         meta = config.metadata_dir()
-        self.topics = TopicManager(meta / "topics.json", auto_create_enabled=config.auto_create_topic_enable,
-                                   default_queue_nums=config.default_topic_queue_nums,
-                                   builtin=system_topics(config.cluster_name, config.broker_name,
-                                                         config.default_topic_queue_nums))
+        self.topics = TopicManager(
+            meta / "topics.json",
+            auto_create_enabled=config.auto_create_topic_enable,
+            default_queue_nums=config.default_topic_queue_nums,
+            builtin=system_topics(config.cluster_name, config.broker_name, config.default_topic_queue_nums),
+        )
         self.groups = SubscriptionGroupManager(meta / "groups.json", auto_create=config.auto_create_subscription_group)
         self.offsets = ConsumerOffsetManager(meta / "consumer_offsets.json")
         self.stage_offsets = StageOffsetManager(meta / "consumer_stage_offsets.json")  # staged consumers
@@ -140,17 +142,26 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         self.stage_offsets.load()
-        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock,
-                                  metrics=self.metrics)
+        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock, metrics=self.metrics)
         report = self.store.start()
-        log.info("event=store_recovered max_phys_offset=%d dropped_bytes=%d corrupt_regions=%d",
-                 report.max_phys_offset, report.dropped_bytes, report.corrupt_regions)
+        log.info(
+            "event=store_recovered max_phys_offset=%d dropped_bytes=%d corrupt_regions=%d",
+            report.max_phys_offset,
+            report.dropped_bytes,
+            report.corrupt_regions,
+        )
         self.epochs.load()
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.messages = MessageService(
-            self.store, self.topics, self.groups, self.holds, max_body_bytes=self.config.max_message_bytes,
-            max_properties_bytes=self.config.max_properties_bytes, long_polling_enable=self.config.long_polling_enable,
-            short_polling_ms=self.config.short_polling_ms)
+            self.store,
+            self.topics,
+            self.groups,
+            self.holds,
+            max_body_bytes=self.config.max_message_bytes,
+            max_properties_bytes=self.config.max_properties_bytes,
+            long_polling_enable=self.config.long_polling_enable,
+            short_polling_ms=self.config.short_polling_ms,
+        )
         self.topics.add_listener(self._topics_changed)
         self._start_timer()
         self.pop = build_pop_service(self)
@@ -162,22 +173,38 @@ class Broker:
             self._spawn(self.timer.run(), "timer")
             self.pop.start()
             self._start_master()
-        self._spawn(self.every(self.config.offset_persist_interval_ms, self._persist_offsets_durably),
-                    "persist-offsets")
+        self._spawn(
+            self.every(self.config.offset_persist_interval_ms, self._persist_offsets_durably), "persist-offsets"
+        )
         self._spawn(self.every(EPOCH_SAVE_INTERVAL_MS, self._save_epochs), "save-epochs")
         self._spawn(self.every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
         if self._namesrv.addrs:
             self._registrar = self._make_registrar()
             await self._registrar.start()
         self.started = True
-        log.info("event=broker_started name=%s addr=%s grpc=%s namesrv=%s topics=%d", self.broker_name,
-                 self.broker_addr, self.grpc_addr, self.config.namesrv_addr, len(self.topics.names()))
+        log.info(
+            "event=broker_started name=%s addr=%s grpc=%s namesrv=%s topics=%d",
+            self.broker_name,
+            self.broker_addr,
+            self.grpc_addr,
+            self.config.namesrv_addr,
+            len(self.topics.names()),
+        )
 
     def _start_timer(self) -> None:
-        limits = TimerLimits(parse_delay_levels(self.config.message_delay_level), self.config.timer_max_delay_ms,
-                             self.config.timer_past_tolerance_ms)
-        self.timer = TimerService(self.store, self.topics, limits, self.config.metadata_dir() / "timer_progress.json",
-                                  self.clock, metrics=self.metrics)
+        limits = TimerLimits(
+            parse_delay_levels(self.config.message_delay_level),
+            self.config.timer_max_delay_ms,
+            self.config.timer_past_tolerance_ms,
+        )
+        self.timer = TimerService(
+            self.store,
+            self.topics,
+            limits,
+            self.config.metadata_dir() / "timer_progress.json",
+            self.clock,
+            metrics=self.metrics,
+        )
         self.timer.start()
         self.messages.timer = self.timer  # type: ignore[union-attr]
         self.send_back = SendBackService(self.store, self.topics, self.groups, self.timer)
@@ -188,11 +215,22 @@ class Broker:
 
         config = self.config
         epoch = self.epochs.begin_tenure(self.store.max_phys_offset, self.store.min_phys_offset)
-        log.info("event=master_tenure_started epoch=%d start_phys_offset=%d tenure_id=%s", epoch.epoch,
-                 epoch.start_phys_offset, epoch.tenure_id)
-        self.ha_master = HaMaster(self.store, clock=self.clock, ack_timeout_ms=config.ha_slave_ack_timeout_ms,
-                                  max_gap_bytes=config.ha_max_gap_bytes, slave_expire_ms=config.ha_slave_expire_ms,
-                                  metrics=self.metrics, epochs=self.epochs, metadata_version=self._metadata_version)
+        log.info(
+            "event=master_tenure_started epoch=%d start_phys_offset=%d tenure_id=%s",
+            epoch.epoch,
+            epoch.start_phys_offset,
+            epoch.tenure_id,
+        )
+        self.ha_master = HaMaster(
+            self.store,
+            clock=self.clock,
+            ack_timeout_ms=config.ha_slave_ack_timeout_ms,
+            max_gap_bytes=config.ha_max_gap_bytes,
+            slave_expire_ms=config.ha_slave_expire_ms,
+            metrics=self.metrics,
+            epochs=self.epochs,
+            metadata_version=self._metadata_version,
+        )
         self.ha_master.start()
         if config.broker_role is BrokerRole.SYNC_MASTER:
             self.messages.replication = self.ha_master  # type: ignore[union-attr]
@@ -201,28 +239,44 @@ class Broker:
     def _metadata_version(self) -> MetadataVersion:
         """What a slave must have applied to hold this master's topics, groups and FIFO POP acks."""
         from pocketmq.cluster.ha_metadata import metadata_version
-        return metadata_version(self.boot_timestamp_ms, self.topics, self.groups,
-                                self.pop.fifo.data_version if self.pop else 0)
+
+        return metadata_version(
+            self.boot_timestamp_ms, self.topics, self.groups, self.pop.fifo.data_version if self.pop else 0
+        )
 
     def _start_slave(self) -> None:
         from pocketmq.cluster.ha_services import ServiceStateFollower, service_tables_of
         from pocketmq.cluster.ha_slave import HaSlave
 
         config = self.config
-        self.store.read_only_reason = (f"broker {self.broker_name}/{config.broker_id} is a slave: "  # type: ignore
-                                       "send to the master of its group")
+        self.store.read_only_reason = (
+            f"broker {self.broker_name}/{config.broker_id} is a slave: "  # type: ignore
+            "send to the master of its group"
+        )
         self.messages.read_only_reason = self.store.read_only_reason  # type: ignore[union-attr]
         self.pop.fifo.load()  # its copy of the master's (a master's POP loads it when it starts)
-        services = ServiceStateFollower(service_tables_of(self),
-                                        lambda: self.acting is not None and self.acting[1].acting)
-        self.ha_slave = HaSlave(self.store, self.topics, self.groups, self.offsets, self._namesrv,
-                                self.remoting_client, cluster_name=config.cluster_name,
-                                broker_name=self.broker_name, broker_id=config.broker_id, slave_addr=self.broker_addr,
-                                transfer_max_bytes=config.ha_transfer_max_bytes,
-                                pull_suspend_ms=config.ha_pull_suspend_ms,
-                                lookup_interval_ms=config.ha_master_lookup_interval_ms,
-                                metadata_interval_ms=config.ha_metadata_sync_interval_ms,
-                                services=services, epochs=self.epochs, after_cut=self.timer.after_cut)
+        services = ServiceStateFollower(
+            service_tables_of(self), lambda: self.acting is not None and self.acting[1].acting
+        )
+        self.ha_slave = HaSlave(
+            self.store,
+            self.topics,
+            self.groups,
+            self.offsets,
+            self._namesrv,
+            self.remoting_client,
+            cluster_name=config.cluster_name,
+            broker_name=self.broker_name,
+            broker_id=config.broker_id,
+            slave_addr=self.broker_addr,
+            transfer_max_bytes=config.ha_transfer_max_bytes,
+            pull_suspend_ms=config.ha_pull_suspend_ms,
+            lookup_interval_ms=config.ha_master_lookup_interval_ms,
+            metadata_interval_ms=config.ha_metadata_sync_interval_ms,
+            services=services,
+            epochs=self.epochs,
+            after_cut=self.timer.after_cut,
+        )
         self._spawn(self.ha_slave.run_replication(), "ha-replication")
         self._spawn(self.ha_slave.run_metadata_sync(), "ha-metadata")
         services = ActingServices(self)  # slave acting master (RIP-32): runs while the election says so
@@ -232,10 +286,17 @@ class Broker:
     def _make_registrar(self):
         from pocketmq.cluster.registrar import BrokerRegistrar
 
-        return BrokerRegistrar(self._namesrv.addrs, self.remoting_client, self.registration_body,
-                               self.config.register_interval_ms, self.clock, cluster_name=self.config.cluster_name,
-                               broker_name=self.broker_name, broker_id=self.config.broker_id,
-                               broker_addr=self.broker_addr)
+        return BrokerRegistrar(
+            self._namesrv.addrs,
+            self.remoting_client,
+            self.registration_body,
+            self.config.register_interval_ms,
+            self.clock,
+            cluster_name=self.config.cluster_name,
+            broker_name=self.broker_name,
+            broker_id=self.config.broker_id,
+            broker_addr=self.broker_addr,
+        )
 
     async def shutdown(self) -> None:
         """Unregister, stop periodic work, let held pulls answer, close (flush) the store, persist offsets."""
@@ -302,8 +363,11 @@ class Broker:
     # -- registration -----------------------------------------------------------------------------------------------
     def registration_body(self) -> RegisterBrokerBody:
         """What REGISTER_BROKER carries: every topic, the table's version, and PocketMQ's flags."""
-        flags = BrokerFlags(grpc_addr=self.grpc_addr, auto_create_topic_enable=self.config.auto_create_topic_enable,
-                            default_topic_queue_nums=self.config.default_topic_queue_nums)
+        flags = BrokerFlags(
+            grpc_addr=self.grpc_addr,
+            auto_create_topic_enable=self.config.auto_create_topic_enable,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+        )
         return RegisterBrokerBody(tuple(self.topics.all()), self.data_version(self.topics.data_version), flags)
 
     def data_version(self, counter: int) -> dict:
@@ -345,8 +409,11 @@ class Broker:
         self.topics.set_auto_create(new.auto_create_topic_enable, new.default_topic_queue_nums)
         self.groups.set_auto_create(new.auto_create_subscription_group)
         if self.messages is not None:
-            self.messages.configure(max_properties_bytes=new.max_properties_bytes,
-                                    long_polling_enable=new.long_polling_enable, short_polling_ms=new.short_polling_ms)
+            self.messages.configure(
+                max_properties_bytes=new.max_properties_bytes,
+                long_polling_enable=new.long_polling_enable,
+                short_polling_ms=new.short_polling_ms,
+            )
         log.info("event=config_updated changes=%s", ",".join(f"{k}={v}" for k, v in sorted(changes.items())))
         self.metrics.counter("pocketmq_config_updates_total", "Accepted run-time config changes").inc()
         self._topics_changed()  # the name server learns the new auto-create flags
@@ -389,8 +456,10 @@ class Broker:
 
     def __repr__(self) -> str:
         state = "started" if self.started else "stopped"
-        return (f"<Broker {self.broker_name} {self.broker_addr} {state} topics={len(self.topics.names())} "
-                f"held_pulls={self.holds.held}>")
+        return (
+            f"<Broker {self.broker_name} {self.broker_addr} {state} topics={len(self.topics.names())} "
+            f"held_pulls={self.holds.held}>"
+        )
 
 
 def _split_addrs(addrs: str | None) -> list[str]:

@@ -67,7 +67,7 @@ class BrokerRole(enum.Enum):
     SLAVE = "slave"  # follows the master of its group (broker id 0); refuses sends, serves pulls
 
     @classmethod
-    def parse(cls, text: str) -> "BrokerRole":
+    def parse(cls, text: str) -> BrokerRole:
         try:
             return cls(text.strip().lower())
         except ValueError:
@@ -96,8 +96,7 @@ def _address(value: str | None) -> str | None:
 class BrokerConfig:
     """Everything one broker process needs; ``load_config(BrokerConfig, ...)`` builds it."""
 
-    cluster_name: str = field(default="DefaultCluster",
-                              metadata={"aliases": ("brokerClusterName",), "check": _name})
+    cluster_name: str = field(default="DefaultCluster", metadata={"aliases": ("brokerClusterName",), "check": _name})
     broker_name: str = field(default="broker-a", metadata={"aliases": ("brokerName",), "check": _name})
     broker_id: int = field(default=0, metadata={"aliases": ("brokerId",), "check": _not_negative})  # 0 = master
     host: str = field(default="127.0.0.1", metadata={"aliases": ("listenHost",)})  # where the sockets bind
@@ -117,47 +116,54 @@ class BrokerConfig:
     # 0: never poll.
     busy_poll_us: int = field(default=200, metadata={"check": _not_negative})
     auto_create_topic_enable: bool = field(default=True, metadata={"aliases": ("autoCreateTopicEnable",)})
-    auto_create_subscription_group: bool = field(default=True,
-                                                 metadata={"aliases": ("autoCreateSubscriptionGroup",)})
-    default_topic_queue_nums: int = field(default=8, metadata={"aliases": ("defaultTopicQueueNums",),
-                                                               "check": _queue_nums})
+    auto_create_subscription_group: bool = field(default=True, metadata={"aliases": ("autoCreateSubscriptionGroup",)})
+    default_topic_queue_nums: int = field(
+        default=8, metadata={"aliases": ("defaultTopicQueueNums",), "check": _queue_nums}
+    )
     max_message_bytes: int = _store_field("max_message_bytes")
     max_properties_bytes: int = field(default=32 * 1024, metadata={"check": _positive})
     long_polling_enable: bool = field(default=True, metadata={"aliases": ("longPollingEnable",)})
     # Without long polling a pull that finds nothing is still held this long (RocketMQ's short polling).
-    short_polling_ms: int = field(default=1000, metadata={"aliases": ("shortPollingTimeMills",),
-                                                          "check": _not_negative})
+    short_polling_ms: int = field(
+        default=1000, metadata={"aliases": ("shortPollingTimeMills",), "check": _not_negative}
+    )
     long_polling_max_waiters: int = field(default=10_000, metadata={"check": _positive})
-    register_interval_ms: int = field(default=30_000, metadata={"aliases": ("registerNameServerPeriod",),
-                                                               "check": _positive})
-    client_channel_expire_ms: int = field(default=120_000, metadata={"aliases": ("channelExpiredTimeout",),
-                                                                    "check": _positive})
+    register_interval_ms: int = field(
+        default=30_000, metadata={"aliases": ("registerNameServerPeriod",), "check": _positive}
+    )
+    client_channel_expire_ms: int = field(
+        default=120_000, metadata={"aliases": ("channelExpiredTimeout",), "check": _positive}
+    )
     client_scan_interval_ms: int = field(default=10_000, metadata={"check": _positive})
-    offset_persist_interval_ms: int = field(default=5_000, metadata={"aliases": ("flushConsumerOffsetInterval",),
-                                                                    "check": _positive})
+    offset_persist_interval_ms: int = field(
+        default=5_000, metadata={"aliases": ("flushConsumerOffsetInterval",), "check": _positive}
+    )
     # POP consumption (broker/pop): revive pass period, CK rewrite backoff and its ending, invisible time floor.
     pop_revive_interval_ms: int = field(default=1000, metadata={"check": _positive})
-    pop_ck_rewrite_backoff_ms: tuple[int, ...] = field(default=DEFAULT_CK_REWRITE_BACKOFF_MS,
-                                                       metadata={"check": _backoff})
+    pop_ck_rewrite_backoff_ms: tuple[int, ...] = field(
+        default=DEFAULT_CK_REWRITE_BACKOFF_MS, metadata={"check": _backoff}
+    )
     pop_ck_rewrite_ending: str = field(default="dlq", metadata={"check": _ending})  # dlq | drop
     pop_min_invisible_ms: int = field(default=1000, metadata={"check": _not_negative})
     pop_state_persist_interval_ms: int = field(default=500, metadata={"check": _positive})
     # Delayed messages and consumer retries (broker/timer, broker/send_back; docs/retry.md).
-    message_delay_level: str = field(default=DEFAULT_DELAY_LEVELS, metadata={"aliases": ("messageDelayLevel",),
-                                                                            "check": delay_levels_problem})
+    message_delay_level: str = field(
+        default=DEFAULT_DELAY_LEVELS, metadata={"aliases": ("messageDelayLevel",), "check": delay_levels_problem}
+    )
     timer_max_delay_ms: int = field(default=3 * 86_400_000, metadata={"check": _positive})  # RocketMQ 5: 3 days
     timer_past_tolerance_ms: int = field(default=60_000, metadata={"check": _not_negative})
-    queue_lock_max_live_ms: int = field(default=60_000, metadata={"aliases": ("rebalanceLockMaxLiveTime",),
-                                                                  "check": _positive})
+    queue_lock_max_live_ms: int = field(
+        default=60_000, metadata={"aliases": ("rebalanceLockMaxLiveTime",), "check": _positive}
+    )
     # Replication (cluster/ha_*.py, docs/ha.md). broker_id 0 is a master; a slave (id > 0) follows the master of
     # its cluster and broker name, found through the name server.
     broker_role: BrokerRole = field(default=BrokerRole.ASYNC_MASTER, metadata={"aliases": ("brokerRole",)})
     # SYNC_MASTER: how long a send waits for a slave's ack before answering FLUSH_SLAVE_TIMEOUT.
-    ha_slave_ack_timeout_ms: int = field(default=3_000, metadata={"aliases": ("syncFlushTimeout",),
-                                                                 "check": _positive})
+    ha_slave_ack_timeout_ms: int = field(default=3_000, metadata={"aliases": ("syncFlushTimeout",), "check": _positive})
     # A slave whose log trails the master's by more is not in sync: SYNC sends answer SLAVE_NOT_AVAILABLE.
-    ha_max_gap_bytes: int = field(default=256 * 1024 * 1024, metadata={"aliases": ("haMaxGapNotInSync",),
-                                                                      "check": _positive})
+    ha_max_gap_bytes: int = field(
+        default=256 * 1024 * 1024, metadata={"aliases": ("haMaxGapNotInSync",), "check": _positive}
+    )
     ha_slave_expire_ms: int = field(default=10_000, metadata={"check": _positive})  # silent slave: gone
     ha_transfer_max_bytes: int = field(default=4 * 1024 * 1024, metadata={"check": _positive})  # per pull
     ha_pull_suspend_ms: int = field(default=1_000, metadata={"check": _positive})  # a caught-up slave's pull
@@ -176,26 +182,34 @@ class BrokerConfig:
     # the PULL's timeout (the breaker per remote group is the one above), and how long a failed read suggests
     # waiting before the next try, per kind of failure (a CK then waits the longer of this and its backoff step).
     remote_read_timeout_ms: int = field(default=3_000, metadata={"check": _positive})
-    remote_read_retry_unreachable_ms: int = field(default=_REMOTE_READ_DELAYS.unreachable_ms, metadata={"check": _positive})
+    remote_read_retry_unreachable_ms: int = field(
+        default=_REMOTE_READ_DELAYS.unreachable_ms, metadata={"check": _positive}
+    )
     remote_read_retry_busy_ms: int = field(default=_REMOTE_READ_DELAYS.busy_ms, metadata={"check": _positive})
-    remote_read_retry_no_permission_ms: int = field(default=_REMOTE_READ_DELAYS.no_permission_ms,
-                                                    metadata={"check": _positive})
+    remote_read_retry_no_permission_ms: int = field(
+        default=_REMOTE_READ_DELAYS.no_permission_ms, metadata={"check": _positive}
+    )
     remote_read_retry_other_ms: int = field(default=_REMOTE_READ_DELAYS.other_ms, metadata={"check": _positive})
     # What one client can make the remoting port hold (protocol/limits.py; the table in docs/limits.md).
     remoting_max_frame_bytes: int = field(default=remoting.DEFAULT_MAX_FRAME_BYTES, metadata={"check": _positive})
     remoting_max_header_bytes: int = field(default=remoting.DEFAULT_MAX_HEADER_BYTES, metadata={"check": _positive})
     remoting_max_json_depth: int = field(default=remoting.DEFAULT_MAX_JSON_DEPTH, metadata={"check": _positive})
-    remoting_max_requests_in_flight: int = field(default=remoting.DEFAULT_MAX_REQUESTS_IN_FLIGHT,
-                                                 metadata={"check": _positive})
-    remoting_max_reply_buffer_bytes: int = field(default=remoting.DEFAULT_MAX_REPLY_BUFFER_BYTES,
-                                                 metadata={"check": _positive})
-    remoting_frame_receive_timeout_ms: int = field(default=remoting.DEFAULT_FRAME_RECEIVE_TIMEOUT_MS,
-                                                   metadata={"check": _not_negative})  # 0: none
-    remoting_idle_timeout_ms: int = field(default=remoting.DEFAULT_IDLE_TIMEOUT_MS,
-                                          metadata={"check": _not_negative})  # 0: none
+    remoting_max_requests_in_flight: int = field(
+        default=remoting.DEFAULT_MAX_REQUESTS_IN_FLIGHT, metadata={"check": _positive}
+    )
+    remoting_max_reply_buffer_bytes: int = field(
+        default=remoting.DEFAULT_MAX_REPLY_BUFFER_BYTES, metadata={"check": _positive}
+    )
+    remoting_frame_receive_timeout_ms: int = field(
+        default=remoting.DEFAULT_FRAME_RECEIVE_TIMEOUT_MS, metadata={"check": _not_negative}
+    )  # 0: none
+    remoting_idle_timeout_ms: int = field(
+        default=remoting.DEFAULT_IDLE_TIMEOUT_MS, metadata={"check": _not_negative}
+    )  # 0: none
     remoting_max_connections: int = field(default=remoting.DEFAULT_MAX_CONNECTIONS, metadata={"check": _positive})
-    remoting_max_connections_per_host: int = field(default=remoting.DEFAULT_MAX_CONNECTIONS_PER_HOST,
-                                                   metadata={"check": _positive})
+    remoting_max_connections_per_host: int = field(
+        default=remoting.DEFAULT_MAX_CONNECTIONS_PER_HOST, metadata={"check": _positive}
+    )
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")
@@ -218,12 +232,16 @@ class BrokerConfig:
     def connection_limits(self) -> remoting.ConnectionLimits:
         """The limits of the remoting port's connections."""
         return remoting.ConnectionLimits(
-            max_frame_bytes=self.remoting_max_frame_bytes, max_header_bytes=self.remoting_max_header_bytes,
-            max_json_depth=self.remoting_max_json_depth, max_requests_in_flight=self.remoting_max_requests_in_flight,
+            max_frame_bytes=self.remoting_max_frame_bytes,
+            max_header_bytes=self.remoting_max_header_bytes,
+            max_json_depth=self.remoting_max_json_depth,
+            max_requests_in_flight=self.remoting_max_requests_in_flight,
             max_reply_buffer_bytes=self.remoting_max_reply_buffer_bytes,
             frame_receive_timeout_ms=self.remoting_frame_receive_timeout_ms,
-            idle_timeout_ms=self.remoting_idle_timeout_ms, max_connections=self.remoting_max_connections,
-            max_connections_per_host=self.remoting_max_connections_per_host)
+            idle_timeout_ms=self.remoting_idle_timeout_ms,
+            max_connections=self.remoting_max_connections,
+            max_connections_per_host=self.remoting_max_connections_per_host,
+        )
 
     def role_problem(self) -> str | None:
         """Why broker_id and broker_role do not fit together (RocketMQ: id 0 is the master), or None."""
@@ -248,8 +266,12 @@ class BrokerConfig:
         return CkRewritePolicy(tuple(self.pop_ck_rewrite_backoff_ms), CkEnding(self.pop_ck_rewrite_ending))
 
     def remote_read_retry_delays(self) -> RetryDelays:
-        return RetryDelays(self.remote_read_retry_unreachable_ms, self.remote_read_retry_busy_ms,
-                           self.remote_read_retry_no_permission_ms, self.remote_read_retry_other_ms)
+        return RetryDelays(
+            self.remote_read_retry_unreachable_ms,
+            self.remote_read_retry_busy_ms,
+            self.remote_read_retry_no_permission_ms,
+            self.remote_read_retry_other_ms,
+        )
 
     def breaker_settings(self) -> BreakerSettings:
         return BreakerSettings(self.breaker_failure_threshold, self.breaker_cool_down_ms)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pocketmq.broker.clients import ClientChannel, ClientTable
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
@@ -102,8 +102,11 @@ class ConsumerTable:
         return notifications
 
     def _notify(self, group: str, exclude: str | None) -> list[Notification]:
-        return [Notification(group, ch.client_id, ch.connection) for ch in self._clients.clients(group)
-                if ch.client_id != exclude]
+        return [
+            Notification(group, ch.client_id, ch.connection)
+            for ch in self._clients.clients(group)
+            if ch.client_id != exclude
+        ]
 
     def client_ids(self, group: str) -> list[str]:
         return self._clients.client_ids(group)
@@ -139,8 +142,17 @@ class ConsumerRegistry:
         """``notifier(n)`` is called for every notification; it ignores connections it does not own."""
         self._notifiers.append(notifier)
 
-    def heartbeat(self, group: str, client_id: str, connection: object, *, info: ConsumerGroupInfo | None = None,
-                  language: str = "JAVA", version: int = 0, remote_address: str = "") -> None:
+    def heartbeat(
+        self,
+        group: str,
+        client_id: str,
+        connection: object,
+        *,
+        info: ConsumerGroupInfo | None = None,
+        language: str = "JAVA",
+        version: int = 0,
+        remote_address: str = "",
+    ) -> None:
         channel = ClientChannel(client_id, connection, self._clock.now_ms(), language, version, remote_address)
         self._dispatch(self.table.heartbeat(channel, info or ConsumerGroupInfo(group)))
 
@@ -172,8 +184,12 @@ class ConsumerRegistry:
                 try:
                     notifier(notification)
                 except Exception as exc:  # a dead peer must not stop the others being told
-                    log.warning("event=notify_failed group=%s client=%s error=%s", notification.group,
-                                notification.client_id, exc)
+                    log.warning(
+                        "event=notify_failed group=%s client=%s error=%s",
+                        notification.group,
+                        notification.client_id,
+                        exc,
+                    )
 
     async def run_expiry(self, interval_ms: int) -> None:
         """Scan for silent clients every ``interval_ms`` until cancelled."""

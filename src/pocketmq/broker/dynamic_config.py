@@ -29,20 +29,22 @@ from pocketmq.store.metadata import atomic_write_json, load_json
 log = logging.getLogger(__name__)
 
 # Settings the services read on every request, so a new value applies at once.
-DYNAMIC_FIELDS = frozenset({
-    "auto_create_topic_enable",
-    "auto_create_subscription_group",
-    "default_topic_queue_nums",
-    "max_properties_bytes",
-    "long_polling_enable",
-    "short_polling_ms",
-    "pop_ck_rewrite_backoff_ms",  # revive reads ReviveService.policy at each CK
-    "pop_ck_rewrite_ending",
-    "breaker_failure_threshold",  # BreakerBoard.configure: existing breakers and later ones
-    "breaker_cool_down_ms",
-    "enable_slave_acting_master",  # read from broker.config where they are decided
-    "enable_remote_escape",
-})
+DYNAMIC_FIELDS = frozenset(
+    {
+        "auto_create_topic_enable",
+        "auto_create_subscription_group",
+        "default_topic_queue_nums",
+        "max_properties_bytes",
+        "long_polling_enable",
+        "short_polling_ms",
+        "pop_ck_rewrite_backoff_ms",  # revive reads ReviveService.policy at each CK
+        "pop_ck_rewrite_ending",
+        "breaker_failure_threshold",  # BreakerBoard.configure: existing breakers and later ones
+        "breaker_cool_down_ms",
+        "enable_slave_acting_master",  # read from broker.config where they are decided
+        "enable_remote_escape",
+    }
+)
 DYNAMIC_CONFIG_FILE = "dynamic_config.json"
 
 
@@ -56,8 +58,10 @@ def changed_config(current: BrokerConfig, changes: dict[str, str]) -> BrokerConf
         raise BadRequestError(str(exc)) from None
     static = sorted(name for name in base if getattr(candidate, name) != base[name] and name not in DYNAMIC_FIELDS)
     if static:
-        raise BadRequestError(f"settings {', '.join(static)} take effect only at a restart: change them in the "
-                              f"config file (dynamic settings: {', '.join(sorted(DYNAMIC_FIELDS))})")
+        raise BadRequestError(
+            f"settings {', '.join(static)} take effect only at a restart: change them in the "
+            f"config file (dynamic settings: {', '.join(sorted(DYNAMIC_FIELDS))})"
+        )
     return candidate
 
 
@@ -102,8 +106,13 @@ def with_persisted_changes(config: BrokerConfig) -> BrokerConfig:
         raise ConfigError(f"{path}: {exc}") from None
     before, after = config_properties(config), config_properties(new)
     for name in sorted(n for n in after if after[n] != before[n]):
-        log.info("event=dynamic_config_applied key=%s configured=%s persisted=%s file=%s", name, before[name],
-                 after[name], path)
+        log.info(
+            "event=dynamic_config_applied key=%s configured=%s persisted=%s file=%s",
+            name,
+            before[name],
+            after[name],
+            path,
+        )
     return new
 
 

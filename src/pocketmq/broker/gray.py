@@ -28,9 +28,11 @@ def ensure_gray_retry_queues(topics, retry_config: TopicConfig) -> TopicConfig:
     """Grow a group's retry topic to the gray split's queue count; the config in force afterwards."""
     if min(retry_config.read_queue_nums, retry_config.write_queue_nums) >= GRAY_RETRY_QUEUE_NUMS:
         return retry_config
-    grown = dataclasses.replace(retry_config, read_queue_nums=max(retry_config.read_queue_nums,
-                                                                  GRAY_RETRY_QUEUE_NUMS),
-                                write_queue_nums=max(retry_config.write_queue_nums, GRAY_RETRY_QUEUE_NUMS))
+    grown = dataclasses.replace(
+        retry_config,
+        read_queue_nums=max(retry_config.read_queue_nums, GRAY_RETRY_QUEUE_NUMS),
+        write_queue_nums=max(retry_config.write_queue_nums, GRAY_RETRY_QUEUE_NUMS),
+    )
     log.info("event=gray_retry_topic_split topic=%s queues=%d", grown.name, grown.write_queue_nums)
     return topics.create_or_update(grown)
 

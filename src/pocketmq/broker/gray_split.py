@@ -25,8 +25,8 @@ holds (push) or may pop (the server-side share of every topic it subscribes and 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
 
 from pocketmq.common.gray import (
     DEFAULT_GRAY_QUEUE_RATIO,
@@ -54,7 +54,7 @@ class GrayRule:
     ratio: float | None = None
 
     @classmethod
-    def of(cls, attributes: Mapping[str, str]) -> "GrayRule":
+    def of(cls, attributes: Mapping[str, str]) -> GrayRule:
         """Parse the attributes; BadRequestError on a bad ratio (the group update is refused)."""
         patterns = tuple(p.strip() for p in attributes.get(GRAY_CLIENTS_ATTRIBUTE, "").split(",") if p.strip())
         raw = attributes.get(GRAY_RATIO_ATTRIBUTE, "").strip()
@@ -110,7 +110,7 @@ class GraySplit:
     rule: GrayRule
 
     @classmethod
-    def of(cls, member_ids: Iterable[str], rule: GrayRule) -> "GraySplit":
+    def of(cls, member_ids: Iterable[str], rule: GrayRule) -> GraySplit:
         ids = sorted(set(member_ids))
         flags = [rule.is_gray(cid) for cid in ids]  # once per member: the patterns are globs
         gray = tuple(cid for cid, is_gray in zip(ids, flags) if is_gray)
@@ -177,8 +177,14 @@ class GraySplits:
                 queues = [list(q) for q in held]
             else:
                 queues = share_queues(split.share(cid), group, topics, topic_config)
-            rows.append({"clientId": cid, "gray": split.rule.is_gray(cid),
-                         "assignedBy": "client" if held is not None else "broker", "queues": queues})
+            rows.append(
+                {
+                    "clientId": cid,
+                    "gray": split.rule.is_gray(cid),
+                    "assignedBy": "client" if held is not None else "broker",
+                    "queues": queues,
+                }
+            )
         return rows
 
     def rule(self, group: str) -> GrayRule:
@@ -195,8 +201,9 @@ class GraySplits:
         return f"<GraySplits sources={len(self._sources)}>"
 
 
-def share_queues(share: QueueShare, group: str, topics: Iterable[str],
-                 topic_config: Callable[[str], TopicConfig | None]) -> list[list]:
+def share_queues(
+    share: QueueShare, group: str, topics: Iterable[str], topic_config: Callable[[str], TopicConfig | None]
+) -> list[list]:
     """``[topic, queue id]`` pairs a POP client may pop: its share of each topic and of its pop retry topic."""
     queues: list[list] = []
     for topic in sorted(t for t in topics if not t.startswith(RETRY_GROUP_TOPIC_PREFIX)):

@@ -95,8 +95,10 @@ def validate_group_config(config: SubscriptionGroupConfig) -> None:
         raise BadRequestError(f"retryMaxTimes {config.retry_max_times} is outside [-1, {INT32_MAX}]")
     if not 1 <= config.retry_queue_nums <= 64:
         raise BadRequestError("retryQueueNums must be in [1, 64]")
-    for name, value in (("brokerId", config.broker_id),
-                        ("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly)):
+    for name, value in (
+        ("brokerId", config.broker_id),
+        ("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly),
+    ):
         if not 0 <= value <= INT64_MAX:
             raise BadRequestError(f"{name} {value} is outside [0, {INT64_MAX}]")
     GrayRule.of(config.attributes)  # a bad gray ratio is refused here, not at the next pop
@@ -170,9 +172,13 @@ class SubscriptionGroupManager:
     def _commit(self, table: dict[str, SubscriptionGroupConfig], event: str, group: str) -> None:
         """Persist ``table`` first, then make it the table: a change whose write fails (OSError) is not made."""
         version = self.data_version + 1
-        atomic_write_json(self._path, {"subscriptionGroupTable": {name: group_config_to_json(c)
-                                                                  for name, c in table.items()},
-                                       "dataVersion": version})
+        atomic_write_json(
+            self._path,
+            {
+                "subscriptionGroupTable": {name: group_config_to_json(c) for name, c in table.items()},
+                "dataVersion": version,
+            },
+        )
         self._groups, self.data_version = table, version
         log.info("event=%s group=%s version=%d", event, group, version)
 

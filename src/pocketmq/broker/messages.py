@@ -18,8 +18,8 @@ import itertools
 import logging
 import zlib
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Awaitable
 
 from pocketmq.broker.consumers import parse_tag_expression
 from pocketmq.broker.long_polling import PullHoldService
@@ -29,10 +29,19 @@ from pocketmq.common import properties as props
 from pocketmq.common.gray import is_gray_message, placement_queues, retry_queue_id
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
 from pocketmq.common.topic import (
-    RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig, is_system_topic, topic_name_problem,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
+    MessageType,
+    TopicConfig,
+    is_system_topic,
+    topic_name_problem,
 )
 from pocketmq.errors import (
-    BadRequestError, IllegalMessageError, IllegalTopicError, NoPermissionError, ServiceNotAvailableError,
+    BadRequestError,
+    IllegalMessageError,
+    IllegalTopicError,
+    NoPermissionError,
+    ServiceNotAvailableError,
     StoreError,
 )
 from pocketmq.protocol.codes import ResponseCode
@@ -69,6 +78,7 @@ class SendResult:
 @dataclass(slots=True)
 class SendRequest:
     """One independent send: the arguments of ``MessageService.send_nowait``."""
+
     messages: list[Message]
     topic: str
     queue_id: int | None = None
@@ -128,8 +138,12 @@ def infer_message_type(msg: Message) -> MessageType:
         return MessageType.TRANSACTION
     if msg.message_group:
         return MessageType.FIFO
-    if (msg.delay_level > 0 or props.TIMER_DELIVER_MS in msg.properties or props.TIMER_DELAY_SEC in msg.properties
-            or props.TIMER_DELAY_MS in msg.properties):
+    if (
+        msg.delay_level > 0
+        or props.TIMER_DELIVER_MS in msg.properties
+        or props.TIMER_DELAY_SEC in msg.properties
+        or props.TIMER_DELAY_MS in msg.properties
+    ):
         return MessageType.DELAY
     return MessageType.NORMAL
 
@@ -148,12 +162,15 @@ def check_message(msg: Message, *, max_body_bytes: int, max_properties_bytes: in
     if not msg.body:
         raise IllegalMessageError("message body is empty", v2_code=_V2_MESSAGE_BODY_EMPTY)
     if len(msg.body) > max_body_bytes:
-        raise IllegalMessageError(f"message body is {len(msg.body)} bytes, more than {max_body_bytes}",
-                                  v2_code=_V2_MESSAGE_BODY_TOO_LARGE)
+        raise IllegalMessageError(
+            f"message body is {len(msg.body)} bytes, more than {max_body_bytes}", v2_code=_V2_MESSAGE_BODY_TOO_LARGE
+        )
     size = len(props.encode_properties(msg.properties).encode())
     if size > max_properties_bytes:
-        raise IllegalMessageError(f"message properties are {size} bytes, more than {max_properties_bytes}",
-                                  v2_code=_V2_MESSAGE_PROPERTIES_TOO_LARGE)
+        raise IllegalMessageError(
+            f"message properties are {size} bytes, more than {max_properties_bytes}",
+            v2_code=_V2_MESSAGE_PROPERTIES_TOO_LARGE,
+        )
 
 
 def is_idempotent(msg: Message) -> bool:
@@ -163,8 +180,18 @@ def is_idempotent(msg: Message) -> bool:
 class MessageService:
     """Send and pull on one broker's store; the facade exposes it as ``broker.messages``."""
 
-    def __init__(self, store, topics: TopicManager, groups, holds: PullHoldService, *, max_body_bytes: int,
-                 max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int):
+    def __init__(
+        self,
+        store,
+        topics: TopicManager,
+        groups,
+        holds: PullHoldService,
+        *,
+        max_body_bytes: int,
+        max_properties_bytes: int,
+        long_polling_enable: bool,
+        short_polling_ms: int,
+    ):
         self._store = store
         self._topics = topics
         self._groups = groups
@@ -195,11 +222,19 @@ class MessageService:
         outcome = self.send_nowait(messages, **options)
         return outcome if isinstance(outcome, list) else await outcome
 
-    def send_nowait(self, messages: list[Message], *, topic: str, queue_id: int | None = None,
-                    born_host: tuple[str, int] = ("127.0.0.1", 0), born_timestamp_ms: int = 0,
-                    producer_group: str | None = None, message_type: MessageType | None = None,
-                    batch: bool = False, system_topic: str | None = None
-                    ) -> list[SendResult] | Awaitable[list[SendResult]]:
+    def send_nowait(
+        self,
+        messages: list[Message],
+        *,
+        topic: str,
+        queue_id: int | None = None,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        born_timestamp_ms: int = 0,
+        producer_group: str | None = None,
+        message_type: MessageType | None = None,
+        batch: bool = False,
+        system_topic: str | None = None,
+    ) -> list[SendResult] | Awaitable[list[SendResult]]:
         """Validate and append ``messages`` to ``topic``: one SendResult per message, in order, at once when
         nothing must wait (ASYNC_FLUSH, no idempotent message), else an awaitable of them.
 
@@ -209,15 +244,28 @@ class MessageService:
         reconsume_times. ``system_topic`` names the one system topic this send may write (a slave acting as master
         escaping CKs here).
         """
-        outcome = self.send_all_nowait([SendRequest(
-            messages, topic, queue_id, born_host, born_timestamp_ms, producer_group, message_type, batch,
-            system_topic)])[0]
+        outcome = self.send_all_nowait(
+            [
+                SendRequest(
+                    messages,
+                    topic,
+                    queue_id,
+                    born_host,
+                    born_timestamp_ms,
+                    producer_group,
+                    message_type,
+                    batch,
+                    system_topic,
+                )
+            ]
+        )[0]
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
-    def send_all_nowait(self, sends: list[SendRequest]
-                        ) -> list[list[SendResult] | Awaitable[list[SendResult]] | Exception]:
+    def send_all_nowait(
+        self, sends: list[SendRequest]
+    ) -> list[list[SendResult] | Awaitable[list[SendResult]] | Exception]:
         """``send_nowait`` for several independent sends (those of one socket read): each gets its own outcome,
         in order, or the exception that refused it (a send refused for its own reason fails no other).
 
@@ -231,7 +279,7 @@ class MessageService:
         for i, send in enumerate(sends):
             try:
                 stored, keys = self._prepare(send, checked_topics)
-            except Exception as exc:  # noqa: BLE001  (the front end turns it into this send's error reply)
+            except Exception as exc:
                 outcomes[i] = exc
                 continue
             if keys:
@@ -247,21 +295,22 @@ class MessageService:
             puts = [put for _, stored in plain for put in store.append_messages(stored)]
         start = 0
         for i, stored in plain:
-            own_puts = puts[start:start + len(stored)]
+            own_puts = puts[start : start + len(stored)]
             start += len(stored)
             if store.sync_flush and own_puts[0].status.stored:
                 outcome = self._results_when_durable(stored, own_puts)
             else:
                 try:
                     outcome = self._results(stored, own_puts)
-                except Exception as exc:  # noqa: BLE001  (a refused put: this send's error reply)
+                except Exception as exc:
                     outcomes[i] = exc
                     continue
             outcomes[i] = self._replicated(outcome)
         return outcomes
 
-    def _prepare(self, send: SendRequest, checked_topics: dict[tuple[str, str | None], TopicConfig]
-                 ) -> tuple[list[MessageExt], list[tuple[str, str]]]:
+    def _prepare(
+        self, send: SendRequest, checked_topics: dict[tuple[str, str | None], TopicConfig]
+    ) -> tuple[list[MessageExt], list[tuple[str, str]]]:
         """Check a send and turn its messages into the records to store (queues picked, delays diverted); also
         the (topic, UNIQ_KEY) locks its idempotent messages need (none: the plain append). ``checked_topics``:
         the topics (with the system topic they were checked for) that passed ``_check_topic`` in this call."""
@@ -276,18 +325,23 @@ class MessageService:
         if not messages:
             raise BadRequestError("no message to send")
         if queue_id is not None and not 0 <= queue_id < config.write_queue_nums:
-            raise BadRequestError(f"queue id {queue_id} is illegal: topic {topic!r} has "
-                                  f"{config.write_queue_nums} write queues", response_code=ResponseCode.SYSTEM_ERROR)
+            raise BadRequestError(
+                f"queue id {queue_id} is illegal: topic {topic!r} has {config.write_queue_nums} write queues",
+                response_code=ResponseCode.SYSTEM_ERROR,
+            )
         message_type = send.message_type
         for msg in messages:
             check_message(msg, max_body_bytes=self._max_body_bytes, max_properties_bytes=self._max_properties_bytes)
             if message_type is not None and not config.message_type.accepts(message_type):
                 raise IllegalMessageError(
                     f"topic {topic!r} accepts {config.message_type.value} messages, not {message_type.value}",
-                    v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE)
+                    v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE,
+                )
         queue_ids = self._pick_queues(config, messages, queue_id, send.batch)
-        stored = [self._to_stored(m, topic, q, send.born_host, send.born_timestamp_ms, send.producer_group)
-                  for m, q in zip(messages, queue_ids)]
+        stored = [
+            self._to_stored(m, topic, q, send.born_host, send.born_timestamp_ms, send.producer_group)
+            for m, q in zip(messages, queue_ids)
+        ]
         if self.timer is not None:
             for msg in stored:
                 self.timer.divert(msg, config)  # a delayed message waits in the timer topic
@@ -298,8 +352,7 @@ class MessageService:
             return self.replication.replicated(outcome)
         return outcome
 
-    async def _send_idempotent_locked(self, stored: list[MessageExt], keys: list[tuple[str, str]]
-                                      ) -> list[SendResult]:
+    async def _send_idempotent_locked(self, stored: list[MessageExt], keys: list[tuple[str, str]]) -> list[SendResult]:
         async with _KeyLocks(self._key_locks, keys):
             return await self._send_idempotent(stored)
 
@@ -315,20 +368,23 @@ class MessageService:
         return config
 
     def _retry_destination(self, topic: str, msg: Message) -> str:
-        group_config = self._groups.get(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+        group_config = self._groups.get(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
         max_times = group_config.retry_max_times if group_config is not None else -1
         destination = retry_send_destination(topic, getattr(msg, "reconsume_times", 0), msg.properties, max_times)
         if destination != topic:
             strip_delay(msg.properties)  # the DLQ copy is visible at once (#2724)
         return destination
 
-    def _pick_queues(self, config: TopicConfig, messages: list[Message], queue_id: int | None,
-                     batch: bool) -> list[int]:
+    def _pick_queues(
+        self, config: TopicConfig, messages: list[Message], queue_id: int | None, batch: bool
+    ) -> list[int]:
         if queue_id is not None:
             return [queue_id] * len(messages)
         if config.name.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a client's own retry: gray ones stay gray (gray.md)
-            return [retry_queue_id(config.write_queue_nums, is_gray_message(m.properties), next(self._round_robin))
-                    for m in messages]
+            return [
+                retry_queue_id(config.write_queue_nums, is_gray_message(m.properties), next(self._round_robin))
+                for m in messages
+            ]
         if batch:  # one queue: the first message's
             return [self._select_queue(config, messages[0])] * len(messages)
         return [self._select_queue(config, m) for m in messages]
@@ -340,8 +396,9 @@ class MessageService:
         return select_queue(config, msg.message_group, turn, gray)
 
     @staticmethod
-    def _to_stored(msg: Message, topic: str, queue_id: int, born_host, born_timestamp_ms: int,
-                   producer_group: str | None) -> MessageExt:
+    def _to_stored(
+        msg: Message, topic: str, queue_id: int, born_host, born_timestamp_ms: int, producer_group: str | None
+    ) -> MessageExt:
         """The record to store. A ``MessageExt`` (the remoting front end decodes into one) is filled in place,
         which saves a copy per message on the hot path; a plain ``Message`` is copied."""
         if isinstance(msg, MessageExt):
@@ -374,8 +431,9 @@ class MessageService:
         if topic == TIMER_TOPIC:  # a delayed message answers with its real topic and queue
             topic, queue_id = msg.properties[props.REAL_TOPIC], int(msg.properties[props.REAL_QUEUE_ID])
         # status, msg_id, offset_msg_id, queue_id, queue_offset, phys_offset, topic: positional is ~0.3 µs cheaper
-        return SendResult(put.status, msg.uniq_key or offset_msg_id, offset_msg_id, queue_id, put.queue_offset,
-                          put.phys_offset, topic)
+        return SendResult(
+            put.status, msg.uniq_key or offset_msg_id, offset_msg_id, queue_id, put.queue_offset, put.phys_offset, topic
+        )
 
     async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:
         results: list[SendResult | None] = [None] * len(stored)
@@ -411,9 +469,16 @@ class MessageService:
             found = found[0] if found else None
         if found is None:
             return None
-        return SendResult(status=PutStatus.PUT_OK, msg_id=uniq_key, offset_msg_id=found.offset_msg_id,
-                          queue_id=found.queue_id, queue_offset=found.queue_offset, phys_offset=found.phys_offset,
-                          topic=topic, duplicate=True)
+        return SendResult(
+            status=PutStatus.PUT_OK,
+            msg_id=uniq_key,
+            offset_msg_id=found.offset_msg_id,
+            queue_id=found.queue_id,
+            queue_offset=found.queue_offset,
+            phys_offset=found.phys_offset,
+            topic=topic,
+            duplicate=True,
+        )
 
     def _remember(self, result: SendResult) -> None:
         self._recent[(result.topic, result.msg_id)] = result
@@ -421,8 +486,17 @@ class MessageService:
             self._recent.popitem(last=False)
 
     # -- pull ---------------------------------------------------------------------------------------------------
-    async def pull(self, group: str, topic: str, queue_id: int, queue_offset: int, max_count: int, *,
-                   tag_filter: str | None = None, suspend_timeout_ms: int = 0) -> PullOutcome:
+    async def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_count: int,
+        *,
+        tag_filter: str | None = None,
+        suspend_timeout_ms: int = 0,
+    ) -> PullOutcome:
         """Read up to ``max_count`` records of one queue from ``queue_offset``.
 
         When nothing is there yet and ``suspend_timeout_ms`` > 0 the pull is held until a message arrives
@@ -451,21 +525,29 @@ class MessageService:
         if not config.readable:
             raise NoPermissionError(f"topic {topic!r} is not readable on this broker (perm {config.perm})")
         if not 0 <= queue_id < config.read_queue_nums:
-            raise BadRequestError(f"queue id {queue_id} is illegal: topic {topic!r} has {config.read_queue_nums} "
-                                  "read queues", response_code=ResponseCode.SYSTEM_ERROR)
+            raise BadRequestError(
+                f"queue id {queue_id} is illegal: topic {topic!r} has {config.read_queue_nums} read queues",
+                response_code=ResponseCode.SYSTEM_ERROR,
+            )
         return config
 
     def _read(self, topic: str, queue_id: int, queue_offset: int, max_count: int, keep) -> PullOutcome:
-        got: GetResult = self._store.get_messages(topic, queue_id, queue_offset, max_count,
-                                                  max_bytes=PULL_MAX_BYTES, tag_filter=keep)
+        got: GetResult = self._store.get_messages(
+            topic, queue_id, queue_offset, max_count, max_bytes=PULL_MAX_BYTES, tag_filter=keep
+        )
         status = pull_status_of(got.status, queue_offset)
         if status is PullStatus.FOUND and not got.records:
             status = PullStatus.NO_MATCHED_MSG  # SUCCESS must carry at least one message
         if status is PullStatus.FOUND:
             self.got_messages_total += len(got.records)
-        return PullOutcome(status=status, records=got.records if status is PullStatus.FOUND else [],
-                           next_begin_offset=got.next_begin_offset, min_offset=got.min_offset,
-                           max_offset=got.max_offset, get_status=got.status)
+        return PullOutcome(
+            status=status,
+            records=got.records if status is PullStatus.FOUND else [],
+            next_begin_offset=got.next_begin_offset,
+            min_offset=got.min_offset,
+            max_offset=got.max_offset,
+            get_status=got.status,
+        )
 
     def __repr__(self) -> str:
         return f"<MessageService held_pulls={self._holds.held} idempotent_recent={len(self._recent)}>"
@@ -480,9 +562,16 @@ def _tag_predicate(expression: str | None):
 
 
 def _as_duplicate(result: SendResult) -> SendResult:
-    return SendResult(status=PutStatus.PUT_OK, msg_id=result.msg_id, offset_msg_id=result.offset_msg_id,
-                      queue_id=result.queue_id, queue_offset=result.queue_offset, phys_offset=result.phys_offset,
-                      topic=result.topic, duplicate=True)
+    return SendResult(
+        status=PutStatus.PUT_OK,
+        msg_id=result.msg_id,
+        offset_msg_id=result.offset_msg_id,
+        queue_id=result.queue_id,
+        queue_offset=result.queue_offset,
+        phys_offset=result.phys_offset,
+        topic=result.topic,
+        duplicate=True,
+    )
 
 
 def _raise_put_failure(put: PutResult) -> None:

@@ -31,8 +31,9 @@ class NamesrvClient:
         for step in range(len(self._addrs)):
             index = (self._last_good + step) % len(self._addrs)
             try:
-                response = await self._remoting.invoke(self._addrs[index], RemotingCommand.request(code, fields),
-                                                       self._timeout_s)
+                response = await self._remoting.invoke(
+                    self._addrs[index], RemotingCommand.request(code, fields), self._timeout_s
+                )
             except RemotingError as exc:
                 last_error = exc
                 continue
@@ -43,8 +44,9 @@ class NamesrvClient:
     async def route(self, topic: str) -> TopicRouteData:
         """The topic's route over every broker; TopicNotExistError when the name server has none."""
         response = await self._invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        if response.code == ResponseCode.TOPIC_NOT_EXIST or (response.code == ResponseCode.SUCCESS
-                                                             and not response.body):
+        if response.code == ResponseCode.TOPIC_NOT_EXIST or (
+            response.code == ResponseCode.SUCCESS and not response.body
+        ):
             raise TopicNotExistError(f"topic {topic!r} has no route on the name server")
         if response.code != ResponseCode.SUCCESS:
             raise RemoteServerError(response.code, response.remark or "")

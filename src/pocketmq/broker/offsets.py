@@ -91,8 +91,9 @@ class ConsumerOffsetManager(PersistedJsonTable):
             return self._snapshot_locked()
 
     def _snapshot_locked(self) -> dict[str, dict[str, int]]:
-        return {f"{t}{_KEY_SEPARATOR}{g}": {str(q): o for q, o in queues.items()}
-                for (t, g), queues in self._table.items()}
+        return {
+            f"{t}{_KEY_SEPARATOR}{g}": {str(q): o for q, o in queues.items()} for (t, g), queues in self._table.items()
+        }
 
     def __repr__(self) -> str:
         return f"<ConsumerOffsetManager entries={len(self._table)} dirty={self._dirty}>"

@@ -16,8 +16,16 @@ class ProducerRegistry:
         self._expire_ms = expire_ms
         self._clock = clock
 
-    def heartbeat(self, group: str, client_id: str, connection: object, *, language: str = "JAVA",
-                  version: int = 0, remote_address: str = "") -> None:
+    def heartbeat(
+        self,
+        group: str,
+        client_id: str,
+        connection: object,
+        *,
+        language: str = "JAVA",
+        version: int = 0,
+        remote_address: str = "",
+    ) -> None:
         channel = ClientChannel(client_id, connection, self._clock.now_ms(), language, version, remote_address)
         if self._table.touch(group, channel):
             log.info("event=producer_joined group=%s client=%s", group, client_id)

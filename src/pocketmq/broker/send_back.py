@@ -78,8 +78,9 @@ def effective_max_reconsume_times(requested: int | None, group_retry_max_times: 
     return 16 if group_retry_max_times < 0 else group_retry_max_times
 
 
-def retry_send_destination(topic: str, reconsume_times: int, properties: dict[str, str],
-                           group_retry_max_times: int) -> str:
+def retry_send_destination(
+    topic: str, reconsume_times: int, properties: dict[str, str], group_retry_max_times: int
+) -> str:
     """The topic a client's own send to ``%RETRY%<group>`` really goes to: the group's DLQ once
     ``reconsume_times`` (already counted + 1 by the client) is over the max (RocketMQ compares with ``>``)."""
     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -89,7 +90,7 @@ def retry_send_destination(topic: str, reconsume_times: int, properties: dict[st
     except ValueError:
         requested = None
     if reconsume_times > effective_max_reconsume_times(requested, group_retry_max_times):
-        return dlq_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+        return dlq_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
     return topic
 
 
@@ -100,8 +101,9 @@ def strip_delay(properties: dict[str, str]) -> None:
         properties.pop(name, None)
 
 
-def retry_copy(original: MessageExt, *, topic: str, queue_id: int, delay_level: int,
-               origin_msg_id: str | None) -> MessageExt:
+def retry_copy(
+    original: MessageExt, *, topic: str, queue_id: int, delay_level: int, origin_msg_id: str | None
+) -> MessageExt:
     """The copy of ``original`` that goes to a retry or dead-letter topic (see the module docstring)."""
     properties = dict(original.properties)
     for name in (props.REAL_TOPIC, props.REAL_QUEUE_ID, props.RECONSUME_TIME, props.MAX_RECONSUME_TIMES):
@@ -111,9 +113,17 @@ def retry_copy(original: MessageExt, *, topic: str, queue_id: int, delay_level: 
     properties.setdefault(props.ORIGIN_MESSAGE_ID, origin_msg_id or original.msg_id)
     if delay_level > 0:
         properties[props.DELAY_TIME_LEVEL] = str(delay_level)
-    return MessageExt(topic=topic, queue_id=queue_id, body=original.body, properties=properties,
-                      flag=original.flag, sys_flag=original.sys_flag, born_timestamp_ms=original.born_timestamp_ms,
-                      born_host=original.born_host, reconsume_times=original.reconsume_times + 1)
+    return MessageExt(
+        topic=topic,
+        queue_id=queue_id,
+        body=original.body,
+        properties=properties,
+        flag=original.flag,
+        sys_flag=original.sys_flag,
+        born_timestamp_ms=original.born_timestamp_ms,
+        born_host=original.born_host,
+        reconsume_times=original.reconsume_times + 1,
+    )
 
 
 class _NeverWritable(Exception):
@@ -142,16 +152,23 @@ class SendBackService:
         group_config = self._groups.get_or_create(request.group)
         original = self._store.read_message(request.phys_offset) if request.phys_offset >= 0 else None
         if original is None:
-            raise PocketMQError(f"look message by offset failed: no message at commit log offset "
-                                f"{request.phys_offset}", response_code=ResponseCode.SYSTEM_ERROR)
+            raise PocketMQError(
+                f"look message by offset failed: no message at commit log offset {request.phys_offset}",
+                response_code=ResponseCode.SYSTEM_ERROR,
+            )
         max_times = effective_max_reconsume_times(request.max_reconsume_times, group_config.retry_max_times)
         decision = decide_retry(original.reconsume_times, request.delay_level, max_times)
         uniq = original.uniq_key or original.offset_msg_id
         try:
             copy = await self._append(original, request, decision, dlq_reason=None)
         except _NeverWritable as refused:
-            log.error("event=send_back_refused group=%s msg_id=%s to_dlq=%s reason=%s", request.group, uniq,
-                      decision.to_dlq, refused)
+            log.error(
+                "event=send_back_refused group=%s msg_id=%s to_dlq=%s reason=%s",
+                request.group,
+                uniq,
+                decision.to_dlq,
+                refused,
+            )
             if decision.to_dlq:
                 self.refused_total += 1
                 raise IllegalMessageError(f"the dead letter of {uniq} can never be written: {refused}") from None
@@ -159,21 +176,30 @@ class SendBackService:
                 copy = await self._append(original, request, RetryDecision(True, 0), dlq_reason=REASON_WRITE_REFUSED)
             except _NeverWritable as dlq_refused:
                 self.refused_total += 1
-                log.error("event=send_back_refused group=%s msg_id=%s to_dlq=True reason=%s", request.group, uniq,
-                          dlq_refused)
-                raise IllegalMessageError(f"neither the retry copy nor the dead letter of {uniq} can ever be "
-                                          f"written: {refused}; {dlq_refused}") from None
+                log.error(
+                    "event=send_back_refused group=%s msg_id=%s to_dlq=True reason=%s", request.group, uniq, dlq_refused
+                )
+                raise IllegalMessageError(
+                    f"neither the retry copy nor the dead letter of {uniq} can ever be "
+                    f"written: {refused}; {dlq_refused}"
+                ) from None
             decision = RetryDecision(True, 0)
         if decision.to_dlq:
             self.dead_lettered_total += 1
-            log.info("event=message_dead_lettered group=%s msg_id=%s reconsume_times=%d max=%d", request.group,
-                     uniq, original.reconsume_times, max_times)
+            log.info(
+                "event=message_dead_lettered group=%s msg_id=%s reconsume_times=%d max=%d",
+                request.group,
+                uniq,
+                original.reconsume_times,
+                max_times,
+            )
         else:
             self.retried_total += 1
         return copy
 
-    async def _append(self, original: MessageExt, request: SendBackRequest, decision: RetryDecision, *,
-                      dlq_reason: str | None) -> MessageExt:
+    async def _append(
+        self, original: MessageExt, request: SendBackRequest, decision: RetryDecision, *, dlq_reason: str | None
+    ) -> MessageExt:
         """Store the copy ``decision`` asks for; _NeverWritable when it can never be written."""
         topic = dlq_topic(request.group) if decision.to_dlq else retry_topic(request.group)
         try:
@@ -184,10 +210,16 @@ class SendBackService:
             raise NoPermissionError(f"topic {topic!r} is not writable (perm {config.perm})")
         uniq = original.uniq_key or original.offset_msg_id
         # a gray message's retry goes to the gray retry queue, others never do (broker/gray.py); the DLQ has 1
-        queue_id = retry_queue_id(config.write_queue_nums, is_gray_message(original.properties),
-                                  zlib.crc32(uniq.encode()))
-        copy = retry_copy(original, topic=topic, queue_id=queue_id, delay_level=decision.delay_level,
-                          origin_msg_id=request.origin_msg_id)
+        queue_id = retry_queue_id(
+            config.write_queue_nums, is_gray_message(original.properties), zlib.crc32(uniq.encode())
+        )
+        copy = retry_copy(
+            original,
+            topic=topic,
+            queue_id=queue_id,
+            delay_level=decision.delay_level,
+            origin_msg_id=request.origin_msg_id,
+        )
         if dlq_reason is not None:
             copy.properties[DLQ_REASON] = dlq_reason
         problem = write_problem(copy)

@@ -31,12 +31,18 @@ def checked_record(obj) -> dict:
         raise BadRequestError("stageOffsets must be a list")
     try:
         commit_offset = int(obj["commitOffset"])
-        canonical = [{"strategy": None if e.get("strategy") is None else str(e["strategy"]),
-                      "stageGroup": None if e.get("stageGroup") is None else str(e["stageGroup"]),
-                      "stageOffset": int(e["stageOffset"])} for e in entries]
+        canonical = [
+            {
+                "strategy": None if e.get("strategy") is None else str(e["strategy"]),
+                "stageGroup": None if e.get("stageGroup") is None else str(e["stageGroup"]),
+                "stageOffset": int(e["stageOffset"]),
+            }
+            for e in entries
+        ]
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise BadRequestError("stage offsets need commitOffset and stageOffsets of strategy, stageGroup, "
-                              "stageOffset") from None
+        raise BadRequestError(
+            "stage offsets need commitOffset and stageOffsets of strategy, stageGroup, stageOffset"
+        ) from None
     if commit_offset < 0 or any(e["stageOffset"] < 0 for e in canonical):
         raise BadRequestError("commitOffset and stage offsets are never negative")
     return {"commitOffset": commit_offset, "stageOffsets": canonical}
@@ -66,8 +72,11 @@ class StageOffsetManager(PersistedJsonTable):
         this table's for its queue, or whose queue has none here; returns how many it took. Records committed
         here further on stay (a staged consumer that committed on the slave while its master was away)."""
         with self._lock:
-            newer = {key: record for key, record in table.items()
-                     if key not in self._table or record["commitOffset"] > self._table[key]["commitOffset"]}
+            newer = {
+                key: record
+                for key, record in table.items()
+                if key not in self._table or record["commitOffset"] > self._table[key]["commitOffset"]
+            }
             self._table.update(newer)
             self._dirty = self._dirty or bool(newer)
         return len(newer)
@@ -79,8 +88,11 @@ class StageOffsetManager(PersistedJsonTable):
             self._dirty = self._dirty or len(self._table) != before
 
     def _document_locked(self) -> dict:
-        return {"stageOffsetTable": [{"group": g, "topic": t, "queueId": q, "record": r}
-                                     for (g, t, q), r in sorted(self._table.items())]}
+        return {
+            "stageOffsetTable": [
+                {"group": g, "topic": t, "queueId": q, "record": r} for (g, t, q), r in sorted(self._table.items())
+            ]
+        }
 
     def __repr__(self) -> str:
         return f"<StageOffsetManager entries={len(self._table)} dirty={self._dirty}>"
@@ -90,7 +102,9 @@ def parse_stage_offsets(document: dict) -> dict[tuple[str, str, int], dict]:
     """(group, topic, queue id) -> record of a ``StageOffsetManager.to_json`` document; ValueError when it does
     not parse."""
     try:
-        return {(entry["group"], entry["topic"], int(entry["queueId"])): checked_record(entry["record"])
-                for entry in document.get("stageOffsetTable", [])}
+        return {
+            (entry["group"], entry["topic"], int(entry["queueId"])): checked_record(entry["record"])
+            for entry in document.get("stageOffsetTable", [])
+        }
     except (KeyError, TypeError, ValueError, AttributeError, BadRequestError) as exc:
         raise ValueError(f"stage offsets do not parse: {exc}") from None

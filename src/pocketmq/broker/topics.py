@@ -9,15 +9,26 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from pocketmq.common.topic import (
-    DEFAULT_TOPIC, DLQ_GROUP_TOPIC_PREFIX, PERM_INHERIT, PERM_READ_WRITE, RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageType, TopicConfig, is_system_topic,
-    revive_topic, topic_name_problem,
-)
 from pocketmq.cluster.route import topic_config_from_obj, topic_config_to_obj
+from pocketmq.common.topic import (
+    DEFAULT_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_INHERIT,
+    PERM_READ_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    MessageType,
+    TopicConfig,
+    is_system_topic,
+    revive_topic,
+    topic_name_problem,
+)
 from pocketmq.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
 from pocketmq.store.metadata import atomic_write_json, load_json
 
@@ -31,8 +42,10 @@ _SCHEDULE_QUEUE_NUMS = 18  # one queue per delay level
 
 def is_group_topic(topic: str) -> bool:
     """A %RETRY%<group> or %DLQ%<group> topic, created on demand whatever the auto-create setting."""
-    return any(topic.startswith(prefix) and len(topic) > len(prefix)
-               for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+    return any(
+        topic.startswith(prefix) and len(topic) > len(prefix)
+        for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
+    )
 
 
 def auto_create_decision(topic: str, *, auto_create_enabled: bool, default_queue_nums: int) -> TopicConfig | None:
@@ -76,9 +89,16 @@ def validate_topic_config(config: TopicConfig) -> None:
         raise BadRequestError(f"perm {config.perm} has bits outside read|write|inherit")
 
 
-def topic_change_refusal(current: TopicConfig | None, requested: TopicConfig, *, create_only: bool,
-                         update_only: bool, force: bool, stored_messages: Callable[[int], int],
-                         broker_name: str) -> PocketMQError | None:
+def topic_change_refusal(
+    current: TopicConfig | None,
+    requested: TopicConfig,
+    *,
+    create_only: bool,
+    update_only: bool,
+    force: bool,
+    stored_messages: Callable[[int], int],
+    broker_name: str,
+) -> PocketMQError | None:
     """Why an explicit create or update of ``requested`` must not happen here, or None to go ahead.
 
     ``current`` is the topic as this broker has it (None: unknown); ``stored_messages(queue_id)`` counts the
@@ -95,18 +115,22 @@ def topic_change_refusal(current: TopicConfig | None, requested: TopicConfig, *,
             return TopicNotExistError(f"topic {name!r} does not exist on broker {broker_name}: create it first")
         return None
     if create_only:
-        return BadRequestError(f"topic {name!r} already exists on broker {broker_name} "
-                               f"({current.read_queue_nums} queues, type {current.message_type.value}): update it "
-                               f"instead")
+        return BadRequestError(
+            f"topic {name!r} already exists on broker {broker_name} "
+            f"({current.read_queue_nums} queues, type {current.message_type.value}): update it "
+            f"instead"
+        )
     if force:
         return None
     dropped = range(requested.read_queue_nums, current.read_queue_nums)
     hidden = {queue_id: n for queue_id in dropped if (n := stored_messages(queue_id)) > 0}
     if not hidden:
         return None
-    return BadRequestError(f"topic {name!r} on broker {broker_name}: {current.read_queue_nums} -> "
-                           f"{requested.read_queue_nums} read queues would hide {sum(hidden.values())} messages "
-                           f"stored in queues {', '.join(map(str, hidden))}; consume them first or force it")
+    return BadRequestError(
+        f"topic {name!r} on broker {broker_name}: {current.read_queue_nums} -> "
+        f"{requested.read_queue_nums} read queues would hide {sum(hidden.values())} messages "
+        f"stored in queues {', '.join(map(str, hidden))}; consume them first or force it"
+    )
 
 
 def topic_config_to_json(config: TopicConfig) -> dict:
@@ -124,8 +148,9 @@ class TopicManager:
     Thread-safe (the gRPC front end may call from its own threads); changes are rare, reads are dict lookups.
     """
 
-    def __init__(self, path: Path, *, auto_create_enabled: bool, default_queue_nums: int,
-                 builtin: list[TopicConfig] = ()):
+    def __init__(
+        self, path: Path, *, auto_create_enabled: bool, default_queue_nums: int, builtin: list[TopicConfig] = ()
+    ):
         self._path = Path(path)
         self._auto_create_enabled = auto_create_enabled
         self._default_queue_nums = default_queue_nums
@@ -178,8 +203,9 @@ class TopicManager:
             config = self._topics.get(topic)
             if config is not None:
                 return config
-            config = auto_create_decision(topic, auto_create_enabled=self._auto_create_enabled,
-                                          default_queue_nums=self._default_queue_nums)
+            config = auto_create_decision(
+                topic, auto_create_enabled=self._auto_create_enabled, default_queue_nums=self._default_queue_nums
+            )
             if config is None:
                 raise TopicNotExistError(f"topic {topic!r} does not exist and auto-creation is off")
             self._put(config, event="topic_auto_created")
@@ -227,8 +253,10 @@ class TopicManager:
             self._write(self._topics, self.data_version)
 
     def _write(self, table: dict[str, TopicConfig], version: int) -> None:
-        atomic_write_json(self._path, {"topicConfigTable": {name: topic_config_to_json(c) for name, c in table.items()},
-                                       "dataVersion": version})
+        atomic_write_json(
+            self._path,
+            {"topicConfigTable": {name: topic_config_to_json(c) for name, c in table.items()}, "dataVersion": version},
+        )
 
     def __repr__(self) -> str:
         return f"<TopicManager topics={len(self._topics)} version={self.data_version}>"

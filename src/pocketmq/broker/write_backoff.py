@@ -16,8 +16,9 @@ Two pure parts, both driven by the caller's ``now_ms``:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Generic, TypeVar
 
 Key = TypeVar("Key", bound=Hashable)
 DEFAULT_MAX_PASS_WAIT_MS = 30_000

@@ -32,19 +32,27 @@ INVALID = "INVALID"  # the reason of a permanent failure found before writing
 class BackgroundWriteMetrics:
     def __init__(self, registry: MetricsRegistry, service: str):
         self.service = service
-        self._failures = registry.counter("pocketmq_background_write_failures_total",
-                                          "Writes of background services that did not reach the store",
-                                          ("service", "failure", "reason"))
-        self._endings = registry.counter("pocketmq_background_write_endings_total",
-                                         "Background writes that ended: dead letter, parked or unwritable",
-                                         ("service", "ending"))
-        self._passes = registry.counter("pocketmq_background_passes_total",
-                                        "Passes of background services, by result", ("service", "result"))
-        self._pass_wait = registry.gauge("pocketmq_background_pass_wait_seconds",
-                                         "Wait before the next pass of a background service", ("service",))
-        self._backoff_items = registry.gauge("pocketmq_background_write_backoff_items",
-                                             "Items of a background service waiting after failed writes",
-                                             ("service", "state"))
+        self._failures = registry.counter(
+            "pocketmq_background_write_failures_total",
+            "Writes of background services that did not reach the store",
+            ("service", "failure", "reason"),
+        )
+        self._endings = registry.counter(
+            "pocketmq_background_write_endings_total",
+            "Background writes that ended: dead letter, parked or unwritable",
+            ("service", "ending"),
+        )
+        self._passes = registry.counter(
+            "pocketmq_background_passes_total", "Passes of background services, by result", ("service", "result")
+        )
+        self._pass_wait = registry.gauge(
+            "pocketmq_background_pass_wait_seconds", "Wait before the next pass of a background service", ("service",)
+        )
+        self._backoff_items = registry.gauge(
+            "pocketmq_background_write_backoff_items",
+            "Items of a background service waiting after failed writes",
+            ("service", "state"),
+        )
 
     def failed(self, result: WriteResult, count: int = 1) -> None:
         self._failures.inc(count, service=self.service, failure=result.status.value.lower(), reason=result.reason)

@@ -40,11 +40,11 @@ class WriteResult:
     description: str = ""
 
     @classmethod
-    def transient(cls, reason: str, description: str = "") -> "WriteResult":
+    def transient(cls, reason: str, description: str = "") -> WriteResult:
         return cls(WriteStatus.TRANSIENT, reason, description)
 
     @classmethod
-    def permanent(cls, reason: str, description: str = "") -> "WriteResult":
+    def permanent(cls, reason: str, description: str = "") -> WriteResult:
         return cls(WriteStatus.PERMANENT, reason, description)
 
     @property

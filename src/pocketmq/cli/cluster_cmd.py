@@ -19,8 +19,9 @@ COLUMNS = ["cluster", "broker", "broker_id", "role", "address", "grpc", "lag_byt
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("cluster", help="list the brokers registered with the name server",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "cluster", help="list the brokers registered with the name server", description=__doc__.split("\n\n")[0]
+    )
     add_client_options(parser)
     parser.set_defaults(func=run)
 
@@ -29,9 +30,16 @@ def broker_rows(info: ClusterInfo) -> list[dict]:
     rows = []
     for name, broker in sorted(info.broker_addr_table.items()):
         for broker_id, addr in sorted(broker.broker_addrs.items()):
-            rows.append({"cluster": broker.cluster, "broker": name, "broker_id": broker_id,
-                         "role": "master" if broker_id == 0 else "slave", "address": addr,
-                         "grpc": info.grpc_addrs.get(addr)})
+            rows.append(
+                {
+                    "cluster": broker.cluster,
+                    "broker": name,
+                    "broker_id": broker_id,
+                    "role": "master" if broker_id == 0 else "slave",
+                    "address": addr,
+                    "grpc": info.grpc_addrs.get(addr),
+                }
+            )
     return rows
 
 
@@ -44,8 +52,14 @@ def add_runtime_columns(rows: list[dict], runtime: dict[str, dict[str, str] | No
         master = runtime.get(masters.get(row["broker"], "")) or {}
         lag = json.loads(master.get("haSlaveLag") or "{}").get(row["address"]) if row["broker_id"] else None
         breakers = json.loads(own.get("breakerStates") or "{}") if own is not None else None
-        result.append({**row, "lag_bytes": lag["lagBytes"] if lag else None,
-                       "lag_s": lag["lagMs"] / 1000 if lag else None, "breakers": breakers})
+        result.append(
+            {
+                **row,
+                "lag_bytes": lag["lagBytes"] if lag else None,
+                "lag_s": lag["lagMs"] / 1000 if lag else None,
+                "breakers": breakers,
+            }
+        )
     return result
 
 

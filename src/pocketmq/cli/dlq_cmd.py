@@ -36,9 +36,19 @@ from pocketmq.protocol.transport import RemotingClient
 READER_GROUP = "CLI_DLQ_READER"
 LIST_COLUMNS = ["message_id", "kind", "origin_topic", "reconsume_times", "broker", "queue_offset", "body"]
 # Retry bookkeeping a resent message starts without.
-_RETRY_PROPERTIES = (props.DELAY_TIME_LEVEL, props.RETRY_TOPIC, props.ORIGIN_MESSAGE_ID, props.RECONSUME_TIME,
-                     props.MAX_RECONSUME_TIMES, props.REAL_TOPIC, props.REAL_QUEUE_ID, props.TIMER_DELIVER_MS,
-                     props.TIMER_DELAY_SEC, props.TIMER_DELAY_MS, "TIMER_OUT_MS")
+_RETRY_PROPERTIES = (
+    props.DELAY_TIME_LEVEL,
+    props.RETRY_TOPIC,
+    props.ORIGIN_MESSAGE_ID,
+    props.RECONSUME_TIME,
+    props.MAX_RECONSUME_TIMES,
+    props.REAL_TOPIC,
+    props.REAL_QUEUE_ID,
+    props.TIMER_DELIVER_MS,
+    props.TIMER_DELAY_SEC,
+    props.TIMER_DELAY_MS,
+    "TIMER_OUT_MS",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +60,9 @@ class QueueOffsets:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("dlq", help="list and resend a group's dead-letter messages",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "dlq", help="list and resend a group's dead-letter messages", description=__doc__.split("\n\n")[0]
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = add_action(actions, "list", "the dead messages of a group", list_dead, "group")
     p.add_argument("--max", type=int, default=1000, help="list at most this many (default 1000)")
@@ -71,8 +82,12 @@ async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None =
     reader = AsyncPullConsumer(group or READER_GROUP, admin.config, instance=admin.instance)
     await reader.start()
     try:
-        return [QueueOffsets(q, await reader.min_offset(q), await reader.max_offset(q),
-                             await reader.committed(q) if group else None) for q in route.read_queues]
+        return [
+            QueueOffsets(
+                q, await reader.min_offset(q), await reader.max_offset(q), await reader.committed(q) if group else None
+            )
+            for q in route.read_queues
+        ]
     finally:
         await reader.shutdown()
 
@@ -106,20 +121,38 @@ def reference_of(msg: MessageExt) -> DeadLetterReference | None:
 
 
 def dead_row(broker_name: str, msg: MessageExt) -> dict:
-    row = {"message_id": msg.msg_id, "kind": "message", "origin_topic": msg.properties.get(props.RETRY_TOPIC),
-           "origin_message_id": msg.properties.get(props.ORIGIN_MESSAGE_ID),
-           "reconsume_times": msg.reconsume_times, "broker": broker_name,
-           "queue_offset": msg.queue_offset, "store_timestamp_ms": msg.store_timestamp_ms, **body_fields(msg.body)}
+    row = {
+        "message_id": msg.msg_id,
+        "kind": "message",
+        "origin_topic": msg.properties.get(props.RETRY_TOPIC),
+        "origin_message_id": msg.properties.get(props.ORIGIN_MESSAGE_ID),
+        "reconsume_times": msg.reconsume_times,
+        "broker": broker_name,
+        "queue_offset": msg.queue_offset,
+        "store_timestamp_ms": msg.store_timestamp_ms,
+        **body_fields(msg.body),
+    }
     try:
         ref = reference_of(msg)
     except ClientError:  # listed as it is; resend says why it cannot resolve it
         row["kind"] = "unreadable reference"
         return row
     if ref is not None:
-        row.update(kind="reference", origin_topic=ref.topic, body=ref.describe(), reference={
-            "broker": ref.broker_name, "topic": ref.topic, "queue_id": ref.queue_id, "queue_offset": ref.queue_offset,
-            "group": ref.group, "reason": ref.reason, "description": ref.description,
-            "rewrite_count": ref.rewrite_count})
+        row.update(
+            kind="reference",
+            origin_topic=ref.topic,
+            body=ref.describe(),
+            reference={
+                "broker": ref.broker_name,
+                "topic": ref.topic,
+                "queue_id": ref.queue_id,
+                "queue_offset": ref.queue_offset,
+                "group": ref.group,
+                "reason": ref.reason,
+                "description": ref.description,
+                "rewrite_count": ref.rewrite_count,
+            },
+        )
     return row
 
 
@@ -152,12 +185,17 @@ def resend(args) -> int:
         dead = [m for _, m in await dead_messages(admin, args.group, 1_000_000)]
         chosen = dead if args.all else [m for m in dead if matches(m, args.id)][:1]
         if not chosen:
-            report(args, {"group": args.group, "resent": 0}, f"no dead message of group {args.group} "
-                   f"{'' if args.all else f'with id {args.id}'}".rstrip())
+            report(
+                args,
+                {"group": args.group, "resent": 0},
+                f"no dead message of group {args.group} {'' if args.all else f'with id {args.id}'}".rstrip(),
+            )
             return 0 if args.all else 1
         unresolved = 0
-        async with AsyncProducer(admin.config, instance=admin.instance) as producer, \
-                ReferenceResolver(admin.config.namesrv_addrs) as resolver:
+        async with (
+            AsyncProducer(admin.config, instance=admin.instance) as producer,
+            ReferenceResolver(admin.config.namesrv_addrs) as resolver,
+        ):
             for msg in chosen:
                 ref = reference_of(msg)
                 copy = resent_copy(msg) if ref is None else await resolver.resolve(msg, ref, args)
@@ -166,11 +204,21 @@ def resend(args) -> int:
                     continue
                 result = await producer.send(copy)
                 if args.json:
-                    emit(json_line({"message_id": msg.msg_id, "topic": copy.topic,
-                                    "queue_id": result.queue_id, "queue_offset": result.queue_offset}))
+                    emit(
+                        json_line(
+                            {
+                                "message_id": msg.msg_id,
+                                "topic": copy.topic,
+                                "queue_id": result.queue_id,
+                                "queue_offset": result.queue_offset,
+                            }
+                        )
+                    )
         if not args.json:
-            emit(f"resent {len(chosen) - unresolved} message(s) of group {args.group} to their original topics"
-                 + (f"; {unresolved} reference(s) not resolved" if unresolved else ""))
+            emit(
+                f"resent {len(chosen) - unresolved} message(s) of group {args.group} to their original topics"
+                + (f"; {unresolved} reference(s) not resolved" if unresolved else "")
+            )
         return 1 if unresolved else 0
 
     return run_admin(args, action)
@@ -197,9 +245,20 @@ class ReferenceResolver:
         if read.status is ReadStatus.FOUND:
             return resent_copy(read.message, business_topic(read.message))
         where = f"{ref.topic}/{ref.queue_id}@{ref.queue_offset} on {ref.broker_name}"
-        report(args, {"message_id": msg.msg_id, "resolved": False, "broker": ref.broker_name, "topic": ref.topic,
-                      "queue_id": ref.queue_id, "queue_offset": ref.queue_offset, "reason": read.reason,
-                      "need_retry": read.need_retry, "description": read.description},
-               f"reference {msg.msg_id}: {where} not read: {read.reason}"
-               f"{' (try again later)' if read.need_retry else ' (gone for good)'}: {read.description}")
+        report(
+            args,
+            {
+                "message_id": msg.msg_id,
+                "resolved": False,
+                "broker": ref.broker_name,
+                "topic": ref.topic,
+                "queue_id": ref.queue_id,
+                "queue_offset": ref.queue_offset,
+                "reason": read.reason,
+                "need_retry": read.need_retry,
+                "description": read.description,
+            },
+            f"reference {msg.msg_id}: {where} not read: {read.reason}"
+            f"{' (try again later)' if read.need_retry else ' (gone for good)'}: {read.description}",
+        )
         return None

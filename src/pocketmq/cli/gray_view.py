@@ -32,7 +32,13 @@ def client_rows(answers: dict[str, dict], *, as_json: bool = False) -> list[dict
     for broker_name, answer in answers.items():
         for client in answer.get("clients") or []:
             queues = client.get("queues") or []
-            rows.append({"client_id": client["clientId"], "broker": answer.get("brokerName", broker_name),
-                         "gray": bool(client.get("gray")), "assigned_by": client.get("assignedBy", ""),
-                         "queues": queues if as_json else _compact(queues)})
+            rows.append(
+                {
+                    "client_id": client["clientId"],
+                    "broker": answer.get("brokerName", broker_name),
+                    "gray": bool(client.get("gray")),
+                    "assigned_by": client.get("assignedBy", ""),
+                    "queues": queues if as_json else _compact(queues),
+                }
+            )
     return sorted(rows, key=lambda r: (r["client_id"], r["broker"]))

@@ -26,23 +26,49 @@ from pocketmq.cli.output import (
 from pocketmq.client.admin import AsyncAdmin, GroupConfig
 
 GROUP_COLUMNS = ["group", "retry_max_times", "fifo", "consume_enable"]
-OFFSET_COLUMNS = ["topic", "broker", "queue_id", "consumer_offset", "broker_offset", "lag", "in_flight",
-                  "waiting_to_revive", "retried", "dead_lettered", "ck_rewrites", "ck_endings"]
+OFFSET_COLUMNS = [
+    "topic",
+    "broker",
+    "queue_id",
+    "consumer_offset",
+    "broker_offset",
+    "lag",
+    "in_flight",
+    "waiting_to_revive",
+    "retried",
+    "dead_lettered",
+    "ck_rewrites",
+    "ck_endings",
+]
 # The POP columns and the GET_CONSUME_STATS entry fields they come from (PocketMQ's; 0 from other brokers).
-POP_FIELDS = {"in_flight": "popInFlight", "waiting_to_revive": "popWaitingToRevive", "retried": "popRetried",
-              "dead_lettered": "popDeadLettered", "ck_rewrites": "popCkRewrites", "ck_endings": "popCkEndings"}
+POP_FIELDS = {
+    "in_flight": "popInFlight",
+    "waiting_to_revive": "popWaitingToRevive",
+    "retried": "popRetried",
+    "dead_lettered": "popDeadLettered",
+    "ck_rewrites": "popCkRewrites",
+    "ck_endings": "popCkEndings",
+}
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("group", help="create, list and describe consumer groups",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "group", help="create, list and describe consumer groups", description=__doc__.split("\n\n")[0]
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = add_action(actions, "create", "create or update a group on every master broker", create, "group")
-    p.add_argument("--retry-max-times", type=int, default=16,
-                   help="deliveries of a failing message before its dead-letter queue (default 16)")
+    p.add_argument(
+        "--retry-max-times",
+        type=int,
+        default=16,
+        help="deliveries of a failing message before its dead-letter queue (default 16)",
+    )
     p.add_argument("--fifo", action="store_true", help="consume each message group in order")
-    p.add_argument("--gray-clients", help="comma-separated globs over client ids the broker treats as gray "
-                   "POP clients (group attribute gray.clients; docs/gray.md)")
+    p.add_argument(
+        "--gray-clients",
+        help="comma-separated globs over client ids the broker treats as gray "
+        "POP clients (group attribute gray.clients; docs/gray.md)",
+    )
     p.add_argument("--gray-queue-ratio", help="the group's gray queue ratio (attribute gray.queue.ratio)")
     p.add_argument("--cluster", help="only the masters of this cluster")
     add_action(actions, "list", "list groups", list_groups)
@@ -51,8 +77,12 @@ def register(subparsers) -> None:
 
 
 def group_row(config: GroupConfig) -> dict:
-    return {"group": config.group, "retry_max_times": config.retry_max_times,
-            "fifo": config.consume_message_orderly, "consume_enable": config.consume_enable}
+    return {
+        "group": config.group,
+        "retry_max_times": config.retry_max_times,
+        "fifo": config.consume_message_orderly,
+        "consume_enable": config.consume_enable,
+    }
 
 
 def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
@@ -61,21 +91,35 @@ def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
     for broker_name, stats in stats_by_broker.items():
         for entry in stats.get("offsetTable") or []:
             broker_offset, consumer_offset = int(entry["brokerOffset"]), int(entry["consumerOffset"])
-            rows.append({"topic": entry["topic"], "broker": entry.get("brokerName", broker_name),
-                         "queue_id": int(entry["queueId"]), "consumer_offset": consumer_offset,
-                         "broker_offset": broker_offset, "lag": max(0, broker_offset - consumer_offset),
-                         **{column: int(entry.get(field, 0)) for column, field in POP_FIELDS.items()}})
+            rows.append(
+                {
+                    "topic": entry["topic"],
+                    "broker": entry.get("brokerName", broker_name),
+                    "queue_id": int(entry["queueId"]),
+                    "consumer_offset": consumer_offset,
+                    "broker_offset": broker_offset,
+                    "lag": max(0, broker_offset - consumer_offset),
+                    **{column: int(entry.get(field, 0)) for column, field in POP_FIELDS.items()},
+                }
+            )
     return sorted(rows, key=lambda r: (r["topic"], r["broker"], r["queue_id"]))
 
 
 def create(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.create_group(args.group, cluster=args.cluster, retry_max_times=args.retry_max_times,
-                                           consume_message_orderly=args.fifo, attributes=gray_attributes(args))
-        report(args, {"group": args.group, "brokers": brokers, "retry_max_times": args.retry_max_times,
-                      "fifo": args.fifo},
-               f"group {args.group} created on {', '.join(brokers)}: retry max times {args.retry_max_times}"
-               f"{', FIFO' if args.fifo else ''}")
+        brokers = await admin.create_group(
+            args.group,
+            cluster=args.cluster,
+            retry_max_times=args.retry_max_times,
+            consume_message_orderly=args.fifo,
+            attributes=gray_attributes(args),
+        )
+        report(
+            args,
+            {"group": args.group, "brokers": brokers, "retry_max_times": args.retry_max_times, "fifo": args.fifo},
+            f"group {args.group} created on {', '.join(brokers)}: retry max times {args.retry_max_times}"
+            f"{', FIFO' if args.fifo else ''}",
+        )
 
     return run_admin(args, action)
 
@@ -98,9 +142,11 @@ def describe(args) -> int:
                 emit(json_line({"group": args.group, **row}))
             return
         settings = group_row(config)
-        emit(f"group {args.group}: retry max times {settings['retry_max_times']}, "
-             f"{'FIFO' if settings['fifo'] else 'concurrent'}, total lag {sum(r['lag'] for r in rows)}, "
-             f"in flight {sum(r['in_flight'] for r in rows)}")
+        emit(
+            f"group {args.group}: retry max times {settings['retry_max_times']}, "
+            f"{'FIFO' if settings['fifo'] else 'concurrent'}, total lag {sum(r['lag'] for r in rows)}, "
+            f"in flight {sum(r['in_flight'] for r in rows)}"
+        )
         print_rows(args, rows, OFFSET_COLUMNS)
         emit("clients (gray or not, and the queues each holds or may pop):")
         print_rows(args, clients, CLIENT_COLUMNS)

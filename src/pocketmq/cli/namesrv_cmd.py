@@ -16,20 +16,24 @@ from pocketmq.common.config import load_config
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("namesrv", help="run a standalone name server",
-                                   description="Run a name server: brokers register with it, clients ask it "
-                                               "for routes.")
+    parser = subparsers.add_parser(
+        "namesrv",
+        help="run a standalone name server",
+        description="Run a name server: brokers register with it, clients ask it for routes.",
+    )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 9876; 0: the OS picks)")
     parser.add_argument("--config", metavar="FILE", help="TOML file (section [namesrv]) or namesrv.conf")
-    parser.add_argument("--ready-file", metavar="PATH",
-                        help="once listening, write the addresses here as JSON (atomically)")
+    parser.add_argument(
+        "--ready-file", metavar="PATH", help="once listening, write the addresses here as JSON (atomically)"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(NamesrvConfig, file=args.config, section="namesrv",
-                         overrides={"host": args.host, "port": args.port})
+    config = load_config(
+        NamesrvConfig, file=args.config, section="namesrv", overrides={"host": args.host, "port": args.port}
+    )
     configure_logging()
     namesrv = NameServer(config)
 

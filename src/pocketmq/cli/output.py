@@ -18,7 +18,7 @@ import asyncio
 import base64
 import json
 import sys
-from typing import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import NAMESRV_ENV, ClientConfig, default_namesrv_addr
@@ -31,9 +31,13 @@ CLI_REQUEST_TIMEOUT_S = 5.0
 
 def add_client_options(parser, *, json_output: bool = True) -> None:
     """``-n/--namesrv`` (and ``--json`` for commands with an output) on a client sub-command."""
-    parser.add_argument("-n", "--namesrv", default=None, metavar="HOST:PORT",
-                        help=f"name server address(es), ';'-separated (default: ${NAMESRV_ENV} or "
-                             f"{default_namesrv_addr()})")
+    parser.add_argument(
+        "-n",
+        "--namesrv",
+        default=None,
+        metavar="HOST:PORT",
+        help=f"name server address(es), ';'-separated (default: ${NAMESRV_ENV} or {default_namesrv_addr()})",
+    )
     if json_output:
         parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
 
@@ -51,12 +55,17 @@ def add_action(actions, name: str, help_text: str, func, *positionals: str):
 
 def client_config(args) -> ClientConfig:
     """The SDK configuration of a CLI command: its name server, short timeouts, its own instance name."""
-    return ClientConfig(namesrv_addr=args.namesrv or default_namesrv_addr(), instance_name=f"cli-{args.command}",
-                        connect_timeout_s=CLI_CONNECT_TIMEOUT_S, request_timeout_s=CLI_REQUEST_TIMEOUT_S)
+    return ClientConfig(
+        namesrv_addr=args.namesrv or default_namesrv_addr(),
+        instance_name=f"cli-{args.command}",
+        connect_timeout_s=CLI_CONNECT_TIMEOUT_S,
+        request_timeout_s=CLI_REQUEST_TIMEOUT_S,
+    )
 
 
 def run_admin(args, action: Callable[[AsyncAdmin], Awaitable[int | None]]) -> int:
     """Run ``action(admin)`` with a started admin client of the command's name server; its exit status."""
+
     async def main() -> int | None:
         async with AsyncAdmin(client_config(args)) as admin:
             return await action(admin)
@@ -106,9 +115,16 @@ def body_fields(body: bytes) -> dict:
 
 def message_to_json(msg: MessageExt, broker_name: str | None = None) -> dict:
     return {
-        "message_id": msg.msg_id, "topic": msg.topic, "broker": broker_name, "queue_id": msg.queue_id,
-        "queue_offset": msg.queue_offset, "tag": msg.tags, "keys": msg.keys, "properties": msg.user_properties(),
-        "born_timestamp_ms": msg.born_timestamp_ms, "store_timestamp_ms": msg.store_timestamp_ms,
+        "message_id": msg.msg_id,
+        "topic": msg.topic,
+        "broker": broker_name,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "tag": msg.tags,
+        "keys": msg.keys,
+        "properties": msg.user_properties(),
+        "born_timestamp_ms": msg.born_timestamp_ms,
+        "store_timestamp_ms": msg.store_timestamp_ms,
         **body_fields(msg.body),
     }
 
@@ -117,8 +133,7 @@ def message_to_text(msg: MessageExt, broker_name: str | None = None) -> str:
     """One line for people: where the message is, its tag and keys, and its body (escaped when binary)."""
     fields = body_fields(msg.body)
     body = fields["body"] if "body_encoding" not in fields else f"base64:{fields['body']}"
-    meta = " ".join(f"{k}={v}" for k, v in (("tag", msg.tags), ("keys", ",".join(msg.keys) or None))
-                    if v is not None)
+    meta = " ".join(f"{k}={v}" for k, v in (("tag", msg.tags), ("keys", ",".join(msg.keys) or None)) if v is not None)
     return f"{broker_name or '-'}/{msg.queue_id}@{msg.queue_offset} {msg.msg_id} {meta} {body!r}".replace("  ", " ")
 
 

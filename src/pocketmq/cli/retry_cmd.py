@@ -16,8 +16,9 @@ COLUMNS = ["broker", "retried", "retry_pending", "dead"]
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("retry", help="a consumer group's retry and dead-letter counts",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "retry", help="a consumer group's retry and dead-letter counts", description=__doc__.split("\n\n")[0]
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     add_action(actions, "stats", "retried, pending and dead message counts per broker", stats, "group")
 
@@ -25,21 +26,25 @@ def register(subparsers) -> None:
 def stats_rows(retry_offsets, dlq_offsets) -> list[dict]:
     rows: dict[str, dict] = {}
     for o in retry_offsets:
-        row = rows.setdefault(o.queue.broker_name, {"broker": o.queue.broker_name, "retried": 0,
-                                                     "retry_pending": 0, "dead": 0})
+        row = rows.setdefault(
+            o.queue.broker_name, {"broker": o.queue.broker_name, "retried": 0, "retry_pending": 0, "dead": 0}
+        )
         row["retried"] += o.max_offset
         row["retry_pending"] += max(0, o.max_offset - (o.committed or 0))
     for o in dlq_offsets:
-        row = rows.setdefault(o.queue.broker_name, {"broker": o.queue.broker_name, "retried": 0,
-                                                     "retry_pending": 0, "dead": 0})
+        row = rows.setdefault(
+            o.queue.broker_name, {"broker": o.queue.broker_name, "retried": 0, "retry_pending": 0, "dead": 0}
+        )
         row["dead"] += o.max_offset - o.min_offset
     return [rows[name] for name in sorted(rows)]
 
 
 def stats(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        rows = stats_rows(await group_topic_offsets(admin, retry_topic(args.group), args.group),
-                          await group_topic_offsets(admin, dlq_topic(args.group)))
+        rows = stats_rows(
+            await group_topic_offsets(admin, retry_topic(args.group), args.group),
+            await group_topic_offsets(admin, dlq_topic(args.group)),
+        )
         print_rows(args, rows, COLUMNS)
 
     return run_admin(args, action)

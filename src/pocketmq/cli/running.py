@@ -17,8 +17,9 @@ import json
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 READY_FILE_KEYS = ("remoting", "namesrv", "grpc", "metrics")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -28,8 +28,9 @@ def register(subparsers) -> None:
     parser.add_argument("--body", default=DEFAULT_BODY, help=f"message body text (default {DEFAULT_BODY!r})")
     parser.add_argument("--tag", help="the message's tag")
     parser.add_argument("--keys", help="the message's keys, space-separated")
-    parser.add_argument("--property", dest="properties", action="append", default=[], metavar="K=V",
-                        help="a user property; repeatable")
+    parser.add_argument(
+        "--property", dest="properties", action="append", default=[], metavar="K=V", help="a user property; repeatable"
+    )
     parser.add_argument("--message-group", help="send every message to this message group's queue")
     parser.add_argument("--count", type=int, help="send N messages numbered into the body")
     add_client_options(parser)
@@ -51,21 +52,38 @@ def messages_of(args) -> list[Message]:
     if reserved:
         raise BadRequestError(f"--property {reserved[0]} is a system property name; use --tag/--keys")
     bodies = [args.body] if args.count is None else [f"{args.body}-{i}" for i in range(args.count)]
-    return [Message.create(args.topic, body, tags=args.tag, keys=args.keys.split() if args.keys else None,
-                           properties=properties, message_group=args.message_group) for body in bodies]
+    return [
+        Message.create(
+            args.topic,
+            body,
+            tags=args.tag,
+            keys=args.keys.split() if args.keys else None,
+            properties=properties,
+            message_group=args.message_group,
+        )
+        for body in bodies
+    ]
 
 
 def result_to_json(result: SendResult) -> dict:
     mq = result.message_queue
-    return {"message_id": result.msg_id, "topic": mq.topic, "broker": mq.broker_name, "queue_id": mq.queue_id,
-            "queue_offset": result.queue_offset, "status": result.status.value,
-            "offset_msg_id": result.offset_msg_id}
+    return {
+        "message_id": result.msg_id,
+        "topic": mq.topic,
+        "broker": mq.broker_name,
+        "queue_id": mq.queue_id,
+        "queue_offset": result.queue_offset,
+        "status": result.status.value,
+        "offset_msg_id": result.offset_msg_id,
+    }
 
 
 def result_to_text(result: SendResult) -> str:
     mq = result.message_queue
-    return (f"{result.status.value} {result.msg_id} -> {mq.topic}@{mq.broker_name}/{mq.queue_id} "
-            f"offset {result.queue_offset}")
+    return (
+        f"{result.status.value} {result.msg_id} -> {mq.topic}@{mq.broker_name}/{mq.queue_id} "
+        f"offset {result.queue_offset}"
+    )
 
 
 def run(args) -> int:

@@ -36,39 +36,70 @@ GRPC_STOP_GRACE_S = 2.0
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("serve", help="run a broker (with an embedded name server unless --namesrv)",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "serve",
+        help="run a broker (with an embedded name server unless --namesrv)",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("--remoting-port", type=int, help="remoting (RocketMQ 4.x protocol) port, default 10911")
     p.add_argument("--port", dest="grpc_port", type=int, help="gRPC (RocketMQ 5 protocol) port, default 8081")
     p.add_argument("--namesrv-port", type=int, help="port of the embedded name server, default 9876")
-    p.add_argument("--namesrv", dest="namesrv_addr", metavar="HOST:PORT[;HOST:PORT]",
-                   help="external name server(s); no embedded one is started")
+    p.add_argument(
+        "--namesrv",
+        dest="namesrv_addr",
+        metavar="HOST:PORT[;HOST:PORT]",
+        help="external name server(s); no embedded one is started",
+    )
     p.add_argument("--data-dir", help="where the store and metadata live, default ./data")
     p.add_argument("--flush", dest="flush_mode", choices=("async", "sync"), help="ASYNC_FLUSH (default) or SYNC_FLUSH")
     p.add_argument("--broker-name", help="default broker-a")
     p.add_argument("--cluster-name", "--cluster", dest="cluster_name", help="default DefaultCluster")
     p.add_argument("--broker-id", type=int, help="0 (default) is the master of its group; > 0 a slave")
-    p.add_argument("--role", dest="broker_role", choices=("async_master", "sync_master", "slave"),
-                   help="replication role (docs/ha.md), default async_master")
-    p.add_argument("--advertise", metavar="HOST:PORT",
-                   help="remoting address others and clients must use (default --host and the bound port)")
-    p.add_argument("--enable-slave-acting-master", action="store_true", default=None,
-                   help="a slave runs delay delivery and POP revive while its master is gone (docs/ha.md)")
-    p.add_argument("--enable-remote-escape", action="store_true", default=None,
-                   help="what an acting slave must write goes to another group's master (docs/ha.md)")
+    p.add_argument(
+        "--role",
+        dest="broker_role",
+        choices=("async_master", "sync_master", "slave"),
+        help="replication role (docs/ha.md), default async_master",
+    )
+    p.add_argument(
+        "--advertise",
+        metavar="HOST:PORT",
+        help="remoting address others and clients must use (default --host and the bound port)",
+    )
+    p.add_argument(
+        "--enable-slave-acting-master",
+        action="store_true",
+        default=None,
+        help="a slave runs delay delivery and POP revive while its master is gone (docs/ha.md)",
+    )
+    p.add_argument(
+        "--enable-remote-escape",
+        action="store_true",
+        default=None,
+        help="what an acting slave must write goes to another group's master (docs/ha.md)",
+    )
     p.add_argument("--config", help="TOML file ([broker] section) or RocketMQ broker.conf")
     p.add_argument("--host", help="address to bind, default 127.0.0.1")
     p.add_argument("--advertise-host", help="IPv4 address clients are told to use, default --host")
     p.add_argument("--register-interval-ms", type=int, help="re-registration period with the name servers")
-    p.add_argument("--broker-expire-ms", type=int,
-                   help="embedded name server: drop a broker silent this long (default 120000)")
+    p.add_argument(
+        "--broker-expire-ms", type=int, help="embedded name server: drop a broker silent this long (default 120000)"
+    )
     p.add_argument("--namesrv-scan-interval-ms", type=int, help="embedded name server: expiry scan period")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="any broker setting (field name or broker.conf key); repeatable")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any broker setting (field name or broker.conf key); repeatable",
+    )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics over HTTP on this port (0: any)")
-    p.add_argument("--busy-poll-us", type=int,
-                   help="while requests come close together, poll the sockets this long before sleeping "
-                        "(default 200; 0: never)")
+    p.add_argument(
+        "--busy-poll-us",
+        type=int,
+        help="while requests come close together, poll the sockets this long before sleeping (default 200; 0: never)",
+    )
     p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
     p.set_defaults(func=run)
 
@@ -80,10 +111,25 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
         overrides[key.strip()] = value.strip()
-    for name in ("remoting_port", "grpc_port", "namesrv_port", "namesrv_addr", "data_dir", "flush_mode",
-                 "broker_name", "cluster_name", "host", "advertise_host", "register_interval_ms", "broker_id",
-                 "broker_role", "metrics_port", "enable_slave_acting_master", "enable_remote_escape",
-                 "busy_poll_us"):
+    for name in (
+        "remoting_port",
+        "grpc_port",
+        "namesrv_port",
+        "namesrv_addr",
+        "data_dir",
+        "flush_mode",
+        "broker_name",
+        "cluster_name",
+        "host",
+        "advertise_host",
+        "register_interval_ms",
+        "broker_id",
+        "broker_role",
+        "metrics_port",
+        "enable_slave_acting_master",
+        "enable_remote_escape",
+        "busy_poll_us",
+    ):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
@@ -115,8 +161,13 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         await namesrv.start()
         config = dataclasses.replace(config, namesrv_addr=namesrv.address)
     broker = Broker(config)
-    remoting = RemotingServer(build_broker_router(broker), config.host, config.remoting_port,
-                              limits=config.connection_limits(), metrics=broker.metrics)
+    remoting = RemotingServer(
+        build_broker_router(broker),
+        config.host,
+        config.remoting_port,
+        limits=config.connection_limits(),
+        metrics=broker.metrics,
+    )
     grpc = None
     metrics = None
     try:
@@ -127,14 +178,19 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         if config.metrics_port is not None:
             metrics = MetricsHttpServer(broker.metrics, config.host, config.metrics_port)
             await metrics.start()
-        addresses = {"remoting": f"{config.host}:{remoting.port}",
-                     "namesrv": namesrv.address if namesrv is not None else None,
-                     "grpc": f"{config.host}:{grpc_port}" if grpc_port is not None else None,
-                     "metrics": metrics.address if metrics is not None else None}
-        print(f"pocketmq broker {config.broker_name} ready: remoting {addresses['remoting']}, "
-              f"gRPC {addresses['grpc'] or 'off'}, name server {addresses['namesrv'] or config.namesrv_addr}"
-              f"{' (embedded)' if namesrv else ''}, data {config.data_dir}"
-              f"{', metrics http://' + addresses['metrics'] + '/metrics' if addresses['metrics'] else ''}", flush=True)
+        addresses = {
+            "remoting": f"{config.host}:{remoting.port}",
+            "namesrv": namesrv.address if namesrv is not None else None,
+            "grpc": f"{config.host}:{grpc_port}" if grpc_port is not None else None,
+            "metrics": metrics.address if metrics is not None else None,
+        }
+        print(
+            f"pocketmq broker {config.broker_name} ready: remoting {addresses['remoting']}, "
+            f"gRPC {addresses['grpc'] or 'off'}, name server {addresses['namesrv'] or config.namesrv_addr}"
+            f"{' (embedded)' if namesrv else ''}, data {config.data_dir}"
+            f"{', metrics http://' + addresses['metrics'] + '/metrics' if addresses['metrics'] else ''}",
+            flush=True,
+        )
         if ready_file:
             write_ready_file(ready_file, addresses)
         await wait_for_stop_signal()

@@ -16,12 +16,16 @@ _RECORDS_SHOWN = 10  # per corrupt stretch; the rest are counted
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("store", help="inspect a broker's store on disk",
-                                   description="Offline tools for a stopped broker's store.")
+    parser = subparsers.add_parser(
+        "store", help="inspect a broker's store on disk", description="Offline tools for a stopped broker's store."
+    )
     sub = parser.add_subparsers(dest="store_command", metavar="ACTION", required=True)
-    verify = sub.add_parser("verify", help="check the CRC32C and layout of every record",
-                            description="Check every record of the store's commit log (CRC32C, size, layout) "
-                                        "and list what is corrupt. Exit status 1 when anything is.")
+    verify = sub.add_parser(
+        "verify",
+        help="check the CRC32C and layout of every record",
+        description="Check every record of the store's commit log (CRC32C, size, layout) "
+        "and list what is corrupt. Exit status 1 when anything is.",
+    )
     verify.add_argument("--data-dir", required=True, metavar="DIR", help="the broker's data directory")
     verify.set_defaults(func=run_verify)
 
@@ -34,9 +38,13 @@ def run_verify(args: argparse.Namespace) -> int:
         records = result.records_hit.get(region.phys_offset, [])
         shown = " ".join(f"{r.topic}/{r.queue_id}@{r.queue_offset}" for r in records[:_RECORDS_SHOWN])
         more = f" (+{len(records) - _RECORDS_SHOWN} more)" if len(records) > _RECORDS_SHOWN else ""
-        print(f"corrupt phys_offset={region.phys_offset} bytes={region.length} reason={region.reason} "
-              f"records={shown or '-'}{more}")
+        print(
+            f"corrupt phys_offset={region.phys_offset} bytes={region.length} reason={region.reason} "
+            f"records={shown or '-'}{more}"
+        )
     verdict = "CORRUPT" if result.corrupt else "OK"
-    print(f"store verify {verdict}: {result.segments} commit log segment(s), {result.records_ok} record(s) ok, "
-          f"{len(result.bad_regions)} corrupt stretch(es), {corrupt_bytes} corrupt byte(s)")
+    print(
+        f"store verify {verdict}: {result.segments} commit log segment(s), {result.records_ok} record(s) ok, "
+        f"{len(result.bad_regions)} corrupt stretch(es), {corrupt_bytes} corrupt byte(s)"
+    )
     return 1 if result.corrupt else 0

@@ -26,13 +26,15 @@ PRINT_BUFFER_MESSAGES = 4096
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("tail", help="print a topic's messages as they arrive",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "tail", help="print a topic's messages as they arrive", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("topic")
     parser.add_argument("--from-beginning", action="store_true", help="start at the oldest stored message")
     parser.add_argument("--max", dest="max_messages", type=int, help="stop after N messages")
-    parser.add_argument("--timeout", dest="idle_timeout_s", type=float,
-                        help="stop after SECONDS without a new message (default: never)")
+    parser.add_argument(
+        "--timeout", dest="idle_timeout_s", type=float, help="stop after SECONDS without a new message (default: never)"
+    )
     parser.add_argument("--tag", dest="tag_expression", default="*", help="tag filter, e.g. 'a || b' (default *)")
     add_client_options(parser)
     parser.set_defaults(func=run)
@@ -45,13 +47,15 @@ def check_args(args) -> None:
         raise BadRequestError(f"--timeout must be positive, got {args.idle_timeout_s}")
 
 
-async def _follow(consumer: AsyncPullConsumer, queue: MessageQueue, queue_offset: int, tag_expression: str,
-                  out: asyncio.Queue) -> None:
+async def _follow(
+    consumer: AsyncPullConsumer, queue: MessageQueue, queue_offset: int, tag_expression: str, out: asyncio.Queue
+) -> None:
     """Pull ``queue`` from ``queue_offset`` forever, putting its messages (or the error that stops it) on ``out``."""
     try:
         while True:
-            result = await consumer.pull(queue, queue_offset, PULL_BATCH, tag_expression=tag_expression,
-                                         long_poll_ms=LONG_POLL_MS)
+            result = await consumer.pull(
+                queue, queue_offset, PULL_BATCH, tag_expression=tag_expression, long_poll_ms=LONG_POLL_MS
+            )
             for msg in result.messages:
                 await out.put((queue, msg))
             if result.status is PullStatus.OFFSET_ILLEGAL and result.next_begin_offset == queue_offset:
@@ -69,8 +73,10 @@ async def tail(args) -> int:
         start = consumer.min_offset if args.from_beginning else consumer.max_offset
         offsets = await asyncio.gather(*(start(q) for q in queues))
         out: asyncio.Queue = asyncio.Queue(PRINT_BUFFER_MESSAGES)
-        tasks = [asyncio.create_task(_follow(consumer, q, offset, args.tag_expression, out))
-                 for q, offset in zip(queues, offsets)]
+        tasks = [
+            asyncio.create_task(_follow(consumer, q, offset, args.tag_expression, out))
+            for q, offset in zip(queues, offsets)
+        ]
         printed = 0
         try:
             while args.max_messages is None or printed < args.max_messages:

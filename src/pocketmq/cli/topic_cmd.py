@@ -23,23 +23,36 @@ TYPE_CHOICES = [t.value.lower() for t in MessageType]
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("topic", help="create, update, delete, list and describe topics",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "topic", help="create, update, delete, list and describe topics", description=__doc__.split("\n\n")[0]
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = add_action(actions, "create", "create a topic on every master broker", create, "topic")
     p.add_argument("--queues", type=int, default=8, help="read and write queues per broker (default 8)")
-    p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, default="mixed",
-                   help="message type the topic accepts (default mixed: every type)")
+    p.add_argument(
+        "--type",
+        dest="message_type",
+        choices=TYPE_CHOICES,
+        default="mixed",
+        help="message type the topic accepts (default mixed: every type)",
+    )
     _gray_and_cluster_options(p)
     p.add_argument("--update", action="store_true", help="a topic that exists takes this definition")
-    p.add_argument("--force", action="store_true", help="with --update: allow fewer queues although the queues "
-                   "dropped still store messages (they are hidden from consumers)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --update: allow fewer queues although the queues "
+        "dropped still store messages (they are hidden from consumers)",
+    )
     p = add_action(actions, "update", "change the options given of a topic on every master broker", update, "topic")
     p.add_argument("--queues", type=int, help="read and write queues per broker")
     p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, help="message type the topic accepts")
     _gray_and_cluster_options(p)
-    p.add_argument("--force", action="store_true", help="allow fewer queues although the queues dropped still "
-                   "store messages (they are hidden from consumers)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="allow fewer queues although the queues dropped still store messages (they are hidden from consumers)",
+    )
     p = add_action(actions, "delete", "delete a topic from every master broker and the name server", delete, "topic")
     p.add_argument("--cluster", help="only from the masters of this cluster")
     p = add_action(actions, "list", "list topics", list_topics)
@@ -48,23 +61,40 @@ def register(subparsers) -> None:
 
 
 def _gray_and_cluster_options(parser) -> None:
-    parser.add_argument("--gray-queue-ratio", type=float, help="gray queues are the last ceil(n * R) of each "
-                        "broker's (topic attribute gray.queue.ratio, R in [0, 1]; docs/gray.md)")
+    parser.add_argument(
+        "--gray-queue-ratio",
+        type=float,
+        help="gray queues are the last ceil(n * R) of each "
+        "broker's (topic attribute gray.queue.ratio, R in [0, 1]; docs/gray.md)",
+    )
     parser.add_argument("--cluster", help="only the masters of this cluster")
 
 
 def create(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.create_topic(args.topic, queues=args.queues,
-                                           message_type=MessageType.parse(args.message_type), cluster=args.cluster,
-                                           gray_queue_ratio=args.gray_queue_ratio, update=args.update,
-                                           force=args.force)
+        brokers = await admin.create_topic(
+            args.topic,
+            queues=args.queues,
+            message_type=MessageType.parse(args.message_type),
+            cluster=args.cluster,
+            gray_queue_ratio=args.gray_queue_ratio,
+            update=args.update,
+            force=args.force,
+        )
         verb = "created or updated" if args.update else "created"
         gray = "" if args.gray_queue_ratio is None else f", gray queue ratio {args.gray_queue_ratio:g}"
-        report(args, {"topic": args.topic, "brokers": brokers, "queues": args.queues, "type": args.message_type.upper(),
-                      "gray_queue_ratio": args.gray_queue_ratio},
-               f"topic {args.topic} {verb} on {', '.join(brokers)}: {args.queues} queues each, "
-               f"type {args.message_type.upper()}{gray}")
+        report(
+            args,
+            {
+                "topic": args.topic,
+                "brokers": brokers,
+                "queues": args.queues,
+                "type": args.message_type.upper(),
+                "gray_queue_ratio": args.gray_queue_ratio,
+            },
+            f"topic {args.topic} {verb} on {', '.join(brokers)}: {args.queues} queues each, "
+            f"type {args.message_type.upper()}{gray}",
+        )
 
     return run_admin(args, action)
 
@@ -73,17 +103,30 @@ def update(args) -> int:
     message_type = None if args.message_type is None else MessageType.parse(args.message_type)
 
     async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.update_topic(args.topic, queues=args.queues, message_type=message_type,
-                                           gray_queue_ratio=args.gray_queue_ratio, cluster=args.cluster,
-                                           force=args.force)
-        changed = {"queues": args.queues, "type": message_type and message_type.value,
-                   "gray_queue_ratio": args.gray_queue_ratio}
+        brokers = await admin.update_topic(
+            args.topic,
+            queues=args.queues,
+            message_type=message_type,
+            gray_queue_ratio=args.gray_queue_ratio,
+            cluster=args.cluster,
+            force=args.force,
+        )
+        changed = {
+            "queues": args.queues,
+            "type": message_type and message_type.value,
+            "gray_queue_ratio": args.gray_queue_ratio,
+        }
         changed = {name: value for name, value in changed.items() if value is not None}
-        said = ([f"{args.queues} queues each"] if args.queues is not None else []) \
-            + ([f"type {message_type.value}"] if message_type is not None else []) \
+        said = (
+            ([f"{args.queues} queues each"] if args.queues is not None else [])
+            + ([f"type {message_type.value}"] if message_type is not None else [])
             + ([f"gray queue ratio {args.gray_queue_ratio:g}"] if args.gray_queue_ratio is not None else [])
-        report(args, {"topic": args.topic, "brokers": brokers, **changed},
-               f"topic {args.topic} updated on {', '.join(brokers)}: {', '.join(said)}")
+        )
+        report(
+            args,
+            {"topic": args.topic, "brokers": brokers, **changed},
+            f"topic {args.topic} updated on {', '.join(brokers)}: {', '.join(said)}",
+        )
 
     return run_admin(args, action)
 
@@ -91,8 +134,11 @@ def update(args) -> int:
 def delete(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         brokers = await admin.delete_topic(args.topic, cluster=args.cluster)
-        report(args, {"topic": args.topic, "brokers": brokers, "deleted": True},
-               f"topic {args.topic} deleted from {', '.join(brokers)} and the name server")
+        report(
+            args,
+            {"topic": args.topic, "brokers": brokers, "deleted": True},
+            f"topic {args.topic} deleted from {', '.join(brokers)} and the name server",
+        )
 
     return run_admin(args, action)
 
@@ -112,12 +158,22 @@ def list_topics(args) -> int:
 def describe(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         status = await admin.describe_topic(args.topic)
-        rows = [{"topic": args.topic, "broker": q.queue.broker_name, "queue_id": q.queue.queue_id,
-                 "min_offset": q.min_offset, "max_offset": q.max_offset, "messages": q.max_offset - q.min_offset}
-                for q in status.queues]
+        rows = [
+            {
+                "topic": args.topic,
+                "broker": q.queue.broker_name,
+                "queue_id": q.queue.queue_id,
+                "min_offset": q.min_offset,
+                "max_offset": q.max_offset,
+                "messages": q.max_offset - q.min_offset,
+            }
+            for q in status.queues
+        ]
         print_rows(args, rows, ["broker", "queue_id", "min_offset", "max_offset", "messages"])
         if not args.json:
-            emit(f"{args.topic}: {len(rows)} queues on {len({r['broker'] for r in rows})} broker(s), "
-                 f"{status.message_count} messages stored")
+            emit(
+                f"{args.topic}: {len(rows)} queues on {len({r['broker'] for r in rows})} broker(s), "
+                f"{status.message_count} messages stored"
+            )
 
     return run_admin(args, action)

@@ -11,34 +11,81 @@ thread per process. See docs/sdk.md.
 
 from pocketmq.client.admin import Admin, AsyncAdmin, GroupConfig, QueueStatus, TopicStatus
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus
-from pocketmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult, PullStatus
-from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
-from pocketmq.client.staged_simple_consumer import AsyncStagedSimpleConsumer, StagedSimpleConsumer
 from pocketmq.client.listener import (
-    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus,
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
     StagedConcurrentListener,
 )
+from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus
+from pocketmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult, PullStatus
 from pocketmq.client.push_consumer import (
-    AsyncPushConsumer, ConsumeFromWhere, MessageModel, PushConsumer, PushConsumerOptions,
+    AsyncPushConsumer,
+    ConsumeFromWhere,
+    MessageModel,
+    PushConsumer,
+    PushConsumerOptions,
 )
 from pocketmq.client.queue_select import (
-    FunctionSelector, KeyHashSelector, MessageGroupSelector, QueueSelector, RandomSelector, RoundRobinSelector,
+    FunctionSelector,
+    KeyHashSelector,
+    MessageGroupSelector,
+    QueueSelector,
+    RandomSelector,
+    RoundRobinSelector,
 )
 from pocketmq.client.rebalance import (
-    ConsistentHashAllocator, allocate_averagely, allocate_averagely_by_circle,
+    ConsistentHashAllocator,
+    allocate_averagely,
+    allocate_averagely_by_circle,
 )
+from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
+from pocketmq.client.staged_simple_consumer import AsyncStagedSimpleConsumer, StagedSimpleConsumer
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.topic import MessageType
 
 __all__ = [
-    "AsyncPushConsumer", "ConsistentHashAllocator", "ConsumeConcurrentlyContext", "ConsumeConcurrentlyStatus",
-    "ConsumeFromWhere", "ConsumeOrderlyContext", "ConsumeOrderlyStatus", "FunctionSelector", "KeyHashSelector",
-    "MessageModel", "PushConsumer", "PushConsumerOptions", "RandomSelector", "allocate_averagely",
+    "AsyncPushConsumer",
+    "ConsistentHashAllocator",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "FunctionSelector",
+    "KeyHashSelector",
+    "MessageModel",
+    "PushConsumer",
+    "PushConsumerOptions",
+    "RandomSelector",
+    "allocate_averagely",
     "allocate_averagely_by_circle",
-    "Admin", "AsyncAdmin", "AsyncProducer", "AsyncPullConsumer", "AsyncSimpleConsumer", "AsyncStagedSimpleConsumer",
-    "ClientConfig", "GroupConfig", "Message",
-    "MessageExt", "MessageGroupSelector", "MessageQueue", "MessageType", "Producer", "ProducerOptions",
-    "PullConsumer", "PullResult", "PullStatus", "QueueSelector", "QueueStatus", "RoundRobinSelector",
-    "SendResult", "SendStatus", "SimpleConsumer", "StagedConcurrentListener", "StagedSimpleConsumer", "TopicStatus",
+    "Admin",
+    "AsyncAdmin",
+    "AsyncProducer",
+    "AsyncPullConsumer",
+    "AsyncSimpleConsumer",
+    "AsyncStagedSimpleConsumer",
+    "ClientConfig",
+    "GroupConfig",
+    "Message",
+    "MessageExt",
+    "MessageGroupSelector",
+    "MessageQueue",
+    "MessageType",
+    "Producer",
+    "ProducerOptions",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "QueueSelector",
+    "QueueStatus",
+    "RoundRobinSelector",
+    "SendResult",
+    "SendStatus",
+    "SimpleConsumer",
+    "StagedConcurrentListener",
+    "StagedSimpleConsumer",
+    "TopicStatus",
 ]

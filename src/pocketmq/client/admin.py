@@ -15,13 +15,18 @@ from dataclasses import dataclass, field
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
-from pocketmq.client.route_view import MASTER_ID
 from pocketmq.client.replies import check_topic, expect_success, json_body, offset_of
+from pocketmq.client.route_view import MASTER_ID
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
-from pocketmq.errors import (BadRequestError, ClientError, RemoteServerError,
-                             SubscriptionGroupNotExistError, TopicNotExistError)
+from pocketmq.errors import (
+    BadRequestError,
+    ClientError,
+    RemoteServerError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
@@ -73,21 +78,39 @@ class GroupConfig:
     extra: dict = field(default_factory=dict)  # any other field the broker returned
 
     def to_json(self) -> dict:
-        return {**self.extra, "groupName": self.group, "consumeEnable": self.consume_enable,
-                "consumeBroadcastEnable": self.consume_broadcast_enable,
-                "consumeMessageOrderly": self.consume_message_orderly, "retryQueueNums": self.retry_queue_nums,
-                "retryMaxTimes": self.retry_max_times, "consumeFromMinEnable": True,
-                "notifyConsumerIdsChangedEnable": True, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1}
+        return {
+            **self.extra,
+            "groupName": self.group,
+            "consumeEnable": self.consume_enable,
+            "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
+            "retryQueueNums": self.retry_queue_nums,
+            "retryMaxTimes": self.retry_max_times,
+            "consumeFromMinEnable": True,
+            "notifyConsumerIdsChangedEnable": True,
+            "brokerId": 0,
+            "whichBrokerWhenConsumeSlowly": 1,
+        }
 
     @classmethod
-    def from_json(cls, obj: dict) -> "GroupConfig":
-        known = {"groupName", "consumeEnable", "consumeBroadcastEnable", "consumeMessageOrderly", "retryQueueNums",
-                 "retryMaxTimes"}
-        return cls(group=str(obj["groupName"]), consume_enable=bool(obj.get("consumeEnable", True)),
-                   consume_broadcast_enable=bool(obj.get("consumeBroadcastEnable", True)),
-                   consume_message_orderly=bool(obj.get("consumeMessageOrderly", False)),
-                   retry_queue_nums=int(obj.get("retryQueueNums", 1)), retry_max_times=int(obj.get("retryMaxTimes", 16)),
-                   extra={k: v for k, v in obj.items() if k not in known})
+    def from_json(cls, obj: dict) -> GroupConfig:
+        known = {
+            "groupName",
+            "consumeEnable",
+            "consumeBroadcastEnable",
+            "consumeMessageOrderly",
+            "retryQueueNums",
+            "retryMaxTimes",
+        }
+        return cls(
+            group=str(obj["groupName"]),
+            consume_enable=bool(obj.get("consumeEnable", True)),
+            consume_broadcast_enable=bool(obj.get("consumeBroadcastEnable", True)),
+            consume_message_orderly=bool(obj.get("consumeMessageOrderly", False)),
+            retry_queue_nums=int(obj.get("retryQueueNums", 1)),
+            retry_max_times=int(obj.get("retryMaxTimes", 16)),
+            extra={k: v for k, v in obj.items() if k not in known},
+        )
 
 
 def _check_queues(queues: int) -> None:
@@ -110,8 +133,10 @@ def _intent_fields(*, create_only: bool = False, update_only: bool = False, forc
 def route_shows_queues(route: TopicRouteData, brokers: list[str], queues: int) -> bool:
     """Whether ``route`` lists ``queues`` read and write queues on each of ``brokers``."""
     by_broker = {qd.broker_name: qd for qd in route.queue_datas}
-    return all(name in by_broker and by_broker[name].read_queue_nums == queues
-               and by_broker[name].write_queue_nums == queues for name in brokers)
+    return all(
+        name in by_broker and by_broker[name].read_queue_nums == queues and by_broker[name].write_queue_nums == queues
+        for name in brokers
+    )
 
 
 class AsyncAdmin(InstanceUser):
@@ -127,8 +152,10 @@ class AsyncAdmin(InstanceUser):
         """Broker name -> master address, of ``cluster`` or of every cluster."""
         info = await self.cluster_info()
         if cluster is not None and cluster not in info.cluster_addr_table:
-            raise BadRequestError(f"cluster {cluster!r} is unknown to the name server "
-                                  f"(known: {', '.join(sorted(info.cluster_addr_table)) or 'none'})")
+            raise BadRequestError(
+                f"cluster {cluster!r} is unknown to the name server "
+                f"(known: {', '.join(sorted(info.cluster_addr_table)) or 'none'})"
+            )
         names = info.cluster_addr_table[cluster] if cluster is not None else list(info.broker_addr_table)
         masters = {}
         for name in names:
@@ -143,16 +170,29 @@ class AsyncAdmin(InstanceUser):
     async def _on_masters(self, request_factory, cluster: str | None) -> dict[str, RemotingCommand]:
         masters = await self.master_addrs(cluster)
         names = sorted(masters)
-        responses = await asyncio.gather(*(self.instance.remoting.invoke(masters[n], request_factory(),
-                                                                         self.config.request_timeout_s)
-                                           for n in names))
+        responses = await asyncio.gather(
+            *(
+                self.instance.remoting.invoke(masters[n], request_factory(), self.config.request_timeout_s)
+                for n in names
+            )
+        )
         return dict(zip(names, responses))
 
     # -- topics ---------------------------------------------------------------------------------------------------
-    async def create_topic(self, topic: str, *, queues: int = 8, message_type: MessageType = MessageType.MIXED,
-                           perm: int = PERM_READ_WRITE, cluster: str | None = None, order: bool = False,
-                           gray_queue_ratio: float | None = None, update: bool = False, force: bool = False,
-                           route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
+    async def create_topic(
+        self,
+        topic: str,
+        *,
+        queues: int = 8,
+        message_type: MessageType = MessageType.MIXED,
+        perm: int = PERM_READ_WRITE,
+        cluster: str | None = None,
+        order: bool = False,
+        gray_queue_ratio: float | None = None,
+        update: bool = False,
+        force: bool = False,
+        route_wait_s: float = ROUTE_WAIT_S,
+    ) -> list[str]:
         """Create ``topic`` on every master of ``cluster`` (every cluster when None); returns the broker names.
         ``gray_queue_ratio`` sets the topic attribute ``gray.queue.ratio`` (docs/gray.md).
 
@@ -176,10 +216,19 @@ class AsyncAdmin(InstanceUser):
         await self._wait_for_route(topic, brokers, queues, route_wait_s)
         return brokers
 
-    async def update_topic(self, topic: str, *, queues: int | None = None, message_type: MessageType | None = None,
-                           perm: int | None = None, order: bool | None = None, gray_queue_ratio: float | None = None,
-                           cluster: str | None = None, force: bool = False,
-                           route_wait_s: float = ROUTE_WAIT_S) -> list[str]:
+    async def update_topic(
+        self,
+        topic: str,
+        *,
+        queues: int | None = None,
+        message_type: MessageType | None = None,
+        perm: int | None = None,
+        order: bool | None = None,
+        gray_queue_ratio: float | None = None,
+        cluster: str | None = None,
+        force: bool = False,
+        route_wait_s: float = ROUTE_WAIT_S,
+    ) -> list[str]:
         """Change the options given (None: keep) of an existing ``topic`` on every master of ``cluster``;
         returns the broker names. A master without the topic refuses (TOPIC_NOT_EXIST): create it first. Fewer
         read queues where the queues dropped still store messages are refused unless ``force``. With ``queues``,
@@ -188,8 +237,9 @@ class AsyncAdmin(InstanceUser):
         if queues is not None:
             _check_queues(queues)
         _check_gray_ratio(gray_queue_ratio)
-        fields = update_topic_fields(topic, queues=queues, perm=perm, order=order, message_type=message_type,
-                                     gray_queue_ratio=gray_queue_ratio)
+        fields = update_topic_fields(
+            topic, queues=queues, perm=perm, order=order, message_type=message_type, gray_queue_ratio=gray_queue_ratio
+        )
         if fields.keys() == {"topic"}:
             raise BadRequestError(f"nothing to update for topic {topic!r}: name at least one option to change")
         fields.update(_intent_fields(update_only=True, force=force))
@@ -202,13 +252,15 @@ class AsyncAdmin(InstanceUser):
         """UPDATE_AND_CREATE_TOPIC with ``fields`` on every master; RemoteServerError naming each broker that
         refused (and those that did it) when any did."""
         responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster)
+            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), cluster
+        )
         refused = {name: r for name, r in sorted(responses.items()) if r.code != ResponseCode.SUCCESS}
         if refused:
             done = sorted(set(responses) - set(refused))
             remarks = "; ".join(r.remark or f"refused by {name}" for name, r in refused.items())
-            raise RemoteServerError(next(iter(refused.values())).code,
-                                    remarks + (f" (done on {', '.join(done)})" if done else ""))
+            raise RemoteServerError(
+                next(iter(refused.values())).code, remarks + (f" (done on {', '.join(done)})" if done else "")
+            )
         return sorted(responses)
 
     async def _wait_for_route(self, topic: str, brokers: list[str], queues: int, wait_s: float) -> None:
@@ -232,17 +284,20 @@ class AsyncAdmin(InstanceUser):
         """Delete ``topic`` from every master of the cluster, then from the name server."""
         check_topic(topic)
         responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), cluster)
+            lambda: RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), cluster
+        )
         for response in responses.values():
             expect_success(response)
         fields = {"topic": topic} if cluster is None else {"topic": topic, "clusterName": cluster}
-        expect_success(await self.instance.invoke_namesrv(
-            RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)))
+        expect_success(
+            await self.instance.invoke_namesrv(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields))
+        )
         return sorted(responses)
 
     async def list_topics(self) -> list[str]:
         response = await self.instance.invoke_namesrv(
-            RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+            RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        )
         expect_success(response)
         return sorted(json_body(response).get("topicList", []))
 
@@ -255,8 +310,13 @@ class AsyncAdmin(InstanceUser):
         async def status(mq: MessageQueue) -> QueueStatus:
             fields = {"topic": topic, "queueId": mq.queue_id}
             min_r, max_r = await asyncio.gather(
-                self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)),
-                self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, fields)))
+                self.instance.invoke_broker(
+                    mq.broker_name, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)
+                ),
+                self.instance.invoke_broker(
+                    mq.broker_name, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, fields)
+                ),
+            )
             return QueueStatus(mq, offset_of(min_r), offset_of(max_r))
 
         queues = sorted(set(route.read_queues) | set(route.write_queues))
@@ -264,19 +324,29 @@ class AsyncAdmin(InstanceUser):
         return TopicStatus(topic, list(statuses), len(route.write_queues), len(route.read_queues))
 
     # -- subscription groups ----------------------------------------------------------------------------------------
-    async def create_group(self, group: str, *, cluster: str | None = None, retry_max_times: int = 16,
-                           consume_message_orderly: bool = False, attributes: dict[str, str] | None = None
-                           ) -> list[str]:
+    async def create_group(
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        retry_max_times: int = 16,
+        consume_message_orderly: bool = False,
+        attributes: dict[str, str] | None = None,
+    ) -> list[str]:
         """``attributes``: RocketMQ 5's group attributes, e.g. the gray rule ``gray.clients`` /
         ``gray.queue.ratio`` (docs/gray.md)."""
         problem = group_name_problem(group)
         if problem:
             raise BadRequestError(problem)
         extra = {"attributes": dict(attributes)} if attributes else {}
-        body = json.dumps(GroupConfig(group, retry_max_times=retry_max_times, extra=extra,
-                                      consume_message_orderly=consume_message_orderly).to_json()).encode()
+        body = json.dumps(
+            GroupConfig(
+                group, retry_max_times=retry_max_times, extra=extra, consume_message_orderly=consume_message_orderly
+            ).to_json()
+        ).encode()
         responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), cluster)
+            lambda: RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), cluster
+        )
         for response in responses.values():
             expect_success(response)
         return sorted(responses)
@@ -284,7 +354,8 @@ class AsyncAdmin(InstanceUser):
     async def list_groups(self, *, cluster: str | None = None) -> dict[str, GroupConfig]:
         """Subscription groups over every master (a group on several brokers is listed once)."""
         responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), cluster)
+            lambda: RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), cluster
+        )
         groups: dict[str, GroupConfig] = {}
         for response in responses.values():
             expect_success(response)
@@ -299,8 +370,9 @@ class AsyncAdmin(InstanceUser):
             raise SubscriptionGroupNotExistError(f"subscription group {group!r} does not exist")
         return groups[group]
 
-    async def consume_stats(self, group: str, topic: str | None = None, *,
-                            cluster: str | None = None) -> dict[str, dict]:
+    async def consume_stats(
+        self, group: str, topic: str | None = None, *, cluster: str | None = None
+    ) -> dict[str, dict]:
         """GET_CONSUME_STATS of ``group`` from every master: broker name -> the broker's JSON answer."""
         fields = {"consumerGroup": group} if topic is None else {"consumerGroup": group, "topic": topic}
         return await self._json_from_masters(RequestCode.GET_CONSUME_STATS, fields, cluster)
@@ -324,19 +396,25 @@ class AsyncAdmin(InstanceUser):
         BadRequestError for a group the name server does not know."""
         info = await self.cluster_info()
         if broker_name is not None and broker_name not in info.broker_addr_table:
-            raise BadRequestError(f"broker {broker_name!r} is unknown to the name server "
-                                  f"(known: {', '.join(sorted(info.broker_addr_table)) or 'none'})")
-        found = [BrokerAddress(name, broker_id, addr)
-                 for name, data in sorted(info.broker_addr_table.items()) if broker_name in (None, name)
-                 for broker_id, addr in sorted(data.broker_addrs.items())]
+            raise BadRequestError(
+                f"broker {broker_name!r} is unknown to the name server "
+                f"(known: {', '.join(sorted(info.broker_addr_table)) or 'none'})"
+            )
+        found = [
+            BrokerAddress(name, broker_id, addr)
+            for name, data in sorted(info.broker_addr_table.items())
+            if broker_name in (None, name)
+            for broker_id, addr in sorted(data.broker_addrs.items())
+        ]
         if not found:
             raise ClientError(f"no broker is registered with the name server {self.config.namesrv_addr}")
         return found
 
     async def broker_config(self, addr: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: every setting of the broker at ``addr``, as text."""
-        response = await self.instance.remoting.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG),
-                                                       self.config.request_timeout_s)
+        response = await self.instance.remoting.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG), self.config.request_timeout_s
+        )
         expect_success(response)
         return parse_properties_text(response.body)
 
@@ -348,16 +426,13 @@ class AsyncAdmin(InstanceUser):
     async def runtime_info(self, addr: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table of the broker at ``addr``."""
         response = await self.instance.remoting.invoke(
-            addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), self.config.request_timeout_s)
+            addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), self.config.request_timeout_s
+        )
         expect_success(response)
         return dict(json_body(response).get("table") or {})
 
     def __repr__(self) -> str:
         return f"<AsyncAdmin namesrv={self.config.namesrv_addr} started={self._started}>"
-
-
-
-
 
 
 class Admin(SyncFacade):

@@ -58,7 +58,8 @@ class BlockingChannel:
                     # anything else is a request of the broker's: this channel serves none (4.x clients ignore them)
         except (TimeoutError, BlockingIOError):  # BlockingIOError: a wait ran out of its SO_SNDTIMEO/SO_RCVTIMEO
             raise RemotingTimeoutError(
-                f"no reply from {self.address} within {timeout_s:.1f}s (code {request.code})") from None
+                f"no reply from {self.address} within {timeout_s:.1f}s (code {request.code})"
+            ) from None
         except MalformedFrameError as exc:
             raise RemotingError(f"malformed reply from {self.address}: {exc}") from None
         except OSError as exc:
@@ -72,7 +73,7 @@ class BlockingChannel:
             if remaining_s <= 0:
                 raise TimeoutError
             self._limit_waits(remaining_s)
-            view = view[self._sock.send(view):]
+            view = view[self._sock.send(view) :]
             if not view:
                 return
 
@@ -143,7 +144,8 @@ class BlockingChannels:
         if self._closed:
             raise ClientError("producer is shut down")
         channel = self._take_idle(address) or BlockingChannel(
-            address, connect_timeout_s=min(self._connect_timeout_s, timeout_s), busy_poll_s=self._busy_poll_s)
+            address, connect_timeout_s=min(self._connect_timeout_s, timeout_s), busy_poll_s=self._busy_poll_s
+        )
         try:
             reply = channel.invoke(request, timeout_s)
         except BaseException:

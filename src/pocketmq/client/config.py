@@ -74,5 +74,5 @@ class ClientConfig:
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
 
-    def with_namesrv(self, namesrv_addr: str) -> "ClientConfig":
+    def with_namesrv(self, namesrv_addr: str) -> ClientConfig:
         return replace(self, namesrv_addr=namesrv_addr)

@@ -24,7 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from pocketmq.client.listener import (
-    ConsumeConcurrentlyContext, ConsumeOrderlyContext, ConsumeOrderlyStatus, failed_indexes,
+    ConsumeConcurrentlyContext,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    failed_indexes,
 )
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.common.message import MessageExt, MessageQueue
@@ -86,8 +89,15 @@ class _ServiceBase:
 
 
 class ConcurrentConsumeService(_ServiceBase):
-    def __init__(self, hooks: ConsumerHooks, listener, *, threads: int = 20, batch_size: int = 1,
-                 local_retry_delay_ms: int = 5000):
+    def __init__(
+        self,
+        hooks: ConsumerHooks,
+        listener,
+        *,
+        threads: int = 20,
+        batch_size: int = 1,
+        local_retry_delay_ms: int = 5000,
+    ):
         super().__init__(hooks, listener, threads=threads, batch_size=batch_size)
         self._local_retry_delay_ms = local_retry_delay_ms
         self.sent_back_total = 0
@@ -95,7 +105,7 @@ class ConcurrentConsumeService(_ServiceBase):
 
     def submit(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
         for start in range(0, len(messages), self._batch_size):
-            self._spawn(self._consume(pq, mq, messages[start:start + self._batch_size]))
+            self._spawn(self._consume(pq, mq, messages[start : start + self._batch_size]))
 
     async def _consume(self, pq: ProcessQueue, mq: MessageQueue, batch: list[MessageExt]) -> None:
         if pq.dropped:
@@ -108,8 +118,9 @@ class ConcurrentConsumeService(_ServiceBase):
         failed = [batch[i] for i in failed_indexes(status, context.ack_index, len(batch))]
         retry_locally: list[MessageExt] = []
         if failed and self._hooks.broadcasting:
-            log.warning("event=broadcast_consume_failed_dropped count=%d first_msg_id=%s", len(failed),
-                        failed[0].msg_id)
+            log.warning(
+                "event=broadcast_consume_failed_dropped count=%d first_msg_id=%s", len(failed), failed[0].msg_id
+            )
         elif failed:
             for msg in failed:
                 if await self._hooks.send_back(msg, context.delay_level_when_next_consume, mq):
@@ -123,8 +134,11 @@ class ConcurrentConsumeService(_ServiceBase):
             self._hooks.offset_done(mq, offset)
         if retry_locally:
             self.local_retries_total += len(retry_locally)
-            log.warning("event=send_back_failed_retry_locally count=%d delay_ms=%d", len(retry_locally),
-                        self._local_retry_delay_ms)
+            log.warning(
+                "event=send_back_failed_retry_locally count=%d delay_ms=%d",
+                len(retry_locally),
+                self._local_retry_delay_ms,
+            )
             self._later(pq, mq, retry_locally)
 
     def _later(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
@@ -138,8 +152,17 @@ class ConcurrentConsumeService(_ServiceBase):
 
 
 class OrderlyConsumeService(_ServiceBase):
-    def __init__(self, hooks: ConsumerHooks, listener, *, threads: int = 20, batch_size: int = 1,
-                 suspend_ms: int = 1000, max_reconsume_times: int = -1, lock_retry_ms: int = 100):
+    def __init__(
+        self,
+        hooks: ConsumerHooks,
+        listener,
+        *,
+        threads: int = 20,
+        batch_size: int = 1,
+        suspend_ms: int = 1000,
+        max_reconsume_times: int = -1,
+        lock_retry_ms: int = 100,
+    ):
         super().__init__(hooks, listener, threads=threads, batch_size=batch_size)
         self._suspend_ms = suspend_ms
         self._max_reconsume_times = max_reconsume_times  # -1: unlimited (RocketMQ's orderly default)

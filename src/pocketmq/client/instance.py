@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
@@ -48,17 +48,31 @@ class ConsumerData:
     held_queues: list[MessageQueue] | None = None  # a push consumer's assignment (group describe: docs/gray.md)
 
     def to_json(self, unit_mode: bool) -> dict:
-        held = {} if self.held_queues is None else {"pmqHeldQueues": [  # PocketMQ's; RocketMQ brokers ignore it
-            {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id} for mq in self.held_queues]}
-        return {**held,
+        held = (
+            {}
+            if self.held_queues is None
+            else {
+                "pmqHeldQueues": [  # PocketMQ's; RocketMQ brokers ignore it
+                    {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id} for mq in self.held_queues
+                ]
+            }
+        )
+        return {
+            **held,
             "groupName": self.group,
             "consumeType": self.consume_type,
             "messageModel": self.message_model,
             "consumeFromWhere": self.consume_from_where,
             "subscriptionDataSet": [
-                {"classFilterMode": False, "topic": topic, "subString": expr,
-                 "tagsSet": [t.strip() for t in expr.split("||") if t.strip() and expr.strip() != "*"],
-                 "codeSet": [], "subVersion": 0, "expressionType": "TAG"}
+                {
+                    "classFilterMode": False,
+                    "topic": topic,
+                    "subString": expr,
+                    "tagsSet": [t.strip() for t in expr.split("||") if t.strip() and expr.strip() != "*"],
+                    "codeSet": [],
+                    "subVersion": 0,
+                    "expressionType": "TAG",
+                }
                 for topic, expr in sorted(self.subscriptions.items())
             ],
             "unitMode": unit_mode,
@@ -71,7 +85,8 @@ class ClientInstance:
         self.clock = clock
         self.client_ip = config.client_ip or local_ipv4()
         self.client_id = f"{self.client_ip}@{config.instance_name}" + (
-            gray_client_id_suffix(config.gray_queue_ratio) if config.enable_gray_switch else "")
+            gray_client_id_suffix(config.gray_queue_ratio) if config.enable_gray_switch else ""
+        )
         self.message_ids = MessageIdGenerator.for_this_process(self.client_ip)
         self.remoting = RemotingClient(self._serve_request, connect_timeout_s=config.connect_timeout_s)
         self._routes: dict[str, TopicRouteView] = {}
@@ -93,10 +108,13 @@ class ClientInstance:
             return
         self._started = True
         self._tasks = [
-            asyncio.create_task(self._every(self.config.poll_name_server_interval_ms, self.refresh_all_routes),
-                                name="pocketmq-route-refresh"),
-            asyncio.create_task(self._every(self.config.heartbeat_broker_interval_ms, self.heartbeat_all),
-                                name="pocketmq-heartbeat"),
+            asyncio.create_task(
+                self._every(self.config.poll_name_server_interval_ms, self.refresh_all_routes),
+                name="pocketmq-route-refresh",
+            ),
+            asyncio.create_task(
+                self._every(self.config.heartbeat_broker_interval_ms, self.heartbeat_all), name="pocketmq-heartbeat"
+            ),
         ]
         log.info("event=client_instance_started client_id=%s namesrv=%s", self.client_id, self.config.namesrv_addr)
 
@@ -152,8 +170,9 @@ class ClientInstance:
         for step in range(len(addrs)):
             index = (self._namesrv_index + step) % len(addrs)
             try:
-                response = await self.remoting.invoke(addrs[index], _fresh(request), timeout_s or
-                                                      self.config.request_timeout_s)
+                response = await self.remoting.invoke(
+                    addrs[index], _fresh(request), timeout_s or self.config.request_timeout_s
+                )
             except RemotingError as exc:
                 last_error = exc
                 continue
@@ -166,8 +185,9 @@ class ClientInstance:
         the name server does not create an unknown topic for the lookup (admin reads)."""
         fields = {"topic": topic} if auto_create else {"topic": topic, "autoCreate": "false"}
         response = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, fields))
-        if response.code == ResponseCode.TOPIC_NOT_EXIST or (response.code == ResponseCode.SUCCESS
-                                                             and not response.body):
+        if response.code == ResponseCode.TOPIC_NOT_EXIST or (
+            response.code == ResponseCode.SUCCESS and not response.body
+        ):
             raise TopicNotExistError(f"topic {topic!r} does not exist (no route on the name server)")
         if response.code != ResponseCode.SUCCESS:
             raise RemoteServerError(response.code, response.remark or "")
@@ -197,8 +217,12 @@ class ClientInstance:
         old = self._routes.get(topic)
         self._routes[topic] = view
         if old is None or old.broker_addrs != view.broker_addrs or old.write_queues != view.write_queues:
-            log.info("event=route_changed topic=%s brokers=%s write_queues=%d", topic, view.broker_names,
-                     len(view.write_queues))
+            log.info(
+                "event=route_changed topic=%s brokers=%s write_queues=%d",
+                topic,
+                view.broker_names,
+                len(view.write_queues),
+            )
             new_addrs = set(view.broker_addrs.values()) - set(self._broker_addrs.values())
             self._rebuild_broker_table()
             if new_addrs and self._has_groups():
@@ -238,20 +262,25 @@ class ClientInstance:
         return dict(self._broker_addrs)
 
     # -- brokers ---------------------------------------------------------------------------------------------------
-    async def invoke_broker(self, broker_name: str, request: RemotingCommand,
-                            timeout_s: float | None = None) -> RemotingCommand:
-        return await self.remoting.invoke(self.broker_addr(broker_name), request,
-                                          timeout_s or self.config.request_timeout_s)
+    async def invoke_broker(
+        self, broker_name: str, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        return await self.remoting.invoke(
+            self.broker_addr(broker_name), request, timeout_s or self.config.request_timeout_s
+        )
 
     def _has_groups(self) -> bool:
         return bool(self._producer_groups or self._consumers)
 
     def heartbeat_body(self) -> bytes:
-        return json.dumps({
-            "clientID": self.client_id,
-            "producerDataSet": [{"groupName": g} for g in sorted(self._producer_groups)],
-            "consumerDataSet": [c.to_json(self.config.unit_mode) for _, c in sorted(self._consumers.items())],
-        }, separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "clientID": self.client_id,
+                "producerDataSet": [{"groupName": g} for g in sorted(self._producer_groups)],
+                "consumerDataSet": [c.to_json(self.config.unit_mode) for _, c in sorted(self._consumers.items())],
+            },
+            separators=(",", ":"),
+        ).encode()
 
     async def heartbeat_all(self) -> None:
         if not self._has_groups():
@@ -261,12 +290,12 @@ class ClientInstance:
 
     async def _heartbeat(self, addr: str, body: bytes | None = None) -> None:
         try:
-            request = RemotingCommand.request(RequestCode.HEART_BEAT,
-                                              body=self.heartbeat_body() if body is None else body)
+            request = RemotingCommand.request(
+                RequestCode.HEART_BEAT, body=self.heartbeat_body() if body is None else body
+            )
             response = await self.remoting.invoke(addr, request, self.config.request_timeout_s)
             if response.code != ResponseCode.SUCCESS:
-                log.warning("event=heartbeat_rejected addr=%s code=%s remark=%s", addr, response.code,
-                            response.remark)
+                log.warning("event=heartbeat_rejected addr=%s code=%s remark=%s", addr, response.code, response.remark)
         except RemotingError as exc:
             log.warning("event=heartbeat_failed addr=%s error=%s", addr, exc)
 
@@ -280,8 +309,11 @@ class ClientInstance:
 
         async def unregister(addr: str, fields: dict) -> None:
             try:
-                await self.remoting.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, fields),
-                                           min(1.0, self.config.request_timeout_s))
+                await self.remoting.invoke(
+                    addr,
+                    RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, fields),
+                    min(1.0, self.config.request_timeout_s),
+                )
             except RemotingError as exc:
                 log.info("event=unregister_failed addr=%s error=%s", addr, exc)
 
@@ -299,12 +331,15 @@ class ClientInstance:
                 except Exception:
                     log.exception("event=consumer_ids_listener_failed group=%s", group)
             return None  # a notification: brokers send it oneway and expect no answer
-        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                remark=f"client does not serve request code {request.code}")
+        return request.response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"client does not serve request code {request.code}"
+        )
 
     def __repr__(self) -> str:
-        return (f"<ClientInstance {self.client_id} namesrv={self.config.namesrv_addr} topics={len(self._routes)} "
-                f"brokers={sorted(self._broker_addrs)} refs={self._refs}>")
+        return (
+            f"<ClientInstance {self.client_id} namesrv={self.config.namesrv_addr} topics={len(self._routes)} "
+            f"brokers={sorted(self._broker_addrs)} refs={self._refs}>"
+        )
 
 
 def _fresh(request: RemotingCommand) -> RemotingCommand:
@@ -317,8 +352,13 @@ _instances: dict[tuple, ClientInstance] = {}
 
 async def acquire_instance(config: ClientConfig) -> ClientInstance:
     """The shared, started instance for ``config`` on the running loop; pair with ``release_instance``."""
-    key = (id(asyncio.get_running_loop()), config.namesrv_addr, config.instance_name, config.client_ip,
-           config.enable_gray_switch)  # a gray client never shares a normal one's id
+    key = (
+        id(asyncio.get_running_loop()),
+        config.namesrv_addr,
+        config.instance_name,
+        config.client_ip,
+        config.enable_gray_switch,
+    )  # a gray client never shares a normal one's id
     instance = _instances.get(key)
     if instance is None:
         instance = _instances[key] = ClientInstance(config)

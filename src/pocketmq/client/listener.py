@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pocketmq.common.message import MessageExt, MessageQueue
 
@@ -87,8 +87,9 @@ class StagedConcurrentListener:
     def compute_group(self, msg: MessageExt) -> str | None:
         return ""
 
-    def reset_current_stage_offset_if_need(self, mq: MessageQueue, strategy: str | None, group: str | None,
-                                           stage_offset: int) -> int | None:
+    def reset_current_stage_offset_if_need(
+        self, mq: MessageQueue, strategy: str | None, group: str | None, stage_offset: int
+    ) -> int | None:
         return None
 
     def __call__(self, msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:

@@ -12,14 +12,15 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from typing import Awaitable, Coroutine, TypeVar
+from collections.abc import Awaitable, Coroutine
+from typing import TypeVar
 
 from pocketmq.errors import RemotingTimeoutError
 
 T = TypeVar("T")
 
 _lock = threading.Lock()
-_loop_thread: "LoopThread | None" = None
+_loop_thread: LoopThread | None = None
 
 
 class LoopThread:

@@ -47,8 +47,9 @@ class MessageIdGenerator:
     """Makes UNIQ_KEYs; ``next_id(now_ms)`` is cheap (one struct pack and one hex) and thread-safe."""
 
     def __init__(self, ip: str, pid: int, random_part: int):
-        self._prefix = socket.inet_aton(ip) + (pid & 0xFFFF).to_bytes(2, "big") + \
-            (random_part & 0xFFFFFFFF).to_bytes(4, "big")
+        self._prefix = (
+            socket.inet_aton(ip) + (pid & 0xFFFF).to_bytes(2, "big") + (random_part & 0xFFFFFFFF).to_bytes(4, "big")
+        )
         self._prefix_hex = self._prefix.hex().upper()
         self._counter = itertools.count()
         self._lock = threading.Lock()  # itertools.count is atomic under the GIL; the lock guards the month
@@ -56,7 +57,7 @@ class MessageIdGenerator:
         self._next_month_ms = 0
 
     @classmethod
-    def for_this_process(cls, ip: str | None = None) -> "MessageIdGenerator":
+    def for_this_process(cls, ip: str | None = None) -> MessageIdGenerator:
         return cls(ip or local_ipv4(), os.getpid(), random.getrandbits(32))
 
     @property
@@ -94,7 +95,9 @@ def parse_message_id(message_id: str) -> MessageIdParts:
         raise ValueError(f"message id must be 32 hex digits, got {len(message_id)} characters")
     raw = bytes.fromhex(message_id)
     return MessageIdParts(
-        ip=socket.inet_ntoa(raw[:4]), pid=int.from_bytes(raw[4:6], "big"),
-        random_part=int.from_bytes(raw[6:10], "big"), ms_since_month_start=int.from_bytes(raw[10:14], "big"),
+        ip=socket.inet_ntoa(raw[:4]),
+        pid=int.from_bytes(raw[4:6], "big"),
+        random_part=int.from_bytes(raw[6:10], "big"),
+        ms_since_month_start=int.from_bytes(raw[10:14], "big"),
         counter=int.from_bytes(raw[14:16], "big"),
     )

@@ -48,9 +48,13 @@ class RemoteOffsetStore(_OffsetTable):
     async def read(self, mq: MessageQueue) -> int | None:
         if mq in self.table:
             return self.table[mq]
-        response = await self._instance.invoke_broker(mq.broker_name, RemotingCommand.request(
-            RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self._group, "topic": mq.topic,
-                                                "queueId": mq.queue_id}))
+        response = await self._instance.invoke_broker(
+            mq.broker_name,
+            RemotingCommand.request(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": self._group, "topic": mq.topic, "queueId": mq.queue_id},
+            ),
+        )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         if response.code != ResponseCode.SUCCESS:
@@ -65,9 +69,18 @@ class RemoteOffsetStore(_OffsetTable):
             if offset is None:
                 continue
             try:
-                await self._instance.invoke_broker(mq.broker_name, RemotingCommand.request(
-                    RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": self._group, "topic": mq.topic,
-                                                         "queueId": mq.queue_id, "commitOffset": offset}))
+                await self._instance.invoke_broker(
+                    mq.broker_name,
+                    RemotingCommand.request(
+                        RequestCode.UPDATE_CONSUMER_OFFSET,
+                        {
+                            "consumerGroup": self._group,
+                            "topic": mq.topic,
+                            "queueId": mq.queue_id,
+                            "commitOffset": offset,
+                        },
+                    ),
+                )
             except (RemotingError, RemoteServerError, ClientError) as exc:  # the next round tries again
                 log.warning("event=offset_persist_failed mq=%s offset=%d error=%s", mq, offset, exc)
 
@@ -96,7 +109,9 @@ class LocalFileOffsetStore(_OffsetTable):
 
     async def persist(self, mqs=None) -> None:
         self._load()
-        entries = [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
-                   for mq, offset in sorted(self.table.items())]
+        entries = [
+            {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
+            for mq, offset in sorted(self.table.items())
+        ]
         os.makedirs(self.path.parent, exist_ok=True)
         atomic_write_bytes(self.path, json.dumps({"offsetTable": entries}, indent=1).encode())

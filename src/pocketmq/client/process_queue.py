@@ -86,5 +86,7 @@ class ProcessQueue:
         return self.commit_offset()
 
     def __repr__(self) -> str:
-        return (f"<ProcessQueue count={self.count} bytes={self.size_bytes} commit={self.commit_offset()} "
-                f"dropped={self.dropped} locked={self.locked}>")
+        return (
+            f"<ProcessQueue count={self.count} bytes={self.size_bytes} commit={self.commit_offset()} "
+            f"dropped={self.dropped} locked={self.locked}>"
+        )

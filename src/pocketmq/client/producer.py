@@ -28,8 +28,9 @@ import concurrent.futures
 import enum
 import logging
 import zlib
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Coroutine, Sequence, TypeVar
+from typing import TypeVar
 
 from pocketmq.client.blocking_channel import BlockingChannels
 from pocketmq.client.config import ClientConfig
@@ -43,8 +44,15 @@ from pocketmq.common import properties as props
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
 from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
-from pocketmq.errors import (ClientError, IllegalMessageError, IllegalTopicError, PocketMQError, RemoteServerError,
-                             RemotingError, RemotingTimeoutError)
+from pocketmq.errors import (
+    ClientError,
+    IllegalMessageError,
+    IllegalTopicError,
+    PocketMQError,
+    RemoteServerError,
+    RemotingError,
+    RemotingTimeoutError,
+)
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_batch
@@ -58,9 +66,17 @@ LEGAL_TOPICS_CACHED = 1024
 T = TypeVar("T")
 # Where a message in an automatic batch would be stored or answered differently than alone (delays, transactions,
 # FIFO groups, de-duplication).
-_UNBATCHABLE_PROPERTIES = frozenset({props.DELAY_TIME_LEVEL, props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC,
-                                     props.TIMER_DELAY_MS, props.TRANSACTION_PREPARED, props.SHARDING_KEY,
-                                     props.IDEMPOTENT})  # a de-duplicated one answers with its first copy's place
+_UNBATCHABLE_PROPERTIES = frozenset(
+    {
+        props.DELAY_TIME_LEVEL,
+        props.TIMER_DELIVER_MS,
+        props.TIMER_DELAY_SEC,
+        props.TIMER_DELAY_MS,
+        props.TRANSACTION_PREPARED,
+        props.SHARDING_KEY,
+        props.IDEMPOTENT,
+    }
+)  # a de-duplicated one answers with its first copy's place
 
 
 class SendStatus(enum.Enum):
@@ -122,12 +138,16 @@ class ProducerOptions:
         problem = group_name_problem(self.group)
         if problem:
             raise ClientError(f"producer group: {problem}")
-        if min(self.retry_times_when_send_failed, self.retry_times_when_send_async_failed) < 0 \
-                or self.send_timeout_s <= 0:
+        if (
+            min(self.retry_times_when_send_failed, self.retry_times_when_send_async_failed) < 0
+            or self.send_timeout_s <= 0
+        ):
             raise ClientError("retry times must be >= 0 and send_timeout_s > 0")
         if self.auto_batch_max_messages < 1 or not 0 < self.auto_batch_max_bytes <= self.max_message_bytes // 2:
-            raise ClientError("auto_batch_max_messages must be >= 1 and auto_batch_max_bytes in (0, "
-                              "max_message_bytes / 2] (a batch's encoding adds to its bodies)")
+            raise ClientError(
+                "auto_batch_max_messages must be >= 1 and auto_batch_max_bytes in (0, "
+                "max_message_bytes / 2] (a batch's encoding adds to its bodies)"
+            )
 
 
 class AsyncProducer(InstanceUser):
@@ -135,28 +155,54 @@ class AsyncProducer(InstanceUser):
 
     _kind = "producer"
 
-    def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
-                 selector: QueueSelector | None = None, instance: ClientInstance | None = None):
+    def __init__(
+        self,
+        config: ClientConfig | None = None,
+        options: ProducerOptions | None = None,
+        *,
+        selector: QueueSelector | None = None,
+        instance: ClientInstance | None = None,
+    ):
         super().__init__(config, instance=instance)
         self.options = options or ProducerOptions()
         self.selector = selector or MessageGroupSelector()
         self._gray_selector: GraySelector | None = None  # built on the first gray message
         self.faults = LatencyFaultTolerance()  # used when options.send_latency_fault_enable
         self._legal_topics: set[str] = set()  # names already checked, so a send skips the regex
-        self._accumulator = SendAccumulator(
-            self._send_auto_batch, max_messages=self.options.auto_batch_max_messages,
-            max_bytes=self.options.auto_batch_max_bytes) if self.options.auto_batch else None
+        self._accumulator = (
+            SendAccumulator(
+                self._send_auto_batch,
+                max_messages=self.options.auto_batch_max_messages,
+                max_bytes=self.options.auto_batch_max_bytes,
+            )
+            if self.options.auto_batch
+            else None
+        )
 
     # -- sending ------------------------------------------------------------------------------------------------
-    async def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
-                   delay_level: int | None = None, deliver_at_ms: int | None = None,
-                   _retry_times: int | None = None) -> SendResult:
+    async def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        timeout_s: float | None = None,
+        delay_level: int | None = None,
+        deliver_at_ms: int | None = None,
+        _retry_times: int | None = None,
+    ) -> SendResult:
         """Send one message; with ``queue``, to that queue only (no retry elsewhere).
 
         ``delay_level`` (1-18 with the broker's default table) or ``deliver_at_ms`` (epoch ms) delays it.
         """
-        if self._accumulator is not None and queue is None and timeout_s is None and delay_level is None \
-                and deliver_at_ms is None and _retry_times is None and self._batchable(message):
+        if (
+            self._accumulator is not None
+            and queue is None
+            and timeout_s is None
+            and delay_level is None
+            and deliver_at_ms is None
+            and _retry_times is None
+            and self._batchable(message)
+        ):
             return await self._accumulator.add(message)
         build = self._prepare_single(message, delay_level, deliver_at_ms)
         retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
@@ -186,9 +232,12 @@ class AsyncProducer(InstanceUser):
         user's, compression."""
         self._check_message(message)
         self._mark_gray(message)
-        return (type(self.selector) is MessageGroupSelector and len(message.body) < self.options.compress_over_bytes
-                and not _UNBATCHABLE_PROPERTIES.intersection(message.properties)
-                and not is_gray_message(message.properties))
+        return (
+            type(self.selector) is MessageGroupSelector
+            and len(message.body) < self.options.compress_over_bytes
+            and not _UNBATCHABLE_PROPERTIES.intersection(message.properties)
+            and not is_gray_message(message.properties)
+        )
 
     async def _send_auto_batch(self, messages: list[Message]) -> list[SendResult | Exception]:
         """An automatic batch (``SendAccumulator``): sent with a batch's retries, one outcome per message. A batch
@@ -196,18 +245,23 @@ class AsyncProducer(InstanceUser):
         is sent again message by message, so each gets its own outcome."""
         try:
             build, uniq_keys = self._prepare_batch(messages)
-            result = await self._send_with_retries(messages[0], build, None, None,
-                                                   self.options.retry_times_when_send_failed, uniq_keys)
+            result = await self._send_with_retries(
+                messages[0], build, None, None, self.options.retry_times_when_send_failed, uniq_keys
+            )
         except (IllegalMessageError, RemoteServerError) as exc:
             if exc.retriable or len(messages) == 1:
                 raise
-            return await asyncio.gather(*(self.send(m, _retry_times=self.options.retry_times_when_send_failed)
-                                          for m in messages), return_exceptions=True)
+            return await asyncio.gather(
+                *(self.send(m, _retry_times=self.options.retry_times_when_send_failed) for m in messages),
+                return_exceptions=True,
+            )
         offset_ids = result.offset_msg_id.split(",")
         if len(offset_ids) != len(uniq_keys):
             offset_ids = [result.offset_msg_id] * len(uniq_keys)
-        return [SendResult(result.status, key, offset_id, result.message_queue, result.queue_offset + index, (key,))
-                for index, (key, offset_id) in enumerate(zip(uniq_keys, offset_ids))]
+        return [
+            SendResult(result.status, key, offset_id, result.message_queue, result.queue_offset + index, (key,))
+            for index, (key, offset_id) in enumerate(zip(uniq_keys, offset_ids))
+        ]
 
     async def shutdown(self) -> None:
         if self._accumulator is not None and self._started:
@@ -220,13 +274,23 @@ class AsyncProducer(InstanceUser):
     def _detach(self) -> None:
         self._instance.unregister_producer(self.options.group)  # type: ignore[union-attr]
 
-    def send_async(self, message: Message, callback=None, on_exception=None, *, queue: MessageQueue | None = None,
-                   timeout_s: float | None = None) -> "asyncio.Task[SendResult]":
+    def send_async(
+        self,
+        message: Message,
+        callback=None,
+        on_exception=None,
+        *,
+        queue: MessageQueue | None = None,
+        timeout_s: float | None = None,
+    ) -> asyncio.Task[SendResult]:
         """Start a send and return at once: the returned task is awaitable; ``callback(result)`` or
         ``on_exception(error)`` run on the loop when it ends. Retried ``retry_times_when_send_async_failed``
         times."""
-        task = asyncio.get_running_loop().create_task(self.send(
-            message, queue=queue, timeout_s=timeout_s, _retry_times=self.options.retry_times_when_send_async_failed))
+        task = asyncio.get_running_loop().create_task(
+            self.send(
+                message, queue=queue, timeout_s=timeout_s, _retry_times=self.options.retry_times_when_send_async_failed
+            )
+        )
 
         def done(t: asyncio.Task) -> None:
             if t.cancelled():
@@ -254,10 +318,12 @@ class AsyncProducer(InstanceUser):
             route = instance.cached_route(message.topic) or await instance.route(message.topic)
             if not route.write_queues:
                 raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
-            mq = self._selector_for(message).select(route.write_queues, message,
-                                                    self._avoided_brokers(route.write_queues, instance.clock))
-        request = self._request(RequestCode.SEND_MESSAGE_V2, mq, props.encode_properties(message.properties), 0,
-                                message.flag, message.body)
+            mq = self._selector_for(message).select(
+                route.write_queues, message, self._avoided_brokers(route.write_queues, instance.clock)
+            )
+        request = self._request(
+            RequestCode.SEND_MESSAGE_V2, mq, props.encode_properties(message.properties), 0, message.flag, message.body
+        )
         await instance.remoting.invoke_oneway(instance.broker_addr(mq.broker_name), request)
 
     def _avoided_brokers(self, queues, clock: Clock) -> frozenset[str]:
@@ -268,12 +334,14 @@ class AsyncProducer(InstanceUser):
         available = self.faults.filter(names, clock.now_ms())
         return frozenset(names) - set(available)
 
-    async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
-                         timeout_s: float | None = None) -> SendResult:
+    async def send_batch(
+        self, messages: Sequence[Message], *, queue: MessageQueue | None = None, timeout_s: float | None = None
+    ) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE; they land consecutively in one queue."""
         build, uniq_keys = self._prepare_batch(messages)
-        return await self._send_with_retries(messages[0], build, queue, timeout_s,
-                                             self.options.retry_times_when_send_failed, uniq_keys)
+        return await self._send_with_retries(
+            messages[0], build, queue, timeout_s, self.options.retry_times_when_send_failed, uniq_keys
+        )
 
     def _prepare_batch(self, messages: Sequence[Message]):
         """Check and stamp the messages of a batch; the builder of its SEND_BATCH_MESSAGE and the batch's keys."""
@@ -324,15 +392,23 @@ class AsyncProducer(InstanceUser):
         if not message.body:
             raise IllegalMessageError("message body is empty")
         if len(message.body) > self.options.max_message_bytes:
-            raise IllegalMessageError(f"message body is {len(message.body)} bytes, over the limit "
-                                      f"{self.options.max_message_bytes}")
+            raise IllegalMessageError(
+                f"message body is {len(message.body)} bytes, over the limit {self.options.max_message_bytes}"
+            )
 
-    def _request(self, code: int, mq: MessageQueue, properties: str, sys_flag: int, flag: int, body: bytes,
-                 batch: bool = False) -> RemotingCommand:
+    def _request(
+        self, code: int, mq: MessageQueue, properties: str, sys_flag: int, flag: int, body: bytes, batch: bool = False
+    ) -> RemotingCommand:
         fields = {
-            "a": self.options.group, "b": mq.topic, "c": DEFAULT_TOPIC,
-            "d": str(self.options.default_topic_queue_nums), "e": str(mq.queue_id), "f": str(sys_flag),
-            "g": str(self._instance.clock.now_ms()), "h": str(flag), "i": properties,  # type: ignore[union-attr]
+            "a": self.options.group,
+            "b": mq.topic,
+            "c": DEFAULT_TOPIC,
+            "d": str(self.options.default_topic_queue_nums),
+            "e": str(mq.queue_id),
+            "f": str(sys_flag),
+            "g": str(self._instance.clock.now_ms()),
+            "h": str(flag),
+            "i": properties,  # type: ignore[union-attr]
         }
         # reconsumeTimes (j), unitMode (k) and batch (m) are optional in the V2 header and default to 0, false and
         # false on every broker: only a batch says so (three fields fewer: ~0.4 µs less to encode and to parse)
@@ -344,9 +420,17 @@ class AsyncProducer(InstanceUser):
         cmd.body = body
         return cmd
 
-    async def _send_with_retries(self, message: Message, build, queue: MessageQueue | None,
-                                 timeout_s: float | None, retry_times: int, uniq_keys: list[str] | None = None, *,
-                                 io: "_BlockingSendIO | None" = None) -> SendResult:
+    async def _send_with_retries(
+        self,
+        message: Message,
+        build,
+        queue: MessageQueue | None,
+        timeout_s: float | None,
+        retry_times: int,
+        uniq_keys: list[str] | None = None,
+        *,
+        io: _BlockingSendIO | None = None,
+    ) -> SendResult:
         """One send with its retries. Its I/O is the client loop's (``instance.route``, ``instance.remoting``)
         unless ``io`` gives other awaitables: the synchronous facade's never suspend (``_BlockingSendIO``)."""
         instance = self.instance
@@ -367,8 +451,9 @@ class AsyncProducer(InstanceUser):
                 if mq is None:
                     refresh = _needs_route_refresh(last_error)
                     # the cached route without a coroutine call: this is the path of every send
-                    route = (None if refresh else instance.cached_route(message.topic)) or \
-                        await route_of(message.topic, refresh=refresh)
+                    route = (None if refresh else instance.cached_route(message.topic)) or await route_of(
+                        message.topic, refresh=refresh
+                    )
                     if not route.write_queues:
                         raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
                     avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues, clock)
@@ -382,13 +467,20 @@ class AsyncProducer(InstanceUser):
                 response = await invoke(address, build(mq), remaining_s)
                 self._report_latency(mq.broker_name, clock.monotonic_ms() - started_ms, clock, failed=False)
                 result = self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
-                if result.status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok \
-                        or attempt == attempts - 1:
+                if (
+                    result.status is SendStatus.SEND_OK
+                    or not self.options.retry_another_broker_when_not_store_ok
+                    or attempt == attempts - 1
+                ):
                     return result
                 weak_result = result  # stored, with a weaker guarantee: try another broker for a full one
                 failed_brokers.add(mq.broker_name)
-                log.info("event=send_not_store_ok topic=%s broker=%s status=%s", message.topic, mq.broker_name,
-                         result.status.value)
+                log.info(
+                    "event=send_not_store_ok topic=%s broker=%s status=%s",
+                    message.topic,
+                    mq.broker_name,
+                    result.status.value,
+                )
             except (RemotingError, RemoteServerError) as exc:
                 if not exc.retriable:
                     raise
@@ -397,8 +489,13 @@ class AsyncProducer(InstanceUser):
                 last_error = exc
                 if mq is not None:
                     failed_brokers.add(mq.broker_name)
-                log.info("event=send_failed topic=%s broker=%s attempt=%d error=%s", message.topic,
-                         mq.broker_name if mq else None, attempt + 1, exc)
+                log.info(
+                    "event=send_failed topic=%s broker=%s attempt=%d error=%s",
+                    message.topic,
+                    mq.broker_name if mq else None,
+                    attempt + 1,
+                    exc,
+                )
         if weak_result is not None:
             return weak_result
         if last_error is None:
@@ -421,8 +518,14 @@ class AsyncProducer(InstanceUser):
             raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"send reply lacks queueOffset: {fields}") from None
         if queue_id != mq.queue_id:
             mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
-        return SendResult(status=status, msg_id=",".join(uniq_keys), offset_msg_id=fields.get("msgId", ""),
-                          message_queue=mq, queue_offset=queue_offset, message_ids=tuple(uniq_keys))
+        return SendResult(
+            status=status,
+            msg_id=",".join(uniq_keys),
+            offset_msg_id=fields.get("msgId", ""),
+            message_queue=mq,
+            queue_offset=queue_offset,
+            message_ids=tuple(uniq_keys),
+        )
 
     def __repr__(self) -> str:
         return f"<AsyncProducer group={self.options.group} started={self._started}>"
@@ -449,7 +552,7 @@ class _BlockingSendIO:
     """The synchronous facade's send I/O: awaitables that never suspend. Replies come over the calling thread's
     blocking channels; a route not cached yet is fetched on the client loop while the caller waits."""
 
-    def __init__(self, facade: "Producer", channels: BlockingChannels):
+    def __init__(self, facade: Producer, channels: BlockingChannels):
         self._facade = facade
         self._channels = channels
 
@@ -486,26 +589,44 @@ class Producer(SyncFacade):
     ...     result = producer.send(Message.create("orders", b"hello", tags="created"))
     """
 
-    def __init__(self, config: ClientConfig | None = None, options: ProducerOptions | None = None, *,
-                 selector: QueueSelector | None = None):
+    def __init__(
+        self,
+        config: ClientConfig | None = None,
+        options: ProducerOptions | None = None,
+        *,
+        selector: QueueSelector | None = None,
+    ):
         super().__init__(AsyncProducer(config, options, selector=selector))
         config = self.core.config
-        self._channels = BlockingChannels(connect_timeout_s=config.connect_timeout_s,
-                                          busy_poll_s=config.sync_reply_busy_poll_us / 1e6)
+        self._channels = BlockingChannels(
+            connect_timeout_s=config.connect_timeout_s, busy_poll_s=config.sync_reply_busy_poll_us / 1e6
+        )
         self._io = _BlockingSendIO(self, self._channels)
 
-    def send(self, message: Message, *, queue: MessageQueue | None = None, timeout_s: float | None = None,
-             delay_level: int | None = None, deliver_at_ms: int | None = None) -> SendResult:
+    def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        timeout_s: float | None = None,
+        delay_level: int | None = None,
+        deliver_at_ms: int | None = None,
+    ) -> SendResult:
         self._loop.refuse_own_thread()
         core = self.core
         build = core._prepare_single(message, delay_level, deliver_at_ms)
-        return _run_inline(core._send_with_retries(message, build, queue, timeout_s,
-                                                   core.options.retry_times_when_send_failed, io=self._io))
+        return _run_inline(
+            core._send_with_retries(
+                message, build, queue, timeout_s, core.options.retry_times_when_send_failed, io=self._io
+            )
+        )
 
-    def send_async(self, message: Message, callback=None, on_exception=None, *,
-                   queue: MessageQueue | None = None) -> "concurrent.futures.Future[SendResult]":
+    def send_async(
+        self, message: Message, callback=None, on_exception=None, *, queue: MessageQueue | None = None
+    ) -> concurrent.futures.Future[SendResult]:
         """Start a send and return at once; the future resolves to the SendResult. Callbacks run on the
         client loop thread."""
+
         async def start():
             return self.core.send_async(message, callback, on_exception, queue=queue)
 
@@ -515,15 +636,19 @@ class Producer(SyncFacade):
     def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
         self._loop.run(self.core.send_oneway(message, queue=queue))
 
-    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
-                   timeout_s: float | None = None) -> SendResult:
+    def send_batch(
+        self, messages: Sequence[Message], *, queue: MessageQueue | None = None, timeout_s: float | None = None
+    ) -> SendResult:
         self._loop.refuse_own_thread()
         core = self.core
         build, uniq_keys = core._prepare_batch(messages)
-        return _run_inline(core._send_with_retries(messages[0], build, queue, timeout_s,
-                                                   core.options.retry_times_when_send_failed, uniq_keys, io=self._io))
+        return _run_inline(
+            core._send_with_retries(
+                messages[0], build, queue, timeout_s, core.options.retry_times_when_send_failed, uniq_keys, io=self._io
+            )
+        )
 
-    def start(self) -> "Producer":
+    def start(self) -> Producer:
         super().start()
         listeners = self.core.instance.broker_left_listeners
         if self._channels.drop not in listeners:

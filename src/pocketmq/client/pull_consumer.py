@@ -14,8 +14,8 @@ from __future__ import annotations
 import enum
 import logging
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, ConsumerData, InstanceUser
@@ -71,8 +71,7 @@ def parse_tag_expression(expression: str) -> frozenset[str] | None:
     return None if not tags or "*" in tags else tags
 
 
-def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | None,
-                              queue_offset: int) -> PullResult:
+def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | None, queue_offset: int) -> PullResult:
     """Decode a PULL_MESSAGE reply of a pull from ``queue_offset``: records, inflated bodies, the client-side
     tag filter. A record that does not decode (damaged) is skipped, never a reason to stall the queue: the
     records before it are kept and the next pull starts right after the last of them (or, when the damaged
@@ -82,8 +81,11 @@ def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | 
         raise RemoteServerError(response.code, response.remark or "")
     fields = response.ext_fields
     try:
-        next_begin, min_offset, max_offset = (int(fields["nextBeginOffset"]), int(fields["minOffset"]),
-                                              int(fields["maxOffset"]))
+        next_begin, min_offset, max_offset = (
+            int(fields["nextBeginOffset"]),
+            int(fields["minOffset"]),
+            int(fields["maxOffset"]),
+        )
     except (KeyError, ValueError):
         raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"pull reply lacks offsets: {fields}") from None
     messages: list[MessageExt] = []
@@ -91,8 +93,13 @@ def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | 
         decoded, damaged = decode_records_prefix(response.body)
         if damaged is not None:
             next_begin = decoded[-1].queue_offset + 1 if decoded else queue_offset + 1
-            log.error("event=damaged_record_skipped pulled_from=%d records_kept=%d next_offset=%d error=%s",
-                      queue_offset, len(decoded), next_begin, damaged)
+            log.error(
+                "event=damaged_record_skipped pulled_from=%d records_kept=%d next_offset=%d error=%s",
+                queue_offset,
+                len(decoded),
+                next_begin,
+                damaged,
+            )
         for msg in decoded:
             if msg.sys_flag & SYSFLAG_COMPRESSED:
                 msg.body = zlib.decompress(msg.body)
@@ -109,8 +116,13 @@ class AsyncPullConsumer(InstanceUser):
 
     _kind = "pull consumer"
 
-    def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, config: ClientConfig | None = None, *,
-                 instance: ClientInstance | None = None):
+    def __init__(
+        self,
+        group: str = DEFAULT_CONSUMER_GROUP,
+        config: ClientConfig | None = None,
+        *,
+        instance: ClientInstance | None = None,
+    ):
         problem = group_name_problem(group)
         if problem:
             raise ClientError(f"consumer group: {problem}")
@@ -141,8 +153,16 @@ class AsyncPullConsumer(InstanceUser):
         return self._assigned
 
     # -- pulling --------------------------------------------------------------------------------------------------
-    async def pull(self, queue: MessageQueue, queue_offset: int, max_count: int = 32, *, tag_expression: str = "*",
-                   timeout_s: float | None = None, long_poll_ms: int = 0) -> PullResult:
+    async def pull(
+        self,
+        queue: MessageQueue,
+        queue_offset: int,
+        max_count: int = 32,
+        *,
+        tag_expression: str = "*",
+        timeout_s: float | None = None,
+        long_poll_ms: int = 0,
+    ) -> PullResult:
         """Up to ``max_count`` messages of ``queue`` from ``queue_offset``; with ``long_poll_ms`` the broker
         holds the request until a message arrives or that time passes."""
         if not 1 <= max_count <= MAX_PULL_COUNT:
@@ -151,12 +171,22 @@ class AsyncPullConsumer(InstanceUser):
             raise BadRequestError("queue_offset and long_poll_ms must not be negative")
         tags = parse_tag_expression(tag_expression)
         sys_flag = _PULL_SUBSCRIPTION | (_PULL_SUSPEND if long_poll_ms else 0)
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
-            "queueOffset": queue_offset, "maxMsgNums": max_count, "sysFlag": sys_flag, "commitOffset": 0,
-            "suspendTimeoutMillis": long_poll_ms, "subscription": tag_expression.strip() or "*",
-            "subVersion": self.instance.clock.now_ms(), "expressionType": "TAG",
-        })
+        request = RemotingCommand.request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": self.group,
+                "topic": queue.topic,
+                "queueId": queue.queue_id,
+                "queueOffset": queue_offset,
+                "maxMsgNums": max_count,
+                "sysFlag": sys_flag,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": long_poll_ms,
+                "subscription": tag_expression.strip() or "*",
+                "subVersion": self.instance.clock.now_ms(),
+                "expressionType": "TAG",
+            },
+        )
         timeout_s = timeout_s or (long_poll_ms / 1000 + self.config.request_timeout_s)
         response = await self._invoke(queue, request, timeout_s)
         return pull_result_from_response(response, tags, queue_offset)
@@ -166,15 +196,29 @@ class AsyncPullConsumer(InstanceUser):
         """Store ``queue_offset`` (the next offset to consume) for this group on the queue's broker."""
         if queue_offset < 0:
             raise BadRequestError("a committed offset is never negative")
-        response = await self._invoke(queue, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
-            "commitOffset": queue_offset}))
+        response = await self._invoke(
+            queue,
+            RemotingCommand.request(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {
+                    "consumerGroup": self.group,
+                    "topic": queue.topic,
+                    "queueId": queue.queue_id,
+                    "commitOffset": queue_offset,
+                },
+            ),
+        )
         expect_success(response)
 
     async def committed(self, queue: MessageQueue) -> int | None:
         """This group's committed offset of ``queue``, or None when it never committed one."""
-        response = await self._invoke(queue, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id}))
+        response = await self._invoke(
+            queue,
+            RemotingCommand.request(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id},
+            ),
+        )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         return offset_of(response)
@@ -191,12 +235,14 @@ class AsyncPullConsumer(InstanceUser):
         return await self._offset_query(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=timestamp_ms)
 
     async def _offset_query(self, code: int, queue: MessageQueue, **extra) -> int:
-        response = await self._invoke(queue, RemotingCommand.request(code, {
-            "topic": queue.topic, "queueId": queue.queue_id, **extra}))
+        response = await self._invoke(
+            queue, RemotingCommand.request(code, {"topic": queue.topic, "queueId": queue.queue_id, **extra})
+        )
         return offset_of(response)
 
-    async def _invoke(self, queue: MessageQueue, request: RemotingCommand,
-                      timeout_s: float | None = None) -> RemotingCommand:
+    async def _invoke(
+        self, queue: MessageQueue, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
         instance = self.instance
         if queue.broker_name not in instance.broker_addrs:
             await instance.route(queue.topic, refresh=True)  # a queue from elsewhere, or a broker that moved
@@ -204,9 +250,6 @@ class AsyncPullConsumer(InstanceUser):
 
     def __repr__(self) -> str:
         return f"<AsyncPullConsumer group={self.group} assigned={len(self._assigned)} started={self._started}>"
-
-
-
 
 
 class PullConsumer(SyncFacade):
@@ -231,10 +274,26 @@ class PullConsumer(SyncFacade):
     def assignment(self) -> tuple[MessageQueue, ...]:
         return self.core.assignment
 
-    def pull(self, queue: MessageQueue, queue_offset: int, max_count: int = 32, *, tag_expression: str = "*",
-             timeout_s: float | None = None, long_poll_ms: int = 0) -> PullResult:
-        return self._loop.run(self.core.pull(queue, queue_offset, max_count, tag_expression=tag_expression,
-                                             timeout_s=timeout_s, long_poll_ms=long_poll_ms))
+    def pull(
+        self,
+        queue: MessageQueue,
+        queue_offset: int,
+        max_count: int = 32,
+        *,
+        tag_expression: str = "*",
+        timeout_s: float | None = None,
+        long_poll_ms: int = 0,
+    ) -> PullResult:
+        return self._loop.run(
+            self.core.pull(
+                queue,
+                queue_offset,
+                max_count,
+                tag_expression=tag_expression,
+                timeout_s=timeout_s,
+                long_poll_ms=long_poll_ms,
+            )
+        )
 
     def commit(self, queue: MessageQueue, queue_offset: int) -> None:
         self._loop.run(self.core.commit(queue, queue_offset))

@@ -31,9 +31,9 @@ import enum
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
@@ -107,8 +107,13 @@ class AsyncPushConsumer:
     """The asyncio push consumer: ``subscribe``, ``register_listener`` (or ``register_orderly_listener``),
     ``await start()``, ``await shutdown()``."""
 
-    def __init__(self, options: PushConsumerOptions, config: ClientConfig | None = None, *,
-                 instance: ClientInstance | None = None):
+    def __init__(
+        self,
+        options: PushConsumerOptions,
+        config: ClientConfig | None = None,
+        *,
+        instance: ClientInstance | None = None,
+    ):
         self.options = options
         self.group = options.group
         self.config = config or ClientConfig()
@@ -183,26 +188,46 @@ class AsyncPushConsumer:
         else:
             self.offset_store = RemoteOffsetStore(instance, self.group)
         if self._staged:
-            stage_store = (LocalFileStageOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
-                           if self.broadcasting else RemoteStageOffsetStore(instance, self.group))
-            self.consume_service = StagedConsumeService(self, self._listener, stage_store,
-                                                        threads=opts.consume_thread_max,
-                                                        batch_size=opts.consume_batch_size,
-                                                        suspend_ms=opts.suspend_current_queue_time_ms,
-                                                        max_reconsume_times=opts.max_reconsume_times)
+            stage_store = (
+                LocalFileStageOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
+                if self.broadcasting
+                else RemoteStageOffsetStore(instance, self.group)
+            )
+            self.consume_service = StagedConsumeService(
+                self,
+                self._listener,
+                stage_store,
+                threads=opts.consume_thread_max,
+                batch_size=opts.consume_batch_size,
+                suspend_ms=opts.suspend_current_queue_time_ms,
+                max_reconsume_times=opts.max_reconsume_times,
+            )
         elif self._orderly:
             max_times = opts.max_reconsume_times  # -1 stays unlimited
-            self.consume_service = OrderlyConsumeService(self, self._listener, threads=opts.consume_thread_max,
-                                                         batch_size=opts.consume_batch_size,
-                                                         suspend_ms=opts.suspend_current_queue_time_ms,
-                                                         max_reconsume_times=max_times)
+            self.consume_service = OrderlyConsumeService(
+                self,
+                self._listener,
+                threads=opts.consume_thread_max,
+                batch_size=opts.consume_batch_size,
+                suspend_ms=opts.suspend_current_queue_time_ms,
+                max_reconsume_times=max_times,
+            )
         else:
-            self.consume_service = ConcurrentConsumeService(self, self._listener, threads=opts.consume_thread_max,
-                                                            batch_size=opts.consume_batch_size,
-                                                            local_retry_delay_ms=opts.local_retry_delay_ms)
+            self.consume_service = ConcurrentConsumeService(
+                self,
+                self._listener,
+                threads=opts.consume_thread_max,
+                batch_size=opts.consume_batch_size,
+                local_retry_delay_ms=opts.local_retry_delay_ms,
+            )
         self._consumer_data = ConsumerData(
-            self.group, consume_type="CONSUME_PASSIVELY", message_model=opts.message_model.value,
-            consume_from_where=opts.consume_from_where.value, subscriptions=self._all_subscriptions(), held_queues=[])
+            self.group,
+            consume_type="CONSUME_PASSIVELY",
+            message_model=opts.message_model.value,
+            consume_from_where=opts.consume_from_where.value,
+            subscriptions=self._all_subscriptions(),
+            held_queues=[],
+        )
         instance.register_consumer(self._consumer_data)
         instance.add_consumer_ids_listener(self._consumer_ids_changed)
         for topic in self._subscriptions:
@@ -214,12 +239,19 @@ class AsyncPushConsumer:
         self._started = True
         self._rebalance_complete = await self.rebalance()  # queues are assigned when start() returns
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._rebalance_loop(), name=f"pocketmq-rebalance-{self.group}"),
-                       loop.create_task(self._persist_loop(), name=f"pocketmq-persist-{self.group}")]
+        self._tasks = [
+            loop.create_task(self._rebalance_loop(), name=f"pocketmq-rebalance-{self.group}"),
+            loop.create_task(self._persist_loop(), name=f"pocketmq-persist-{self.group}"),
+        ]
         if self._orderly and not self.broadcasting:
             self._tasks.append(loop.create_task(self._lock_loop(), name=f"pocketmq-lock-{self.group}"))
-        log.info("event=push_consumer_started group=%s model=%s orderly=%s topics=%s", self.group,
-                 opts.message_model.value, self._orderly, sorted(self._subscriptions))
+        log.info(
+            "event=push_consumer_started group=%s model=%s orderly=%s topics=%s",
+            self.group,
+            opts.message_model.value,
+            self._orderly,
+            sorted(self._subscriptions),
+        )
 
     async def shutdown(self) -> None:
         """Stop pulling, let listeners in flight finish, persist offsets, unlock, leave the group."""
@@ -243,7 +275,7 @@ class AsyncPushConsumer:
             self._instance = None
         log.info("event=push_consumer_stopped group=%s", self.group)
 
-    async def __aenter__(self) -> "AsyncPushConsumer":
+    async def __aenter__(self) -> AsyncPushConsumer:
         await self.start()
         return self
 
@@ -307,8 +339,9 @@ class AsyncPushConsumer:
 
     async def _consumer_ids(self, broker_names: list[str]) -> list[str]:
         for broker in broker_names:
-            response = await self.instance.invoke_broker(broker, RemotingCommand.request(
-                RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}))
+            response = await self.instance.invoke_broker(
+                broker, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group})
+            )
             if response.code == ResponseCode.SUCCESS and response.body:
                 ids = json.loads(response.body).get("consumerIdList") or []
                 if ids:
@@ -321,8 +354,9 @@ class AsyncPushConsumer:
         self._queues[mq] = pq
         if self._orderly and not self.broadcasting:
             await self._lock([mq])
-        self._pull_tasks[mq] = asyncio.get_running_loop().create_task(self._pull_loop(mq, pq, offset),
-                                                                      name=f"pocketmq-pull-{mq}")
+        self._pull_tasks[mq] = asyncio.get_running_loop().create_task(
+            self._pull_loop(mq, pq, offset), name=f"pocketmq-pull-{mq}"
+        )
         log.info("event=queue_assigned group=%s mq=%s offset=%d", self.group, mq, offset)
 
     async def _drop_queue(self, mq: MessageQueue) -> None:
@@ -354,8 +388,9 @@ class AsyncPushConsumer:
             code = RequestCode.GET_MIN_OFFSET
         else:
             code = RequestCode.GET_MAX_OFFSET
-        response = await self.instance.invoke_broker(mq.broker_name, RemotingCommand.request(
-            code, {"topic": mq.topic, "queueId": mq.queue_id}))
+        response = await self.instance.invoke_broker(
+            mq.broker_name, RemotingCommand.request(code, {"topic": mq.topic, "queueId": mq.queue_id})
+        )
         if response.code != ResponseCode.SUCCESS:
             raise RemoteServerError(response.code, response.remark or "")
         return int(response.ext_fields["offset"])
@@ -370,8 +405,11 @@ class AsyncPushConsumer:
                 await asyncio.sleep(opts.flow_control_delay_ms / 1000)
                 continue
             try:
-                response = await self.instance.invoke_broker(mq.broker_name, self._pull_request(mq, offset, expression),
-                                                             opts.long_poll_ms / 1000 + self.config.request_timeout_s)
+                response = await self.instance.invoke_broker(
+                    mq.broker_name,
+                    self._pull_request(mq, offset, expression),
+                    opts.long_poll_ms / 1000 + self.config.request_timeout_s,
+                )
                 result = pull_result_from_response(response, tags, offset)
             except asyncio.CancelledError:
                 raise
@@ -396,11 +434,22 @@ class AsyncPushConsumer:
     def _pull_request(self, mq: MessageQueue, offset: int, expression: str) -> RemotingCommand:
         commit_offset = -1 if self.broadcasting else self.offset_store.table.get(mq, -1)  # type: ignore[union-attr]
         sys_flag = _PULL_SUSPEND | _PULL_SUBSCRIPTION | (_PULL_COMMIT_OFFSET if commit_offset > 0 else 0)
-        return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
-            "maxMsgNums": self.options.pull_batch_size, "sysFlag": sys_flag, "commitOffset": max(commit_offset, 0),
-            "suspendTimeoutMillis": self.options.long_poll_ms, "subscription": expression, "subVersion": 0,
-            "expressionType": "TAG"})
+        return RemotingCommand.request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": self.group,
+                "topic": mq.topic,
+                "queueId": mq.queue_id,
+                "queueOffset": offset,
+                "maxMsgNums": self.options.pull_batch_size,
+                "sysFlag": sys_flag,
+                "commitOffset": max(commit_offset, 0),
+                "suspendTimeoutMillis": self.options.long_poll_ms,
+                "subscription": expression,
+                "subVersion": 0,
+                "expressionType": "TAG",
+            },
+        )
 
     # -- hooks of the consume services ------------------------------------------------------------------------------
     def offset_done(self, mq: MessageQueue, offset: int) -> None:
@@ -410,15 +459,25 @@ class AsyncPushConsumer:
     async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool:
         """Hand ``msg`` back to its broker (CONSUMER_SEND_MSG_BACK), else send the retry copy ourselves."""
         max_times = self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else 16
-        request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": msg.phys_offset, "group": self.group, "delayLevel": delay_level, "originMsgId": msg.msg_id,
-            "originTopic": msg.topic, "unitMode": "false", "maxReconsumeTimes": max_times})
+        request = RemotingCommand.request(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {
+                "offset": msg.phys_offset,
+                "group": self.group,
+                "delayLevel": delay_level,
+                "originMsgId": msg.msg_id,
+                "originTopic": msg.topic,
+                "unitMode": "false",
+                "maxReconsumeTimes": max_times,
+            },
+        )
         try:
             response = await self.instance.invoke_broker(mq.broker_name, request)
             if response.code == ResponseCode.SUCCESS:
                 return True
-            log.warning("event=send_back_refused msg_id=%s code=%d remark=%s", msg.msg_id, response.code,
-                        response.remark)
+            log.warning(
+                "event=send_back_refused msg_id=%s code=%d remark=%s", msg.msg_id, response.code, response.remark
+            )
         except PocketMQError as exc:
             log.warning("event=send_back_failed msg_id=%s error=%s", msg.msg_id, exc)
         return await self._send_retry_copy(msg, delay_level, mq, max_times)
@@ -429,11 +488,28 @@ class AsyncPushConsumer:
         properties.setdefault(props.RETRY_TOPIC, msg.topic)
         properties.setdefault(props.ORIGIN_MESSAGE_ID, msg.msg_id)
         properties[props.MAX_RECONSUME_TIMES] = str(max_times)
-        properties[props.DELAY_TIME_LEVEL] = str(delay_level if delay_level > 0 else _RETRY_BASE_LEVEL + msg.reconsume_times)
-        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
-            "a": "CLIENT_INNER_PRODUCER", "b": retry_topic(self.group), "c": "TBW102", "d": "1", "e": "-1",
-            "f": "0", "g": self.instance.clock.now_ms(), "h": msg.flag, "i": encode_properties(properties),
-            "j": msg.reconsume_times + 1, "k": "false", "l": max_times, "m": "false"}, msg.body)
+        properties[props.DELAY_TIME_LEVEL] = str(
+            delay_level if delay_level > 0 else _RETRY_BASE_LEVEL + msg.reconsume_times
+        )
+        request = RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2,
+            {
+                "a": "CLIENT_INNER_PRODUCER",
+                "b": retry_topic(self.group),
+                "c": "TBW102",
+                "d": "1",
+                "e": "-1",
+                "f": "0",
+                "g": self.instance.clock.now_ms(),
+                "h": msg.flag,
+                "i": encode_properties(properties),
+                "j": msg.reconsume_times + 1,
+                "k": "false",
+                "l": max_times,
+                "m": "false",
+            },
+            msg.body,
+        )
         try:
             response = await self.instance.invoke_broker(mq.broker_name, request)
         except PocketMQError as exc:
@@ -457,8 +533,12 @@ class AsyncPushConsumer:
         now_ms = self.instance.clock.monotonic_ms()
         for broker, queues in by_broker.items():
             try:
-                response = await self.instance.invoke_broker(broker, RemotingCommand.request(
-                    RequestCode.LOCK_BATCH_MQ, body=_lock_body(self.group, self.instance.client_id, queues)))
+                response = await self.instance.invoke_broker(
+                    broker,
+                    RemotingCommand.request(
+                        RequestCode.LOCK_BATCH_MQ, body=_lock_body(self.group, self.instance.client_id, queues)
+                    ),
+                )
                 locked_json = json.loads(response.body or b"{}").get("lockOKMQSet", [])
             except (PocketMQError, ValueError) as exc:
                 log.warning("event=lock_failed broker=%s error=%s", broker, exc)
@@ -476,8 +556,12 @@ class AsyncPushConsumer:
             by_broker.setdefault(mq.broker_name, []).append(mq)
         for broker, queues in by_broker.items():
             try:
-                await self.instance.invoke_broker(broker, RemotingCommand.request(
-                    RequestCode.UNLOCK_BATCH_MQ, body=_lock_body(self.group, self.instance.client_id, queues)))
+                await self.instance.invoke_broker(
+                    broker,
+                    RemotingCommand.request(
+                        RequestCode.UNLOCK_BATCH_MQ, body=_lock_body(self.group, self.instance.client_id, queues)
+                    ),
+                )
             except PocketMQError as exc:
                 log.info("event=unlock_failed broker=%s error=%s", broker, exc)
 
@@ -495,14 +579,21 @@ class AsyncPushConsumer:
                 log.warning("event=offset_persist_failed group=%s error=%s", self.group, exc)
 
     def __repr__(self) -> str:
-        return (f"<AsyncPushConsumer group={self.group} model={self.options.message_model.value} "
-                f"queues={len(self._queues)} started={self._started}>")
+        return (
+            f"<AsyncPushConsumer group={self.group} model={self.options.message_model.value} "
+            f"queues={len(self._queues)} started={self._started}>"
+        )
 
 
 def _lock_body(group: str, client_id: str, queues: list[MessageQueue]) -> bytes:
-    return json.dumps({"consumerGroup": group, "clientId": client_id, "onlyThisBroker": False,
-                       "mqSet": [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id}
-                                 for q in queues]}).encode()
+    return json.dumps(
+        {
+            "consumerGroup": group,
+            "clientId": client_id,
+            "onlyThisBroker": False,
+            "mqSet": [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id} for q in queues],
+        }
+    ).encode()
 
 
 def _restore_retry_topic(msg: MessageExt, group: str) -> None:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Callable, Iterable, Protocol, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from pocketmq.client.rebalance import gray_queues
 from pocketmq.common.gray import is_gray_message
@@ -49,8 +50,7 @@ def interleave_by_broker(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
 
 
 class QueueSelector(Protocol):
-    def select(self, queues: Sequence[MessageQueue], message: Message,
-               avoid_brokers: frozenset[str]) -> MessageQueue:
+    def select(self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str]) -> MessageQueue:
         """One of ``queues`` (non-empty) for ``message``; prefer queues not on ``avoid_brokers``."""
 
 
@@ -60,8 +60,9 @@ class RoundRobinSelector:
     def __init__(self, start: int | None = None):
         self._counter = itertools.count(random.randrange(1 << 16) if start is None else start)
 
-    def select(self, queues: Sequence[MessageQueue], message: Message,
-               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+    def select(
+        self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
+    ) -> MessageQueue:
         if not queues:
             raise ValueError("no queue to select from")
         index = next(self._counter)
@@ -79,8 +80,9 @@ class MessageGroupSelector:
     def __init__(self, fallback: QueueSelector | None = None):
         self._fallback = fallback or RoundRobinSelector()
 
-    def select(self, queues: Sequence[MessageQueue], message: Message,
-               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+    def select(
+        self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
+    ) -> MessageQueue:
         group = message.message_group
         if group is None:
             return self._fallback.select(queues, message, avoid_brokers)
@@ -93,13 +95,13 @@ class KeyHashSelector:
     """RocketMQ's SelectMessageQueueByHash: the queue at ``java_string_hash(key) mod len(queues)``, the key being
     ``key_of(message)`` (default: the message's first key). Messages without a key fall back to round robin."""
 
-    def __init__(self, key_of: Callable[[Message], str | None] | None = None,
-                 fallback: QueueSelector | None = None):
+    def __init__(self, key_of: Callable[[Message], str | None] | None = None, fallback: QueueSelector | None = None):
         self._key_of = key_of or (lambda m: m.keys[0] if m.keys else None)
         self._fallback = fallback or RoundRobinSelector()
 
-    def select(self, queues: Sequence[MessageQueue], message: Message,
-               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+    def select(
+        self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
+    ) -> MessageQueue:
         key = self._key_of(message)
         if key is None:
             return self._fallback.select(queues, message, avoid_brokers)
@@ -114,8 +116,9 @@ class RandomSelector:
     def __init__(self, rng: random.Random | None = None):
         self._rng = rng or random.Random()
 
-    def select(self, queues: Sequence[MessageQueue], message: Message,
-               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+    def select(
+        self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
+    ) -> MessageQueue:
         if not queues:
             raise ValueError("no queue to select from")
         preferred = [q for q in queues if q.broker_name not in avoid_brokers] or list(queues)
@@ -128,8 +131,9 @@ class FunctionSelector:
     def __init__(self, fn: Callable[[Sequence[MessageQueue], Message], MessageQueue]):
         self._fn = fn
 
-    def select(self, queues: Sequence[MessageQueue], message: Message,
-               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+    def select(
+        self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
+    ) -> MessageQueue:
         chosen = self._fn(queues, message)
         if chosen not in queues:
             raise ValueError(f"selector returned {chosen}, which is not one of the topic's writable queues")
@@ -148,13 +152,16 @@ class GraySelector:
         self.ratio = ratio
         self._inner = inner or RoundRobinSelector()
 
-    def select(self, queues: Sequence[MessageQueue], message: Message,
-               avoid_brokers: frozenset[str] = frozenset()) -> MessageQueue:
+    def select(
+        self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
+    ) -> MessageQueue:
         gray = is_gray_message(message.properties)
         gray_set = gray_queues(list(queues), self.ratio)
         part = [q for q in queues if (q in gray_set) == gray]
         if not part:
             kind = "gray" if gray else "normal"
-            raise ClientError(f"no {kind} queues: topic {message.topic!r} has {len(queues)} writable queues and "
-                              f"gray queue ratio {self.ratio} leaves none {kind}")
+            raise ClientError(
+                f"no {kind} queues: topic {message.topic!r} has {len(queues)} writable queues and "
+                f"gray queue ratio {self.ratio} leaves none {kind}"
+            )
         return self._inner.select(part, message, avoid_brokers)

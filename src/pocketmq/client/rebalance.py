@@ -24,14 +24,15 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pocketmq.common.gray import gray_queue_count, is_gray_client
 from pocketmq.common.message import MessageQueue
 
 Assignment = dict[str, list[MessageQueue]]
 AllocateStrategy = Callable[[list[MessageQueue], list[str]], Assignment]
+
 
 def _sorted_queues(queues) -> list[MessageQueue]:
     return sorted(set(queues), key=lambda q: (q.topic, q.broker_name, q.queue_id))
@@ -46,7 +47,7 @@ def allocate_averagely(queues: list[MessageQueue], consumer_ids: list[str]) -> A
     start = 0
     for index, cid in enumerate(ids):
         size = base + (1 if index < extra else 0)
-        result[cid] = mqs[start:start + size]
+        result[cid] = mqs[start : start + size]
         start += size
     return result
 
@@ -91,7 +92,7 @@ def gray_queues(queues: list[MessageQueue], ratio: float) -> set[MessageQueue]:
     result: set[MessageQueue] = set()
     for mqs in by_broker.values():
         count = gray_queue_count(len(mqs), ratio)
-        result.update(mqs[len(mqs) - count:] if count else ())
+        result.update(mqs[len(mqs) - count :] if count else ())
     return result
 
 

@@ -34,8 +34,10 @@ class TopicRouteView:
         return sorted(self.master_addrs)
 
     def __repr__(self) -> str:
-        return (f"<TopicRouteView {self.topic} brokers={self.broker_names} write={len(self.write_queues)} "
-                f"read={len(self.read_queues)}>")
+        return (
+            f"<TopicRouteView {self.topic} brokers={self.broker_names} write={len(self.write_queues)} "
+            f"read={len(self.read_queues)}>"
+        )
 
 
 def route_view_of(topic: str, route) -> TopicRouteView:

@@ -18,8 +18,8 @@ message by message by the producer, so a bad message fails only its own send.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from pocketmq.common.message import Message
 
@@ -74,8 +74,9 @@ class SendAccumulator:
 
     async def _send(self, pending: _Pending) -> None:
         # a sender cancelled before its batch left takes its message back
-        kept = [(message, future) for message, future in zip(pending.messages, pending.futures)
-                if not future.cancelled()]
+        kept = [
+            (message, future) for message, future in zip(pending.messages, pending.futures) if not future.cancelled()
+        ]
         if not kept:
             return
         futures = [future for _, future in kept]

@@ -62,21 +62,24 @@ def messages_of_pop_reply(response: RemotingCommand, broker_name: str) -> list[M
     """Decode a POP_MESSAGE reply; every message gets its POP_CK (extraInfo) and broker name."""
     h = response.ext_fields
     starts = _infos(h.get("startOffsetInfo", ""))
-    order_counts = {(int(p[0]), int(p[1]), int(p[2])): int(p[3])
-                    for p in (e.split(" ") for e in h.get("orderCountInfo", "").split(";")) if len(p) == 4}
+    order_counts = {
+        (int(p[0]), int(p[1]), int(p[2])): int(p[3])
+        for p in (e.split(" ") for e in h.get("orderCountInfo", "").split(";"))
+        if len(p) == 4
+    }
     head = f"{h['popTime']} {h['invisibleTime']} {h['reviveQid']}"
     messages, damaged = decode_records_prefix(response.body)
     if damaged is not None:  # the rest of the reply comes back after its invisible time, like any unacked message
-        log.error("event=damaged_record_in_pop_reply broker=%s records_kept=%d error=%s", broker_name, len(messages),
-                  damaged)
+        log.error(
+            "event=damaged_record_in_pop_reply broker=%s records_kept=%d error=%s", broker_name, len(messages), damaged
+        )
     for msg in messages:
         retry = 1 if props.RETRY_TOPIC in msg.properties else 0
         start = starts.get((retry, msg.queue_id), msg.queue_offset)
         if (retry, msg.queue_id, msg.queue_offset) in order_counts:
             start = msg.queue_offset  # FIFO: every message is its own checkpoint
             msg.reconsume_times = order_counts[(retry, msg.queue_id, msg.queue_offset)]
-        msg.properties[props.POP_CK] = (f"{start} {head} {retry} {broker_name} {msg.queue_id} "
-                                        f"{msg.queue_offset}")
+        msg.properties[props.POP_CK] = f"{start} {head} {retry} {broker_name} {msg.queue_id} {msg.queue_offset}"
         msg.properties[BROKER_NAME_PROPERTY] = broker_name
         if msg.sys_flag & SYSFLAG_COMPRESSED:
             msg.body = zlib.decompress(msg.body)
@@ -101,8 +104,14 @@ def _pop_ck(msg: MessageExt) -> tuple[str, str]:
 class AsyncSimpleConsumer:
     """The asyncio simple consumer of one consumer group over ``subscriptions`` {topic: tag expression}."""
 
-    def __init__(self, group: str, subscriptions: dict[str, str], config: ClientConfig | None = None, *,
-                 await_duration_ms: int = 20_000):
+    def __init__(
+        self,
+        group: str,
+        subscriptions: dict[str, str],
+        config: ClientConfig | None = None,
+        *,
+        await_duration_ms: int = 20_000,
+    ):
         problem = group_name_problem(group) or next(filter(None, map(topic_name_problem, subscriptions)), None)
         if problem:
             raise ClientError(problem)
@@ -125,8 +134,9 @@ class AsyncSimpleConsumer:
         if self._instance is not None:
             return
         self._instance = await acquire_instance(self.config)
-        self._instance.register_consumer(ConsumerData(self.group, consume_type="CONSUME_POP",
-                                                      subscriptions=self.subscriptions))
+        self._instance.register_consumer(
+            ConsumerData(self.group, consume_type="CONSUME_POP", subscriptions=self.subscriptions)
+        )
         for topic in self.subscriptions:
             await self._instance.route(topic)
         await self._instance.heartbeat_all()
@@ -145,8 +155,9 @@ class AsyncSimpleConsumer:
     async def __aexit__(self, *exc) -> None:
         await self.shutdown()
 
-    async def receive(self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *,
-                      await_duration_ms: int | None = None) -> list[MessageExt]:
+    async def receive(
+        self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *, await_duration_ms: int | None = None
+    ) -> list[MessageExt]:
         """Up to ``max_count`` messages of one subscribed topic and broker (turn by turn); waits up to
         ``await_duration_ms`` (default: the consumer's) for one to arrive. An empty list when none came."""
         if not 1 <= max_count <= MAX_RECEIVE:
@@ -164,12 +175,23 @@ class AsyncSimpleConsumer:
         if not brokers:
             raise ClientError(f"topic {topic!r} has no readable queue")
         broker_name = brokers[turn // len(topics) % len(brokers)]
-        request = RemotingCommand.request(RequestCode.POP_MESSAGE, {
-            "consumerGroup": self.group, "topic": topic, "queueId": -1, "maxMsgNums": max_count,
-            "invisibleTime": invisible_duration_ms, "pollTime": wait_ms, "bornTime": instance.clock.now_ms(),
-            "initMode": 0, "expType": "TAG", "exp": self.subscriptions[topic] or "*", "order": "false"})
-        response = await instance.invoke_broker(broker_name, request,
-                                                wait_ms / 1000 + self.config.request_timeout_s)
+        request = RemotingCommand.request(
+            RequestCode.POP_MESSAGE,
+            {
+                "consumerGroup": self.group,
+                "topic": topic,
+                "queueId": -1,
+                "maxMsgNums": max_count,
+                "invisibleTime": invisible_duration_ms,
+                "pollTime": wait_ms,
+                "bornTime": instance.clock.now_ms(),
+                "initMode": 0,
+                "expType": "TAG",
+                "exp": self.subscriptions[topic] or "*",
+                "order": "false",
+            },
+        )
+        response = await instance.invoke_broker(broker_name, request, wait_ms / 1000 + self.config.request_timeout_s)
         if response.code in _NOTHING:
             return []
         return messages_of_pop_reply(_expect_success(response), broker_name)
@@ -177,9 +199,21 @@ class AsyncSimpleConsumer:
     async def ack(self, msg: MessageExt) -> None:
         extra, broker = _pop_ck(msg)
         offset = extra.rsplit(" ", 1)[1]
-        _expect_success(await self.instance.invoke_broker(broker, RemotingCommand.request(RequestCode.ACK_MESSAGE, {
-            "consumerGroup": self.group, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
-            "offset": offset})))
+        _expect_success(
+            await self.instance.invoke_broker(
+                broker,
+                RemotingCommand.request(
+                    RequestCode.ACK_MESSAGE,
+                    {
+                        "consumerGroup": self.group,
+                        "topic": msg.topic,
+                        "queueId": msg.queue_id,
+                        "extraInfo": extra,
+                        "offset": offset,
+                    },
+                ),
+            )
+        )
 
     async def ack_batch(self, messages: list[MessageExt]) -> None:
         """Ack many messages in one BATCH_ACK_MESSAGE per broker (stale ones are skipped by the broker)."""
@@ -191,11 +225,23 @@ class AsyncSimpleConsumer:
             bits = by_broker.setdefault(broker, {})
             bits[key] = bits.get(key, 0) | 1 << (int(offset) - int(start))
         for broker, entries in by_broker.items():
-            acks = [{"c": self.group, "t": t, "r": r, "so": so, "q": q, "rq": rq, "pt": pt, "it": it,
-                     "b": base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode()}
-                    for (t, r, so, q, rq, pt, it), bits in entries.items()]
-            body = RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, {},
-                                           body=_json({"brokerName": broker, "acks": acks}))
+            acks = [
+                {
+                    "c": self.group,
+                    "t": t,
+                    "r": r,
+                    "so": so,
+                    "q": q,
+                    "rq": rq,
+                    "pt": pt,
+                    "it": it,
+                    "b": base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode(),
+                }
+                for (t, r, so, q, rq, pt, it), bits in entries.items()
+            ]
+            body = RemotingCommand.request(
+                RequestCode.BATCH_ACK_MESSAGE, {}, body=_json({"brokerName": broker, "acks": acks})
+            )
             _expect_success(await self.instance.invoke_broker(broker, body))
 
     async def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> MessageExt:
@@ -203,10 +249,22 @@ class AsyncSimpleConsumer:
         new receipt handle: ack or change it again through the returned message."""
         extra, broker = _pop_ck(msg)
         parts = extra.split(" ")
-        response = _expect_success(await self.instance.invoke_broker(broker, RemotingCommand.request(
-            RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
-                "consumerGroup": self.group, "topic": msg.topic, "queueId": msg.queue_id, "extraInfo": extra,
-                "offset": parts[7], "invisibleTime": invisible_duration_ms})))
+        response = _expect_success(
+            await self.instance.invoke_broker(
+                broker,
+                RemotingCommand.request(
+                    RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+                    {
+                        "consumerGroup": self.group,
+                        "topic": msg.topic,
+                        "queueId": msg.queue_id,
+                        "extraInfo": extra,
+                        "offset": parts[7],
+                        "invisibleTime": invisible_duration_ms,
+                    },
+                ),
+            )
+        )
         h = response.ext_fields
         parts[0], parts[1], parts[2], parts[3] = parts[7], h["popTime"], h["invisibleTime"], h["reviveQid"]
         msg.properties[props.POP_CK] = " ".join(parts)
@@ -223,12 +281,19 @@ def _json(obj) -> bytes:
 class SimpleConsumer(SyncFacade):
     """The synchronous simple consumer: ``AsyncSimpleConsumer`` run on the process's client loop thread."""
 
-    def __init__(self, group: str, subscriptions: dict[str, str], config: ClientConfig | None = None, *,
-                 await_duration_ms: int = 20_000):
+    def __init__(
+        self,
+        group: str,
+        subscriptions: dict[str, str],
+        config: ClientConfig | None = None,
+        *,
+        await_duration_ms: int = 20_000,
+    ):
         super().__init__(AsyncSimpleConsumer(group, subscriptions, config, await_duration_ms=await_duration_ms))
 
-    def receive(self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *,
-                await_duration_ms: int | None = None) -> list[MessageExt]:
+    def receive(
+        self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *, await_duration_ms: int | None = None
+    ) -> list[MessageExt]:
         return self._loop.run(self.core.receive(max_count, invisible_duration_ms, await_duration_ms=await_duration_ms))
 
     def ack(self, msg: MessageExt) -> None:

@@ -33,7 +33,8 @@ class RemoteStageOffsetStore:
 
     async def read(self, mq: MessageQueue) -> StageOffsetRecord | None:
         response = await self._instance.invoke_broker(
-            mq.broker_name, RemotingCommand.request(QUERY_STAGE_OFFSETS, self._header(mq)))
+            mq.broker_name, RemotingCommand.request(QUERY_STAGE_OFFSETS, self._header(mq))
+        )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         if response.code != ResponseCode.SUCCESS:
@@ -41,8 +42,10 @@ class RemoteStageOffsetStore:
         return StageOffsetRecord.from_json(json.loads(response.body))
 
     async def write(self, mq: MessageQueue, record: StageOffsetRecord) -> None:
-        response = await self._instance.invoke_broker(mq.broker_name, RemotingCommand.request(
-            UPDATE_STAGE_OFFSETS, self._header(mq), json.dumps(record.to_json()).encode()))
+        response = await self._instance.invoke_broker(
+            mq.broker_name,
+            RemotingCommand.request(UPDATE_STAGE_OFFSETS, self._header(mq), json.dumps(record.to_json()).encode()),
+        )
         if response.code != ResponseCode.SUCCESS:
             raise RemoteServerError(response.code, response.remark or "")
 
@@ -70,7 +73,9 @@ class LocalFileStageOffsetStore:
     async def write(self, mq: MessageQueue, record: StageOffsetRecord) -> None:
         records = self._load()
         records[mq] = record
-        entries = [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id, **r.to_json()}
-                   for q, r in sorted(records.items())]
+        entries = [
+            {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id, **r.to_json()}
+            for q, r in sorted(records.items())
+        ]
         os.makedirs(self.path.parent, exist_ok=True)
         atomic_write_bytes(self.path, json.dumps({"queues": entries}, indent=1).encode())

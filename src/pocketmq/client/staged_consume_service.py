@@ -54,11 +54,27 @@ class _StagedQueue:
 class StagedConsumeService(OrderlyConsumeService):
     """``stage_store`` has ``async read(mq) -> StageOffsetRecord | None`` and ``async write(mq, record)``."""
 
-    def __init__(self, hooks: ConsumerHooks, listener: StagedConcurrentListener, stage_store, *, threads: int = 20,
-                 batch_size: int = 1, suspend_ms: int = 1000, max_reconsume_times: int = -1,
-                 lock_retry_ms: int = 100):
-        super().__init__(hooks, listener, threads=threads, batch_size=batch_size, suspend_ms=suspend_ms,
-                         max_reconsume_times=max_reconsume_times, lock_retry_ms=lock_retry_ms)
+    def __init__(
+        self,
+        hooks: ConsumerHooks,
+        listener: StagedConcurrentListener,
+        stage_store,
+        *,
+        threads: int = 20,
+        batch_size: int = 1,
+        suspend_ms: int = 1000,
+        max_reconsume_times: int = -1,
+        lock_retry_ms: int = 100,
+    ):
+        super().__init__(
+            hooks,
+            listener,
+            threads=threads,
+            batch_size=batch_size,
+            suspend_ms=suspend_ms,
+            max_reconsume_times=max_reconsume_times,
+            lock_retry_ms=lock_retry_ms,
+        )
         self._staged_listener = listener
         self._store = stage_store
         self._threads = threads
@@ -94,14 +110,14 @@ class StagedConsumeService(OrderlyConsumeService):
             def reset(key: StageKey, offset: int) -> int | None:
                 return listener.reset_current_stage_offset_if_need(mq, key[0], key[1], offset)
 
-            scheduler = QueueStageScheduler(listener.stage_definitions,
-                                            record.stage_offsets if record else None, reset)
+            scheduler = QueueStageScheduler(listener.stage_definitions, record.stage_offsets if record else None, reset)
             state = self._states[mq] = _StagedQueue(pq, scheduler)
             old = self._pumps.pop(mq, None)
             if old is not None:
                 old.cancel()
-            self._pumps[mq] = asyncio.get_running_loop().create_task(self._pump(mq, state),
-                                                                     name=f"pocketmq-staged-{mq}")
+            self._pumps[mq] = asyncio.get_running_loop().create_task(
+                self._pump(mq, state), name=f"pocketmq-staged-{mq}"
+            )
         return state
 
     def submit(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
@@ -126,7 +142,9 @@ class StagedConsumeService(OrderlyConsumeService):
                     state.running.add(task)
                     task.add_done_callback(state.running.discard)
                 retry_ms = state.scheduler.next_retry_ms()  # at least once a second: notice a dropped queue
-                timeout_s = min(_IDLE_CHECK_MS if retry_ms is None else max(retry_ms - now_ms, 1), _IDLE_CHECK_MS) / 1000
+                timeout_s = (
+                    min(_IDLE_CHECK_MS if retry_ms is None else max(retry_ms - now_ms, 1), _IDLE_CHECK_MS) / 1000
+                )
                 try:
                     async with asyncio.timeout(timeout_s):
                         await state.wake.wait()
@@ -166,8 +184,12 @@ class StagedConsumeService(OrderlyConsumeService):
             for msg in batch:
                 msg.reconsume_times += 1
                 state.scheduler.fail(msg.queue_offset, retry_at_ms)
-            log.info("event=staged_consume_suspended mq=%s offsets=%s reconsume_times=%d", mq, offsets,
-                     batch[0].reconsume_times)
+            log.info(
+                "event=staged_consume_suspended mq=%s offsets=%s reconsume_times=%d",
+                mq,
+                offsets,
+                batch[0].reconsume_times,
+            )
         state.wake.set()
 
     def _record_changed(self, mq: MessageQueue, state: _StagedQueue, record: StageOffsetRecord) -> None:
@@ -182,8 +204,9 @@ class StagedConsumeService(OrderlyConsumeService):
             try:
                 await self._store.write(mq, record)
             except (PocketMQError, OSError) as exc:  # the next change writes a newer record
-                log.warning("event=stage_offsets_write_failed mq=%s commit_offset=%d error=%s", mq,
-                            record.commit_offset, exc)
+                log.warning(
+                    "event=stage_offsets_write_failed mq=%s commit_offset=%d error=%s", mq, record.commit_offset, exc
+                )
 
     async def drain(self, mq: MessageQueue, timeout_s: float = 10.0) -> None:
         """Before a rebalance unlocks ``mq``: start nothing more of it, let its listeners in flight finish with

@@ -32,8 +32,16 @@ from pocketmq.protocol.command import RemotingCommand
 class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
     """The asyncio staged simple consumer; ``stage_definitions`` apply to every subscribed topic."""
 
-    def __init__(self, group: str, subscriptions: dict[str, str], stage_definitions: list[int],
-                 config: ClientConfig | None = None, *, restart_stages: bool = False, await_duration_ms: int = 20_000):
+    def __init__(
+        self,
+        group: str,
+        subscriptions: dict[str, str],
+        stage_definitions: list[int],
+        config: ClientConfig | None = None,
+        *,
+        restart_stages: bool = False,
+        await_duration_ms: int = 20_000,
+    ):
         try:
             self.stage_definitions = check_definitions(stage_definitions)
         except ValueError as exc:
@@ -49,9 +57,11 @@ class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
         body = json.dumps({"stageDefinitions": self.stage_definitions}).encode()
         for topic in self.subscriptions:
             for broker_name in (await self.instance.route(topic)).broker_names:
-                request = RemotingCommand.request(REGISTER_POP_STAGES, {
-                    "consumerGroup": self.group, "topic": topic, "restartStages": str(self.restart_stages).lower()},
-                    body=body)
+                request = RemotingCommand.request(
+                    REGISTER_POP_STAGES,
+                    {"consumerGroup": self.group, "topic": topic, "restartStages": str(self.restart_stages).lower()},
+                    body=body,
+                )
                 reply = json.loads(expect_success(await self.instance.invoke_broker(broker_name, request)).body)
                 for queue_id, origin in reply["origins"].items():
                     self._origins[(broker_name, topic, int(queue_id))] = origin
@@ -64,19 +74,36 @@ class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
         return -1 if msg.queue_offset < origin else stage_index(self.stage_definitions, msg.queue_offset - origin)
 
     def __repr__(self) -> str:
-        return (f"<AsyncStagedSimpleConsumer group={self.group} topics={sorted(self.subscriptions)} "
-                f"stages={self.stage_definitions}>")
+        return (
+            f"<AsyncStagedSimpleConsumer group={self.group} topics={sorted(self.subscriptions)} "
+            f"stages={self.stage_definitions}>"
+        )
 
 
 class StagedSimpleConsumer(SimpleConsumer):
     """The synchronous staged simple consumer (receive / ack / ack_batch / change_invisible_duration as
     ``SimpleConsumer``); safe to share between threads, each calling ``receive`` for its own messages."""
 
-    def __init__(self, group: str, subscriptions: dict[str, str], stage_definitions: list[int],
-                 config: ClientConfig | None = None, *, restart_stages: bool = False, await_duration_ms: int = 20_000):
-        super(SimpleConsumer, self).__init__(AsyncStagedSimpleConsumer(
-            group, subscriptions, stage_definitions, config, restart_stages=restart_stages,
-            await_duration_ms=await_duration_ms))
+    def __init__(
+        self,
+        group: str,
+        subscriptions: dict[str, str],
+        stage_definitions: list[int],
+        config: ClientConfig | None = None,
+        *,
+        restart_stages: bool = False,
+        await_duration_ms: int = 20_000,
+    ):
+        super(SimpleConsumer, self).__init__(
+            AsyncStagedSimpleConsumer(
+                group,
+                subscriptions,
+                stage_definitions,
+                config,
+                restart_stages=restart_stages,
+                await_duration_ms=await_duration_ms,
+            )
+        )
 
     def stage_of(self, msg: MessageExt) -> int:
         return self.core.stage_of(msg)

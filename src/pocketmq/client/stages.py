@@ -27,15 +27,22 @@ Pure and single-threaded (the consumer's event loop); ids are queue offsets.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pocketmq.common.stages import check_definitions, stage_end, stage_index
 
 StageKey = tuple[str | None, str | None]  # (strategy id, stage group); strategy None: plain concurrency
 PLAIN_CONCURRENT: StageKey = (None, None)
-__all__ = ["PLAIN_CONCURRENT", "QueueStageScheduler", "StageKey", "StageOffsetRecord", "check_definitions",
-           "stage_end", "stage_index"]
+__all__ = [
+    "PLAIN_CONCURRENT",
+    "QueueStageScheduler",
+    "StageKey",
+    "StageOffsetRecord",
+    "check_definitions",
+    "stage_end",
+    "stage_index",
+]
 
 
 @dataclass
@@ -46,14 +53,19 @@ class StageOffsetRecord:
     stage_offsets: dict[StageKey, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"commitOffset": self.commit_offset,
-                "stageOffsets": [{"strategy": s, "stageGroup": g, "stageOffset": n}
-                                 for (s, g), n in sorted(self.stage_offsets.items(), key=repr)]}
+        return {
+            "commitOffset": self.commit_offset,
+            "stageOffsets": [
+                {"strategy": s, "stageGroup": g, "stageOffset": n}
+                for (s, g), n in sorted(self.stage_offsets.items(), key=repr)
+            ],
+        }
 
     @classmethod
-    def from_json(cls, obj: dict) -> "StageOffsetRecord":
-        offsets = {(e.get("strategy"), e.get("stageGroup")): int(e["stageOffset"])
-                   for e in obj.get("stageOffsets") or []}
+    def from_json(cls, obj: dict) -> StageOffsetRecord:
+        offsets = {
+            (e.get("strategy"), e.get("stageGroup")): int(e["stageOffset"]) for e in obj.get("stageOffsets") or []
+        }
         return cls(int(obj["commitOffset"]), offsets)
 
 
@@ -78,9 +90,12 @@ class QueueStageScheduler:
     ``initial`` the durable stage offsets (from a ``StageOffsetRecord``); ``reset(key, offset)`` may replace a
     sequence's starting stage offset (the listener's ``reset_current_stage_offset_if_need``)."""
 
-    def __init__(self, definitions_for: Callable[[str | None], list[int]],
-                 initial: dict[StageKey, int] | None = None,
-                 reset: Callable[[StageKey, int], int | None] | None = None):
+    def __init__(
+        self,
+        definitions_for: Callable[[str | None], list[int]],
+        initial: dict[StageKey, int] | None = None,
+        reset: Callable[[StageKey, int], int | None] | None = None,
+    ):
         self._definitions_for = definitions_for
         self._initial = dict(initial or {})
         self._reset = reset

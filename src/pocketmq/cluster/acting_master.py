@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pocketmq.cluster.route import MASTER_ID
 from pocketmq.errors import PocketMQError
@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 HANDOVER_GRACE_MS = 30_000  # a master that announced itself has this long to show up in the name server
 
 
-def should_act(broker_id: int, live_ids: Iterable[int], *, enabled: bool, master_back_until_ms: int,
-               now_ms: int) -> bool:
+def should_act(
+    broker_id: int, live_ids: Iterable[int], *, enabled: bool, master_back_until_ms: int, now_ms: int
+) -> bool:
     """Whether the slave ``broker_id`` runs its group's special services, given the live broker ids of its group
     in the name server (``broker_id`` itself counts as live)."""
     if broker_id == MASTER_ID or not enabled or now_ms < master_back_until_ms:
@@ -40,9 +41,20 @@ def should_act(broker_id: int, live_ids: Iterable[int], *, enabled: bool, master
 
 
 class ActingMasterElection:
-    def __init__(self, namesrv, services, clock, *, cluster_name: str, broker_name: str, broker_id: int,
-                 enabled: Callable[[], bool], check_interval_ms: int, handover_grace_ms: int = HANDOVER_GRACE_MS,
-                 metrics: MetricsRegistry | None = None):
+    def __init__(
+        self,
+        namesrv,
+        services,
+        clock,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        enabled: Callable[[], bool],
+        check_interval_ms: int,
+        handover_grace_ms: int = HANDOVER_GRACE_MS,
+        metrics: MetricsRegistry | None = None,
+    ):
         self._namesrv = namesrv
         self._services = services
         self._clock = clock
@@ -59,8 +71,11 @@ class ActingMasterElection:
         metrics = metrics if metrics is not None else MetricsRegistry()
         self._acting_gauge = metrics.gauge("pocketmq_acting_master", "1 while this slave acts as master of its group")
         self._acting_gauge.set(0)
-        self._changes = metrics.counter("pocketmq_acting_master_changes_total", "Starts and stops of acting as "
-                                        "master, by new state and reason", ("to", "reason"))
+        self._changes = metrics.counter(
+            "pocketmq_acting_master_changes_total",
+            "Starts and stops of acting as master, by new state and reason",
+            ("to", "reason"),
+        )
 
     async def run(self) -> None:
         try:
@@ -68,8 +83,7 @@ class ActingMasterElection:
                 try:
                     await self.check_once()
                 except Exception:  # one failed check must not end the election: the next one tries again
-                    log.exception("event=acting_master_check_failed broker=%s/%d", self._broker_name,
-                                  self._broker_id)
+                    log.exception("event=acting_master_check_failed broker=%s/%d", self._broker_name, self._broker_id)
                 await asyncio.sleep(self._check_interval_s)
         finally:
             if self.acting:  # shutdown: stop the services this election started
@@ -82,8 +96,9 @@ class ActingMasterElection:
             info = await self._namesrv.cluster_info()
         except PocketMQError as exc:
             if self._lookup_failure != str(exc):
-                log.warning("event=acting_master_lookup_failed broker=%s/%d error=%s", self._broker_name,
-                            self._broker_id, exc)
+                log.warning(
+                    "event=acting_master_lookup_failed broker=%s/%d error=%s", self._broker_name, self._broker_id, exc
+                )
             self._lookup_failure = str(exc)
             return
         self._lookup_failure = None
@@ -92,8 +107,13 @@ class ActingMasterElection:
         now_ms = self._clock.now_ms()
         if MASTER_ID in live:
             self._master_back_until_ms = 0  # it is registered: the grace of its announcement is over
-        act = should_act(self._broker_id, live, enabled=self._enabled(),
-                         master_back_until_ms=self._master_back_until_ms, now_ms=now_ms)
+        act = should_act(
+            self._broker_id,
+            live,
+            enabled=self._enabled(),
+            master_back_until_ms=self._master_back_until_ms,
+            now_ms=now_ms,
+        )
         why = "master_gone" if act else ("master_back" if MASTER_ID in live else "not_lowest_or_disabled")
         await self._set(act, why, live)
 
@@ -113,8 +133,14 @@ class ActingMasterElection:
             self.acting = act
         self._acting_gauge.set(1 if act else 0)
         self._changes.inc(to="acting" if act else "stopped", reason=why)
-        log.warning("event=acting_master_%s broker=%s/%d reason=%s live_ids=%s", "started" if act else "stopped",
-                    self._broker_name, self._broker_id, why, list(live))
+        log.warning(
+            "event=acting_master_%s broker=%s/%d reason=%s live_ids=%s",
+            "started" if act else "stopped",
+            self._broker_name,
+            self._broker_id,
+            why,
+            list(live),
+        )
 
     def __repr__(self) -> str:
         return f"<ActingMasterElection {self._broker_name}/{self._broker_id} acting={self.acting}>"

@@ -47,15 +47,20 @@ class BreakerSettings:
 
 
 class CircuitBreaker:
-    def __init__(self, name: str, settings: BreakerSettings = BreakerSettings(), *,
-                 metrics: MetricsRegistry | None = None):
+    def __init__(
+        self, name: str, settings: BreakerSettings = BreakerSettings(), *, metrics: MetricsRegistry | None = None
+    ):
         self.name = name
         self.settings = settings
         metrics = metrics if metrics is not None else MetricsRegistry()
-        self._state_gauge = metrics.gauge("pocketmq_breaker_state", "Circuit breaker state per remote broker: "
-                                          "0 closed, 1 half-open, 2 open", ("broker",))
-        self._transitions = metrics.counter("pocketmq_breaker_transitions_total",
-                                            "Circuit breaker state changes per remote broker", ("broker", "to"))
+        self._state_gauge = metrics.gauge(
+            "pocketmq_breaker_state",
+            "Circuit breaker state per remote broker: 0 closed, 1 half-open, 2 open",
+            ("broker",),
+        )
+        self._transitions = metrics.counter(
+            "pocketmq_breaker_transitions_total", "Circuit breaker state changes per remote broker", ("broker", "to")
+        )
         self.state = BreakerState.CLOSED
         self._state_gauge.set(STATE_GAUGE_VALUES[self.state], broker=name)
         self.consecutive_failures = 0
@@ -92,13 +97,15 @@ class CircuitBreaker:
         self.consecutive_failures += 1
         self._probe_in_flight = False
         if self.state is BreakerState.HALF_OPEN or (
-                self.state is BreakerState.CLOSED and self.consecutive_failures >= self.settings.failure_threshold):
+            self.state is BreakerState.CLOSED and self.consecutive_failures >= self.settings.failure_threshold
+        ):
             self._opened_at_ms = now_ms
             self._change(BreakerState.OPEN, f"{self.consecutive_failures} consecutive failures, last: {reason}")
 
     def _change(self, state: BreakerState, why: str) -> None:
-        log.warning("event=breaker_state_changed broker=%s from=%s to=%s why=%s", self.name, self.state.value,
-                    state.value, why)
+        log.warning(
+            "event=breaker_state_changed broker=%s from=%s to=%s why=%s", self.name, self.state.value, state.value, why
+        )
         self.state = state
         self._state_gauge.set(STATE_GAUGE_VALUES[state], broker=self.name)
         self._transitions.inc(broker=self.name, to=state.value)
@@ -121,8 +128,7 @@ class BreakerBoard:
     def get(self, broker_name: str) -> CircuitBreaker:
         breaker = self._breakers.get(broker_name)
         if breaker is None:
-            breaker = self._breakers[broker_name] = self.breaker_class(broker_name, self.settings,
-                                                                        metrics=self.metrics)
+            breaker = self._breakers[broker_name] = self.breaker_class(broker_name, self.settings, metrics=self.metrics)
         return breaker
 
     def configure(self, settings: BreakerSettings) -> None:

@@ -34,8 +34,8 @@ the bridge is the async shell. Every write counts into the broker's metrics (doc
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pocketmq.broker.pop.revive_queue import ACK_TAG, CK_TAG
 from pocketmq.broker.write_result import STORED, WriteResult
@@ -55,8 +55,14 @@ ESCAPE_DEADLINE_FIELD = "escapeDeadlineMs"  # header field: when the sender stop
 # How long before the sender's deadline the receiver stops storing: the answer's way back (and the brokers'
 # clock difference, as POP's invisible times already assume close clocks).
 ESCAPE_REPLY_MARGIN_MS = 1_000
-_STORED = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
-                     ResponseCode.SLAVE_NOT_AVAILABLE})
+_STORED = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    }
+)
 _DEFAULT_TOPIC = "TBW102"
 
 
@@ -76,8 +82,9 @@ class EscapeResult:
     need_retry: bool = True
 
     @classmethod
-    def failed(cls, reason: str, description: str, *, target: EscapeTarget | None = None,
-               need_retry: bool = True) -> "EscapeResult":
+    def failed(
+        cls, reason: str, description: str, *, target: EscapeTarget | None = None, need_retry: bool = True
+    ) -> EscapeResult:
         return cls(False, target, reason, description, need_retry)
 
     def write_result(self) -> WriteResult:
@@ -101,17 +108,22 @@ def escape_targets(route: TopicRouteData | None, own_broker_name: str) -> list[E
     if route is None:
         return []
     masters = {b.broker_name: b.master_addr for b in route.broker_datas if b.master_addr}
-    return [EscapeTarget(q.broker_name, masters[q.broker_name], queue_id)
-            for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
-            if q.broker_name != own_broker_name and q.broker_name in masters and q.perm & PERM_WRITE
-            for queue_id in range(q.write_queue_nums)]
+    return [
+        EscapeTarget(q.broker_name, masters[q.broker_name], queue_id)
+        for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
+        if q.broker_name != own_broker_name and q.broker_name in masters and q.perm & PERM_WRITE
+        for queue_id in range(q.write_queue_nums)
+    ]
 
 
 def fallback_targets(info: ClusterInfo, cluster_name: str, own_broker_name: str) -> list[EscapeTarget]:
     """Queue 0 of every other group of ``cluster_name`` that has a master (for topics without a route there)."""
     names = sorted(n for n in info.cluster_addr_table.get(cluster_name, ()) if n != own_broker_name)
-    return [EscapeTarget(n, info.broker_addr_table[n].master_addr, 0) for n in names
-            if n in info.broker_addr_table and info.broker_addr_table[n].master_addr]
+    return [
+        EscapeTarget(n, info.broker_addr_table[n].master_addr, 0)
+        for n in names
+        if n in info.broker_addr_table and info.broker_addr_table[n].master_addr
+    ]
 
 
 def specific_queue(targets: list[EscapeTarget], topic: str, store_host: str) -> EscapeTarget:
@@ -145,9 +157,19 @@ class EscapeBridge:
     """Sends an acting slave's writes to other groups' masters. ``enabled`` is read on every write, so a
     dynamic config change takes effect at once."""
 
-    def __init__(self, namesrv, remoting, *, cluster_name: str, broker_name: str, store_host: str,
-                 enabled: Callable[[], bool], timeout_ms: int = DEFAULT_ESCAPE_TIMEOUT_MS,
-                 metrics: MetricsRegistry | None = None, clock: Clock | None = None):
+    def __init__(
+        self,
+        namesrv,
+        remoting,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        store_host: str,
+        enabled: Callable[[], bool],
+        timeout_ms: int = DEFAULT_ESCAPE_TIMEOUT_MS,
+        metrics: MetricsRegistry | None = None,
+        clock: Clock | None = None,
+    ):
         self._namesrv = namesrv
         self._remoting = remoting
         self._cluster_name = cluster_name
@@ -160,31 +182,40 @@ class EscapeBridge:
         self.escaped = 0
         self.failures = 0
         metrics = metrics if metrics is not None else MetricsRegistry()
-        self._escapes = metrics.counter("pocketmq_escapes_total", "Writes of a slave acting as master escaped to "
-                                        "another group, by kind and result", ("kind", "result"))
-        self._failure_reasons = metrics.counter("pocketmq_escape_failures_total", "Escaped writes that failed, by "
-                                                "reason", ("reason",))
+        self._escapes = metrics.counter(
+            "pocketmq_escapes_total",
+            "Writes of a slave acting as master escaped to another group, by kind and result",
+            ("kind", "result"),
+        )
+        self._failure_reasons = metrics.counter(
+            "pocketmq_escape_failures_total", "Escaped writes that failed, by reason", ("reason",)
+        )
 
     async def put_message(self, msg: MessageExt, routes: Routes | None = None) -> EscapeResult:
         """A due delay message: a route queue of its topic on another broker, in turn. ``routes``: a dict a
         caller escaping many messages passes to each call, so each topic's targets are looked up once."""
         targets = await self._targets(msg.topic, fallback=False, routes=routes)
-        result = targets if isinstance(targets, EscapeResult) else \
-            await self._send(msg, targets[next(self._turn) % len(targets)])
+        result = (
+            targets
+            if isinstance(targets, EscapeResult)
+            else await self._send(msg, targets[next(self._turn) % len(targets)])
+        )
         return self._count("timer", result)
 
     async def put_to_specific_queue(self, msg: MessageExt, routes: Routes | None = None) -> EscapeResult:
         """A retry copy, dead letter, CK or ACK: the hashed queue of its topic on another broker (``routes``: as
         for ``put_message``)."""
         targets = await self._targets(msg.topic, fallback=True, routes=routes)
-        result = targets if isinstance(targets, EscapeResult) else \
-            await self._send(msg, specific_queue(targets, msg.topic, self._store_host))
+        result = (
+            targets
+            if isinstance(targets, EscapeResult)
+            else await self._send(msg, specific_queue(targets, msg.topic, self._store_host))
+        )
         return self._count(escape_kind(msg), result)
 
     async def _targets(self, topic: str, *, fallback: bool, routes: Routes | None) -> list[EscapeTarget] | EscapeResult:
         if not self._enabled():
-            return EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off: the write waits for the "
-                                                          "master")
+            return EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off: the write waits for the master")
         known = routes.get((topic, fallback)) if routes is not None else None
         if known is not None:
             return known
@@ -210,10 +241,20 @@ class EscapeBridge:
     async def _send(self, msg: MessageExt, target: EscapeTarget) -> EscapeResult:
         request = RemotingCommand.request(ESCAPE_PUT_MESSAGE)
         request.ext_fields = {
-            "a": ESCAPE_PRODUCER_GROUP, "b": msg.topic, "c": _DEFAULT_TOPIC, "d": "1", "e": str(target.queue_id),
-            "f": str(msg.sys_flag), "g": str(msg.born_timestamp_ms), "h": str(msg.flag),
-            "i": props.encode_properties(msg.properties), "j": str(msg.reconsume_times), "k": "false", "m": "false",
-            ESCAPE_DEADLINE_FIELD: str(self._clock.now_ms() + self._timeout_ms)}
+            "a": ESCAPE_PRODUCER_GROUP,
+            "b": msg.topic,
+            "c": _DEFAULT_TOPIC,
+            "d": "1",
+            "e": str(target.queue_id),
+            "f": str(msg.sys_flag),
+            "g": str(msg.born_timestamp_ms),
+            "h": str(msg.flag),
+            "i": props.encode_properties(msg.properties),
+            "j": str(msg.reconsume_times),
+            "k": "false",
+            "m": "false",
+            ESCAPE_DEADLINE_FIELD: str(self._clock.now_ms() + self._timeout_ms),
+        }
         request.body = msg.body
         try:
             response = await self._remoting.invoke(target.master_addr, request, self._timeout_ms / 1000)
@@ -222,8 +263,12 @@ class EscapeBridge:
             return EscapeResult.failed("CONNECTION", f"{type(exc).__name__}: {exc}", target=target)
         if response.code in _STORED:
             return EscapeResult(True, target)
-        return EscapeResult.failed(f"REFUSED_{response.code}", response.remark or "", target=target,
-                                   need_retry=response.code != ResponseCode.MESSAGE_ILLEGAL)
+        return EscapeResult.failed(
+            f"REFUSED_{response.code}",
+            response.remark or "",
+            target=target,
+            need_retry=response.code != ResponseCode.MESSAGE_ILLEGAL,
+        )
 
     def _count(self, kind: str, result: EscapeResult) -> EscapeResult:
         if result.stored:

@@ -97,8 +97,7 @@ def adopt(master_epochs: list[Epoch], slave_end: int) -> list[Epoch]:
     return [e for e in master_epochs if e.start_phys_offset < slave_end]
 
 
-def common_prefix_end(slave_epochs: list[Epoch], slave_end: int, master_epochs: list[Epoch],
-                      master_end: int) -> int:
+def common_prefix_end(slave_epochs: list[Epoch], slave_end: int, master_epochs: list[Epoch], master_end: int) -> int:
     """Where the two logs stop being the same: the end of the last shared epoch on the side where it ends
     first; 0 when they share none (the slave's whole log is another history)."""
     master_index = {(e.epoch, e.tenure_id, e.start_phys_offset): i for i, e in enumerate(master_epochs)}
@@ -125,8 +124,14 @@ class ReplicaPlan:
     reason: str = ""
 
 
-def plan(slave_epochs: list[Epoch], slave_min: int, slave_end: int, master_epochs: list[Epoch], master_end: int,
-         confirmed_phys_offset: int) -> ReplicaPlan:
+def plan(
+    slave_epochs: list[Epoch],
+    slave_min: int,
+    slave_end: int,
+    master_epochs: list[Epoch],
+    master_end: int,
+    confirmed_phys_offset: int,
+) -> ReplicaPlan:
     """What a slave whose log is ``[slave_min, slave_end)`` does before following the master."""
     if not slave_epochs or not master_epochs or slave_end == slave_min:
         return ReplicaPlan(PlanKind.UNKNOWN if slave_end > slave_min else PlanKind.FOLLOW)
@@ -134,14 +139,24 @@ def plan(slave_epochs: list[Epoch], slave_min: int, slave_end: int, master_epoch
     if common >= slave_end:
         return ReplicaPlan(PlanKind.FOLLOW, common_end=common)
     if common < confirmed_phys_offset:
-        return ReplicaPlan(PlanKind.REFUSE, common_end=common, reason=(
-            f"the logs part at {common}, below {confirmed_phys_offset}, up to which this broker's records were "
-            "confirmed as replicated (SYNC sends may have been acknowledged): the master lacks them; make this "
-            "broker the master, or clear its data directory to drop them"))
+        return ReplicaPlan(
+            PlanKind.REFUSE,
+            common_end=common,
+            reason=(
+                f"the logs part at {common}, below {confirmed_phys_offset}, up to which this broker's records were "
+                "confirmed as replicated (SYNC sends may have been acknowledged): the master lacks them; make this "
+                "broker the master, or clear its data directory to drop them"
+            ),
+        )
     if common <= slave_min and slave_min > 0:
-        return ReplicaPlan(PlanKind.REFUSE, common_end=common, reason=(
-            f"the logs part at {common}, at or below this broker's first record at {slave_min} (retention): "
-            "nothing in common to keep; clear its data directory to copy the master"))
+        return ReplicaPlan(
+            PlanKind.REFUSE,
+            common_end=common,
+            reason=(
+                f"the logs part at {common}, at or below this broker's first record at {slave_min} (retention): "
+                "nothing in common to keep; clear its data directory to copy the master"
+            ),
+        )
     return ReplicaPlan(PlanKind.TRUNCATE, truncate_to=common, common_end=common)
 
 
@@ -168,8 +183,7 @@ class EpochFile:
         """Atomic and durable (blocking)."""
         with self._save_lock:
             epochs, confirmed = self.epochs, self.confirmed_phys_offset
-            atomic_write_json(self.path, {"epochs": [e.to_json() for e in epochs],
-                                          "confirmedPhysOffset": confirmed})
+            atomic_write_json(self.path, {"epochs": [e.to_json() for e in epochs], "confirmedPhysOffset": confirmed})
             self._saved = (epochs, confirmed)
 
     def confirmed(self, phys_offset: int) -> None:

@@ -39,9 +39,8 @@ import heapq
 import itertools
 import json
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Callable
 
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
@@ -63,8 +62,9 @@ class SlaveLag:
     lag_ms: int  # age of the oldest record the slave has not acked; 0 when it has them all
 
 
-def replication_lag(slave_addr: str, acked_phys_offset: int, master_max_phys_offset: int,
-                    oldest_unacked_store_ms: int, now_ms: int) -> SlaveLag:
+def replication_lag(
+    slave_addr: str, acked_phys_offset: int, master_max_phys_offset: int, oldest_unacked_store_ms: int, now_ms: int
+) -> SlaveLag:
     """A slave's lag; ``oldest_unacked_store_ms`` is -1 when no record follows its ack (or it is unreadable)."""
     lag_bytes = max(0, master_max_phys_offset - acked_phys_offset)
     lag_ms = max(0, now_ms - oldest_unacked_store_ms) if lag_bytes and oldest_unacked_store_ms >= 0 else 0
@@ -72,9 +72,18 @@ def replication_lag(slave_addr: str, acked_phys_offset: int, master_max_phys_off
 
 
 class HaMaster:
-    def __init__(self, store, *, clock: Clock = SYSTEM_CLOCK, ack_timeout_ms: int, max_gap_bytes: int,
-                 slave_expire_ms: int, metrics: MetricsRegistry | None = None, epochs: EpochFile | None = None,
-                 metadata_version: Callable[[], MetadataVersion] = lambda: MetadataVersion(0, 0, 0)):
+    def __init__(
+        self,
+        store,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        ack_timeout_ms: int,
+        max_gap_bytes: int,
+        slave_expire_ms: int,
+        metrics: MetricsRegistry | None = None,
+        epochs: EpochFile | None = None,
+        metadata_version: Callable[[], MetadataVersion] = lambda: MetadataVersion(0, 0, 0),
+    ):
         self._store = store
         self.metadata_version = metadata_version  # the broker's metadata version now
         # The master's epochs (served to slaves) and confirmed offset: raised when a SYNC send is answered
@@ -104,25 +113,37 @@ class HaMaster:
             self._arrived = None
 
     # -- slaves -------------------------------------------------------------------------------------------------
-    async def serve_pull(self, link: Hashable, slave_addr: str, slave_phys_offset: int, max_bytes: int,
-                         suspend_ms: int, slave_last: RecordMark | None = None,
-                         applied_metadata: MetadataVersion | None = None) -> tuple[int, bytes]:
+    async def serve_pull(
+        self,
+        link: Hashable,
+        slave_addr: str,
+        slave_phys_offset: int,
+        max_bytes: int,
+        suspend_ms: int,
+        slave_last: RecordMark | None = None,
+        applied_metadata: MetadataVersion | None = None,
+    ) -> tuple[int, bytes]:
         """(start phys offset, whole durable records from there); ValueError when the slave cannot follow this
         log (then it is not counted as a slave: its offset acknowledges nothing). ``applied_metadata``: the
         slave's (None from a slave that does not say)."""
         store = self._store
         there = store.last_record_crc32c(slave_last.phys_offset, slave_phys_offset) if slave_last else None
         try:
-            start = replication_start(slave_phys_offset, store.min_phys_offset, store.max_phys_offset, slave_last,
-                                      there)
+            start = replication_start(
+                slave_phys_offset, store.min_phys_offset, store.max_phys_offset, slave_last, there
+            )
         except ValueError as exc:
             self._refused(slave_addr, str(exc))
             raise
         self._refusals.pop(slave_addr, None)
         now_ms = self._clock.now_ms()
         if self.acks.heard(link, slave_addr, slave_phys_offset, now_ms, applied_metadata):
-            log.info("event=slave_connected slave=%s phys_offset=%d master_max_phys_offset=%d", slave_addr,
-                     slave_phys_offset, store.max_phys_offset)
+            log.info(
+                "event=slave_connected slave=%s phys_offset=%d master_max_phys_offset=%d",
+                slave_addr,
+                slave_phys_offset,
+                store.max_phys_offset,
+            )
         self._release_acked()
         self._release_metadata()
         data = store.read_commit_log(start, max_bytes, durable_only=True)
@@ -167,8 +188,11 @@ class HaMaster:
     def link_closed(self, link: Hashable) -> None:
         progress = self.acks.gone(link)
         if progress is not None:
-            log.warning("event=slave_disconnected slave=%s acked_phys_offset=%d", progress.slave_addr,
-                        progress.acked_phys_offset)
+            log.warning(
+                "event=slave_disconnected slave=%s acked_phys_offset=%d",
+                progress.slave_addr,
+                progress.acked_phys_offset,
+            )
             self._release_when_no_slave()
 
     def _release_when_no_slave(self) -> None:
@@ -245,8 +269,9 @@ class HaMaster:
         """Forget silent slaves; returns now."""
         now_ms = self._clock.now_ms()
         for progress in self.acks.expire(now_ms):
-            log.warning("event=slave_expired slave=%s acked_phys_offset=%d", progress.slave_addr,
-                        progress.acked_phys_offset)
+            log.warning(
+                "event=slave_expired slave=%s acked_phys_offset=%d", progress.slave_addr, progress.acked_phys_offset
+            )
         return now_ms
 
     async def _ack_of(self, future: asyncio.Future) -> PutStatus:
@@ -262,18 +287,21 @@ class HaMaster:
         now_ms = self._clock.now_ms()
         lags: dict[str, SlaveLag] = {}
         for p in self.acks.slaves():
-            oldest_ms = (self._store.first_store_timestamp_ms(p.acked_phys_offset)
-                         if p.acked_phys_offset < master_max else -1)
+            oldest_ms = (
+                self._store.first_store_timestamp_ms(p.acked_phys_offset) if p.acked_phys_offset < master_max else -1
+            )
             lag = replication_lag(p.slave_addr, p.acked_phys_offset, master_max, oldest_ms, now_ms)
             if p.slave_addr not in lags or lag.lag_bytes > lags[p.slave_addr].lag_bytes:
                 lags[p.slave_addr] = lag
         return [lags[addr] for addr in sorted(lags)]
 
     def _collect_lag(self) -> None:
-        lag_bytes = self._metrics.gauge("pocketmq_ha_slave_lag_bytes",
-                                        "Commit log bytes the master holds that the slave has not acked", ("slave",))
-        lag_seconds = self._metrics.gauge("pocketmq_ha_slave_lag_seconds",
-                                          "Age of the oldest record the slave has not acked", ("slave",))
+        lag_bytes = self._metrics.gauge(
+            "pocketmq_ha_slave_lag_bytes", "Commit log bytes the master holds that the slave has not acked", ("slave",)
+        )
+        lag_seconds = self._metrics.gauge(
+            "pocketmq_ha_slave_lag_seconds", "Age of the oldest record the slave has not acked", ("slave",)
+        )
         lag_bytes.clear()  # a slave that left has no lag to show
         lag_seconds.clear()
         for lag in self.slave_lags():
@@ -283,13 +311,17 @@ class HaMaster:
     def runtime_info(self) -> dict[str, str]:
         slaves = self.acks.slaves()
         lags = self.slave_lags()
-        return {"haConnections": str(len(slaves)),
-                "haSlaves": ",".join(f"{p.slave_addr}@{p.acked_phys_offset}" for p in slaves),
-                "haMaxLagBytes": str(max((lag.lag_bytes for lag in lags), default=0)),
-                "haSlaveLag": json.dumps({lag.slave_addr: {"lagBytes": lag.lag_bytes, "lagMs": lag.lag_ms}
-                                          for lag in lags})}
+        return {
+            "haConnections": str(len(slaves)),
+            "haSlaves": ",".join(f"{p.slave_addr}@{p.acked_phys_offset}" for p in slaves),
+            "haMaxLagBytes": str(max((lag.lag_bytes for lag in lags), default=0)),
+            "haSlaveLag": json.dumps(
+                {lag.slave_addr: {"lagBytes": lag.lag_bytes, "lagMs": lag.lag_ms} for lag in lags}
+            ),
+        }
 
     def __repr__(self) -> str:
-        return (f"<HaMaster {self.acks!r} waiting_sends={len(self._waiters)} "
-                f"waiting_fifo_acks={len(self._metadata_waiters)}>")
-
+        return (
+            f"<HaMaster {self.acks!r} waiting_sends={len(self._waiters)} "
+            f"waiting_fifo_acks={len(self._metadata_waiters)}>"
+        )

@@ -67,8 +67,16 @@ class MetadataChanges:
 
     @property
     def any(self) -> bool:
-        return any((self.topics_changed, self.topics_deleted, self.groups_changed, self.groups_deleted,
-                    self.offsets_moved, self.services.any))
+        return any(
+            (
+                self.topics_changed,
+                self.topics_deleted,
+                self.groups_changed,
+                self.groups_deleted,
+                self.offsets_moved,
+                self.services.any,
+            )
+        )
 
 
 def metadata_version(incarnation: int, topics, groups, fifo_version: int = 0) -> MetadataVersion:
@@ -76,12 +84,22 @@ def metadata_version(incarnation: int, topics, groups, fifo_version: int = 0) ->
     return MetadataVersion(incarnation, topics.data_version, groups.data_version, fifo_version)
 
 
-def metadata_snapshot(topics, groups, offsets, services: ServiceTables = ServiceTables(), *,
-                      version: str | None = None, phys_offset: int | None = None) -> bytes:
+def metadata_snapshot(
+    topics,
+    groups,
+    offsets,
+    services: ServiceTables = ServiceTables(),
+    *,
+    version: str | None = None,
+    phys_offset: int | None = None,
+) -> bytes:
     """The master's snapshot; ``phys_offset``: its commit log end now (every CK behind an offset is below it)."""
-    snapshot = {"topics": [topic_config_to_json(c) for c in topics.all()],
-                "groups": [group_config_to_json(g) for g in groups.all()],
-                "offsets": offsets.snapshot(), **service_state_snapshot(services)}
+    snapshot = {
+        "topics": [topic_config_to_json(c) for c in topics.all()],
+        "groups": [group_config_to_json(g) for g in groups.all()],
+        "offsets": offsets.snapshot(),
+        **service_state_snapshot(services),
+    }
     if version is not None:
         snapshot["version"] = version
     if phys_offset is not None:
@@ -120,8 +138,14 @@ class OffsetsGate:
         return f"<OffsetsGate waiting_phys_offset={self.waiting[1] if self.waiting else None}>"
 
 
-def apply_metadata(body: bytes, topics, groups, offsets, services: ServiceStateFollower | None = None,
-                   offsets_gate: OffsetsGate | None = None) -> MetadataChanges:
+def apply_metadata(
+    body: bytes,
+    topics,
+    groups,
+    offsets,
+    services: ServiceStateFollower | None = None,
+    offsets_gate: OffsetsGate | None = None,
+) -> MetadataChanges:
     """Make the slave's tables follow the master's snapshot ``body``; ValueError when it does not parse (then
     nothing changed). With ``offsets_gate`` the offsets go through it (a replica), else they apply at once."""
     try:
@@ -144,11 +168,15 @@ def apply_metadata(body: bytes, topics, groups, offsets, services: ServiceStateF
     groups_changed = _upsert(groups, master_groups, lambda g: g.group)
     group_names = {g.group for g in master_groups}
     groups_deleted = sum(groups.delete(g.group) for g in groups.all() if g.group not in group_names)
-    offsets_moved = (offsets_gate.offer(master_offsets, phys_offset) if offsets_gate is not None
-                     else apply_offsets(master_offsets, offsets))
+    offsets_moved = (
+        offsets_gate.offer(master_offsets, phys_offset)
+        if offsets_gate is not None
+        else apply_offsets(master_offsets, offsets)
+    )
     service_changes = services.apply(service_state) if services is not None else ServiceStateChanges()
-    return MetadataChanges(topics_changed, topics_deleted, groups_changed, groups_deleted, offsets_moved,
-                           service_changes, version)
+    return MetadataChanges(
+        topics_changed, topics_deleted, groups_changed, groups_deleted, offsets_moved, service_changes, version
+    )
 
 
 def apply_offsets(snapshot: dict, offsets) -> int:

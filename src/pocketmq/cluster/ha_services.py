@@ -27,8 +27,8 @@ How the slave applies them:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pocketmq.broker.pop.fifo import parse_fifo_state
 from pocketmq.broker.pop.staged import parse_pop_stages
@@ -48,9 +48,13 @@ class ServiceTables:
 
 def service_tables_of(broker) -> ServiceTables:
     pop = broker.pop
-    return ServiceTables(stage_offsets=broker.stage_offsets, pop_fifo=pop.fifo if pop else None,
-                         pop_stages=pop.staged.registry if pop and pop.staged else None, timer=broker.timer,
-                         store=broker.store)
+    return ServiceTables(
+        stage_offsets=broker.stage_offsets,
+        pop_fifo=pop.fifo if pop else None,
+        pop_stages=pop.staged.registry if pop and pop.staged else None,
+        timer=broker.timer,
+        store=broker.store,
+    )
 
 
 def service_state_snapshot(tables: ServiceTables) -> dict:
@@ -63,8 +67,10 @@ def service_state_snapshot(tables: ServiceTables) -> dict:
     if tables.pop_stages is not None:
         snapshot["popStages"] = tables.pop_stages.to_json()
     if tables.timer is not None and tables.store is not None:
-        snapshot["timer"] = {"progressOffset": tables.timer.progress_offset(),
-                             "physOffset": tables.store.max_phys_offset}
+        snapshot["timer"] = {
+            "progressOffset": tables.timer.progress_offset(),
+            "physOffset": tables.store.max_phys_offset,
+        }
     return snapshot
 
 
@@ -80,6 +86,7 @@ class ServiceState:
 
 def parse_service_state(snapshot: dict) -> ServiceState:
     """ValueError when a field is there and does not parse."""
+
     def field(name, parse):
         return None if snapshot.get(name) is None else parse(snapshot[name])
 
@@ -89,8 +96,12 @@ def parse_service_state(snapshot: dict) -> ServiceState:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"timer progress does not parse: {exc!r}") from None
 
-    return ServiceState(field("stageOffsets", parse_stage_offsets), field("popFifo", parse_fifo_state),
-                        field("popStages", parse_pop_stages), field("timer", timer))
+    return ServiceState(
+        field("stageOffsets", parse_stage_offsets),
+        field("popFifo", parse_fifo_state),
+        field("popStages", parse_pop_stages),
+        field("timer", timer),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +114,9 @@ class ServiceStateChanges:
 
     @property
     def any(self) -> bool:
-        return bool(self.stage_offsets_moved or self.pop_fifo_replaced or self.pop_stages_replaced
-                    or self.timer_progress_moved)
+        return bool(
+            self.stage_offsets_moved or self.pop_fifo_replaced or self.pop_stages_replaced or self.timer_progress_moved
+        )
 
 
 class TimerProgressGate:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from pocketmq.cluster.ha_epochs import Epoch, EpochFile, PlanKind, adopt, epochs_of_body, plan
 from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata
@@ -38,11 +38,28 @@ log = logging.getLogger(__name__)
 
 
 class HaSlave:
-    def __init__(self, store, topics, groups, offsets, namesrv, remoting: RemotingClient, *, cluster_name: str,
-                 broker_name: str, broker_id: int, slave_addr: str, transfer_max_bytes: int, pull_suspend_ms: int,
-                 lookup_interval_ms: int, metadata_interval_ms: int, request_timeout_ms: int = 3_000,
-                 services: ServiceStateFollower | None = None, epochs: EpochFile | None = None,
-                 after_cut: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        store,
+        topics,
+        groups,
+        offsets,
+        namesrv,
+        remoting: RemotingClient,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        slave_addr: str,
+        transfer_max_bytes: int,
+        pull_suspend_ms: int,
+        lookup_interval_ms: int,
+        metadata_interval_ms: int,
+        request_timeout_ms: int = 3_000,
+        services: ServiceStateFollower | None = None,
+        epochs: EpochFile | None = None,
+        after_cut: Callable[[], None] | None = None,
+    ):
         self._store = store
         self._after_cut = after_cut  # state built from the log outside the store (the timer wheel) follows a cut
         self.epochs = epochs if epochs is not None else EpochFile(store.config.data_dir)
@@ -80,9 +97,14 @@ class HaSlave:
         master_epochs = await self._align(master)
         tenure = master_epochs[-1].tenure_id if master_epochs else None
         while True:
-            fields = {"brokerName": self._broker_name, "brokerId": self._broker_id, "slaveAddr": self._slave_addr,
-                      "physOffset": self._store.max_phys_offset, "maxBytes": self._transfer_max_bytes,
-                      "suspendMillis": self._pull_suspend_ms}
+            fields = {
+                "brokerName": self._broker_name,
+                "brokerId": self._broker_id,
+                "slaveAddr": self._slave_addr,
+                "physOffset": self._store.max_phys_offset,
+                "maxBytes": self._transfer_max_bytes,
+                "suspendMillis": self._pull_suspend_ms,
+            }
             last = self._store.last_record()  # the master checks our log ends with its record there
             if last is not None:
                 fields.update(lastRecordPhysOffset=last.phys_offset, lastRecordCrc32c=last.crc32c)
@@ -117,8 +139,14 @@ class HaSlave:
             raise
         master_epochs = epochs_of_body(response.body)
         store = self._store
-        decision = plan(self.epochs.epochs, store.min_phys_offset, store.max_phys_offset, master_epochs,
-                        int(response.ext_fields["masterMaxOffset"]), self.epochs.confirmed_phys_offset)
+        decision = plan(
+            self.epochs.epochs,
+            store.min_phys_offset,
+            store.max_phys_offset,
+            master_epochs,
+            int(response.ext_fields["masterMaxOffset"]),
+            self.epochs.confirmed_phys_offset,
+        )
         if decision.kind is PlanKind.REFUSE:
             raise PocketMQError(f"not truncated: {decision.reason}", response_code=ResponseCode.ILLEGAL_OPERATION)
         if decision.kind is PlanKind.TRUNCATE:
@@ -128,10 +156,18 @@ class HaSlave:
             clamped = clamp_offsets_to_queue_ends(self._tables[2], store)
             if self._after_cut is not None:
                 self._after_cut()
-            log.warning("event=ha_replica_truncated broker=%s master=%s from_phys_offset=%d old_max_phys_offset=%d "
-                        "dropped_bytes=%d confirmed_phys_offset=%d consumer_offsets_moved_back=%d reason=records past "
-                        "the common prefix of the master's epochs were never the master's", self._broker_name, master,
-                        decision.truncate_to, old_end, dropped, self.epochs.confirmed_phys_offset, clamped)
+            log.warning(
+                "event=ha_replica_truncated broker=%s master=%s from_phys_offset=%d old_max_phys_offset=%d "
+                "dropped_bytes=%d confirmed_phys_offset=%d consumer_offsets_moved_back=%d reason=records past "
+                "the common prefix of the master's epochs were never the master's",
+                self._broker_name,
+                master,
+                decision.truncate_to,
+                old_end,
+                dropped,
+                self.epochs.confirmed_phys_offset,
+                clamped,
+            )
         return master_epochs
 
     # -- metadata -----------------------------------------------------------------------------------------------
@@ -146,8 +182,13 @@ class HaSlave:
     async def sync_metadata_once(self, master: str | None = None) -> None:
         async with self._metadata_lock:
             master = master or await self._master()
-            response = await self._invoke(master, RemotingCommand.request(HA_SYNC_METADATA, {
-                "brokerName": self._broker_name, "slaveAddr": self._slave_addr}), self._request_timeout_s)
+            response = await self._invoke(
+                master,
+                RemotingCommand.request(
+                    HA_SYNC_METADATA, {"brokerName": self._broker_name, "slaveAddr": self._slave_addr}
+                ),
+                self._request_timeout_s,
+            )
             changes = apply_metadata(response.body, *self._tables, self._services, self._offsets_gate)
             self.metadata_version = changes.version
         if changes.any:
@@ -179,16 +220,27 @@ class HaSlave:
 
     def _failed(self, loop_name: str, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        diverged = loop_name == "replication" and getattr(exc, "response_code", None) == \
-            ResponseCode.ILLEGAL_OPERATION  # the master refused our log (remark: why)
+        diverged = (
+            loop_name == "replication" and getattr(exc, "response_code", None) == ResponseCode.ILLEGAL_OPERATION
+        )  # the master refused our log (remark: why)
         if self._failing.get(loop_name) != reason and diverged:
-            log.error("event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=make this broker "
-                      "the master, or stop it, clear its data directory and start it again to copy the master",
-                      self._broker_name,
-                      self.master_addr, self._store.config.data_dir, reason)
+            log.error(
+                "event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=make this broker "
+                "the master, or stop it, clear its data directory and start it again to copy the master",
+                self._broker_name,
+                self.master_addr,
+                self._store.config.data_dir,
+                reason,
+            )
         elif self._failing.get(loop_name) != reason:
-            log.warning("event=ha_%s_failed broker=%s master=%s error=%s retry_in_ms=%d", loop_name,
-                        self._broker_name, self.master_addr, reason, int(self._lookup_interval_s * 1000))
+            log.warning(
+                "event=ha_%s_failed broker=%s master=%s error=%s retry_in_ms=%d",
+                loop_name,
+                self._broker_name,
+                self.master_addr,
+                reason,
+                int(self._lookup_interval_s * 1000),
+            )
         self._failing[loop_name] = reason
 
     def _recovered(self, loop_name: str, detail: str) -> None:
@@ -196,8 +248,10 @@ class HaSlave:
             log.info("event=ha_%s_recovered broker=%s %s", loop_name, self._broker_name, detail)
 
     def __repr__(self) -> str:
-        return f"<HaSlave {self._broker_name}/{self._broker_id} master={self.master_addr} " \
-               f"phys_offset={self._store.max_phys_offset}>"
+        return (
+            f"<HaSlave {self._broker_name}/{self._broker_id} master={self.master_addr} "
+            f"phys_offset={self._store.max_phys_offset}>"
+        )
 
 
 def clamp_offsets_to_queue_ends(offsets, store) -> int:

@@ -66,8 +66,14 @@ class ReplicaAcks:
         self._expire_ms = expire_ms
         self._slaves: dict[Hashable, SlaveProgress] = {}
 
-    def heard(self, link: Hashable, slave_addr: str, acked_phys_offset: int, now_ms: int,
-              applied_metadata: MetadataVersion | None = None) -> bool:
+    def heard(
+        self,
+        link: Hashable,
+        slave_addr: str,
+        acked_phys_offset: int,
+        now_ms: int,
+        applied_metadata: MetadataVersion | None = None,
+    ) -> bool:
         """A pull from ``link``; returns True when the link is new."""
         progress = self._slaves.get(link)
         if progress is None:
@@ -88,9 +94,12 @@ class ReplicaAcks:
         return [self._slaves.pop(link) for link in stale]
 
     def in_sync(self, master_max_phys_offset: int, now_ms: int) -> list[SlaveProgress]:
-        return [p for p in self._slaves.values()
-                if now_ms - p.last_heard_ms <= self._expire_ms
-                and master_max_phys_offset - p.acked_phys_offset <= self._max_gap_bytes]
+        return [
+            p
+            for p in self._slaves.values()
+            if now_ms - p.last_heard_ms <= self._expire_ms
+            and master_max_phys_offset - p.acked_phys_offset <= self._max_gap_bytes
+        ]
 
     @property
     def best_acked_phys_offset(self) -> int:
@@ -117,8 +126,13 @@ class ReplicaAcks:
         return f"<ReplicaAcks slaves={[(p.slave_addr, p.acked_phys_offset) for p in self._slaves.values()]}>"
 
 
-def replication_start(slave_phys_offset: int, master_min_phys_offset: int, master_max_phys_offset: int,
-                      slave_last: RecordMark | None = None, master_crc32c_there: int | None = None) -> int:
+def replication_start(
+    slave_phys_offset: int,
+    master_min_phys_offset: int,
+    master_max_phys_offset: int,
+    slave_last: RecordMark | None = None,
+    master_crc32c_there: int | None = None,
+) -> int:
     """Where a slave whose log ends at ``slave_phys_offset`` continues; ValueError when it cannot follow.
 
     An empty slave (offset 0) starts where the master's log begins (retention may have removed the start);
@@ -128,23 +142,35 @@ def replication_start(slave_phys_offset: int, master_min_phys_offset: int, maste
     master has no record ending there. A last record below the master's retention cannot be checked.
     """
     start = _start_by_length(slave_phys_offset, master_min_phys_offset, master_max_phys_offset)
-    if slave_last is not None and slave_last.phys_offset >= master_min_phys_offset \
-            and master_crc32c_there != slave_last.crc32c:
-        there = "no record of the master ends there" if master_crc32c_there is None \
+    if (
+        slave_last is not None
+        and slave_last.phys_offset >= master_min_phys_offset
+        and master_crc32c_there != slave_last.crc32c
+    ):
+        there = (
+            "no record of the master ends there"
+            if master_crc32c_there is None
             else f"the master's record there has crc32c {master_crc32c_there:08x}"
-        raise ValueError(f"slave log ends with a record at {slave_last.phys_offset} (crc32c {slave_last.crc32c:08x}) "
-                         f"that is not the master's ({there}): it diverged (clear its data directory to copy the "
-                         "master again)")
+        )
+        raise ValueError(
+            f"slave log ends with a record at {slave_last.phys_offset} (crc32c {slave_last.crc32c:08x}) "
+            f"that is not the master's ({there}): it diverged (clear its data directory to copy the "
+            "master again)"
+        )
     return start
 
 
 def _start_by_length(slave_phys_offset: int, master_min_phys_offset: int, master_max_phys_offset: int) -> int:
     if slave_phys_offset > master_max_phys_offset:
-        raise ValueError(f"slave log ends at {slave_phys_offset}, beyond the master's end {master_max_phys_offset}: "
-                         "it diverged (clear its data directory to copy the master again)")
+        raise ValueError(
+            f"slave log ends at {slave_phys_offset}, beyond the master's end {master_max_phys_offset}: "
+            "it diverged (clear its data directory to copy the master again)"
+        )
     if slave_phys_offset < master_min_phys_offset:
         if slave_phys_offset == 0:
             return master_min_phys_offset
-        raise ValueError(f"slave log ends at {slave_phys_offset}, before the master's first record at "
-                         f"{master_min_phys_offset}: retention removed what it misses")
+        raise ValueError(
+            f"slave log ends at {slave_phys_offset}, before the master's first record at "
+            f"{master_min_phys_offset}: retention removed what it misses"
+        )
     return slave_phys_offset

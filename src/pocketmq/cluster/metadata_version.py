@@ -37,5 +37,9 @@ class MetadataVersion:
     def reaches(self, needed: MetadataVersion) -> bool:
         """Whether a slave that applied this version holds everything of ``needed``: the same incarnation and
         no counter behind (at least, not equal: the master may have changed again since)."""
-        return (self.incarnation == needed.incarnation and self.topics >= needed.topics
-                and self.groups >= needed.groups and self.fifo >= needed.fifo)
+        return (
+            self.incarnation == needed.incarnation
+            and self.topics >= needed.topics
+            and self.groups >= needed.groups
+            and self.fifo >= needed.fifo
+        )

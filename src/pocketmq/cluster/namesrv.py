@@ -34,14 +34,20 @@ import zlib
 
 from pocketmq.cluster.namesrv_config import NamesrvConfig
 from pocketmq.cluster.route import (
-    BrokerIdentity, RegisterBrokerBody, RouteFormatError, TopicRouteData, create_topic_fields, loads_lenient,
-    topic_config_from_obj, topic_list_json,
+    BrokerIdentity,
+    RegisterBrokerBody,
+    RouteFormatError,
+    TopicRouteData,
+    create_topic_fields,
+    loads_lenient,
+    topic_config_from_obj,
+    topic_list_json,
 )
 from pocketmq.cluster.route_table import RouteTable, TopicCreation
 from pocketmq.errors import BadRequestError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.transport import RemotingConnection, RemotingServer, RequestRouter, RemotingClient
+from pocketmq.protocol.transport import RemotingClient, RemotingConnection, RemotingServer, RequestRouter
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.server.remoting_headers import HeaderFields
 
@@ -54,17 +60,21 @@ class NameServer:
     def __init__(self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK):
         self.config = config
         self.clock = clock
-        self.routes = RouteTable(broker_expire_ms=config.broker_expire_ms,
-                                 delete_topic_with_broker_registration=config.delete_topic_with_broker_registration)
+        self.routes = RouteTable(
+            broker_expire_ms=config.broker_expire_ms,
+            delete_topic_with_broker_registration=config.delete_topic_with_broker_registration,
+        )
         router = RequestRouter()
-        for code, handler in ((RequestCode.REGISTER_BROKER, self._register_broker),
-                              (RequestCode.UNREGISTER_BROKER, self._unregister_broker),
-                              (RequestCode.BROKER_HEARTBEAT, self._broker_heartbeat),
-                              (RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_of_topic),
-                              (RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info),
-                              (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._all_topics),
-                              (RequestCode.GET_TOPICS_BY_CLUSTER, self._topics_of_cluster),
-                              (RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)):
+        for code, handler in (
+            (RequestCode.REGISTER_BROKER, self._register_broker),
+            (RequestCode.UNREGISTER_BROKER, self._unregister_broker),
+            (RequestCode.BROKER_HEARTBEAT, self._broker_heartbeat),
+            (RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_of_topic),
+            (RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info),
+            (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._all_topics),
+            (RequestCode.GET_TOPICS_BY_CLUSTER, self._topics_of_cluster),
+            (RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic),
+        ):
             router.register(code, handler)
         self._server = RemotingServer(router, config.host, config.port)
         self._brokers = RemotingClient(connect_timeout_s=config.auto_create_timeout_ms / 1000)
@@ -102,20 +112,35 @@ class NameServer:
 
     def expire_inactive_brokers(self) -> None:
         for identity in self.routes.expire(self.clock.now_ms()):
-            log.warning("event=broker_expired cluster=%s broker=%s id=%d addr=%s", identity.cluster,
-                        identity.broker_name, identity.broker_id, identity.broker_addr)
+            log.warning(
+                "event=broker_expired cluster=%s broker=%s id=%d addr=%s",
+                identity.cluster,
+                identity.broker_name,
+                identity.broker_id,
+                identity.broker_addr,
+            )
 
     def _connection_closed(self, conn: RemotingConnection) -> None:
         for identity in self.routes.remove_channel(conn):
-            log.info("event=broker_connection_closed cluster=%s broker=%s id=%d addr=%s", identity.cluster,
-                     identity.broker_name, identity.broker_id, identity.broker_addr)
+            log.info(
+                "event=broker_connection_closed cluster=%s broker=%s id=%d addr=%s",
+                identity.cluster,
+                identity.broker_name,
+                identity.broker_id,
+                identity.broker_addr,
+            )
 
     # -- broker requests ------------------------------------------------------------------------------------------
     async def _register_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         fields = HeaderFields(request.ext_fields)
-        identity = BrokerIdentity(_cluster(fields), fields.str("brokerName"), _broker_id(fields),
-                                  _broker_addr(fields), fields.str("haServerAddr", ""),
-                                  _positive_or_none(fields, "heartbeatTimeoutMillis"))
+        identity = BrokerIdentity(
+            _cluster(fields),
+            fields.str("brokerName"),
+            _broker_id(fields),
+            _broker_addr(fields),
+            fields.str("haServerAddr", ""),
+            _positive_or_none(fields, "heartbeatTimeoutMillis"),
+        )
         if fields.bool("compressed"):
             raise BadRequestError("compressed registration bodies are not supported: set compressedRegister=false")
         crc = fields.int("bodyCrc32", 0)
@@ -130,18 +155,28 @@ class NameServer:
             conn.attributes[_WATCHED] = True
             conn.on_close(self._connection_closed)
         if result.is_new:
-            log.info("event=broker_registered cluster=%s broker=%s id=%d addr=%s topics=%d grpc=%s",
-                     identity.cluster, identity.broker_name, identity.broker_id, identity.broker_addr,
-                     len(body.topics), body.flags.grpc_addr)
-        return request.response(ext_fields={"masterAddr": result.master_addr,
-                                            "haServerAddr": result.ha_server_addr})
+            log.info(
+                "event=broker_registered cluster=%s broker=%s id=%d addr=%s topics=%d grpc=%s",
+                identity.cluster,
+                identity.broker_name,
+                identity.broker_id,
+                identity.broker_addr,
+                len(body.topics),
+                body.flags.grpc_addr,
+            )
+        return request.response(ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr})
 
     async def _unregister_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         fields = HeaderFields(request.ext_fields)
         identity = self.routes.unregister(_cluster(fields), _broker_addr(fields))
         if identity is not None:
-            log.info("event=broker_unregistered cluster=%s broker=%s id=%d addr=%s", identity.cluster,
-                     identity.broker_name, identity.broker_id, identity.broker_addr)
+            log.info(
+                "event=broker_unregistered cluster=%s broker=%s id=%d addr=%s",
+                identity.cluster,
+                identity.broker_name,
+                identity.broker_id,
+                identity.broker_addr,
+            )
         return request.response()
 
     async def _broker_heartbeat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -155,12 +190,15 @@ class NameServer:
         fields = HeaderFields(request.ext_fields)
         topic = fields.str("topic")
         # autoCreate=false (PocketMQ's; docs/protocol.md): an admin's look at a topic, which must not create it
-        route = self.routes.route(topic) or (await self._auto_create(topic) if fields.bool("autoCreate", True)
-                                             else None)
+        route = self.routes.route(topic) or (
+            await self._auto_create(topic) if fields.bool("autoCreate", True) else None
+        )
         if route is None:
-            return request.response(ResponseCode.TOPIC_NOT_EXIST,
-                                    remark=f"No topic route info in name server for the topic: {topic} "
-                                           f"(and no master broker created it on lookup)")
+            return request.response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                remark=f"No topic route info in name server for the topic: {topic} "
+                f"(and no master broker created it on lookup)",
+            )
         return request.response(body=route.to_json())
 
     async def _cluster_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -198,17 +236,30 @@ class NameServer:
         await asyncio.gather(*(self._create_on(topic, creation) for creation in plan))
 
     async def _create_on(self, topic: str, creation: TopicCreation) -> None:
-        request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_fields(creation.config, auto_create=True))
+        request = RemotingCommand.request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_fields(creation.config, auto_create=True)
+        )
         try:
-            response = await self._brokers.invoke(creation.master_addr, request,
-                                                  self.config.auto_create_timeout_ms / 1000)
+            response = await self._brokers.invoke(
+                creation.master_addr, request, self.config.auto_create_timeout_ms / 1000
+            )
         except RemotingError as exc:
-            log.warning("event=topic_auto_create_failed topic=%s broker=%s addr=%s error=%s", topic,
-                        creation.broker_name, creation.master_addr, exc)
+            log.warning(
+                "event=topic_auto_create_failed topic=%s broker=%s addr=%s error=%s",
+                topic,
+                creation.broker_name,
+                creation.master_addr,
+                exc,
+            )
             return
         if response.code != ResponseCode.SUCCESS:
-            log.warning("event=topic_auto_create_refused topic=%s broker=%s code=%s remark=%s", topic,
-                        creation.broker_name, response.code, response.remark)
+            log.warning(
+                "event=topic_auto_create_refused topic=%s broker=%s code=%s remark=%s",
+                topic,
+                creation.broker_name,
+                response.code,
+                response.remark,
+            )
             return
         # A PocketMQ broker answers with the topic as it really is (it may have existed already, with other
         # queue numbers, and its registration may not have reached us yet); a RocketMQ broker sends no body.
@@ -219,8 +270,12 @@ class NameServer:
             except (RouteFormatError, ValueError) as exc:
                 log.warning("event=topic_auto_create_reply_unreadable topic=%s error=%s", topic, exc)
         self.routes.record_created(topic, creation.broker_name, config)
-        log.info("event=topic_auto_created topic=%s broker=%s queues=%d", topic, creation.broker_name,
-                 config.write_queue_nums)
+        log.info(
+            "event=topic_auto_created topic=%s broker=%s queues=%d",
+            topic,
+            creation.broker_name,
+            config.write_queue_nums,
+        )
 
     def __repr__(self) -> str:
         where = self.address if self._scan_task is not None else "stopped"

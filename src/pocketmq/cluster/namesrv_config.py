@@ -27,11 +27,13 @@ class NamesrvConfig:
     # its registration names its own ``heartbeatTimeoutMillis``. RocketMQ's BROKER_CHANNEL_EXPIRED_TIME.
     broker_expire_ms: int = field(default=120_000, metadata={"check": _positive})
     # How often expired brokers are looked for (RocketMQ's scanNotActiveBrokerInterval).
-    scan_interval_ms: int = field(default=5_000, metadata={"aliases": ("scanNotActiveBrokerInterval",),
-                                                           "check": _positive})
+    scan_interval_ms: int = field(
+        default=5_000, metadata={"aliases": ("scanNotActiveBrokerInterval",), "check": _positive}
+    )
     # How long a route lookup waits for the brokers asked to auto-create an unknown topic.
     auto_create_timeout_ms: int = field(default=3_000, metadata={"check": _positive})
     # When a broker's registration no longer lists a topic, drop the broker's queues of it (RocketMQ's option
     # of the same name, off by default there too: topics then leave routes only by DELETE_TOPIC_IN_NAMESRV).
     delete_topic_with_broker_registration: bool = field(
-        default=False, metadata={"aliases": ("deleteTopicWithBrokerRegistration",)})
+        default=False, metadata={"aliases": ("deleteTopicWithBrokerRegistration",)}
+    )

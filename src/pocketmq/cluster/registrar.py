@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from pocketmq.cluster.route import BrokerIdentity, RegisterBrokerBody
 from pocketmq.errors import RemotingError
@@ -32,15 +32,29 @@ _UNREGISTER_TIMEOUT_S = 1.0  # at shutdown: a name server that does not answer a
 
 
 class BrokerRegistrar:
-    def __init__(self, namesrv_addrs: list[str], remoting: RemotingClient, body_fn: Callable[[], RegisterBrokerBody],
-                 interval_ms: int, clock: Clock = SYSTEM_CLOCK, *, cluster_name: str, broker_name: str,
-                 broker_id: int, broker_addr: str, ha_server_addr: str = "", heartbeat_timeout_ms: int | None = None,
-                 request_timeout_ms: int = 3_000, debounce_ms: int = 50):
+    def __init__(
+        self,
+        namesrv_addrs: list[str],
+        remoting: RemotingClient,
+        body_fn: Callable[[], RegisterBrokerBody],
+        interval_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        ha_server_addr: str = "",
+        heartbeat_timeout_ms: int | None = None,
+        request_timeout_ms: int = 3_000,
+        debounce_ms: int = 50,
+    ):
         if not namesrv_addrs:
             raise ValueError("a broker registers with at least one name server")
         self.namesrv_addrs = list(namesrv_addrs)
-        self.identity = BrokerIdentity(cluster_name, broker_name, broker_id, broker_addr, ha_server_addr,
-                                       heartbeat_timeout_ms)
+        self.identity = BrokerIdentity(
+            cluster_name, broker_name, broker_id, broker_addr, ha_server_addr, heartbeat_timeout_ms
+        )
         self._remoting = remoting
         self._body_fn = body_fn
         self._interval_ms = interval_ms
@@ -95,8 +109,7 @@ class BrokerRegistrar:
         async with self._round_lock:
             body = self._body_fn().to_json()
             fields = self.identity.register_fields(zlib.crc32(body))
-            accepted = await asyncio.gather(*(self._register_with(addr, fields, body)
-                                              for addr in self.namesrv_addrs))
+            accepted = await asyncio.gather(*(self._register_with(addr, fields, body) for addr in self.namesrv_addrs))
         return dict(zip(self.namesrv_addrs, accepted))
 
     async def _register_with(self, addr: str, fields: dict, body: bytes) -> bool:
@@ -110,15 +123,24 @@ class BrokerRegistrar:
         newly = addr in self._failing or addr not in self.last_registered_ms
         self.last_registered_ms[addr] = self._clock.now_ms()
         if newly:  # the periodic re-registrations are not worth a line each
-            log.info("event=broker_registered broker=%s addr=%s namesrv=%s", self.identity.broker_name,
-                     self.identity.broker_addr, addr)
+            log.info(
+                "event=broker_registered broker=%s addr=%s namesrv=%s",
+                self.identity.broker_name,
+                self.identity.broker_addr,
+                addr,
+            )
         self._failing.discard(addr)
         return True
 
     def _failed(self, addr: str, reason: str) -> bool:
         self._failing.add(addr)
-        log.warning("event=register_failed broker=%s namesrv=%s error=%s retry_in_ms=%d",
-                    self.identity.broker_name, addr, reason, self._interval_ms)
+        log.warning(
+            "event=register_failed broker=%s namesrv=%s error=%s retry_in_ms=%d",
+            self.identity.broker_name,
+            addr,
+            reason,
+            self._interval_ms,
+        )
         return False
 
     async def unregister(self) -> None:
@@ -141,11 +163,14 @@ class BrokerRegistrar:
         except RemotingError as exc:
             log.info("event=unregister_failed broker=%s namesrv=%s error=%s", self.identity.broker_name, addr, exc)
             return
-        log.info("event=broker_unregistered broker=%s namesrv=%s code=%s", self.identity.broker_name, addr,
-                 response.code)
+        log.info(
+            "event=broker_unregistered broker=%s namesrv=%s code=%s", self.identity.broker_name, addr, response.code
+        )
 
     def __repr__(self) -> str:
         state = "running" if self._task is not None else "stopped"
-        return (f"<BrokerRegistrar {self.identity.broker_name}@{self.identity.broker_addr} {state} "
-                f"namesrv={self.namesrv_addrs} registered_ms={self.last_registered_ms} "
-                f"failing={sorted(self._failing)}>")
+        return (
+            f"<BrokerRegistrar {self.identity.broker_name}@{self.identity.broker_addr} {state} "
+            f"namesrv={self.namesrv_addrs} registered_ms={self.last_registered_ms} "
+            f"failing={sorted(self._failing)}>"
+        )

@@ -66,15 +66,24 @@ log = logging.getLogger(__name__)
 
 _PULL_SUBSCRIPTION = 0x4
 MAX_SPAN = 256  # offsets one RPC covers (the broker's PULL_MAX_COUNT)
-_BUSY_CODES = frozenset({ResponseCode.SYSTEM_BUSY, ResponseCode.FLOW_CONTROL, ResponseCode.POLLING_FULL,
-                         ResponseCode.SERVICE_NOT_AVAILABLE})
-_NO_RECORD_CODES = frozenset({ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED,
-                              ResponseCode.PULL_RETRY_IMMEDIATELY})
+_BUSY_CODES = frozenset(
+    {ResponseCode.SYSTEM_BUSY, ResponseCode.FLOW_CONTROL, ResponseCode.POLLING_FULL, ResponseCode.SERVICE_NOT_AVAILABLE}
+)
+_NO_RECORD_CODES = frozenset(
+    {ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_RETRY_IMMEDIATELY}
+)
 # Failures that say nothing about the broker's liveness do not count for its breaker. A group the name server
 # does not know (its master and slaves are gone from the routes, as after a kill -9) counts: reads of it fail
 # fast too instead of asking the name server again for every batch.
-_BROKER_FAILURES = frozenset({FailureReason.CONNECTION_REFUSED, FailureReason.TIMEOUT, FailureReason.BROKER_BUSY,
-                              FailureReason.GROUP_UNREACHABLE, FailureReason.BROKER_ADDR_UNKNOWN})
+_BROKER_FAILURES = frozenset(
+    {
+        FailureReason.CONNECTION_REFUSED,
+        FailureReason.TIMEOUT,
+        FailureReason.BROKER_BUSY,
+        FailureReason.GROUP_UNREACHABLE,
+        FailureReason.BROKER_ADDR_UNKNOWN,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,22 +105,23 @@ def classify_error(exc: Exception, delays: RetryDelays = RetryDelays()) -> ReadR
     return ReadResult.failed(FailureReason.EXCEPTION, f"{type(exc).__name__}: {exc}", retry_delay_ms=delays.other_ms)
 
 
-def classify_pull_reply(reply: RemotingCommand, queue_offsets: list[int], *, from_slave: bool,
-                        delays: RetryDelays = RetryDelays()) -> dict[int, ReadResult]:
+def classify_pull_reply(
+    reply: RemotingCommand, queue_offsets: list[int], *, from_slave: bool, delays: RetryDelays = RetryDelays()
+) -> dict[int, ReadResult]:
     """The typed result of each of ``queue_offsets`` (one queue) from one PULL_MESSAGE reply."""
     code = reply.code
     if code == ResponseCode.SUCCESS:
         try:
             by_offset = {m.queue_offset: m for m in decode_records(reply.body)}
         except RecordFormatError as exc:
-            failed = ReadResult.failed(FailureReason.EXCEPTION, f"pull reply does not decode: {exc}",
-                                       retry_delay_ms=delays.other_ms, code=code)
+            failed = ReadResult.failed(
+                FailureReason.EXCEPTION, f"pull reply does not decode: {exc}", retry_delay_ms=delays.other_ms, code=code
+            )
             return dict.fromkeys(queue_offsets, failed)
         results = {}
         for offset in queue_offsets:
             msg = by_offset.get(offset)
-            results[offset] = (ReadResult.found(msg) if msg is not None
-                               else _missing(reply, offset, from_slave, delays))
+            results[offset] = ReadResult.found(msg) if msg is not None else _missing(reply, offset, from_slave, delays)
         return results
     if code in _NO_RECORD_CODES:
         return {offset: _missing(reply, offset, from_slave, delays) for offset in queue_offsets}
@@ -124,36 +134,52 @@ def _missing(reply: RemotingCommand, offset: int, from_slave: bool, delays: Retr
     try:
         min_offset, max_offset = int(fields["minOffset"]), int(fields["maxOffset"])
     except (KeyError, ValueError):
-        return ReadResult.failed(FailureReason.EXCEPTION, f"reply code {reply.code} without min/max offsets",
-                                 retry_delay_ms=delays.other_ms, code=reply.code)
+        return ReadResult.failed(
+            FailureReason.EXCEPTION,
+            f"reply code {reply.code} without min/max offsets",
+            retry_delay_ms=delays.other_ms,
+            code=reply.code,
+        )
     if offset < min_offset:
         return ReadResult.not_found(NotFoundCause.BELOW_MIN_OFFSET, f"offset {offset} < queue min {min_offset}")
     if offset >= max_offset:
         if from_slave:  # a slave may simply not have it yet
-            return ReadResult.failed(FailureReason.GROUP_UNREACHABLE,
-                                     f"offset {offset} >= slave's queue max {max_offset} and the master is down",
-                                     retry_delay_ms=delays.unreachable_ms, code=reply.code)
+            return ReadResult.failed(
+                FailureReason.GROUP_UNREACHABLE,
+                f"offset {offset} >= slave's queue max {max_offset} and the master is down",
+                retry_delay_ms=delays.unreachable_ms,
+                code=reply.code,
+            )
         return ReadResult.not_found(NotFoundCause.BEYOND_MAX_OFFSET, f"offset {offset} >= queue max {max_offset}")
     # Inside [min, max) but not returned: a tag filter or a hole; reading again may succeed.
-    return ReadResult.failed(FailureReason.OFFSET_MISMATCH, f"offset {offset} in [{min_offset}, {max_offset}) "
-                             "was not returned", retry_delay_ms=delays.other_ms, code=reply.code)
+    return ReadResult.failed(
+        FailureReason.OFFSET_MISMATCH,
+        f"offset {offset} in [{min_offset}, {max_offset}) was not returned",
+        retry_delay_ms=delays.other_ms,
+        code=reply.code,
+    )
 
 
 def _refusal(reply: RemotingCommand, from_slave: bool, delays: RetryDelays) -> ReadResult:
     remark = reply.remark or ""
     if reply.code == ResponseCode.TOPIC_NOT_EXIST:
         if from_slave:  # only the master's word is final: a slave may not have copied the topic yet
-            return ReadResult.failed(FailureReason.GROUP_UNREACHABLE, f"a slave does not know the topic (yet) and "
-                                     f"the master is down: {remark}", retry_delay_ms=delays.unreachable_ms,
-                                     code=reply.code)
+            return ReadResult.failed(
+                FailureReason.GROUP_UNREACHABLE,
+                f"a slave does not know the topic (yet) and the master is down: {remark}",
+                retry_delay_ms=delays.unreachable_ms,
+                code=reply.code,
+            )
         return ReadResult.not_found(NotFoundCause.TOPIC_GONE, remark)
     if reply.code == ResponseCode.NO_PERMISSION:
-        return ReadResult.failed(FailureReason.NO_PERMISSION, remark, retry_delay_ms=delays.no_permission_ms,
-                                 code=reply.code)
+        return ReadResult.failed(
+            FailureReason.NO_PERMISSION, remark, retry_delay_ms=delays.no_permission_ms, code=reply.code
+        )
     if reply.code in _BUSY_CODES:
         return ReadResult.failed(FailureReason.BROKER_BUSY, remark, retry_delay_ms=delays.busy_ms, code=reply.code)
-    return ReadResult.failed(FailureReason.EXCEPTION, f"code {reply.code}: {remark}", retry_delay_ms=delays.other_ms,
-                             code=reply.code)
+    return ReadResult.failed(
+        FailureReason.EXCEPTION, f"code {reply.code}: {remark}", retry_delay_ms=delays.other_ms, code=reply.code
+    )
 
 
 def cut_short(results: dict[int, ReadResult]) -> list[int]:
@@ -163,15 +189,26 @@ def cut_short(results: dict[int, ReadResult]) -> list[int]:
     if not found:
         return []
     last = max(found)
-    return sorted(offset for offset, r in results.items()
-                  if offset > last and r.failure is FailureReason.OFFSET_MISMATCH)
+    return sorted(
+        offset for offset, r in results.items() if offset > last and r.failure is FailureReason.OFFSET_MISMATCH
+    )
 
 
 class RemoteMessageReader:
     """Reads of broker group ``broker_name``; ``namesrv`` is a ``broker.namesrv_client.NamesrvClient``."""
 
-    def __init__(self, broker_name: str, namesrv, remoting, *, breakers: BreakerBoard, clock: Clock = SYSTEM_CLOCK,
-                 timeout_ms: int = 3_000, delays: RetryDelays = RetryDelays(), metrics: MetricsRegistry | None = None):
+    def __init__(
+        self,
+        broker_name: str,
+        namesrv,
+        remoting,
+        *,
+        breakers: BreakerBoard,
+        clock: Clock = SYSTEM_CLOCK,
+        timeout_ms: int = 3_000,
+        delays: RetryDelays = RetryDelays(),
+        metrics: MetricsRegistry | None = None,
+    ):
         self.broker_name = broker_name
         self._namesrv = namesrv
         self._remoting = remoting
@@ -181,10 +218,16 @@ class RemoteMessageReader:
         self._delays = delays
         self._group = f"InnerConsumerGroup_{broker_name}"
         metrics = metrics if metrics is not None else breakers.metrics
-        self._reads = metrics.counter("pocketmq_remote_reads_total", "Typed reads of messages on other brokers, "
-                                      "per offset, by result and reason", ("broker", "result", "reason"))
-        self._latency = metrics.histogram("pocketmq_remote_read_latency_seconds",
-                                          "Time of one remote read RPC (a span of offsets of one queue)", ("broker",))
+        self._reads = metrics.counter(
+            "pocketmq_remote_reads_total",
+            "Typed reads of messages on other brokers, per offset, by result and reason",
+            ("broker", "result", "reason"),
+        )
+        self._latency = metrics.histogram(
+            "pocketmq_remote_read_latency_seconds",
+            "Time of one remote read RPC (a span of offsets of one queue)",
+            ("broker",),
+        )
 
     async def read(self, topic: str, queue_id: int, queue_offset: int) -> ReadResult:
         return (await self.read_many(topic, queue_id, [queue_offset]))[queue_offset]
@@ -198,17 +241,20 @@ class RemoteMessageReader:
             span = [o for o in pending if o < pending[0] + MAX_SPAN]
             got = await self._read_span(topic, queue_id, span)
             results.update(got)
-            pending = cut_short(got) + pending[len(span):]
+            pending = cut_short(got) + pending[len(span) :]
         return results
 
     async def _read_span(self, topic: str, queue_id: int, offsets: list[int]) -> dict[int, ReadResult]:
         now_ms = self._clock.now_ms()
         if not self._breaker.admit(now_ms):
             open_result = ReadResult.failed(
-                FailureReason.BREAKER_OPEN, f"breaker of {self.broker_name} is {self._breaker.state.value}",
-                retry_delay_ms=self._breaker.retry_delay_ms(now_ms) or self._delays.busy_ms)
-            self._reads.inc(len(offsets), broker=self.broker_name, result=open_result.status.value,
-                            reason=open_result.reason)
+                FailureReason.BREAKER_OPEN,
+                f"breaker of {self.broker_name} is {self._breaker.state.value}",
+                retry_delay_ms=self._breaker.retry_delay_ms(now_ms) or self._delays.busy_ms,
+            )
+            self._reads.inc(
+                len(offsets), broker=self.broker_name, result=open_result.status.value, reason=open_result.reason
+            )
             return dict.fromkeys(offsets, open_result)
         started_ms = self._clock.monotonic_ms()
         try:
@@ -228,8 +274,12 @@ class RemoteMessageReader:
         try:
             addrs = await self._group_addrs()
         except PocketMQError as exc:
-            return dict.fromkeys(offsets, ReadResult.failed(FailureReason.BROKER_ADDR_UNKNOWN, str(exc),
-                                                            retry_delay_ms=self._delays.unreachable_ms))
+            return dict.fromkeys(
+                offsets,
+                ReadResult.failed(
+                    FailureReason.BROKER_ADDR_UNKNOWN, str(exc), retry_delay_ms=self._delays.unreachable_ms
+                ),
+            )
         failures: list[str] = []
         for broker_id, addr in addrs:
             try:
@@ -241,8 +291,12 @@ class RemoteMessageReader:
                     return dict.fromkeys(offsets, result)
                 continue
             return classify_pull_reply(reply, offsets, from_slave=broker_id != 0, delays=self._delays)
-        return dict.fromkeys(offsets, ReadResult.failed(
-            FailureReason.GROUP_UNREACHABLE, "; ".join(failures), retry_delay_ms=self._delays.unreachable_ms))
+        return dict.fromkeys(
+            offsets,
+            ReadResult.failed(
+                FailureReason.GROUP_UNREACHABLE, "; ".join(failures), retry_delay_ms=self._delays.unreachable_ms
+            ),
+        )
 
     async def _group_addrs(self) -> list[tuple[int, str]]:
         """(broker id, address) of the group, master first; PocketMQError when it has none."""
@@ -253,10 +307,22 @@ class RemoteMessageReader:
         return sorted(group.broker_addrs.items())
 
     def _pull_request(self, topic: str, queue_id: int, offsets: list[int]) -> RemotingCommand:
-        return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": self._group, "topic": topic, "queueId": queue_id, "queueOffset": offsets[0],
-            "maxMsgNums": offsets[-1] - offsets[0] + 1, "sysFlag": _PULL_SUBSCRIPTION, "commitOffset": 0,
-            "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0, "expressionType": "TAG"})
+        return RemotingCommand.request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": self._group,
+                "topic": topic,
+                "queueId": queue_id,
+                "queueOffset": offsets[0],
+                "maxMsgNums": offsets[-1] - offsets[0] + 1,
+                "sysFlag": _PULL_SUBSCRIPTION,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+                "subVersion": 0,
+                "expressionType": "TAG",
+            },
+        )
 
     def _record(self, topic: str, queue_id: int, results: dict[int, ReadResult], latency_ms: int) -> None:
         """The one place every remote read that went out ends: the breaker, metrics, logs."""
@@ -269,9 +335,16 @@ class RemoteMessageReader:
         else:
             self._breaker.record_success(now_ms)
         if failed:
-            log.info("event=remote_read_failed broker=%s topic=%s queue=%d offsets=%d failed=%d reason=%s "
-                     "latency_ms=%d", self.broker_name, topic, queue_id, len(results), len(failed), failed[0].reason,
-                     latency_ms)
+            log.info(
+                "event=remote_read_failed broker=%s topic=%s queue=%d offsets=%d failed=%d reason=%s latency_ms=%d",
+                self.broker_name,
+                topic,
+                queue_id,
+                len(results),
+                len(failed),
+                failed[0].reason,
+                latency_ms,
+            )
 
     def __repr__(self) -> str:
         return f"<RemoteMessageReader {self.broker_name} {self._breaker!r}>"

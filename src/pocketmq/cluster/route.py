@@ -32,7 +32,7 @@ class RouteFormatError(ValueError):
 
 # -- lenient JSON ------------------------------------------------------------------------------------------------
 # An unquoted integer key right after "{" or ",": fastjson's form of a Map<Long|Integer, ...> key.
-_BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
+_BARE_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 _STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
@@ -53,7 +53,7 @@ def _quote_bare_int_keys(text: str) -> str:
     # Quote keys only outside string literals: split the text into literals and the code between them.
     parts, pos = [], 0
     for literal in _STRING_LITERAL.finditer(text):
-        parts.append(_BARE_INT_KEY.sub(r'\1"\2"\3', text[pos:literal.start()]))
+        parts.append(_BARE_INT_KEY.sub(r'\1"\2"\3', text[pos : literal.start()]))
         parts.append(literal.group())
         pos = literal.end()
     parts.append(_BARE_INT_KEY.sub(r'\1"\2"\3', text[pos:]))
@@ -127,19 +127,26 @@ class QueueData:
     topic_sys_flag: int = 0
 
     def to_obj(self) -> dict:
-        return {"brokerName": self.broker_name, "readQueueNums": self.read_queue_nums,
-                "writeQueueNums": self.write_queue_nums, "perm": self.perm, "topicSysFlag": self.topic_sys_flag}
+        return {
+            "brokerName": self.broker_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicSysFlag": self.topic_sys_flag,
+        }
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "QueueData":
+    def from_obj(cls, obj: Any) -> QueueData:
         obj = _as_dict(obj, "queueData")
         # "topicSynFlag" is the field's name in RocketMQ 3.x/early 4.x.
         sys_flag = obj.get("topicSysFlag", obj.get("topicSynFlag"))
-        return cls(_as_str(obj.get("brokerName"), "queueData.brokerName"),
-                   as_int(obj.get("readQueueNums"), "readQueueNums"),
-                   as_int(obj.get("writeQueueNums"), "writeQueueNums"),
-                   as_int(obj.get("perm"), "perm", PERM_READ_WRITE),
-                   as_int(sys_flag, "topicSysFlag", 0))
+        return cls(
+            _as_str(obj.get("brokerName"), "queueData.brokerName"),
+            as_int(obj.get("readQueueNums"), "readQueueNums"),
+            as_int(obj.get("writeQueueNums"), "writeQueueNums"),
+            as_int(obj.get("perm"), "perm", PERM_READ_WRITE),
+            as_int(sys_flag, "topicSysFlag", 0),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,14 +162,19 @@ class BrokerData:
         return self.broker_addrs.get(MASTER_ID)
 
     def to_obj(self) -> dict:
-        return {"cluster": self.cluster, "brokerName": self.broker_name,
-                "brokerAddrs": {str(bid): addr for bid, addr in sorted(self.broker_addrs.items())}}
+        return {
+            "cluster": self.cluster,
+            "brokerName": self.broker_name,
+            "brokerAddrs": {str(bid): addr for bid, addr in sorted(self.broker_addrs.items())},
+        }
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "BrokerData":
+    def from_obj(cls, obj: Any) -> BrokerData:
         obj = _as_dict(obj, "brokerData")
-        addrs = {as_int(k, "brokerAddrs key"): _as_str(v, "broker address")
-                 for k, v in _as_dict(obj.get("brokerAddrs"), "brokerAddrs").items()}
+        addrs = {
+            as_int(k, "brokerAddrs key"): _as_str(v, "broker address")
+            for k, v in _as_dict(obj.get("brokerAddrs"), "brokerAddrs").items()
+        }
         return cls(str(obj.get("cluster") or ""), _as_str(obj.get("brokerName"), "brokerData.brokerName"), addrs)
 
 
@@ -200,19 +212,23 @@ class TopicRouteData:
         return dumps(self.to_obj())
 
     @classmethod
-    def from_json(cls, data: bytes | str | dict) -> "TopicRouteData":
+    def from_json(cls, data: bytes | str | dict) -> TopicRouteData:
         obj = _load_object(data, "route")
-        return cls(tuple(QueueData.from_obj(q) for q in _as_list(obj.get("queueDatas"), "queueDatas")),
-                   tuple(BrokerData.from_obj(b) for b in _as_list(obj.get("brokerDatas"), "brokerDatas")),
-                   _grpc_table_from_obj(obj),
-                   obj.get("orderTopicConf") or None)
+        return cls(
+            tuple(QueueData.from_obj(q) for q in _as_list(obj.get("queueDatas"), "queueDatas")),
+            tuple(BrokerData.from_obj(b) for b in _as_list(obj.get("brokerDatas"), "brokerDatas")),
+            _grpc_table_from_obj(obj),
+            obj.get("orderTopicConf") or None,
+        )
 
     def broker(self, broker_name: str) -> BrokerData | None:
         return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
 
     def __repr__(self) -> str:
-        return (f"<TopicRouteData brokers={[b.broker_name for b in self.broker_datas]} "
-                f"queues={[(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in self.queue_datas]}>")
+        return (
+            f"<TopicRouteData brokers={[b.broker_name for b in self.broker_datas]} "
+            f"queues={[(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in self.queue_datas]}>"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,19 +252,26 @@ class ClusterInfo:
         return dumps(self.to_obj())
 
     @classmethod
-    def from_json(cls, data: bytes | str | dict) -> "ClusterInfo":
+    def from_json(cls, data: bytes | str | dict) -> ClusterInfo:
         obj = _load_object(data, "cluster info")
-        brokers = {str(name): BrokerData.from_obj(b)
-                   for name, b in _as_dict(obj.get("brokerAddrTable"), "brokerAddrTable").items()}
-        clusters = {str(c): tuple(str(n) for n in _as_list(names, "clusterAddrTable entry"))
-                    for c, names in _as_dict(obj.get("clusterAddrTable"), "clusterAddrTable").items()}
+        brokers = {
+            str(name): BrokerData.from_obj(b)
+            for name, b in _as_dict(obj.get("brokerAddrTable"), "brokerAddrTable").items()
+        }
+        clusters = {
+            str(c): tuple(str(n) for n in _as_list(names, "clusterAddrTable entry"))
+            for c, names in _as_dict(obj.get("clusterAddrTable"), "clusterAddrTable").items()
+        }
         return cls(brokers, clusters, _grpc_table_from_obj(obj))
 
     def addrs_of_cluster(self, cluster: str) -> list[str]:
         """Every member address of every group in ``cluster``."""
-        return [addr for name in self.cluster_addr_table.get(cluster, ())
-                if name in self.broker_addr_table
-                for _, addr in sorted(self.broker_addr_table[name].broker_addrs.items())]
+        return [
+            addr
+            for name in self.cluster_addr_table.get(cluster, ())
+            if name in self.broker_addr_table
+            for _, addr in sorted(self.broker_addr_table[name].broker_addrs.items())
+        ]
 
 
 def topic_list_json(topics: list[str]) -> bytes:
@@ -282,13 +305,21 @@ class BrokerIdentity:
         return self.broker_id == MASTER_ID
 
     def unregister_fields(self) -> dict:
-        return {"clusterName": self.cluster, "brokerName": self.broker_name, "brokerAddr": self.broker_addr,
-                "brokerId": self.broker_id}
+        return {
+            "clusterName": self.cluster,
+            "brokerName": self.broker_name,
+            "brokerAddr": self.broker_addr,
+            "brokerId": self.broker_id,
+        }
 
     def register_fields(self, body_crc32: int) -> dict:
         """REGISTER_BROKER's header; ``body_crc32`` is the CRC32 (zlib's, Java's CRC32) of the JSON body."""
-        fields: dict[str, Any] = {**self.unregister_fields(), "haServerAddr": self.ha_server_addr,
-                                  "compressed": False, "bodyCrc32": body_crc32}
+        fields: dict[str, Any] = {
+            **self.unregister_fields(),
+            "haServerAddr": self.ha_server_addr,
+            "compressed": False,
+            "bodyCrc32": body_crc32,
+        }
         if self.heartbeat_timeout_ms is not None:
             fields["heartbeatTimeoutMillis"] = self.heartbeat_timeout_ms
         return fields
@@ -305,17 +336,31 @@ def create_topic_fields(config: TopicConfig, *, auto_create: bool = False) -> di
     ratio it has (RocketMQ's rule for attributes an update does not mention).
     """
     fields: dict[str, Any] = {
-        "topic": config.name, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": config.read_queue_nums,
-        "writeQueueNums": config.write_queue_nums, "perm": config.perm, "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": 0, "order": config.order,
-        "attributes": _attributes_text(topic_attributes(config)), "messageType": config.message_type.value}
+        "topic": config.name,
+        "defaultTopic": DEFAULT_TOPIC,
+        "readQueueNums": config.read_queue_nums,
+        "writeQueueNums": config.write_queue_nums,
+        "perm": config.perm,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": config.order,
+        "attributes": _attributes_text(topic_attributes(config)),
+        "messageType": config.message_type.value,
+    }
     if auto_create:
         fields["autoCreate"] = True
     return fields
 
 
-def update_topic_fields(topic: str, *, queues: int | None = None, perm: int | None = None, order: bool | None = None,
-                        message_type: MessageType | None = None, gray_queue_ratio: float | None = None) -> dict:
+def update_topic_fields(
+    topic: str,
+    *,
+    queues: int | None = None,
+    perm: int | None = None,
+    order: bool | None = None,
+    message_type: MessageType | None = None,
+    gray_queue_ratio: float | None = None,
+) -> dict:
     """UPDATE_AND_CREATE_TOPIC's header naming only the options given (None: left out), for a PocketMQ broker,
     which keeps a topic's value of every field a request leaves out (``queues`` sets read and write queues)."""
     fields: dict[str, Any] = {"topic": topic}
@@ -353,10 +398,16 @@ def topic_gray_ratio(attributes: dict) -> float | None:
 
 def topic_config_to_obj(config: TopicConfig) -> dict:
     """A ``TopicConfig`` in RocketMQ's JSON form (``topicConfigTable`` values)."""
-    return {"topicName": config.name, "readQueueNums": config.read_queue_nums,
-            "writeQueueNums": config.write_queue_nums, "perm": config.perm, "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0, "order": config.order,
-            "attributes": topic_attributes(config)}
+    return {
+        "topicName": config.name,
+        "readQueueNums": config.read_queue_nums,
+        "writeQueueNums": config.write_queue_nums,
+        "perm": config.perm,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": config.order,
+        "attributes": topic_attributes(config),
+    }
 
 
 def topic_config_from_obj(name: str, obj: Any) -> TopicConfig:
@@ -371,13 +422,15 @@ def topic_config_from_obj(name: str, obj: Any) -> TopicConfig:
         gray_queue_ratio = topic_gray_ratio(attributes)
     except ValueError:
         gray_queue_ratio = None  # not a ratio (written by something else): the topic is not split
-    return TopicConfig(str(obj.get("topicName") or name),
-                       as_int(obj.get("readQueueNums"), "readQueueNums"),
-                       as_int(obj.get("writeQueueNums"), "writeQueueNums"),
-                       as_int(obj.get("perm"), "perm", PERM_READ_WRITE),
-                       message_type,
-                       as_bool(obj.get("order")),
-                       gray_queue_ratio)
+    return TopicConfig(
+        str(obj.get("topicName") or name),
+        as_int(obj.get("readQueueNums"), "readQueueNums"),
+        as_int(obj.get("writeQueueNums"), "writeQueueNums"),
+        as_int(obj.get("perm"), "perm", PERM_READ_WRITE),
+        message_type,
+        as_bool(obj.get("order")),
+        gray_queue_ratio,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,13 +454,15 @@ class BrokerFlags:
         return obj
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "BrokerFlags":
+    def from_obj(cls, obj: Any) -> BrokerFlags:
         obj = _as_dict(obj, "pocketmq")
         auto = obj.get("autoCreateTopicEnable")
         nums = obj.get("defaultTopicQueueNums")
-        return cls(str(obj["grpcAddr"]) if obj.get("grpcAddr") else None,
-                   None if auto is None else as_bool(auto),
-                   None if nums is None else as_int(nums, "defaultTopicQueueNums"))
+        return cls(
+            str(obj["grpcAddr"]) if obj.get("grpcAddr") else None,
+            None if auto is None else as_bool(auto),
+            None if nums is None else as_int(nums, "defaultTopicQueueNums"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,10 +490,11 @@ class RegisterBrokerBody:
         return dumps(self.to_obj())
 
     @classmethod
-    def from_json(cls, data: bytes | str | dict) -> "RegisterBrokerBody":
+    def from_json(cls, data: bytes | str | dict) -> RegisterBrokerBody:
         obj = _load_object(data, "registration body")
         wrapper = _as_dict(obj.get("topicConfigSerializeWrapper"), "topicConfigSerializeWrapper")
         table = _as_dict(wrapper.get("topicConfigTable"), "topicConfigTable")
         topics = tuple(topic_config_from_obj(str(name), cfg) for name, cfg in table.items())
-        return cls(topics, _as_dict(wrapper.get("dataVersion"), "dataVersion"),
-                   BrokerFlags.from_obj(obj.get("pocketmq")))
+        return cls(
+            topics, _as_dict(wrapper.get("dataVersion"), "dataVersion"), BrokerFlags.from_obj(obj.get("pocketmq"))
+        )

@@ -21,12 +21,19 @@ does the asking.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Hashable
 
 from pocketmq.broker.topics import auto_create_decision
 from pocketmq.cluster.route import (
-    MASTER_ID, BrokerData, BrokerFlags, BrokerIdentity, ClusterInfo, QueueData, RegisterBrokerBody, TopicRouteData,
+    MASTER_ID,
+    BrokerData,
+    BrokerFlags,
+    BrokerIdentity,
+    ClusterInfo,
+    QueueData,
+    RegisterBrokerBody,
+    TopicRouteData,
 )
 from pocketmq.common.topic import DEFAULT_TOPIC, TopicConfig
 
@@ -79,8 +86,9 @@ class RouteTable:
         self._topics: dict[str, dict[str, QueueData]] = {}  # topic -> broker name -> queue data
 
     # -- brokers --------------------------------------------------------------------------------------------------
-    def register(self, identity: BrokerIdentity, body: RegisterBrokerBody, *, now_ms: int,
-                 channel: Hashable | None = None) -> RegisterResult:
+    def register(
+        self, identity: BrokerIdentity, body: RegisterBrokerBody, *, now_ms: int, channel: Hashable | None = None
+    ) -> RegisterResult:
         key = (identity.cluster, identity.broker_addr)
         previous = self._live.get(key)
         self._clusters.setdefault(identity.cluster, set()).add(identity.broker_name)
@@ -91,8 +99,14 @@ class RouteTable:
             if addr == identity.broker_addr and broker_id != identity.broker_id:
                 del group.addrs[broker_id]
         group.addrs[identity.broker_id] = identity.broker_addr
-        self._live[key] = _LiveBroker(identity, body.flags, dict(body.data_version), now_ms,
-                                      identity.heartbeat_timeout_ms or self._broker_expire_ms, channel)
+        self._live[key] = _LiveBroker(
+            identity,
+            body.flags,
+            dict(body.data_version),
+            now_ms,
+            identity.heartbeat_timeout_ms or self._broker_expire_ms,
+            channel,
+        )
         # An empty data version (a peer that keeps none) counts as changed every time.
         changed = previous is None or not body.data_version or previous.data_version != body.data_version
         if identity.is_master and changed or self._speaks_for_its_group(identity, group):
@@ -173,7 +187,8 @@ class RouteTable:
         """Group ``broker_name`` serves ``topic`` as ``config`` says (ignored if the group is gone)."""
         if broker_name in self._groups:
             self._topics.setdefault(topic, {})[broker_name] = QueueData(
-                broker_name, config.read_queue_nums, config.write_queue_nums, config.perm)
+                broker_name, config.read_queue_nums, config.write_queue_nums, config.perm
+            )
 
     def route(self, topic: str) -> TopicRouteData | None:
         queues = self._topics.get(topic)
@@ -210,8 +225,11 @@ class RouteTable:
         return ClusterInfo(brokers, clusters, self._grpc_addrs({addr for _, addr in self._live}))
 
     def _grpc_addrs(self, remoting_addrs: set[str]) -> dict[str, str]:
-        return {addr: live.flags.grpc_addr for (_, addr), live in sorted(self._live.items())
-                if addr in remoting_addrs and live.flags.grpc_addr}
+        return {
+            addr: live.flags.grpc_addr
+            for (_, addr), live in sorted(self._live.items())
+            if addr in remoting_addrs and live.flags.grpc_addr
+        }
 
     # -- auto-creation --------------------------------------------------------------------------------------------
     def auto_create_plan(self, topic: str) -> list[TopicCreation]:
@@ -233,13 +251,16 @@ class RouteTable:
             enabled = live.flags.auto_create_topic_enable
             if enabled is None:
                 enabled = name in template
-            queue_nums = (live.flags.default_topic_queue_nums
-                          or (template[name].write_queue_nums if name in template else FALLBACK_TOPIC_QUEUE_NUMS))
+            queue_nums = live.flags.default_topic_queue_nums or (
+                template[name].write_queue_nums if name in template else FALLBACK_TOPIC_QUEUE_NUMS
+            )
             config = auto_create_decision(topic, auto_create_enabled=enabled, default_queue_nums=queue_nums)
             if config is not None:
                 plan.append(TopicCreation(name, master_addr, config))
         return plan
 
     def __repr__(self) -> str:
-        return (f"<RouteTable clusters={sorted(self._clusters)} groups={sorted(self._groups)} "
-                f"brokers={len(self._live)} topics={len(self._topics)}>")
+        return (
+            f"<RouteTable clusters={sorted(self._clusters)} groups={sorted(self._groups)} "
+            f"brokers={len(self._live)} topics={len(self._topics)}>"
+        )

@@ -12,8 +12,9 @@ import functools
 import os
 import tomllib
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pocketmq.errors import ConfigError
 
@@ -89,8 +90,10 @@ def _field_names(cls: type) -> tuple[frozenset[str], dict[str, str]]:
     """The field names of ``cls`` and its alias -> field name table, built once per class (``load_config``
     asks for every setting it is given)."""
     fields = dataclasses.fields(cls)
-    return (frozenset(f.name for f in fields),
-            {alias: f.name for f in fields for alias in f.metadata.get("aliases", ())})
+    return (
+        frozenset(f.name for f in fields),
+        {alias: f.name for f in fields for alias in f.metadata.get("aliases", ())},
+    )
 
 
 def _read_file(path: Path, section: str | None, problems: list[str]) -> dict[str, Any]:

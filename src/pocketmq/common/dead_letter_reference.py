@@ -37,19 +37,35 @@ class DeadLetterReference:
     rewrite_count: int = 0
 
     def to_json(self) -> bytes:
-        return json.dumps({"topic": self.topic, "queueId": self.queue_id, "queueOffset": self.queue_offset,
-                           "broker": self.broker_name, "group": self.group, "reason": self.reason,
-                           "description": self.description, "rewriteCount": self.rewrite_count},
-                          separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "topic": self.topic,
+                "queueId": self.queue_id,
+                "queueOffset": self.queue_offset,
+                "broker": self.broker_name,
+                "group": self.group,
+                "reason": self.reason,
+                "description": self.description,
+                "rewriteCount": self.rewrite_count,
+            },
+            separators=(",", ":"),
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes | str) -> DeadLetterReference:
         """ValueError when ``data`` is not a reference body."""
         try:
             obj = json.loads(data)
-            return cls(topic=str(obj["topic"]), queue_id=int(obj["queueId"]), queue_offset=int(obj["queueOffset"]),
-                       broker_name=str(obj["broker"]), group=str(obj["group"]), reason=str(obj["reason"]),
-                       description=str(obj.get("description", "")), rewrite_count=int(obj.get("rewriteCount", 0)))
+            return cls(
+                topic=str(obj["topic"]),
+                queue_id=int(obj["queueId"]),
+                queue_offset=int(obj["queueOffset"]),
+                broker_name=str(obj["broker"]),
+                group=str(obj["group"]),
+                reason=str(obj["reason"]),
+                description=str(obj.get("description", "")),
+                rewrite_count=int(obj.get("rewriteCount", 0)),
+            )
         except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
             raise ValueError(f"not a dead-letter reference: {exc}") from exc
 
@@ -62,10 +78,15 @@ class DeadLetterReference:
 
     def properties(self) -> dict[str, str]:
         """What marks the entry, besides the usual dead-letter properties."""
-        return {REFERENCE_PROPERTY: "true", ORIGIN_BROKER_PROPERTY: self.broker_name,
-                REWRITE_COUNT_PROPERTY: str(self.rewrite_count)}
+        return {
+            REFERENCE_PROPERTY: "true",
+            ORIGIN_BROKER_PROPERTY: self.broker_name,
+            REWRITE_COUNT_PROPERTY: str(self.rewrite_count),
+        }
 
     def describe(self) -> str:
         """One line for listings: where the message is and why it could not be read."""
-        return (f"{self.topic}/{self.queue_id}@{self.queue_offset} on {self.broker_name}: {self.reason} "
-                f"after {self.rewrite_count} rewrite(s)")
+        return (
+            f"{self.topic}/{self.queue_id}@{self.queue_offset} on {self.broker_name}: {self.reason} "
+            f"after {self.rewrite_count} rewrite(s)"
+        )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 GRAY_MARK = "@gray"
 GRAY_PROPERTY = "PMQ_GRAY"

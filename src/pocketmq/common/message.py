@@ -31,11 +31,24 @@ class Message:
     flag: int = 0
 
     @classmethod
-    def create(cls, topic: str, body: bytes | str, *, tags: str | None = None, keys: list[str] | str | None = None,
-               properties: dict[str, str] | None = None, message_group: str | None = None, flag: int = 0):
+    def create(
+        cls,
+        topic: str,
+        body: bytes | str,
+        *,
+        tags: str | None = None,
+        keys: list[str] | str | None = None,
+        properties: dict[str, str] | None = None,
+        message_group: str | None = None,
+        flag: int = 0,
+    ):
         """A message with its common fields set by name; a ``str`` body is encoded as UTF-8."""
-        msg = cls(topic=topic, body=body.encode() if isinstance(body, str) else bytes(body),
-                  properties=dict(properties or {}), flag=flag)
+        msg = cls(
+            topic=topic,
+            body=body.encode() if isinstance(body, str) else bytes(body),
+            properties=dict(properties or {}),
+            flag=flag,
+        )
         msg.tags = tags
         msg.keys = keys
         if message_group is not None:

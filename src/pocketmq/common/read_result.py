@@ -57,18 +57,31 @@ class ReadResult:
     code: int | None = None  # the remote response code, when there was one
 
     @classmethod
-    def found(cls, message: MessageExt) -> "ReadResult":
+    def found(cls, message: MessageExt) -> ReadResult:
         return cls(ReadStatus.FOUND, message=message)
 
     @classmethod
-    def not_found(cls, cause: NotFoundCause, description: str = "") -> "ReadResult":
+    def not_found(cls, cause: NotFoundCause, description: str = "") -> ReadResult:
         return cls(ReadStatus.NOT_FOUND, not_found_cause=cause, description=description)
 
     @classmethod
-    def failed(cls, reason: FailureReason, description: str = "", *, need_retry: bool = True,
-               retry_delay_ms: int = 0, code: int | None = None) -> "ReadResult":
-        return cls(ReadStatus.FAILED, failure=reason, description=description, need_retry=need_retry,
-                   retry_delay_ms=retry_delay_ms, code=code)
+    def failed(
+        cls,
+        reason: FailureReason,
+        description: str = "",
+        *,
+        need_retry: bool = True,
+        retry_delay_ms: int = 0,
+        code: int | None = None,
+    ) -> ReadResult:
+        return cls(
+            ReadStatus.FAILED,
+            failure=reason,
+            description=description,
+            need_retry=need_retry,
+            retry_delay_ms=retry_delay_ms,
+            code=code,
+        )
 
     @property
     def reason(self) -> str:
@@ -81,8 +94,8 @@ class ReadResult:
 
 def check_offset(result: ReadResult, queue_offset: int) -> ReadResult:
     """A FOUND read of another offset than the one asked for is a failed read (RocketMQ #7724)."""
-    if result.status is ReadStatus.FOUND and result.message is not None \
-            and result.message.queue_offset != queue_offset:
-        return ReadResult.failed(FailureReason.OFFSET_MISMATCH,
-                                 f"asked for offset {queue_offset}, got {result.message.queue_offset}")
+    if result.status is ReadStatus.FOUND and result.message is not None and result.message.queue_offset != queue_offset:
+        return ReadResult.failed(
+            FailureReason.OFFSET_MISMATCH, f"asked for offset {queue_offset}, got {result.message.queue_offset}"
+        )
     return result

@@ -26,6 +26,7 @@ def stage_index(definitions: list[int], seq: int) -> int:
 
 def check_definitions(definitions: list[int]) -> list[int]:
     if not isinstance(definitions, (list, tuple)) or any(
-            not isinstance(size, int) or isinstance(size, bool) or size < 1 for size in definitions):
+        not isinstance(size, int) or isinstance(size, bool) or size < 1 for size in definitions
+    ):
         raise ValueError(f"stage sizes must be positive integers, got {definitions!r}")
     return list(definitions)

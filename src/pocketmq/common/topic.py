@@ -36,11 +36,11 @@ class MessageType(enum.Enum):
     TRANSACTION = "TRANSACTION"
     MIXED = "MIXED"
 
-    def accepts(self, message_type: "MessageType") -> bool:
+    def accepts(self, message_type: MessageType) -> bool:
         return self is MessageType.MIXED or self is message_type
 
     @classmethod
-    def parse(cls, text: str) -> "MessageType":
+    def parse(cls, text: str) -> MessageType:
         try:
             return cls(text.upper())
         except ValueError:

@@ -57,8 +57,11 @@ class MetricsHttpServer:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
             status, body, content_type = "400 Bad Request", b"bad request\n", "text/plain"
         try:
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                         "Connection: close\r\n\r\n".encode("ascii") + body)
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode("ascii")
+                + body
+            )
             await writer.drain()
         except ConnectionError:
             pass  # the scraper went away; nothing to answer

@@ -21,8 +21,9 @@ def render_text(registry: MetricsRegistry) -> str:
         lines.append(f"# TYPE {family.name} {family.kind}")
         for sample in family.samples:
             labels = ",".join(f'{k}="{_escape_label(v)}"' for k, v in sample.labels.items())
-            lines.append(f"{family.name}{sample.suffix}{'{' + labels + '}' if labels else ''} "
-                         f"{format_value(sample.value)}")
+            lines.append(
+                f"{family.name}{sample.suffix}{'{' + labels + '}' if labels else ''} {format_value(sample.value)}"
+            )
     return "\n".join(lines) + "\n" if lines else ""
 
 

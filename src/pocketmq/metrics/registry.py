@@ -26,8 +26,8 @@ import logging
 import math
 import re
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +160,9 @@ class Histogram(_Family):
 
     kind = "histogram"
 
-    def __init__(self, name: str, help_text: str, label_names: tuple[str, ...], max_series: int,
-                 buckets: tuple[float, ...]):
+    def __init__(
+        self, name: str, help_text: str, label_names: tuple[str, ...], max_series: int, buckets: tuple[float, ...]
+    ):
         super().__init__(name, help_text, label_names, max_series)
         if not buckets or list(buckets) != sorted(set(buckets)) or any(math.isinf(b) for b in buckets):
             raise ValueError(f"histogram {name}: buckets must be finite, ascending and distinct")
@@ -221,8 +222,9 @@ class MetricsRegistry:
     def gauge(self, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Gauge:
         return self._family(Gauge, name, help_text, labels)  # type: ignore[return-value]
 
-    def histogram(self, name: str, help_text: str, labels: tuple[str, ...] = (),
-                  buckets: tuple[float, ...] = LATENCY_BUCKETS_S) -> Histogram:
+    def histogram(
+        self, name: str, help_text: str, labels: tuple[str, ...] = (), buckets: tuple[float, ...] = LATENCY_BUCKETS_S
+    ) -> Histogram:
         family = self._family(Histogram, name, help_text, labels, buckets=buckets)
         if family.buckets != tuple(float(b) for b in buckets):  # type: ignore[attr-defined]
             raise ValueError(f"histogram {name} exists with other buckets")

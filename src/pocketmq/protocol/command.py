@@ -31,8 +31,22 @@ SERIALIZE_ROCKETMQ = 1
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
 
-_LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
-              "OMS", "RUST", "NODE_JS"]
+_LANGUAGES = [
+    "JAVA",
+    "CPP",
+    "DOTNET",
+    "PYTHON",
+    "DELPHI",
+    "ERLANG",
+    "RUBY",
+    "OTHER",
+    "HTTP",
+    "GO",
+    "PHP",
+    "OMS",
+    "RUST",
+    "NODE_JS",
+]
 _LANGUAGE_CODE = {name: i for i, name in enumerate(_LANGUAGES)}
 _opaque_counter = itertools.count(1)
 _INT32 = struct.Struct(">i")
@@ -69,15 +83,32 @@ class RemotingCommand:
     @classmethod
     def request(cls, code: int, ext_fields: dict | None = None, body: bytes = b"", *, oneway: bool = False):
         fields = _ext_strs(ext_fields) if ext_fields else {}
-        return cls(code=int(code), ext_fields=fields, body=body, opaque=next(_opaque_counter),
-                   flag=FLAG_ONEWAY if oneway else 0)
+        return cls(
+            code=int(code),
+            ext_fields=fields,
+            body=body,
+            opaque=next(_opaque_counter),
+            flag=FLAG_ONEWAY if oneway else 0,
+        )
 
-    def response(self, code: int = ResponseCode.SUCCESS, ext_fields: dict | None = None, body: bytes = b"",
-                 remark: str | None = None) -> "RemotingCommand":
+    def response(
+        self,
+        code: int = ResponseCode.SUCCESS,
+        ext_fields: dict | None = None,
+        body: bytes = b"",
+        remark: str | None = None,
+    ) -> RemotingCommand:
         """A reply to this request, in the request's header encoding."""
         fields = _ext_strs(ext_fields) if ext_fields else {}
-        return RemotingCommand(code=int(code), ext_fields=fields, body=body, opaque=self.opaque,
-                               flag=FLAG_RESPONSE, remark=remark, serialize_type=self.serialize_type)
+        return RemotingCommand(
+            code=int(code),
+            ext_fields=fields,
+            body=body,
+            opaque=self.opaque,
+            flag=FLAG_RESPONSE,
+            remark=remark,
+            serialize_type=self.serialize_type,
+        )
 
     @property
     def is_response(self) -> bool:
@@ -94,8 +125,10 @@ class RemotingCommand:
 
     def __repr__(self) -> str:
         kind = "response" if self.is_response else "request"
-        return (f"<RemotingCommand {kind} code={self.code} opaque={self.opaque} fields={len(self.ext_fields)} "
-                f"body={len(self.body)}B>")
+        return (
+            f"<RemotingCommand {kind} code={self.code} opaque={self.opaque} fields={len(self.ext_fields)} "
+            f"body={len(self.body)}B>"
+        )
 
 
 def encode_frame(serialize_type: int, header: bytes, body: bytes) -> bytes:
@@ -113,10 +146,11 @@ def decode_frame(frame: bytes | memoryview, limits: ConnectionLimits = CLIENT_LI
     if 4 + header_len > len(frame):
         raise MalformedFrameError(f"header length {header_len} exceeds frame length {len(frame)}")
     if header_len > limits.max_header_bytes:
-        raise MalformedFrameError(f"header length {header_len} over {limits.max_header_bytes}",
-                                  limit_names.HEADER_BYTES)
-    header = frame[4:4 + header_len]  # a JSON header is decoded to text straight from the frame: no copy
-    body = bytes(frame[4 + header_len:])
+        raise MalformedFrameError(
+            f"header length {header_len} over {limits.max_header_bytes}", limit_names.HEADER_BYTES
+        )
+    header = frame[4 : 4 + header_len]  # a JSON header is decoded to text straight from the frame: no copy
+    body = bytes(frame[4 + header_len :])
     if serialize_type == SERIALIZE_JSON:
         cmd = _decode_json_header(header, limits.max_json_depth)
     elif serialize_type == SERIALIZE_ROCKETMQ:
@@ -161,10 +195,11 @@ class FrameDecoder:
                 if len(buf) - pos >= 8:
                     header_len = _INT32.unpack_from(buf, pos + 4)[0] & 0xFFFFFF
                     if header_len > limits.max_header_bytes:
-                        raise MalformedFrameError(f"header length {header_len} over {limits.max_header_bytes}",
-                                                  limit_names.HEADER_BYTES)
+                        raise MalformedFrameError(
+                            f"header length {header_len} over {limits.max_header_bytes}", limit_names.HEADER_BYTES
+                        )
                 break
-            commands.append(decode_frame(memoryview(buf)[pos + 4:pos + 4 + length], limits))
+            commands.append(decode_frame(memoryview(buf)[pos + 4 : pos + 4 + length], limits))
             pos += 4 + length
         if pos:
             del buf[:pos]
@@ -189,9 +224,10 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
     remark = f',"remark":{quote(cmd.remark)}' if cmd.remark is not None else ""
     ext = cmd.ext_fields
     ext_json = (',"extFields":{' + ",".join([f"{quote(k)}:{quote(v)}" for k, v in ext.items()]) + "}") if ext else ""
-    return (f'{{"code":{cmd.code:d},"language":{quote(cmd.language)},"version":{cmd.version:d},'
-            f'"opaque":{cmd.opaque:d},"flag":{cmd.flag:d},"serializeTypeCurrentRPC":"JSON"{remark}{ext_json}}}'
-            ).encode()
+    return (
+        f'{{"code":{cmd.code:d},"language":{quote(cmd.language)},"version":{cmd.version:d},'
+        f'"opaque":{cmd.opaque:d},"flag":{cmd.flag:d},"serializeTypeCurrentRPC":"JSON"{remark}{ext_json}}}'
+    ).encode()
 
 
 def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingCommand:
@@ -229,8 +265,11 @@ def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingC
         if remark is not None and type(remark) is not str:
             raise ValueError("remark is not a string")
         code, opaque, flag, version = obj["code"], obj.get("opaque", 0), obj.get("flag", 0), obj.get("version", 0)
-        if not (type(code) is type(opaque) is type(flag) is type(version) is int  # the usual case: one check
-                and _INT32_MIN <= min(code, opaque, flag, version) and max(code, opaque, flag, version) <= _INT32_MAX):
+        if not (
+            type(code) is type(opaque) is type(flag) is type(version) is int  # the usual case: one check
+            and _INT32_MIN <= min(code, opaque, flag, version)
+            and max(code, opaque, flag, version) <= _INT32_MAX
+        ):
             code, opaque, flag, version = _int32(code), _int32(opaque), _int32(flag), _int32(version)
         # positional: half the cost of naming the fields (~0.25 µs a frame)
         return RemotingCommand(code, ext, b"", opaque, flag, remark, str(obj.get("language", "JAVA")), version)
@@ -256,8 +295,9 @@ def _int32(value) -> int:
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
-    parts = [_BIN_FIXED.pack(_to_int16(cmd.code), _LANGUAGE_CODE.get(cmd.language, 7), cmd.version, cmd.opaque,
-                             cmd.flag)]
+    parts = [
+        _BIN_FIXED.pack(_to_int16(cmd.code), _LANGUAGE_CODE.get(cmd.language, 7), cmd.version, cmd.opaque, cmd.flag)
+    ]
     remark = (cmd.remark or "").encode()
     parts.append(_INT32.pack(len(remark)) + remark if cmd.remark is not None else _INT32.pack(0))
     ext = bytearray()
@@ -281,7 +321,7 @@ def _decode_binary_header(header: bytes) -> RemotingCommand:
         pos += 4
         if remark_len < 0 or pos + remark_len > len(header):
             raise MalformedFrameError("remark length out of range")
-        remark = header[pos:pos + remark_len].decode() if remark_len else None
+        remark = header[pos : pos + remark_len].decode() if remark_len else None
         pos += remark_len
         (ext_len,) = _INT32.unpack_from(header, pos)
         pos += 4
@@ -292,16 +332,23 @@ def _decode_binary_header(header: bytes) -> RemotingCommand:
         while pos < end:
             (klen,) = struct.unpack_from(">h", header, pos)
             pos += 2
-            key = header[pos:pos + klen].decode()
+            key = header[pos : pos + klen].decode()
             pos += klen
             (vlen,) = _INT32.unpack_from(header, pos)
             pos += 4
             if klen < 0 or vlen < 0 or pos + vlen > end:
                 raise MalformedFrameError("ext field entry out of range")
-            ext[key] = header[pos:pos + vlen].decode()
+            ext[key] = header[pos : pos + vlen].decode()
             pos += vlen
     except (struct.error, UnicodeDecodeError) as exc:
         raise MalformedFrameError(f"binary header does not parse: {exc}") from None
     lang = _LANGUAGES[language] if 0 <= language < len(_LANGUAGES) else "OTHER"
-    return RemotingCommand(code=code & 0xFFFF if code < 0 else code, ext_fields=ext, opaque=opaque, flag=flag,
-                           remark=remark, language=lang, version=version)
+    return RemotingCommand(
+        code=code & 0xFFFF if code < 0 else code,
+        ext_fields=ext,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        language=lang,
+        version=version,
+    )

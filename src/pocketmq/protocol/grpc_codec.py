@@ -47,8 +47,7 @@ PRODUCER_BACKOFF_MAX_MS = 1000
 PRODUCER_BACKOFF_MULTIPLIER = 2.0
 # The consumer retry policy (the proxy's default: customized, 17 attempts); Python honours only customized.
 CONSUMER_MAX_ATTEMPTS = 17
-CONSUMER_BACKOFF_SECONDS = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600,
-                            7200)
+CONSUMER_BACKOFF_SECONDS = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 CONSUMER_RECEIVE_BATCH_SIZE = 32  # Node uses it raw: 0 would break it
 CONSUMER_LONG_POLLING_TIMEOUT_S = 20  # whole seconds: Python drops the nanos
 
@@ -164,13 +163,15 @@ def decode_client_settings(command) -> ClientSettings:
     settings = command.settings
     kind = settings.WhichOneof("pub_sub")
     if kind == "publishing":
-        return ClientSettings(_client_type_name(settings.client_type), None,
-                              tuple(t.name for t in settings.publishing.topics))
+        return ClientSettings(
+            _client_type_name(settings.client_type), None, tuple(t.name for t in settings.publishing.topics)
+        )
     if kind == "subscription":
         sub = settings.subscription
         group = sub.group.name if sub.HasField("group") and sub.group.name else None
-        return ClientSettings(_client_type_name(settings.client_type), group,
-                              tuple(e.topic.name for e in sub.subscriptions))
+        return ClientSettings(
+            _client_type_name(settings.client_type), group, tuple(e.topic.name for e in sub.subscriptions)
+        )
     return ClientSettings(_client_type_name(settings.client_type), None, ())
 
 
@@ -254,8 +255,12 @@ def send_response(entries: list[SendEntry]):
     resp = spb.SendMessageResponse()
     codes = set()
     for e in entries:
-        resp.entries.add(status=status(e.code, e.message), message_id=e.message_id,
-                         transaction_id=e.transaction_id, offset=e.queue_offset)
+        resp.entries.add(
+            status=status(e.code, e.message),
+            message_id=e.message_id,
+            transaction_id=e.transaction_id,
+            offset=e.queue_offset,
+        )
         codes.add(e.code)
     if len(codes) == 1:
         only = entries[0]
@@ -280,9 +285,14 @@ def termination_response(code: int = V2Code.OK, message: str = ""):
     return spb.NotifyClientTerminationResponse(status=status(code, message))
 
 
-def settings_reply(command, *, max_body_bytes: int, fifo: bool = False,
-                   consumer_max_attempts: int = CONSUMER_MAX_ATTEMPTS,
-                   consumer_backoff_seconds: tuple[int, ...] = CONSUMER_BACKOFF_SECONDS):
+def settings_reply(
+    command,
+    *,
+    max_body_bytes: int,
+    fifo: bool = False,
+    consumer_max_attempts: int = CONSUMER_MAX_ATTEMPTS,
+    consumer_backoff_seconds: tuple[int, ...] = CONSUMER_BACKOFF_SECONDS,
+):
     """The server's answer to a client's Settings: the client's own Settings echoed, completed per client kind.
 
     Python ignores Settings unless the status is OK; both clients reject every send when max_body_size is 0;
@@ -354,8 +364,13 @@ def domain_message_type(msg: Message) -> MessageType:
     return MessageType.NORMAL
 
 
-def encode_delivered_message(msg: MessageExt, *, receipt_handle: str | None = None,
-                             delivery_attempt: int | None = None, invisible_duration_ms: int | None = None):
+def encode_delivered_message(
+    msg: MessageExt,
+    *,
+    receipt_handle: str | None = None,
+    delivery_attempt: int | None = None,
+    invisible_duration_ms: int | None = None,
+):
     """A stored message as a v2 consumer (or a transaction checker) receives it (reference §5).
 
     The body digest is always present: Node's client throws without one.

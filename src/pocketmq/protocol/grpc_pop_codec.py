@@ -43,13 +43,18 @@ def decode_receive_request(request) -> ReceiveRequest:
     mq = request.message_queue
     fe = request.filter_expression
     return ReceiveRequest(
-        group=request.group.name, topic=mq.topic.name, queue_id=mq.id if request.HasField("message_queue") else -1,
-        filter_type=pb.FilterType.Name(fe.type) if fe.type else "TAG", filter_expression=fe.expression or "*",
+        group=request.group.name,
+        topic=mq.topic.name,
+        queue_id=mq.id if request.HasField("message_queue") else -1,
+        filter_type=pb.FilterType.Name(fe.type) if fe.type else "TAG",
+        filter_expression=fe.expression or "*",
         batch_size=request.batch_size,
         invisible_ms=_duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else None,
         auto_renew=request.auto_renew,
-        long_polling_ms=_duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout")
-        else None)
+        long_polling_ms=_duration_ms(request.long_polling_timeout)
+        if request.HasField("long_polling_timeout")
+        else None,
+    )
 
 
 def receive_status(code: int = V2Code.OK, message: str = "OK"):
@@ -67,8 +72,7 @@ def receive_delivery_timestamp(now_ms: int):
 
 
 def decode_ack_request(request) -> tuple[str, str, list[AckEntry]]:
-    return (request.group.name, request.topic.name,
-            [AckEntry(e.message_id, e.receipt_handle) for e in request.entries])
+    return (request.group.name, request.topic.name, [AckEntry(e.message_id, e.receipt_handle) for e in request.entries])
 
 
 def ack_response(results: list[tuple[AckEntry, int, str]]):
@@ -76,8 +80,11 @@ def ack_response(results: list[tuple[AckEntry, int, str]]):
     response = spb.AckMessageResponse()
     codes = {code for _, code, _ in results}
     for entry, code, message in results:
-        response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle,
-                             status=status(code, message) if code != V2Code.OK else ok_status())
+        response.entries.add(
+            message_id=entry.message_id,
+            receipt_handle=entry.receipt_handle,
+            status=status(code, message) if code != V2Code.OK else ok_status(),
+        )
     if len(codes) > 1:
         response.status.CopyFrom(status(V2Code.MULTIPLE_RESULTS, "entries have different results"))
     else:
@@ -92,14 +99,20 @@ def ack_error_response(code: int, message: str):
 
 def decode_change_invisible_request(request) -> tuple[str, str, str, int, str]:
     """(group, topic, receipt handle, invisible duration ms, message id)."""
-    return (request.group.name, request.topic.name, request.receipt_handle,
-            _duration_ms(request.invisible_duration), request.message_id)
+    return (
+        request.group.name,
+        request.topic.name,
+        request.receipt_handle,
+        _duration_ms(request.invisible_duration),
+        request.message_id,
+    )
 
 
 def change_invisible_response(code: int, message: str, receipt_handle: str):
     """Python overwrites its handle with the reply's before it checks the status: always a usable handle."""
     return spb.ChangeInvisibleDurationResponse(
-        status=status(code, message) if code != V2Code.OK else ok_status(), receipt_handle=receipt_handle)
+        status=status(code, message) if code != V2Code.OK else ok_status(), receipt_handle=receipt_handle
+    )
 
 
 def decode_assignment_request(request) -> tuple[str, str, list[tuple[str, int]]]:
@@ -132,4 +145,5 @@ def decode_forward_request(request) -> tuple[str, str, str, str]:
 
 def forward_response(code: int = V2Code.OK, message: str = "OK"):
     return spb.ForwardMessageToDeadLetterQueueResponse(
-        status=status(code, message) if code != V2Code.OK else ok_status())
+        status=status(code, message) if code != V2Code.OK else ok_status()
+    )

@@ -16,9 +16,16 @@ their names only.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, ClassVar, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
-from pocketmq.common.topic import GROUP_MAX_LENGTH, NAME_PATTERN, TOPIC_MAX_LENGTH, group_name_problem, topic_name_problem
+from pocketmq.common.topic import (
+    GROUP_MAX_LENGTH,
+    NAME_PATTERN,
+    TOPIC_MAX_LENGTH,
+    group_name_problem,
+    topic_name_problem,
+)
 from pocketmq.errors import BadRequestError, IllegalTopicError
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -75,9 +82,19 @@ class Field:
 
     __slots__ = ("wire", "name", "parse", "default", "kind", "low", "high", "max_chars", "choices", "control_ok")
 
-    def __init__(self, wire: str, parse: Callable[[str, str], Any], default: Any, kind: str, *, low: int | None = None,
-                 high: int | None = None, max_chars: int | None = None, choices: tuple[str, ...] = (),
-                 name: str | None = None):
+    def __init__(
+        self,
+        wire: str,
+        parse: Callable[[str, str], Any],
+        default: Any,
+        kind: str,
+        *,
+        low: int | None = None,
+        high: int | None = None,
+        max_chars: int | None = None,
+        choices: tuple[str, ...] = (),
+        name: str | None = None,
+    ):
         self.wire = wire
         self.name = name or wire
         self.parse = parse
@@ -105,10 +122,19 @@ class Field:
             return self.absent()
         return self.parse(raw, self.name)
 
-    def renamed(self, wire: str) -> "Field":
+    def renamed(self, wire: str) -> Field:
         """This field under another wire name; remarks name both."""
-        field = Field(wire, self.parse, self.default, self.kind, low=self.low, high=self.high,
-                      max_chars=self.max_chars, choices=self.choices, name=f"{self.name} ({wire})")
+        field = Field(
+            wire,
+            self.parse,
+            self.default,
+            self.kind,
+            low=self.low,
+            high=self.high,
+            max_chars=self.max_chars,
+            choices=self.choices,
+            name=f"{self.name} ({wire})",
+        )
         field.control_ok = self.control_ok
         return field
 
@@ -122,6 +148,7 @@ def _integer(wire: str, kind: str, low: int, high: int, default: Any) -> Any:
         if value < low or value > high:
             raise BadRequestError(f"header field {name}={_shown(raw)} is outside [{low}, {high}]")
         return value
+
     return Field(wire, parse, default, kind, low=low, high=high)
 
 
@@ -142,12 +169,14 @@ def boolean(wire: str, default: bool = False) -> Any:
 def text(wire: str, default: Any = REQUIRED, *, max_chars: int = TEXT_MAX_CHARS, control_ok: bool = False) -> Any:
     """A string of at most ``max_chars`` characters, without control characters unless ``control_ok`` (the
     send's properties field, which separates its pairs by \\x01 and \\x02)."""
+
     def parse(raw: str, name: str) -> str:
         if len(raw) > max_chars:
             raise BadRequestError(f"header field {name} is {len(raw)} characters long, more than {max_chars}")
         if not control_ok and has_control_character(raw):
             raise BadRequestError(f"header field {name}={_shown(raw)} holds a control character")
         return raw
+
     field = Field(wire, parse, default, "text", max_chars=max_chars)
     field.control_ok = control_ok
     return field
@@ -186,6 +215,7 @@ def choice(wire: str, choices: tuple[str, ...], default: Any = REQUIRED) -> Any:
         if value is None:
             raise BadRequestError(f"header field {name}={_shown(raw)} is not one of {'|'.join(choices)}")
         return value
+
     return Field(wire, parse, default, "choice", choices=choices)
 
 
@@ -225,24 +255,27 @@ def _compile_parser(cls: type) -> Callable[[Mapping[str, str]], Any]:
     """``cls.parse`` as one function: per field a dict lookup and, in the usual case (a plain integer in range,
     a boolean spelled true/false, text within its bounds), no call beyond ``int()``; anything else goes to the
     field's own ``read_raw``, which gives the value or the error."""
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls, "has_control": _CONTROL_CHARACTER.search,
-                                 "legal_name": NAME_PATTERN.fullmatch}
+    namespace: dict[str, Any] = {
+        "new": object.__new__,
+        "cls": cls,
+        "has_control": _CONTROL_CHARACTER.search,
+        "legal_name": NAME_PATTERN.fullmatch,
+    }
     lines = ["def parse(fields):", "    get = fields.get"]
-    for i, (attr, f) in enumerate(cls.FIELDS):
+    for i, (_attr, f) in enumerate(cls.FIELDS):
         namespace[f"f{i}"] = f
         value = f"v{i}"
-        lines += [f"    raw = get({f.wire!r})",
-                  "    if raw is None:",
-                  f"        {value} = f{i}.absent()",
-                  "    else:"]
+        lines += [f"    raw = get({f.wire!r})", "    if raw is None:", f"        {value} = f{i}.absent()", "    else:"]
         if f.kind in _INTEGER_KINDS:
-            lines += ["        try:",
-                      f"            {value} = int(raw)",
-                      "        except ValueError:",
-                      f"            {value} = f{i}.read_raw(raw)",
-                      "        else:",
-                      f"            if {value} < {f.low} or {value} > {f.high}:",
-                      f"                {value} = f{i}.read_raw(raw)"]
+            lines += [
+                "        try:",
+                f"            {value} = int(raw)",
+                "        except ValueError:",
+                f"            {value} = f{i}.read_raw(raw)",
+                "        else:",
+                f"            if {value} < {f.low} or {value} > {f.high}:",
+                f"                {value} = f{i}.read_raw(raw)",
+            ]
         elif f.kind == "bool":
             lines += [f"        {value} = True if raw == 'true' else False if raw == 'false' else f{i}.read_raw(raw)"]
         elif f.kind == "text":
@@ -254,5 +287,5 @@ def _compile_parser(cls: type) -> Callable[[Mapping[str, str]], Any]:
             lines += [f"        {value} = f{i}.read_raw(raw)"]
     values = ", ".join(f"{attr!r}: v{i}" for i, (attr, _) in enumerate(cls.FIELDS))
     lines += ["    header = new(cls)", f"    header.__dict__ = {{{values}}}", "    return header"]
-    exec("\n".join(lines), namespace)  # noqa: S102  (built from the class's own declarations only)
+    exec("\n".join(lines), namespace)
     return namespace["parse"]

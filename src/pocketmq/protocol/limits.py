@@ -13,8 +13,8 @@ and a rate-limited log line naming the peer.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pocketmq.runtime.rate_limited_log import RateLimitedLog
 
@@ -76,8 +76,9 @@ class ConnectionLimits:
         return self.frame_receive_timeout_ms > 0 or self.idle_timeout_ms > 0
 
 
-CLIENT_LIMITS = ConnectionLimits(max_frame_bytes=CLIENT_MAX_FRAME_BYTES, max_reply_buffer_bytes=None,
-                                 frame_receive_timeout_ms=0, idle_timeout_ms=0)
+CLIENT_LIMITS = ConnectionLimits(
+    max_frame_bytes=CLIENT_MAX_FRAME_BYTES, max_reply_buffer_bytes=None, frame_receive_timeout_ms=0, idle_timeout_ms=0
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +87,9 @@ class WatchdogVerdict:
     next_check_s: float | None  # when to look again (loop time); None: nothing to watch
 
 
-def watchdog_verdict(limits: ConnectionLimits, now_s: float, last_received_s: float,
-                     frame_started_s: float | None, busy: bool) -> WatchdogVerdict:
+def watchdog_verdict(
+    limits: ConnectionLimits, now_s: float, last_received_s: float, frame_started_s: float | None, busy: bool
+) -> WatchdogVerdict:
     """Whether a connection must close now, else when to look again.
 
     ``last_received_s``: when bytes last arrived; ``frame_started_s``: when the unfinished frame's first bytes
@@ -117,9 +119,15 @@ class LimitReporter:
     per limit per ``log_interval_s`` (with how many were not logged), naming the peer."""
 
     def __init__(self, metrics=None, *, log_interval_s: float = 10.0, clock: Callable[[], float] | None = None):
-        self._counter = (metrics.counter(METRIC_LIMIT_EXCEEDED, "requests or connections refused or closed by a "
-                                         "remoting limit (docs/limits.md)", ("limit",))
-                         if metrics is not None else None)
+        self._counter = (
+            metrics.counter(
+                METRIC_LIMIT_EXCEEDED,
+                "requests or connections refused or closed by a remoting limit (docs/limits.md)",
+                ("limit",),
+            )
+            if metrics is not None
+            else None
+        )
         self._log = RateLimitedLog(log, log_interval_s, clock=clock)
 
     def exceeded(self, limit: str, remote: str, detail: str) -> None:

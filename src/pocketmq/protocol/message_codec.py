@@ -77,19 +77,50 @@ def encode_record(msg: MessageExt, properties_bytes: bytes | None = None) -> byt
     msg.store_size = size
     born_host, store_host = msg.born_host, msg.store_host
     head = RECORD_HEAD.pack(
-        size, MESSAGE_MAGIC_CODE, body_crc, msg.queue_id, msg.flag, msg.queue_offset, msg.phys_offset,
-        msg.sys_flag, msg.born_timestamp_ms, _ip4(born_host[0]), born_host[1], msg.store_timestamp_ms,
-        _ip4(store_host[0]), store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, len(body),
+        size,
+        MESSAGE_MAGIC_CODE,
+        body_crc,
+        msg.queue_id,
+        msg.flag,
+        msg.queue_offset,
+        msg.phys_offset,
+        msg.sys_flag,
+        msg.born_timestamp_ms,
+        _ip4(born_host[0]),
+        born_host[1],
+        msg.store_timestamp_ms,
+        _ip4(store_host[0]),
+        store_host[1],
+        msg.reconsume_times,
+        msg.prepared_transaction_offset,
+        len(body),
     )
-    return b"".join((head, body, _TOPIC_LENGTH[len(topic)], topic, len(properties_bytes).to_bytes(2, "big"),
-                     properties_bytes))
+    return b"".join(
+        (head, body, _TOPIC_LENGTH[len(topic)], topic, len(properties_bytes).to_bytes(2, "big"), properties_bytes)
+    )
 
 
 def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, int]:
     """Decode the record at ``pos``; returns it and the position after it."""
     try:
-        (size, magic, body_crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts, born_ip, born_port,
-         store_ts, store_ip, store_port, reconsume_times, prepared_tx) = _FIXED.unpack_from(buf, pos)
+        (
+            size,
+            magic,
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sys_flag,
+            born_ts,
+            born_ip,
+            born_port,
+            store_ts,
+            store_ip,
+            store_port,
+            reconsume_times,
+            prepared_tx,
+        ) = _FIXED.unpack_from(buf, pos)
     except struct.error as exc:
         raise RecordFormatError(f"truncated record header at {pos}: {exc}") from None
     if magic != MESSAGE_MAGIC_CODE:
@@ -98,30 +129,41 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
     if size < record_size(0, 0, 0) or end > len(buf):
         raise RecordFormatError(f"record size {size} at {pos} does not fit in {len(buf)} bytes")
     p = pos + FIXED_PART_SIZE
-    body_len = int.from_bytes(buf[p:p + 4], "big", signed=True)
+    body_len = int.from_bytes(buf[p : p + 4], "big", signed=True)
     p += 4
     if body_len < 0 or p + body_len > end:
         raise RecordFormatError(f"body length {body_len} at {pos} out of range")
-    body = bytes(buf[p:p + body_len])
+    body = bytes(buf[p : p + body_len])
     p += body_len
     topic_len = buf[p]
     p += 1
     try:
-        topic = bytes(buf[p:p + topic_len]).decode()
+        topic = bytes(buf[p : p + topic_len]).decode()
         p += topic_len
-        props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
+        props_len = int.from_bytes(buf[p : p + 2], "big", signed=True)
         p += 2
         if props_len < 0 or p + props_len != end:
             raise RecordFormatError(f"record at {pos}: fields do not add up to its size {size}")
-        properties = decode_properties(bytes(buf[p:p + props_len]).decode())
+        properties = decode_properties(bytes(buf[p : p + props_len]).decode())
     except UnicodeDecodeError as exc:  # a damaged record must fail like any other bad record, not crash a reader
         raise RecordFormatError(f"record at {pos}: topic or properties are not UTF-8: {exc}") from None
     msg = MessageExt(
-        topic=topic, body=body, properties=properties, flag=flag, queue_id=queue_id, queue_offset=queue_offset,
-        phys_offset=phys_offset, sys_flag=sys_flag, born_timestamp_ms=born_ts,
-        born_host=(socket.inet_ntoa(born_ip), born_port), store_timestamp_ms=store_ts,
-        store_host=(socket.inet_ntoa(store_ip), store_port), reconsume_times=reconsume_times,
-        prepared_transaction_offset=prepared_tx, body_crc=body_crc, store_size=size,
+        topic=topic,
+        body=body,
+        properties=properties,
+        flag=flag,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        phys_offset=phys_offset,
+        sys_flag=sys_flag,
+        born_timestamp_ms=born_ts,
+        born_host=(socket.inet_ntoa(born_ip), born_port),
+        store_timestamp_ms=store_ts,
+        store_host=(socket.inet_ntoa(store_ip), store_port),
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_tx,
+        body_crc=body_crc,
+        store_size=size,
     )
     return msg, end
 
@@ -173,13 +215,13 @@ def decode_batch(body: bytes, topic: str) -> list[MessageExt]:
             p = pos + _BATCH_FIXED.size
             if size < _BATCH_FIXED.size + 2 or pos + size > len(body) or body_len < 0:
                 raise RecordFormatError(f"batch entry at {pos} has a bad size")
-            msg_body = body[p:p + body_len]
+            msg_body = body[p : p + body_len]
             p += body_len
-            props_len = int.from_bytes(body[p:p + 2], "big", signed=True)
+            props_len = int.from_bytes(body[p : p + 2], "big", signed=True)
             p += 2
             if props_len < 0 or p + props_len != pos + size:
                 raise RecordFormatError(f"batch entry at {pos}: fields do not add up to its size")
-            properties = decode_properties(body[p:p + props_len].decode())
+            properties = decode_properties(body[p : p + props_len].decode())
             messages.append(MessageExt(topic, msg_body, properties, flag))  # positional: ~0.2 µs less per message
             pos += size
     except (struct.error, UnicodeDecodeError) as exc:
@@ -265,7 +307,15 @@ def decode_record_columns(buf: bytes) -> RecordColumns:
     except (struct.error, IndexError) as exc:
         raise RecordFormatError(f"truncated record at {pos}: {exc}") from None
     columns = list(zip(*heads)) if heads else [()] * _COLUMNS_HEAD_FIELDS
-    return RecordColumns(queue_ids=columns[2], queue_offsets=columns[3], phys_offsets=columns[4],
-                         sys_flags=columns[5], born_timestamps_ms=columns[6], store_timestamps_ms=columns[7],
-                         store_hosts=columns[8], reconsume_times=columns[9], bodies=bodies,
-                         properties=properties)
+    return RecordColumns(
+        queue_ids=columns[2],
+        queue_offsets=columns[3],
+        phys_offsets=columns[4],
+        sys_flags=columns[5],
+        born_timestamps_ms=columns[6],
+        store_timestamps_ms=columns[7],
+        store_hosts=columns[8],
+        reconsume_times=columns[9],
+        bodies=bodies,
+        properties=properties,
+    )

@@ -21,14 +21,19 @@ import inspect
 import logging
 import math
 import socket
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from pocketmq.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode, canonical_request_code
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
-from pocketmq.protocol.limits import (CLIENT_LIMITS, METRIC_CONNECTIONS, ConnectionLimits, LimitReporter,
-                                      watchdog_verdict)
+from pocketmq.protocol.limits import (
+    CLIENT_LIMITS,
+    METRIC_CONNECTIONS,
+    ConnectionLimits,
+    LimitReporter,
+    watchdog_verdict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +71,14 @@ class RequestRouter:
     def codes(self) -> list[int]:
         return sorted(self._handlers)
 
-    def __call__(self, conn: "RemotingConnection", request: RemotingCommand) -> Reply | Awaitable[Reply]:
+    def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> Reply | Awaitable[Reply]:
         """The reply at once when the handler gives it at once, else an awaitable of it (errors become replies)."""
         code = canonical_request_code(request.code)
         handler = self._handlers.get(code)
         if handler is None:
-            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                    remark=f"request code {request.code} not supported")
+            return request.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request code {request.code} not supported"
+            )
         try:
             outcome = handler(conn, request)
         except Exception as exc:
@@ -93,8 +99,7 @@ class RequestRouter:
                 end += 1
         return end
 
-    def serve_all(self, conn: "RemotingConnection", requests: list[RemotingCommand]
-                  ) -> list[Reply | Awaitable[Reply]]:
+    def serve_all(self, conn: RemotingConnection, requests: list[RemotingCommand]) -> list[Reply | Awaitable[Reply]]:
         """What ``__call__`` gives for each of ``requests`` (handled in order), through the batch handlers."""
         outcomes: list[Reply | Awaitable[Reply]] = []
         start, count = 0, len(requests)
@@ -118,14 +123,14 @@ class RequestRouter:
             start = end
         return outcomes
 
-    def _reply_of(self, conn: "RemotingConnection", request: RemotingCommand,
-                  outcome: Reply | Awaitable[Reply]) -> Reply | Awaitable[Reply]:
+    def _reply_of(
+        self, conn: RemotingConnection, request: RemotingCommand, outcome: Reply | Awaitable[Reply]
+    ) -> Reply | Awaitable[Reply]:
         if outcome is None or isinstance(outcome, RemotingCommand):
             return outcome
         return self._finish(conn, request, outcome)
 
-    async def _finish(self, conn: "RemotingConnection", request: RemotingCommand,
-                      outcome: Awaitable[Reply]) -> Reply:
+    async def _finish(self, conn: RemotingConnection, request: RemotingCommand, outcome: Awaitable[Reply]) -> Reply:
         try:
             return await outcome
         except asyncio.CancelledError:
@@ -134,7 +139,7 @@ class RequestRouter:
             return self._error_reply(conn, request, exc)
 
     @staticmethod
-    def _error_reply(conn: "RemotingConnection", request: RemotingCommand, exc: Exception) -> RemotingCommand:
+    def _error_reply(conn: RemotingConnection, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         if isinstance(exc, PocketMQError):
             if isinstance(exc, LimitExceededError):
                 conn.limit_exceeded(exc.limit, f"code={request.code} reason={exc}")
@@ -160,9 +165,16 @@ class RemotingConnection(asyncio.Protocol):
     may refuse the connection as it opens.
     """
 
-    def __init__(self, handler: Handler | None, *, name: str = "", coalesce_writes: bool = False,
-                 limits: ConnectionLimits = CLIENT_LIMITS, reporter: LimitReporter | None = None,
-                 admit: Callable[["RemotingConnection"], bool] | None = None):
+    def __init__(
+        self,
+        handler: Handler | None,
+        *,
+        name: str = "",
+        coalesce_writes: bool = False,
+        limits: ConnectionLimits = CLIENT_LIMITS,
+        reporter: LimitReporter | None = None,
+        admit: Callable[[RemotingConnection], bool] | None = None,
+    ):
         self._handler = handler
         # The requests of one read are served together when the handler can (RequestRouter.serve_all), in runs
         # (RequestRouter.run_end) so that the limits are looked at between runs.
@@ -193,7 +205,7 @@ class RemotingConnection(asyncio.Protocol):
         self._closed = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
-        self._close_callbacks: list[Callable[["RemotingConnection"], None]] = []
+        self._close_callbacks: list[Callable[[RemotingConnection], None]] = []
         self.name = name
         self.remote_address = ""
         self.remote_host = ""
@@ -359,13 +371,18 @@ class RemotingConnection(asyncio.Protocol):
         if pause:
             self._transport.pause_reading()  # type: ignore[union-attr]
             if unread_replies:
-                self._reporter.exceeded(limit_names.REPLY_BUFFER_BYTES, self.remote_address,
-                                        f"buffered={self._transport.get_write_buffer_size()} "  # type: ignore
-                                        f"max={limits.max_reply_buffer_bytes} (reading paused)")
+                self._reporter.exceeded(
+                    limit_names.REPLY_BUFFER_BYTES,
+                    self.remote_address,
+                    f"buffered={self._transport.get_write_buffer_size()} "  # type: ignore
+                    f"max={limits.max_reply_buffer_bytes} (reading paused)",
+                )
             else:
-                self._reporter.exceeded(limit_names.REQUESTS_IN_FLIGHT, self.remote_address,
-                                        f"in_flight={len(self._tasks)} max={limits.max_requests_in_flight} "
-                                        "(reading paused)")
+                self._reporter.exceeded(
+                    limit_names.REQUESTS_IN_FLIGHT,
+                    self.remote_address,
+                    f"in_flight={len(self._tasks)} max={limits.max_requests_in_flight} (reading paused)",
+                )
         else:
             self._transport.resume_reading()  # type: ignore[union-attr]
             if self._frame_started_s is not None:  # the frame deadline counts while this side reads
@@ -386,8 +403,9 @@ class RemotingConnection(asyncio.Protocol):
         now = self._loop.time()  # type: ignore[union-attr]
         # Requests in flight keep a connection open (a long poll), unless they wait for the peer to read.
         busy = bool(self._tasks or self._pending) and self._writable.is_set()
-        verdict = watchdog_verdict(self._limits, now, self._last_active_s,
-                                   None if self._reading_paused else self._frame_started_s, busy=busy)
+        verdict = watchdog_verdict(
+            self._limits, now, self._last_active_s, None if self._reading_paused else self._frame_started_s, busy=busy
+        )
         if verdict.close_for is not None:
             self._drop(verdict.close_for, f"buffered={self._decoder.buffered_bytes}")
         elif verdict.next_check_s is not None:
@@ -408,7 +426,7 @@ class RemotingConnection(asyncio.Protocol):
     def is_closed(self) -> bool:
         return self._closed.is_set() or self._transport is None or self._transport.is_closing()
 
-    def on_close(self, callback: Callable[["RemotingConnection"], None]) -> None:
+    def on_close(self, callback: Callable[[RemotingConnection], None]) -> None:
         self._close_callbacks.append(callback)
 
     def write(self, cmd: RemotingCommand) -> None:
@@ -517,8 +535,15 @@ class RemotingServer:
     again; the server counts and logs that (rate-limited) instead of a traceback a second.
     """
 
-    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, *,
-                 limits: ConnectionLimits | None = None, metrics=None):
+    def __init__(
+        self,
+        handler: Handler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        limits: ConnectionLimits | None = None,
+        metrics=None,
+    ):
         self._handler = handler
         self._host = host
         self._port = port
@@ -542,12 +567,18 @@ class RemotingServer:
     def _admit(self, conn: RemotingConnection) -> bool:
         limits, host = self._limits, conn.remote_host
         if len(self.connections) >= limits.max_connections:
-            self._reporter.exceeded(limit_names.MAX_CONNECTIONS, conn.remote_address,
-                                    f"open={len(self.connections)} max={limits.max_connections}")
+            self._reporter.exceeded(
+                limit_names.MAX_CONNECTIONS,
+                conn.remote_address,
+                f"open={len(self.connections)} max={limits.max_connections}",
+            )
             return False
         if self._per_host.get(host, 0) >= limits.max_connections_per_host:
-            self._reporter.exceeded(limit_names.MAX_CONNECTIONS_PER_HOST, conn.remote_address,
-                                    f"open={self._per_host[host]} max={limits.max_connections_per_host}")
+            self._reporter.exceeded(
+                limit_names.MAX_CONNECTIONS_PER_HOST,
+                conn.remote_address,
+                f"open={self._per_host[host]} max={limits.max_connections_per_host}",
+            )
             return False
         self.connections.add(conn)
         self._per_host[host] = self._per_host.get(host, 0) + 1
@@ -571,8 +602,11 @@ class RemotingServer:
         def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
             sock = context.get("socket")
             if context.get("message") == _ACCEPT_OUT_OF_RESOURCES and sock is not None and sock.fileno() in own:
-                self._reporter.exceeded(limit_names.OPEN_FILES, f"{self._host}:{self.port}",
-                                        f"reason={context.get('exception')!r} (accepting again in 1 s)")
+                self._reporter.exceeded(
+                    limit_names.OPEN_FILES,
+                    f"{self._host}:{self.port}",
+                    f"reason={context.get('exception')!r} (accepting again in 1 s)",
+                )
             elif previous is not None:
                 previous(loop, context)
             else:
@@ -665,7 +699,8 @@ class RemotingClient:
         with connect_errors(address):
             async with asyncio.timeout(self._connect_timeout_s):
                 _, conn = await loop.create_connection(
-                    lambda: RemotingConnection(self._handler, name=address, coalesce_writes=True), host, port)
+                    lambda: RemotingConnection(self._handler, name=address, coalesce_writes=True), host, port
+                )
         conn.remote_address = address
         return conn
 

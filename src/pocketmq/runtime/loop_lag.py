@@ -26,11 +26,16 @@ class LoopLagMonitor:
     def __init__(self, interval_ms: int = 20, *, metrics: MetricsRegistry | None = None):
         self._interval_s = interval_ms / 1000
         metrics = metrics if metrics is not None else MetricsRegistry()
-        self._lag = metrics.histogram("pocketmq_event_loop_lag_seconds", "How late the event loop ran a callback "
-                                      "due at a known time", buckets=LAG_BUCKETS_S)
+        self._lag = metrics.histogram(
+            "pocketmq_event_loop_lag_seconds",
+            "How late the event loop ran a callback due at a known time",
+            buckets=LAG_BUCKETS_S,
+        )
         self._max_lag = metrics.gauge("pocketmq_event_loop_max_lag_seconds", "Largest event loop lag since start")
-        self._max_busy = metrics.gauge("pocketmq_event_loop_max_busy_seconds",
-                                       "Largest event loop lag spent on the CPU (code holding the loop) since start")
+        self._max_busy = metrics.gauge(
+            "pocketmq_event_loop_max_busy_seconds",
+            "Largest event loop lag spent on the CPU (code holding the loop) since start",
+        )
         self.max_lag_ms = 0.0
         self.max_busy_ms = 0.0
         self.samples = 0
@@ -65,5 +70,7 @@ class LoopLagMonitor:
         self._schedule(loop)
 
     def __repr__(self) -> str:
-        return f"<LoopLagMonitor samples={self.samples} max_lag_ms={self.max_lag_ms:.1f} " \
-               f"max_busy_ms={self.max_busy_ms:.1f}>"
+        return (
+            f"<LoopLagMonitor samples={self.samples} max_lag_ms={self.max_lag_ms:.1f} "
+            f"max_busy_ms={self.max_busy_ms:.1f}>"
+        )

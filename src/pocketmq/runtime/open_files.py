@@ -23,6 +23,10 @@ def raise_open_files_limit(max_connections: int) -> int:
         except (ValueError, OSError) as exc:
             log.warning("event=open_files_limit_not_raised soft=%d hard=%d reason=%s", soft, hard, exc)
     if max_connections + RESERVED_FILES > soft:
-        log.warning("event=open_files_limit_below_connection_cap open_files=%d max_connections=%d: accepting "
-                    "pauses when descriptors run out (docs/limits.md)", soft, max_connections)
+        log.warning(
+            "event=open_files_limit_below_connection_cap open_files=%d max_connections=%d: accepting "
+            "pauses when descriptors run out (docs/limits.md)",
+            soft,
+            max_connections,
+        )
     return soft

@@ -8,7 +8,6 @@ the handlers parse and the protocol fuzzer (tests) reads to build wrong values. 
 
 from __future__ import annotations
 
-from pocketmq.broker.messages import PULL_MAX_COUNT
 from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
 from pocketmq.broker.pop.engine import MAX_INVISIBLE_MS
 from pocketmq.cluster.escape import ESCAPE_DEADLINE_FIELD
@@ -52,9 +51,20 @@ QUERY_MESSAGE_MAX_NUMS = 64
 
 # SendMessageRequestHeaderV2's one-letter names -> SendMessageRequestHeader's names.
 SEND_V2_FIELD_NAMES = {
-    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
-    "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
-    "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
 }
 
 
@@ -76,11 +86,13 @@ class SendMessageHeader(RequestHeader):
     batch: bool = boolean("batch")
     broker_name: str | None = text("brokerName", None, max_chars=NAME_MAX_CHARS)
 
-    def check(self) -> "SendMessageHeader":
+    def check(self) -> SendMessageHeader:
         """The rules across fields (none yet beyond sysFlag's bits); returns the header."""
         if self.sys_flag & HOST_V6_SYSFLAGS:
-            raise BadRequestError(f"header field sysFlag={self.sys_flag} sets the host address flags "
-                                  f"(0x{HOST_V6_SYSFLAGS:x}), which the broker sets")
+            raise BadRequestError(
+                f"header field sysFlag={self.sys_flag} sets the host address flags "
+                f"(0x{HOST_V6_SYSFLAGS:x}), which the broker sets"
+            )
         return self
 
 

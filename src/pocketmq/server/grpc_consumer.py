@@ -101,8 +101,9 @@ class ConsumerRpcs:
                 continue
             done = self._renewing[text] = asyncio.get_running_loop().create_future()
             try:
-                self.renewals.renewed(text, await pop.change_invisible(renewal.group, renewal.handle,
-                                                                       self.renewals.invisible_ms))
+                self.renewals.renewed(
+                    text, await pop.change_invisible(renewal.group, renewal.handle, self.renewals.invisible_ms)
+                )
                 renewed += 1
             except NotReplicatedError as exc:  # renewed on this master, not on a slave yet: keep renewing
                 log.warning("event=grpc_auto_renew_not_replicated group=%s error=%s", renewal.group, exc)
@@ -147,17 +148,23 @@ class ConsumerRpcs:
                 text = handle.encode()
                 if renew:
                     self.renewals.track(text, client_id, req.group, handle, now_ms)
-                yield codec.receive_message(encode_delivered_message(
-                    msg, receipt_handle=text, delivery_attempt=msg.reconsume_times + 1,
-                    invisible_duration_ms=result.invisible_ms))
+                yield codec.receive_message(
+                    encode_delivered_message(
+                        msg,
+                        receipt_handle=text,
+                        delivery_attempt=msg.reconsume_times + 1,
+                        invisible_duration_ms=result.invisible_ms,
+                    )
+                )
         yield codec.receive_delivery_timestamp(now_ms)
 
     def _pop_request(self, req: codec.ReceiveRequest, context, client_id: str) -> PopRequest:
         _check_group(req.group)
         check_topic(req.topic)
         if req.filter_type != "TAG":
-            raise PocketMQError(f"{req.filter_type} filters are not supported: filter by TAG",
-                                v2_code=V2Code.ILLEGAL_FILTER_EXPRESSION)
+            raise PocketMQError(
+                f"{req.filter_type} filters are not supported: filter by TAG", v2_code=V2Code.ILLEGAL_FILTER_EXPRESSION
+            )
         invisible_ms = req.invisible_ms if req.invisible_ms is not None else self.renewals.invisible_ms
         check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=False)
         check_receive_numbers(req.batch_size, req.long_polling_ms)
@@ -167,9 +174,16 @@ class ConsumerRpcs:
             poll_ms = min(poll_ms, int(remaining_s * 1000) - DEADLINE_MARGIN_MS)
         group_config = self._broker.groups.get(req.group)
         fifo = bool(group_config is not None and group_config.consume_message_orderly)
-        return PopRequest(req.group, req.topic, max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)), invisible_ms,
-                          queue_id=req.queue_id if fifo else -1, tag_expression=req.filter_expression,
-                          poll_ms=max(poll_ms, 0), client_id=client_id)
+        return PopRequest(
+            req.group,
+            req.topic,
+            max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)),
+            invisible_ms,
+            queue_id=req.queue_id if fifo else -1,
+            tag_expression=req.filter_expression,
+            poll_ms=max(poll_ms, 0),
+            client_id=client_id,
+        )
 
     # -- ack --------------------------------------------------------------------------------------------------------
     async def ack(self, request, context):

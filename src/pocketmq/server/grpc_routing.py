@@ -33,8 +33,9 @@ def parse_address(text: str) -> Address | None:
     return host.strip("[]"), int(port)
 
 
-def local_route(config: TopicConfig, *, cluster: str, broker_name: str, broker_addr: str,
-                grpc_addr: str | None) -> TopicRouteData:
+def local_route(
+    config: TopicConfig, *, cluster: str, broker_name: str, broker_addr: str, grpc_addr: str | None
+) -> TopicRouteData:
     """The route of a topic as only this broker knows it (no name server, or it has not heard of it yet)."""
     return TopicRouteData(
         queue_datas=(QueueData(broker_name, config.read_queue_nums, config.write_queue_nums, config.perm),),
@@ -43,8 +44,16 @@ def local_route(config: TopicConfig, *, cluster: str, broker_name: str, broker_a
     )
 
 
-def route_queues(route: TopicRouteData, topic: str, *, own_broker_addr: str, own_grpc_addr: str | None,
-                 dialled: list[Address], dialled_domain: bool, message_type: MessageType) -> list[RouteQueue]:
+def route_queues(
+    route: TopicRouteData,
+    topic: str,
+    *,
+    own_broker_addr: str,
+    own_grpc_addr: str | None,
+    dialled: list[Address],
+    dialled_domain: bool,
+    message_type: MessageType,
+) -> list[RouteQueue]:
     """Every queue of ``route`` that a v2 client can reach, ordered by broker name then queue id.
 
     ``own_broker_addr``: this broker's advertised remoting address (how the route names it).
@@ -68,8 +77,9 @@ def route_queues(route: TopicRouteData, topic: str, *, own_broker_addr: str, own
             address = parse_address(grpc_addrs[remoting_addr])
             endpoints, domain = ((address,) if address else ()), False
         if endpoints:
-            queues.extend(_queues_of(queue_data, topic, endpoints, domain, message_type,
-                                     has_master=broker_id == MASTER_ID))
+            queues.extend(
+                _queues_of(queue_data, topic, endpoints, domain, message_type, has_master=broker_id == MASTER_ID)
+            )
     return queues
 
 
@@ -80,15 +90,30 @@ def serving_member(broker: BrokerData, grpc_addrs: dict[str, str]) -> tuple[int,
     return min(with_grpc) if with_grpc else None
 
 
-def _queues_of(queue_data: QueueData, topic: str, endpoints: tuple[Address, ...], domain: bool,
-               message_type: MessageType, *, has_master: bool) -> list[RouteQueue]:
+def _queues_of(
+    queue_data: QueueData,
+    topic: str,
+    endpoints: tuple[Address, ...],
+    domain: bool,
+    message_type: MessageType,
+    *,
+    has_master: bool,
+) -> list[RouteQueue]:
     """Queue ids 0..max(read, write)-1; queue i is readable below readQueueNums, writable below writeQueueNums
     (and only through the group's master: a slave refuses sends)."""
     readable = bool(queue_data.perm & PERM_READ)
     writable = bool(queue_data.perm & PERM_WRITE) and has_master
     count = max(queue_data.read_queue_nums, queue_data.write_queue_nums)
-    return [RouteQueue(topic, queue_id, queue_data.broker_name, endpoints,
-                       readable=readable and queue_id < queue_data.read_queue_nums,
-                       writable=writable and queue_id < queue_data.write_queue_nums,
-                       message_type=message_type, domain_name=domain)
-            for queue_id in range(count)]
+    return [
+        RouteQueue(
+            topic,
+            queue_id,
+            queue_data.broker_name,
+            endpoints,
+            readable=readable and queue_id < queue_data.read_queue_nums,
+            writable=writable and queue_id < queue_data.write_queue_nums,
+            message_type=message_type,
+            domain_name=domain,
+        )
+        for queue_id in range(count)
+    ]

@@ -30,9 +30,17 @@ MAX_GRPC_MESSAGE_BYTES = 130 * 1024 * 1024  # as the Apache proxy
 
 
 class GrpcFrontEnd:
-    def __init__(self, broker, host: str, port: int, *, clock: Clock | None = None,
-                 heartbeat_timeout_ms: int | None = None, scan_interval_ms: int | None = None,
-                 max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS):
+    def __init__(
+        self,
+        broker,
+        host: str,
+        port: int,
+        *,
+        clock: Clock | None = None,
+        heartbeat_timeout_ms: int | None = None,
+        scan_interval_ms: int | None = None,
+        max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS,
+    ):
         self._broker = broker
         self._host = host
         self._requested_port = port
@@ -47,11 +55,13 @@ class GrpcFrontEnd:
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port. Raises RuntimeError when the address cannot be bound."""
-        server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),  # a port in use must fail to bind, not be shared
-        ])
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),  # a port in use must fail to bind, not be shared
+            ]
+        )
         add_messaging_service(self.servicer, server)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self.port = server.add_insecure_port(f"{host}:{self._requested_port}")
@@ -62,8 +72,12 @@ class GrpcFrontEnd:
         self._expiry = asyncio.ensure_future(self._expire_sessions())
         self._expiry.set_name("grpc-session-expiry")
         self.servicer.consumers.start()  # auto-renewed invisibility of push consumers' messages
-        log.info("event=grpc_listening host=%s port=%d heartbeat_timeout_ms=%d", self._host, self.port,
-                 self.sessions.heartbeat_timeout_ms)
+        log.info(
+            "event=grpc_listening host=%s port=%d heartbeat_timeout_ms=%d",
+            self._host,
+            self.port,
+            self.sessions.heartbeat_timeout_ms,
+        )
         return self.port
 
     async def stop(self, grace_s: float = 5.0) -> None:

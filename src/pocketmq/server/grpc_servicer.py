@@ -47,16 +47,19 @@ from pocketmq.store.api import PutStatus
 log = logging.getLogger(__name__)
 # A message stored with a weaker guarantee is not an OK send (the proxy's mapping): an OK means what a remoting
 # SEND_OK means, on the master's disk and, under SYNC replication, on a slave.
-_SEND_CODE_OF_PUT = {PutStatus.FLUSH_DISK_TIMEOUT: V2Code.MASTER_PERSISTENCE_TIMEOUT,
-                     PutStatus.FLUSH_SLAVE_TIMEOUT: V2Code.SLAVE_PERSISTENCE_TIMEOUT,
-                     PutStatus.SLAVE_NOT_AVAILABLE: V2Code.HA_NOT_AVAILABLE}
+_SEND_CODE_OF_PUT = {
+    PutStatus.FLUSH_DISK_TIMEOUT: V2Code.MASTER_PERSISTENCE_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: V2Code.SLAVE_PERSISTENCE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: V2Code.HA_NOT_AVAILABLE,
+}
 
 CLIENT_ID_HEADER = "x-mq-client-id"
 LANGUAGE_HEADER = "x-mq-language"
 DEFAULT_MAX_INFLIGHT_SENDS = 2048
 # The client kinds the v2 protocol defines; a Settings with another one is UNRECOGNIZED_CLIENT_TYPE.
-_KNOWN_CLIENT_TYPES = frozenset({"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER",
-                                 "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"})
+_KNOWN_CLIENT_TYPES = frozenset(
+    {"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER", "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"}
+)
 _POP_LATER = "pull consumers and offsets are not implemented by this broker yet"
 
 
@@ -93,18 +96,21 @@ def _stream_not_implemented(method: str, what: str):
 class MessagingServicer:
     """One broker's v2 service; methods are named as the RPCs (grpc binds them by name)."""
 
-    def __init__(self, broker, sessions: SessionRegistry, clock: Clock, *,
-                 max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS):
+    def __init__(
+        self, broker, sessions: SessionRegistry, clock: Clock, *, max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS
+    ):
         self._broker = broker
         self._sessions = sessions
         self._clock = clock
         self._max_inflight_sends = max_inflight_sends
         self._inflight_sends = 0
-        self._limits = SendLimits(max_body_bytes=broker.config.max_message_bytes,
-                                 max_delay_ms=broker.config.timer_max_delay_ms)  # the timer's horizon
+        self._limits = SendLimits(
+            max_body_bytes=broker.config.max_message_bytes, max_delay_ms=broker.config.timer_max_delay_ms
+        )  # the timer's horizon
         self.consumers = self._consumers = ConsumerRpcs(broker, sessions)
-        self._consumer_backoff_s = tuple(max(1, level_ms // 1000)
-                                         for level_ms in parse_delay_levels(broker.config.message_delay_level))
+        self._consumer_backoff_s = tuple(
+            max(1, level_ms // 1000) for level_ms in parse_delay_levels(broker.config.message_delay_level)
+        )
 
     # -- routes ---------------------------------------------------------------------------------------------------
     async def QueryRoute(self, request, context):
@@ -118,9 +124,15 @@ class MessagingServicer:
         self._require_started()
         route = await self._route(topic)
         local = self._broker.topics.get(topic)
-        queues = route_queues(route, topic, own_broker_addr=self._broker.broker_addr,
-                              own_grpc_addr=self._broker.grpc_addr, dialled=dialled, dialled_domain=dialled_domain,
-                              message_type=local.message_type if local is not None else MessageType.MIXED)
+        queues = route_queues(
+            route,
+            topic,
+            own_broker_addr=self._broker.broker_addr,
+            own_grpc_addr=self._broker.grpc_addr,
+            dialled=dialled,
+            dialled_domain=dialled_domain,
+            message_type=local.message_type if local is not None else MessageType.MIXED,
+        )
         if not queues:
             raise TopicNotExistError(f"no broker of topic {topic!r} serves gRPC")
         return codec.route_response(queues)
@@ -139,8 +151,13 @@ class MessagingServicer:
                 pass
         config = self._broker.topics.get_or_create(topic)
         broker = self._broker
-        return local_route(config, cluster=broker.config.cluster_name, broker_name=broker.broker_name,
-                           broker_addr=broker.broker_addr, grpc_addr=broker.grpc_addr)
+        return local_route(
+            config,
+            cluster=broker.config.cluster_name,
+            broker_name=broker.broker_name,
+            broker_addr=broker.broker_addr,
+            grpc_addr=broker.grpc_addr,
+        )
 
     # -- send -----------------------------------------------------------------------------------------------------
     async def SendMessage(self, request, context):
@@ -165,16 +182,26 @@ class MessagingServicer:
         self._require_started()
         config = self._broker.topics.get_or_create(topic)
         now_ms = self._clock.now_ms()
-        valid = [validate_message(m, topic_type=config.message_type, limits=self._limits, now_ms=now_ms)
-                 for m in inbound]
+        valid = [
+            validate_message(m, topic_type=config.message_type, limits=self._limits, now_ms=now_ms) for m in inbound
+        ]
         first = valid[0]
         peer_host, peer_port = peer_address(context.peer() or "")
         # Validation checked each message's type against the topic: the service need not check it again.
         results = await self._broker.messages.send(
-            [m.to_domain() for m in valid], topic=topic, born_host=(first.born_host or peer_host, peer_port),
-            born_timestamp_ms=first.born_timestamp_ms or now_ms)
-        return codec.send_response([codec.SendEntry(_SEND_CODE_OF_PUT.get(r.status, V2Code.OK), message_id=r.msg_id,
-                                                    queue_offset=r.queue_offset) for r in results])
+            [m.to_domain() for m in valid],
+            topic=topic,
+            born_host=(first.born_host or peer_host, peer_port),
+            born_timestamp_ms=first.born_timestamp_ms or now_ms,
+        )
+        return codec.send_response(
+            [
+                codec.SendEntry(
+                    _SEND_CODE_OF_PUT.get(r.status, V2Code.OK), message_id=r.msg_id, queue_offset=r.queue_offset
+                )
+                for r in results
+            ]
+        )
 
     # -- sessions -------------------------------------------------------------------------------------------------
     async def Heartbeat(self, request, context):
@@ -185,8 +212,13 @@ class MessagingServicer:
     async def _heartbeat(self, request, context):
         client_id = self._require_client_id(context)
         client_type, group = codec.decode_heartbeat(request)
-        self._sessions.heartbeat(client_id, self._clock.now_ms(), client_type=client_type, group=group,
-                                 language=_header(context, LANGUAGE_HEADER))
+        self._sessions.heartbeat(
+            client_id,
+            self._clock.now_ms(),
+            client_type=client_type,
+            group=group,
+            language=_header(context, LANGUAGE_HEADER),
+        )
         return codec.heartbeat_response()
 
     async def NotifyClientTermination(self, request, context):
@@ -241,12 +273,19 @@ class MessagingServicer:
                 return None
             settings = codec.decode_client_settings(command)
             if settings.client_type not in _KNOWN_CLIENT_TYPES:
-                return codec.telemetry_error(V2Code.UNRECOGNIZED_CLIENT_TYPE,
-                                             f"unrecognized client type {settings.client_type}")
-            self._sessions.update_settings(client_id, self._clock.now_ms(), client_type=settings.client_type,
-                                           group=settings.group, topics=settings.topics)
-            return codec.settings_reply(command, max_body_bytes=self._limits.max_body_bytes,
-                                        **self._consumer_settings(settings.group))
+                return codec.telemetry_error(
+                    V2Code.UNRECOGNIZED_CLIENT_TYPE, f"unrecognized client type {settings.client_type}"
+                )
+            self._sessions.update_settings(
+                client_id,
+                self._clock.now_ms(),
+                client_type=settings.client_type,
+                group=settings.group,
+                topics=settings.topics,
+            )
+            return codec.settings_reply(
+                command, max_body_bytes=self._limits.max_body_bytes, **self._consumer_settings(settings.group)
+            )
         except Exception:  # one bad command never ends the stream
             log.exception("event=grpc_telemetry_command_failed client_id=%s", client_id)
             return codec.telemetry_error(V2Code.INTERNAL_SERVER_ERROR, "internal error")
@@ -256,9 +295,11 @@ class MessagingServicer:
         consumers' customized backoff (a push consumer nacks with the level of the message's attempt)."""
         config = self._broker.groups.get(group) if group else None
         retry_max_times = config.retry_max_times if config is not None else -1
-        return {"fifo": bool(config is not None and config.consume_message_orderly),
-                "consumer_max_attempts": retry_limit(retry_max_times) + 1,
-                "consumer_backoff_seconds": self._consumer_backoff_s}
+        return {
+            "fifo": bool(config is not None and config.consume_message_orderly),
+            "consumer_max_attempts": retry_limit(retry_max_times) + 1,
+            "consumer_backoff_seconds": self._consumer_backoff_s,
+        }
 
     # -- consumers (server/grpc_consumer.py) ----------------------------------------------------------------------
     async def ReceiveMessage(self, request, context):
@@ -276,19 +317,20 @@ class MessagingServicer:
         return await self._consumer_rpc("AckMessage", self._consumers.ack, request, context)
 
     async def ChangeInvisibleDuration(self, request, context):
-        return await self._consumer_rpc("ChangeInvisibleDuration", self._consumers.change_invisible, request,
-                                        context)
+        return await self._consumer_rpc("ChangeInvisibleDuration", self._consumers.change_invisible, request, context)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
-        return await self._consumer_rpc("ForwardMessageToDeadLetterQueue", self._consumers.forward_to_dead_letter,
-                                        request, context)
+        return await self._consumer_rpc(
+            "ForwardMessageToDeadLetterQueue", self._consumers.forward_to_dead_letter, request, context
+        )
 
     async def _consumer_rpc(self, method: str, rpc, request, context):
         if isinstance(request, Malformed):
             await _abort_malformed(context, method, request)
         self._require_started()
-        return await self._guard(method, rpc(request, context),
-                                 lambda code, message: codec.error_response(method, code, message))
+        return await self._guard(
+            method, rpc(request, context), lambda code, message: codec.error_response(method, code, message)
+        )
 
     # -- not implemented yet --------------------------------------------------------------------------------------
     PullMessage = _stream_not_implemented("PullMessage", _POP_LATER)

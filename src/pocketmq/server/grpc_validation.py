@@ -63,8 +63,14 @@ def check_send_request(messages: list[InboundMessage]) -> str:
     return topic
 
 
-def validate_message(msg: InboundMessage, *, topic_type: MessageType, limits: SendLimits, now_ms: int,
-                     supported_types: frozenset[MessageType] = SUPPORTED_TYPES) -> InboundMessage:
+def validate_message(
+    msg: InboundMessage,
+    *,
+    topic_type: MessageType,
+    limits: SendLimits,
+    now_ms: int,
+    supported_types: frozenset[MessageType] = SUPPORTED_TYPES,
+) -> InboundMessage:
     """Check one message against the table; returns it normalized (body decoded, type resolved)."""
     body = _decoded_body(msg, limits.max_body_bytes)
     _check_user_properties(msg.user_properties, limits)
@@ -75,8 +81,10 @@ def validate_message(msg: InboundMessage, *, topic_type: MessageType, limits: Se
     size += len(msg.tag.encode()) if msg.tag else 0
     size += sum(len(k.encode()) for k in msg.keys)
     if size > limits.max_user_property_bytes:
-        raise _reject(V2Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                      f"user properties, tag and keys are {size} bytes, more than {limits.max_user_property_bytes}")
+        raise _reject(
+            V2Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"user properties, tag and keys are {size} bytes, more than {limits.max_user_property_bytes}",
+        )
     _check_message_id(msg.message_id, limits.max_message_id_chars)
     message_type = _resolve_type(msg, topic_type)
     if msg.born_timestamp_ms is not None and not 0 <= msg.born_timestamp_ms <= INT64_MAX:
@@ -84,13 +92,15 @@ def validate_message(msg: InboundMessage, *, topic_type: MessageType, limits: Se
     if msg.delivery_timestamp_ms is not None and msg.delivery_timestamp_ms < 0:
         raise _reject(V2Code.ILLEGAL_DELIVERY_TIME, f"delivery timestamp {msg.delivery_timestamp_ms} ms is negative")
     if msg.delivery_timestamp_ms is not None and msg.delivery_timestamp_ms - now_ms > limits.max_delay_ms:
-        raise _reject(V2Code.ILLEGAL_DELIVERY_TIME,
-                      f"delivery time is more than {limits.max_delay_ms} ms ahead (max delay)")
+        raise _reject(
+            V2Code.ILLEGAL_DELIVERY_TIME, f"delivery time is more than {limits.max_delay_ms} ms ahead (max delay)"
+        )
     if msg.message_group is not None:
         _check_message_group(msg.message_group, limits.max_message_group_bytes)
     if message_type not in supported_types:
-        raise PocketMQError(f"{message_type.value} messages are not implemented by this broker yet",
-                            v2_code=V2Code.NOT_IMPLEMENTED)
+        raise PocketMQError(
+            f"{message_type.value} messages are not implemented by this broker yet", v2_code=V2Code.NOT_IMPLEMENTED
+        )
     return dataclasses.replace(msg, body=body, body_encoding="IDENTITY", message_type=message_type.value)
 
 
@@ -100,8 +110,9 @@ def _decoded_body(msg: InboundMessage, max_body_bytes: int) -> bytes:
     if not body:
         raise _reject(V2Code.MESSAGE_BODY_EMPTY, "message body is empty")
     if len(body) > max_body_bytes:
-        raise _reject(V2Code.MESSAGE_BODY_TOO_LARGE,
-                      f"message body is {len(body)} bytes, more than the max {max_body_bytes}")
+        raise _reject(
+            V2Code.MESSAGE_BODY_TOO_LARGE, f"message body is {len(body)} bytes, more than the max {max_body_bytes}"
+        )
     if msg.body_encoding in ("IDENTITY", "ENCODING_UNSPECIFIED"):
         return body
     if msg.body_encoding != "GZIP":
@@ -122,8 +133,10 @@ def _decoded_body(msg: InboundMessage, max_body_bytes: int) -> bytes:
 
 def _check_user_properties(user_properties: dict[str, str], limits: SendLimits) -> None:
     if len(user_properties) > limits.max_user_properties:
-        raise _reject(V2Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                      f"{len(user_properties)} user properties, more than {limits.max_user_properties}")
+        raise _reject(
+            V2Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"{len(user_properties)} user properties, more than {limits.max_user_properties}",
+        )
     for key, value in user_properties.items():
         if key in SYSTEM_PROPERTY_NAMES:
             raise _reject(V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {key!r} is used by the system")
@@ -132,8 +145,9 @@ def _check_user_properties(user_properties: dict[str, str], limits: SendLimits) 
         if has_control_character(key):
             raise _reject(V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property key cannot contain control characters")
         if has_control_character(value):
-            raise _reject(V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                          f"the value of property {key!r} cannot contain control characters")
+            raise _reject(
+                V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of property {key!r} cannot contain control characters"
+            )
 
 
 def _check_tag(tag: str | None) -> None:
@@ -159,8 +173,9 @@ def _check_message_id(message_id: str, max_chars: int) -> None:
         raise _reject(V2Code.ILLEGAL_MESSAGE_ID, "message id is empty")
     # Stored verbatim as UNIQ_KEY and answered back: keep it a printable token of bounded length.
     if len(message_id) > max_chars or has_control_character(message_id) or any(c.isspace() for c in message_id):
-        raise _reject(V2Code.ILLEGAL_MESSAGE_ID,
-                      f"message id must be at most {max_chars} printable characters without spaces")
+        raise _reject(
+            V2Code.ILLEGAL_MESSAGE_ID, f"message id must be at most {max_chars} printable characters without spaces"
+        )
 
 
 def _check_message_group(group: str, max_bytes: int) -> None:
@@ -194,8 +209,10 @@ def _resolve_type(msg: InboundMessage, topic_type: MessageType) -> MessageType:
     if conflict:
         raise _reject(V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)
     if not topic_type.accepts(message_type):
-        raise _reject(V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                      f"topic {msg.topic} accepts {topic_type.value} messages, not {message_type.value}")
+        raise _reject(
+            V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"topic {msg.topic} accepts {topic_type.value} messages, not {message_type.value}",
+        )
     return message_type
 
 
@@ -217,8 +234,10 @@ def check_invisible_ms(invisible_ms: int, max_invisible_ms: int, *, zero_ok: boo
     """ILLEGAL_INVISIBLE_TIME outside (0, max] for a receive, [0, max] for a change (0: visible again now)."""
     low = 0 if zero_ok else 1
     if not low <= invisible_ms <= max_invisible_ms:
-        raise _reject(V2Code.ILLEGAL_INVISIBLE_TIME,
-                      f"invisible duration {invisible_ms} ms is outside [{low}, {max_invisible_ms}]")
+        raise _reject(
+            V2Code.ILLEGAL_INVISIBLE_TIME,
+            f"invisible duration {invisible_ms} ms is outside [{low}, {max_invisible_ms}]",
+        )
 
 
 def check_receive_numbers(batch_size: int, long_polling_ms: int | None) -> None:

@@ -19,9 +19,14 @@ from pocketmq.server.broker_headers import EXPRESSION_MAX_CHARS, NAME_MAX_CHARS
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
-CONSUME_FROM = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-                "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
-                "CONSUME_FROM_TIMESTAMP")
+CONSUME_FROM = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+)
 EXPRESSION_TYPES = ("TAG", "SQL92")
 
 
@@ -35,8 +40,10 @@ def heartbeat_from_json(body: Any) -> tuple[str, list[dict], list[ConsumerGroupI
     _check_text(client_id, "clientID", NAME_MAX_CHARS)
     consumer_data = _list_field(body, "consumerDataSet")
     consumers = [consumer_group_info(obj) for obj in consumer_data]
-    producer_groups = [_name(obj.get("groupName"), "producerDataSet.groupName", group_name_problem)
-                       for obj in _list_field(body, "producerDataSet")]
+    producer_groups = [
+        _name(obj.get("groupName"), "producerDataSet.groupName", group_name_problem)
+        for obj in _list_field(body, "producerDataSet")
+    ]
     return client_id, consumer_data, consumers, producer_groups
 
 
@@ -49,15 +56,18 @@ def consumer_group_info(obj: dict) -> ConsumerGroupInfo:
         expression = sub.get("subString") or "*"
         _check_text(expression, "subscriptionDataSet.subString", EXPRESSION_MAX_CHARS)
         subscriptions[topic] = SubscriptionData(
-            topic, expression, _enum(sub.get("expressionType"), EXPRESSION_TYPES, "TAG",
-                                                    "subscriptionDataSet.expressionType"),
-            _int64(sub.get("subVersion"), "subscriptionDataSet.subVersion"))
+            topic,
+            expression,
+            _enum(sub.get("expressionType"), EXPRESSION_TYPES, "TAG", "subscriptionDataSet.expressionType"),
+            _int64(sub.get("subVersion"), "subscriptionDataSet.subVersion"),
+        )
     return ConsumerGroupInfo(
         group=group,
         consume_type=_enum(obj.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY", "consumeType"),
         message_model=_enum(obj.get("messageModel"), MESSAGE_MODELS, "CLUSTERING", "messageModel"),
-        consume_from_where=_enum(obj.get("consumeFromWhere"), CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET",
-                                 "consumeFromWhere"),
+        consume_from_where=_enum(
+            obj.get("consumeFromWhere"), CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET", "consumeFromWhere"
+        ),
         subscriptions=subscriptions,
     )
 

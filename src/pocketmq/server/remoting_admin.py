@@ -67,9 +67,15 @@ def topic_config_from_header(h: HeaderFields, *, current: TopicConfig | None, de
         raise BadRequestError(f"topic {topic!r}: {exc}") from None
     read_nums = h.int("readQueueNums", base.read_queue_nums)
     write_nums = h.int("writeQueueNums", read_nums if current is None else base.write_queue_nums)
-    return TopicConfig(topic, read_nums, write_nums, h.int("perm", base.perm), message_type,
-                       h.bool("order", base.order),
-                       base.gray_queue_ratio if gray_queue_ratio is None else gray_queue_ratio)
+    return TopicConfig(
+        topic,
+        read_nums,
+        write_nums,
+        h.int("perm", base.perm),
+        message_type,
+        h.bool("order", base.order),
+        base.gray_queue_ratio if gray_queue_ratio is None else gray_queue_ratio,
+    )
 
 
 class AdminHandlers:
@@ -116,11 +122,18 @@ class AdminHandlers:
             return broker.store.max_queue_offset(topic, queue_id) - broker.store.min_queue_offset(topic, queue_id)
 
         def decide(current: TopicConfig | None) -> TopicConfig:
-            config = topic_config_from_header(h, current=current,
-                                              default_queue_nums=broker.config.default_topic_queue_nums)
-            refusal = topic_change_refusal(current, config, create_only=create_only, update_only=update_only,
-                                           force=force, stored_messages=stored_messages,
-                                           broker_name=broker.broker_name)
+            config = topic_config_from_header(
+                h, current=current, default_queue_nums=broker.config.default_topic_queue_nums
+            )
+            refusal = topic_change_refusal(
+                current,
+                config,
+                create_only=create_only,
+                update_only=update_only,
+                force=force,
+                stored_messages=stored_messages,
+                broker_name=broker.broker_name,
+            )
             if refusal is not None:
                 raise refusal
             return config
@@ -130,10 +143,15 @@ class AdminHandlers:
 
     async def get_all_topic_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         topics = self._broker.topics
-        return request.response(ResponseCode.SUCCESS, body=json_bytes({
-            "topicConfigTable": {t.name: topic_config_to_json(t) for t in topics.all()},
-            "dataVersion": self._broker.data_version(topics.data_version),
-        }))
+        return request.response(
+            ResponseCode.SUCCESS,
+            body=json_bytes(
+                {
+                    "topicConfigTable": {t.name: topic_config_to_json(t) for t in topics.all()},
+                    "dataVersion": self._broker.data_version(topics.data_version),
+                }
+            ),
+        )
 
     async def delete_topic_in_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Idempotent: deleting a topic this broker does not have is SUCCESS (admin tools ask every master)."""
@@ -144,19 +162,26 @@ class AdminHandlers:
         return request.response(ResponseCode.SUCCESS)
 
     # -- subscription groups ------------------------------------------------------------------------------------
-    async def update_and_create_subscription_group(self, conn: RemotingConnection,
-                                                   request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_subscription_group(
+        self, conn: RemotingConnection, request: RemotingCommand
+    ) -> RemotingCommand:
         config = group_config_from_json(json_body(request.body, "subscription group"))
         self._broker.groups.create_or_update(config)
         return request.response(ResponseCode.SUCCESS)
 
-    async def get_all_subscription_group_config(self, conn: RemotingConnection,
-                                                request: RemotingCommand) -> RemotingCommand:
+    async def get_all_subscription_group_config(
+        self, conn: RemotingConnection, request: RemotingCommand
+    ) -> RemotingCommand:
         groups = self._broker.groups
-        return request.response(ResponseCode.SUCCESS, body=json_bytes({
-            "subscriptionGroupTable": {g.group: group_config_to_json(g) for g in groups.all()},
-            "dataVersion": self._broker.data_version(groups.data_version),
-        }))
+        return request.response(
+            ResponseCode.SUCCESS,
+            body=json_bytes(
+                {
+                    "subscriptionGroupTable": {g.group: group_config_to_json(g) for g in groups.all()},
+                    "dataVersion": self._broker.data_version(groups.data_version),
+                }
+            ),
+        )
 
     async def delete_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = DeleteGroupHeader.parse(request.ext_fields)  # an illegal name is refused, not "absent"
@@ -186,23 +211,27 @@ class AdminHandlers:
             committed = broker.offsets.offsets(group, name)
             for queue_id in range(config.read_queue_nums):
                 consumer_offset = committed.get(queue_id, 0)
-                entries.append({
-                    "topic": name, "brokerName": broker.broker_name, "queueId": queue_id,
-                    "brokerOffset": broker.store.max_queue_offset(name, queue_id),
-                    "consumerOffset": consumer_offset,
-                    "lastTimestamp": self._store_time_before(name, queue_id, consumer_offset),
-                    **pop_fields(pop_stats.get((name, queue_id))),
-                })
+                entries.append(
+                    {
+                        "topic": name,
+                        "brokerName": broker.broker_name,
+                        "queueId": queue_id,
+                        "brokerOffset": broker.store.max_queue_offset(name, queue_id),
+                        "consumerOffset": consumer_offset,
+                        "lastTimestamp": self._store_time_before(name, queue_id, consumer_offset),
+                        **pop_fields(pop_stats.get((name, queue_id))),
+                    }
+                )
         total_diff = sum(max(0, e["brokerOffset"] - e["consumerOffset"]) for e in entries)
-        return request.response(ResponseCode.SUCCESS, body=json_bytes(
-            {"offsetTable": entries, "consumeTps": 0.0, "totalDiff": total_diff}))
+        return request.response(
+            ResponseCode.SUCCESS, body=json_bytes({"offsetTable": entries, "consumeTps": 0.0, "totalDiff": total_diff})
+        )
 
     def _store_time_before(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store timestamp of the message before ``queue_offset`` (the last one consumed), or 0."""
         if queue_offset <= 0:
             return 0
-        got = self._broker.store.get_messages(topic, queue_id, queue_offset - 1, 1, max_bytes=1 << 20,
-                                              tag_filter=None)
+        got = self._broker.store.get_messages(topic, queue_id, queue_offset - 1, 1, max_bytes=1 << 20, tag_filter=None)
         if not got.records:
             return 0
         return _INT64.unpack_from(got.records[0], STORE_TIMESTAMP_POS)[0]
@@ -210,8 +239,9 @@ class AdminHandlers:
     # -- broker config and runtime info ---------------------------------------------------------------------------
     async def get_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         version = json_bytes(self._broker.data_version(self._broker.topics.data_version)).decode()
-        return request.response(ResponseCode.SUCCESS, {"version": version},
-                                body=properties_text(config_properties(self._broker.config)))
+        return request.response(
+            ResponseCode.SUCCESS, {"version": version}, body=properties_text(config_properties(self._broker.config))
+        )
 
     async def update_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         self._broker.update_config(parse_properties_text(request.body))
@@ -223,9 +253,11 @@ class AdminHandlers:
 
 def pop_fields(stats) -> dict:
     """The POP columns of a GET_CONSUME_STATS entry (zeros for a queue the group never popped)."""
-    return {"popInFlight": stats.in_flight if stats else 0,
-            "popWaitingToRevive": stats.waiting_to_revive if stats else 0,
-            "popRetried": stats.retried if stats else 0,
-            "popDeadLettered": stats.dead_lettered if stats else 0,
-            "popCkRewrites": stats.rewrites if stats else 0,
-            "popCkEndings": stats.endings if stats else 0}
+    return {
+        "popInFlight": stats.in_flight if stats else 0,
+        "popWaitingToRevive": stats.waiting_to_revive if stats else 0,
+        "popRetried": stats.retried if stats else 0,
+        "popDeadLettered": stats.dead_lettered if stats else 0,
+        "popCkRewrites": stats.rewrites if stats else 0,
+        "popCkEndings": stats.endings if stats else 0,
+    }

@@ -18,17 +18,17 @@ Rules every handler follows:
 
 from __future__ import annotations
 
-from typing import Awaitable
+from collections.abc import Awaitable
 
-from pocketmq.broker.consumers import ConsumerGroupInfo, Notification, SubscriptionData
+from pocketmq.broker.consumers import Notification
 from pocketmq.broker.gray import ensure_gray_retry_queues
 from pocketmq.broker.gray_split import held_queues
 from pocketmq.broker.messages import SendRequest, SendResult
+from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
-from pocketmq.common.topic import group_name_problem, revive_topic, topic_name_problem
-from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
+from pocketmq.common.topic import revive_topic
 from pocketmq.errors import BadRequestError, IllegalMessageError, PocketMQError, ServiceNotAvailableError
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import FLAG_RESPONSE, SERIALIZE_JSON, RemotingCommand, encode_frame
@@ -48,14 +48,14 @@ from pocketmq.server.broker_headers import (
     ViewMessageHeader,
     send_header,
 )
+from pocketmq.server.heartbeat_body import heartbeat_from_json
 from pocketmq.server.remoting_admin import AdminHandlers
 from pocketmq.server.remoting_gray import GrayHandlers
 from pocketmq.server.remoting_ha import HaHandlers
+from pocketmq.server.remoting_headers import host_port, json_body, json_bytes
 from pocketmq.server.remoting_pop import PopHandlers
 from pocketmq.server.remoting_retry import RetryHandlers
 from pocketmq.server.remoting_stages import StageOffsetHandlers
-from pocketmq.server.heartbeat_body import heartbeat_from_json
-from pocketmq.server.remoting_headers import host_port, json_body, json_bytes
 from pocketmq.store.api import PutStatus
 
 # PULL_MESSAGE sysFlag bits (PullSysFlag)
@@ -143,8 +143,10 @@ class MessagingHandlers:
         answer to reach the sender in time is refused: the sender counts it as failed and writes it again."""
         deadline_ms = EscapePutMessageHeader.parse(request.ext_fields).deadline_ms
         if arrived_too_late(deadline_ms, self._broker.clock.now_ms()):
-            raise ServiceNotAvailableError(f"escaped write arrived after its sender's deadline {deadline_ms} "
-                                           f"(less {ESCAPE_REPLY_MARGIN_MS} ms for the answer): not stored")
+            raise ServiceNotAvailableError(
+                f"escaped write arrived after its sender's deadline {deadline_ms} "
+                f"(less {ESCAPE_REPLY_MARGIN_MS} ms for the answer): not stored"
+            )
         return self.send_message(conn, request, system_topic=revive_topic(self._broker.config.cluster_name))
 
     def send_message(self, conn: RemotingConnection, request: RemotingCommand, system_topic: str | None = None):
@@ -156,8 +158,9 @@ class MessagingHandlers:
             raise outcome
         return outcome
 
-    def send_messages(self, conn: RemotingConnection, requests: list[RemotingCommand],
-                      system_topic: str | None = None) -> list:
+    def send_messages(
+        self, conn: RemotingConnection, requests: list[RemotingCommand], system_topic: str | None = None
+    ) -> list:
         """``send_message`` for the send requests of one read: their messages share one store append
         (``MessageService.send_all_nowait``); each request gets its own reply or error."""
         born_host = self._born_host(conn)
@@ -168,7 +171,7 @@ class MessagingHandlers:
             try:
                 sends.append(_send_request(request, born_host, system_topic))
                 sent.append(i)
-            except Exception as exc:  # noqa: BLE001  (the router turns it into this request's error reply)
+            except Exception as exc:
                 outcomes[i] = exc
         for i, outcome in zip(sent, self._broker.messages.send_all_nowait(sends) if sends else ()):
             if isinstance(outcome, Exception):
@@ -190,8 +193,10 @@ class MessagingHandlers:
     async def pull_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = PullMessageHeader.parse(request.ext_fields)
         if h.expression_type != "TAG":
-            raise PocketMQError(f"expression type {h.expression_type} is not supported: filter by TAG",
-                                response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+            raise PocketMQError(
+                f"expression type {h.expression_type} is not supported: filter by TAG",
+                response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+            )
         group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
         if h.sys_flag & PULL_SUBSCRIPTION:
             expression = h.subscription
@@ -203,12 +208,19 @@ class MessagingHandlers:
         if h.sys_flag & PULL_COMMIT_OFFSET and 0 <= h.commit_offset <= broker.store.max_queue_offset(topic, queue_id):
             broker.offsets.commit(group, topic, queue_id, h.commit_offset)
         suspend_ms = h.suspend_timeout_ms if h.sys_flag & PULL_SUSPEND else 0
-        outcome = await broker.messages.pull(group, topic, queue_id, h.queue_offset, h.max_msg_nums,
-                                             tag_filter=expression, suspend_timeout_ms=suspend_ms)
-        return request.response(outcome.status.response_code,
-                                 {"nextBeginOffset": outcome.next_begin_offset, "minOffset": outcome.min_offset,
-                                  "maxOffset": outcome.max_offset, "suggestWhichBrokerId": 0},
-                                 body=b"".join(outcome.records) if outcome.records else b"")
+        outcome = await broker.messages.pull(
+            group, topic, queue_id, h.queue_offset, h.max_msg_nums, tag_filter=expression, suspend_timeout_ms=suspend_ms
+        )
+        return request.response(
+            outcome.status.response_code,
+            {
+                "nextBeginOffset": outcome.next_begin_offset,
+                "minOffset": outcome.min_offset,
+                "maxOffset": outcome.max_offset,
+                "suggestWhichBrokerId": 0,
+            },
+            body=b"".join(outcome.records) if outcome.records else b"",
+        )
 
     def _heartbeat_expression(self, group: str, topic: str) -> str:
         info = self._broker.consumers.table.group_info(group)
@@ -226,8 +238,9 @@ class MessagingHandlers:
             if h.set_zero_if_not_found and self._broker.store.min_queue_offset(topic, queue_id) <= 0:
                 offset = 0
             else:
-                return request.response(ResponseCode.QUERY_NOT_FOUND,
-                                        remark=f"group {group} has no offset for {topic}/{queue_id}")
+                return request.response(
+                    ResponseCode.QUERY_NOT_FOUND, remark=f"group {group} has no offset for {topic}/{queue_id}"
+                )
         return request.response(ResponseCode.SUCCESS, {"offset": offset})
 
     async def update_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -236,18 +249,24 @@ class MessagingHandlers:
         h = UpdateConsumerOffsetHeader.parse(request.ext_fields)
         max_offset = self._broker.store.max_queue_offset(h.topic, h.queue_id)
         if h.commit_offset > max_offset:
-            raise BadRequestError(f"header field commitOffset={h.commit_offset} is past the end of "
-                                  f"{h.topic}/{h.queue_id} (max offset {max_offset})")
+            raise BadRequestError(
+                f"header field commitOffset={h.commit_offset} is past the end of "
+                f"{h.topic}/{h.queue_id} (max offset {max_offset})"
+            )
         self._broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return request.response(ResponseCode.SUCCESS)
 
     async def get_min_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = QueueHeader.parse(request.ext_fields)
-        return request.response(ResponseCode.SUCCESS, {"offset": self._broker.store.min_queue_offset(h.topic, h.queue_id)})
+        return request.response(
+            ResponseCode.SUCCESS, {"offset": self._broker.store.min_queue_offset(h.topic, h.queue_id)}
+        )
 
     async def get_max_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = QueueHeader.parse(request.ext_fields)
-        return request.response(ResponseCode.SUCCESS, {"offset": self._broker.store.max_queue_offset(h.topic, h.queue_id)})
+        return request.response(
+            ResponseCode.SUCCESS, {"offset": self._broker.store.max_queue_offset(h.topic, h.queue_id)}
+        )
 
     async def search_offset_by_timestamp(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetHeader.parse(request.ext_fields)
@@ -256,8 +275,9 @@ class MessagingHandlers:
 
     async def get_earliest_msg_storetime(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = QueueHeader.parse(request.ext_fields)
-        return request.response(ResponseCode.SUCCESS,
-                                {"timestamp": self._broker.store.earliest_store_time_ms(h.topic, h.queue_id)})
+        return request.response(
+            ResponseCode.SUCCESS, {"timestamp": self._broker.store.earliest_store_time_ms(h.topic, h.queue_id)}
+        )
 
     # -- clients --------------------------------------------------------------------------------------------------
     async def heart_beat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -300,8 +320,9 @@ class MessagingHandlers:
     async def get_consumer_list_by_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         # An empty list is SUCCESS too (RocketMQ says SYSTEM_ERROR): an error at startup stops some clients for good.
         group = GroupHeader.parse(request.ext_fields).consumer_group
-        return request.response(ResponseCode.SUCCESS,
-                                body=json_bytes({"consumerIdList": self._broker.consumers.client_ids(group)}))
+        return request.response(
+            ResponseCode.SUCCESS, body=json_bytes({"consumerIdList": self._broker.consumers.client_ids(group)})
+        )
 
     def _notify_consumer_ids_changed(self, notification: Notification) -> None:
         conn = notification.connection
@@ -310,8 +331,9 @@ class MessagingHandlers:
         config = self._broker.groups.get(notification.group)
         if config is not None and not config.notify_consumer_ids_changed_enable:
             return
-        conn.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                                   {"consumerGroup": notification.group}))
+        conn.invoke_oneway(
+            RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": notification.group})
+        )
 
     # -- message lookup ---------------------------------------------------------------------------------------------
     async def view_message_by_id(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -328,7 +350,9 @@ class MessagingHandlers:
             phys_offset = h.offset
         message = self._broker.store.read_message(phys_offset) if phys_offset >= 0 else None
         if message is None:
-            return request.response(ResponseCode.QUERY_NOT_FOUND, remark=f"no message at commit log offset {phys_offset}")
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, remark=f"no message at commit log offset {phys_offset}"
+            )
         return request.response(ResponseCode.SUCCESS, body=encode_record(message))
 
     async def query_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -342,14 +366,16 @@ class MessagingHandlers:
         else:
             messages = store.query_by_key(topic, key, max_nums, h.begin_timestamp_ms, h.end_timestamp_ms)
         if not messages:
-            return request.response(ResponseCode.QUERY_NOT_FOUND,
-                                    remark=f"no message of topic {topic} with key {key!r} in that time range")
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, remark=f"no message of topic {topic} with key {key!r} in that time range"
+            )
         messages = messages[:max_nums]
         last = max(messages, key=lambda m: m.phys_offset)
-        return request.response(ResponseCode.SUCCESS,
-                                {"indexLastUpdateTimestamp": last.store_timestamp_ms,
-                                 "indexLastUpdatePhyoffset": last.phys_offset},
-                                body=b"".join(encode_record(m) for m in messages))
+        return request.response(
+            ResponseCode.SUCCESS,
+            {"indexLastUpdateTimestamp": last.store_timestamp_ms, "indexLastUpdatePhyoffset": last.phys_offset},
+            body=b"".join(encode_record(m) for m in messages),
+        )
 
 
 async def _send_reply_when_stored(request: RemotingCommand, outcome: Awaitable[list[SendResult]]) -> RemotingCommand:
@@ -373,8 +399,17 @@ def _send_request(request: RemotingCommand, born_host: tuple[str, int], system_t
         msg.reconsume_times = h.reconsume_times
         messages = [msg]
     queue_id = h.queue_id
-    return SendRequest(messages, topic, queue_id if queue_id >= 0 else None, born_host, h.born_timestamp_ms,
-                       h.producer_group, None, batch, system_topic)
+    return SendRequest(
+        messages,
+        topic,
+        queue_id if queue_id >= 0 else None,
+        born_host,
+        h.born_timestamp_ms,
+        h.producer_group,
+        None,
+        batch,
+        system_topic,
+    )
 
 
 def _send_reply(request: RemotingCommand, results: list[SendResult]) -> RemotingCommand:
@@ -387,8 +422,13 @@ def _send_reply(request: RemotingCommand, results: list[SendResult]) -> Remoting
     msg_id = first.offset_msg_id if len(results) == 1 else ",".join(r.offset_msg_id for r in results)
     # what request.response(code, fields) gives, built directly (the fields are strings already) and mostly
     # positionally (code, ext fields, body, opaque, flag): ~1 µs less per reply
-    fields = {"msgId": msg_id, "queueId": str(first.queue_id), "queueOffset": str(first.queue_offset),
-              "MSG_REGION": _MSG_REGION, "TRACE_ON": "true"}
+    fields = {
+        "msgId": msg_id,
+        "queueId": str(first.queue_id),
+        "queueOffset": str(first.queue_offset),
+        "MSG_REGION": _MSG_REGION,
+        "TRACE_ON": "true",
+    }
     return _SendReply(int(code), fields, b"", request.opaque, FLAG_RESPONSE, serialize_type=request.serialize_type)
 
 
@@ -404,8 +444,10 @@ class _SendReply(RemotingCommand):
         if self.serialize_type != SERIALIZE_JSON or self.remark is not None:
             return RemotingCommand.encode(self)
         ext = self.ext_fields
-        header = (f'{{"code":{self.code:d},"language":"{self.language}","version":{self.version:d},'
-                  f'"opaque":{self.opaque:d},"flag":{self.flag:d},"serializeTypeCurrentRPC":"JSON",'
-                  f'"extFields":{{"msgId":"{ext["msgId"]}","queueId":"{ext["queueId"]}",'
-                  f'"queueOffset":"{ext["queueOffset"]}","MSG_REGION":"{_MSG_REGION}","TRACE_ON":"true"}}}}').encode()
+        header = (
+            f'{{"code":{self.code:d},"language":"{self.language}","version":{self.version:d},'
+            f'"opaque":{self.opaque:d},"flag":{self.flag:d},"serializeTypeCurrentRPC":"JSON",'
+            f'"extFields":{{"msgId":"{ext["msgId"]}","queueId":"{ext["queueId"]}",'
+            f'"queueOffset":"{ext["queueOffset"]}","MSG_REGION":"{_MSG_REGION}","TRACE_ON":"true"}}}}'
+        ).encode()
         return encode_frame(SERIALIZE_JSON, header, self.body)

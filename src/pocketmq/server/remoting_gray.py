@@ -27,6 +27,10 @@ class GrayHandlers:
         broker = self._broker
 
         split = broker.gray.split(group)
-        body = {"brokerName": broker.broker_name, "split": split.active, "ratio": split.ratio,
-                "clients": broker.gray.describe(group, broker.topics.get)}
+        body = {
+            "brokerName": broker.broker_name,
+            "split": split.active,
+            "ratio": split.ratio,
+            "clients": broker.gray.describe(group, broker.topics.get),
+        }
         return request.response(ResponseCode.SUCCESS, body=json_bytes(body))

@@ -70,8 +70,9 @@ class HaHandlers:
         broker = self._broker
         name = h.broker_name
         if part is None or name != broker.broker_name:
-            raise NoPermissionError(f"{broker.broker_addr} is not {what} of {name!r} "
-                                    f"(it is {broker.broker_name}/{broker.config.broker_id})")
+            raise NoPermissionError(
+                f"{broker.broker_addr} is not {what} of {name!r} (it is {broker.broker_name}/{broker.config.broker_id})"
+            )
         return part
 
     def _master(self, h: BrokerNameHeader):
@@ -84,32 +85,48 @@ class HaHandlers:
             conn.attributes[_HA_LINK_HOOK] = True
             conn.on_close(master.link_closed)
         try:
-            start, data = await master.serve_pull(conn, h.slave_addr or conn.remote_address, h.phys_offset,
-                                                  h.max_bytes, h.suspend_ms, _slave_last_record(h),
-                                                  _applied_metadata(h))
+            start, data = await master.serve_pull(
+                conn,
+                h.slave_addr or conn.remote_address,
+                h.phys_offset,
+                h.max_bytes,
+                h.suspend_ms,
+                _slave_last_record(h),
+                _applied_metadata(h),
+            )
         except ValueError as exc:
             raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
         # The version is read after the records: every record of the body was stored under it or an older one.
-        fields = {"physOffset": start, "masterMaxOffset": self._broker.store.max_phys_offset,
-                  "metadataVersion": str(master.metadata_version()),
-                  "confirmedPhysOffset": master.epochs.confirmed_phys_offset}
+        fields = {
+            "physOffset": start,
+            "masterMaxOffset": self._broker.store.max_phys_offset,
+            "metadataVersion": str(master.metadata_version()),
+            "confirmedPhysOffset": master.epochs.confirmed_phys_offset,
+        }
         if master.epochs.current is not None:
             fields["epochTenure"] = master.epochs.current.tenure_id
         return request.response(ResponseCode.SUCCESS, fields, body=data)
 
     async def epochs(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         master = self._master(BrokerNameHeader.parse(request.ext_fields))
-        return request.response(ResponseCode.SUCCESS, {"masterMaxOffset": self._broker.store.max_phys_offset},
-                                body=master.epochs.to_body())
+        return request.response(
+            ResponseCode.SUCCESS, {"masterMaxOffset": self._broker.store.max_phys_offset}, body=master.epochs.to_body()
+        )
 
     async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         master = self._master(BrokerNameHeader.parse(request.ext_fields))
         broker = self._broker
-        return request.response(ResponseCode.SUCCESS,
-                                body=metadata_snapshot(broker.topics, broker.groups, broker.offsets,
-                                                       service_tables_of(broker),
-                                                       version=str(master.metadata_version()),
-                                                       phys_offset=broker.store.max_phys_offset))
+        return request.response(
+            ResponseCode.SUCCESS,
+            body=metadata_snapshot(
+                broker.topics,
+                broker.groups,
+                broker.offsets,
+                service_tables_of(broker),
+                version=str(master.metadata_version()),
+                phys_offset=broker.store.max_phys_offset,
+            ),
+        )
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = BrokerNameHeader.parse(request.ext_fields)
@@ -130,8 +147,10 @@ def _applied_metadata(h: HaPullHeader) -> MetadataVersion | None:
         return None
     version = MetadataVersion.parse(h.applied_metadata_version)
     if version is None:
-        raise BadRequestError(f"header field appliedMetadataVersion {h.applied_metadata_version!r} is not a "
-                              "metadata version (incarnation.topics.groups[.fifo])")
+        raise BadRequestError(
+            f"header field appliedMetadataVersion {h.applied_metadata_version!r} is not a "
+            "metadata version (incarnation.topics.groups[.fifo])"
+        )
     return version
 
 

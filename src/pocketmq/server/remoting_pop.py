@@ -44,13 +44,15 @@ from pocketmq.server.broker_headers import AckMessageHeader, ChangeInvisibleTime
 from pocketmq.server.remoting_headers import json_body
 
 POLL_LATE_TOLERANCE_MS = 500
-_WORD_MASK = 2 ** 64 - 1
+_WORD_MASK = 2**64 - 1
 
 
 def extra_info(result: PopResult, retry: bool, queue_id: int, start_offset: int, queue_offset: int) -> str:
     """RocketMQ's extraInfo (the POP_CK property) of one popped message."""
-    return (f"{start_offset} {result.pop_time_ms} {result.invisible_ms} {result.revive_queue_id} {int(retry)} "
-            f"{result.broker_name} {queue_id} {queue_offset}")
+    return (
+        f"{start_offset} {result.pop_time_ms} {result.invisible_ms} {result.revive_queue_id} {int(retry)} "
+        f"{result.broker_name} {queue_id} {queue_offset}"
+    )
 
 
 def handle_from_extra_info(group: str, topic: str, extra: str, queue_offset: int | None = None) -> ReceiptHandle:
@@ -65,8 +67,23 @@ def handle_from_extra_info(group: str, topic: str, extra: str, queue_offset: int
         if offset is None:
             raise ValueError("no message offset")
         actual = pop_retry_topic(group, topic) if retry and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else topic
-        return ReceiptHandle.decode(" ".join(str(v) for v in (
-            actual, start, pop_time, invisible, revive_qid, 1 if retry else 0, parts[5], queue_id, offset, 0)))
+        return ReceiptHandle.decode(
+            " ".join(
+                str(v)
+                for v in (
+                    actual,
+                    start,
+                    pop_time,
+                    invisible,
+                    revive_qid,
+                    1 if retry else 0,
+                    parts[5],
+                    queue_id,
+                    offset,
+                    0,
+                )
+            )
+        )
     except (ValueError, InvalidReceiptHandle) as exc:
         raise InvalidReceiptHandleError(f"extraInfo {extra!r}: {exc}") from None
 
@@ -89,8 +106,10 @@ def set_bit_indexes(bits: int) -> list[int]:
     if bits < 0:
         raise BadRequestError("batch ack bit set is negative")
     if bits.bit_count() > MAX_MESSAGES_PER_CK:
-        raise LimitExceededError(BATCH_ACK_BITS, f"batch ack entry acks {bits.bit_count()} messages, more than a "
-                                 f"pop hands out ({MAX_MESSAGES_PER_CK})")
+        raise LimitExceededError(
+            BATCH_ACK_BITS,
+            f"batch ack entry acks {bits.bit_count()} messages, more than a pop hands out ({MAX_MESSAGES_PER_CK})",
+        )
     indexes = []
     while bits:
         lowest = bits & -bits
@@ -116,17 +135,32 @@ class PopHandlers:
         if born_ms > 0 and broker.clock.now_ms() - born_ms - poll_ms > POLL_LATE_TOLERANCE_MS:
             return request.response(ResponseCode.POLLING_TIMEOUT, remark="the pop arrived after its poll time")
         if h.exp_type != "TAG":
-            raise PocketMQError("only TAG expressions are supported", response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+            raise PocketMQError(
+                "only TAG expressions are supported", response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED
+            )
         fifo = True if h.order else None
-        result = await broker.pop.pop(PopRequest(group, h.topic, h.max_msg_nums, h.invisible_time_ms,
-                                                 queue_id=h.queue_id, tag_expression=h.exp, poll_ms=poll_ms,
-                                                 init_mode=h.init_mode, fifo=fifo,
-                                                 client_id=broker.consumers.client_id_on(group, conn)))
+        result = await broker.pop.pop(
+            PopRequest(
+                group,
+                h.topic,
+                h.max_msg_nums,
+                h.invisible_time_ms,
+                queue_id=h.queue_id,
+                tag_expression=h.exp,
+                poll_ms=poll_ms,
+                init_mode=h.init_mode,
+                fifo=fifo,
+                client_id=broker.consumers.client_id_on(group, conn),
+            )
+        )
         # A FIFO pop's handles name RocketMQ's orderly revive queue (999), so its acks find the FIFO state.
         fifo_pop = any(popped.attempts is not None for popped in result.queues)
-        header = {"popTime": result.pop_time_ms, "invisibleTime": result.invisible_ms,
-                  "reviveQid": ORDERLY_REVIVE_QUEUE_ID if fifo_pop else result.revive_queue_id,
-                  "restNum": result.rest_num}
+        header = {
+            "popTime": result.pop_time_ms,
+            "invisibleTime": result.invisible_ms,
+            "reviveQid": ORDERLY_REVIVE_QUEUE_ID if fifo_pop else result.revive_queue_id,
+            "restNum": result.rest_num,
+        }
         if not result.queues:
             code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
             return request.response(code, header, remark="no new message")
@@ -170,8 +204,18 @@ class PopHandlers:
                 group, topic = str(ack["c"]), str(ack["t"])
                 retry = str(ack.get("r", "0")) not in ("0", "", "None")
                 start, bits = int(ack["so"]), bit_set(ack["b"])
-                prefix = " ".join(str(v) for v in (
-                    start, int(ack["pt"]), int(ack["it"]), int(ack["rq"]), int(retry), broker_name, int(ack["q"])))
+                prefix = " ".join(
+                    str(v)
+                    for v in (
+                        start,
+                        int(ack["pt"]),
+                        int(ack["it"]),
+                        int(ack["rq"]),
+                        int(retry),
+                        broker_name,
+                        int(ack["q"]),
+                    )
+                )
             except (KeyError, TypeError, ValueError) as exc:
                 raise BadRequestError(f"batch ack entry {ack!r}: {exc}") from None
             offsets = [start + i for i in set_bit_indexes(bits)]
@@ -187,5 +231,7 @@ class PopHandlers:
     async def change_invisible_time(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = ChangeInvisibleTimeHeader.parse(request.ext_fields)
         new = await self._broker.pop.change_invisible(h.consumer_group, self._handle(h), h.invisible_time_ms)
-        return request.response(ResponseCode.SUCCESS, {"popTime": new.pop_time_ms, "invisibleTime":
-                                                       new.invisible_time_ms, "reviveQid": new.revive_queue_id})
+        return request.response(
+            ResponseCode.SUCCESS,
+            {"popTime": new.pop_time_ms, "invisibleTime": new.invisible_time_ms, "reviveQid": new.revive_queue_id},
+        )

@@ -14,9 +14,9 @@ from pocketmq.broker.send_back import SendBackRequest
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import BadRequestError
-from pocketmq.protocol.headers import INT32_MAX
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.headers import INT32_MAX
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.broker_headers import NAME_MAX_CHARS, SendMessageBackHeader
 from pocketmq.server.remoting_headers import json_body, json_bytes
@@ -71,17 +71,23 @@ class RetryHandlers:
 
     async def consumer_send_msg_back(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = SendMessageBackHeader.parse(request.ext_fields)
-        send_back = SendBackRequest(group=h.group, phys_offset=h.offset, delay_level=h.delay_level,
-                                    origin_msg_id=h.origin_msg_id, origin_topic=h.origin_topic,
-                                    max_reconsume_times=h.max_reconsume_times)
+        send_back = SendBackRequest(
+            group=h.group,
+            phys_offset=h.offset,
+            delay_level=h.delay_level,
+            origin_msg_id=h.origin_msg_id,
+            origin_topic=h.origin_topic,
+            max_reconsume_times=h.max_reconsume_times,
+        )
         await self._broker.send_back.send_back(send_back)
         return request.response(ResponseCode.SUCCESS)
 
     async def lock_batch_mq(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         group, client_id, queues = _lock_body(request.body)
         locked = self._broker.queue_locks.try_lock(group, client_id, queues, self._broker.clock.now_ms())
-        return request.response(ResponseCode.SUCCESS,
-                                body=json_bytes({"lockOKMQSet": [queue_to_json(mq) for mq in locked]}))
+        return request.response(
+            ResponseCode.SUCCESS, body=json_bytes({"lockOKMQSet": [queue_to_json(mq) for mq in locked]})
+        )
 
     async def unlock_batch_mq(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         group, client_id, queues = _lock_body(request.body)

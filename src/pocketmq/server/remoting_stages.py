@@ -57,8 +57,9 @@ class StageOffsetHandlers:
         body = json_body(request.body, "stage definitions")
         if not isinstance(body, dict) or "stageDefinitions" not in body:
             raise BadRequestError("the body needs stageDefinitions (a list of stage sizes)")
-        staged = self._broker.pop.staged.register(h.consumer_group, h.topic, body["stageDefinitions"],
-                                                  restart=h.restart_stages)
+        staged = self._broker.pop.staged.register(
+            h.consumer_group, h.topic, body["stageDefinitions"], restart=h.restart_stages
+        )
         return request.response(ResponseCode.SUCCESS, body=json_bytes(staged.to_json()))
 
     async def unregister_pop_stages(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

@@ -84,8 +84,9 @@ class Session:
 class SessionRegistry:
     """Sessions by client id, with heartbeat expiry."""
 
-    def __init__(self, heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
-                 outbox_capacity: int = DEFAULT_OUTBOX_CAPACITY):
+    def __init__(
+        self, heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS, outbox_capacity: int = DEFAULT_OUTBOX_CAPACITY
+    ):
         if heartbeat_timeout_ms <= 0:
             raise ValueError("heartbeat timeout must be positive")
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
@@ -94,8 +95,15 @@ class SessionRegistry:
         # group -> its sessions by client id: the gray split asks for a group's consumers on every pop
         self._by_group: dict[str, dict[str, Session]] = {}
 
-    def heartbeat(self, client_id: str, now_ms: int, *, client_type: str | None = None,
-                  group: str | None = None, language: str | None = None) -> Session:
+    def heartbeat(
+        self,
+        client_id: str,
+        now_ms: int,
+        *,
+        client_type: str | None = None,
+        group: str | None = None,
+        language: str | None = None,
+    ) -> Session:
         """Create or refresh the session of ``client_id``; fields given update it."""
         session = self._sessions.get(client_id)
         if session is None:
@@ -112,8 +120,9 @@ class SessionRegistry:
             session.language = language
         return session
 
-    def update_settings(self, client_id: str, now_ms: int, *, client_type: str, group: str | None,
-                        topics: tuple[str, ...]) -> Session:
+    def update_settings(
+        self, client_id: str, now_ms: int, *, client_type: str, group: str | None, topics: tuple[str, ...]
+    ) -> Session:
         session = self.heartbeat(client_id, now_ms, client_type=client_type, group=group)
         session.topics = topics
         return session
@@ -151,8 +160,12 @@ class SessionRegistry:
             del self._sessions[session.client_id]
             self._unindex(session)
             self._close(session)
-            log.info("event=grpc_client_expired client_id=%s client_type=%s idle_ms=%d", session.client_id,
-                     session.client_type, now_ms - session.last_heartbeat_ms)
+            log.info(
+                "event=grpc_client_expired client_id=%s client_type=%s idle_ms=%d",
+                session.client_id,
+                session.client_type,
+                now_ms - session.last_heartbeat_ms,
+            )
         return expired
 
     def get(self, client_id: str) -> Session | None:

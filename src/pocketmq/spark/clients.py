@@ -18,8 +18,8 @@ import concurrent.futures
 import logging
 import os
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.loop_thread import client_loop
@@ -40,7 +40,7 @@ _PULL_SYS_FLAG = 0x4  # RocketMQ PullSysFlag: the request carries its subscripti
 RETRY_BACKOFF_S = 0.2  # between resends of a chunk after a retriable failure (grows with the attempt)
 
 _cache_lock = threading.Lock()
-_clients: dict[str, "QueueClient"] = {}
+_clients: dict[str, QueueClient] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ _PULL_STATUS_BY_CODE = {
 }
 
 
-def client_for(namesrv: str) -> "QueueClient":
+def client_for(namesrv: str) -> QueueClient:
     """This process's client of ``namesrv`` (created on first use; forked processes get their own)."""
     with _cache_lock:
         client = _clients.get(namesrv)
@@ -113,21 +113,35 @@ class QueueClient:
         return dict(zip(queues, self._gather(core.offset_for_timestamp(_mq(q), timestamp_ms) for q in queues)))
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def submit_pull(self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int
-                    ) -> "concurrent.futures.Future[Pulled]":
+    def submit_pull(
+        self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int
+    ) -> concurrent.futures.Future[Pulled]:
         """Start one pull on the client loop and return at once (the caller keeps several in flight). The
         records come back undecoded: the reader decodes them in bulk, straight into columns."""
-        return asyncio.run_coroutine_threadsafe(self._pull(queue, queue_offset, max_count, tags, timeout_ms),
-                                                self._loop.loop)
+        return asyncio.run_coroutine_threadsafe(
+            self._pull(queue, queue_offset, max_count, tags, timeout_ms), self._loop.loop
+        )
 
     async def _pull(self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int) -> Pulled:
         instance = self._consumer.core.instance
         if queue.broker not in instance.broker_addrs:
             await instance.route(queue.topic, refresh=True)
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": SPARK_CONSUMER_GROUP, "topic": queue.topic, "queueId": queue.queue_id,
-            "queueOffset": queue_offset, "maxMsgNums": max_count, "sysFlag": _PULL_SYS_FLAG, "commitOffset": 0,
-            "suspendTimeoutMillis": 0, "subscription": tags, "subVersion": 0, "expressionType": "TAG"})
+        request = RemotingCommand.request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": SPARK_CONSUMER_GROUP,
+                "topic": queue.topic,
+                "queueId": queue.queue_id,
+                "queueOffset": queue_offset,
+                "maxMsgNums": max_count,
+                "sysFlag": _PULL_SYS_FLAG,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": tags,
+                "subVersion": 0,
+                "expressionType": "TAG",
+            },
+        )
         response = await instance.invoke_broker(queue.broker, request, timeout_ms / 1000)
         status = _PULL_STATUS_BY_CODE.get(response.code)
         if status is None:
@@ -135,8 +149,9 @@ class QueueClient:
         try:
             next_offset = int(response.ext_fields["nextBeginOffset"])
         except (KeyError, ValueError):
-            raise RemoteServerError(ResponseCode.SYSTEM_ERROR, f"pull reply lacks nextBeginOffset: "
-                                                               f"{response.ext_fields}") from None
+            raise RemoteServerError(
+                ResponseCode.SYSTEM_ERROR, f"pull reply lacks nextBeginOffset: {response.ext_fields}"
+            ) from None
         return Pulled(status, next_offset, response.body if status == "FOUND" else b"")
 
     def commit_group(self, group: str, positions: Mapping[QueueId, int]) -> None:
@@ -153,8 +168,9 @@ class QueueClient:
         route = self._loop.run(self.producer.core.instance.route(topic))
         return [QueueId(mq.topic, mq.broker_name, mq.queue_id) for mq in route.write_queues]
 
-    def send_chunks(self, chunks: Mapping[QueueId, Sequence[Sequence[Message]]], *, timeout_ms: int,
-                    attempts: int) -> None:
+    def send_chunks(
+        self, chunks: Mapping[QueueId, Sequence[Sequence[Message]]], *, timeout_ms: int, attempts: int
+    ) -> None:
         """Send every chunk to its queue as one batch: queues in parallel, a queue's chunks in order. A
         retriable failure is retried on the *same* queue (idempotent keys make that safe; another broker
         could not de-duplicate), up to ``attempts`` times within ``timeout_ms`` per chunk."""
@@ -182,8 +198,9 @@ class QueueClient:
         return f"<QueueClient namesrv={self.namesrv} alive={self.alive}>"
 
 
-async def _send_chunk(core: AsyncProducer, queue: QueueId, chunk: Sequence[Message], *, timeout_ms: int,
-                      attempts: int) -> None:
+async def _send_chunk(
+    core: AsyncProducer, queue: QueueId, chunk: Sequence[Message], *, timeout_ms: int, attempts: int
+) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
     for attempt in range(1, attempts + 1):
@@ -193,8 +210,7 @@ async def _send_chunk(core: AsyncProducer, queue: QueueId, chunk: Sequence[Messa
         except (RemotingError, RemoteServerError) as exc:
             if not exc.retriable or attempt == attempts or loop.time() >= deadline:
                 raise
-            log.info("event=sink_send_retry queue=%s messages=%d attempt=%d error=%s", queue, len(chunk), attempt,
-                     exc)
+            log.info("event=sink_send_retry queue=%s messages=%d attempt=%d error=%s", queue, len(chunk), attempt, exc)
             await asyncio.sleep(min(RETRY_BACKOFF_S * attempt, max(0.0, deadline - loop.time())))
 
 

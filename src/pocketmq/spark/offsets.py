@@ -11,8 +11,8 @@ An ``OffsetSpec`` is what ``startingOffsets`` / ``endingOffsets`` / ``startingTi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 EARLIEST = -2  # in a JSON spec, as in Kafka: "from the queue's first retained message"
 LATEST = -1  # "from the queue's end"
@@ -32,10 +32,10 @@ class QueueId:
         return f"{self.broker}:{self.queue_id}"
 
     @classmethod
-    def from_key(cls, topic: str, key: str) -> "QueueId":
+    def from_key(cls, topic: str, key: str) -> QueueId:
         broker, sep, qid = key.rpartition(":")
         if not sep or not broker or not qid.isdigit():
-            raise ValueError(f"queue key {key!r} of topic {topic!r} is not \"broker:queueId\"")
+            raise ValueError(f'queue key {key!r} of topic {topic!r} is not "broker:queueId"')
         return cls(topic, broker, int(qid))
 
     def __str__(self) -> str:
@@ -70,7 +70,7 @@ def from_offset_json(offset: Mapping | str | None) -> dict[QueueId, int]:
     positions: dict[QueueId, int] = {}
     for topic, queues in offset.items():
         if not isinstance(queues, Mapping):
-            raise ValueError(f"offsets of topic {topic!r} must be an object of \"broker:queueId\": offset")
+            raise ValueError(f'offsets of topic {topic!r} must be an object of "broker:queueId": offset')
         for key, value in queues.items():
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"offset of {topic!r} {key!r} must be an integer, got {value!r}")
@@ -87,7 +87,7 @@ class OffsetSpec:
     timestamp_ms: int | None = None
 
     @classmethod
-    def at_timestamp(cls, timestamp_ms: int) -> "OffsetSpec":
+    def at_timestamp(cls, timestamp_ms: int) -> OffsetSpec:
         return cls("timestamp", timestamp_ms=timestamp_ms)
 
     def topics(self) -> set[str]:
@@ -103,8 +103,9 @@ def parse_offset_spec(text: str) -> OffsetSpec:
     try:
         parsed = json.loads(stripped)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{text!r} is neither earliest, latest nor valid JSON ({exc.msg} at column "
-                         f"{exc.colno})") from None
+        raise ValueError(
+            f"{text!r} is neither earliest, latest nor valid JSON ({exc.msg} at column {exc.colno})"
+        ) from None
     specific = from_offset_json(parsed)
     for queue, offset in specific.items():
         if offset < EARLIEST:
@@ -112,8 +113,14 @@ def parse_offset_spec(text: str) -> OffsetSpec:
     return OffsetSpec("specific", specific=specific)
 
 
-def resolve_spec(spec: OffsetSpec, queues: list[QueueId], bounds: Mapping[QueueId, QueueBounds], *,
-                 unnamed: int, timestamp_offsets: Mapping[QueueId, int] | None = None) -> dict[QueueId, int]:
+def resolve_spec(
+    spec: OffsetSpec,
+    queues: list[QueueId],
+    bounds: Mapping[QueueId, QueueBounds],
+    *,
+    unnamed: int,
+    timestamp_offsets: Mapping[QueueId, int] | None = None,
+) -> dict[QueueId, int]:
     """Positions for ``queues`` under ``spec``. A queue a ``specific`` spec does not name gets ``unnamed``
     (EARLIEST or LATEST). ``timestamp_offsets`` are the broker's answers for a ``timestamp`` spec.
     Explicit offsets are kept as given: the data-loss check judges them against the bounds later."""

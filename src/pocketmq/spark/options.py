@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import ConfigError
@@ -24,9 +24,23 @@ DEFAULT_PULL_TIMEOUT_MS = 10_000
 
 # Options the source understands, in their documented spelling (matching is case-insensitive).
 SOURCE_OPTIONS = (
-    "namesrv", "topic", "topics", "topicPattern", "startingOffsets", "endingOffsets", "startingTimestamp",
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss", "includeProperties",
-    "tags", "commitToGroup", "minPartitions", "pullBatchSize", "pullTimeoutMs",
+    "namesrv",
+    "topic",
+    "topics",
+    "topicPattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "failOnDataLoss",
+    "includeProperties",
+    "tags",
+    "commitToGroup",
+    "minPartitions",
+    "pullBatchSize",
+    "pullTimeoutMs",
 )
 SINK_OPTIONS = ("namesrv", "topic", "sendTimeoutMs", "idempotent")
 # Options Spark itself may pass through to a source or sink; never ours to judge.
@@ -115,8 +129,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
     max_offsets = _optional_int(opts, "maxOffsetsPerTrigger", minimum=1)
     min_offsets = _optional_int(opts, "minOffsetsPerTrigger", minimum=1)
     if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
-        raise OptionError("minOffsetsPerTrigger",
-                          f"{min_offsets} is larger than maxOffsetsPerTrigger {max_offsets}")
+        raise OptionError("minOffsetsPerTrigger", f"{min_offsets} is larger than maxOffsetsPerTrigger {max_offsets}")
     delay_text = opts.get("maxTriggerDelay")
     if delay_text is not None and min_offsets is None:
         raise OptionError("maxTriggerDelay", "only meaningful with minOffsetsPerTrigger")
@@ -134,8 +147,9 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         ending=ending,
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=(parse_duration_ms(delay_text, "maxTriggerDelay") if delay_text is not None
-                              else DEFAULT_MAX_TRIGGER_DELAY_MS),
+        max_trigger_delay_ms=(
+            parse_duration_ms(delay_text, "maxTriggerDelay") if delay_text is not None else DEFAULT_MAX_TRIGGER_DELAY_MS
+        ),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_properties=_bool(opts, "includeProperties", False),
         tags=tags,
@@ -152,9 +166,12 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and (problem := topic_name_problem(topic)):
         raise OptionError("topic", problem)
-    return SinkOptions(namesrv=_namesrv(opts), topic=topic,
-                       send_timeout_ms=_optional_int(opts, "sendTimeoutMs", minimum=100) or 10_000,
-                       idempotent=_bool(opts, "idempotent", True))
+    return SinkOptions(
+        namesrv=_namesrv(opts),
+        topic=topic,
+        send_timeout_ms=_optional_int(opts, "sendTimeoutMs", minimum=100) or 10_000,
+        idempotent=_bool(opts, "idempotent", True),
+    )
 
 
 def parse_duration_ms(text: str, option: str) -> int:

@@ -14,8 +14,8 @@ appear later (new topics of a pattern, more queues) are positioned the same way,
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from pocketmq.errors import PocketMQError
 from pocketmq.spark.offsets import QueueBounds, QueueId
@@ -51,15 +51,20 @@ class DataLoss:
     def describe(self) -> str:
         held = f"the queue now holds [{self.bounds.min_offset}, {self.bounds.max_offset})"
         if self.lost is None:
-            return (f"{self.queue}: the query is at offset {self.requested_offset} but {held}: the topic was "
-                    f"deleted and recreated, or its broker lost data")
-        return (f"{self.queue}: the query needs offset {self.requested_offset} but {held}: {self.lost} "
-                f"message(s) were removed (retention) before they were read")
+            return (
+                f"{self.queue}: the query is at offset {self.requested_offset} but {held}: the topic was "
+                f"deleted and recreated, or its broker lost data"
+            )
+        return (
+            f"{self.queue}: the query needs offset {self.requested_offset} but {held}: {self.lost} "
+            f"message(s) were removed (retention) before they were read"
+        )
 
 
 def data_loss_error(loss: DataLoss) -> DataLossError:
-    return DataLossError(f"failOnDataLoss=true: {loss.describe()}. Set the option failOnDataLoss=false to "
-                         f"skip what is gone and go on.")
+    return DataLossError(
+        f"failOnDataLoss=true: {loss.describe()}. Set the option failOnDataLoss=false to skip what is gone and go on."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +88,17 @@ class NextOffsets:
     waiting: bool = False  # data was held back by min_rows
 
 
-def next_offsets(start: Mapping[QueueId, int], bounds: Mapping[QueueId, QueueBounds],
-                 new_positions: Mapping[QueueId, int], limits: TriggerLimits, *, last_trigger_ms: int,
-                 now_ms: int, fail_on_data_loss: bool, target: Mapping[QueueId, int] | None = None
-                 ) -> NextOffsets:
+def next_offsets(
+    start: Mapping[QueueId, int],
+    bounds: Mapping[QueueId, QueueBounds],
+    new_positions: Mapping[QueueId, int],
+    limits: TriggerLimits,
+    *,
+    last_trigger_ms: int,
+    now_ms: int,
+    fail_on_data_loss: bool,
+    target: Mapping[QueueId, int] | None = None,
+) -> NextOffsets:
     """Plan the end of the micro-batch starting at ``start``.
 
     ``bounds`` are the subscribed queues' current bounds; ``new_positions`` where queues not in ``start``
@@ -111,8 +123,7 @@ def next_offsets(start: Mapping[QueueId, int], bounds: Mapping[QueueId, QueueBou
         if position < queue_bounds.min_offset:
             losses.append(DataLoss(queue, position, queue_bounds, queue_bounds.min_offset - position))
         effective[queue] = max(position, queue_bounds.min_offset)
-        upper = queue_bounds.max_offset if target is None else min(queue_bounds.max_offset,
-                                                                    target.get(queue, position))
+        upper = queue_bounds.max_offset if target is None else min(queue_bounds.max_offset, target.get(queue, position))
         available[queue] = max(0, upper - effective[queue])
     if losses and fail_on_data_loss:
         raise data_loss_error(losses[0])
@@ -122,13 +133,17 @@ def next_offsets(start: Mapping[QueueId, int], bounds: Mapping[QueueId, QueueBou
             positioned += 1
 
     total = sum(available.values())
-    waiting = (limits.min_rows is not None and total < limits.min_rows
-               and now_ms - last_trigger_ms < limits.max_trigger_delay_ms)
+    waiting = (
+        limits.min_rows is not None
+        and total < limits.min_rows
+        and now_ms - last_trigger_ms < limits.max_trigger_delay_ms
+    )
     shares = {} if waiting else proportional_shares(available, limits.max_rows)
     for queue, first in effective.items():
         end[queue] = first + shares.get(queue, 0)
-    return NextOffsets(end=end, rows=sum(shares.values()), positioned=positioned, losses=losses,
-                       waiting=waiting and total > 0)
+    return NextOffsets(
+        end=end, rows=sum(shares.values()), positioned=positioned, losses=losses, waiting=waiting and total > 0
+    )
 
 
 def proportional_shares(sizes: Mapping[QueueId, int], limit: int | None) -> dict[QueueId, int]:
@@ -148,8 +163,11 @@ def proportional_shares(sizes: Mapping[QueueId, int], limit: int | None) -> dict
 def ranges_between(start: Mapping[QueueId, int], end: Mapping[QueueId, int]) -> list[OffsetRange]:
     """The non-empty ranges of a micro-batch, sorted. Queues absent from ``start`` are being positioned
     and read nothing; an end below its start (a reset queue) reads nothing either."""
-    ranges = [OffsetRange(queue, start[queue], end_offset) for queue, end_offset in end.items()
-              if queue in start and end_offset > start[queue]]
+    ranges = [
+        OffsetRange(queue, start[queue], end_offset)
+        for queue, end_offset in end.items()
+        if queue in start and end_offset > start[queue]
+    ]
     return sorted(ranges)
 
 
@@ -169,8 +187,9 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
     return result
 
 
-def clip_to_bounds(offset_range: OffsetRange, bounds: QueueBounds, fail_on_data_loss: bool
-                   ) -> tuple[OffsetRange, DataLoss | None]:
+def clip_to_bounds(
+    offset_range: OffsetRange, bounds: QueueBounds, fail_on_data_loss: bool
+) -> tuple[OffsetRange, DataLoss | None]:
     """What of ``offset_range`` can still be read, judged when reading starts. Offsets below the queue's
     minimum were removed; a range beyond the queue's end means the queue was reset. Raises DataLossError
     when anything is missing and ``fail_on_data_loss``."""

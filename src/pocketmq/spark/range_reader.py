@@ -23,8 +23,8 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,9 +57,15 @@ class ReadSettings:
     pull_timeout_ms: int
 
     @classmethod
-    def of(cls, options: SourceOptions) -> "ReadSettings":
-        return cls(options.namesrv, options.tags, options.include_properties, options.fail_on_data_loss,
-                   options.pull_batch_size, options.pull_timeout_ms)
+    def of(cls, options: SourceOptions) -> ReadSettings:
+        return cls(
+            options.namesrv,
+            options.tags,
+            options.include_properties,
+            options.fail_on_data_loss,
+            options.pull_batch_size,
+            options.pull_timeout_ms,
+        )
 
 
 class QueueRangePartition(InputPartition):
@@ -84,8 +90,9 @@ def read_partition(partition: QueueRangePartition) -> Iterator[pa.RecordBatch]:
 class QueuePuller:
     """Pulls of one queue, up to ``depth`` in flight at offsets ``start, start + step, ...`` below ``end``."""
 
-    def __init__(self, client: QueueClient, offset_range: OffsetRange, settings: ReadSettings, *,
-                 depth: int = PULLS_IN_FLIGHT):
+    def __init__(
+        self, client: QueueClient, offset_range: OffsetRange, settings: ReadSettings, *, depth: int = PULLS_IN_FLIGHT
+    ):
         self._client = client
         self._queue = offset_range.queue
         self._settings = settings
@@ -95,14 +102,18 @@ class QueuePuller:
 
     def pull(self, offset: int, end: int) -> Pulled:
         """The pull at ``offset`` (of at most ``end - offset`` messages), waiting for it if it travels."""
-        predicted = range(offset, end, self._step)[:self._depth]
+        predicted = range(offset, end, self._step)[: self._depth]
         for stale in [start for start in self._in_flight if start not in predicted]:
             self._in_flight.pop(stale).cancel()
         for start in predicted:
             if start not in self._in_flight:
                 self._in_flight[start] = self._client.submit_pull(
-                    self._queue, start, min(self._step, end - start), self._settings.tags,
-                    self._settings.pull_timeout_ms)
+                    self._queue,
+                    start,
+                    min(self._step, end - start),
+                    self._settings.tags,
+                    self._settings.pull_timeout_ms,
+                )
         future = self._in_flight.pop(offset)
         try:
             return future.result(self._settings.pull_timeout_ms / 1000 + 1)
@@ -134,15 +145,18 @@ def read_range(client: QueueClient, offset_range: OffsetRange, settings: ReadSet
             if pulled.next_offset <= offset or pulled.offset_moved:
                 # The queue moved under us (retention ran since we checked): judge again from here.
                 stalled += 1
-                remaining, loss = clip_to_bounds(OffsetRange(queue, offset, end), client.bounds([queue])[queue],
-                                                 settings.fail_on_data_loss)
+                remaining, loss = clip_to_bounds(
+                    OffsetRange(queue, offset, end), client.bounds([queue])[queue], settings.fail_on_data_loss
+                )
                 log_loss(loss, where="read")
                 if remaining.start_offset != offset or remaining.end_offset != end:
                     offset, end, stalled = remaining.start_offset, remaining.end_offset, 0
                     continue
                 if stalled >= MAX_PULLS_WITHOUT_PROGRESS:
-                    raise RuntimeError(f"pocketmq: no progress pulling {queue} at offset {offset} (end {end}): "
-                                       f"the broker answered {pulled.status} {stalled} times")
+                    raise RuntimeError(
+                        f"pocketmq: no progress pulling {queue} at offset {offset} (end {end}): "
+                        f"the broker answered {pulled.status} {stalled} times"
+                    )
                 continue
             stalled = 0
             if pulled.records:
@@ -157,8 +171,9 @@ def read_range(client: QueueClient, offset_range: OffsetRange, settings: ReadSet
         yield pulled_batch(queue, pending, end, wanted_tags, settings.include_properties)
 
 
-def pulled_batch(queue: QueueId, pulled_records: list[bytes], end: int, wanted_tags: frozenset[str] | None,
-                 include_properties: bool) -> pa.RecordBatch:
+def pulled_batch(
+    queue: QueueId, pulled_records: list[bytes], end: int, wanted_tags: frozenset[str] | None, include_properties: bool
+) -> pa.RecordBatch:
     """Pulled records as one batch: only queue offsets below ``end``, only the wanted tags (the broker
     filters by tag hash, which can collide)."""
     records = decode_record_columns(pulled_records[0] if len(pulled_records) == 1 else b"".join(pulled_records))
@@ -173,6 +188,13 @@ def pulled_batch(queue: QueueId, pulled_records: list[bytes], end: int, wanted_t
 
 def log_loss(loss: DataLoss | None, *, where: str) -> None:
     if loss is not None:
-        log.warning("event=data_loss where=%s queue=%s requested_offset=%d min_offset=%d max_offset=%d lost=%s "
-                    "detail=%r", where, loss.queue, loss.requested_offset, loss.bounds.min_offset,
-                    loss.bounds.max_offset, "unknown" if loss.lost is None else loss.lost, loss.describe())
+        log.warning(
+            "event=data_loss where=%s queue=%s requested_offset=%d min_offset=%d max_offset=%d lost=%s detail=%r",
+            where,
+            loss.queue,
+            loss.requested_offset,
+            loss.bounds.min_offset,
+            loss.bounds.max_offset,
+            "unknown" if loss.lost is None else loss.lost,
+            loss.describe(),
+        )

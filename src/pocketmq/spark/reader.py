@@ -13,20 +13,40 @@ Progress lives only in Spark's checkpoint: offsets are end-exclusive positions (
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
-                                              SupportsTriggerAvailableNow)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.spark.clients import QueueClient, client_for
-from pocketmq.spark.offsets import (EARLIEST, LATEST, OffsetSpec, QueueBounds, QueueId, from_offset_json,
-                                    resolve_spec, to_offset_json, unknown_queues)
+from pocketmq.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    QueueBounds,
+    QueueId,
+    from_offset_json,
+    resolve_spec,
+    to_offset_json,
+    unknown_queues,
+)
 from pocketmq.spark.options import OptionError, SourceOptions, parse_source_options
-from pocketmq.spark.planning import (OffsetRange, TriggerLimits, clip_to_bounds, next_offsets, ranges_between,
-                                     split_ranges)
+from pocketmq.spark.planning import (
+    OffsetRange,
+    TriggerLimits,
+    clip_to_bounds,
+    next_offsets,
+    ranges_between,
+    split_ranges,
+)
 from pocketmq.spark.range_reader import QueueRangePartition, ReadSettings, log_loss, read_partition
 
 log = logging.getLogger(__name__)
@@ -51,19 +71,22 @@ class QueueCatalog:
             missing = [t for t in self.options.topics if t not in existing]
             if missing:
                 option = "topic"
-                raise OptionError(option, f"topic(s) {', '.join(missing)} do not exist on the cluster of "
-                                          f"{self.options.namesrv}")
+                raise OptionError(
+                    option, f"topic(s) {', '.join(missing)} do not exist on the cluster of {self.options.namesrv}"
+                )
         queues = self.queues()
         for option, spec in (("startingOffsets", self.options.starting), ("endingOffsets", self.options.ending)):
             if unknown := unknown_queues(spec, queues):
-                raise OptionError(option, f"names queue(s) the topics do not have: "
-                                          f"{', '.join(str(q) for q in unknown)}")
+                raise OptionError(
+                    option, f"names queue(s) the topics do not have: {', '.join(str(q) for q in unknown)}"
+                )
 
     def queues(self) -> list[QueueId]:
         return sorted(q for topic in self.topics() for q in self.client.queues(topic))
 
-    def positions(self, spec: OffsetSpec, queues: list[QueueId], bounds: dict[QueueId, QueueBounds], *,
-                  unnamed: int) -> dict[QueueId, int]:
+    def positions(
+        self, spec: OffsetSpec, queues: list[QueueId], bounds: dict[QueueId, QueueBounds], *, unnamed: int
+    ) -> dict[QueueId, int]:
         timestamp_offsets = None
         if spec.kind == "timestamp":
             timestamp_offsets = self.client.offsets_for_timestamp(queues, spec.timestamp_ms)
@@ -111,8 +134,13 @@ class PocketBatchReader(_PickledWithOptionsOnly, DataSourceReader):
                 if clipped.size:
                     ranges.append(clipped)
         partitions = make_partitions(ranges, self.options)
-        log.info("event=batch_planned topics=%s queues=%d offsets=%d partitions=%d", self._catalog.topics(),
-                 len(queues), sum(r.size for r in ranges), len(partitions))
+        log.info(
+            "event=batch_planned topics=%s queues=%d offsets=%d partitions=%d",
+            self._catalog.topics(),
+            len(queues),
+            sum(r.size for r in ranges),
+            len(partitions),
+        )
         # Spark wants at least one partition; an empty one reads nothing.
         return partitions or [QueueRangePartition((), ReadSettings.of(self.options))]
 
@@ -158,16 +186,24 @@ class PocketStreamReader(_PickledWithOptionsOnly, DataSourceStreamReader, Suppor
         spec = self.options.starting if not start_positions else OffsetSpec("earliest")
         new_positions = self._catalog.positions(spec, new_queues, bounds, unnamed=EARLIEST) if new_queues else {}
         now_ms = self._clock.now_ms()
-        result = next_offsets(start_positions, bounds, new_positions, self._limits(limit),
-                              last_trigger_ms=self._last_trigger_ms, now_ms=now_ms,
-                              fail_on_data_loss=self.options.fail_on_data_loss, target=self._target)
+        result = next_offsets(
+            start_positions,
+            bounds,
+            new_positions,
+            self._limits(limit),
+            last_trigger_ms=self._last_trigger_ms,
+            now_ms=now_ms,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            target=self._target,
+        )
         for loss in result.losses:
             log_loss(loss, where="plan")
         if result.rows:
             self._last_trigger_ms = now_ms
         if result.positioned or result.rows:
-            log.info("event=batch_offsets rows=%d positioned=%d waiting=%s", result.rows, result.positioned,
-                     result.waiting)
+            log.info(
+                "event=batch_offsets rows=%d positioned=%d waiting=%s", result.rows, result.positioned, result.waiting
+            )
         return to_offset_json(result.end)
 
     def _limits(self, limit: ReadLimit) -> TriggerLimits:
@@ -176,8 +212,11 @@ class PocketStreamReader(_PickledWithOptionsOnly, DataSourceStreamReader, Suppor
         # Spark passes one limit (the default one); the other option still applies. AvailableNow never waits.
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
-        return TriggerLimits(max_rows=max_rows, min_rows=None if self._target is not None else min_rows,
-                             max_trigger_delay_ms=self.options.max_trigger_delay_ms)
+        return TriggerLimits(
+            max_rows=max_rows,
+            min_rows=None if self._target is not None else min_rows,
+            max_trigger_delay_ms=self.options.max_trigger_delay_ms,
+        )
 
     def reportLatestOffset(self) -> dict | None:
         """The queue ends seen by the last ``latestOffset`` (shown in the query's progress)."""

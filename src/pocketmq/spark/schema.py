@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import itertools
 import zlib
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (BinaryType, IntegerType, LongType, MapType, StringType, StructField, StructType,
-                               TimestampType)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED
@@ -29,20 +37,22 @@ from pocketmq.protocol.message_codec import RecordColumns
 # An Arrow scalar, not the int 1000: a Python operand makes every kernel call search sys.path for numpy.
 _MICROS_PER_MS = pa.scalar(1000, pa.int64())
 
-SOURCE_SCHEMA = StructType([
-    StructField("topic", StringType(), False),
-    StructField("broker", StringType(), False),
-    StructField("queue_id", IntegerType(), False),
-    StructField("queue_offset", LongType(), False),
-    StructField("message_id", StringType(), False),
-    StructField("keys", StringType(), True),  # space-separated, as RocketMQ's KEYS property
-    StructField("tags", StringType(), True),
-    StructField("body", BinaryType(), False),
-    StructField("born_timestamp", TimestampType(), False),
-    StructField("store_timestamp", TimestampType(), False),
-    StructField("reconsume_times", IntegerType(), False),
-    StructField("properties", MapType(StringType(), StringType(), False), True),
-])
+SOURCE_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("broker", StringType(), False),
+        StructField("queue_id", IntegerType(), False),
+        StructField("queue_offset", LongType(), False),
+        StructField("message_id", StringType(), False),
+        StructField("keys", StringType(), True),  # space-separated, as RocketMQ's KEYS property
+        StructField("tags", StringType(), True),
+        StructField("body", BinaryType(), False),
+        StructField("born_timestamp", TimestampType(), False),
+        StructField("store_timestamp", TimestampType(), False),
+        StructField("reconsume_times", IntegerType(), False),
+        StructField("properties", MapType(StringType(), StringType(), False), True),
+    ]
+)
 
 
 @lru_cache(maxsize=1)
@@ -51,8 +61,7 @@ def source_arrow_schema() -> pa.Schema:
     return to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
 
 
-def records_to_batch(topic: str, broker: str, records: RecordColumns, *, include_properties: bool
-                     ) -> pa.RecordBatch:
+def records_to_batch(topic: str, broker: str, records: RecordColumns, *, include_properties: bool) -> pa.RecordBatch:
     """One Arrow record batch of ``records``, all from one queue of ``topic`` on ``broker``; it matches
     ``source_arrow_schema()`` exactly, as Spark requires of a batch ``read()`` yields."""
     schema = source_arrow_schema()
@@ -61,8 +70,9 @@ def records_to_batch(topic: str, broker: str, records: RecordColumns, *, include
     uniq_keys, keys, tags = property_columns(encoded_properties, (props.UNIQ_KEY, props.KEYS, props.TAGS))
     message_ids = uniq_keys if uniq_keys.null_count == 0 else pc.coalesce(uniq_keys, _offset_msg_ids(records))
     if include_properties:
-        properties = pa.array([list(user_properties(raw).items()) for raw in records.properties],
-                              type=schema.field("properties").type)
+        properties = pa.array(
+            [list(user_properties(raw).items()) for raw in records.properties], type=schema.field("properties").type
+        )
     else:
         properties = pa.nulls(count, type=schema.field("properties").type)
     columns = [
@@ -107,8 +117,7 @@ def property_columns(encoded: pa.StringArray, names: Sequence[str]) -> list[pa.S
 
 
 def user_properties(encoded: bytes) -> dict[str, str]:
-    return {k: v for k, v in props.decode_properties(encoded.decode()).items()
-            if k not in props.SYSTEM_PROPERTY_NAMES}
+    return {k: v for k, v in props.decode_properties(encoded.decode()).items() if k not in props.SYSTEM_PROPERTY_NAMES}
 
 
 def _binary_array(values: list[bytes]) -> pa.BinaryArray:
@@ -135,5 +144,10 @@ def _timestamps(epoch_ms: Sequence[int], arrow_type: pa.DataType) -> pa.Array:
 
 def _offset_msg_ids(records: RecordColumns) -> pa.StringArray:
     """The broker-side message ids (store host and phys offset), for records without a UNIQ_KEY."""
-    return pa.array([(host + phys.to_bytes(8, "big", signed=True)).hex().upper()
-                     for host, phys in zip(records.store_hosts, records.phys_offsets)], pa.string())
+    return pa.array(
+        [
+            (host + phys.to_bytes(8, "big", signed=True)).hex().upper()
+            for host, phys in zip(records.store_hosts, records.phys_offsets)
+        ],
+        pa.string(),
+    )

@@ -32,8 +32,9 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pocketmq.client.queue_select import java_string_hash
 from pocketmq.common import properties as props
@@ -71,14 +72,18 @@ def sink_layout(column_types: Sequence[tuple[str, str]], default_topic: str | No
     names = [name for name, _ in column_types]
     unknown = [n for n in names if n not in SINK_COLUMNS]
     if unknown:
-        raise OptionError("columns", f"unknown input column(s) {', '.join(unknown)}: the pocketmq sink takes "
-                                     f"{', '.join(SINK_COLUMNS)} (select or rename columns first)")
+        raise OptionError(
+            "columns",
+            f"unknown input column(s) {', '.join(unknown)}: the pocketmq sink takes "
+            f"{', '.join(SINK_COLUMNS)} (select or rename columns first)",
+        )
     if "body" not in names:
         raise OptionError("columns", "the input has no 'body' column (binary or string), which the sink needs")
     for name, type_text in column_types:
         if type_text not in _COLUMN_TYPES[name]:
-            raise OptionError("columns", f"column {name!r} is {type_text}; the sink takes "
-                                         f"{' or '.join(_COLUMN_TYPES[name])}")
+            raise OptionError(
+                "columns", f"column {name!r} is {type_text}; the sink takes {' or '.join(_COLUMN_TYPES[name])}"
+            )
     if default_topic is None and "topic" not in names:
         raise OptionError("topic", "required: give the option 'topic' or a 'topic' column")
     return SinkLayout(tuple(names), default_topic)
@@ -96,23 +101,32 @@ def row_to_message(row: Sequence[Any], layout: SinkLayout) -> Message:
     if body is None:
         raise IllegalMessageError(f"a row for topic {topic!r} has a null body")
     properties = dict(values.get("properties") or {})
-    reserved = sorted(name for name in properties if name in props.SYSTEM_PROPERTY_NAMES
-                      or name == IDEMPOTENT_PROPERTY)
+    reserved = sorted(name for name in properties if name in props.SYSTEM_PROPERTY_NAMES or name == IDEMPOTENT_PROPERTY)
     if reserved:
-        raise IllegalMessageError(f"property name(s) {', '.join(reserved)} are reserved; use the matching "
-                                  f"column (keys, tags, message_group) or another name")
+        raise IllegalMessageError(
+            f"property name(s) {', '.join(reserved)} are reserved; use the matching "
+            f"column (keys, tags, message_group) or another name"
+        )
     keys = values.get("keys")
-    return Message.create(topic, body if isinstance(body, str) else bytes(body), tags=values.get("tags") or None,
-                          keys=list(keys) if isinstance(keys, (list, tuple)) else (keys or None),
-                          properties=properties, message_group=values.get("message_group") or None)
+    return Message.create(
+        topic,
+        body if isinstance(body, str) else bytes(body),
+        tags=values.get("tags") or None,
+        keys=list(keys) if isinstance(keys, (list, tuple)) else (keys or None),
+        properties=properties,
+        message_group=values.get("message_group") or None,
+    )
 
 
 def content_digest(message: Message) -> bytes:
     """A digest of everything a message carries (not its UNIQ_KEY); fields are length-prefixed."""
     digest = hashlib.blake2b(digest_size=16)
     fields = [message.topic.encode(), message.body]
-    fields += [f"{name}\x01{value}".encode() for name, value in sorted(message.properties.items())
-               if name not in (props.UNIQ_KEY, IDEMPOTENT_PROPERTY)]
+    fields += [
+        f"{name}\x01{value}".encode()
+        for name, value in sorted(message.properties.items())
+        if name not in (props.UNIQ_KEY, IDEMPOTENT_PROPERTY)
+    ]
     for data in fields:
         digest.update(struct.pack(">I", len(data)))
         digest.update(data)
@@ -130,8 +144,9 @@ class KeyMinter:
         digest = content_digest(message)
         occurrence = self._seen[digest]
         self._seen[digest] += 1
-        return hashlib.blake2b(self._prefix + digest + struct.pack(">Q", occurrence),
-                               digest_size=16).hexdigest().upper()
+        return (
+            hashlib.blake2b(self._prefix + digest + struct.pack(">Q", occurrence), digest_size=16).hexdigest().upper()
+        )
 
     def stamp(self, message: Message) -> Message:
         """Set the message's UNIQ_KEY and ask the broker to de-duplicate on it."""

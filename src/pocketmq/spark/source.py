@@ -45,5 +45,8 @@ class PocketDataSource(DataSource):
 def _check_read_schema(schema: StructType) -> None:
     """The source's schema is fixed: a user schema (``.schema(...)``) must be exactly it."""
     if schema.simpleString() != SOURCE_SCHEMA.simpleString():
-        raise OptionError("schema", f"the pocketmq source has a fixed schema ({SOURCE_SCHEMA.simpleString()}); "
-                                    f"do not pass another one ({schema.simpleString()})")
+        raise OptionError(
+            "schema",
+            f"the pocketmq source has a fixed schema ({SOURCE_SCHEMA.simpleString()}); "
+            f"do not pass another one ({schema.simpleString()})",
+        )

@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from pocketmq.common.message import Message
@@ -57,8 +57,9 @@ class TaskIdentity:
     partition_id: int
 
 
-def write_task(batches: Iterator[pa.RecordBatch], options: SinkOptions, layout: SinkLayout,
-               identity: TaskIdentity) -> SinkCommitMessage:
+def write_task(
+    batches: Iterator[pa.RecordBatch], options: SinkOptions, layout: SinkLayout, identity: TaskIdentity
+) -> SinkCommitMessage:
     """Send every row of one task; returns once all of it is stored (or raises, and Spark retries)."""
     client = client_for(options.namesrv)
     minter = KeyMinter(identity.write_id, identity.batch_id, identity.partition_id)
@@ -68,8 +69,10 @@ def write_task(batches: Iterator[pa.RecordBatch], options: SinkOptions, layout: 
     written: Counter[str] = Counter()
 
     def flush() -> None:
-        chunks = {queue: chunk_messages(messages, max_count=MAX_BATCH_MESSAGES, max_bytes=MAX_BATCH_BYTES)
-                  for queue, messages in pending.items()}
+        chunks = {
+            queue: chunk_messages(messages, max_count=MAX_BATCH_MESSAGES, max_bytes=MAX_BATCH_BYTES)
+            for queue, messages in pending.items()
+        }
         client.send_chunks(chunks, timeout_ms=options.send_timeout_ms, attempts=SEND_ATTEMPTS)
         for queue, messages in pending.items():
             written[queue.topic] += len(messages)
@@ -91,8 +94,13 @@ def write_task(batches: Iterator[pa.RecordBatch], options: SinkOptions, layout: 
                 buffered = 0
     if pending:
         flush()
-    log.info("event=sink_task_written write_id=%s batch_id=%d partition=%d messages=%s", identity.write_id,
-             identity.batch_id, identity.partition_id, dict(written))
+    log.info(
+        "event=sink_task_written write_id=%s batch_id=%d partition=%d messages=%s",
+        identity.write_id,
+        identity.batch_id,
+        identity.partition_id,
+        dict(written),
+    )
     return SinkCommitMessage(identity.partition_id, dict(written))
 
 
@@ -143,8 +151,12 @@ class PocketBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list) -> None:
         failed, totals = _summary(messages)
-        log.warning("event=sink_write_aborted write_id=%s failed_tasks=%d messages_already_stored=%s",
-                    self.write_id, failed, dict(totals))
+        log.warning(
+            "event=sink_write_aborted write_id=%s failed_tasks=%d messages_already_stored=%s",
+            self.write_id,
+            failed,
+            dict(totals),
+        )
 
 
 class PocketStreamWriter(DataSourceStreamArrowWriter):
@@ -173,5 +185,9 @@ class PocketStreamWriter(DataSourceStreamArrowWriter):
         failed, totals = _summary(messages)
         # What the successful tasks stored stays in the topic; the batch's replay re-sends the same keys and
         # the broker answers those with the stored copies.
-        log.warning("event=sink_batch_aborted batch_id=%d failed_tasks=%d messages_already_stored=%s", batchId,
-                    failed, dict(totals))
+        log.warning(
+            "event=sink_batch_aborted batch_id=%d failed_tasks=%d messages_already_stored=%s",
+            batchId,
+            failed,
+            dict(totals),
+        )

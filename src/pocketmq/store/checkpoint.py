@@ -46,8 +46,9 @@ class Checkpoint:
 
     def save(self, phys_offset: int, verified_phys_offset: int, now_ms: int) -> None:
         """Blocking (fsync): call from a worker thread."""
-        atomic_write_json(self.path, {"phys_offset": phys_offset, "verified_phys_offset": verified_phys_offset,
-                                      "saved_at_ms": now_ms})
+        atomic_write_json(
+            self.path, {"phys_offset": phys_offset, "verified_phys_offset": verified_phys_offset, "saved_at_ms": now_ms}
+        )
         self.phys_offset = phys_offset
         self.verified_phys_offset = verified_phys_offset
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from crc32c import crc32c
 
@@ -148,7 +148,7 @@ class CommitLog:
             chunk += record
             _I64.pack_into(chunk, frame_at + FRAME_HEADER_SIZE + PHYS_OFFSET_POS, pos)
             with memoryview(chunk) as view:
-                crc = crc32c(view[frame_at + FRAME_HEADER_SIZE:])
+                crc = crc32c(view[frame_at + FRAME_HEADER_SIZE :])
             FRAME_HEADER.pack_into(chunk, frame_at, frame_len, crc)
             offsets.append(pos)
             pos += frame_len
@@ -184,7 +184,7 @@ class CommitLog:
         pos = phys_offset
         for frame in frames:  # group the frames by segment: one write per segment
             if frame.phys_offset // self.segment_bytes != pos // self.segment_bytes:
-                self._write(pos, memoryview(data)[start:frame.phys_offset - phys_offset])
+                self._write(pos, memoryview(data)[start : frame.phys_offset - phys_offset])
                 start, pos = frame.phys_offset - phys_offset, frame.phys_offset
         if start < len(data):
             self._write(pos, memoryview(data)[start:])
@@ -238,14 +238,15 @@ class CommitLog:
         if segment is None or phys_offset >= self.max_phys_offset:
             return None
         rel = phys_offset - segment.base_offset
-        if size < MIN_RECORD_SIZE or rel + FRAME_HEADER_SIZE + size > min(segment.size_bytes,
-                                                                          self.max_phys_offset - segment.base_offset):
+        if size < MIN_RECORD_SIZE or rel + FRAME_HEADER_SIZE + size > min(
+            segment.size_bytes, self.max_phys_offset - segment.base_offset
+        ):
             raise CorruptRecordError(phys_offset, f"unit_size_out_of_range({size})")
         view = segment.view
         frame_size, crc = FRAME_HEADER.unpack_from(view, rel)
         if frame_size != size + FRAME_HEADER_SIZE:
             raise CorruptRecordError(phys_offset, f"frame_size_differs_from_unit({frame_size})")
-        record = view[rel + FRAME_HEADER_SIZE:rel + FRAME_HEADER_SIZE + size]
+        record = view[rel + FRAME_HEADER_SIZE : rel + FRAME_HEADER_SIZE + size]
         if crc32c(record) != crc:
             raise CorruptRecordError(phys_offset, "crc32c_mismatch")
         if _I64.unpack_from(record, PHYS_OFFSET_POS)[0] != phys_offset:
@@ -264,8 +265,9 @@ class CommitLog:
         segment = self.segment_for(phys_offset)
         if segment is None:
             return -1
-        return _I64.unpack_from(segment.view, phys_offset - segment.base_offset + FRAME_HEADER_SIZE
-                                + STORE_TIMESTAMP_POS)[0]
+        return _I64.unpack_from(
+            segment.view, phys_offset - segment.base_offset + FRAME_HEADER_SIZE + STORE_TIMESTAMP_POS
+        )[0]
 
     def read_frames(self, phys_offset: int, max_bytes: int, end_phys_offset: int | None = None) -> bytes:
         """Whole frames from ``phys_offset`` (a frame boundary) within one segment and before
@@ -419,8 +421,10 @@ class CommitLog:
         self._dirty.clear()
 
     def __repr__(self) -> str:
-        return (f"<CommitLog {self.folder} segments={len(self.segments)} min={self.min_phys_offset} "
-                f"max={self.max_phys_offset}>")
+        return (
+            f"<CommitLog {self.folder} segments={len(self.segments)} min={self.min_phys_offset} "
+            f"max={self.max_phys_offset}>"
+        )
 
 
 def parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
@@ -442,7 +446,7 @@ def parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
         return None
     if _I64.unpack_from(buf, start + PHYS_OFFSET_POS)[0] != phys_offset:
         return None
-    record = buf[start:start + record_len]
+    record = buf[start : start + record_len]
     if crc32c(record) != crc:
         return None
     return Frame(phys_offset, size, bytes(record), crc)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import shutil
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pocketmq.errors import StoreError
 from pocketmq.store.segment import Segment, open_segments, segment_at

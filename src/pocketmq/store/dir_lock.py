@@ -51,8 +51,10 @@ class DataDirLock:
         except BlockingIOError:
             owner = _read_owner(fd)
             os.close(fd)
-            raise DataDirLockedError(f"data directory {self.path.parent} is in use by process {owner} (lock file "
-                                     f"{self.path}): stop that process or choose another data directory") from None
+            raise DataDirLockedError(
+                f"data directory {self.path.parent} is in use by process {owner} (lock file "
+                f"{self.path}): stop that process or choose another data directory"
+            ) from None
         except BaseException:
             os.close(fd)
             raise

@@ -17,14 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
 
 class GroupCommit:
-    def __init__(self, flush: Callable[[bool], Awaitable[int]], *, sync: bool, flush_interval_ms: int,
-                 checkpoint_interval_ms: int):
+    def __init__(
+        self,
+        flush: Callable[[bool], Awaitable[int]],
+        *,
+        sync: bool,
+        flush_interval_ms: int,
+        checkpoint_interval_ms: int,
+    ):
         self._flush = flush
         self._sync = sync
         self._flush_interval_s = flush_interval_ms / 1000
@@ -101,5 +107,7 @@ class GroupCommit:
             self._task = None
 
     def __repr__(self) -> str:
-        return (f"<GroupCommit {'sync' if self._sync else 'async'} durable={self.durable_phys_offset} "
-                f"waiters={len(self._waiters)} rounds={self.rounds}>")
+        return (
+            f"<GroupCommit {'sync' if self._sync else 'async'} durable={self.durable_phys_offset} "
+            f"waiters={len(self._waiters)} rounds={self.rounds}>"
+        )

@@ -32,8 +32,8 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from crc32c import crc32c
 
@@ -106,7 +106,7 @@ class MessageIndex:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -141,7 +141,7 @@ class MessageIndex:
             data = path.read_bytes()
         except FileNotFoundError:
             return
-        for h in {h for h, _ in ENTRY.iter_unpack(memoryview(data)[:len(data) - len(data) % ENTRY_SIZE])}:
+        for h in {h for h, _ in ENTRY.iter_unpack(memoryview(data)[: len(data) - len(data) % ENTRY_SIZE])}:
             self._forget_below(h, end)
         path.unlink()
 

@@ -21,8 +21,8 @@ Thread safety: event loop only (the store's single thread).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE
 from pocketmq.runtime.clock import Clock
@@ -103,9 +103,15 @@ class CorruptionReporter:
         self._clock = clock
         self._limiter = LogLimiter(LOG_INTERVAL_MS)
         self._seen: dict[int, None] = {}  # insertion ordered: the oldest is forgotten first
-        self._counter = None if metrics is None else metrics.counter(
-            "pocketmq_store_corrupt_records_total", "Distinct corrupt commit log records found, by who found them",
-            ("found_by",))
+        self._counter = (
+            None
+            if metrics is None
+            else metrics.counter(
+                "pocketmq_store_corrupt_records_total",
+                "Distinct corrupt commit log records found, by who found them",
+                ("found_by",),
+            )
+        )
         self.found_total = 0
 
     def report(self, found_by: str, phys_offset: int, reason: str, detail: str = "") -> None:
@@ -118,5 +124,11 @@ class CorruptionReporter:
                 self._counter.inc(found_by=found_by)
         allowed, held_back = self._limiter.allow(self._clock.now_ms())
         if allowed:
-            log.warning("store.corrupt_record found_by=%s phys_offset=%d reason=%s%s held_back=%d", found_by,
-                        phys_offset, reason, f" {detail}" if detail else "", held_back)
+            log.warning(
+                "store.corrupt_record found_by=%s phys_offset=%d reason=%s%s held_back=%d",
+                found_by,
+                phys_offset,
+                reason,
+                f" {detail}" if detail else "",
+                held_back,
+            )

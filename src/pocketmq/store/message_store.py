@@ -40,19 +40,28 @@ import errno
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, make_offset_msg_id
 from pocketmq.common.properties import encode_properties
 from pocketmq.errors import StoreError
 from pocketmq.protocol.message_codec import (
-    MAX_PROPERTIES_BYTES, RecordFormatError, decode_record, encode_record,
+    MAX_PROPERTIES_BYTES,
+    RecordFormatError,
+    decode_record,
+    encode_record,
 )
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store.api import (
-    FlushMode, GetResult, GetStatus, PutResult, PutStatus, RecoveryReport, StoreConfig,
+    FlushMode,
+    GetResult,
+    GetStatus,
+    PutResult,
+    PutStatus,
+    RecoveryReport,
+    StoreConfig,
 )
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commit_log import CommitLog, CorruptRecordError, Frame, RecordMark
@@ -63,8 +72,8 @@ from pocketmq.store.index import MessageIndex
 from pocketmq.store.integrity import BadRegion, CorruptionReporter
 from pocketmq.store.recovery import recover_commit_log
 from pocketmq.store.retention import DiskUsage, SegmentAge, segments_to_delete
-from pocketmq.store.tail_truncation import truncate_tail
 from pocketmq.store.tags import tag_hash_code
+from pocketmq.store.tail_truncation import truncate_tail
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,7 @@ DEFAULT_MAX_GET_BYTES = 256 * 1024
 
 ArrivalListener = Callable[[str, int, int], None]
 DiskUsageProbe = Callable[[Path], tuple[int, int, int]]  # shutil.disk_usage: (total, used, free)
+
 
 def tags_code_of(properties: dict[str, str]) -> int:
     tag = properties.get(props.TAGS)
@@ -103,8 +113,14 @@ class _Refused(Exception):
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, clock: Clock = SYSTEM_CLOCK, *,
-                 disk_usage: DiskUsageProbe = shutil.disk_usage, metrics=None):
+    def __init__(
+        self,
+        config: StoreConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        disk_usage: DiskUsageProbe = shutil.disk_usage,
+        metrics=None,
+    ):
         """``metrics``: the broker's ``MetricsRegistry`` (pocketmq_store_corrupt_records_total), or None."""
         self.config = config
         self._clock = clock
@@ -123,9 +139,12 @@ class MessageStore:
         self._dir_lock = DataDirLock(self._data_dir)
         self._listeners: list[ArrivalListener] = []
         self._flush_lock = asyncio.Lock()
-        self._group_commit = GroupCommit(self._flush, sync=config.flush_mode is FlushMode.SYNC,
-                                         flush_interval_ms=config.flush_interval_ms,
-                                         checkpoint_interval_ms=config.checkpoint_interval_ms)
+        self._group_commit = GroupCommit(
+            self._flush,
+            sync=config.flush_mode is FlushMode.SYNC,
+            flush_interval_ms=config.flush_interval_ms,
+            checkpoint_interval_ms=config.checkpoint_interval_ms,
+        )
         self._cleanup_task: asyncio.Task | None = None
         self._state = "new"
         # Set on a slave: local puts are refused (SERVICE_NOT_AVAILABLE), only append_replicated writes, so
@@ -164,8 +183,13 @@ class MessageStore:
         for queue in self._queues.values():
             queue.truncate_from_phys(replay_from)
         self._index.load(replay_from)
-        report = recover_commit_log(commit_log, self._checkpoint.verified_phys_offset, replay_from,
-                                    self._dispatch_frames, self._report_bad_region)
+        report = recover_commit_log(
+            commit_log,
+            self._checkpoint.verified_phys_offset,
+            replay_from,
+            self._dispatch_frames,
+            self._report_bad_region,
+        )
         self._verified_phys_offset = commit_log.max_phys_offset
         for queue in self._queues.values():
             queue.delete_below_phys(commit_log.min_phys_offset)
@@ -229,8 +253,9 @@ class MessageStore:
         """``results`` of the latest ``append_messages`` once an fsync covers them (FLUSH_DISK_TIMEOUT when none
         does within the sync flush timeout); refused results as they are."""
         if results and results[0].status is PutStatus.PUT_OK:
-            durable = await self._group_commit.wait_durable(self._commit_log.max_phys_offset,
-                                                            self.config.sync_flush_timeout_ms)
+            durable = await self._group_commit.wait_durable(
+                self._commit_log.max_phys_offset, self.config.sync_flush_timeout_ms
+            )
             if not durable:
                 results = [_with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) for r in results]
         return results
@@ -266,8 +291,11 @@ class MessageStore:
         id_prefix = self._msg_id_prefix
         put_ok = PutStatus.PUT_OK
         for msg, phys_offset in zip(msgs, phys_offsets):
-            results.append(PutResult(put_ok, phys_offset, msg.queue_offset, msg.store_size, now_ms,
-                                     f"{id_prefix}{phys_offset:016X}"))
+            results.append(
+                PutResult(
+                    put_ok, phys_offset, msg.queue_offset, msg.store_size, now_ms, f"{id_prefix}{phys_offset:016X}"
+                )
+            )
         return results
 
     def _write_failed(self, start: int, exc: OSError) -> PutResult:
@@ -289,8 +317,9 @@ class MessageStore:
             # The limit is on the body (what users and both protocols call the message size, as RocketMQ 5
             # allows a record of the max plus its headers); the whole record must still fit in a segment.
             if len(msg.body) > body_limit:
-                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"body of {len(msg.body)} bytes is larger than the "
-                               f"limit of {body_limit}")
+                raise _Refused(
+                    PutStatus.MESSAGE_ILLEGAL, f"body of {len(msg.body)} bytes is larger than the limit of {body_limit}"
+                )
             key = (msg.topic, msg.queue_id)
             queue_offset = next_offsets.get(key)
             if queue_offset is None:
@@ -302,15 +331,20 @@ class MessageStore:
             msg.store_host = host
             properties = encode_properties(msg.properties).encode()
             if len(properties) > MAX_PROPERTIES_BYTES:
-                raise _Refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                               f"properties are {len(properties)} bytes, more than {MAX_PROPERTIES_BYTES}")
+                raise _Refused(
+                    PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                    f"properties are {len(properties)} bytes, more than {MAX_PROPERTIES_BYTES}",
+                )
             try:
                 record = encode_record(msg, properties)
             except RecordFormatError as exc:
                 raise _Refused(PutStatus.MESSAGE_ILLEGAL, str(exc)) from None
             if len(record) > record_limit:
-                raise _Refused(PutStatus.MESSAGE_ILLEGAL, f"record of {len(record)} bytes does not fit in a "
-                               f"commit log segment of {self.config.commit_log_segment_bytes}")
+                raise _Refused(
+                    PutStatus.MESSAGE_ILLEGAL,
+                    f"record of {len(record)} bytes does not fit in a "
+                    f"commit log segment of {self.config.commit_log_segment_bytes}",
+                )
             records.append(record)
         return records
 
@@ -347,7 +381,7 @@ class MessageStore:
             # most messages have a UNIQ_KEY and no KEYS: that one key is indexed without building a list
             if props.KEYS in properties:
                 index_add(msg.topic, index_keys_of(properties), msg.phys_offset)
-            elif (uniq_key := properties.get(props.UNIQ_KEY)):
+            elif uniq_key := properties.get(props.UNIQ_KEY):
                 index_add(msg.topic, (uniq_key,), msg.phys_offset)
         touched = list(ends_before)
         self._dirty_queues.update(touched)
@@ -369,8 +403,12 @@ class MessageStore:
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = self._queues.get((topic, queue_id))
         if queue is None:
-            queue = ConsumeQueue(self._data_dir / "consumequeue" / topic / str(queue_id), topic, queue_id,
-                                 self.config.consume_queue_segment_units)
+            queue = ConsumeQueue(
+                self._data_dir / "consumequeue" / topic / str(queue_id),
+                topic,
+                queue_id,
+                self.config.consume_queue_segment_units,
+            )
             self._queues[(topic, queue_id)] = queue
         return queue
 
@@ -388,22 +426,32 @@ class MessageStore:
             queue_segments: list = []
             index_pending: dict[int, bytes] = {}
             save_at = None
-            if checkpoint and (covered != self._checkpoint.phys_offset
-                               or self._verified_phys_offset != self._checkpoint.verified_phys_offset):
+            if checkpoint and (
+                covered != self._checkpoint.phys_offset
+                or self._verified_phys_offset != self._checkpoint.verified_phys_offset
+            ):
                 for queue in self._dirty_queues:
                     queue_segments.extend(queue.take_dirty())
                 self._dirty_queues.clear()
                 index_pending = self._index.take_pending()
                 save_at = covered
             if segments or save_at is not None:
-                await asyncio.to_thread(self._flush_blocking, segments, queue_segments, index_pending, save_at,
-                                        self._verified_phys_offset, self._clock.now_ms())
+                await asyncio.to_thread(
+                    self._flush_blocking,
+                    segments,
+                    queue_segments,
+                    index_pending,
+                    save_at,
+                    self._verified_phys_offset,
+                    self._clock.now_ms(),
+                )
             commit_log.after_flush()
             self._destroy_doomed()
             return covered
 
-    def _flush_blocking(self, segments, queue_segments, index_pending, save_at: int | None, verified: int,
-                        now_ms: int) -> None:
+    def _flush_blocking(
+        self, segments, queue_segments, index_pending, save_at: int | None, verified: int, now_ms: int
+    ) -> None:
         CommitLog.flush_segments(segments)
         if save_at is None:
             return
@@ -419,9 +467,16 @@ class MessageStore:
 
     # ---- reading ---------------------------------------------------------------------------------------
 
-    def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_count: int, *,
-                     max_bytes: int = DEFAULT_MAX_GET_BYTES, tag_filter: Callable[[int], bool] | None = None
-                     ) -> GetResult:
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_count: int,
+        *,
+        max_bytes: int = DEFAULT_MAX_GET_BYTES,
+        tag_filter: Callable[[int], bool] | None = None,
+    ) -> GetResult:
         queue = self._queues.get((topic, queue_id))
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE)
@@ -433,13 +488,18 @@ class MessageStore:
         if queue_offset == high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, next_begin_offset=high, min_offset=low, max_offset=high)
         if queue_offset > high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, next_begin_offset=low if low == 0 else high,
-                             min_offset=low, max_offset=high)
+            return GetResult(
+                GetStatus.OFFSET_OVERFLOW_BADLY,
+                next_begin_offset=low if low == 0 else high,
+                min_offset=low,
+                max_offset=high,
+            )
         records, next_offset, status = self._read_queue(queue, queue_offset, max_count, max_bytes, tag_filter)
         return GetResult(status, records, next_offset, low, high)
 
-    def _read_queue(self, queue: ConsumeQueue, queue_offset: int, max_count: int, max_bytes: int,
-                    tag_filter) -> tuple[list[bytes], int, GetStatus]:
+    def _read_queue(
+        self, queue: ConsumeQueue, queue_offset: int, max_count: int, max_bytes: int, tag_filter
+    ) -> tuple[list[bytes], int, GetStatus]:
         commit_log = self._commit_log
         min_phys = commit_log.min_phys_offset
         records: list[bytes] = []
@@ -466,8 +526,12 @@ class MessageStore:
                     try:
                         record = commit_log.read_record(phys_offset, size)
                     except CorruptRecordError as exc:  # never handed out; passed over like a filtered record
-                        self.corruption.report("read", phys_offset, exc.reason, f"topic={queue.topic} "
-                                               f"queue_id={queue.queue_id} queue_offset={next_offset}")
+                        self.corruption.report(
+                            "read",
+                            phys_offset,
+                            exc.reason,
+                            f"topic={queue.topic} queue_id={queue.queue_id} queue_offset={next_offset}",
+                        )
                     else:
                         if record is None:
                             found_null = True
@@ -524,8 +588,9 @@ class MessageStore:
         record = self._commit_log.read_frame_record(phys_offset)
         return decode_record(record)[0] if record is not None else None
 
-    def query_by_key(self, topic: str, key: str, max_count: int = MAX_QUERY_RESULTS, begin_ms: int = 0,
-                     end_ms: int = 2 ** 63 - 1) -> list[MessageExt]:
+    def query_by_key(
+        self, topic: str, key: str, max_count: int = MAX_QUERY_RESULTS, begin_ms: int = 0, end_ms: int = 2**63 - 1
+    ) -> list[MessageExt]:
         """The newest ``max_count`` (at most MAX_QUERY_RESULTS) messages of ``topic`` with ``key`` among their
         KEYS, stored in ``[begin_ms, end_ms]``, oldest first."""
         return self._query(topic, key, max_count, begin_ms, end_ms, lambda m: key in m.keys)
@@ -533,7 +598,7 @@ class MessageStore:
     def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
         """The messages of ``topic`` whose UNIQ_KEY (producer message id) is ``uniq_key``, oldest first (the
         first is the original of any redelivered copies)."""
-        return self._query(topic, uniq_key, MAX_QUERY_RESULTS, 0, 2 ** 63 - 1, lambda m: m.uniq_key == uniq_key)
+        return self._query(topic, uniq_key, MAX_QUERY_RESULTS, 0, 2**63 - 1, lambda m: m.uniq_key == uniq_key)
 
     def _query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, matches) -> list[MessageExt]:
         max_count = max(0, min(max_count, MAX_QUERY_RESULTS))
@@ -542,8 +607,7 @@ class MessageStore:
             if len(found) >= max_count:
                 break
             msg = self.read_message(phys_offset)
-            if msg is not None and msg.topic == topic and begin_ms <= msg.store_timestamp_ms <= end_ms \
-                    and matches(msg):
+            if msg is not None and msg.topic == topic and begin_ms <= msg.store_timestamp_ms <= end_ms and matches(msg):
                 found.append(msg)
         found.reverse()
         return found
@@ -668,12 +732,19 @@ class MessageStore:
         async with self._flush_lock:
             commit_log = self._commit_log
             durable_until = self._checkpoint.phys_offset or 0
-            candidates = [SegmentAge(s.base_offset, s.size_bytes, os.stat(s.path).st_mtime_ns // 1_000_000)
-                          for s in commit_log.segments[:-1] if s.end_offset <= durable_until]
+            candidates = [
+                SegmentAge(s.base_offset, s.size_bytes, os.stat(s.path).st_mtime_ns // 1_000_000)
+                for s in commit_log.segments[:-1]
+                if s.end_offset <= durable_until
+            ]
             total, used, _free = self._disk_usage(self._data_dir)
-            count = segments_to_delete(candidates, self._clock.now_ms(),
-                                       int(self.config.file_reserved_hours * 3_600_000),
-                                       DiskUsage(total, used), self.config.disk_max_used_ratio)
+            count = segments_to_delete(
+                candidates,
+                self._clock.now_ms(),
+                int(self.config.file_reserved_hours * 3_600_000),
+                DiskUsage(total, used),
+                self.config.disk_max_used_ratio,
+            )
             for segment in commit_log.segments[:count]:
                 commit_log.delete_segment(segment)
                 self._index.delete_segment(segment.base_offset, segment.end_offset)
@@ -681,18 +752,34 @@ class MessageStore:
             if count:
                 for queue in self._queues.values():
                     queue_segments += queue.delete_below_phys(commit_log.min_phys_offset)
-                log.info("store.retention deleted_segments=%d consume_queue_segments=%d min_phys_offset=%d",
-                         count, queue_segments, commit_log.min_phys_offset)
+                log.info(
+                    "store.retention deleted_segments=%d consume_queue_segments=%d min_phys_offset=%d",
+                    count,
+                    queue_segments,
+                    commit_log.min_phys_offset,
+                )
             return count
 
     def __repr__(self) -> str:
         commit_log = self._commit_log
-        positions = (f" min_phys={commit_log.min_phys_offset} max_phys={commit_log.max_phys_offset}"
-                     if commit_log is not None else "")
-        return (f"<MessageStore {self._data_dir} {self._state} flush={self.config.flush_mode.value}{positions} "
-                f"durable={self._group_commit.durable_phys_offset} queues={len(self._queues)}>")
+        positions = (
+            f" min_phys={commit_log.min_phys_offset} max_phys={commit_log.max_phys_offset}"
+            if commit_log is not None
+            else ""
+        )
+        return (
+            f"<MessageStore {self._data_dir} {self._state} flush={self.config.flush_mode.value}{positions} "
+            f"durable={self._group_commit.durable_phys_offset} queues={len(self._queues)}>"
+        )
 
 
 def _with_status(result: PutResult, status: PutStatus) -> PutResult:
-    return PutResult(status, result.phys_offset, result.queue_offset, result.store_size, result.store_timestamp_ms,
-                     result.offset_msg_id, reason="no fsync covered the record within the sync flush timeout")
+    return PutResult(
+        status,
+        result.phys_offset,
+        result.queue_offset,
+        result.store_size,
+        result.store_timestamp_ms,
+        result.offset_msg_id,
+        reason="no fsync covered the record within the sync flush timeout",
+    )

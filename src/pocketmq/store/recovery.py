@@ -24,7 +24,7 @@ store starts on a filesystem with little room left.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from pocketmq.store.api import RecoveryReport
 from pocketmq.store.commit_log import CommitLog, Frame, frame_problem
@@ -36,9 +36,13 @@ _REPLAY_BATCH_FRAMES = 4096
 _ZERO_CHUNK = bytes(1 << 20)
 
 
-def recover_commit_log(commit_log: CommitLog, verify_from: int, replay_from: int,
-                       on_frames: Callable[[list[Frame]], None],
-                       on_bad_region: Callable[[BadRegion], None]) -> RecoveryReport:
+def recover_commit_log(
+    commit_log: CommitLog,
+    verify_from: int,
+    replay_from: int,
+    on_frames: Callable[[list[Frame]], None],
+    on_bad_region: Callable[[BadRegion], None],
+) -> RecoveryReport:
     corrupt_regions, corrupt_bytes = _verify(commit_log, min(verify_from, replay_from), replay_from, on_bad_region)
     readable_end = commit_log.readable_end()
     valid_end = replay_from
@@ -60,11 +64,22 @@ def recover_commit_log(commit_log: CommitLog, verify_from: int, replay_from: int
     commit_log.truncate(valid_end)
     if dropped:
         log.warning("store.recovery dropped_bytes=%d from_phys_offset=%d reason=%s", dropped, valid_end, reason)
-    log.info("store.recovered max_phys_offset=%d verified_from=%d replayed_from=%d records_replayed=%d",
-             commit_log.max_phys_offset, verify_from, replay_from, replayed)
-    return RecoveryReport(max_phys_offset=commit_log.max_phys_offset, dropped_bytes=dropped,
-                          dropped_from_phys_offset=valid_end if dropped else None, records_replayed=replayed,
-                          reason=reason, corrupt_regions=corrupt_regions, corrupt_bytes=corrupt_bytes)
+    log.info(
+        "store.recovered max_phys_offset=%d verified_from=%d replayed_from=%d records_replayed=%d",
+        commit_log.max_phys_offset,
+        verify_from,
+        replay_from,
+        replayed,
+    )
+    return RecoveryReport(
+        max_phys_offset=commit_log.max_phys_offset,
+        dropped_bytes=dropped,
+        dropped_from_phys_offset=valid_end if dropped else None,
+        records_replayed=replayed,
+        reason=reason,
+        corrupt_regions=corrupt_regions,
+        corrupt_bytes=corrupt_bytes,
+    )
 
 
 def _verify(commit_log: CommitLog, start: int, end: int, on_bad_region: Callable[[BadRegion], None]) -> tuple[int, int]:
@@ -76,8 +91,14 @@ def _verify(commit_log: CommitLog, start: int, end: int, on_bad_region: Callable
             total += item.length
             on_bad_region(item)
     if regions:
-        log.warning("store.recovery corrupt_regions=%d corrupt_bytes=%d verified_from=%d verified_to=%d "
-                    "(kept in place; reads skip them; `pocketmq store verify` lists them)", regions, total, start, end)
+        log.warning(
+            "store.recovery corrupt_regions=%d corrupt_bytes=%d verified_from=%d verified_to=%d "
+            "(kept in place; reads skip them; `pocketmq store verify` lists them)",
+            regions,
+            total,
+            start,
+            end,
+        )
     return regions, total
 
 
@@ -92,7 +113,7 @@ def data_end(commit_log: CommitLog, phys_offset: int) -> int:
         while end > floor:
             start = max(floor, end - len(_ZERO_CHUNK))
             chunk = segment.view[start:end]
-            if chunk != _ZERO_CHUNK[:end - start]:
+            if chunk != _ZERO_CHUNK[: end - start]:
                 return segment.base_offset + start + len(chunk.rstrip(b"\0"))
             end = start
     return phys_offset

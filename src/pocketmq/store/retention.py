@@ -25,8 +25,9 @@ class DiskUsage:
     used_bytes: int
 
 
-def segments_to_delete(candidates: list[SegmentAge], now_ms: int, reserved_ms: int, disk: DiskUsage,
-                       max_used_ratio: float) -> int:
+def segments_to_delete(
+    candidates: list[SegmentAge], now_ms: int, reserved_ms: int, disk: DiskUsage, max_used_ratio: float
+) -> int:
     """How many of ``candidates`` (oldest first) to delete."""
     used_bytes = disk.used_bytes
     count = 0

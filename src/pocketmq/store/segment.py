@@ -45,7 +45,7 @@ def list_segment_bases(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if len(p.name) == NAME_DIGITS and p.name.isdigit())
 
 
-def open_segments(folder: Path, segment_bytes: int, what: str, *, writable: bool = True) -> list["Segment"]:
+def open_segments(folder: Path, segment_bytes: int, what: str, *, writable: bool = True) -> list[Segment]:
     """Open the segment files of ``folder``, checking that they are aligned and leave no hole (``what`` names
     the log in errors)."""
     segments = []
@@ -59,7 +59,7 @@ def open_segments(folder: Path, segment_bytes: int, what: str, *, writable: bool
     return segments
 
 
-def segment_at(segments: list["Segment"], position: int, segment_bytes: int) -> "Segment | None":
+def segment_at(segments: list[Segment], position: int, segment_bytes: int) -> Segment | None:
     """The segment of ``segments`` (contiguous, ascending) holding byte ``position`` of the log, else None."""
     if not segments:
         return None
@@ -113,7 +113,7 @@ class Segment:
             written += os.pwrite(self._fd, memoryview(data)[written:], pos + written)
 
     def read(self, pos: int, length: int) -> bytes:
-        return self._map[pos:pos + length]
+        return self._map[pos : pos + length]
 
     def readable_end(self) -> int:
         """The relative end of the file's last allocated extent (page granular): bytes past it were never

@@ -20,7 +20,7 @@ def tag_hash_code(tag: str) -> int:
         units = tag.encode("ascii")
     else:
         raw = tag.encode("utf-16-be")  # characters outside the BMP become two surrogate units, as in Java
-        units = [int.from_bytes(raw[i:i + 2], "big") for i in range(0, len(raw), 2)]
+        units = [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
     h = 0
     for unit in units:
         h = (31 * h + unit) & _MASK32

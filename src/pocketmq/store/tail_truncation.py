@@ -36,13 +36,16 @@ def is_frame_boundary(commit_log: CommitLog, phys_offset: int) -> bool:
     return pos == phys_offset
 
 
-def truncate_tail(commit_log: CommitLog, queues: Iterable[ConsumeQueue], index: MessageIndex,
-                  phys_offset: int) -> tuple[int, list[ConsumeQueue]]:
+def truncate_tail(
+    commit_log: CommitLog, queues: Iterable[ConsumeQueue], index: MessageIndex, phys_offset: int
+) -> tuple[int, list[ConsumeQueue]]:
     """Cut everything at and after ``phys_offset`` (a frame boundary at or above the log's start); returns
     (bytes dropped, the queues that lost units). StoreError, changing nothing, for any other offset."""
     if phys_offset < commit_log.min_phys_offset or not is_frame_boundary(commit_log, phys_offset):
-        raise StoreError(f"cannot truncate the commit log at {phys_offset}: not a record boundary of "
-                         f"[{commit_log.min_phys_offset}, {commit_log.max_phys_offset})")
+        raise StoreError(
+            f"cannot truncate the commit log at {phys_offset}: not a record boundary of "
+            f"[{commit_log.min_phys_offset}, {commit_log.max_phys_offset})"
+        )
     dropped = commit_log.max_phys_offset - phys_offset
     if dropped == 0:
         return 0, []

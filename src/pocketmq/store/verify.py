@@ -79,11 +79,12 @@ def _records_in(root: Path, regions: list[BadRegion]) -> dict[int, list[QueueRec
                 with open(queue_dir / segment_name(base), "rb") as f:
                     position = base
                     while chunk := f.read(_UNIT_READ_BYTES):
-                        for phys_offset, size, _tags in UNIT.iter_unpack(chunk[:len(chunk) - len(chunk) % UNIT_SIZE]):
+                        for phys_offset, size, _tags in UNIT.iter_unpack(chunk[: len(chunk) - len(chunk) % UNIT_SIZE]):
                             if size > 0:
                                 index = bisect.bisect_right(starts, phys_offset) - 1
                                 if index >= 0 and phys_offset < starts[index] + regions[index].length:
                                     hit.setdefault(starts[index], []).append(
-                                        QueueRecord(topic_dir.name, int(queue_dir.name), position // UNIT_SIZE))
+                                        QueueRecord(topic_dir.name, int(queue_dir.name), position // UNIT_SIZE)
+                                    )
                             position += UNIT_SIZE
     return hit

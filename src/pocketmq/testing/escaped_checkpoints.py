@@ -19,15 +19,33 @@ from pocketmq.broker.pop.revive_queue import ReviveQueue, checkpoint_message
 from pocketmq.common.topic import revive_topic
 
 
-def remote_checkpoints(topic: str, group: str, broker_name: str, queue_offsets: dict[int, list[int]], *,
-                       pop_time_ms: int, invisible_ms: int, per_ck: int = 32) -> list[PopCheckpoint]:
+def remote_checkpoints(
+    topic: str,
+    group: str,
+    broker_name: str,
+    queue_offsets: dict[int, list[int]],
+    *,
+    pop_time_ms: int,
+    invisible_ms: int,
+    per_ck: int = 32,
+) -> list[PopCheckpoint]:
     """CKs of ``group`` for the messages at ``queue_offsets`` (queue id -> offsets) of ``topic`` on broker
     group ``broker_name``, up to ``per_ck`` messages each, spread over the revive queues like pops are."""
     cks = []
     for queue_id, offsets in sorted(queue_offsets.items()):
         for start in range(0, len(offsets), per_ck):
-            cks.append(PopCheckpoint.of_offsets(topic, group, queue_id, offsets[start:start + per_ck], pop_time_ms,
-                                                invisible_ms, broker_name, revive_queue_id=len(cks) % 8))
+            cks.append(
+                PopCheckpoint.of_offsets(
+                    topic,
+                    group,
+                    queue_id,
+                    offsets[start : start + per_ck],
+                    pop_time_ms,
+                    invisible_ms,
+                    broker_name,
+                    revive_queue_id=len(cks) % 8,
+                )
+            )
     return cks
 
 
@@ -40,18 +58,20 @@ async def append_checkpoints(broker, cks: list[PopCheckpoint]) -> None:
     for queue_id, of_queue in queues.items():
         queue = ReviveQueue(broker.store, topic, queue_id, broker.broker_name, 0)
         for start in range(0, len(of_queue), 256):
-            await queue.append([checkpoint_message(topic, ck) for ck in of_queue[start:start + 256]])
+            await queue.append([checkpoint_message(topic, ck) for ck in of_queue[start : start + 256]])
 
 
-async def seed_checkpoints(data_dir: Path, *, cluster_name: str, broker_name: str,
-                           cks: list[PopCheckpoint]) -> None:
+async def seed_checkpoints(data_dir: Path, *, cluster_name: str, broker_name: str, cks: list[PopCheckpoint]) -> None:
     """Write ``cks`` into the (stopped) broker's ``data_dir`` (what ``pocketmq serve --data-dir`` uses)."""
     from pocketmq.broker.broker import Broker
     from pocketmq.broker.config import BrokerConfig
 
-    config = dataclasses.replace(BrokerConfig(data_dir=Path(data_dir), remoting_port=0, grpc_port=0),
-                                 cluster_name=cluster_name, broker_name=broker_name,
-                                 pop_revive_interval_ms=3_600_000)
+    config = dataclasses.replace(
+        BrokerConfig(data_dir=Path(data_dir), remoting_port=0, grpc_port=0),
+        cluster_name=cluster_name,
+        broker_name=broker_name,
+        pop_revive_interval_ms=3_600_000,
+    )
     broker = Broker(config)
     await broker.start()
     try:

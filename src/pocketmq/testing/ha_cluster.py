@@ -22,9 +22,20 @@ from pocketmq.testing.processes import PocketProcess, broker_process, namesrv_pr
 CLUSTER = "ha"
 GROUP_A, GROUP_B = "group-a", "group-b"
 PROBE_TOPIC = "ha-probe"  # ready() sends here until A's slave acks a SYNC send
-COMMON_ARGS = ["--cluster", CLUSTER, "--register-interval-ms", "500", "--set", "pop_revive_interval_ms=200",
-               "--set", "ha_master_lookup_interval_ms=200", "--set", "ha_metadata_sync_interval_ms=300",
-               "--set", "ha_slave_ack_timeout_ms=1000"]
+COMMON_ARGS = [
+    "--cluster",
+    CLUSTER,
+    "--register-interval-ms",
+    "500",
+    "--set",
+    "pop_revive_interval_ms=200",
+    "--set",
+    "ha_master_lookup_interval_ms=200",
+    "--set",
+    "ha_metadata_sync_interval_ms=300",
+    "--set",
+    "ha_slave_ack_timeout_ms=1000",
+]
 
 
 def fast_namesrv(root: Path) -> PocketProcess:
@@ -34,11 +45,16 @@ def fast_namesrv(root: Path) -> PocketProcess:
     return namesrv_process(root / "ns", extra_args=["--config", str(config)]).start()
 
 
-def ha_broker(root: Path, namesrv: str, workdir: str, name: str, broker_id: int, role: str,
-              *flags: str) -> PocketProcess:
+def ha_broker(
+    root: Path, namesrv: str, workdir: str, name: str, broker_id: int, role: str, *flags: str
+) -> PocketProcess:
     """A broker of the cluster (not started) in ``root / workdir``; ``flags`` are more ``serve`` arguments."""
-    return broker_process(root / workdir, name, namesrv=namesrv, extra_args=[
-        *COMMON_ARGS, "--broker-id", str(broker_id), "--role", role, *flags])
+    return broker_process(
+        root / workdir,
+        name,
+        namesrv=namesrv,
+        extra_args=[*COMMON_ARGS, "--broker-id", str(broker_id), "--role", role, *flags],
+    )
 
 
 @dataclass
@@ -64,8 +80,9 @@ class TwoGroups:
             while True:
                 try:
                     await producer.instance.route(PROBE_TOPIC, refresh=True)  # a send to a queue needs its route
-                    sent = await producer.send(Message.create(PROBE_TOPIC, b"probe"),
-                                               queue=MessageQueue(PROBE_TOPIC, GROUP_A, 0))
+                    sent = await producer.send(
+                        Message.create(PROBE_TOPIC, b"probe"), queue=MessageQueue(PROBE_TOPIC, GROUP_A, 0)
+                    )
                     if sent.status is SendStatus.SEND_OK:
                         return
                 except PocketMQError:
@@ -79,20 +96,23 @@ class TwoGroups:
             proc.kill()
 
 
-def start_two_groups(root: Path, *, remote_escape: bool = True, a_flags: tuple[str, ...] = (),
-                     b_flags: tuple[str, ...] = ()) -> TwoGroups:
+def start_two_groups(
+    root: Path, *, remote_escape: bool = True, a_flags: tuple[str, ...] = (), b_flags: tuple[str, ...] = ()
+) -> TwoGroups:
     """Start the name server, A's master, A's slave and B's master (``a_flags``: more arguments for both of A's
     brokers, ``b_flags`` for B's)."""
     namesrv = fast_namesrv(root)
     ns = namesrv.namesrv
     started: list[PocketProcess] = [namesrv]
     try:
-        a_master = ha_broker(root, ns, "a0", GROUP_A, 0, "sync_master", "--enable-slave-acting-master",
-                             *a_flags).start()
+        a_master = ha_broker(
+            root, ns, "a0", GROUP_A, 0, "sync_master", "--enable-slave-acting-master", *a_flags
+        ).start()
         started.append(a_master)
         escape = ("--enable-remote-escape",) if remote_escape else ()
-        a_slave = ha_broker(root, ns, "a1", GROUP_A, 1, "slave", "--enable-slave-acting-master", *escape,
-                            *a_flags).start()
+        a_slave = ha_broker(
+            root, ns, "a1", GROUP_A, 1, "slave", "--enable-slave-acting-master", *escape, *a_flags
+        ).start()
         started.append(a_slave)
         b_master = ha_broker(root, ns, "b0", GROUP_B, 0, "async_master", *b_flags).start()
     except BaseException:

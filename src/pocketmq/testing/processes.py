@@ -46,12 +46,16 @@ class PocketProcess:
         """The ``/metrics`` HTTP address (``serve --metrics-port``), else None."""
         return self.addresses.get("metrics")
 
-    def start(self, timeout_s: float = 30.0) -> "PocketProcess":
+    def start(self, timeout_s: float = 30.0) -> PocketProcess:
         self.ready_file.unlink(missing_ok=True)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "pocketmq.cli.main", *self.args,
-                                      "--ready-file", str(self.ready_file)],
-                                     cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pocketmq.cli.main", *self.args, "--ready-file", str(self.ready_file)],
+            cwd=self.workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -59,8 +63,9 @@ class PocketProcess:
                 self.addresses = json.loads(self.ready_file.read_text())
                 return self
             if self.proc.poll() is not None:
-                raise RuntimeError(f"pocketmq {' '.join(self.args)} exited with {self.proc.returncode}:\n"
-                                   f"{self.log_tail()}")
+                raise RuntimeError(
+                    f"pocketmq {' '.join(self.args)} exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
             time.sleep(0.02)
         self.kill()
         raise TimeoutError(f"pocketmq {' '.join(self.args)} not ready within {timeout_s}s:\n{self.log_tail()}")
@@ -81,7 +86,7 @@ class PocketProcess:
                 self.kill()
         return self.proc.returncode if self.proc else None
 
-    def restart(self, timeout_s: float = 30.0) -> "PocketProcess":
+    def restart(self, timeout_s: float = 30.0) -> PocketProcess:
         """Start again with the same arguments; with port 0 the ports change unless pinned in ``args``."""
         return self.start(timeout_s)
 
@@ -99,8 +104,9 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def broker_process(workdir: Path, name: str = "broker-a", *, namesrv: str | None = None,
-                   extra_args: list[str] | None = None) -> PocketProcess:
+def broker_process(
+    workdir: Path, name: str = "broker-a", *, namesrv: str | None = None, extra_args: list[str] | None = None
+) -> PocketProcess:
     """A ``pocketmq serve`` process (embedded name server unless ``namesrv`` is given), not yet started.
 
     Ports default to 0; pin them in ``extra_args`` to keep them across ``restart()``.
@@ -117,15 +123,25 @@ def broker_process(workdir: Path, name: str = "broker-a", *, namesrv: str | None
     elif "--namesrv-port" not in given:
         args += ["--namesrv-port", "0"]
     args += extra_args or []
-    return PocketProcess(args=args, workdir=workdir, log_path=workdir / f"{name}.log",
-                         ready_file=workdir / f"{name}.ready.json", env=_env(workdir))
+    return PocketProcess(
+        args=args,
+        workdir=workdir,
+        log_path=workdir / f"{name}.log",
+        ready_file=workdir / f"{name}.ready.json",
+        env=_env(workdir),
+    )
 
 
 def namesrv_process(workdir: Path, *, extra_args: list[str] | None = None) -> PocketProcess:
     workdir.mkdir(parents=True, exist_ok=True)
     args = ["namesrv", "--port", "0", *(extra_args or [])]
-    return PocketProcess(args=args, workdir=workdir, log_path=workdir / "namesrv.log",
-                         ready_file=workdir / "namesrv.ready.json", env=_env(workdir))
+    return PocketProcess(
+        args=args,
+        workdir=workdir,
+        log_path=workdir / "namesrv.log",
+        ready_file=workdir / "namesrv.ready.json",
+        env=_env(workdir),
+    )
 
 
 def process_cpu_s(pid: int) -> float:

@@ -39,22 +39,37 @@ class _TopicConfigHeader(RequestHeader):
 _JSON_BODIES = {
     RequestCode.HEART_BEAT: (
         {"clientID": "fz-c", "consumerDataSet": [{"groupName": "fz-g0"}]},
-        {"clientID": [-1, None, [], "x" * 300, "a\x00"],
-         "consumerDataSet": ["no", [1], [{"groupName": "../x"}], [{"groupName": "fz-g0", "consumeType": "\u00b2"}],
-                             [{"groupName": "fz-g0", "subscriptionDataSet": [{"topic": "a/b"}]}],
-                             [{"groupName": "fz-g0", "messageModel": 9}]]}),
+        {
+            "clientID": [-1, None, [], "x" * 300, "a\x00"],
+            "consumerDataSet": [
+                "no",
+                [1],
+                [{"groupName": "../x"}],
+                [{"groupName": "fz-g0", "consumeType": "\u00b2"}],
+                [{"groupName": "fz-g0", "subscriptionDataSet": [{"topic": "a/b"}]}],
+                [{"groupName": "fz-g0", "messageModel": 9}],
+            ],
+        },
+    ),
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: (
         {"groupName": "fz-g0", "retryMaxTimes": 3},
-        {"groupName": ["../x", "", "a b", [], "t\n"], "retryMaxTimes": [-2, 2 ** 40, "x", 1.5, True, None, {}]}),
-    RequestCode.BATCH_ACK_MESSAGE: (
-        {"acks": []},
-        {"acks": ["no", {}, [{"c": "fz-g0"}], [1]]}),
+        {"groupName": ["../x", "", "a b", [], "t\n"], "retryMaxTimes": [-2, 2**40, "x", 1.5, True, None, {}]},
+    ),
+    RequestCode.BATCH_ACK_MESSAGE: ({"acks": []}, {"acks": ["no", {}, [{"c": "fz-g0"}], [1]]}),
     RequestCode.LOCK_BATCH_MQ: (
         {"consumerGroup": "fz-g0", "clientId": "fz-c", "mqSet": []},
-        {"consumerGroup": ["../x", "a b"], "clientId": [-1, "", "x" * 300],
-         "mqSet": ["no", [1], [{"topic": "../x", "brokerName": "b", "queueId": 0}],
-                   [{"topic": "fz-t0", "brokerName": "b", "queueId": -1}],
-                   [{"topic": "fz-t0", "brokerName": "b", "queueId": 2 ** 40}]]}),
+        {
+            "consumerGroup": ["../x", "a b"],
+            "clientId": [-1, "", "x" * 300],
+            "mqSet": [
+                "no",
+                [1],
+                [{"topic": "../x", "brokerName": "b", "queueId": 0}],
+                [{"topic": "fz-t0", "brokerName": "b", "queueId": -1}],
+                [{"topic": "fz-t0", "brokerName": "b", "queueId": 2**40}],
+            ],
+        },
+    ),
 }
 _JSON_BODIES[RequestCode.UNLOCK_BATCH_MQ] = _JSON_BODIES[RequestCode.LOCK_BATCH_MQ]
 
@@ -69,8 +84,10 @@ class RemotingCase:
     why: str
 
     def describe(self) -> str:
-        return (f"code={self.code} fields={self.fields!r} body={self.body[:200]!r}"
-                f"{'...' if len(self.body) > 200 else ''} binary={self.binary_header} ({self.why})")
+        return (
+            f"code={self.code} fields={self.fields!r} body={self.body[:200]!r}"
+            f"{'...' if len(self.body) > 200 else ''} binary={self.binary_header} ({self.why})"
+        )
 
 
 def case_rng(seed: int, index: int) -> random.Random:
@@ -89,8 +106,16 @@ def remoting_case(seed: int, index: int) -> RemotingCase:
         body, why = _wrong_body(rng, *_JSON_BODIES[code])
         return RemotingCase(code, {}, body, binary, ResponseCode.INVALID_PARAMETER, why)
     if code == RequestCode.UPDATE_BROKER_CONFIG:
-        body = rng.choice([b"", b"fz_no_such_key=1", b"\xff\xfe=\x00", "flush_disk_type=SOMETIMES".encode(),
-                           b"=" * 100, "max_message_bytes=-1".encode()])
+        body = rng.choice(
+            [
+                b"",
+                b"fz_no_such_key=1",
+                b"\xff\xfe=\x00",
+                b"flush_disk_type=SOMETIMES",
+                b"=" * 100,
+                b"max_message_bytes=-1",
+            ]
+        )
         return RemotingCase(code, {}, body, binary, ResponseCode.INVALID_PARAMETER, "bad config text")
     if header is None:  # nothing to check: junk fields are ignored
         junk = {"x" + str(rng.randint(0, 9)): _junk_text(rng) for _ in range(rng.randint(0, 3))}
@@ -129,17 +154,30 @@ def _wrong_text(rng: random.Random, f: Field) -> tuple[str | None, str]:
     if f.required:
         options += [(None, "missing"), ("", "blank")]
     if f.kind in ("int32", "int64"):
-        options += [(str(f.high + 1), "above its range"), (str(f.high + rng.randint(1, 2 ** 70)), "far above"),
-                    ("1e400", "infinite"), ("nan", "not a number"), ("1.5", "a fraction"), ("0x10", "hex"),
-                    ("\u00b2", "a superscript digit"), ("z" + _junk_text(rng), "junk")]
+        options += [
+            (str(f.high + 1), "above its range"),
+            (str(f.high + rng.randint(1, 2**70)), "far above"),
+            ("1e400", "infinite"),
+            ("nan", "not a number"),
+            ("1.5", "a fraction"),
+            ("0x10", "hex"),
+            ("\u00b2", "a superscript digit"),
+            ("z" + _junk_text(rng), "junk"),
+        ]
         if f.low > INT64_MIN:
-            options.append((str(f.low - rng.randint(1, 2 ** 70)), "below its range"))
+            options.append((str(f.low - rng.randint(1, 2**70)), "below its range"))
     elif f.kind == "bool":
         options += [("maybe", "not a boolean"), ("2", "not 0 or 1"), ("\u00fcber", "non-ASCII")]
     elif f.kind in ("topic", "group"):
-        options += [("../x", "a path"), ("a/b", "a slash"), (FUZZ_PREFIX + "t\n", "a trailing newline"),
-                    (" ", "blank"), ("x" * (f.max_chars + 1), "too long"), ("t\u00e9", "non-ASCII"),
-                    ("a b", "a space")]
+        options += [
+            ("../x", "a path"),
+            ("a/b", "a slash"),
+            (FUZZ_PREFIX + "t\n", "a trailing newline"),
+            (" ", "blank"),
+            ("x" * (f.max_chars + 1), "too long"),
+            ("t\u00e9", "non-ASCII"),
+            ("a b", "a space"),
+        ]
     elif f.kind == "choice":
         options += [("\u00c4" + f.choices[0], "non-ASCII"), ("NOPE", "not a choice"), (f.choices[0] + "\n", "newline")]
     elif f.kind == "text":

@@ -25,8 +25,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.client import (AsyncProducer, AsyncPullConsumer, AsyncSimpleConsumer, ClientConfig, Message,
-                             ProducerOptions)
+from pocketmq.client import (
+    AsyncProducer,
+    AsyncPullConsumer,
+    AsyncSimpleConsumer,
+    ClientConfig,
+    Message,
+    ProducerOptions,
+)
 from pocketmq.client.pull_consumer import PullStatus
 from pocketmq.testing.processes import broker_process
 
@@ -58,8 +64,7 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def growth_verdict(samples: list[tuple[float, int]], warmup_s: float, max_growth_bytes: int
-                   ) -> tuple[bool, int, float]:
+def growth_verdict(samples: list[tuple[float, int]], warmup_s: float, max_growth_bytes: int) -> tuple[bool, int, float]:
     """(within the bound, growth in bytes after the warm-up, slope in bytes per minute) of (seconds, RSS) samples.
 
     Growth: the mean of the last three samples minus the last sample of the warm-up (a single high sample at the
@@ -83,8 +88,9 @@ async def produce(config: ClientConfig, rate: int, stop: asyncio.Event, progress
         per_tick = max(1, round(rate * tick_s))
         next_tick = time.monotonic()
         while not stop.is_set():
-            outcomes = await asyncio.gather(*(producer.send(Message(TOPIC, BODY)) for _ in range(per_tick)),
-                                            return_exceptions=True)
+            outcomes = await asyncio.gather(
+                *(producer.send(Message(TOPIC, BODY)) for _ in range(per_tick)), return_exceptions=True
+            )
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     progress.failed(outcome)
@@ -130,29 +136,52 @@ async def pop(config: ClientConfig, stop: asyncio.Event, progress: Progress) -> 
 
 async def soak(args: argparse.Namespace, workdir: Path) -> int:
     retention_hours = args.retention_s / 3600
-    proc = broker_process(workdir, "soak", extra_args=[
-        "--set", f"file_reserved_hours={retention_hours}", "--set", "cleanup_interval_ms=2000",
-        "--set", f"commit_log_segment_bytes={4 * MIB}", "--set", "consume_queue_segment_units=20000"]).start()
+    proc = broker_process(
+        workdir,
+        "soak",
+        extra_args=[
+            "--set",
+            f"file_reserved_hours={retention_hours}",
+            "--set",
+            "cleanup_interval_ms=2000",
+            "--set",
+            f"commit_log_segment_bytes={4 * MIB}",
+            "--set",
+            "consume_queue_segment_units=20000",
+        ],
+    ).start()
     try:
         config = ClientConfig(namesrv_addr=proc.namesrv)
         progress, stop = Progress(), asyncio.Event()
-        load = [asyncio.create_task(coro) for coro in (produce(config, args.rate, stop, progress),
-                                                       pull(config, stop, progress), pop(config, stop, progress))]
+        load = [
+            asyncio.create_task(coro)
+            for coro in (
+                produce(config, args.rate, stop, progress),
+                pull(config, stop, progress),
+                pop(config, stop, progress),
+            )
+        ]
         duration_s, warmup_s = args.minutes * 60, args.warmup_minutes * 60
         samples: list[tuple[float, int]] = []
         started = time.monotonic()
         last_sent = -1
         stalled = False
-        print(f"soak: {args.minutes} min at {args.rate} sends/s, warm-up {args.warmup_minutes} min, retention "
-              f"{args.retention_s} s, broker pid {proc.proc.pid}", flush=True)
+        print(
+            f"soak: {args.minutes} min at {args.rate} sends/s, warm-up {args.warmup_minutes} min, retention "
+            f"{args.retention_s} s, broker pid {proc.proc.pid}",
+            flush=True,
+        )
         print("minute  rss_mib  sent  pulled  popped  acked  errors", flush=True)
         while (elapsed := time.monotonic() - started) < duration_s:
             await asyncio.sleep(min(args.sample_s, max(0.0, duration_s - elapsed)))
             elapsed = time.monotonic() - started
             rss = rss_bytes(proc.proc.pid)
             samples.append((elapsed, rss))
-            print(f"{elapsed / 60:6.2f}  {rss / MIB:7.1f}  {progress.sent}  {progress.pulled}  {progress.popped}  "
-                  f"{progress.acked}  {progress.errors}", flush=True)
+            print(
+                f"{elapsed / 60:6.2f}  {rss / MIB:7.1f}  {progress.sent}  {progress.pulled}  {progress.popped}  "
+                f"{progress.acked}  {progress.errors}",
+                flush=True,
+            )
             stalled = stalled or progress.sent == last_sent
             last_sent = progress.sent
             for task in load:
@@ -165,9 +194,12 @@ async def soak(args: argparse.Namespace, workdir: Path) -> int:
     within, growth, slope = growth_verdict(samples, warmup_s, args.max_growth_mib * MIB)
     total = progress.sent + progress.pulled + progress.popped
     error_share = progress.errors / max(1, total)
-    print(f"soak: RSS after warm-up {[r for t, r in samples if t < warmup_s][-1] / MIB:.1f} MiB, growth since "
-          f"{growth / MIB:+.1f} MiB (bound {args.max_growth_mib} MiB), slope {slope / MIB:+.2f} MiB/min; "
-          f"errors {progress.errors} ({error_share:.2%}) {progress.error_kinds}", flush=True)
+    print(
+        f"soak: RSS after warm-up {[r for t, r in samples if t < warmup_s][-1] / MIB:.1f} MiB, growth since "
+        f"{growth / MIB:+.1f} MiB (bound {args.max_growth_mib} MiB), slope {slope / MIB:+.2f} MiB/min; "
+        f"errors {progress.errors} ({error_share:.2%}) {progress.error_kinds}",
+        flush=True,
+    )
     ok = within and not stalled and error_share <= 0.01 and progress.pulled > 0 and progress.acked > 0
     print("soak: PASS" if ok else "soak: FAIL" + (" (the load stalled)" if stalled else ""), flush=True)
     return 0 if ok else 1

@@ -30,8 +30,10 @@ def test_static_setting_is_refused_with_the_reason():
 
 def test_setting_a_static_field_to_its_current_value_is_allowed():
     config = BrokerConfig()
-    assert changed_config(config, {"broker_name": config.broker_name, "long_polling_enable": "false"}) \
-        .long_polling_enable is False
+    assert (
+        changed_config(config, {"broker_name": config.broker_name, "long_polling_enable": "false"}).long_polling_enable
+        is False
+    )
 
 
 def test_config_properties_render_every_field_as_text():

@@ -7,6 +7,8 @@ import dataclasses
 import json
 
 import pytest
+from tests.unit.pop.pop_support import pop, running_broker, send
+from tests.unit.pop.test_typed_reads import FailingReader
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -15,8 +17,6 @@ from pocketmq.cluster.breaker import BreakerState
 from pocketmq.common.config import load_config
 from pocketmq.errors import BadRequestError, ConfigError
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.pop.pop_support import pop, running_broker, send
-from tests.unit.pop.test_typed_reads import FailingReader
 
 
 async def test_a_new_backoff_table_is_used_by_the_next_rewrite(tmp_path):
@@ -37,8 +37,10 @@ async def test_a_new_backoff_table_is_used_by_the_next_rewrite(tmp_path):
         await run_for(20_000)
         assert [t - popped_at for t in reader.read_times_ms] == [10_000, 11_000, 14_000]  # then 3 s steps
         metrics = broker.metrics
-        assert [metrics.value("pocketmq_pop_ck_rewrites_total", group="G", topic="T", queue_id=0, attempt=n)
-                for n in (1, 2, 3)] == [1, 1, 0]  # the new table has 2 steps: the third read ends the CK
+        assert [
+            metrics.value("pocketmq_pop_ck_rewrites_total", group="G", topic="T", queue_id=0, attempt=n)
+            for n in (1, 2, 3)
+        ] == [1, 1, 0]  # the new table has 2 steps: the third read ends the CK
         assert metrics.value("pocketmq_pop_ck_endings_total", group="G", topic="T", queue_id=0, ending="drop") == 1
         assert metrics.get("pocketmq_pop_ck_rewrite_wait_seconds").sum(group="G") == 4.0
         stats = broker.pop.group_stats("G")[("T", 0)]
@@ -70,7 +72,9 @@ async def test_changes_persist_over_a_restart_and_win_over_the_start_config(tmp_
     broker.update_config({"breaker_failure_threshold": "3", "pop_ck_rewrite_backoff_ms": "100 200"})
     await broker.shutdown()
     assert json.loads(dynamic_config_path(config).read_text()) == {
-        "breaker_failure_threshold": "3", "pop_ck_rewrite_backoff_ms": "100,200"}
+        "breaker_failure_threshold": "3",
+        "pop_ck_rewrite_backoff_ms": "100,200",
+    }
     again = Broker(config)  # started with threshold 7 again: the run-time change wins
     assert again.config.breaker_failure_threshold == 3 and again.config.pop_ck_rewrite_backoff_ms == (100, 200)
     assert again.breakers.settings.failure_threshold == 3

@@ -7,8 +7,9 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.pop.pop_support import pop, running_broker
 
-from pocketmq.broker.gray_split import GraySplit, GrayRule
+from pocketmq.broker.gray_split import GrayRule, GraySplit
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.messages import select_queue
 from pocketmq.client.rebalance import gray_queues
@@ -19,7 +20,6 @@ from pocketmq.common.topic import TopicConfig
 from pocketmq.errors import BadRequestError
 from pocketmq.server.remoting_admin import topic_config_from_header
 from pocketmq.server.remoting_headers import HeaderFields
-from tests.unit.pop.pop_support import pop, running_broker
 
 ratios = st.one_of(st.none(), st.floats(0.0, 1.0))
 
@@ -39,8 +39,12 @@ def test_placement_agrees_with_the_sdk_gray_queues_or_uses_every_queue(queue_num
         assert allowed == set(range(queue_nums)) - sdk_gray
 
 
-@given(st.integers(2, 64), st.floats(0.01, 0.99), st.lists(st.booleans(), min_size=1, max_size=200),
-       st.integers(0, 1 << 20))
+@given(
+    st.integers(2, 64),
+    st.floats(0.01, 0.99),
+    st.lists(st.booleans(), min_size=1, max_size=200),
+    st.integers(0, 1 << 20),
+)
 def test_gray_messages_only_on_gray_queues_normal_only_on_normal_and_spread(queue_nums, ratio, kinds, start):
     topic = TopicConfig("T", queue_nums, queue_nums, gray_queue_ratio=ratio)
     gray_count = gray_queue_count(queue_nums, ratio)
@@ -75,8 +79,9 @@ async def test_sends_without_a_queue_are_placed_by_the_rule_on_a_real_broker(tmp
 
         async def queue_of(topic: str, gray: bool, group: str | None = None, batch: bool = False) -> set[int]:
             props = {GRAY_PROPERTY: "v2"} if gray else {}
-            messages = [Message.create(topic, "x", properties=props, message_group=group) for _ in range(2 if batch
-                                                                                                        else 1)]
+            messages = [
+                Message.create(topic, "x", properties=props, message_group=group) for _ in range(2 if batch else 1)
+            ]
             return {r.queue_id for r in await broker.messages.send(messages, topic=topic, batch=batch)}
 
         gray, normal = set(), set()
@@ -90,8 +95,9 @@ async def test_sends_without_a_queue_are_placed_by_the_rule_on_a_real_broker(tmp
         # no ratio of its own: gray messages to the default 0.1's gray queue, normal ones everywhere (opt-in)
         assert {q for _ in range(4) for q in await queue_of("plain", True)} == {7}
         assert {q for _ in range(16) for q in await queue_of("plain", False)} == set(range(8))
-        assert await broker.messages.send([Message.create("split", "x", properties={GRAY_PROPERTY: "v2"})],
-                                          topic="split", queue_id=0)  # a sender's own queue choice stands
+        assert await broker.messages.send(
+            [Message.create("split", "x", properties={GRAY_PROPERTY: "v2"})], topic="split", queue_id=0
+        )  # a sender's own queue choice stands
 
 
 async def test_the_topic_ratio_wins_over_the_groups_for_pops(tmp_path):
@@ -115,8 +121,9 @@ def test_the_ratio_travels_as_a_topic_attribute_and_an_update_without_it_keeps_i
     config = TopicConfig("T", 8, 8, gray_queue_ratio=0.25)
     fields = create_topic_fields(config)
     assert "+gray.queue.ratio=0.25" in fields["attributes"].split(",")
-    parsed = topic_config_from_header(HeaderFields({k: str(v) for k, v in fields.items()}), current=None,
-                                      default_queue_nums=8)
+    parsed = topic_config_from_header(
+        HeaderFields({k: str(v) for k, v in fields.items()}), current=None, default_queue_nums=8
+    )
     assert parsed == config
     assert topic_config_from_obj("T", topic_config_to_obj(config)) == config
     assert "gray.queue.ratio" not in create_topic_fields(TopicConfig("T", 8, 8))["attributes"]
@@ -133,8 +140,14 @@ def test_the_ratio_travels_as_a_topic_attribute_and_an_update_without_it_keeps_i
 
 @pytest.mark.parametrize("ratio", ["1.5", "-0.1", "abc", "nan"])
 def test_a_bad_topic_ratio_is_refused(ratio):
-    h = HeaderFields({"topic": "T", "readQueueNums": "8", "writeQueueNums": "8",
-                      "attributes": f"+message.type=MIXED,+gray.queue.ratio={ratio}"})
+    h = HeaderFields(
+        {
+            "topic": "T",
+            "readQueueNums": "8",
+            "writeQueueNums": "8",
+            "attributes": f"+message.type=MIXED,+gray.queue.ratio={ratio}",
+        }
+    )
     with pytest.raises(BadRequestError, match="gray.queue.ratio"):
         topic_config_from_header(h, current=None, default_queue_nums=8)
     stored = topic_config_to_obj(TopicConfig("T", 8, 8)) | {"attributes": {"gray.queue.ratio": ratio}}

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.pop.pop_support import running_broker
 
 from pocketmq.broker.gray import ensure_gray_retry_queues
 from pocketmq.broker.send_back import retry_copy
 from pocketmq.common.gray import GRAY_PROPERTY, retry_queue_id
 from pocketmq.common.message import Message, MessageExt
 from pocketmq.common.topic import TopicConfig
-from tests.unit.pop.pop_support import running_broker
 
 
-@given(st.integers(1, 16), st.booleans(), st.integers(0, 2 ** 32))
+@given(st.integers(1, 16), st.booleans(), st.integers(0, 2**32))
 def test_gray_retries_take_the_last_queue_and_normal_ones_never(queue_nums, gray, spread):
     queue_id = retry_queue_id(queue_nums, gray, spread)
     assert 0 <= queue_id < queue_nums

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.pop.pop_support import running_broker, send
 
 from pocketmq.broker.gray import place_retry_copy
-from pocketmq.broker.gray_split import GraySplit, GraySplits, GrayRule, held_queues
+from pocketmq.broker.gray_split import GrayRule, GraySplit, GraySplits, held_queues
 from pocketmq.broker.groups import SubscriptionGroupConfig, group_config_from_json, group_config_to_json
 from pocketmq.broker.pop.engine import PopRequest
 from pocketmq.cli.gray_view import client_rows
@@ -18,10 +19,10 @@ from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.topic import TopicConfig
 from pocketmq.errors import BadRequestError
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.pop.pop_support import running_broker, send
 
-member_ids = st.lists(st.from_regex(r"10\.0\.0\.[0-9]{1,3}@[0-9]{1,5}(@gray(\[0\.25\])?)?", fullmatch=True),
-                      max_size=6, unique=True)
+member_ids = st.lists(
+    st.from_regex(r"10\.0\.0\.[0-9]{1,3}@[0-9]{1,5}(@gray(\[0\.25\])?)?", fullmatch=True), max_size=6, unique=True
+)
 RULE = GrayRule(ratio=0.25)
 
 
@@ -33,8 +34,9 @@ def test_gray_members_pop_the_gray_queues_and_normal_members_the_rest(ids, queue
     for cid in ids:
         share = split.share(cid)
         if gray and normal:
-            expected = {mq.queue_id for mq in gray_queues([MessageQueue("T", "b", q) for q in range(queue_nums)],
-                                                          split.ratio)}  # the SDK's rule, on one broker
+            expected = {
+                mq.queue_id for mq in gray_queues([MessageQueue("T", "b", q) for q in range(queue_nums)], split.ratio)
+            }  # the SDK's rule, on one broker
             own = set(share.queue_ids(queue_nums))
             assert own == (expected if cid in gray else set(range(queue_nums)) - expected)
         else:  # fallback: no gray member alive (or no normal one): every queue, at once
@@ -117,13 +119,15 @@ async def test_engine_pops_only_the_share_and_revived_gray_messages_only_reach_g
         broker.gray.add_member_source(lambda group: {cid: ("T",) for cid in members} if group == "G" else {})
         await send(broker, "T", 16, queues=8)
         for q in range(8):  # one gray message per queue too
-            await broker.messages.send([Message.create("T", f"gray{q}", properties={GRAY_PROPERTY: "v2"})],
-                                       topic="T", queue_id=q)
+            await broker.messages.send(
+                [Message.create("T", f"gray{q}", properties={GRAY_PROPERTY: "v2"})], topic="T", queue_id=q
+            )
 
         async def pop(client_id, queue_id=-1):
             request = PopRequest("G", "T", 32, 10_000, queue_id=queue_id, client_id=client_id)
-            return [(m.queue_id, m.body.decode(), m.reconsume_times) for m, _ in
-                    (await broker.pop.pop(request)).delivered()]
+            return [
+                (m.queue_id, m.body.decode(), m.reconsume_times) for m, _ in (await broker.pop.pop(request)).delivered()
+            ]
 
         assert await pop("n@1", queue_id=7) == []  # a gray queue, asked for by a normal client: nothing
         gray_got = await pop("g@2@gray")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from pocketmq.runtime.clock import ManualClock
 from tests.unit.pop.pop_support import pop, running_broker, send
+
+from pocketmq.runtime.clock import ManualClock
 
 
 async def test_the_offsets_file_waits_for_the_commit_log_to_be_durable(tmp_path):

@@ -5,8 +5,8 @@ import pytest
 from pocketmq.common.topic import MessageType
 from pocketmq.errors import BadRequestError, IllegalTopicError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.server.remoting_admin import parse_properties_text, parse_topic_attributes, topic_config_from_header
 from pocketmq.server.heartbeat_body import consumer_group_info
+from pocketmq.server.remoting_admin import parse_properties_text, parse_topic_attributes, topic_config_from_header
 from pocketmq.server.remoting_headers import HeaderFields, host_port
 
 
@@ -15,8 +15,9 @@ def test_int_fields_accept_numbers_in_any_json_form(raw, expected):
     assert HeaderFields({"n": raw}).int("n") == expected
 
 
-@pytest.mark.parametrize("raw,expected", [("true", True), ("True", True), ("1", True), ("false", False),
-                                          ("0", False), ("FALSE", False)])
+@pytest.mark.parametrize(
+    "raw,expected", [("true", True), ("True", True), ("1", True), ("false", False), ("0", False), ("FALSE", False)]
+)
 def test_bool_fields_accept_strings_numbers_and_booleans(raw, expected):
     assert HeaderFields({"b": raw}).bool("b") is expected
 
@@ -54,11 +55,23 @@ def test_topic_attributes_parse_message_type_and_skip_removals():
 
 
 def test_create_topic_header_message_type_field_wins_over_attribute():
-    h = HeaderFields({"topic": "orders", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
-                      "attributes": "+message.type=DELAY", "messageType": "fifo"})
+    h = HeaderFields(
+        {
+            "topic": "orders",
+            "readQueueNums": "4",
+            "writeQueueNums": "4",
+            "perm": "6",
+            "attributes": "+message.type=DELAY",
+            "messageType": "fifo",
+        }
+    )
     config = topic_config_from_header(h, current=None, default_queue_nums=8)
-    assert (config.name, config.read_queue_nums, config.write_queue_nums, config.message_type) == \
-        ("orders", 4, 4, MessageType.FIFO)
+    assert (config.name, config.read_queue_nums, config.write_queue_nums, config.message_type) == (
+        "orders",
+        4,
+        4,
+        MessageType.FIFO,
+    )
 
 
 def test_create_topic_header_defaults_to_mixed_and_broker_queue_nums():
@@ -70,21 +83,30 @@ def test_create_topic_header_refuses_illegal_names_and_types():
     with pytest.raises(IllegalTopicError):
         topic_config_from_header(HeaderFields({"topic": "bad topic"}), current=None, default_queue_nums=8)
     with pytest.raises(BadRequestError, match="unknown message type"):
-        topic_config_from_header(HeaderFields({"topic": "t", "messageType": "weird"}), current=None, default_queue_nums=8)
+        topic_config_from_header(
+            HeaderFields({"topic": "t", "messageType": "weird"}), current=None, default_queue_nums=8
+        )
 
 
 def test_properties_text_parses_lines_and_refuses_garbage():
-    assert parse_properties_text(b"# comment\na=1\n\nautoCreateTopicEnable = false\n") == \
-        {"a": "1", "autoCreateTopicEnable": "false"}
+    assert parse_properties_text(b"# comment\na=1\n\nautoCreateTopicEnable = false\n") == {
+        "a": "1",
+        "autoCreateTopicEnable": "false",
+    }
     with pytest.raises(BadRequestError):
         parse_properties_text(b"no equals sign")
 
 
 def test_heartbeat_consumer_data_accepts_enum_ordinals_and_string_versions():
-    info = consumer_group_info({
-        "groupName": "g1", "consumeType": 1, "messageModel": "0", "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-        "subscriptionDataSet": [{"topic": "t", "subString": "a || b", "subVersion": "123"}],
-    })
+    info = consumer_group_info(
+        {
+            "groupName": "g1",
+            "consumeType": 1,
+            "messageModel": "0",
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+            "subscriptionDataSet": [{"topic": "t", "subString": "a || b", "subVersion": "123"}],
+        }
+    )
     assert info.consume_type == "CONSUME_PASSIVELY"
     assert info.message_model == "BROADCASTING"
     assert info.consume_from_where == "CONSUME_FROM_FIRST_OFFSET"

@@ -19,8 +19,15 @@ SEGMENT_BYTES = 64 * 1024
 
 
 async def _started(tmp_path, **options) -> Broker:
-    broker = Broker(BrokerConfig(data_dir=tmp_path, remoting_port=0, auto_create_topic_enable=True,
-                                 commit_log_segment_bytes=SEGMENT_BYTES, **options))
+    broker = Broker(
+        BrokerConfig(
+            data_dir=tmp_path,
+            remoting_port=0,
+            auto_create_topic_enable=True,
+            commit_log_segment_bytes=SEGMENT_BYTES,
+            **options,
+        )
+    )
     await broker.start()
     return broker
 
@@ -54,7 +61,11 @@ async def test_sends_of_one_read_share_one_append_and_keep_their_own_results(bro
     outcomes = broker.messages.send_all_nowait([_send("t"), _send("t"), _send("u"), _send("t", queue_id=1)])
     assert appends == [4]
     assert [[(r.topic, r.queue_id, r.queue_offset) for r in o] for o in outcomes] == [
-        [("t", 0, 0)], [("t", 0, 1)], [("u", 0, 0)], [("t", 1, 0)]]
+        [("t", 0, 0)],
+        [("t", 0, 1)],
+        [("u", 0, 0)],
+        [("t", 1, 0)],
+    ]
     assert len({o[0].phys_offset for o in outcomes}) == 4
     got = broker.store.get_messages("t", 0, 0, 10)
     assert len(got.records) == 2
@@ -102,15 +113,18 @@ async def test_sync_flush_sends_share_one_append_and_answer_once_durable(tmp_pat
         assert appends == [2]
         results = [await o for o in outcomes]
         assert [[(r.status, r.queue_offset) for r in rs] for rs in results] == [
-            [(PutStatus.PUT_OK, 0)], [(PutStatus.PUT_OK, 1)]]
+            [(PutStatus.PUT_OK, 0)],
+            [(PutStatus.PUT_OK, 1)],
+        ]
         assert broker.store.durable_phys_offset >= results[1][0].phys_offset
     finally:
         await broker.shutdown()
 
 
 def _send_v2(topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": topic, "e": queue_id, "f": 0,
-                                                                 "g": 0, "h": 0, "i": ""}, body)
+    return RemotingCommand.request(
+        RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": topic, "e": queue_id, "f": 0, "g": 0, "h": 0, "i": ""}, body
+    )
 
 
 async def test_the_send_frames_of_one_write_get_their_own_replies(broker):
@@ -120,8 +134,12 @@ async def test_the_send_frames_of_one_write_get_their_own_replies(broker):
     server = RemotingServer(build_broker_router(broker))
     await server.start()
     appends = _count_appends(broker.store)
-    requests = [_send_v2("t", b"a"), _send_v2("bad topic!", b"b"), _send_v2("t", b"c"),
-                RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": 0})]
+    requests = [
+        _send_v2("t", b"a"),
+        _send_v2("bad topic!", b"b"),
+        _send_v2("t", b"c"),
+        RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": 0}),
+    ]
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
         writer.write(b"".join(r.encode() for r in requests))
@@ -151,15 +169,21 @@ def test_serve_all_hands_runs_of_batch_codes_to_the_batch_handler_in_order():
 
     router.register(1, lambda conn, r: batch(conn, [r])[0], batch)
     router.register(2, lambda conn, r: r.response(ResponseCode.SUCCESS, remark="single"))
-    requests = [RemotingCommand(code=c, opaque=i, body=body)
-                for i, (c, body) in enumerate([(1, b""), (1, b"fail"), (2, b""), (1, b"")])]
+    requests = [
+        RemotingCommand(code=c, opaque=i, body=body)
+        for i, (c, body) in enumerate([(1, b""), (1, b"fail"), (2, b""), (1, b"")])
+    ]
 
     class Conn:
         remote_address = "test"
 
     replies = router.serve_all(Conn(), requests)
     assert runs == [[0, 1], [3]]
-    assert [r.code for r in replies] == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR, ResponseCode.SUCCESS,
-                                         ResponseCode.SUCCESS]
+    assert [r.code for r in replies] == [
+        ResponseCode.SUCCESS,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SUCCESS,
+        ResponseCode.SUCCESS,
+    ]
     assert replies[2].remark == "single"
     assert [r.opaque for r in replies] == [0, 1, 2, 3]

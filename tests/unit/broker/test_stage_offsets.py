@@ -25,9 +25,16 @@ def test_records_are_per_queue_and_survive_a_reload(tmp_path):
     assert again.query("grp", "orders", 0) == RECORD
 
 
-@pytest.mark.parametrize("bad", [[], {"stageOffsets": []}, {"commitOffset": -1},
-                                 {"commitOffset": 1, "stageOffsets": [{"strategy": "s"}]},
-                                 {"commitOffset": 1, "stageOffsets": [{"stageOffset": -2}]}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        {"stageOffsets": []},
+        {"commitOffset": -1},
+        {"commitOffset": 1, "stageOffsets": [{"strategy": "s"}]},
+        {"commitOffset": 1, "stageOffsets": [{"stageOffset": -2}]},
+    ],
+)
 def test_malformed_records_are_refused(tmp_path, bad):
     with pytest.raises(BadRequestError):
         StageOffsetManager(tmp_path / "t.json").update("grp", "orders", 0, bad)

@@ -17,24 +17,35 @@ EIGHT = TopicConfig("t", 8, 8, message_type=MessageType.FIFO, gray_queue_ratio=0
 
 def refusal(current, requested, *, stored=None, create_only=False, update_only=False, force=False):
     stored = stored or {}
-    return topic_change_refusal(current, requested, create_only=create_only, update_only=update_only, force=force,
-                                stored_messages=lambda queue_id: stored.get(queue_id, 0), broker_name="broker-a")
+    return topic_change_refusal(
+        current,
+        requested,
+        create_only=create_only,
+        update_only=update_only,
+        force=force,
+        stored_messages=lambda queue_id: stored.get(queue_id, 0),
+        broker_name="broker-a",
+    )
 
 
 def test_an_update_changes_only_the_fields_it_names():
     def update(**fields):
         return topic_config_from_header(HeaderFields({"topic": "t", **fields}), current=EIGHT, default_queue_nums=4)
 
-    assert update(messageType="NORMAL") == TopicConfig("t", 8, 8, message_type=MessageType.NORMAL,
-                                                       gray_queue_ratio=0.25)
-    assert update(readQueueNums="16", writeQueueNums="16") == TopicConfig("t", 16, 16, message_type=MessageType.FIFO,
-                                                                          gray_queue_ratio=0.25)
+    assert update(messageType="NORMAL") == TopicConfig(
+        "t", 8, 8, message_type=MessageType.NORMAL, gray_queue_ratio=0.25
+    )
+    assert update(readQueueNums="16", writeQueueNums="16") == TopicConfig(
+        "t", 16, 16, message_type=MessageType.FIFO, gray_queue_ratio=0.25
+    )
     assert update(writeQueueNums="2") == TopicConfig("t", 8, 2, message_type=MessageType.FIFO, gray_queue_ratio=0.25)
     assert update(perm=str(PERM_READ)).perm == PERM_READ
-    assert update(attributes="+gray.queue.ratio=0") == TopicConfig("t", 8, 8, message_type=MessageType.FIFO,
-                                                                   gray_queue_ratio=0.0)
-    new = topic_config_from_header(HeaderFields({"topic": "n", "readQueueNums": "3"}), current=None,
-                                   default_queue_nums=4)
+    assert update(attributes="+gray.queue.ratio=0") == TopicConfig(
+        "t", 8, 8, message_type=MessageType.FIFO, gray_queue_ratio=0.0
+    )
+    new = topic_config_from_header(
+        HeaderFields({"topic": "n", "readQueueNums": "3"}), current=None, default_queue_nums=4
+    )
     assert new == TopicConfig("n", 3, 3)  # a new topic: defaults, write queues as many as read queues
 
 
@@ -48,8 +59,7 @@ def test_create_only_refuses_an_existing_topic_and_update_only_an_unknown_one():
     assert isinstance(refusal(EIGHT, EIGHT, create_only=True, update_only=True), BadRequestError)
 
 
-@pytest.mark.parametrize("stored, refused", [({}, False), ({0: 5, 1: 5}, False), ({5: 1}, True),
-                                             ({2: 3, 7: 4}, True)])
+@pytest.mark.parametrize("stored, refused", [({}, False), ({0: 5, 1: 5}, False), ({5: 1}, True), ({2: 3, 7: 4}, True)])
 def test_fewer_read_queues_are_refused_only_when_the_dropped_ones_store_messages(stored, refused):
     shrink = TopicConfig("t", 2, 2)
     problem = refusal(EIGHT, shrink, stored=stored)

@@ -42,12 +42,21 @@ def test_fields_are_parsed_leniently_into_typed_values():
     assert (h.count, h.offset, h.on, h.name, h.kind) == (10, -1, False, None, "TAG")
 
 
-@pytest.mark.parametrize("fields,named", [
-    ({}, "count is missing"), ({"count": "0"}, "count"), ({"count": "11"}, "count"), ({"count": "x"}, "count"),
-    ({"count": "1", "offset": str(2 ** 63)}, "offset"), ({"count": "1", "offset": "1e400"}, "offset"),
-    ({"count": "1", "on": "maybe"}, "on"), ({"count": "1", "name": "toolong"}, "name"),
-    ({"count": "1", "name": "a\x00"}, "name"), ({"count": "1", "kind": "TÄG"}, "kind"),
-])
+@pytest.mark.parametrize(
+    "fields,named",
+    [
+        ({}, "count is missing"),
+        ({"count": "0"}, "count"),
+        ({"count": "11"}, "count"),
+        ({"count": "x"}, "count"),
+        ({"count": "1", "offset": str(2**63)}, "offset"),
+        ({"count": "1", "offset": "1e400"}, "offset"),
+        ({"count": "1", "on": "maybe"}, "on"),
+        ({"count": "1", "name": "toolong"}, "name"),
+        ({"count": "1", "name": "a\x00"}, "name"),
+        ({"count": "1", "kind": "TÄG"}, "kind"),
+    ],
+)
 def test_each_bad_field_is_invalid_parameter_naming_it(fields, named):
     assert named in remark_of(Sample, fields)
 
@@ -59,7 +68,7 @@ def test_a_remark_does_not_echo_a_megabyte():
 @given(st.integers())
 def test_integer_ranges_are_the_java_types(value):
     fields = {"consumerGroup": "g", "topic": "t", "queueId": "0", "queueOffset": "0", "commitOffset": str(value)}
-    if -(2 ** 63) <= value <= INT64_MAX:
+    if -(2**63) <= value <= INT64_MAX:
         assert PullMessageHeader.parse(fields).commit_offset == value
     else:
         assert "commitOffset" in remark_of(PullMessageHeader, fields)
@@ -95,8 +104,14 @@ def test_json_bodies_are_depth_bounded():
 
 def test_group_config_ranges():
     assert group_config_from_json({"groupName": "g", "retryMaxTimes": -1}).retry_max_times == -1
-    for bad in ({"retryMaxTimes": -2}, {"retryMaxTimes": 2 ** 31}, {"retryMaxTimes": True}, {"brokerId": -1},
-                {"retryMaxTimes": 1.5}, {"whichBrokerWhenConsumeSlowly": 2 ** 63}):
+    for bad in (
+        {"retryMaxTimes": -2},
+        {"retryMaxTimes": 2**31},
+        {"retryMaxTimes": True},
+        {"brokerId": -1},
+        {"retryMaxTimes": 1.5},
+        {"whichBrokerWhenConsumeSlowly": 2**63},
+    ):
         with pytest.raises(BadRequestError):
             group_config_from_json({"groupName": "g", **bad})
 

@@ -94,10 +94,13 @@ def test_a_silent_peer_times_out_near_the_deadline_and_the_channel_is_not_reused
     peer.close()
 
 
-@pytest.mark.parametrize("misbehave, error", [
-    (lambda request, conn: conn.shutdown(socket.SHUT_RDWR), "closed"),
-    (lambda request, conn: conn.sendall(b"\x00\x00\x00\x02xx"), "malformed"),
-])
+@pytest.mark.parametrize(
+    "misbehave, error",
+    [
+        (lambda request, conn: conn.shutdown(socket.SHUT_RDWR), "closed"),
+        (lambda request, conn: conn.sendall(b"\x00\x00\x00\x02xx"), "malformed"),
+    ],
+)
 def test_a_peer_that_closes_or_sends_garbage_is_a_remoting_error(misbehave, error):
     peer = Peer(misbehave)
     with pytest.raises(RemotingError, match=error) as raised:

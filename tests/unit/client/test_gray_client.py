@@ -71,8 +71,7 @@ def test_normal_producer_routes_only_marked_messages_through_the_gray_selector()
     producer._mark_gray(plain)
     assert GRAY_PROPERTY not in plain.properties
     assert producer._selector_for(plain) is producer.selector  # no gray rollout: all queues, as before
-    assert producer._selector_for(message(True)).select(QUEUES, message(True), frozenset()) in \
-        gray_queues(QUEUES, 0.25)
+    assert producer._selector_for(message(True)).select(QUEUES, message(True), frozenset()) in gray_queues(QUEUES, 0.25)
 
 
 def test_retry_topic_split_is_the_last_queue_of_brokers_with_two_or_more():

@@ -5,8 +5,10 @@ import pytest
 from pocketmq.client.latency_fault import LatencyFaultPolicy, LatencyFaultTolerance
 
 
-@pytest.mark.parametrize("latency_ms,out_ms", [(10, 0), (99, 0), (550, 2000), (1799, 2000), (1800, 5000),
-                                               (4000, 6000), (5000, 10000), (20000, 30000)])
+@pytest.mark.parametrize(
+    "latency_ms,out_ms",
+    [(10, 0), (99, 0), (550, 2000), (1799, 2000), (1800, 5000), (4000, 6000), (5000, 10000), (20000, 30000)],
+)
 def test_rocketmq5_durations(latency_ms, out_ms):
     assert LatencyFaultPolicy().not_available_for_ms(latency_ms) == out_ms
 

@@ -15,8 +15,12 @@ def test_layout_round_trips_through_parse():
     first, second = gen.next_id(now_ms), gen.next_id(now_ms)
     assert len(first) == 32 and first == first.upper() and first[:20] == gen.prefix_hex
     parts = parse_message_id(second)
-    assert (parts.ip, parts.pid, parts.random_part, parts.ms_since_month_start) == ("10.1.2.3", 0x2345,
-                                                                                     0xDEADBEEF, 5_000)
+    assert (parts.ip, parts.pid, parts.random_part, parts.ms_since_month_start) == (
+        "10.1.2.3",
+        0x2345,
+        0xDEADBEEF,
+        5_000,
+    )
     assert parts.counter == parse_message_id(first).counter + 1
 
 

@@ -10,18 +10,28 @@ from pocketmq.cli.cluster_cmd import add_runtime_columns, breakers_text
 from pocketmq.cli.config_cmd import checked_change, setting_name
 from pocketmq.errors import BadRequestError
 
-ROWS = [{"broker": "a", "broker_id": 0, "address": "m:1"}, {"broker": "a", "broker_id": 1, "address": "s:1"},
-        {"broker": "b", "broker_id": 0, "address": "b:1"}]
+ROWS = [
+    {"broker": "a", "broker_id": 0, "address": "m:1"},
+    {"broker": "a", "broker_id": 1, "address": "s:1"},
+    {"broker": "b", "broker_id": 0, "address": "b:1"},
+]
 
 
 def test_slave_rows_get_the_lag_their_master_reports_and_every_row_its_breakers():
-    runtime = {"m:1": {"haSlaveLag": json.dumps({"s:1": {"lagBytes": 300, "lagMs": 1500}}),
-                       "breakerStates": json.dumps({"b": "OPEN"})},
-               "s:1": {"breakerStates": "{}"},
-               "b:1": None}  # did not answer
+    runtime = {
+        "m:1": {
+            "haSlaveLag": json.dumps({"s:1": {"lagBytes": 300, "lagMs": 1500}}),
+            "breakerStates": json.dumps({"b": "OPEN"}),
+        },
+        "s:1": {"breakerStates": "{}"},
+        "b:1": None,
+    }  # did not answer
     rows = add_runtime_columns(ROWS, runtime)
     assert [(r["lag_bytes"], r["lag_s"], r["breakers"]) for r in rows] == [
-        (None, None, {"b": "OPEN"}), (300, 1.5, {}), (None, None, None)]
+        (None, None, {"b": "OPEN"}),
+        (300, 1.5, {}),
+        (None, None, None),
+    ]
     assert [breakers_text(r)["breakers"] for r in rows] == ["b:OPEN", "-", "?"]
 
 

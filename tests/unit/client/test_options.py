@@ -16,8 +16,9 @@ from pocketmq.errors import BadRequestError, ClientError, ConfigError, IllegalTo
 
 def test_client_config_reports_every_problem_at_once():
     with pytest.raises(ConfigError) as info:
-        ClientConfig(namesrv_addr="nohost;1.2.3.4:99999", instance_name="a@b", request_timeout_s=0,
-                     sync_reply_busy_poll_us=-1)
+        ClientConfig(
+            namesrv_addr="nohost;1.2.3.4:99999", instance_name="a@b", request_timeout_s=0, sync_reply_busy_poll_us=-1
+        )
     text = str(info.value)
     for part in ("'nohost'", "'1.2.3.4:99999'", "instance_name", "request_timeout_s", "sync_reply_busy_poll_us"):
         assert part in text
@@ -34,8 +35,11 @@ def test_producer_options_refuse_bad_groups_and_retries():
         ProducerOptions(group="bad group")
     with pytest.raises(ClientError):
         ProducerOptions(retry_times_when_send_failed=-1)
-    for bad_batch in ({"auto_batch_max_messages": 0}, {"auto_batch_max_bytes": 0},
-                      {"auto_batch_max_bytes": 3 * 1024 * 1024}):  # over half of the 4 MiB message limit
+    for bad_batch in (
+        {"auto_batch_max_messages": 0},
+        {"auto_batch_max_bytes": 0},
+        {"auto_batch_max_bytes": 3 * 1024 * 1024},
+    ):  # over half of the 4 MiB message limit
         with pytest.raises(ClientError, match="auto_batch"):
             ProducerOptions(auto_batch=True, **bad_batch)
 
@@ -50,21 +54,37 @@ def parse(*argv: str):
 
 
 def test_send_arguments_become_messages():
-    args = parse("send", "orders", "--body", "hi", "--tag", "t", "--keys", "k1 k2", "--property", "a=b=c",
-                 "--property", "x=", "--count", "3")
+    args = parse(
+        "send",
+        "orders",
+        "--body",
+        "hi",
+        "--tag",
+        "t",
+        "--keys",
+        "k1 k2",
+        "--property",
+        "a=b=c",
+        "--property",
+        "x=",
+        "--count",
+        "3",
+    )
     msgs = messages_of(args)
     assert [m.body for m in msgs] == [b"hi-0", b"hi-1", b"hi-2"]
-    assert all(m.tags == "t" and m.keys == ["k1", "k2"] and m.user_properties() == {"a": "b=c", "x": ""}
-               for m in msgs)
+    assert all(m.tags == "t" and m.keys == ["k1", "k2"] and m.user_properties() == {"a": "b=c", "x": ""} for m in msgs)
     assert [m.body for m in messages_of(parse("send", "orders", "--body", "one"))] == [b"one"]
 
 
-@pytest.mark.parametrize("argv, error, text", [
-    (["send", "bad topic"], IllegalTopicError, "characters"),
-    (["send", "t", "--count", "0"], BadRequestError, "--count"),
-    (["send", "t", "--property", "novalue"], BadRequestError, "KEY=VALUE"),
-    (["send", "t", "--property", "UNIQ_KEY=x"], BadRequestError, "system property"),
-])
+@pytest.mark.parametrize(
+    "argv, error, text",
+    [
+        (["send", "bad topic"], IllegalTopicError, "characters"),
+        (["send", "t", "--count", "0"], BadRequestError, "--count"),
+        (["send", "t", "--property", "novalue"], BadRequestError, "KEY=VALUE"),
+        (["send", "t", "--property", "UNIQ_KEY=x"], BadRequestError, "system property"),
+    ],
+)
 def test_bad_send_arguments_are_refused(argv, error, text):
     with pytest.raises(error, match=text):
         messages_of(parse(*argv))
@@ -77,9 +97,18 @@ def test_bad_tail_arguments_are_refused(argv):
 
 
 def test_every_client_command_takes_the_namesrv_option():
-    for argv in (["send", "t"], ["tail", "t"], ["cluster"], ["topic", "list"], ["topic", "create", "t"],
-                 ["topic", "describe", "t"], ["topic", "delete", "t"], ["group", "list"],
-                 ["group", "create", "g"], ["group", "describe", "g"]):
+    for argv in (
+        ["send", "t"],
+        ["tail", "t"],
+        ["cluster"],
+        ["topic", "list"],
+        ["topic", "create", "t"],
+        ["topic", "describe", "t"],
+        ["topic", "delete", "t"],
+        ["group", "list"],
+        ["group", "create", "g"],
+        ["group", "describe", "g"],
+    ):
         assert parse(*argv, "-n", "10.0.0.1:9876").namesrv == "10.0.0.1:9876"
 
 

@@ -33,9 +33,18 @@ def test_table_pads_columns_and_prints_missing_cells_as_dashes():
 def test_message_json_has_the_contract_fields():
     obj = json.loads(json_line(message_to_json(stored(b"h\xc3\xa9llo", color="red"), "broker-a")))
     assert obj["message_id"] == "7F000001000000000000000000000001"
-    assert {k: obj[k] for k in ("topic", "broker", "queue_id", "queue_offset", "tag", "keys", "properties", "body")} \
-        == {"topic": "orders", "broker": "broker-a", "queue_id": 3, "queue_offset": 17, "tag": "t",
-            "keys": ["k1", "k2"], "properties": {"color": "red"}, "body": "héllo"}
+    assert {
+        k: obj[k] for k in ("topic", "broker", "queue_id", "queue_offset", "tag", "keys", "properties", "body")
+    } == {
+        "topic": "orders",
+        "broker": "broker-a",
+        "queue_id": 3,
+        "queue_offset": 17,
+        "tag": "t",
+        "keys": ["k1", "k2"],
+        "properties": {"color": "red"},
+        "body": "héllo",
+    }
     assert "body_encoding" not in obj
 
 
@@ -52,16 +61,25 @@ def test_message_id_falls_back_to_the_broker_id():
 
 
 def test_offset_rows_compute_lag_and_sort():
-    rows = offset_rows({"b": {"offsetTable": [
-        {"topic": "t", "brokerName": "b", "queueId": 1, "brokerOffset": 10, "consumerOffset": 4},
-        {"topic": "t", "brokerName": "b", "queueId": 0, "brokerOffset": 3, "consumerOffset": 5}]}})
+    rows = offset_rows(
+        {
+            "b": {
+                "offsetTable": [
+                    {"topic": "t", "brokerName": "b", "queueId": 1, "brokerOffset": 10, "consumerOffset": 4},
+                    {"topic": "t", "brokerName": "b", "queueId": 0, "brokerOffset": 3, "consumerOffset": 5},
+                ]
+            }
+        }
+    )
     assert [(r["queue_id"], r["lag"]) for r in rows] == [(0, 0), (1, 6)]
 
 
 def test_broker_rows_name_roles_and_grpc_addresses():
     info = ClusterInfo({"a": BrokerData("c", "a", {0: "h:1", 1: "h:2"})}, {"c": ("a",)}, {"h:1": "h:8081"})
-    assert [(r["role"], r["address"], r["grpc"]) for r in broker_rows(info)] == [("master", "h:1", "h:8081"),
-                                                                                 ("slave", "h:2", None)]
+    assert [(r["role"], r["address"], r["grpc"]) for r in broker_rows(info)] == [
+        ("master", "h:1", "h:8081"),
+        ("slave", "h:2", None),
+    ]
 
 
 def test_tag_expressions():
@@ -70,8 +88,9 @@ def test_tag_expressions():
 
 
 def pull_reply(code: int, body: bytes = b"") -> RemotingCommand:
-    return RemotingCommand(code=code, ext_fields={"nextBeginOffset": "18", "minOffset": "0", "maxOffset": "18"},
-                           body=body, flag=1)
+    return RemotingCommand(
+        code=code, ext_fields={"nextBeginOffset": "18", "minOffset": "0", "maxOffset": "18"}, body=body, flag=1
+    )
 
 
 def test_pull_reply_decodes_records_and_filters_tags_client_side():
@@ -102,7 +121,10 @@ def test_a_damaged_record_in_a_pop_reply_keeps_the_records_before_it():
     good = MessageExt.create("orders", b"good")
     damaged = bytearray(encode_record(MessageExt.create("orders", b"bad")))
     damaged[damaged.index(b"orders")] = 0xFF
-    reply = RemotingCommand(code=ResponseCode.SUCCESS, ext_fields={"popTime": "1", "invisibleTime": "2",
-                                                                   "reviveQid": "0"},
-                            body=encode_record(good) + bytes(damaged), flag=1)
+    reply = RemotingCommand(
+        code=ResponseCode.SUCCESS,
+        ext_fields={"popTime": "1", "invisibleTime": "2", "reviveQid": "0"},
+        body=encode_record(good) + bytes(damaged),
+        flag=1,
+    )
     assert [m.body for m in messages_of_pop_reply(reply, "b")] == [b"good"]

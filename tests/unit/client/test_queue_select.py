@@ -7,8 +7,12 @@ from collections import Counter
 
 import pytest
 
-from pocketmq.client.queue_select import (MessageGroupSelector, RoundRobinSelector, interleave_by_broker,
-                                          java_string_hash)
+from pocketmq.client.queue_select import (
+    MessageGroupSelector,
+    RoundRobinSelector,
+    interleave_by_broker,
+    java_string_hash,
+)
 from pocketmq.common.message import Message, MessageQueue
 
 
@@ -22,12 +26,19 @@ def test_java_string_hash_matches_java():
     assert java_string_hash("a") == 97
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("polygenelubricants") == -2147483648  # the famous Integer.MIN_VALUE string
-    assert java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # a surrogate pair: two UTF-16 units
+    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00  # a surrogate pair: two UTF-16 units
 
 
 def test_interleave_alternates_brokers_then_queue_ids():
-    mqs = interleave_by_broker([MessageQueue("t", "b", 1), MessageQueue("t", "a", 1), MessageQueue("t", "b", 0),
-                                MessageQueue("t", "a", 0), MessageQueue("t", "a", 2)])
+    mqs = interleave_by_broker(
+        [
+            MessageQueue("t", "b", 1),
+            MessageQueue("t", "a", 1),
+            MessageQueue("t", "b", 0),
+            MessageQueue("t", "a", 0),
+            MessageQueue("t", "a", 2),
+        ]
+    )
     assert [(m.broker_name, m.queue_id) for m in mqs] == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2)]
 
 

@@ -6,17 +6,30 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.client.rebalance import (
-    ConsistentHashAllocator, GrayAllocator, allocate_averagely, allocate_averagely_by_circle, gray_queues,
+    ConsistentHashAllocator,
+    GrayAllocator,
+    allocate_averagely,
+    allocate_averagely_by_circle,
+    gray_queues,
     is_gray_client,
 )
 from pocketmq.common.message import MessageQueue
 
-queue_lists = st.lists(st.builds(MessageQueue, st.just("T"), st.sampled_from(["a", "b", "c"]), st.integers(0, 15)),
-                       max_size=40, unique=True)
-client_ids = st.lists(st.from_regex(r"10\.0\.0\.[0-9]{1,3}@[0-9]{1,5}(@gray)?", fullmatch=True), max_size=8,
-                      unique=True)
-STRATEGIES = [allocate_averagely, allocate_averagely_by_circle, ConsistentHashAllocator(),
-              GrayAllocator(ratio=0.25), GrayAllocator(retry_split=True)]
+queue_lists = st.lists(
+    st.builds(MessageQueue, st.just("T"), st.sampled_from(["a", "b", "c"]), st.integers(0, 15)),
+    max_size=40,
+    unique=True,
+)
+client_ids = st.lists(
+    st.from_regex(r"10\.0\.0\.[0-9]{1,3}@[0-9]{1,5}(@gray)?", fullmatch=True), max_size=8, unique=True
+)
+STRATEGIES = [
+    allocate_averagely,
+    allocate_averagely_by_circle,
+    ConsistentHashAllocator(),
+    GrayAllocator(ratio=0.25),
+    GrayAllocator(retry_split=True),
+]
 
 
 def flatten(assignment):

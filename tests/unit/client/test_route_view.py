@@ -11,8 +11,9 @@ from pocketmq.common.topic import PERM_READ, PERM_READ_WRITE, PERM_WRITE
 
 
 def route(*queue_datas: QueueData, masters=("a", "b")) -> TopicRouteData:
-    brokers = [BrokerData("c", name, {0: f"10.0.0.{i}:10911", 1: f"10.0.1.{i}:10911"})
-               for i, name in enumerate(masters)]
+    brokers = [
+        BrokerData("c", name, {0: f"10.0.0.{i}:10911", 1: f"10.0.1.{i}:10911"}) for i, name in enumerate(masters)
+    ]
     brokers.append(BrokerData("c", "slave-only", {1: "10.0.2.1:10911"}))
     return TopicRouteData(tuple(queue_datas), tuple(brokers))
 
@@ -46,8 +47,10 @@ def test_a_broker_without_a_master_is_read_through_its_slave_and_never_written()
 def test_a_broker_that_left_the_route_has_no_queue_in_the_view():
     before = route(QueueData("a", 2, 2), QueueData("b", 2, 2))
     after = route(QueueData("a", 2, 2), masters=("a",))
-    assert {q.broker_name for q in build_route_view("t", before.queue_datas, before.broker_datas).write_queues} \
-        == {"a", "b"}
+    assert {q.broker_name for q in build_route_view("t", before.queue_datas, before.broker_datas).write_queues} == {
+        "a",
+        "b",
+    }
     view = build_route_view("t", after.queue_datas, after.broker_datas)
     assert {q.broker_name for q in view.write_queues} == {"a"} and "b" not in view.master_addrs
 

@@ -25,8 +25,9 @@ class FakeBroker:
         if self.fail:
             raise self.fail
         self.batches.append([m.body for m in messages])
-        return [ValueError(f"refused {m.body!r}") if m.body == b"bad" else f"{m.topic}:{m.body.decode()}"
-                for m in messages]
+        return [
+            ValueError(f"refused {m.body!r}") if m.body == b"bad" else f"{m.topic}:{m.body.decode()}" for m in messages
+        ]
 
 
 def accumulator(broker: FakeBroker, max_messages: int = 64, max_bytes: int = 1 << 20) -> SendAccumulator:
@@ -76,8 +77,9 @@ async def test_close_sends_what_is_pending():
 
 async def test_a_message_failed_alone_fails_only_its_sender():
     acc = accumulator(FakeBroker())
-    outcomes = await asyncio.gather(*(acc.add(Message("t", body)) for body in (b"1", b"bad", b"2")),
-                                    return_exceptions=True)
+    outcomes = await asyncio.gather(
+        *(acc.add(Message("t", body)) for body in (b"1", b"bad", b"2")), return_exceptions=True
+    )
     assert outcomes[0] == "t:1" and outcomes[2] == "t:2"
     assert isinstance(outcomes[1], ValueError)
 

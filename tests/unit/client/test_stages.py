@@ -9,7 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pocketmq.client.stages import (
-    PLAIN_CONCURRENT, QueueStageScheduler, StageOffsetRecord, stage_end, stage_index,
+    PLAIN_CONCURRENT,
+    QueueStageScheduler,
+    StageOffsetRecord,
+    stage_end,
+    stage_index,
 )
 
 KEY = ("s", "g")
@@ -69,8 +73,13 @@ definitions_st = st.lists(st.integers(1, 8), max_size=5)
 
 
 @settings(max_examples=150, deadline=None)
-@given(definitions_st, st.integers(0, 40), st.integers(1, 6), st.lists(st.integers(0, 50), min_size=1, max_size=30),
-       st.sets(st.integers(0, 40), max_size=5))
+@given(
+    definitions_st,
+    st.integers(0, 40),
+    st.integers(1, 6),
+    st.lists(st.integers(0, 50), min_size=1, max_size=30),
+    st.sets(st.integers(0, 40), max_size=5),
+)
 def test_stage_order_and_concurrency_inside_stages(definitions, count, pool, choices, failing):
     events, peak = run(definitions, count, pool, choices, fail_first=failing)
     assert_stage_order(definitions, events)
@@ -97,8 +106,12 @@ def test_empty_definitions_behave_like_concurrent(count, pool, choices):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 30), st.integers(1, 8), st.lists(st.integers(0, 50), min_size=1, max_size=20),
-       st.sets(st.integers(0, 30), max_size=4))
+@given(
+    st.integers(1, 30),
+    st.integers(1, 8),
+    st.lists(st.integers(0, 50), min_size=1, max_size=20),
+    st.sets(st.integers(0, 30), max_size=4),
+)
 def test_all_ones_behave_like_orderly(count, pool, choices, failing):
     events, peak = run([1] * count, count, pool, choices, fail_first=failing)
     assert max(peak.values()) == 1
@@ -149,8 +162,9 @@ def test_record_at_commit_point_and_restore():
     for offset in range(102, 105):
         restored.add(offset, KEY)
     assert restored.ready(10, 0) == [102, 103, 104]
-    assert StageOffsetRecord.from_json(StageOffsetRecord(7, {KEY: 3, ("t", None): 1}).to_json()) == \
-        StageOffsetRecord(7, {KEY: 3, ("t", None): 1})
+    assert StageOffsetRecord.from_json(StageOffsetRecord(7, {KEY: 3, ("t", None): 1}).to_json()) == StageOffsetRecord(
+        7, {KEY: 3, ("t", None): 1}
+    )
 
 
 def test_reset_hook_replaces_the_starting_stage_offset():
@@ -168,8 +182,13 @@ def test_stage_arithmetic():
 
 
 @settings(max_examples=150, deadline=None)
-@given(definitions_st, st.integers(0, 40), st.integers(1, 4), st.integers(1, 5),
-       st.lists(st.integers(0, 50), min_size=1, max_size=30))
+@given(
+    definitions_st,
+    st.integers(0, 40),
+    st.integers(1, 4),
+    st.integers(1, 5),
+    st.lists(st.integers(0, 50), min_size=1, max_size=30),
+)
 def test_batches_keep_stage_order_and_stay_inside_one_stage(definitions, count, calls, batch_size, choices):
     """``consume_batch_size``: at most ``calls`` listener calls at once, each of at most ``batch_size`` messages
     of one stage; stage order holds per message and every message ends done once."""

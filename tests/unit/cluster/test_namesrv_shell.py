@@ -9,7 +9,12 @@ import zlib
 import pytest
 
 from pocketmq.cluster.route import (
-    BrokerFlags, BrokerIdentity, ClusterInfo, RegisterBrokerBody, TopicRouteData, topic_list_from_json,
+    BrokerFlags,
+    BrokerIdentity,
+    ClusterInfo,
+    RegisterBrokerBody,
+    TopicRouteData,
+    topic_list_from_json,
 )
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -59,12 +64,15 @@ async def brokers():
         await broker.server.stop()
 
 
-async def register(client, namesrv, name: str, addr: str, *topics: str, flags=BrokerFlags(), broker_id=0,
-                   cluster="DefaultCluster") -> RemotingCommand:
+async def register(
+    client, namesrv, name: str, addr: str, *topics: str, flags=BrokerFlags(), broker_id=0, cluster="DefaultCluster"
+) -> RemotingCommand:
     identity = BrokerIdentity(cluster, name, broker_id, addr)
     body = RegisterBrokerBody(tuple(TopicConfig(t, 4, 4) for t in topics), {"counter": 1}, flags).to_json()
-    return await client.invoke(namesrv.address, RemotingCommand.request(
-        RequestCode.REGISTER_BROKER, identity.register_fields(zlib.crc32(body)), body))
+    return await client.invoke(
+        namesrv.address,
+        RemotingCommand.request(RequestCode.REGISTER_BROKER, identity.register_fields(zlib.crc32(body)), body),
+    )
 
 
 async def ask(client, namesrv, code: int, fields: dict | None = None, body: bytes = b"") -> RemotingCommand:
@@ -75,8 +83,9 @@ async def test_register_then_route_cluster_info_and_topic_lists(namesrv, client)
     assert (await register(client, namesrv, "broker-a", "127.0.0.1:10911", "orders")).code == ResponseCode.SUCCESS
     await register(client, namesrv, "broker-c", "127.0.0.1:10913", "audit", cluster="Other")
 
-    route = TopicRouteData.from_json((await ask(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                {"topic": "orders"})).body)
+    route = TopicRouteData.from_json(
+        (await ask(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "orders"})).body
+    )
     assert [(b.broker_name, b.broker_addrs) for b in route.broker_datas] == [("broker-a", {0: "127.0.0.1:10911"})]
     info = ClusterInfo.from_json((await ask(client, namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)).body)
     assert info.cluster_addr_table == {"DefaultCluster": ("broker-a",), "Other": ("broker-c",)}
@@ -93,17 +102,27 @@ async def test_slave_registration_answers_its_master(namesrv, client):
 
 
 async def test_bad_registrations_are_refused_with_their_codes(namesrv, client):
-    missing = await ask(client, namesrv, RequestCode.REGISTER_BROKER,
-                        {"brokerName": "b", "clusterName": "c", "brokerId": 0})
+    missing = await ask(
+        client, namesrv, RequestCode.REGISTER_BROKER, {"brokerName": "b", "clusterName": "c", "brokerId": 0}
+    )
     assert missing.code == ResponseCode.INVALID_PARAMETER and "brokerAddr" in missing.remark
-    bad_addr = await ask(client, namesrv, RequestCode.REGISTER_BROKER,
-                         {"brokerName": "b", "clusterName": "c", "brokerId": 0, "brokerAddr": "nowhere"})
+    bad_addr = await ask(
+        client,
+        namesrv,
+        RequestCode.REGISTER_BROKER,
+        {"brokerName": "b", "clusterName": "c", "brokerId": 0, "brokerAddr": "nowhere"},
+    )
     assert bad_addr.code == ResponseCode.INVALID_PARAMETER
     fields = BrokerIdentity("c", "b", 0, "127.0.0.1:1").register_fields(12345)
     bad_crc = await ask(client, namesrv, RequestCode.REGISTER_BROKER, fields, b"{}")
     assert bad_crc.code == ResponseCode.SYSTEM_ERROR and bad_crc.remark == "crc32 not match"
-    not_json = await ask(client, namesrv, RequestCode.REGISTER_BROKER,
-                         BrokerIdentity("c", "b", 0, "127.0.0.1:1").register_fields(0), b"{nope")
+    not_json = await ask(
+        client,
+        namesrv,
+        RequestCode.REGISTER_BROKER,
+        BrokerIdentity("c", "b", 0, "127.0.0.1:1").register_fields(0),
+        b"{nope",
+    )
     assert not_json.code == ResponseCode.INVALID_PARAMETER
     assert namesrv.routes.cluster_info().broker_addr_table == {}
 
@@ -128,8 +147,12 @@ async def test_silent_broker_expires_heartbeating_one_stays(namesrv, client, clo
     await register(client, namesrv, "broker-a", "127.0.0.1:10911", "orders")
     await register(client, namesrv, "broker-b", "127.0.0.1:10912", "orders")
     clock.advance(6_000)
-    beat = await ask(client, namesrv, RequestCode.BROKER_HEARTBEAT,
-                     {"clusterName": "DefaultCluster", "brokerAddr": "127.0.0.1:10912", "brokerName": "broker-b"})
+    beat = await ask(
+        client,
+        namesrv,
+        RequestCode.BROKER_HEARTBEAT,
+        {"clusterName": "DefaultCluster", "brokerAddr": "127.0.0.1:10912", "brokerName": "broker-b"},
+    )
     assert beat.code == ResponseCode.SUCCESS
     clock.advance(4_001)
 
@@ -143,8 +166,12 @@ async def test_unregister_and_delete_topic(namesrv, client):
     deleted = await ask(client, namesrv, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "payments"})
     assert deleted.code == ResponseCode.SUCCESS
     assert namesrv.routes.topics() == ["orders"]
-    gone = await ask(client, namesrv, RequestCode.UNREGISTER_BROKER,
-                     BrokerIdentity("DefaultCluster", "broker-a", 0, "127.0.0.1:10911").unregister_fields())
+    gone = await ask(
+        client,
+        namesrv,
+        RequestCode.UNREGISTER_BROKER,
+        BrokerIdentity("DefaultCluster", "broker-a", 0, "127.0.0.1:10911").unregister_fields(),
+    )
     assert gone.code == ResponseCode.SUCCESS
     reply = await ask(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "orders"})
     assert reply.code == ResponseCode.TOPIC_NOT_EXIST
@@ -152,10 +179,17 @@ async def test_unregister_and_delete_topic(namesrv, client):
 
 async def test_route_lookup_auto_creates_on_the_masters_that_allow_it(namesrv, client, brokers):
     allowing, refusing_by_flag = await brokers(), await brokers()
-    await register(client, namesrv, "broker-a", allowing.addr, "orders",
-                   flags=BrokerFlags(auto_create_topic_enable=True, default_topic_queue_nums=3))
-    await register(client, namesrv, "broker-b", refusing_by_flag.addr, "orders",
-                   flags=BrokerFlags(auto_create_topic_enable=False))
+    await register(
+        client,
+        namesrv,
+        "broker-a",
+        allowing.addr,
+        "orders",
+        flags=BrokerFlags(auto_create_topic_enable=True, default_topic_queue_nums=3),
+    )
+    await register(
+        client, namesrv, "broker-b", refusing_by_flag.addr, "orders", flags=BrokerFlags(auto_create_topic_enable=False)
+    )
 
     reply = await ask(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "fresh"})
 
@@ -163,10 +197,21 @@ async def test_route_lookup_auto_creates_on_the_masters_that_allow_it(namesrv, c
     route = TopicRouteData.from_json(reply.body)
     assert [(q.broker_name, q.write_queue_nums) for q in route.queue_datas] == [("broker-a", 3)]
     assert refusing_by_flag.requests == []
-    assert allowing.requests == [{
-        "topic": "fresh", "defaultTopic": "TBW102", "readQueueNums": "3", "writeQueueNums": "3", "perm": "6",
-        "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
-        "attributes": "+message.type=MIXED", "messageType": "MIXED", "autoCreate": "true"}]
+    assert allowing.requests == [
+        {
+            "topic": "fresh",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "3",
+            "writeQueueNums": "3",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+            "attributes": "+message.type=MIXED",
+            "messageType": "MIXED",
+            "autoCreate": "true",
+        }
+    ]
     assert json.loads(reply.body)["brokerDatas"][0]["brokerAddrs"] == {"0": allowing.addr}
 
 
@@ -175,8 +220,10 @@ async def test_concurrent_lookups_share_one_creation(namesrv, client, brokers, e
     broker.gate.clear()
     await register(client, namesrv, "broker-a", broker.addr, flags=BrokerFlags(auto_create_topic_enable=True))
 
-    lookups = [asyncio.create_task(ask(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "fresh"}))
-               for _ in range(5)]
+    lookups = [
+        asyncio.create_task(ask(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "fresh"}))
+        for _ in range(5)
+    ]
     await eventually(lambda: broker.requests)
     broker.gate.set()
     replies = await asyncio.gather(*lookups)

@@ -32,8 +32,11 @@ class FakeBroker:
 
     def body(self) -> RegisterBrokerBody:
         self.bodies_built += 1
-        return RegisterBrokerBody(tuple(TopicConfig(t, 4, 4) for t in self.topics),
-                                  {"timestamp": 1, "counter": self.version}, BrokerFlags(grpc_addr="127.0.0.1:8081"))
+        return RegisterBrokerBody(
+            tuple(TopicConfig(t, 4, 4) for t in self.topics),
+            {"timestamp": 1, "counter": self.version},
+            BrokerFlags(grpc_addr="127.0.0.1:8081"),
+        )
 
 
 @contextlib.asynccontextmanager
@@ -46,9 +49,18 @@ async def running(registrar: BrokerRegistrar):
 
 
 def registrar_for(addrs, remoting, broker, *, interval_ms=60_000, clock=None, **kwargs) -> BrokerRegistrar:
-    return BrokerRegistrar(addrs, remoting, broker.body, interval_ms, clock or ManualClock(),
-                           cluster_name="DefaultCluster", broker_name="broker-a", broker_id=0,
-                           broker_addr=BROKER_ADDR, **kwargs)
+    return BrokerRegistrar(
+        addrs,
+        remoting,
+        broker.body,
+        interval_ms,
+        clock or ManualClock(),
+        cluster_name="DefaultCluster",
+        broker_name="broker-a",
+        broker_id=0,
+        broker_addr=BROKER_ADDR,
+        **kwargs,
+    )
 
 
 async def test_start_registers_before_returning(namesrv, remoting):

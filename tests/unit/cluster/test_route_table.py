@@ -17,8 +17,9 @@ C = BrokerIdentity("OtherCluster", "broker-c", 0, "127.0.0.1:10913")
 
 
 def body(*topics: str, version: int = 1, queues: int = 4, flags: BrokerFlags = BrokerFlags()) -> RegisterBrokerBody:
-    return RegisterBrokerBody(tuple(TopicConfig(t, queues, queues) for t in topics),
-                              {"timestamp": 1, "counter": version}, flags)
+    return RegisterBrokerBody(
+        tuple(TopicConfig(t, queues, queues) for t in topics), {"timestamp": 1, "counter": version}, flags
+    )
 
 
 def table(expire_ms: int = 120_000, **kwargs) -> RouteTable:
@@ -179,20 +180,22 @@ def test_delete_topic_everywhere_or_on_one_cluster():
 
 def test_auto_create_plan_follows_each_masters_rule():
     routes = table()
-    routes.register(A, body("orders", flags=BrokerFlags(auto_create_topic_enable=True, default_topic_queue_nums=3)),
-                    now_ms=0)
+    routes.register(
+        A, body("orders", flags=BrokerFlags(auto_create_topic_enable=True, default_topic_queue_nums=3)), now_ms=0
+    )
     routes.register(B, body("orders", flags=BrokerFlags(auto_create_topic_enable=False)), now_ms=0)
     routes.register(A_SLAVE, body(), now_ms=0)
 
     plan = routes.auto_create_plan("new-topic")
-    assert [(p.broker_name, p.master_addr, p.config.write_queue_nums) for p in plan] == [
-        ("broker-a", A.broker_addr, 3)]
+    assert [(p.broker_name, p.master_addr, p.config.write_queue_nums) for p in plan] == [("broker-a", A.broker_addr, 3)]
     assert routes.auto_create_plan("orders") == []  # exists
     assert routes.auto_create_plan("bad topic!") == []
     assert routes.auto_create_plan("rmq_sys_wheel_timer") == []
     # A group's retry topic is created whatever the setting, with one queue.
     assert [(p.broker_name, p.config.write_queue_nums) for p in routes.auto_create_plan("%RETRY%g1")] == [
-        ("broker-a", 1), ("broker-b", 1)]
+        ("broker-a", 1),
+        ("broker-b", 1),
+    ]
 
 
 def test_rocketmq_broker_without_flags_auto_creates_when_it_has_tbw102():

@@ -34,9 +34,19 @@ def test_send_request_decodes_every_system_field():
     sp.body_encoding = pb.IDENTITY
     [decoded] = codec.decode_send_request(req)
     assert decoded == codec.InboundMessage(
-        topic="orders", body=b"payload", message_id="01ABC", message_type="FIFO", tag="TagA", keys=["k1", "k2"],
-        message_group="g1", delivery_timestamp_ms=None, born_timestamp_ms=1_700_000_000_000, born_host="10.0.0.1",
-        body_encoding="IDENTITY", user_properties={"color": "red"})
+        topic="orders",
+        body=b"payload",
+        message_id="01ABC",
+        message_type="FIFO",
+        tag="TagA",
+        keys=["k1", "k2"],
+        message_group="g1",
+        delivery_timestamp_ms=None,
+        born_timestamp_ms=1_700_000_000_000,
+        born_host="10.0.0.1",
+        body_encoding="IDENTITY",
+        user_properties={"color": "red"},
+    )
     assert decoded.domain_type is MessageType.FIFO
 
 
@@ -51,8 +61,9 @@ def test_absent_and_empty_optionals_decode_as_none():
 
 
 def test_to_domain_maps_system_fields_to_rocketmq_properties():
-    inbound = codec.InboundMessage(topic="t", body=b"b", message_id="ID-1", tag="T", keys=["a", "b"],
-                                   message_group="g", user_properties={"u": "1"})
+    inbound = codec.InboundMessage(
+        topic="t", body=b"b", message_id="ID-1", tag="T", keys=["a", "b"], message_group="g", user_properties={"u": "1"}
+    )
     m = inbound.to_domain()
     assert m.topic == "t" and m.body == b"b" and m.tags == "T" and m.keys == ["a", "b"]
     assert m.uniq_key == "ID-1" and m.message_group == "g" and m.user_properties() == {"u": "1"}
@@ -106,8 +117,14 @@ def test_producer_settings_reply_has_what_clients_require():
 
 
 def test_consumer_settings_reply_has_what_clients_require():
-    sub = pb.Subscription(group=pb.Resource(name="g"), subscriptions=[pb.SubscriptionEntry(
-        topic=pb.Resource(name="t"), expression=pb.FilterExpression(type=pb.TAG, expression="*"))])
+    sub = pb.Subscription(
+        group=pb.Resource(name="g"),
+        subscriptions=[
+            pb.SubscriptionEntry(
+                topic=pb.Resource(name="t"), expression=pb.FilterExpression(type=pb.TAG, expression="*")
+            )
+        ],
+    )
     reply = codec.settings_reply(_settings_command(pb.PUSH_CONSUMER, subscription=sub), max_body_bytes=1, fifo=True)
     s = reply.settings
     assert reply.status.code == V2Code.OK and s.subscription.fifo and s.subscription.receive_batch_size == 32
@@ -116,15 +133,24 @@ def test_consumer_settings_reply_has_what_clients_require():
     assert s.backoff_policy.customized_backoff.next[0].seconds == 1
     assert s.backoff_policy.customized_backoff.next[-1].seconds == 7200
     assert len(s.backoff_policy.customized_backoff.next) == 18
-    assert codec.decode_client_settings(_settings_command(pb.PUSH_CONSUMER, subscription=sub)) == \
-        codec.ClientSettings("PUSH_CONSUMER", "g", ("t",))
+    assert codec.decode_client_settings(_settings_command(pb.PUSH_CONSUMER, subscription=sub)) == codec.ClientSettings(
+        "PUSH_CONSUMER", "g", ("t",)
+    )
 
 
 def test_delivered_message_always_carries_an_md5_upper_case_digest():
-    stored = MessageExt(topic="t", body=b"hello world", properties={
-        props.TAGS: "T", props.KEYS: "a b", props.UNIQ_KEY: "ID", props.SHARDING_KEY: "g", "user": "v"},
-        queue_id=3, queue_offset=9, born_timestamp_ms=1_000, store_timestamp_ms=2_000,
-        born_host=("10.0.0.1", 5), store_host=("127.0.0.1", 10911), reconsume_times=2)
+    stored = MessageExt(
+        topic="t",
+        body=b"hello world",
+        properties={props.TAGS: "T", props.KEYS: "a b", props.UNIQ_KEY: "ID", props.SHARDING_KEY: "g", "user": "v"},
+        queue_id=3,
+        queue_offset=9,
+        born_timestamp_ms=1_000,
+        store_timestamp_ms=2_000,
+        born_host=("10.0.0.1", 5),
+        store_host=("127.0.0.1", 10911),
+        reconsume_times=2,
+    )
     out = codec.encode_delivered_message(stored, receipt_handle="rh", invisible_duration_ms=30_000)
     sp = out.system_properties
     assert sp.body_digest.type == pb.MD5
@@ -134,15 +160,21 @@ def test_delivered_message_always_carries_an_md5_upper_case_digest():
     assert (sp.queue_id, sp.queue_offset, sp.store_host) == (3, 9, "127.0.0.1:10911")
     assert sp.invisible_duration.ToMilliseconds() == 30_000 and dict(out.user_properties) == {"user": "v"}
     assert not codec.encode_delivered_message(MessageExt(topic="t", body=b"")).system_properties.HasField("tag")
-    assert codec.encode_delivered_message(MessageExt(topic="t", body=b"")).system_properties.body_digest.checksum \
+    assert (
+        codec.encode_delivered_message(MessageExt(topic="t", body=b"")).system_properties.body_digest.checksum
         == "D41D8CD98F00B204E9800998ECF8427E"
+    )
 
 
-@given(st.binary(max_size=200), st.text(min_size=1, max_size=20), st.dictionaries(
-    st.text(alphabet="abcxyz", min_size=1, max_size=5), st.text(max_size=10), max_size=4))
+@given(
+    st.binary(max_size=200),
+    st.text(min_size=1, max_size=20),
+    st.dictionaries(st.text(alphabet="abcxyz", min_size=1, max_size=5), st.text(max_size=10), max_size=4),
+)
 def test_a_sent_message_comes_back_as_sent(body, tag, user_properties):
-    inbound = codec.InboundMessage(topic="t", body=body, message_id="MID", tag=tag, keys=["k"],
-                                   user_properties=user_properties)
+    inbound = codec.InboundMessage(
+        topic="t", body=body, message_id="MID", tag=tag, keys=["k"], user_properties=user_properties
+    )
     domain = inbound.to_domain()
     stored = MessageExt(topic=domain.topic, body=domain.body, properties=domain.properties)
     back = codec.decode_message(codec.encode_delivered_message(stored))

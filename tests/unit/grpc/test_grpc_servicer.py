@@ -30,13 +30,17 @@ class Harness:
         self.front = GrpcFrontEnd(self.broker, "127.0.0.1", 0, scan_interval_ms=5, **front_end_options)
         self.channel = None
 
-    async def start(self, *, broker: bool = True) -> "Harness":
+    async def start(self, *, broker: bool = True) -> Harness:
         port = await self.front.start()
         if broker:
             await self.broker.start(remoting_port=10911, grpc_port=port)
-        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[
-            ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES)])
+        self.channel = grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}",
+            options=[
+                ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
+            ],
+        )
         self.stub = MessagingServiceStub(self.channel)
         return self
 
@@ -236,9 +240,11 @@ async def test_consumer_rpcs_refuse_a_request_without_group_and_transactions_are
     stream = h.stub.ReceiveMessage(spb.ReceiveMessageRequest())
     replies = [r async for r in stream]
     assert [r.status.code for r in replies] == [V2Code.ILLEGAL_CONSUMER_GROUP]
-    for call, request in ((h.stub.AckMessage, spb.AckMessageRequest()),
-                          (h.stub.QueryAssignment, spb.QueryAssignmentRequest()),
-                          (h.stub.ChangeInvisibleDuration, spb.ChangeInvisibleDurationRequest())):
+    for call, request in (
+        (h.stub.AckMessage, spb.AckMessageRequest()),
+        (h.stub.QueryAssignment, spb.QueryAssignmentRequest()),
+        (h.stub.ChangeInvisibleDuration, spb.ChangeInvisibleDurationRequest()),
+    ):
         assert (await call(request)).status.code == V2Code.ILLEGAL_CONSUMER_GROUP
     assert (await h.stub.EndTransaction(spb.EndTransactionRequest())).status.code == V2Code.NOT_IMPLEMENTED
 

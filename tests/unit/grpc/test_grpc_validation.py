@@ -12,7 +12,11 @@ from pocketmq.common.topic import MessageType
 from pocketmq.errors import PocketMQError
 from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
 from pocketmq.server.grpc_validation import (
-    SendLimits, check_send_request, check_topic, has_control_character, validate_message,
+    SendLimits,
+    check_send_request,
+    check_topic,
+    has_control_character,
+    validate_message,
 )
 
 NOW_MS = 1_700_000_000_000
@@ -20,8 +24,7 @@ LIMITS = SendLimits()
 
 
 def msg(**overrides) -> InboundMessage:
-    fields = dict(topic="orders", body=b"hello", message_id="01AABBCCDDEEFF0011000000010000000A",
-                  message_type="NORMAL")
+    fields = dict(topic="orders", body=b"hello", message_id="01AABBCCDDEEFF0011000000010000000A", message_type="NORMAL")
     fields.update(overrides)
     return InboundMessage(**fields)
 
@@ -57,8 +60,7 @@ def test_a_valid_normal_message_passes_unchanged():
     assert out.body == b"hello" and out.message_type == "NORMAL" and out.tag == "TagA"
 
 
-@pytest.mark.parametrize("body,code", [(b"", V2Code.MESSAGE_BODY_EMPTY),
-                                       (b"x" * 11, V2Code.MESSAGE_BODY_TOO_LARGE)])
+@pytest.mark.parametrize("body,code", [(b"", V2Code.MESSAGE_BODY_EMPTY), (b"x" * 11, V2Code.MESSAGE_BODY_TOO_LARGE)])
 def test_body_empty_and_too_large(body, code):
     assert code_of(validate, msg(body=body), limits=SendLimits(max_body_bytes=10)) == code
 
@@ -70,11 +72,15 @@ def test_body_at_the_max_passes():
 def test_gzip_body_is_inflated_and_bounded():
     assert validate(msg(body=gzip.compress(b"plain text"), body_encoding="GZIP")).body == b"plain text"
     bomb = gzip.compress(b"\0" * 1000)
-    assert code_of(validate, msg(body=bomb, body_encoding="GZIP"),
-                   limits=SendLimits(max_body_bytes=100)) == V2Code.MESSAGE_BODY_TOO_LARGE
+    assert (
+        code_of(validate, msg(body=bomb, body_encoding="GZIP"), limits=SendLimits(max_body_bytes=100))
+        == V2Code.MESSAGE_BODY_TOO_LARGE
+    )
     assert code_of(validate, msg(body=b"not gzip", body_encoding="GZIP")) == V2Code.MESSAGE_CORRUPTED
-    assert code_of(validate, msg(body=gzip.compress(b"abcdef" * 50)[:-12], body_encoding="GZIP")) \
+    assert (
+        code_of(validate, msg(body=gzip.compress(b"abcdef" * 50)[:-12], body_encoding="GZIP"))
         == V2Code.MESSAGE_CORRUPTED
+    )
     assert code_of(validate, msg(body_encoding="7")) == V2Code.MESSAGE_CORRUPTED
 
 
@@ -97,8 +103,9 @@ def test_message_group_of_63_bytes_passes():
     assert validate(msg(message_type="FIFO", message_group="g" * 63)).message_group == "g" * 63
 
 
-@pytest.mark.parametrize("props", [{"TAGS": "x"}, {"UNIQ_KEY": "x"}, {"__SHARDINGKEY": "g"}, {"": "v"},
-                                   {"a\x01": "v"}, {"k": "v\x02"}])
+@pytest.mark.parametrize(
+    "props", [{"TAGS": "x"}, {"UNIQ_KEY": "x"}, {"__SHARDINGKEY": "g"}, {"": "v"}, {"a\x01": "v"}, {"k": "v\x02"}]
+)
 def test_reserved_or_control_property_keys_are_40007(props):
     assert code_of(validate, msg(user_properties=props)) == V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY
 
@@ -110,8 +117,10 @@ def test_too_many_or_too_large_properties_are_43101():
     big = {"k": "v" * (16 * 1024)}
     assert code_of(validate, msg(user_properties=big)) == V2Code.MESSAGE_PROPERTIES_TOO_LARGE
     # Tag and keys count towards the 16 KiB.
-    assert code_of(validate, msg(user_properties={"k": "v" * 16000}, keys=["x" * 400])) \
+    assert (
+        code_of(validate, msg(user_properties={"k": "v" * 16000}, keys=["x" * 400]))
         == V2Code.MESSAGE_PROPERTIES_TOO_LARGE
+    )
 
 
 @pytest.mark.parametrize("message_id", ["", "   ", "a b", "x" * 129, "id\x01"])
@@ -128,28 +137,41 @@ def test_delivery_time_more_than_a_day_ahead_is_40012():
     assert code_of(validate, msg(message_type="DELAY", delivery_timestamp_ms=far)) == V2Code.ILLEGAL_DELIVERY_TIME
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(message_type="FIFO"),  # no group
-    dict(message_type="NORMAL", message_group="g"),
-    dict(message_type="NORMAL", delivery_timestamp_ms=NOW_MS + 10),
-    dict(message_type="DELAY"),  # no delivery time
-    dict(message_type="TRANSACTION", message_group="g"),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(message_type="FIFO"),  # no group
+        dict(message_type="NORMAL", message_group="g"),
+        dict(message_type="NORMAL", delivery_timestamp_ms=NOW_MS + 10),
+        dict(message_type="DELAY"),  # no delivery time
+        dict(message_type="TRANSACTION", message_group="g"),
+    ],
+)
 def test_properties_that_contradict_the_type_are_40014(overrides):
     assert code_of(validate, msg(**overrides)) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
-@pytest.mark.parametrize("topic_type,overrides", [
-    (MessageType.NORMAL, dict(message_type="FIFO", message_group="g")),
-    (MessageType.FIFO, dict(message_type="NORMAL")),
-    (MessageType.TRANSACTION, dict(message_type="NORMAL")),
-])
+@pytest.mark.parametrize(
+    "topic_type,overrides",
+    [
+        (MessageType.NORMAL, dict(message_type="FIFO", message_group="g")),
+        (MessageType.FIFO, dict(message_type="NORMAL")),
+        (MessageType.TRANSACTION, dict(message_type="NORMAL")),
+    ],
+)
 def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
     assert code_of(validate, msg(**overrides), topic_type) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
-@pytest.mark.parametrize("overrides", [dict(message_type="TRANSACTION"), dict(message_type="LITE"),
-                                       dict(message_type="PRIORITY"), dict(message_type="42")])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(message_type="TRANSACTION"),
+        dict(message_type="LITE"),
+        dict(message_type="PRIORITY"),
+        dict(message_type="42"),
+    ],
+)
 def test_types_not_stored_yet_are_not_implemented(overrides):
     assert code_of(validate, msg(**overrides)) == V2Code.NOT_IMPLEMENTED
 
@@ -169,8 +191,11 @@ def test_control_characters_are_the_iso_ranges():
     assert has_control_character("\x85") and not has_control_character("é日本 ~")
 
 
-@given(st.text(max_size=20), st.lists(st.text(max_size=8), max_size=3), st.dictionaries(
-    st.text(max_size=8), st.text(max_size=8), max_size=4))
+@given(
+    st.text(max_size=20),
+    st.lists(st.text(max_size=8), max_size=3),
+    st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=4),
+)
 def test_validation_never_fails_with_anything_but_a_coded_error(tag, keys, user_properties):
     m = msg(tag=tag or None, keys=keys, user_properties=user_properties)
     try:
@@ -181,10 +206,14 @@ def test_validation_never_fails_with_anything_but_a_coded_error(tag, keys, user_
         assert out.tag == m.tag and out.keys == keys
 
 
-@pytest.mark.parametrize("overrides,code", [
-    ({"born_timestamp_ms": 2 ** 70}, V2Code.BAD_REQUEST), ({"born_timestamp_ms": -1}, V2Code.BAD_REQUEST),
-    ({"delivery_timestamp_ms": -1000, "message_type": "DELAY"}, V2Code.ILLEGAL_DELIVERY_TIME),
-])
+@pytest.mark.parametrize(
+    "overrides,code",
+    [
+        ({"born_timestamp_ms": 2**70}, V2Code.BAD_REQUEST),
+        ({"born_timestamp_ms": -1}, V2Code.BAD_REQUEST),
+        ({"delivery_timestamp_ms": -1000, "message_type": "DELAY"}, V2Code.ILLEGAL_DELIVERY_TIME),
+    ],
+)
 def test_timestamps_outside_a_java_long_of_milliseconds_are_refused(overrides, code):
     assert code_of(validate, msg(**overrides)) == code
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
 from pocketmq.broker.acting_writes import EscapedReviveWrites, EscapedTimerWrites
@@ -18,17 +19,19 @@ from pocketmq.common.message import Message
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.errors import ServiceNotAvailableError
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 
-@pytest.mark.parametrize("broker_id, live, expected", [
-    (1, [0, 1], False),  # the master lives
-    (1, [1, 2], True),  # master gone: the lowest live slave acts
-    (2, [1, 2], False),  # ... and only it
-    (2, [2], True),
-    (1, [], True),  # not registered yet (restarting): it still counts itself
-    (0, [1], False),  # a master never "acts": it runs its services itself
-])
+@pytest.mark.parametrize(
+    "broker_id, live, expected",
+    [
+        (1, [0, 1], False),  # the master lives
+        (1, [1, 2], True),  # master gone: the lowest live slave acts
+        (2, [1, 2], False),  # ... and only it
+        (2, [2], True),
+        (1, [], True),  # not registered yet (restarting): it still counts itself
+        (0, [1], False),  # a master never "acts": it runs its services itself
+    ],
+)
 def test_should_act(broker_id, live, expected):
     assert should_act(broker_id, live, enabled=True, master_back_until_ms=0, now_ms=5) is expected
 
@@ -64,8 +67,17 @@ class Services:
 
 async def test_election_follows_the_master_and_its_handover():
     names, services, clock = Namesrv(), Services(), ManualClock()
-    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
-                                    enabled=lambda: True, check_interval_ms=100, handover_grace_ms=5_000)
+    election = ActingMasterElection(
+        names,
+        services,
+        clock,
+        cluster_name="c",
+        broker_name="a",
+        broker_id=1,
+        enabled=lambda: True,
+        check_interval_ms=100,
+        handover_grace_ms=5_000,
+    )
     await election.check_once()
     assert services.calls == [] and not election.acting
     names.ids = [1]
@@ -232,15 +244,16 @@ async def test_pop_on_the_acting_slave_escapes_its_ck_and_forwards_acks_and_chan
 
 
 def test_switches_from_cli_flags_and_broker_conf(tmp_path):
+    from pocketmq.broker.config import BrokerConfig
     from pocketmq.cli.main import build_parser
     from pocketmq.cli.serve_cmd import broker_config_from_args
     from pocketmq.common.config import load_config
-    from pocketmq.broker.config import BrokerConfig
 
     off = broker_config_from_args(build_parser().parse_args(["serve"]))
     assert (off.enable_slave_acting_master, off.enable_remote_escape) == (False, False)
-    on = broker_config_from_args(build_parser().parse_args(
-        ["serve", "--enable-slave-acting-master", "--enable-remote-escape"]))
+    on = broker_config_from_args(
+        build_parser().parse_args(["serve", "--enable-slave-acting-master", "--enable-remote-escape"])
+    )
     assert (on.enable_slave_acting_master, on.enable_remote_escape) == (True, True)
     conf = tmp_path / "broker.conf"
     conf.write_text("enableSlaveActingMaster=true\nenableRemoteEscape=true\n")
@@ -273,8 +286,16 @@ async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_servi
     names, services, clock = Namesrv(), Services(), ManualClock()
     names.ids = [1]
     enabled = [False]
-    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
-                                    enabled=lambda: enabled[0], check_interval_ms=100)
+    election = ActingMasterElection(
+        names,
+        services,
+        clock,
+        cluster_name="c",
+        broker_name="a",
+        broker_id=1,
+        enabled=lambda: enabled[0],
+        check_interval_ms=100,
+    )
     await election.check_once()
     assert services.calls == [] and names.asked == 0
     names.ids, enabled[0] = [1], True
@@ -289,8 +310,17 @@ async def test_the_election_counts_into_the_metrics():
     from pocketmq.metrics import MetricsRegistry
 
     names, services, clock, metrics = Namesrv(), Services(), ManualClock(), MetricsRegistry()
-    election = ActingMasterElection(names, services, clock, cluster_name="c", broker_name="a", broker_id=1,
-                                    enabled=lambda: True, check_interval_ms=100, metrics=metrics)
+    election = ActingMasterElection(
+        names,
+        services,
+        clock,
+        cluster_name="c",
+        broker_name="a",
+        broker_id=1,
+        enabled=lambda: True,
+        check_interval_ms=100,
+        metrics=metrics,
+    )
     await election.check_once()
     assert metrics.value("pocketmq_acting_master") == 0  # a slave that does not act shows 0, not nothing
     names.ids = [1]

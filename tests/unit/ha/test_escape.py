@@ -30,19 +30,37 @@ from pocketmq.runtime.clock import ManualClock
 SEND = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
 
 
-@pytest.mark.parametrize("text, java_hash", [  # values printed by Java's String.hashCode
-    ("hello", 99162322), ("", 0), ("polygenelubricants", -2147483648),
-    ("%RETRY%g_t127.0.0.1:10911", 973456835), ("rmq_sys_REVIVE_LOG_ha127.0.0.1:40767", -1739695908)])
+@pytest.mark.parametrize(
+    "text, java_hash",
+    [  # values printed by Java's String.hashCode
+        ("hello", 99162322),
+        ("", 0),
+        ("polygenelubricants", -2147483648),
+        ("%RETRY%g_t127.0.0.1:10911", 973456835),
+        ("rmq_sys_REVIVE_LOG_ha127.0.0.1:40767", -1739695908),
+    ],
+)
 def test_java_string_hash(text, java_hash):
     assert java_string_hash(text) == java_hash
 
 
 def route() -> TopicRouteData:
     return TopicRouteData(
-        (QueueData("a", 2, 2), QueueData("c", 2, 2), QueueData("b", 3, 3), QueueData("ro", 1, 1, perm=PERM_READ),
-         QueueData("headless", 1, 1)),
-        (BrokerData("x", "a", {0: "a:0", 1: "a:1"}), BrokerData("x", "b", {0: "b:0"}), BrokerData("x", "c", {0: "c:0"}),
-         BrokerData("x", "ro", {0: "ro:0"}), BrokerData("x", "headless", {1: "h:1"})))
+        (
+            QueueData("a", 2, 2),
+            QueueData("c", 2, 2),
+            QueueData("b", 3, 3),
+            QueueData("ro", 1, 1, perm=PERM_READ),
+            QueueData("headless", 1, 1),
+        ),
+        (
+            BrokerData("x", "a", {0: "a:0", 1: "a:1"}),
+            BrokerData("x", "b", {0: "b:0"}),
+            BrokerData("x", "c", {0: "c:0"}),
+            BrokerData("x", "ro", {0: "ro:0"}),
+            BrokerData("x", "headless", {1: "h:1"}),
+        ),
+    )
 
 
 def test_targets_are_writable_queues_of_other_groups_with_a_master():
@@ -60,8 +78,14 @@ def test_specific_queue_is_floor_mod_of_the_java_hash():
 
 
 def test_fallback_is_queue_zero_of_other_masters_of_the_cluster():
-    info = ClusterInfo({"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"}),
-                        "c": BrokerData("x", "c", {1: "c:1"})}, {"x": ("a", "b", "c"), "y": ("z",)})
+    info = ClusterInfo(
+        {
+            "a": BrokerData("x", "a", {1: "a:1"}),
+            "b": BrokerData("x", "b", {0: "b:0"}),
+            "c": BrokerData("x", "c", {1: "c:1"}),
+        },
+        {"x": ("a", "b", "c"), "y": ("z",)},
+    )
     assert fallback_targets(info, "x", "a") == [EscapeTarget("b", "b:0", 0)]
     assert fallback_targets(info, "y", "a") == []
 
@@ -100,8 +124,15 @@ class FakeRemoting:
 def bridge(answer=ResponseCode.SUCCESS, *, enabled=True, routes=None, info=None, metrics=None):
     remoting = FakeRemoting(answer)
     names = FakeNamesrv({"T": route()} if routes is None else routes, info)
-    return EscapeBridge(names, remoting, cluster_name="x", broker_name="a", store_host="127.0.0.1:10911",
-                        enabled=lambda: enabled, metrics=metrics), remoting
+    return EscapeBridge(
+        names,
+        remoting,
+        cluster_name="x",
+        broker_name="a",
+        store_host="127.0.0.1:10911",
+        enabled=lambda: enabled,
+        metrics=metrics,
+    ), remoting
 
 
 def message(topic="T") -> MessageExt:
@@ -120,15 +151,22 @@ async def test_put_message_turns_over_the_other_groups_queues_and_keeps_the_mess
     results = [await b.put_message(message()) for _ in range(6)]
     assert all(r.stored for r in results) and b.escaped == 6
     assert [(r.target.broker_name, r.target.queue_id) for r in results] == [
-        ("b", 0), ("b", 1), ("b", 2), ("c", 0), ("c", 1), ("b", 0)]
+        ("b", 0),
+        ("b", 1),
+        ("b", 2),
+        ("c", 0),
+        ("c", 1),
+        ("b", 0),
+    ]
     addr, fields, body = remoting.sent[0]
     assert (addr, fields["b"], fields["e"], fields["j"], body) == ("b:0", "T", "0", "2", b"body")
     assert "UNIQ_KEY\x01k1" in fields["i"]  # the message id survives the escape
 
 
 async def test_specific_queue_falls_back_to_a_master_of_the_cluster_for_unrouted_topics():
-    info = ClusterInfo({"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"})},
-                       {"x": ("a", "b")})
+    info = ClusterInfo(
+        {"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"})}, {"x": ("a", "b")}
+    )
     b, remoting = bridge(routes={}, info=info)
     result = await b.put_to_specific_queue(message("%RETRY%g_T"))
     assert result.stored and result.target == EscapeTarget("b", "b:0", 0)
@@ -153,14 +191,21 @@ def test_escape_kind_names_what_is_written():
     def of(topic, tag=None):
         return escape_kind(MessageExt(topic=topic, body=b"", properties={"TAGS": tag} if tag else {}))
 
-    assert [of("rmq_sys_REVIVE_LOG_x", "ck"), of("rmq_sys_REVIVE_LOG_x", "ack"), of("rmq_sys_REVIVE_LOG_x"),
-            of("%RETRY%g_T"), of("%DLQ%g"), of("T")] == ["checkpoint", "ack", "other", "retry", "dead_letter", "other"]
+    assert [
+        of("rmq_sys_REVIVE_LOG_x", "ck"),
+        of("rmq_sys_REVIVE_LOG_x", "ack"),
+        of("rmq_sys_REVIVE_LOG_x"),
+        of("%RETRY%g_T"),
+        of("%DLQ%g"),
+        of("T"),
+    ] == ["checkpoint", "ack", "other", "retry", "dead_letter", "other"]
 
 
 async def test_escapes_count_by_kind_and_result_and_failures_by_reason():
     metrics = MetricsRegistry()
-    info = ClusterInfo({"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"})},
-                       {"x": ("a", "b")})
+    info = ClusterInfo(
+        {"a": BrokerData("x", "a", {1: "a:1"}), "b": BrokerData("x", "b", {0: "b:0"})}, {"x": ("a", "b")}
+    )
     b, remoting = bridge(routes={"T": route()}, info=info, metrics=metrics)
     await b.put_message(message())
     await b.put_to_specific_queue(message("%RETRY%g_T"))
@@ -177,12 +222,18 @@ async def test_escapes_count_by_kind_and_result_and_failures_by_reason():
     def escapes(kind, result):
         return metrics.value("pocketmq_escapes_total", kind=kind, result=result)
 
-    assert [escapes("timer", "stored"), escapes("retry", "stored"), escapes("dead_letter", "stored"),
-            escapes("checkpoint", "stored"), escapes("checkpoint", "failed"), escapes("timer", "failed")] == \
-        [1, 1, 1, 1, 1, 3]
-    assert {reason: metrics.value("pocketmq_escape_failures_total", reason=reason)
-            for reason in ("NO_TARGET", f"REFUSED_{ResponseCode.SYSTEM_BUSY}", "CONNECTION")} == \
-        {"NO_TARGET": 2, f"REFUSED_{ResponseCode.SYSTEM_BUSY}": 1, "CONNECTION": 1}
+    assert [
+        escapes("timer", "stored"),
+        escapes("retry", "stored"),
+        escapes("dead_letter", "stored"),
+        escapes("checkpoint", "stored"),
+        escapes("checkpoint", "failed"),
+        escapes("timer", "failed"),
+    ] == [1, 1, 1, 1, 1, 3]
+    assert {
+        reason: metrics.value("pocketmq_escape_failures_total", reason=reason)
+        for reason in ("NO_TARGET", f"REFUSED_{ResponseCode.SYSTEM_BUSY}", "CONNECTION")
+    } == {"NO_TARGET": 2, f"REFUSED_{ResponseCode.SYSTEM_BUSY}": 1, "CONNECTION": 1}
     assert (b.escaped, b.failures) == (4, 4)  # what GET_BROKER_RUNTIME_INFO shows
 
     off, _ = bridge(enabled=False, metrics=metrics)
@@ -211,6 +262,7 @@ class Loopback:
         class Conn:
             attributes: dict = {}
             remote_address = "127.0.0.1:40000"
+
         try:
             reply = self._handlers.escape_put_message(Conn(), request)
         except PocketMQError as exc:
@@ -224,15 +276,24 @@ class Loopback:
 async def test_the_receiver_refuses_an_escaped_write_that_arrives_after_its_senders_deadline(tmp_path):
     """A link that stalls an escaped CK or retry copy past the sender's timeout must not store it later: the
     sender counts it as failed and writes it again (a CK twice revives its messages twice)."""
-    from pocketmq.server.remoting_broker import MessagingHandlers
     from tests.unit.pop.pop_support import running_broker
+
+    from pocketmq.server.remoting_broker import MessagingHandlers
 
     clock = ManualClock(start_ms=1_795_000_000_000)
     async with running_broker(tmp_path, clock) as broker:
         broker.topics.create_or_update(TopicConfig("T", 3, 3))
         loopback = Loopback(MessagingHandlers(broker), clock)
-        b = EscapeBridge(FakeNamesrv({"T": route()}), loopback, cluster_name="x", broker_name="a",
-                         store_host="127.0.0.1:10911", enabled=lambda: True, timeout_ms=3_000, clock=clock)
+        b = EscapeBridge(
+            FakeNamesrv({"T": route()}),
+            loopback,
+            cluster_name="x",
+            broker_name="a",
+            store_host="127.0.0.1:10911",
+            enabled=lambda: True,
+            timeout_ms=3_000,
+            clock=clock,
+        )
         on_time = await b.put_to_specific_queue(message())
         queue_id = on_time.target.queue_id
         assert on_time.stored and broker.store.max_queue_offset("T", queue_id) == 1

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.unit.ha.test_ha_master import store  # noqa: F401 (fixture)
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.cluster.ha_master import HaMaster
 from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict
@@ -17,8 +19,6 @@ from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.broker_headers import HaPullHeader
 from pocketmq.server.remoting_ha import _applied_metadata
 from pocketmq.store.api import PutStatus
-from tests.unit.ha.test_ha_master import store  # noqa: F401 (fixture)
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 V = MetadataVersion
 
@@ -70,26 +70,32 @@ class Versions:
         self.now = V(1, 0, 0, self.now.fifo + 1)
 
 
-def ha_master(store, versions: Versions, ack_timeout_ms: int = 5_000) -> HaMaster:  # noqa: F811
-    master = HaMaster(store, ack_timeout_ms=ack_timeout_ms, max_gap_bytes=1 << 30, slave_expire_ms=10_000,
-                      metadata_version=lambda: versions.now)
+def ha_master(store, versions: Versions, ack_timeout_ms: int = 5_000) -> HaMaster:
+    master = HaMaster(
+        store,
+        ack_timeout_ms=ack_timeout_ms,
+        max_gap_bytes=1 << 30,
+        slave_expire_ms=10_000,
+        metadata_version=lambda: versions.now,
+    )
     master.start()
     return master
 
 
-async def test_without_a_slave_a_fifo_ack_answers_slave_not_available(store):  # noqa: F811
+async def test_without_a_slave_a_fifo_ack_answers_slave_not_available(store):
     versions = Versions()
     master = ha_master(store, versions)
     versions.fifo_ack()
     assert await master.metadata_replicated() is PutStatus.SLAVE_NOT_AVAILABLE
 
 
-async def test_a_fifo_ack_wakes_the_held_pull_and_answers_once_the_slave_reports_it(store):  # noqa: F811
+async def test_a_fifo_ack_wakes_the_held_pull_and_answers_once_the_slave_reports_it(store):
     versions = Versions()
     master = ha_master(store, versions)
     await master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=0, applied_metadata=versions.now)
-    held = asyncio.create_task(master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=60_000,
-                                                 applied_metadata=versions.now))
+    held = asyncio.create_task(
+        master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=60_000, applied_metadata=versions.now)
+    )
     await asyncio.sleep(0)  # let the pull start waiting (a scheduling step, not a wait for time)
     assert not held.done()
     versions.fifo_ack()
@@ -98,8 +104,9 @@ async def test_a_fifo_ack_wakes_the_held_pull_and_answers_once_the_slave_reports
     assert await asyncio.wait_for(held, 5) == (0, b"")
     assert not ack.done()
     # A pull from a slave behind the version is not held either (the version changed between its pulls).
-    assert await asyncio.wait_for(master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=60_000,
-                                                    applied_metadata=V(1, 0, 0, 0)), 5) == (0, b"")
+    assert await asyncio.wait_for(
+        master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=60_000, applied_metadata=V(1, 0, 0, 0)), 5
+    ) == (0, b"")
     assert not ack.done()
     synced = V(1, 0, 0, 2)  # the snapshot it applied is newer still (another ack since): at least is enough
     versions.now = synced
@@ -109,7 +116,7 @@ async def test_a_fifo_ack_wakes_the_held_pull_and_answers_once_the_slave_reports
     pull.cancel()
 
 
-async def test_a_fifo_ack_no_slave_applies_in_time_answers_flush_slave_timeout(store):  # noqa: F811
+async def test_a_fifo_ack_no_slave_applies_in_time_answers_flush_slave_timeout(store):
     versions = Versions()
     master = ha_master(store, versions, ack_timeout_ms=50)
     await master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=0, applied_metadata=versions.now)
@@ -117,8 +124,7 @@ async def test_a_fifo_ack_no_slave_applies_in_time_answers_flush_slave_timeout(s
     assert await master.metadata_replicated() is PutStatus.FLUSH_SLAVE_TIMEOUT
 
 
-
-async def test_a_slave_that_leaves_releases_the_waiting_fifo_acks_at_once(store):  # noqa: F811
+async def test_a_slave_that_leaves_releases_the_waiting_fifo_acks_at_once(store):
     versions = Versions()
     master = ha_master(store, versions, ack_timeout_ms=600_000)
     await master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=0, applied_metadata=versions.now)
@@ -142,8 +148,13 @@ class FakeMetadataReplication:
         return self.status
 
 
-@pytest.mark.parametrize("status, code", [(PutStatus.FLUSH_SLAVE_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT),
-                                          (PutStatus.SLAVE_NOT_AVAILABLE, ResponseCode.SLAVE_NOT_AVAILABLE)])
+@pytest.mark.parametrize(
+    "status, code",
+    [
+        (PutStatus.FLUSH_SLAVE_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT),
+        (PutStatus.SLAVE_NOT_AVAILABLE, ResponseCode.SLAVE_NOT_AVAILABLE),
+    ],
+)
 async def test_a_fifo_ack_and_change_wait_for_the_slave_and_pops_do_not(tmp_path, status, code):
     async with running_broker(tmp_path, ManualClock(1_000_000)) as broker:
         await send(broker, "T", 3, group_of=lambda i: f"g{i}")

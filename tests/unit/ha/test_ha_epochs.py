@@ -8,7 +8,15 @@ import json
 import pytest
 
 from pocketmq.cluster.ha_epochs import (
-    EPOCH_FILE, Epoch, EpochFile, PlanKind, adopt, begin_tenure, common_prefix_end, epochs_of_body, parse_epochs,
+    EPOCH_FILE,
+    Epoch,
+    EpochFile,
+    PlanKind,
+    adopt,
+    begin_tenure,
+    common_prefix_end,
+    epochs_of_body,
+    parse_epochs,
     plan,
 )
 

@@ -8,12 +8,12 @@ import asyncio
 import logging
 
 import pytest
+from tests.unit.store.store_helpers import message, small_config
 
 from pocketmq.cluster.ha_master import HaMaster
 from pocketmq.store.api import PutStatus
 from pocketmq.store.commit_log import CommitLog, RecordMark
 from pocketmq.store.message_store import MessageStore
-from tests.unit.store.store_helpers import message, small_config
 
 NO_PERIODIC_FLUSH = {"flush_interval_ms": 3_600_000, "checkpoint_interval_ms": 3_600_000}
 
@@ -77,8 +77,7 @@ async def test_a_slave_with_another_last_record_is_refused_and_acks_nothing(stor
     assert await master.wait_replicated(offsets[2]) is PutStatus.SLAVE_NOT_AVAILABLE
 
     same = RecordMark(offsets[1], store.last_record_crc32c(offsets[1], offsets[2]))
-    start, data = await master.serve_pull("link", "10.0.0.9:10911", offsets[2], 1 << 20, suspend_ms=0,
-                                          slave_last=same)
+    start, data = await master.serve_pull("link", "10.0.0.9:10911", offsets[2], 1 << 20, suspend_ms=0, slave_last=same)
     assert start == offsets[2] and len(data) == store.max_phys_offset - offsets[2]
     assert [p.acked_phys_offset for p in master.acks.slaves()] == [offsets[2]]
 
@@ -97,13 +96,17 @@ def test_the_pull_header_names_the_last_record_or_nothing():
     from pocketmq.server.remoting_ha import _slave_last_record
 
     def last_record(fields):
-        return _slave_last_record(HaPullHeader.parse({"brokerName": "b", "physOffset": "300", "maxBytes": "1024",
-                                                      **fields}))
+        return _slave_last_record(
+            HaPullHeader.parse({"brokerName": "b", "physOffset": "300", "maxBytes": "1024", **fields})
+        )
 
     assert last_record({}) is None  # an empty or older slave
     assert last_record({"lastRecordPhysOffset": "200", "lastRecordCrc32c": "4294967295"}) == RecordMark(200, 0xFFFFFFFF)
-    for bad in ({"lastRecordPhysOffset": "200"}, {"lastRecordPhysOffset": "-1", "lastRecordCrc32c": "5"},
-                {"lastRecordPhysOffset": "200", "lastRecordCrc32c": str(1 << 32)}):
+    for bad in (
+        {"lastRecordPhysOffset": "200"},
+        {"lastRecordPhysOffset": "-1", "lastRecordCrc32c": "5"},
+        {"lastRecordPhysOffset": "200", "lastRecordCrc32c": str(1 << 32)},
+    ):
         with pytest.raises(BadRequestError):
             last_record(bad)
 
@@ -117,6 +120,7 @@ async def test_a_failed_flush_answers_the_pull_with_nothing_unflushed(tmp_path, 
 
     def disk_error(segments):
         raise OSError("injected fsync failure")
+
     monkeypatch.setattr(CommitLog, "flush_segments", staticmethod(disk_error))
     # Answered at the failure, not after the 10 s suspend, and without the record the disk did not take.
     assert await asyncio.wait_for(master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=10_000), 5) == (0, b"")

@@ -3,13 +3,14 @@ lag in bytes and seconds; breaker settings changed on a live board."""
 
 from __future__ import annotations
 
+from tests.unit.ha.test_remote_reader import reader, reply
+from tests.unit.pop.pop_support import running_broker, send
+
 from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
 from pocketmq.cluster.ha_master import replication_lag
 from pocketmq.errors import RemotingError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.ha.test_remote_reader import reader, reply
-from tests.unit.pop.pop_support import running_broker, send
 
 
 def test_breaker_state_gauge_and_transitions():
@@ -24,8 +25,10 @@ def test_breaker_state_gauge_and_transitions():
     assert metrics.value("pocketmq_breaker_state", broker="broker-b") == 1
     breaker.record_success(201)
     assert metrics.value("pocketmq_breaker_state", broker="broker-b") == 0
-    assert [metrics.value("pocketmq_breaker_transitions_total", broker="broker-b", to=s)
-            for s in ("OPEN", "HALF_OPEN", "CLOSED")] == [1, 1, 1]
+    assert [
+        metrics.value("pocketmq_breaker_transitions_total", broker="broker-b", to=s)
+        for s in ("OPEN", "HALF_OPEN", "CLOSED")
+    ] == [1, 1, 1]
 
 
 def test_configure_applies_to_existing_and_later_breakers():

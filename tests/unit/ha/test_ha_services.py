@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.pop.fifo import FifoPopState
 from pocketmq.broker.pop.staged import PopStageRegistry
@@ -14,7 +15,6 @@ from pocketmq.cluster.ha_metadata import apply_metadata, metadata_snapshot
 from pocketmq.cluster.ha_services import ServiceStateFollower, TimerProgressGate, service_tables_of
 from pocketmq.common.message import Message
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 FIFO_TOPIC = "F"
 STAGED_TOPIC = "S"
@@ -102,8 +102,12 @@ async def test_an_older_master_and_a_bad_field(tmp_path):
         assert slave.pop.staged.registry.to_json() == {"popStageTable": []}
 
         topics_before = sorted(slave.topics.names())
-        for name, bad in [("popFifo", {"queues": {"no-separators": {}}}), ("popStages", {"popStageTable": [{}]}),
-                          ("stageOffsets", {"stageOffsetTable": [{"group": "G"}]}), ("timer", {"physOffset": 1})]:
+        for name, bad in [
+            ("popFifo", {"queues": {"no-separators": {}}}),
+            ("popStages", {"popStageTable": [{}]}),
+            ("stageOffsets", {"stageOffsetTable": [{"group": "G"}]}),
+            ("timer", {"physOffset": 1}),
+        ]:
             broken = {**full, "topics": [], name: bad}
             with pytest.raises(ValueError, match="does not parse"):
                 sync(slave, json.dumps(broken).encode(), follower)

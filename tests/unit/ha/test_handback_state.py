@@ -71,8 +71,10 @@ def test_the_fifo_state_merges_queue_by_queue_and_counts_changes(tmp_path):
     state = FifoPopState(tmp_path / "pop_fifo.json")
     state.load()
     state.queue("g", "t", 0, 0).select([Candidate(0, "a")], 0, 1000, 1, 5)
-    theirs = {("g", "t", 0): _queue({"commit": 1, "done": [], "flight": {}}),
-              ("g", "t", 1): _queue({"commit": 4, "done": [], "flight": {"4": [1, 99]}})}
+    theirs = {
+        ("g", "t", 0): _queue({"commit": 1, "done": [], "flight": {}}),
+        ("g", "t", 1): _queue({"commit": 4, "done": [], "flight": {"4": [1, 99]}}),
+    }
     assert state.merge(theirs) == 2 and state.persist()
     assert state.merge(theirs) == 0 and not state.persist()
     again = FifoPopState(tmp_path / "pop_fifo.json")

@@ -9,6 +9,7 @@ import dataclasses
 import json
 
 import pytest
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.offsets import ConsumerOffsetManager
@@ -22,7 +23,6 @@ from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METAD
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import PutStatus
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 
 async def test_the_version_changes_with_topics_and_groups_and_comes_with_the_snapshot(tmp_path):
@@ -36,8 +36,7 @@ async def test_the_version_changes_with_topics_and_groups_and_comes_with_the_sna
         with_group = metadata_version(1, master.topics, master.groups)
         assert len({before, with_topic, with_group}) == 3
 
-        body = metadata_snapshot(master.topics, master.groups, master.offsets, version=str(with_group),
-                                 phys_offset=7)
+        body = metadata_snapshot(master.topics, master.groups, master.offsets, version=str(with_group), phys_offset=7)
         assert json.loads(body)["physOffset"] == 7
         changes = apply_metadata(body, slave.topics, slave.groups, slave.offsets)
         assert changes.version == str(with_group)
@@ -127,8 +126,9 @@ class ScriptedMaster:
             raise RemotingError("the test is over")
         version, data = self.pulls.pop(0)
         self.version = version
-        return request.response(ResponseCode.SUCCESS, {"physOffset": self.store.max_phys_offset,
-                                                       "metadataVersion": version}, body=data)
+        return request.response(
+            ResponseCode.SUCCESS, {"physOffset": self.store.max_phys_offset, "metadataVersion": version}, body=data
+        )
 
     def drop(self, addr: str) -> None:
         pass
@@ -140,9 +140,22 @@ def slave_of(store: FakeStore, master: ScriptedMaster, tmp_path) -> HaSlave:
 
     topics = TopicManager(tmp_path / "topics.json", auto_create_enabled=False, default_queue_nums=1)
     groups = SubscriptionGroupManager(tmp_path / "groups.json", auto_create=False)
-    return HaSlave(store, topics, groups, offsets_table(tmp_path), FakeNamesrv(), master, cluster_name="c",
-                   broker_name="b", broker_id=1, slave_addr="slave:1", transfer_max_bytes=1 << 20,
-                   pull_suspend_ms=0, lookup_interval_ms=1, metadata_interval_ms=3_600_000)
+    return HaSlave(
+        store,
+        topics,
+        groups,
+        offsets_table(tmp_path),
+        FakeNamesrv(),
+        master,
+        cluster_name="c",
+        broker_name="b",
+        broker_id=1,
+        slave_addr="slave:1",
+        transfer_max_bytes=1 << 20,
+        pull_suspend_ms=0,
+        lookup_interval_ms=1,
+        metadata_interval_ms=3_600_000,
+    )
 
 
 async def test_a_slave_syncs_the_metadata_before_it_appends_records_of_a_new_version(tmp_path):
@@ -153,8 +166,18 @@ async def test_a_slave_syncs_the_metadata_before_it_appends_records_of_a_new_ver
         await slave._follow("master:1")
     # Each new version is synced before the records that came with it are appended, so the ack of those
     # records (the next pull's offset) follows the sync; the same version again costs nothing.
-    assert store.calls == ["pull@0", "sync", "append", "pull@10", "append", "pull@20", "sync", "append", "pull@30",
-                           "pull@30"]
+    assert store.calls == [
+        "pull@0",
+        "sync",
+        "append",
+        "pull@10",
+        "append",
+        "pull@20",
+        "sync",
+        "append",
+        "pull@30",
+        "pull@30",
+    ]
     assert master.synced == 2 and slave.metadata_version == "v2"
     # every pull names the version the slave applied (what a SYNC master's FIFO acks wait for)
     assert master.applied == [None, "v1", "v1", "v2", "v2"]
@@ -187,8 +210,13 @@ class FakeReplication:
         return [dataclasses.replace(r, status=self.status) for r in results]
 
 
-@pytest.mark.parametrize("status, code", [(PutStatus.FLUSH_SLAVE_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT),
-                                          (PutStatus.SLAVE_NOT_AVAILABLE, ResponseCode.SLAVE_NOT_AVAILABLE)])
+@pytest.mark.parametrize(
+    "status, code",
+    [
+        (PutStatus.FLUSH_SLAVE_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT),
+        (PutStatus.SLAVE_NOT_AVAILABLE, ResponseCode.SLAVE_NOT_AVAILABLE),
+    ],
+)
 async def test_an_ack_and_a_change_answer_only_once_a_slave_has_them(tmp_path, status, code):
     async with running_broker(tmp_path, ManualClock(1_000_000)) as broker:
         await send(broker, "T", 3)

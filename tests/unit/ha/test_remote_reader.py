@@ -41,18 +41,23 @@ def test_found_and_missing_offsets_of_one_reply():
 
 @pytest.mark.parametrize("code", [ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED])
 def test_no_record_codes_use_the_queue_bounds(code):
-    assert classify_pull_reply(reply(code, min_offset=5), [2], from_slave=False)[2].not_found_cause \
+    assert (
+        classify_pull_reply(reply(code, min_offset=5), [2], from_slave=False)[2].not_found_cause
         is NotFoundCause.BELOW_MIN_OFFSET
+    )
     lagging = classify_pull_reply(reply(code, max_offset=5), [7], from_slave=True)[7]
     assert lagging.failure is FailureReason.GROUP_UNREACHABLE and lagging.need_retry  # a slave may lag
 
 
-@pytest.mark.parametrize("code, expected", [
-    (ResponseCode.NO_PERMISSION, FailureReason.NO_PERMISSION),
-    (ResponseCode.SYSTEM_BUSY, FailureReason.BROKER_BUSY),
-    (ResponseCode.SERVICE_NOT_AVAILABLE, FailureReason.BROKER_BUSY),
-    (ResponseCode.SYSTEM_ERROR, FailureReason.EXCEPTION),
-])
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        (ResponseCode.NO_PERMISSION, FailureReason.NO_PERMISSION),
+        (ResponseCode.SYSTEM_BUSY, FailureReason.BROKER_BUSY),
+        (ResponseCode.SERVICE_NOT_AVAILABLE, FailureReason.BROKER_BUSY),
+        (ResponseCode.SYSTEM_ERROR, FailureReason.EXCEPTION),
+    ],
+)
 def test_refusals_are_failed_reads_to_retry(code, expected):
     result = classify_pull_reply(PULL.response(code, remark="no"), [0], from_slave=False)[0]
     assert (result.failure, result.need_retry, result.code) == (expected, True, code)
@@ -65,15 +70,19 @@ def test_topic_not_exist_is_gone_for_good_from_a_master_only():
     # A slave's metadata may trail its master's: "not yet", never "gone" (revive must not drop the message).
     not_yet = classify_pull_reply(PULL.response(ResponseCode.TOPIC_NOT_EXIST), [0, 1], from_slave=True)
     assert {r.status for r in not_yet.values()} == {ReadStatus.FAILED}
-    assert all(r.failure is FailureReason.GROUP_UNREACHABLE and r.need_retry and r.retry_delay_ms > 0
-               for r in not_yet.values())
+    assert all(
+        r.failure is FailureReason.GROUP_UNREACHABLE and r.need_retry and r.retry_delay_ms > 0 for r in not_yet.values()
+    )
 
 
 async def test_a_slave_that_does_not_know_the_topic_keeps_the_read_for_later():
     r, remoting, _ = reader({1: "s:1"}, {"s:1": PULL.response(ResponseCode.TOPIC_NOT_EXIST, remark="no topic")})
     result = await r.read("t", 0, 4)
-    assert (result.status, result.failure, result.need_retry) == (ReadStatus.FAILED, FailureReason.GROUP_UNREACHABLE,
-                                                                 True)
+    assert (result.status, result.failure, result.need_retry) == (
+        ReadStatus.FAILED,
+        FailureReason.GROUP_UNREACHABLE,
+        True,
+    )
     assert remoting.calls == ["s:1"]
 
 
@@ -109,8 +118,11 @@ class FakeRemoting:
 def reader(addrs, answers, clock=None, threshold=2):
     remoting = FakeRemoting(answers)
     board = BreakerBoard(BreakerSettings(failure_threshold=threshold, cool_down_ms=1000))
-    return RemoteMessageReader("b", FakeNamesrv(addrs), remoting, breakers=board, clock=clock or ManualClock()), \
-        remoting, board
+    return (
+        RemoteMessageReader("b", FakeNamesrv(addrs), remoting, breakers=board, clock=clock or ManualClock()),
+        remoting,
+        board,
+    )
 
 
 async def test_reads_the_master_and_falls_back_to_a_slave():

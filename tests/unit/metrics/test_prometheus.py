@@ -12,28 +12,35 @@ from pocketmq.metrics.prometheus import format_value, render_text
 def test_text_format_of_every_kind():
     metrics = MetricsRegistry()
     metrics.counter("pocketmq_reads_total", "Typed reads.\nBy result", ("broker", "result")).inc(
-        2, broker='b"1\\', result="FOUND")
+        2, broker='b"1\\', result="FOUND"
+    )
     metrics.gauge("pocketmq_lag_seconds", "Lag").set(1.5)
     metrics.histogram("pocketmq_latency_seconds", "Latency", buckets=(0.1, 1.0)).observe(0.5)
     assert render_text(metrics) == (
-        '# HELP pocketmq_lag_seconds Lag\n'
-        '# TYPE pocketmq_lag_seconds gauge\n'
-        'pocketmq_lag_seconds 1.5\n'
-        '# HELP pocketmq_latency_seconds Latency\n'
-        '# TYPE pocketmq_latency_seconds histogram\n'
+        "# HELP pocketmq_lag_seconds Lag\n"
+        "# TYPE pocketmq_lag_seconds gauge\n"
+        "pocketmq_lag_seconds 1.5\n"
+        "# HELP pocketmq_latency_seconds Latency\n"
+        "# TYPE pocketmq_latency_seconds histogram\n"
         'pocketmq_latency_seconds_bucket{le="0.1"} 0\n'
         'pocketmq_latency_seconds_bucket{le="1.0"} 1\n'
         'pocketmq_latency_seconds_bucket{le="+Inf"} 1\n'
-        'pocketmq_latency_seconds_sum 0.5\n'
-        'pocketmq_latency_seconds_count 1\n'
-        '# HELP pocketmq_reads_total Typed reads.\\nBy result\n'
-        '# TYPE pocketmq_reads_total counter\n'
-        'pocketmq_reads_total{broker="b\\"1\\\\",result="FOUND"} 2\n')
+        "pocketmq_latency_seconds_sum 0.5\n"
+        "pocketmq_latency_seconds_count 1\n"
+        "# HELP pocketmq_reads_total Typed reads.\\nBy result\n"
+        "# TYPE pocketmq_reads_total counter\n"
+        'pocketmq_reads_total{broker="b\\"1\\\\",result="FOUND"} 2\n'
+    )
 
 
 def test_values():
-    assert [format_value(v) for v in (3.0, 0.25, float("inf"), float("-inf"), float("nan"))] == \
-        ["3", "0.25", "+Inf", "-Inf", "NaN"]
+    assert [format_value(v) for v in (3.0, 0.25, float("inf"), float("-inf"), float("nan"))] == [
+        "3",
+        "0.25",
+        "+Inf",
+        "-Inf",
+        "NaN",
+    ]
 
 
 def test_empty_registry_renders_nothing():

@@ -16,8 +16,11 @@ from pocketmq.store.api import PutResult
 
 @contextlib.asynccontextmanager
 async def running_broker(tmp_path, clock: ManualClock | None = None, **settings):
-    config = dataclasses.replace(BrokerConfig(data_dir=tmp_path / "data", remoting_port=0, grpc_port=0),
-                                 pop_revive_interval_ms=3_600_000, **settings)
+    config = dataclasses.replace(
+        BrokerConfig(data_dir=tmp_path / "data", remoting_port=0, grpc_port=0),
+        pop_revive_interval_ms=3_600_000,
+        **settings,
+    )
     broker = Broker(config, clock=clock or ManualClock())
     await broker.start(remoting_port=10911)
     try:
@@ -29,8 +32,10 @@ async def running_broker(tmp_path, clock: ManualClock | None = None, **settings)
 async def send(broker: Broker, topic: str, count: int, *, queues: int = 1, group_of=None, tags=None) -> None:
     if broker.topics.get(topic) is None:
         broker.topics.create_or_update(TopicConfig(topic, queues, queues))
-    messages = [Message.create(topic, f"m{i}", tags=tags(i) if tags else None,
-                               message_group=group_of(i) if group_of else None) for i in range(count)]
+    messages = [
+        Message.create(topic, f"m{i}", tags=tags(i) if tags else None, message_group=group_of(i) if group_of else None)
+        for i in range(count)
+    ]
     for msg in messages:
         await broker.messages.send([msg], topic=topic)
 

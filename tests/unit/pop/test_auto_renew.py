@@ -11,13 +11,13 @@ import dataclasses
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.store.api import PutStatus
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 GROUP, TOPIC = "G", "T"
 
@@ -44,13 +44,19 @@ def receive_request(batch: int = 32) -> spb.ReceiveMessageRequest:
 
 async def receive(rpcs: ConsumerRpcs, client_id: str) -> list[str]:
     """The receipt handles of one auto-renew receive."""
-    return [r.message.system_properties.receipt_handle async for r in rpcs.receive(receive_request(), None, client_id)
-            if r.WhichOneof("content") == "message"]
+    return [
+        r.message.system_properties.receipt_handle
+        async for r in rpcs.receive(receive_request(), None, client_id)
+        if r.WhichOneof("content") == "message"
+    ]
 
 
 def ack_request(handle: str) -> spb.AckMessageRequest:
-    return spb.AckMessageRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC),
-                                 entries=[spb.AckMessageEntry(message_id="x", receipt_handle=handle)])
+    return spb.AckMessageRequest(
+        group=pb.Resource(name=GROUP),
+        topic=pb.Resource(name=TOPIC),
+        entries=[spb.AckMessageEntry(message_id="x", receipt_handle=handle)],
+    )
 
 
 async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path):
@@ -69,8 +75,9 @@ async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path
             assert await pop(broker, GROUP, TOPIC) == []  # nothing came back
         reply = await rpcs.ack(ack_request(handles[0]), None)
         assert [e.status.code for e in reply.entries] == [V2Code.OK]
-        nack = spb.ChangeInvisibleDurationRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC),
-                                                  receipt_handle=handles[1], message_id="x")
+        nack = spb.ChangeInvisibleDurationRequest(
+            group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), receipt_handle=handles[1], message_id="x"
+        )
         nack.invisible_duration.seconds = 1
         reply = await rpcs.change_invisible(nack, None)
         assert reply.status.code == V2Code.OK

@@ -20,9 +20,15 @@ def test_the_entry_round_trips_and_carries_broker_group_and_rewrite_count():
     assert DeadLetterReference.of_message(entry.properties, entry.body) == REF
     props = entry.properties
     assert (props["PMQ_DLQ_ORIGIN_BROKER"], props["PMQ_DLQ_REWRITE_COUNT"], props["PMQ_DLQ_REASON"]) == (
-        "broker-a", "17", "CONNECTION_REFUSED")
+        "broker-a",
+        "17",
+        "CONNECTION_REFUSED",
+    )
     assert (props["DLQ_ORIGIN_TOPIC"], props["PMQ_DLQ_ORIGIN_QUEUE_ID"], props["PMQ_DLQ_ORIGIN_QUEUE_OFFSET"]) == (
-        "%RETRY%G_orders", "2", "41")
+        "%RETRY%G_orders",
+        "2",
+        "41",
+    )
 
 
 def test_a_message_body_that_looks_like_a_reference_is_not_one_without_the_marker():
@@ -39,6 +45,10 @@ def test_listing_shows_where_the_message_is_and_resend_goes_to_the_business_topi
     original = MessageExt(topic="orders", body=b"order", properties={"color": "red", "KEYS": "k1"}, queue_offset=7)
     read_back = retry_copy(original, "G", 1000)  # what the reference's retry-topic offset holds
     copy = resent_copy(read_back, "orders")
-    assert (copy.topic, copy.body, copy.properties["color"], copy.properties["KEYS"]) == ("orders", b"order", "red",
-                                                                                          "k1")
+    assert (copy.topic, copy.body, copy.properties["color"], copy.properties["KEYS"]) == (
+        "orders",
+        b"order",
+        "red",
+        "k1",
+    )
     assert "RETRY_TOPIC" not in copy.properties

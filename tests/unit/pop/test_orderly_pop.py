@@ -11,8 +11,10 @@ INVISIBLE_MS = 50
 MAX_ATTEMPTS = 3
 
 
-@given(st.lists(st.sampled_from("abc"), min_size=1, max_size=30),
-       st.lists(st.tuples(st.sampled_from(["pop", "ack", "tick", "reload"]), st.integers(0, 100)), max_size=80))
+@given(
+    st.lists(st.sampled_from("abc"), min_size=1, max_size=30),
+    st.lists(st.tuples(st.sampled_from(["pop", "ack", "tick", "reload"]), st.integers(0, 100)), max_size=80),
+)
 def test_groups_stay_in_order_with_one_in_flight(groups, ops):
     candidates = [Candidate(i, g) for i, g in enumerate(groups)]
     queue = OrderlyQueue()

@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_MAX_ATTEMPTS
 from pocketmq.errors import InvalidReceiptHandleError
 from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 GROUP, TOPIC = "G", "T"
 MESSAGES = 8
@@ -56,12 +56,16 @@ class State:
     dead: bool = False
 
 
-operations = st.lists(st.one_of(
-    st.tuples(st.just("pop"), st.integers(0, 1), st.integers(1, 5), st.sampled_from([500, 1_000, 3_000, 20_000])),
-    st.tuples(st.just("ack"), st.integers(0, 63)),
-    st.tuples(st.just("change"), st.integers(0, 63), st.sampled_from([0, 2_000, 30_000])),
-    st.tuples(st.just("advance"), st.sampled_from([400, 1_000, 2_500, 25_000])),
-), min_size=3, max_size=40)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("pop"), st.integers(0, 1), st.integers(1, 5), st.sampled_from([500, 1_000, 3_000, 20_000])),
+        st.tuples(st.just("ack"), st.integers(0, 63)),
+        st.tuples(st.just("change"), st.integers(0, 63), st.sampled_from([0, 2_000, 30_000])),
+        st.tuples(st.just("advance"), st.sampled_from([400, 1_000, 2_500, 25_000])),
+    ),
+    min_size=3,
+    max_size=40,
+)
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_MAX_ATTEMPTS
@@ -12,7 +13,6 @@ from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.common import properties as props
 from pocketmq.errors import InvalidReceiptHandleError
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 
 def body(msg) -> str:

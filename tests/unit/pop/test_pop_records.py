@@ -31,9 +31,16 @@ offset_sets = st.lists(st.integers(0, 10_000), min_size=1, max_size=32, unique=T
 
 @st.composite
 def checkpoints(draw):
-    return PopCheckpoint.of_offsets(draw(names), draw(names), draw(st.integers(0, 63)), draw(offset_sets),
-                                    draw(st.integers(0, 2**45)), draw(st.integers(0, 2**31)), draw(names),
-                                    draw(st.integers(0, 7)))
+    return PopCheckpoint.of_offsets(
+        draw(names),
+        draw(names),
+        draw(st.integers(0, 63)),
+        draw(offset_sets),
+        draw(st.integers(0, 2**45)),
+        draw(st.integers(0, 2**31)),
+        draw(names),
+        draw(st.integers(0, 7)),
+    )
 
 
 @given(checkpoints(), st.integers(0, 2**32 - 1), st.integers(0, 200))
@@ -109,8 +116,18 @@ def test_policy_refuses_an_empty_or_zero_table():
             CkRewritePolicy(table)
 
 
-@given(names, st.integers(0, 2**40), st.integers(0, 2**40), st.integers(0, 2**31), st.integers(0, 7),
-       st.integers(0, 1), names, st.integers(0, 1000), st.integers(0, 2**40), st.integers(0, 2**40))
+@given(
+    names,
+    st.integers(0, 2**40),
+    st.integers(0, 2**40),
+    st.integers(0, 2**31),
+    st.integers(0, 7),
+    st.integers(0, 1),
+    names,
+    st.integers(0, 1000),
+    st.integers(0, 2**40),
+    st.integers(0, 2**40),
+)
 def test_receipt_handle_round_trip(topic, start, pt, it, rq, flag, broker, qid, extra, phys):
     handle = ReceiptHandle(topic, start, pt, it, rq, flag, broker, qid, start + extra, phys)
     assert ReceiptHandle.decode(handle.encode()) == handle
@@ -125,8 +142,18 @@ def test_garbage_receipt_handles_are_refused_cleanly(text):
         pass
 
 
-@pytest.mark.parametrize("text", ["", "a b c", "T 1 2 3 0 9 b 0 5 1", "T 5 2 3 0 0 b 0 4 1", "T x 2 3 0 0 b 0 5 1",
-                                  "bad/topic 1 2 3 0 0 b 0 5 1", "T 1 2 3 0 0  0 5 1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a b c",
+        "T 1 2 3 0 9 b 0 5 1",
+        "T 5 2 3 0 0 b 0 4 1",
+        "T x 2 3 0 0 b 0 5 1",
+        "bad/topic 1 2 3 0 0 b 0 5 1",
+        "T 1 2 3 0 0  0 5 1",
+    ],
+)
 def test_specific_bad_handles(text):
     with pytest.raises(InvalidReceiptHandle):
         ReceiptHandle.decode(text)

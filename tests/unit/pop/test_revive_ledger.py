@@ -57,8 +57,11 @@ class Harness:
             unacked = ck.unacked_offsets()
             self.revived.extend(unacked)
             # revive closes a CK durably by acking what it handed back
-            self.append(AckRecord(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms,
-                                  ck.broker_name, tuple(unacked)))
+            self.append(
+                AckRecord(
+                    ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time_ms, ck.broker_name, tuple(unacked)
+                )
+            )
             for o in unacked:
                 del self.outstanding[(ck.key, o)]
 
@@ -73,13 +76,16 @@ class Harness:
         assert len(self.revived) == len(set(self.revived)), "a message was revived twice"
 
 
-steps = st.lists(st.one_of(
-    st.tuples(st.just("pop"), st.integers(1, 32)),
-    st.tuples(st.just("ack"), st.integers(0, 1000)),
-    st.tuples(st.just("tick"), st.integers(1, 150)),
-    st.tuples(st.just("revive"), st.just(0)),
-    st.tuples(st.just("restart"), st.just(0)),
-), max_size=60)
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("pop"), st.integers(1, 32)),
+        st.tuples(st.just("ack"), st.integers(0, 1000)),
+        st.tuples(st.just("tick"), st.integers(1, 150)),
+        st.tuples(st.just("revive"), st.just(0)),
+        st.tuples(st.just("restart"), st.just(0)),
+    ),
+    max_size=60,
+)
 
 
 @given(steps)

@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 
+from tests.unit.ha.test_remote_reader import FakeRemoting
+from tests.unit.pop.pop_support import pop, running_broker, send
+
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.read_routing import ReaderRouter, unacked_by_queue
 from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
 from pocketmq.cluster.remote_reader import RemoteMessageReader, cut_short
+from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import FailureReason, ReadResult
 from pocketmq.errors import RemotingError
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.escaped_checkpoints import append_checkpoints, remote_checkpoints
-from pocketmq.cluster.route import BrokerData, ClusterInfo
-from tests.unit.ha.test_remote_reader import FakeRemoting
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 FAR = "far-group"
 
@@ -49,8 +50,10 @@ class FakeReader:
         self.calls.append((topic, queue_id, list(queue_offsets)))
         if self.failure is not None:
             return dict.fromkeys(queue_offsets, self.failure)
-        return {o: ReadResult.found(MessageExt(topic=topic, body=self.stored[o], queue_id=queue_id, queue_offset=o))
-                for o in queue_offsets}
+        return {
+            o: ReadResult.found(MessageExt(topic=topic, body=self.stored[o], queue_id=queue_id, queue_offset=o))
+            for o in queue_offsets
+        }
 
 
 def test_unacked_offsets_are_grouped_by_broker_topic_and_queue():
@@ -105,18 +108,21 @@ async def test_remote_messages_come_back_as_local_retry_copies_with_one_read_per
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         remote = FakeReader({o: b"far%d" % o for o in range(64)})
-        broker.pop.revive.readers = ReaderRouter(broker.broker_name, broker.pop.revive.readers.local,
-                                                 lambda name: remote)
-        cks = remote_checkpoints("T", "G", FAR, {0: list(range(40)), 1: list(range(24))},
-                                 pop_time_ms=clock.now_ms(), invisible_ms=5_000)
+        broker.pop.revive.readers = ReaderRouter(
+            broker.broker_name, broker.pop.revive.readers.local, lambda name: remote
+        )
+        cks = remote_checkpoints(
+            "T", "G", FAR, {0: list(range(40)), 1: list(range(24))}, pop_time_ms=clock.now_ms(), invisible_ms=5_000
+        )
         # one revive queue: its batch of due CKs is what one read per queue covers
         await append_checkpoints(broker, [dataclasses.replace(c, revive_queue_id=0) for c in cks])
         clock.advance(5_000)
         assert await broker.pop.revive.run_once(clock.now_ms()) == 3
         assert sorted((t, q, len(o)) for t, q, o in remote.calls) == [("T", 0, 40), ("T", 1, 24)]
         copies = broker.store.get_messages("%RETRY%G_T", 0, 0, 100).messages()
-        assert sorted(m.body for m in copies) == sorted([b"far%d" % o for o in range(40)]
-                                                        + [b"far%d" % o for o in range(24)])
+        assert sorted(m.body for m in copies) == sorted(
+            [b"far%d" % o for o in range(40)] + [b"far%d" % o for o in range(24)]
+        )
         assert {m.reconsume_times for m in copies} == {1}
         assert broker.pop.revive.metrics["retried"] == 64
 
@@ -127,10 +133,12 @@ async def test_an_open_breaker_postpones_every_ck_without_an_rpc_and_the_ending_
         remoting = FakeRemoting({"far:1": RemotingError("connection refused")})
         board = BreakerBoard(BreakerSettings(failure_threshold=2, cool_down_ms=30_000))
         reader = RemoteMessageReader(FAR, FarNamesrv(), remoting, breakers=board, clock=clock)
-        broker.pop.revive.readers = ReaderRouter(broker.broker_name, broker.pop.revive.readers.local,
-                                                 lambda name: reader)
-        cks = remote_checkpoints("T", "G", FAR, {q: [0, 1] for q in range(4)}, pop_time_ms=clock.now_ms(),
-                                 invisible_ms=5_000)
+        broker.pop.revive.readers = ReaderRouter(
+            broker.broker_name, broker.pop.revive.readers.local, lambda name: reader
+        )
+        cks = remote_checkpoints(
+            "T", "G", FAR, {q: [0, 1] for q in range(4)}, pop_time_ms=clock.now_ms(), invisible_ms=5_000
+        )
         await append_checkpoints(broker, cks)
         clock.advance(5_000)
         await broker.pop.revive.run_once(clock.now_ms())
@@ -162,8 +170,9 @@ async def test_local_ck_reads_stay_local(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         remote = FakeReader(failure=ReadResult.failed(FailureReason.TIMEOUT))
-        broker.pop.revive.readers = ReaderRouter(broker.broker_name, broker.pop.revive.readers.local,
-                                                 lambda name: remote)
+        broker.pop.revive.readers = ReaderRouter(
+            broker.broker_name, broker.pop.revive.readers.local, lambda name: remote
+        )
         await send(broker, "T", 3)
         assert len(await pop(broker, "G", "T", invisible_ms=5_000)) == 3
         clock.advance(5_000)

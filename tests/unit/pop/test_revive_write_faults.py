@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.unit.pop.pop_support import FaultyStore, pop, running_broker, send
 
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.revive import REVIVE_BATCH_CKS
@@ -18,7 +19,6 @@ from pocketmq.common.topic import TopicConfig, dlq_topic, pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import PutStatus
 from pocketmq.testing.loop_lag import MAX_LOOP_BLOCK_MS, measure_loop_lag
-from tests.unit.pop.pop_support import FaultyStore, pop, running_broker, send
 
 INVISIBLE_MS = 10_000
 pytestmark = pytest.mark.timeout(60)
@@ -27,8 +27,13 @@ pytestmark = pytest.mark.timeout(60)
 def install(broker) -> FaultyStore:
     """Revive's copies and its revive queue appends go through a ``FaultyStore``."""
     faulty = FaultyStore(broker.store)
-    faulty.refuse = lambda msgs: PutStatus.SERVICE_NOT_AVAILABLE if faulty.full else \
-        PutStatus.MESSAGE_ILLEGAL if any(faulty.illegal(m) for m in msgs) else None
+    faulty.refuse = lambda msgs: (
+        PutStatus.SERVICE_NOT_AVAILABLE
+        if faulty.full
+        else PutStatus.MESSAGE_ILLEGAL
+        if any(faulty.illegal(m) for m in msgs)
+        else None
+    )
     revive = broker.pop.revive
     revive.writes._store = faulty
     for queue in revive.queues:
@@ -155,8 +160,11 @@ async def test_a_retry_topic_name_too_long_dead_letters_that_group_and_the_other
         metrics = revive.metrics
         assert metrics["retried"] == 3 and metrics["dead_lettered"] == 3 and metrics["unwritable"] == 3
         assert sum(len(q.ledger) for q in revive.queues) == 0
-        unwritable = [r.getMessage() for r in caplog.records if "event=revive_copy_refused" in r.getMessage()
-                      and f"group={longer_group}" in r.getMessage()]
+        unwritable = [
+            r.getMessage()
+            for r in caplog.records
+            if "event=revive_copy_refused" in r.getMessage() and f"group={longer_group}" in r.getMessage()
+        ]
         assert len(unwritable) == 3 * 3  # retry copy, dead letter, reference: each refused, with the message id
         assert all("msg_id=" in line for line in unwritable)
 

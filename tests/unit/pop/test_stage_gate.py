@@ -29,8 +29,15 @@ class Queue:
 
     def pop(self, wanted, now_ms):
         while True:
-            d = decide(self.definitions, self.origin, list(self.in_flight.values()), self.next_offset, now_ms,
-                       wanted, self.max_attempts)
+            d = decide(
+                self.definitions,
+                self.origin,
+                list(self.in_flight.values()),
+                self.next_offset,
+                now_ms,
+                wanted,
+                self.max_attempts,
+            )
             if not d.dead_letters:
                 break
             for offset in d.dead_letters:
@@ -61,8 +68,12 @@ class Queue:
 
 
 @settings(max_examples=200, deadline=None)
-@given(definitions=st.lists(st.integers(1, 6), max_size=5), count=st.integers(0, 40),
-       origin=st.integers(0, 5), data=st.data())
+@given(
+    definitions=st.lists(st.integers(1, 6), max_size=5),
+    count=st.integers(0, 40),
+    origin=st.integers(0, 5),
+    data=st.data(),
+)
 def test_no_later_stage_before_the_stage_is_done(definitions, count, origin, data):
     queue = Queue(definitions, count, origin)
     now_ms = 0

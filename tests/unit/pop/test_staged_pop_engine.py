@@ -5,12 +5,12 @@ a restart of the broker mid-stage, bad definitions, unregistering, group deletio
 from __future__ import annotations
 
 import pytest
+from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.common.topic import dlq_topic, pop_retry_topic
 from pocketmq.errors import BadRequestError
 from pocketmq.runtime.clock import ManualClock
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 
 def offsets(got) -> list[int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from tests.unit.pop.pop_support import pop, running_broker, send
+
 from pocketmq.broker.pop.copies import DLQ_REASON
 from pocketmq.broker.pop.reader import LocalMessageReader
 from pocketmq.common.read_result import (
@@ -15,7 +17,6 @@ from pocketmq.common.read_result import (
 )
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import GetResult, GetStatus
-from tests.unit.pop.pop_support import pop, running_broker, send
 
 BACKOFF_MS = (1_000, 2_000, 4_000)
 
@@ -82,7 +83,14 @@ async def test_failed_reads_rewrite_on_schedule_then_dead_letter_with_reason(tmp
         assert metrics["rewrites"] == 3 and metrics["endings"] == 1 and metrics["dead_lettered"] == 1
         [dead] = broker.store.get_messages("%DLQ%G", 0, 0, 10).messages()
         assert dead.properties[DLQ_REASON] == "TIMEOUT"
-        assert json.loads(dead.body) == {"topic": "T", "queueId": 0, "queueOffset": 0, "broker": broker.broker_name,
-                                         "group": "G", "reason": "TIMEOUT", "description": "broker did not answer",
-                                         "rewriteCount": 3}
+        assert json.loads(dead.body) == {
+            "topic": "T",
+            "queueId": 0,
+            "queueOffset": 0,
+            "broker": broker.broker_name,
+            "group": "G",
+            "reason": "TIMEOUT",
+            "description": "broker did not answer",
+            "rewriteCount": 3,
+        }
         assert dead.properties["PMQ_DLQ_REFERENCE"] == "true" and dead.properties["PMQ_DLQ_REWRITE_COUNT"] == "3"

@@ -43,7 +43,7 @@ async def until(predicate, timeout_s=5.0):
 
 def test_failed_indexes_rules():
     ok, later = ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeConcurrentlyStatus.RECONSUME_LATER
-    assert list(failed_indexes(ok, 2 ** 62, 10)) == []
+    assert list(failed_indexes(ok, 2**62, 10)) == []
     assert list(failed_indexes(ok, 4, 10)) == [5, 6, 7, 8, 9]
     assert list(failed_indexes(ok, -1, 3)) == [0, 1, 2]
     assert list(failed_indexes(later, 4, 3)) == [0, 1, 2]
@@ -76,8 +76,11 @@ async def test_failed_send_back_is_retried_locally_and_blocks_the_offset():
         calls.append((msgs[0].queue_offset, msgs[0].reconsume_times))
         ctx.delay_level_when_next_consume = 2
         first_time = sum(1 for c in calls if c[0] == msgs[0].queue_offset) == 1
-        return ConsumeConcurrentlyStatus.RECONSUME_LATER if msgs[0].queue_offset == 0 and first_time \
+        return (
+            ConsumeConcurrentlyStatus.RECONSUME_LATER
+            if msgs[0].queue_offset == 0 and first_time
             else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        )
 
     service = ConcurrentConsumeService(hooks, listener, threads=1, batch_size=1, local_retry_delay_ms=50)
     pq = ProcessQueue()
@@ -140,8 +143,13 @@ async def test_orderly_keeps_order_and_suspends_on_failure():
 
 async def test_orderly_dead_letters_after_max():
     hooks = FakeHooks()
-    service = OrderlyConsumeService(hooks, lambda m, c: ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
-                                    threads=1, suspend_ms=1, max_reconsume_times=2)
+    service = OrderlyConsumeService(
+        hooks,
+        lambda m, c: ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+        threads=1,
+        suspend_ms=1,
+        max_reconsume_times=2,
+    )
     pq = ProcessQueue()
     pq.add(messages(1))
     service.submit(pq, MQ, [])

@@ -124,6 +124,7 @@ def test_selectors():
     m1 = Message.create("t", "x", keys="order-7")
     assert keyed.select(QUEUES, m1) == keyed.select(QUEUES, Message.create("t", "y", keys="order-7"))
     import random
+
     rnd = RandomSelector(random.Random(1))
     assert all(rnd.select(QUEUES, m1, frozenset({"a"})).broker_name == "b" for _ in range(20))
     first = FunctionSelector(lambda queues, msg: queues[0])

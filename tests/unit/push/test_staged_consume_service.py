@@ -6,10 +6,11 @@ one stage."""
 import asyncio
 import threading
 
+from tests.unit.push.test_consume_services import MQ, FakeHooks, messages, until
+
 from pocketmq.client.listener import ConsumeOrderlyStatus, StagedConcurrentListener
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.staged_consume_service import StagedConsumeService
-from tests.unit.push.test_consume_services import MQ, FakeHooks, messages, until
 
 
 class Blocking(StagedConcurrentListener):

@@ -32,21 +32,28 @@ FINAL = {"broker-a-0": {(TOPIC, 0, 5): "m1"}, "broker-a-1": {(TOPIC, 0, 5): "m1"
 
 def test_a_sync_send_must_be_on_two_disks_when_acknowledged_and_readable_at_the_end():
     readers = {A: "broker-a-0"}
-    assert check_sync_sends(trace(durable(10, "broker-a-0"), durable(15, "broker-a-1"), SEND_OK), FINAL, readers,
-                            CONFIG) == []
-    late_slave = check_sync_sends(trace(durable(10, "broker-a-0"), SEND_OK, durable(30, "broker-a-1")), FINAL,
-                                  readers, CONFIG)
-    assert [v.checker for v in late_slave] == ["sync_sends"] and "durable only on ['broker-a-0']" in late_slave[0].detail
+    assert (
+        check_sync_sends(trace(durable(10, "broker-a-0"), durable(15, "broker-a-1"), SEND_OK), FINAL, readers, CONFIG)
+        == []
+    )
+    late_slave = check_sync_sends(
+        trace(durable(10, "broker-a-0"), SEND_OK, durable(30, "broker-a-1")), FINAL, readers, CONFIG
+    )
+    assert [v.checker for v in late_slave] == ["sync_sends"] and "durable only on ['broker-a-0']" in late_slave[
+        0
+    ].detail
     overwritten = {**FINAL, "broker-a-0": {(TOPIC, 0, 5): "m9"}}
-    lost = check_sync_sends(trace(durable(10, "broker-a-0"), durable(15, "broker-a-1"), SEND_OK), overwritten,
-                            readers, CONFIG)
+    lost = check_sync_sends(
+        trace(durable(10, "broker-a-0"), durable(15, "broker-a-1"), SEND_OK), overwritten, readers, CONFIG
+    )
     assert len(lost) == 1 and "m9" in lost[0].detail
 
 
 def test_every_pop_message_ends_acked_or_dead_lettered_with_a_reason():
     delivered = (30, "delivered", {"origin": "m1", "location": AT, "reconsume_times": 0})
     assert [v.detail for v in check_pop_outcomes(trace(SEND_OK, delivered), CONFIG)] == [
-        "m1 was delivered but never acked nor dead-lettered"]
+        "m1 was delivered but never acked nor dead-lettered"
+    ]
     acked = (40, "ack_stored", {"broker": "broker-a-0", "location": AT})
     assert check_pop_outcomes(trace(SEND_OK, delivered, acked), CONFIG) == []
     # Never delivered (the pop's answer was lost), its retry copy unreadable: a reference names the location only.

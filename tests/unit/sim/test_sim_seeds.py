@@ -37,12 +37,15 @@ def test_a_seed_replays_exactly():
     assert {"send_ok", "delivered", "ack_stored", "retry_copy", "broker_killed"} <= kinds  # a real run
 
 
-@pytest.mark.parametrize(("bug", "checker"), [
-    ("sync_ack_before_replication", "sync_sends"),
-    ("endless_ck_rewrite", "rewrite_bound"),
-    ("breaker_ignored", "breaker_bound"),
-    ("drop_ending", "pop_outcomes"),
-])
+@pytest.mark.parametrize(
+    ("bug", "checker"),
+    [
+        ("sync_ack_before_replication", "sync_sends"),
+        ("endless_ck_rewrite", "rewrite_bound"),
+        ("breaker_ignored", "breaker_bound"),
+        ("drop_ending", "pop_outcomes"),
+    ],
+)
 def test_each_checker_catches_its_injected_bug(bug, checker):
     assert set(BUGS) >= {bug}
     bugs = Bugs(frozenset({bug}))
@@ -64,13 +67,21 @@ def test_each_checker_catches_its_injected_bug(bug, checker):
 def test_the_command_line_prints_the_failing_seed_and_exits_1():
     seed = 0
     assert not run_seed(seed, bugs=Bugs(frozenset({"sync_ack_before_replication"}))).ok
-    proc = subprocess.run([sys.executable, "-m", "pocketmq.testing.sim", "--seed", str(seed), "--bug",
-                           "sync_ack_before_replication"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pocketmq.testing.sim", "--seed", str(seed), "--bug", "sync_ack_before_replication"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith(f"seed={seed} FAILED")
     assert "sync_sends:" in proc.stdout and f"--seed {seed} --bug sync_ack_before_replication" in proc.stdout
-    summary = subprocess.run([sys.executable, "-m", "pocketmq.testing.sim", "--seeds", "3", "--first", "5"],
-                             capture_output=True, text=True, timeout=60)
+    summary = subprocess.run(
+        [sys.executable, "-m", "pocketmq.testing.sim", "--seeds", "3", "--first", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert summary.returncode == 0, summary.stdout + summary.stderr
     assert summary.stdout.strip().splitlines()[-1].startswith("sim: 3 seeds from 5, 0 failed")
 
@@ -97,4 +108,7 @@ def test_an_exception_inside_a_run_is_reported_with_its_seed(monkeypatch):
     result = run_seed(3)
     assert [v.checker for v in result.violations] == ["crash"]
     assert "ValueError: a core raised" in result.violations[0].detail
-    assert result.report().startswith("seed=3 FAILED") and "replay: python -m pocketmq.testing.sim --seed 3" in result.report()
+    assert (
+        result.report().startswith("seed=3 FAILED")
+        and "replay: python -m pocketmq.testing.sim --seed 3" in result.report()
+    )

@@ -8,15 +8,30 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.spark.offsets import (EARLIEST, LATEST, OffsetSpec, QueueBounds, QueueId, from_offset_json,
-                                    parse_offset_spec, resolve_spec, to_offset_json, unknown_queues)
+from pocketmq.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    QueueBounds,
+    QueueId,
+    from_offset_json,
+    parse_offset_spec,
+    resolve_spec,
+    to_offset_json,
+    unknown_queues,
+)
 
-A0, A1, A10, B0 = (QueueId("t", "broker-a", 0), QueueId("t", "broker-a", 1), QueueId("t", "broker-a", 10),
-                   QueueId("t", "broker-b", 0))
+A0, A1, A10, B0 = (
+    QueueId("t", "broker-a", 0),
+    QueueId("t", "broker-a", 1),
+    QueueId("t", "broker-a", 10),
+    QueueId("t", "broker-b", 0),
+)
 BOUNDS = {A0: QueueBounds(5, 100), A1: QueueBounds(0, 7), B0: QueueBounds(0, 0)}
 
-queue_ids = st.builds(QueueId, st.sampled_from(["orders", "t2", "x"]), st.sampled_from(["broker-a", "b:c"]),
-                      st.integers(0, 31))
+queue_ids = st.builds(
+    QueueId, st.sampled_from(["orders", "t2", "x"]), st.sampled_from(["broker-a", "b:c"]), st.integers(0, 31)
+)
 
 
 def test_json_has_string_keys_sorted_by_broker_then_numeric_queue():

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.spark.offsets import QueueId
-from pocketmq.spark.options import (DEFAULT_MAX_TRIGGER_DELAY_MS, OptionError, parse_duration_ms,
-                                    parse_sink_options, parse_source_options)
+from pocketmq.spark.options import (
+    DEFAULT_MAX_TRIGGER_DELAY_MS,
+    OptionError,
+    parse_duration_ms,
+    parse_sink_options,
+    parse_source_options,
+)
 
 BASE = {"namesrv": "127.0.0.1:9876", "topic": "orders"}
 
@@ -32,8 +37,9 @@ def test_defaults_follow_kafka_stream_latest_batch_earliest():
 
 
 def test_option_names_are_case_insensitive():
-    opts = parse_source_options({"NAMESRV": "h:1", "Topic": "a, b ,a", "MAXOFFSETSPERTRIGGER": "10",
-                                 "failondataloss": "FALSE"}, streaming=True)
+    opts = parse_source_options(
+        {"NAMESRV": "h:1", "Topic": "a, b ,a", "MAXOFFSETSPERTRIGGER": "10", "failondataloss": "FALSE"}, streaming=True
+    )
     assert opts.topics == ("a", "b") and opts.max_offsets_per_trigger == 10 and not opts.fail_on_data_loss
 
 
@@ -61,8 +67,17 @@ def test_pattern_subscribes_by_full_match():
     assert opts.subscribes("orders") and not opts.subscribes("my-orders")
 
 
-@pytest.mark.parametrize("value", ["{not json", "[1, 2]", '{"orders": 5}', '{"orders": {"b0": 1}}',
-                                   '{"orders": {"b:0": "x"}}', '{"orders": {"b:0": -3}}'])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"orders": 5}',
+        '{"orders": {"b0": 1}}',
+        '{"orders": {"b:0": "x"}}',
+        '{"orders": {"b:0": -3}}',
+    ],
+)
 def test_malformed_starting_offsets_fail(value):
     fails("startingOffsets", startingOffsets=value)
 
@@ -70,8 +85,11 @@ def test_malformed_starting_offsets_fail(value):
 def test_json_offsets_parse_with_earliest_latest_markers():
     opts = source(startingOffsets='{"orders": {"broker-a:0": 5, "broker-a:1": -2, "broker-b:0": -1}}')
     assert opts.starting.kind == "specific"
-    assert opts.starting.specific == {QueueId("orders", "broker-a", 0): 5, QueueId("orders", "broker-a", 1): -2,
-                                      QueueId("orders", "broker-b", 0): -1}
+    assert opts.starting.specific == {
+        QueueId("orders", "broker-a", 0): 5,
+        QueueId("orders", "broker-a", 1): -2,
+        QueueId("orders", "broker-b", 0): -1,
+    }
 
 
 def test_json_offsets_of_an_unsubscribed_topic_fail():
@@ -86,8 +104,7 @@ def test_batch_rules():
     assert source(streaming=False, endingOffsets='{"orders": {"b:0": 3}}').ending.kind == "specific"
 
 
-@pytest.mark.parametrize("option", ["maxOffsetsPerTrigger", "minOffsetsPerTrigger", "minPartitions",
-                                    "pullBatchSize"])
+@pytest.mark.parametrize("option", ["maxOffsetsPerTrigger", "minOffsetsPerTrigger", "minPartitions", "pullBatchSize"])
 @pytest.mark.parametrize("value", ["-1", "0", "ten"])
 def test_negative_or_non_numeric_limits_fail(option, value):
     fails(option, **{option: value})
@@ -120,8 +137,10 @@ def test_bad_booleans_and_groups_fail():
     fails("commitToGroup", commitToGroup="bad group!")
 
 
-@pytest.mark.parametrize("text,expected_ms", [("500", 500), ("500ms", 500), ("30s", 30_000), ("15m", 900_000),
-                                              ("1h", 3_600_000), (" 2 min ", 120_000)])
+@pytest.mark.parametrize(
+    "text,expected_ms",
+    [("500", 500), ("500ms", 500), ("30s", 30_000), ("15m", 900_000), ("1h", 3_600_000), (" 2 min ", 120_000)],
+)
 def test_durations(text, expected_ms):
     assert parse_duration_ms(text, "maxTriggerDelay") == expected_ms
 

@@ -7,16 +7,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.spark.offsets import QueueBounds, QueueId
-from pocketmq.spark.planning import (DataLossError, OffsetRange, TriggerLimits, clip_to_bounds, next_offsets,
-                                     proportional_shares, ranges_between, split_ranges)
+from pocketmq.spark.planning import (
+    DataLossError,
+    OffsetRange,
+    TriggerLimits,
+    clip_to_bounds,
+    next_offsets,
+    proportional_shares,
+    ranges_between,
+    split_ranges,
+)
 
 Q = [QueueId("t", "broker-a", i) for i in range(4)]
 NOW = 1_000_000
 
 
 def plan(start, bounds, limits=TriggerLimits(), *, new=None, last=NOW, now=NOW, fail=True, target=None):
-    return next_offsets(start, bounds, new or {}, limits, last_trigger_ms=last, now_ms=now,
-                        fail_on_data_loss=fail, target=target)
+    return next_offsets(
+        start, bounds, new or {}, limits, last_trigger_ms=last, now_ms=now, fail_on_data_loss=fail, target=target
+    )
 
 
 def bounds(*maxima, minimum=0):
@@ -67,8 +76,7 @@ def test_min_rows_waits_until_max_trigger_delay():
 
 
 def test_min_rows_still_positions_new_queues():
-    result = plan({Q[0]: 0}, bounds(5, 9), TriggerLimits(min_rows=50, max_trigger_delay_ms=10_000),
-                  new={Q[1]: 0})
+    result = plan({Q[0]: 0}, bounds(5, 9), TriggerLimits(min_rows=50, max_trigger_delay_ms=10_000), new={Q[1]: 0})
     assert result.end == {Q[0]: 0, Q[1]: 0} and result.positioned == 1
 
 

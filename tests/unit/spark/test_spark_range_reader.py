@@ -10,8 +10,7 @@ import pytest
 
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
-from pocketmq.protocol.message_codec import (RecordFormatError, decode_record_columns, decode_records,
-                                             encode_record)
+from pocketmq.protocol.message_codec import RecordFormatError, decode_record_columns, decode_records, encode_record
 from pocketmq.spark.clients import Pulled
 from pocketmq.spark.offsets import QueueBounds, QueueId
 from pocketmq.spark.planning import DataLossError, OffsetRange
@@ -27,10 +26,18 @@ def stored(queue_offset: int, *, tags: str | None = "t", uniq: bool = True, **fi
         properties[props.TAGS] = tags
     if uniq:
         properties[props.UNIQ_KEY] = f"{queue_offset:032X}"
-    return MessageExt(topic=QUEUE.topic, body=f"body-{queue_offset}".encode(), properties=properties,
-                      queue_id=QUEUE.queue_id, queue_offset=queue_offset, phys_offset=1000 + queue_offset,
-                      born_timestamp_ms=1_700_000_000_000, store_timestamp_ms=1_700_000_000_005 + queue_offset,
-                      store_host=("10.0.0.7", 10911), **fields)
+    return MessageExt(
+        topic=QUEUE.topic,
+        body=f"body-{queue_offset}".encode(),
+        properties=properties,
+        queue_id=QUEUE.queue_id,
+        queue_offset=queue_offset,
+        phys_offset=1000 + queue_offset,
+        born_timestamp_ms=1_700_000_000_000,
+        store_timestamp_ms=1_700_000_000_005 + queue_offset,
+        store_host=("10.0.0.7", 10911),
+        **fields,
+    )
 
 
 class FakeBroker:
@@ -76,8 +83,9 @@ def test_column_decoder_agrees_with_the_message_decoder():
     assert len(decode_record_columns(b"")) == 0
 
 
-@pytest.mark.parametrize("damage", [lambda b: b[:-1], lambda b: b[:50], lambda b: b"\0\0\0\0" + b[4:],
-                                    lambda b: b[:4] + b"\0\0\0\0" + b[8:]])
+@pytest.mark.parametrize(
+    "damage", [lambda b: b[:-1], lambda b: b[:50], lambda b: b"\0\0\0\0" + b[4:], lambda b: b[:4] + b"\0\0\0\0" + b[8:]]
+)
 def test_column_decoder_refuses_damaged_records(damage):
     with pytest.raises(RecordFormatError):
         decode_record_columns(damage(encode_record(stored(0))))
@@ -86,8 +94,9 @@ def test_column_decoder_refuses_damaged_records(damage):
 def test_batches_match_sparks_arrow_schema_with_every_column():
     compressed = stored(2, tags=None, uniq=False, sys_flag=SYSFLAG_COMPRESSED)
     compressed.body = zlib.compress(b"inflated")
-    records = decode_record_columns(b"".join([encode_record(stored(0)), encode_record(stored(1, tags=None)),
-                                              encode_record(compressed)]))
+    records = decode_record_columns(
+        b"".join([encode_record(stored(0)), encode_record(stored(1, tags=None)), encode_record(compressed)])
+    )
     batch = records_to_batch(QUEUE.topic, QUEUE.broker, records, include_properties=True)
     assert batch.schema == source_arrow_schema()
     rows = batch.to_pylist()

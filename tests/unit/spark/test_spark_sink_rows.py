@@ -11,28 +11,40 @@ from hypothesis import strategies as st
 from pocketmq.common import properties as props
 from pocketmq.common.message import Message
 from pocketmq.errors import IllegalMessageError
-from pocketmq.spark.options import OptionError
-from pocketmq.spark.sink_rows import (IDEMPOTENT_PROPERTY, KeyMinter, SinkLayout, chunk_messages, message_wire_bytes,
-                                      queue_index, row_to_message, sink_layout)
 from pocketmq.protocol.message_codec import encode_batch
+from pocketmq.spark.options import OptionError
+from pocketmq.spark.sink_rows import (
+    IDEMPOTENT_PROPERTY,
+    KeyMinter,
+    SinkLayout,
+    chunk_messages,
+    message_wire_bytes,
+    queue_index,
+    row_to_message,
+    sink_layout,
+)
 
 ALL = SinkLayout(("body", "topic", "keys", "tags", "message_group", "properties"), None)
 
 
 def test_layout_accepts_known_columns_and_types():
-    layout = sink_layout([("body", "binary"), ("keys", "array<string>"), ("properties", "map<string,string>")],
-                         "orders")
+    layout = sink_layout(
+        [("body", "binary"), ("keys", "array<string>"), ("properties", "map<string,string>")], "orders"
+    )
     assert layout.columns == ("body", "keys", "properties") and layout.default_topic == "orders"
     assert sink_layout([("body", "string"), ("topic", "string")], None).index("topic") == 1
 
 
-@pytest.mark.parametrize("columns, topic, words", [
-    ([("value", "binary")], "t", ["unknown input column", "value"]),
-    ([("topic", "string")], None, ["no 'body' column"]),
-    ([("body", "int")], "t", ["'body' is int", "binary or string"]),
-    ([("body", "binary"), ("tags", "array<string>")], "t", ["'tags'"]),
-    ([("body", "binary")], None, ["option 'topic' or a 'topic' column"]),
-])
+@pytest.mark.parametrize(
+    "columns, topic, words",
+    [
+        ([("value", "binary")], "t", ["unknown input column", "value"]),
+        ([("topic", "string")], None, ["no 'body' column"]),
+        ([("body", "int")], "t", ["'body' is int", "binary or string"]),
+        ([("body", "binary"), ("tags", "array<string>")], "t", ["'tags'"]),
+        ([("body", "binary")], None, ["option 'topic' or a 'topic' column"]),
+    ],
+)
 def test_layout_rejects_bad_input_naming_the_problem(columns, topic, words):
     with pytest.raises(OptionError) as info:
         sink_layout(columns, topic)
@@ -41,8 +53,13 @@ def test_layout_rejects_bad_input_naming_the_problem(columns, topic, words):
 
 def test_row_to_message_sets_every_field():
     message = row_to_message((b"hi", "orders", ["k1", "k2"], "created", "customer-7", [("region", "eu")]), ALL)
-    assert (message.topic, message.body, message.keys, message.tags, message.message_group) == \
-        ("orders", b"hi", ["k1", "k2"], "created", "customer-7")
+    assert (message.topic, message.body, message.keys, message.tags, message.message_group) == (
+        "orders",
+        b"hi",
+        ["k1", "k2"],
+        "created",
+        "customer-7",
+    )
     assert message.user_properties() == {"region": "eu"}
     text = row_to_message(("héllo", "orders", "a b", None, None, None), ALL)
     assert text.body == "héllo".encode() and text.keys == ["a", "b"] and text.tags is None
@@ -53,13 +70,16 @@ def test_row_topic_option_overrides_the_column():
     assert row_to_message((b"x", "ignored"), layout).topic == "forced"
 
 
-@pytest.mark.parametrize("row, words", [
-    ((b"x", None, None, None, None, None), "no topic"),
-    ((None, "orders", None, None, None, None), "null body"),
-    ((b"x", "bad topic!", None, None, None, None), "row topic"),
-    ((b"x", "orders", None, None, None, {"UNIQ_KEY": "1"}), "reserved"),
-    ((b"x", "orders", None, None, None, {IDEMPOTENT_PROPERTY: "false"}), "reserved"),
-])
+@pytest.mark.parametrize(
+    "row, words",
+    [
+        ((b"x", None, None, None, None, None), "no topic"),
+        ((None, "orders", None, None, None, None), "null body"),
+        ((b"x", "bad topic!", None, None, None, None), "row topic"),
+        ((b"x", "orders", None, None, None, {"UNIQ_KEY": "1"}), "reserved"),
+        ((b"x", "orders", None, None, None, {IDEMPOTENT_PROPERTY: "false"}), "reserved"),
+    ],
+)
 def test_bad_rows_fail_clearly(row, words):
     with pytest.raises(IllegalMessageError, match=words):
         row_to_message(row, ALL)
@@ -90,11 +110,13 @@ def test_keys_do_not_depend_on_row_order_within_a_partition(rng: random.Random):
 
 def test_keys_differ_by_write_batch_partition_and_content():
     base = stamped_keys("q1", 3, 0, [Message.create("t", b"a")])
-    for other in (stamped_keys("q2", 3, 0, [Message.create("t", b"a")]),
-                  stamped_keys("q1", 4, 0, [Message.create("t", b"a")]),
-                  stamped_keys("q1", 3, 1, [Message.create("t", b"a")]),
-                  stamped_keys("q1", 3, 0, [Message.create("t", b"a", tags="x")]),
-                  stamped_keys("q1", 3, 0, [Message.create("u", b"a")])):
+    for other in (
+        stamped_keys("q2", 3, 0, [Message.create("t", b"a")]),
+        stamped_keys("q1", 4, 0, [Message.create("t", b"a")]),
+        stamped_keys("q1", 3, 1, [Message.create("t", b"a")]),
+        stamped_keys("q1", 3, 0, [Message.create("t", b"a", tags="x")]),
+        stamped_keys("q1", 3, 0, [Message.create("u", b"a")]),
+    ):
         assert other != base
 
 

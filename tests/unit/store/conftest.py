@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from store_helpers import small_config
 
 from pocketmq.store.message_store import MessageStore
-from store_helpers import small_config
 
 
 @pytest.fixture

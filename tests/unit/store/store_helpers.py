@@ -14,14 +14,28 @@ SMALL_SEGMENT_BYTES = 4096
 
 
 def small_config(data_dir: Path, **overrides) -> StoreConfig:
-    base = StoreConfig(data_dir=data_dir, commit_log_segment_bytes=SMALL_SEGMENT_BYTES, consume_queue_segment_units=8,
-                       flush_mode=FlushMode.ASYNC, flush_interval_ms=20, checkpoint_interval_ms=20,
-                       cleanup_interval_ms=3_600_000)
+    base = StoreConfig(
+        data_dir=data_dir,
+        commit_log_segment_bytes=SMALL_SEGMENT_BYTES,
+        consume_queue_segment_units=8,
+        flush_mode=FlushMode.ASYNC,
+        flush_interval_ms=20,
+        checkpoint_interval_ms=20,
+        cleanup_interval_ms=3_600_000,
+    )
     return dataclasses.replace(base, **overrides)
 
 
-def message(topic: str = "orders", body: bytes | str = b"body", *, queue_id: int = 0, tags: str | None = None,
-            keys: str | None = None, uniq_key: str | None = None, **properties: str) -> MessageExt:
+def message(
+    topic: str = "orders",
+    body: bytes | str = b"body",
+    *,
+    queue_id: int = 0,
+    tags: str | None = None,
+    keys: str | None = None,
+    uniq_key: str | None = None,
+    **properties: str,
+) -> MessageExt:
     props = dict(properties)
     if tags:
         props["TAGS"] = tags
@@ -29,8 +43,14 @@ def message(topic: str = "orders", body: bytes | str = b"body", *, queue_id: int
         props["KEYS"] = keys
     if uniq_key:
         props["UNIQ_KEY"] = uniq_key
-    return MessageExt(topic=topic, body=body.encode() if isinstance(body, str) else body, properties=props,
-                      queue_id=queue_id, born_timestamp_ms=1_700_000_000_000, born_host=("10.0.0.7", 51000))
+    return MessageExt(
+        topic=topic,
+        body=body.encode() if isinstance(body, str) else body,
+        properties=props,
+        queue_id=queue_id,
+        born_timestamp_ms=1_700_000_000_000,
+        born_host=("10.0.0.7", 51000),
+    )
 
 
 async def eventually(predicate, timeout_s: float = 5.0, what: str = "condition"):

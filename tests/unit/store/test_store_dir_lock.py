@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from store_helpers import small_config
 
 from pocketmq.store.dir_lock import DataDirLock, DataDirLockedError
 from pocketmq.store.message_store import MessageStore
-from store_helpers import small_config
 
 
 def test_one_owner_at_a_time_and_the_lock_file_names_it(tmp_path):

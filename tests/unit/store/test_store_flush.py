@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from store_helpers import eventually, message
+
 from pocketmq.store.api import FlushMode, PutStatus
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commit_log import CommitLog
-from store_helpers import eventually, message
 
 
 async def test_sync_flush_many_concurrent_puts_share_few_fsyncs(open_store):

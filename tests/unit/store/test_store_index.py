@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from store_helpers import message
+
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.index import ENTRY_SIZE
 from pocketmq.store.message_store import MAX_QUERY_RESULTS
-from store_helpers import message
 
 
 async def test_query_by_uniq_key_is_per_topic(open_store):
     store = await open_store()
-    await store.put_messages([message(topic="a", uniq_key="id-1", body="in a"),
-                              message(topic="b", uniq_key="id-1", body="in b")])
+    await store.put_messages(
+        [message(topic="a", uniq_key="id-1", body="in a"), message(topic="b", uniq_key="id-1", body="in b")]
+    )
     assert [m.body for m in store.query_by_uniq_key("a", "id-1")] == [b"in a"]
     assert [m.body for m in store.query_by_uniq_key("b", "id-1")] == [b"in b"]
     assert store.query_by_uniq_key("a", "id-2") == []

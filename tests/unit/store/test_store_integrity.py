@@ -7,6 +7,7 @@ import errno
 import logging
 
 import pytest
+from store_helpers import message, small_config
 
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.message_codec import RecordFormatError, decode_record, decode_records, encode_record
@@ -18,7 +19,6 @@ from pocketmq.store.message_store import MessageStore
 from pocketmq.store.metadata import load_json
 from pocketmq.store.segment import Segment, segment_name
 from pocketmq.store.verify import QueueRecord, verify_store
-from store_helpers import message, small_config
 
 BIG_SEGMENT = 1 << 20  # every record of these tests in one segment file
 
@@ -33,8 +33,10 @@ def _flip(data_dir, phys_offset: int, segment_bytes: int = BIG_SEGMENT) -> None:
 
 
 async def _fill(store, count: int = 25, queue_id: int = 0):
-    return [await store.put_message(message(body=f"m{i}".encode() * 20, queue_id=queue_id, uniq_key=f"u{i}"))
-            for i in range(count)]
+    return [
+        await store.put_message(message(body=f"m{i}".encode() * 20, queue_id=queue_id, uniq_key=f"u{i}"))
+        for i in range(count)
+    ]
 
 
 def _bodies(got) -> list[bytes]:
@@ -111,8 +113,10 @@ async def test_recovery_verifies_from_the_last_verified_point_and_resyncs_after_
         await again.shutdown()
     verified = verify_store(tmp_path / "s")
     assert [r.phys_offset for r in verified.bad_regions] == [first[3].phys_offset, second[4].phys_offset]
-    assert verified.records_hit == {first[3].phys_offset: [QueueRecord("orders", 0, 3)],
-                                    second[4].phys_offset: [QueueRecord("orders", 1, 4)]}
+    assert verified.records_hit == {
+        first[3].phys_offset: [QueueRecord("orders", 0, 3)],
+        second[4].phys_offset: [QueueRecord("orders", 1, 4)],
+    }
     assert verified.records_ok == 18 and verified.segments == 1
 
 
@@ -203,8 +207,7 @@ class _FullDisk:
 
 
 @pytest.mark.parametrize("failing_part", ["commitlog", "consumequeue"])
-async def test_a_write_that_finds_the_disk_full_is_undone_and_refused(open_store, tmp_path, monkeypatch,
-                                                                       failing_part):
+async def test_a_write_that_finds_the_disk_full_is_undone_and_refused(open_store, tmp_path, monkeypatch, failing_part):
     store = await open_store(tmp_path / "s")
     await _fill(store, 3)
     end, max_offset = store.max_phys_offset, store.max_queue_offset("orders", 0)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from store_helpers import message
+
 from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import GetStatus, PutStatus
 from pocketmq.store.tags import tag_hash_code
-from store_helpers import message
 
 
 async def test_put_assigns_queue_offsets_per_queue_and_get_reads_them_back(open_store):

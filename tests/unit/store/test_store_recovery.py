@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from store_helpers import SMALL_SEGMENT_BYTES, message, small_config
 
+from pocketmq.protocol.message_codec import encode_record
 from pocketmq.store.checkpoint import CHECKPOINT_FILE
 from pocketmq.store.commit_log import FRAME_HEADER_SIZE
 from pocketmq.store.message_store import MessageStore
-from pocketmq.protocol.message_codec import encode_record
 from pocketmq.store.metadata import atomic_write_json
 from pocketmq.store.segment import segment_name
-from store_helpers import SMALL_SEGMENT_BYTES, message, small_config
 
 QUEUES = 3
 MESSAGES = 45
@@ -50,11 +51,18 @@ def template(tmp_path_factory):
         store.start()
         written = []
         for i in range(MESSAGES):
-            msg = message(body=_body(i), queue_id=i % QUEUES, tags=f"tag{i % 2}", keys=f"k{i} all",
-                          uniq_key=f"u{i}")
+            msg = message(body=_body(i), queue_id=i % QUEUES, tags=f"tag{i % 2}", keys=f"k{i} all", uniq_key=f"u{i}")
             put = await store.put_message(msg)
-            written.append(Written(f"u{i}", msg.body, msg.queue_id, put.queue_offset, put.phys_offset,
-                                   put.phys_offset + put.store_size + FRAME_HEADER_SIZE))
+            written.append(
+                Written(
+                    f"u{i}",
+                    msg.body,
+                    msg.queue_id,
+                    put.queue_offset,
+                    put.phys_offset,
+                    put.phys_offset + put.store_size + FRAME_HEADER_SIZE,
+                )
+            )
         await store.shutdown()
         return written
 
@@ -65,8 +73,11 @@ def template(tmp_path_factory):
 
 def _blank_headers(written: list[Written]) -> list[int]:
     """Start positions of the blank frames that fill segment tails."""
-    return [prev.frame_end for prev, nxt in zip(written, written[1:])
-            if nxt.phys_offset - prev.frame_end >= FRAME_HEADER_SIZE]
+    return [
+        prev.frame_end
+        for prev, nxt in zip(written, written[1:])
+        if nxt.phys_offset - prev.frame_end >= FRAME_HEADER_SIZE
+    ]
 
 
 def _mutate(commit_log_dir: Path, position: int, cut: bool) -> None:
@@ -119,8 +130,9 @@ def test_recovery_keeps_exactly_the_valid_prefix(template, data, cut, keep_check
         checkpoint_path = data_dir / CHECKPOINT_FILE
         if keep_checkpoint:  # an older checkpoint, at a frame boundary before the damage
             boundaries = [0] + [w.frame_end for w in survivors]
-            atomic_write_json(checkpoint_path, {"phys_offset": data.draw(st.sampled_from(boundaries)),
-                                                "saved_at_ms": 0})
+            atomic_write_json(
+                checkpoint_path, {"phys_offset": data.draw(st.sampled_from(boundaries)), "saved_at_ms": 0}
+            )
         else:
             checkpoint_path.unlink()
         warnings = _Captured()
@@ -153,8 +165,9 @@ async def _check_recovered(data_dir, written, survivors, cut):
         for queue_id in range(QUEUES):
             expected = [w for w in survivors if w.queue_id == queue_id]
             got = await _read_all(store, queue_id)
-            assert [(m.properties["UNIQ_KEY"], m.body, m.queue_offset, m.phys_offset) for m in got] == \
-                [(w.uniq_key, w.body, w.queue_offset, w.phys_offset) for w in expected]
+            assert [(m.properties["UNIQ_KEY"], m.body, m.queue_offset, m.phys_offset) for m in got] == [
+                (w.uniq_key, w.body, w.queue_offset, w.phys_offset) for w in expected
+            ]
             assert store.max_queue_offset("orders", queue_id) == len(expected)
         kept = {w.uniq_key for w in survivors}
         for w in written[::7]:

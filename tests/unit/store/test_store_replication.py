@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from store_helpers import SMALL_SEGMENT_BYTES, message
 
 from pocketmq.errors import StoreError
 from pocketmq.store.api import GetStatus
 from pocketmq.store.commit_log import RecordMark
 from pocketmq.store.message_store import MessageStore
-from store_helpers import SMALL_SEGMENT_BYTES, message
 
 
 async def _follow(master: MessageStore, replica: MessageStore, chunk_bytes: int) -> int:
@@ -22,16 +22,20 @@ async def _follow(master: MessageStore, replica: MessageStore, chunk_bytes: int)
 
 
 def _snapshot(store: MessageStore):
-    return {(topic, q): store.get_messages(topic, q, 0, 1000, max_bytes=1 << 20).records
-            for topic, ids in store.queues().items() for q in ids}
+    return {
+        (topic, q): store.get_messages(topic, q, 0, 1000, max_bytes=1 << 20).records
+        for topic, ids in store.queues().items()
+        for q in ids
+    }
 
 
 async def test_replica_reads_the_same_as_its_master(open_store, tmp_path):
     master = await open_store(tmp_path / "m")
     replica = await open_store(tmp_path / "r")
     for i in range(60):
-        await master.put_message(message(topic=f"t{i % 2}", body=bytes(50 + i * 7), queue_id=i % 3,
-                                         uniq_key=f"u{i}", keys="all"))
+        await master.put_message(
+            message(topic=f"t{i % 2}", body=bytes(50 + i * 7), queue_id=i % 3, uniq_key=f"u{i}", keys="all")
+        )
     heard = []
     replica.add_arrival_listener(lambda *args: heard.append(args))
     assert await _follow(master, replica, chunk_bytes=700) > 3
@@ -46,7 +50,7 @@ async def test_replica_reads_the_same_as_its_master(open_store, tmp_path):
 
 async def test_replica_can_start_mid_log_and_refuses_bad_data(open_store, tmp_path):
     master = await open_store(tmp_path / "m")
-    for i in range(40):
+    for _ in range(40):
         await master.put_message(message(body=bytes(300)))
     start = master.get_messages("orders", 0, 20, 1).messages()[0].phys_offset
     replica = await open_store(tmp_path / "r")
@@ -93,8 +97,12 @@ async def _copy_segments_until(master: MessageStore, replica: MessageStore, segm
 
 def _before_a_blank_frame(store: MessageStore, offsets: list[int]) -> int:
     """The index of a record that a blank frame follows (the next one did not fit in its segment)."""
-    return next(i for i in range(len(offsets) - 1) if offsets[i + 1] % SMALL_SEGMENT_BYTES == 0
-                and offsets[i] + len(store.read_commit_log(offsets[i], 1)) + 8 <= offsets[i + 1])
+    return next(
+        i
+        for i in range(len(offsets) - 1)
+        if offsets[i + 1] % SMALL_SEGMENT_BYTES == 0
+        and offsets[i] + len(store.read_commit_log(offsets[i], 1)) + 8 <= offsets[i + 1]
+    )
 
 
 def _frame_crc(store: MessageStore, phys_offset: int) -> int:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+from store_helpers import eventually, message
+
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import GetStatus
 from pocketmq.store.retention import DiskUsage, SegmentAge, segments_to_delete
-from store_helpers import eventually, message
 
 HOUR_MS = 3_600_000
 ROOMY = DiskUsage(total_bytes=100, used_bytes=10)

@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from store_helpers import SMALL_SEGMENT_BYTES, message, small_config
 
 from pocketmq.errors import StoreError
 from pocketmq.store.api import GetStatus
 from pocketmq.store.message_store import MessageStore
-from store_helpers import SMALL_SEGMENT_BYTES, message, small_config
 
 
 def _bodies(store: MessageStore, topic: str, queue_id: int = 0) -> list[bytes]:
     from pocketmq.protocol.message_codec import decode_record
+
     result = store.get_messages(topic, queue_id, 0, 1000, max_bytes=1 << 22)
     return [decode_record(r)[0].body for r in result.records]
 

@@ -3,7 +3,11 @@
 import pytest
 
 from pocketmq.broker.timer.delay import (
-    DEFAULT_DELAY_LEVELS, TimerLimits, deliver_time_ms, delay_levels_problem, parse_delay_levels,
+    DEFAULT_DELAY_LEVELS,
+    TimerLimits,
+    delay_levels_problem,
+    deliver_time_ms,
+    parse_delay_levels,
 )
 from pocketmq.errors import IllegalMessageError
 

@@ -54,8 +54,9 @@ def test_decisions():
 
 
 async def test_three_failures_retry_at_levels_3_4_5_then_success(broker, clock):
-    [sent] = await broker.messages.send([Message.create("orders", "pay", properties={"UNIQ_KEY": "U1"})],
-                                        topic="orders", queue_id=0)
+    [sent] = await broker.messages.send(
+        [Message.create("orders", "pay", properties={"UNIQ_KEY": "U1"})], topic="orders", queue_id=0
+    )
     current = broker.store.read_message(sent.phys_offset)
     seen = [(current.topic, current.reconsume_times)]
     for attempt in range(3):
@@ -74,8 +75,7 @@ async def test_three_failures_retry_at_levels_3_4_5_then_success(broker, clock):
 
 async def test_always_failing_goes_to_the_dlq_after_exactly_max(broker, clock):
     broker.groups.create_or_update(SubscriptionGroupConfig("g", retry_max_times=3))
-    await broker.messages.send([Message.create("orders", "bad", properties={"DELAY": "1"})],
-                                        topic="orders", queue_id=0)
+    await broker.messages.send([Message.create("orders", "bad", properties={"DELAY": "1"})], topic="orders", queue_id=0)
     await deliver_until(broker, clock, "orders", 1)
     current = read_all(broker, "orders")[0]
     for n in range(3):
@@ -95,8 +95,13 @@ async def test_level_minus_one_and_client_fallback(broker, clock):
     await broker.send_back.send_back(SendBackRequest("g", sent.phys_offset, delay_level=-1))
     assert len(read_all(broker, "%DLQ%g")) == 1
     from pocketmq.common.message import MessageExt
-    fallback = MessageExt(topic="%RETRY%g", body=b"y", reconsume_times=17,
-                          properties={"RETRY_TOPIC": "orders", "DELAY": "3", "MAX_RECONSUME_TIMES": "16"})
+
+    fallback = MessageExt(
+        topic="%RETRY%g",
+        body=b"y",
+        reconsume_times=17,
+        properties={"RETRY_TOPIC": "orders", "DELAY": "3", "MAX_RECONSUME_TIMES": "16"},
+    )
     await broker.messages.send([fallback], topic="%RETRY%g")
     assert [m.body for m in read_all(broker, "%DLQ%g")] == [b"x", b"y"]
     early = MessageExt(topic="%RETRY%g", body=b"z", reconsume_times=1, properties={"DELAY": "1"})
@@ -133,8 +138,9 @@ async def test_when_not_even_the_dead_letter_can_be_written_the_request_fails_cl
     from pocketmq.errors import IllegalMessageError
 
     group = "g" * 125  # %DLQ%<group> is 130 characters too
-    [sent] = await broker.messages.send([Message.create("orders", "x", properties={"UNIQ_KEY": "U9"})],
-                                        topic="orders", queue_id=0)
+    [sent] = await broker.messages.send(
+        [Message.create("orders", "x", properties={"UNIQ_KEY": "U9"})], topic="orders", queue_id=0
+    )
     end = broker.store.max_phys_offset
     with pytest.raises(IllegalMessageError, match="can ever be written"):
         await broker.send_back.send_back(SendBackRequest(group, sent.phys_offset))

@@ -10,8 +10,9 @@ from pocketmq.runtime.clock import ManualClock
 
 
 async def _delay(broker, body: str, delay_ms: int) -> None:
-    await broker.messages.send([Message.create("t", body, properties={"TIMER_DELAY_MS": str(delay_ms)})],
-                               topic="t", queue_id=0)
+    await broker.messages.send(
+        [Message.create("t", body, properties={"TIMER_DELAY_MS": str(delay_ms)})], topic="t", queue_id=0
+    )
 
 
 def _delivered(broker) -> list[bytes]:

@@ -12,8 +12,7 @@ from pocketmq.runtime.clock import ManualClock
 
 
 def make_broker(tmp_path, clock):
-    return Broker(BrokerConfig(data_dir=tmp_path, remoting_port=0, message_delay_level="1s 2s 3s 4s 5s"),
-                  clock=clock)
+    return Broker(BrokerConfig(data_dir=tmp_path, remoting_port=0, message_delay_level="1s 2s 3s 4s 5s"), clock=clock)
 
 
 @pytest.fixture
@@ -56,9 +55,15 @@ async def test_delay_level_message_is_invisible_until_due(broker, clock):
 
 async def test_exact_delivery_time_and_delay_properties(broker, clock):
     now = clock.now_ms()
-    await broker.messages.send([Message.create("t", "a", properties={"TIMER_DELIVER_MS": str(now + 1500)}),
-                                Message.create("t", "b", properties={"TIMER_DELAY_MS": "700"}),
-                                Message.create("t", "c", properties={"TIMER_DELAY_SEC": "3"})], topic="t", queue_id=0)
+    await broker.messages.send(
+        [
+            Message.create("t", "a", properties={"TIMER_DELIVER_MS": str(now + 1500)}),
+            Message.create("t", "b", properties={"TIMER_DELAY_MS": "700"}),
+            Message.create("t", "c", properties={"TIMER_DELAY_SEC": "3"}),
+        ],
+        topic="t",
+        queue_id=0,
+    )
     await tick(broker, clock, 700)
     assert [m.body for m in visible(broker)] == [b"b"]
     await tick(broker, clock, 800)
@@ -82,8 +87,9 @@ async def test_restart_in_the_middle_loses_and_duplicates_none(tmp_path, clock):
     await first.start(remoting_port=10911)
     for i in range(50):
         level = 1 + i % 5
-        await first.messages.send([Message.create("t", f"m{i}", properties={"DELAY": str(level)})], topic="t",
-                                  queue_id=0)
+        await first.messages.send(
+            [Message.create("t", f"m{i}", properties={"DELAY": str(level)})], topic="t", queue_id=0
+        )
     await tick(first, clock, 2500)  # levels 1 and 2 delivered
     assert len(visible(first)) == 20
     await first.shutdown()

@@ -6,6 +6,7 @@ letter; the event loop is never held for more than 100 ms."""
 from __future__ import annotations
 
 import pytest
+from tests.unit.pop.pop_support import FaultyStore, running_broker
 
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_FAILED, REASON_WRITE_REFUSED
 from pocketmq.broker.timer.dead_letter import TIMER_DLQ_GROUP, dead_letter
@@ -15,7 +16,6 @@ from pocketmq.common.topic import TopicConfig, dlq_topic
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import PutStatus
 from pocketmq.testing.loop_lag import MAX_LOOP_BLOCK_MS, measure_loop_lag
-from tests.unit.pop.pop_support import FaultyStore, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,9 +38,11 @@ async def send_delayed(broker, bodies, properties=None) -> None:
     if broker.topics.get("T") is None:
         broker.topics.create_or_update(TopicConfig("T", 1, 1))
     for body in bodies:
-        await broker.messages.send([Message.create("T", body, properties={props.DELAY_TIME_LEVEL: "1",
-                                                                          **(properties or {})})],
-                                   topic="T", queue_id=0)
+        await broker.messages.send(
+            [Message.create("T", body, properties={props.DELAY_TIME_LEVEL: "1", **(properties or {})})],
+            topic="T",
+            queue_id=0,
+        )
 
 
 def faulty_timer(broker) -> FaultyStore:
@@ -59,8 +61,9 @@ async def test_an_undeliverable_message_becomes_a_dead_letter_and_its_batch_goes
     async with running_broker(tmp_path, clock, message_delay_level="1s") as broker:
         await send_delayed(broker, [b"a", b"poison", b"c"])
         store = faulty_timer(broker)
-        store.refuse = lambda msgs: PutStatus.MESSAGE_ILLEGAL \
-            if any(m.body == b"poison" and m.topic == "T" for m in msgs) else None
+        store.refuse = lambda msgs: (
+            PutStatus.MESSAGE_ILLEGAL if any(m.body == b"poison" and m.topic == "T" for m in msgs) else None
+        )
         clock.advance(1_000)
         broker.timer.load_new()
         assert await broker.timer.fire_due(clock.now_ms()) == 3
@@ -71,7 +74,8 @@ async def test_an_undeliverable_message_becomes_a_dead_letter_and_its_batch_goes
 
 
 async def test_when_not_even_the_dead_letter_can_be_written_only_the_tombstone_is_and_the_rest_goes_on(
-        tmp_path, caplog):
+    tmp_path, caplog
+):
     clock = ManualClock()
     async with running_broker(tmp_path, clock, message_delay_level="1s") as broker:
         await send_delayed(broker, [b"a", b"poison", b"c"])
@@ -84,8 +88,9 @@ async def test_when_not_even_the_dead_letter_can_be_written_only_the_tombstone_i
         assert visible(broker, dlq_topic(TIMER_DLQ_GROUP)) == [] and broker.timer.pending == 0
         refused = [r.getMessage() for r in caplog.records if "event=timer_delivery_refused" in r.getMessage()]
         assert len(refused) == 2 and "next=tombstone_only" in refused[1] and "msg_id=" in refused[1]
-        assert broker.metrics.value("pocketmq_background_write_endings_total", service="timer",
-                                    ending="unwritable") == 1
+        assert (
+            broker.metrics.value("pocketmq_background_write_endings_total", service="timer", ending="unwritable") == 1
+        )
         broker.timer.load_new()  # its tombstone was written: a restart would not deliver it
         assert broker.timer.outstanding == 0
 

@@ -52,17 +52,35 @@ class PopCheckpoint:
             raise ValueError("a CK's offsets and invisible time are not negative")
 
     @classmethod
-    def of_offsets(cls, topic: str, group: str, queue_id: int, queue_offsets: list[int], pop_time_ms: int,
-                   invisible_time_ms: int, broker_name: str, revive_queue_id: int = 0,
-                   attempt: int = 0) -> PopCheckpoint:
+    def of_offsets(
+        cls,
+        topic: str,
+        group: str,
+        queue_id: int,
+        queue_offsets: list[int],
+        pop_time_ms: int,
+        invisible_time_ms: int,
+        broker_name: str,
+        revive_queue_id: int = 0,
+        attempt: int = 0,
+    ) -> PopCheckpoint:
         start = queue_offsets[0]
-        return cls(topic, group, queue_id, start, tuple(o - start for o in queue_offsets), pop_time_ms,
-                   invisible_time_ms, broker_name, revive_queue_id, attempt=attempt)
+        return cls(
+            topic,
+            group,
+            queue_id,
+            start,
+            tuple(o - start for o in queue_offsets),
+            pop_time_ms,
+            invisible_time_ms,
+            broker_name,
+            revive_queue_id,
+            attempt=attempt,
+        )
 
     @property
     def key(self) -> str:
-        return ck_key(self.topic, self.group, self.queue_id, self.start_offset, self.pop_time_ms,
-                      self.broker_name)
+        return ck_key(self.topic, self.group, self.queue_id, self.start_offset, self.pop_time_ms, self.broker_name)
 
     @property
     def count(self) -> int:
@@ -92,8 +110,15 @@ class PopCheckpoint:
 
     def ack_of(self, queue_offsets) -> AckRecord:
         """The ACK record of some of this CK's messages."""
-        return AckRecord(self.topic, self.group, self.queue_id, self.start_offset, self.pop_time_ms, self.broker_name,
-                         tuple(queue_offsets))
+        return AckRecord(
+            self.topic,
+            self.group,
+            self.queue_id,
+            self.start_offset,
+            self.pop_time_ms,
+            self.broker_name,
+            tuple(queue_offsets),
+        )
 
     def unacked_offsets(self) -> list[int]:
         return [self.start_offset + d for i, d in enumerate(self.offset_deltas) if not self.is_acked(i)]
@@ -109,14 +134,34 @@ class PopCheckpoint:
 
     def single(self, queue_offset: int, *, invisible_time_ms: int, rewrite_count: int) -> PopCheckpoint:
         """A one-message CK for ``queue_offset`` with this CK's pop time (a rewrite keeps the pop time)."""
-        return PopCheckpoint(self.topic, self.group, self.queue_id, queue_offset, (0,), self.pop_time_ms,
-                             invisible_time_ms, self.broker_name, self.revive_queue_id, 0, rewrite_count)
+        return PopCheckpoint(
+            self.topic,
+            self.group,
+            self.queue_id,
+            queue_offset,
+            (0,),
+            self.pop_time_ms,
+            invisible_time_ms,
+            self.broker_name,
+            self.revive_queue_id,
+            0,
+            rewrite_count,
+        )
 
     def to_json(self) -> bytes:
         obj = {
-            "so": self.start_offset, "d": list(self.offset_deltas), "n": self.count, "pt": self.pop_time_ms,
-            "it": self.invisible_time_ms, "bm": self.ack_bitmap, "q": self.queue_id, "t": self.topic,
-            "c": self.group, "bn": self.broker_name, "rp": str(self.rewrite_count), "rq": self.revive_queue_id,
+            "so": self.start_offset,
+            "d": list(self.offset_deltas),
+            "n": self.count,
+            "pt": self.pop_time_ms,
+            "it": self.invisible_time_ms,
+            "bm": self.ack_bitmap,
+            "q": self.queue_id,
+            "t": self.topic,
+            "c": self.group,
+            "bn": self.broker_name,
+            "rp": str(self.rewrite_count),
+            "rq": self.revive_queue_id,
         }
         if self.attempt:
             obj["ra"] = self.attempt
@@ -127,11 +172,20 @@ class PopCheckpoint:
         obj = json.loads(data)
         start = int(obj["so"])
         deltas = obj.get("d") or list(range(int(obj["n"])))  # RocketMQ's old form: so + i
-        return cls(topic=str(obj["t"]), group=str(obj["c"]), queue_id=int(obj["q"]), start_offset=start,
-                   offset_deltas=tuple(int(d) for d in deltas), pop_time_ms=int(obj["pt"]),
-                   invisible_time_ms=int(obj["it"]), broker_name=str(obj.get("bn") or ""),
-                   revive_queue_id=int(obj.get("rq", 0)), ack_bitmap=int(obj.get("bm", 0)),
-                   rewrite_count=_parse_rewrite_count(obj.get("rp")), attempt=int(obj.get("ra", 0)))
+        return cls(
+            topic=str(obj["t"]),
+            group=str(obj["c"]),
+            queue_id=int(obj["q"]),
+            start_offset=start,
+            offset_deltas=tuple(int(d) for d in deltas),
+            pop_time_ms=int(obj["pt"]),
+            invisible_time_ms=int(obj["it"]),
+            broker_name=str(obj.get("bn") or ""),
+            revive_queue_id=int(obj.get("rq", 0)),
+            ack_bitmap=int(obj.get("bm", 0)),
+            rewrite_count=_parse_rewrite_count(obj.get("rp")),
+            attempt=int(obj.get("ra", 0)),
+        )
 
 
 def _parse_rewrite_count(value) -> int:
@@ -160,8 +214,14 @@ class AckRecord:
         return ck_key(self.topic, self.group, self.queue_id, self.start_offset, self.pop_time_ms, self.broker_name)
 
     def to_json(self) -> bytes:
-        obj = {"so": self.start_offset, "c": self.group, "t": self.topic, "q": self.queue_id,
-               "pt": self.pop_time_ms, "bn": self.broker_name}
+        obj = {
+            "so": self.start_offset,
+            "c": self.group,
+            "t": self.topic,
+            "q": self.queue_id,
+            "pt": self.pop_time_ms,
+            "bn": self.broker_name,
+        }
         if len(self.acked_offsets) == 1:
             obj["ao"] = self.acked_offsets[0]
         else:
@@ -174,6 +234,12 @@ class AckRecord:
         obj = json.loads(data)
         offsets = obj.get("aol")
         acked = tuple(int(o) for o in offsets) if offsets is not None else (int(obj["ao"]),)
-        return cls(topic=str(obj["t"]), group=str(obj["c"]), queue_id=int(obj["q"]), start_offset=int(obj["so"]),
-                   pop_time_ms=int(obj["pt"]), broker_name=str(obj.get("bn") or default_broker_name),
-                   acked_offsets=acked)
+        return cls(
+            topic=str(obj["t"]),
+            group=str(obj["c"]),
+            queue_id=int(obj["q"]),
+            start_offset=int(obj["so"]),
+            pop_time_ms=int(obj["pt"]),
+            broker_name=str(obj.get("bn") or default_broker_name),
+            acked_offsets=acked,
+        )

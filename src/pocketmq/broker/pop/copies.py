@@ -40,9 +40,17 @@ def business_topic(msg: MessageExt) -> str:
 
 
 def _copy(msg: MessageExt, topic: str, properties: dict[str, str], reconsume_times: int) -> MessageExt:
-    return MessageExt(topic=topic, body=msg.body, properties=properties, flag=msg.flag, queue_id=0,
-                      sys_flag=msg.sys_flag, born_timestamp_ms=msg.born_timestamp_ms, born_host=msg.born_host,
-                      reconsume_times=reconsume_times)
+    return MessageExt(
+        topic=topic,
+        body=msg.body,
+        properties=properties,
+        flag=msg.flag,
+        queue_id=0,
+        sys_flag=msg.sys_flag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        born_host=msg.born_host,
+        reconsume_times=reconsume_times,
+    )
 
 
 def retry_copy(msg: MessageExt, group: str, first_pop_time_ms: int) -> MessageExt:
@@ -58,12 +66,18 @@ def retry_copy(msg: MessageExt, group: str, first_pop_time_ms: int) -> MessageEx
     return _copy(msg, pop_retry_topic(group, topic), properties, msg.reconsume_times + 1)
 
 
-def dead_letter_properties(base: dict[str, str], topic: str, msg_id: str, queue_id: str, queue_offset: str,
-                           reason: str) -> dict[str, str]:
+def dead_letter_properties(
+    base: dict[str, str], topic: str, msg_id: str, queue_id: str, queue_offset: str, reason: str
+) -> dict[str, str]:
     """``base`` without what would delay the message, with where it came from and why it is dead."""
     properties = dict(base)
-    for transient in (props.POP_CK, props.DELAY_TIME_LEVEL, props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC,
-                      props.TIMER_DELAY_MS):
+    for transient in (
+        props.POP_CK,
+        props.DELAY_TIME_LEVEL,
+        props.TIMER_DELIVER_MS,
+        props.TIMER_DELAY_SEC,
+        props.TIMER_DELAY_MS,
+    ):
         properties.pop(transient, None)  # a dead letter is readable at once (RocketMQ #2724)
     properties[props.DLQ_ORIGIN_TOPIC] = topic
     properties[props.DLQ_ORIGIN_MESSAGE_ID] = msg_id
@@ -83,6 +97,5 @@ def dead_letter(msg: MessageExt, group: str, reason: str) -> MessageExt:
 
 
 def dead_letter_reference(ref: DeadLetterReference) -> MessageExt:
-    dead = dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset),
-                                   ref.reason)
+    dead = dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset), ref.reason)
     return MessageExt(topic=dlq_topic(ref.group), body=ref.to_json(), properties=dead, queue_id=0)

@@ -141,9 +141,18 @@ class PopResult:
 
     def handle(self, popped: PoppedQueue, queue_offset: int, phys_offset: int = 0) -> ReceiptHandle:
         fifo = popped.attempts is not None
-        return ReceiptHandle(popped.topic, queue_offset if fifo else popped.start_offset, self.pop_time_ms,
-                             self.invisible_ms, ORDERLY_REVIVE_QUEUE_ID if fifo else self.revive_queue_id,
-                             1 if popped.retry else 0, self.broker_name, popped.queue_id, queue_offset, phys_offset)
+        return ReceiptHandle(
+            popped.topic,
+            queue_offset if fifo else popped.start_offset,
+            self.pop_time_ms,
+            self.invisible_ms,
+            ORDERLY_REVIVE_QUEUE_ID if fifo else self.revive_queue_id,
+            1 if popped.retry else 0,
+            self.broker_name,
+            popped.queue_id,
+            queue_offset,
+            phys_offset,
+        )
 
     def delivered(self) -> list[tuple[MessageExt, ReceiptHandle]]:
         """Every message with its receipt handle (also set as its POP_CK property)."""
@@ -178,10 +187,25 @@ def tag_predicate(expression: str | None):
 
 
 class PopService:
-    def __init__(self, *, store, topics, groups, offsets, clock, broker_name: str, revive_topic: str,
-                 revive: ReviveService, revive_queues: list[ReviveQueue], fifo: FifoPopState, waiters: PopWaiters,
-                 min_invisible_ms: int, persist_interval_ms: int, durable_timeout_ms: int = 5_000,
-                 gray: GraySplits | None = None):
+    def __init__(
+        self,
+        *,
+        store,
+        topics,
+        groups,
+        offsets,
+        clock,
+        broker_name: str,
+        revive_topic: str,
+        revive: ReviveService,
+        revive_queues: list[ReviveQueue],
+        fifo: FifoPopState,
+        waiters: PopWaiters,
+        min_invisible_ms: int,
+        persist_interval_ms: int,
+        durable_timeout_ms: int = 5_000,
+        gray: GraySplits | None = None,
+    ):
         self._store = store
         self._topics = topics
         self._groups = groups
@@ -220,8 +244,11 @@ class PopService:
         self.revive.start()
         self._tasks.append(asyncio.ensure_future(self._persist_loop()))
         self.running = True
-        log.info("event=pop_started revive_queues=%d open_cks=%d", len(self._revive_queues),
-                 sum(len(q.ledger) for q in self._revive_queues))
+        log.info(
+            "event=pop_started revive_queues=%d open_cks=%d",
+            len(self._revive_queues),
+            sum(len(q.ledger) for q in self._revive_queues),
+        )
 
     async def stop(self) -> None:
         self.running = False
@@ -260,8 +287,10 @@ class PopService:
         if not topic_config.readable:
             raise NoPermissionError(f"topic {req.topic!r} is not readable on this broker")
         if req.queue_id >= topic_config.read_queue_nums:
-            raise BadRequestError(f"queue id {req.queue_id} is illegal: topic {req.topic!r} has "
-                                  f"{topic_config.read_queue_nums} read queues")
+            raise BadRequestError(
+                f"queue id {req.queue_id} is illegal: topic {req.topic!r} has "
+                f"{topic_config.read_queue_nums} read queues"
+            )
         fifo = group_config.consume_message_orderly if req.fifo is None else req.fifo
         max_attempts = retry_limit(group_config.retry_max_times) + 1
         invisible_ms = max(req.invisible_ms, self.min_invisible_ms)
@@ -276,8 +305,9 @@ class PopService:
             # a queue outside the client's share gives nothing: gray and normal clients never take each other's
             queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
             plan = self._plan(req.topic, queue_ids, None if fifo else retry_topic, share)
-            result = PopResult(self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues),
-                               self.broker_name)
+            result = PopResult(
+                self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues), self.broker_name
+            )
             for topic, queue_id in plan:
                 wanted = req.max_count - result.count
                 if wanted <= 0:
@@ -286,8 +316,15 @@ class PopService:
                     popped = await self._pop_fifo(req, topic, queue_id, wanted, result, keep, max_attempts)
                 elif self.staged.is_staged(req.group, topic):
                     popped = await self.staged.pop_queue(
-                        req.group, topic, queue_id, wanted, result, keep, max_attempts=max_attempts,
-                        next_offset=self._start_offset(req.group, topic, queue_id, req.init_mode))
+                        req.group,
+                        topic,
+                        queue_id,
+                        wanted,
+                        result,
+                        keep,
+                        max_attempts=max_attempts,
+                        next_offset=self._start_offset(req.group, topic, queue_id, req.init_mode),
+                    )
                 else:
                     popped = await self._pop_queue(req, topic, queue_id, wanted, result, keep)
                 if popped is not None:
@@ -299,8 +336,9 @@ class PopService:
             recheck = fifo or self.staged.is_staged(req.group, req.topic)
             await self._waiters.wait(watched, min(remaining_ms, FIFO_RECHECK_MS) if recheck else remaining_ms)
 
-    def _plan(self, topic: str, queue_ids: list[int], retry_topic: str | None,
-              share: QueueShare) -> list[tuple[str, int]]:
+    def _plan(
+        self, topic: str, queue_ids: list[int], retry_topic: str | None, share: QueueShare
+    ) -> list[tuple[str, int]]:
         turn = next(self._pops)
         start = turn % len(queue_ids) if queue_ids else 0
         plan = [(topic, q) for q in queue_ids[start:] + queue_ids[:start]]
@@ -337,8 +375,9 @@ class PopService:
         self._offsets.commit(group, topic, queue_id, start)
         return start
 
-    async def _pop_queue(self, req: PopRequest, topic: str, queue_id: int, wanted: int, result: PopResult,
-                         keep) -> PoppedQueue | None:
+    async def _pop_queue(
+        self, req: PopRequest, topic: str, queue_id: int, wanted: int, result: PopResult, keep
+    ) -> PoppedQueue | None:
         lock = self._lock(req.group, topic, queue_id)
         if lock is None:
             return None
@@ -349,8 +388,16 @@ class PopService:
                 popped = PoppedQueue(topic, queue_id, 0, got.records, retry=topic != req.topic)
                 offsets = popped.queue_offsets
                 popped.start_offset = offsets[0]
-                ck = PopCheckpoint.of_offsets(topic, req.group, queue_id, offsets, result.pop_time_ms,
-                                              result.invisible_ms, self.broker_name, result.revive_queue_id)
+                ck = PopCheckpoint.of_offsets(
+                    topic,
+                    req.group,
+                    queue_id,
+                    offsets,
+                    result.pop_time_ms,
+                    result.invisible_ms,
+                    self.broker_name,
+                    result.revive_queue_id,
+                )
                 result.revive_queue_id = await self.writes.checkpoint(self._revive_queues[result.revive_queue_id], ck)
                 self._offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
                 result.rest_num += max(got.max_offset - got.next_begin_offset, 0)
@@ -365,8 +412,9 @@ class PopService:
         elif got.status is GetStatus.OFFSET_OVERFLOW_BADLY:
             self._offsets.reset(group, topic, queue_id, got.max_offset)
 
-    async def _pop_fifo(self, req: PopRequest, topic: str, queue_id: int, wanted: int, result: PopResult, keep,
-                        max_attempts: int) -> PoppedQueue | None:
+    async def _pop_fifo(
+        self, req: PopRequest, topic: str, queue_id: int, wanted: int, result: PopResult, keep, max_attempts: int
+    ) -> PoppedQueue | None:
         lock = self._lock(req.group, topic, queue_id)
         if lock is None:
             return None
@@ -385,21 +433,29 @@ class PopService:
             candidates = [Candidate(o, m.message_group or "") for o, m in sorted(messages.items())]
             deliver = []
             while True:
-                selection = orderly.select(candidates, result.pop_time_ms, result.invisible_ms,
-                                           wanted - len(deliver), max_attempts)
+                selection = orderly.select(
+                    candidates, result.pop_time_ms, result.invisible_ms, wanted - len(deliver), max_attempts
+                )
                 deliver += selection.deliver
                 if not selection.dead_letters:
                     break
                 # Dead letters are done once written; their message groups may deliver their next message now.
-                await self._dead_letter_fifo(req.group, topic, queue_id, orderly,
-                                             [messages[o] for o, _ in selection.dead_letters])
+                await self._dead_letter_fifo(
+                    req.group, topic, queue_id, orderly, [messages[o] for o, _ in selection.dead_letters]
+                )
             self._fifo.changed()
             self._offsets.commit(req.group, topic, queue_id, orderly.commit_offset)
             if not deliver:
                 return None
             deliver.sort()
-            return PoppedQueue(topic, queue_id, deliver[0][0], [by_offset[o] for o, _ in deliver], retry=False,
-                               attempts=[a for _, a in deliver])
+            return PoppedQueue(
+                topic,
+                queue_id,
+                deliver[0][0],
+                [by_offset[o] for o, _ in deliver],
+                retry=False,
+                attempts=[a for _, a in deliver],
+            )
 
     async def _dead_letter_fifo(self, group: str, topic: str, queue_id: int, orderly, dead: list[MessageExt]) -> None:
         letters = [copies.dead_letter(m, group, copies.REASON_MAX_ATTEMPTS) for m in dead]
@@ -413,8 +469,9 @@ class PopService:
         await self.writes.put_messages(messages)
 
     # -- ack, change invisible time, forward to DLQ --------------------------------------------------------------
-    def _open_checkpoint(self, group: str, handle: ReceiptHandle, *,
-                         catch_up: bool = True) -> tuple[ReviveQueue, PopCheckpoint]:
+    def _open_checkpoint(
+        self, group: str, handle: ReceiptHandle, *, catch_up: bool = True
+    ) -> tuple[ReviveQueue, PopCheckpoint]:
         if handle.broker_name != self.broker_name:
             raise InvalidReceiptHandleError(f"the receipt handle is broker {handle.broker_name}'s, not this one's")
         if not 0 <= handle.revive_queue_id < len(self._revive_queues):
@@ -426,15 +483,20 @@ class PopService:
         ck = queue.ledger.open_checkpoint(key)
         index = ck.index_of(handle.queue_offset) if ck is not None else None
         if index is None or ck.is_acked(index):
-            raise InvalidReceiptHandleError("the receipt handle is stale: its message was acked, changed or "
-                                            "revived already, or it was never popped by this group")
+            raise InvalidReceiptHandleError(
+                "the receipt handle is stale: its message was acked, changed or "
+                "revived already, or it was never popped by this group"
+            )
         return queue, ck
 
     def _forwardable(self, handle: ReceiptHandle) -> bool:
         """A handle of this group whose CK is not here may still be good on a slave acting as master: its CK was
         escaped to another group, where its ack goes too."""
-        return (self.writes.forwards_unknown_handles and handle.broker_name == self.broker_name
-                and handle.revive_queue_id != ORDERLY_REVIVE_QUEUE_ID)
+        return (
+            self.writes.forwards_unknown_handles
+            and handle.broker_name == self.broker_name
+            and handle.revive_queue_id != ORDERLY_REVIVE_QUEUE_ID
+        )
 
     def _orderly(self, group: str, handle: ReceiptHandle):
         if handle.broker_name != self.broker_name:
@@ -473,8 +535,7 @@ class PopService:
                 outcome.append(None)
         by_queue: dict[int, list[AckRecord]] = {}
         for queue, ck, acked in acks.values():
-            by_queue.setdefault(queue.queue_id, []).append(
-                ck.ack_of(acked))
+            by_queue.setdefault(queue.queue_id, []).append(ck.ack_of(acked))
         for queue_id, records in by_queue.items():
             await self.writes.acks(self._revive_queues[queue_id], records)
         if forwarded:
@@ -494,9 +555,18 @@ class PopService:
         if handle.revive_queue_id == ORDERLY_REVIVE_QUEUE_ID:
             self._orderly(group, handle).change_invisible(handle.queue_offset, now_ms, invisible_ms)
             self._fifo.promised()
-            changed = ReceiptHandle(handle.topic, handle.queue_offset, now_ms, invisible_ms, handle.revive_queue_id,
-                                    handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
-                                    handle.phys_offset)
+            changed = ReceiptHandle(
+                handle.topic,
+                handle.queue_offset,
+                now_ms,
+                invisible_ms,
+                handle.revive_queue_id,
+                handle.retry_flag,
+                handle.broker_name,
+                handle.queue_id,
+                handle.queue_offset,
+                handle.phys_offset,
+            )
             try:
                 await self.writes.fifo_state()
             except NotReplicatedError as exc:  # changed here, not on a slave: the handle stays good on this broker
@@ -513,12 +583,30 @@ class PopService:
         # offset would give it: the ledger would take it for the old CK (whose other messages would be lost)
         # and the old handle would stay valid. A pop time one millisecond later keeps the keys apart.
         pop_time_ms = max(now_ms, handle.pop_time_ms + 1)
-        new_ck = PopCheckpoint.of_offsets(handle.topic, group, handle.queue_id, [handle.queue_offset], pop_time_ms,
-                                          invisible_ms, self.broker_name, handle.revive_queue_id)
+        new_ck = PopCheckpoint.of_offsets(
+            handle.topic,
+            group,
+            handle.queue_id,
+            [handle.queue_offset],
+            pop_time_ms,
+            invisible_ms,
+            self.broker_name,
+            handle.revive_queue_id,
+        )
+
         def new_handle(revive_queue_id: int) -> ReceiptHandle:
-            return ReceiptHandle(handle.topic, handle.queue_offset, pop_time_ms, invisible_ms, revive_queue_id,
-                                 handle.retry_flag, handle.broker_name, handle.queue_id, handle.queue_offset,
-                                 handle.phys_offset)
+            return ReceiptHandle(
+                handle.topic,
+                handle.queue_offset,
+                pop_time_ms,
+                invisible_ms,
+                revive_queue_id,
+                handle.retry_flag,
+                handle.broker_name,
+                handle.queue_id,
+                handle.queue_offset,
+                handle.phys_offset,
+            )
 
         try:
             return new_handle(await self.writes.change(queue, _ack_of_handle(group, handle), new_ck))
@@ -536,13 +624,20 @@ class PopService:
             except InvalidReceiptHandleError:
                 if not self._forwardable(handle):
                     raise  # else its CK lives on another broker: the dead letter and the ack are escaped
-        read = await self.revive.readers.for_broker(handle.broker_name).read(handle.topic, handle.queue_id,
-                                                                         handle.queue_offset)
+        read = await self.revive.readers.for_broker(handle.broker_name).read(
+            handle.topic, handle.queue_id, handle.queue_offset
+        )
         if read.status is ReadStatus.FOUND:
             await self._put([copies.dead_letter(read.message, group, copies.REASON_CLIENT_FORWARD)])
         else:
-            log.warning("event=forward_to_dlq_unreadable group=%s topic=%s queue=%d offset=%d reason=%s", group,
-                        handle.topic, handle.queue_id, handle.queue_offset, read.reason)
+            log.warning(
+                "event=forward_to_dlq_unreadable group=%s topic=%s queue=%d offset=%d reason=%s",
+                group,
+                handle.topic,
+                handle.queue_id,
+                handle.queue_offset,
+                read.reason,
+            )
         await self.ack(group, [handle])
 
     # -- observability ----------------------------------------------------------------------------------------------
@@ -573,13 +668,19 @@ class PopService:
         return {key: QueuePopStats(*values) for key, values in counts.items()}
 
     def __repr__(self) -> str:
-        return (f"<PopService revive_queues={len(self._revive_queues)} waiting={self._waiters.waiting} "
-                f"{self.revive!r}>")
+        return f"<PopService revive_queues={len(self._revive_queues)} waiting={self._waiters.waiting} {self.revive!r}>"
 
 
 def _ack_of_handle(group: str, handle: ReceiptHandle) -> AckRecord:
-    return AckRecord(handle.topic, group, handle.queue_id, handle.start_offset, handle.pop_time_ms,
-                     handle.broker_name, (handle.queue_offset,))
+    return AckRecord(
+        handle.topic,
+        group,
+        handle.queue_id,
+        handle.start_offset,
+        handle.pop_time_ms,
+        handle.broker_name,
+        (handle.queue_offset,),
+    )
 
 
 __all__ = [

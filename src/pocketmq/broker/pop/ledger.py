@@ -20,8 +20,8 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 
@@ -82,11 +82,18 @@ class ReviveLedger:
         """A record that is neither CK nor ACK (or unreadable) still moves the read position."""
         self._advance(revive_offset)
 
-    def due(self, now_ms: int, limit: int | None = None,
-            skip: Callable[[PopCheckpoint], bool] | None = None) -> list[PopCheckpoint]:
+    def due(
+        self, now_ms: int, limit: int | None = None, skip: Callable[[PopCheckpoint], bool] | None = None
+    ) -> list[PopCheckpoint]:
         """Open CKs past their revive time, oldest first; ``skip`` leaves out CKs another service hands back."""
-        entries = sorted((e for e in self._open.values() if e.checkpoint.revive_time_ms <= now_ms
-                          and not (skip is not None and skip(e.checkpoint))), key=lambda e: e.revive_offset)
+        entries = sorted(
+            (
+                e
+                for e in self._open.values()
+                if e.checkpoint.revive_time_ms <= now_ms and not (skip is not None and skip(e.checkpoint))
+            ),
+            key=lambda e: e.revive_offset,
+        )
         return [e.checkpoint for e in entries[:limit]]
 
     def next_revive_time_ms(self) -> int | None:
@@ -131,5 +138,7 @@ class ReviveLedger:
         return {key: QueuePopState(v[0], v[1]) for key, v in counts.items()}
 
     def __repr__(self) -> str:
-        return (f"<ReviveLedger open={len(self._open)} next_offset={self._next_offset} "
-                f"commit_offset={self.commit_offset()} orphan_acks={self.orphan_acks}>")
+        return (
+            f"<ReviveLedger open={len(self._open)} next_offset={self._next_offset} "
+            f"commit_offset={self.commit_offset()} orphan_acks={self.orphan_acks}>"
+        )

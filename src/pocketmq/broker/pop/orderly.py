@@ -47,8 +47,9 @@ class OrderlyQueue:
         self._in_flight: dict[int, _Delivery] = {}  # queue offset -> last delivery
         self._done: set[int] = set()  # offsets > commit_offset that are done
 
-    def select(self, candidates: list[Candidate], now_ms: int, invisible_ms: int, max_count: int,
-               max_attempts: int) -> Selection:
+    def select(
+        self, candidates: list[Candidate], now_ms: int, invisible_ms: int, max_count: int, max_attempts: int
+    ) -> Selection:
         selection = Selection()
         blocked: set[str] = set()
         for cand in candidates:
@@ -114,8 +115,11 @@ class OrderlyQueue:
         for deliveries in (self._in_flight, other._in_flight):
             for offset, d in deliveries.items():
                 known = in_flight.get(offset)
-                if offset >= commit and offset not in done and (
-                        known is None or (d.attempt, d.invisible_until_ms) > (known.attempt, known.invisible_until_ms)):
+                if (
+                    offset >= commit
+                    and offset not in done
+                    and (known is None or (d.attempt, d.invisible_until_ms) > (known.attempt, known.invisible_until_ms))
+                ):
                     in_flight[offset] = _Delivery(d.attempt, d.invisible_until_ms)
         self.commit_offset, self._done, self._in_flight = commit, done, in_flight
         while self.commit_offset in self._done:
@@ -137,8 +141,11 @@ class OrderlyQueue:
         return sum(1 for d in self._in_flight.values() if d.invisible_until_ms > now_ms)
 
     def to_json(self) -> dict:
-        return {"commit": self.commit_offset, "done": sorted(self._done),
-                "flight": {str(o): [d.attempt, d.invisible_until_ms] for o, d in sorted(self._in_flight.items())}}
+        return {
+            "commit": self.commit_offset,
+            "done": sorted(self._done),
+            "flight": {str(o): [d.attempt, d.invisible_until_ms] for o, d in sorted(self._in_flight.items())},
+        }
 
     @classmethod
     def from_json(cls, obj: dict) -> OrderlyQueue:
@@ -149,4 +156,3 @@ class OrderlyQueue:
 
     def __repr__(self) -> str:
         return f"<OrderlyQueue commit={self.commit_offset} in_flight={len(self._in_flight)} done={len(self._done)}>"
-

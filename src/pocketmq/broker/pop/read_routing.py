@@ -15,7 +15,7 @@ per message, and while the group's breaker is open none at all. ``unacked_by_que
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.reader import MessageReader
@@ -65,8 +65,14 @@ class ReaderRouter:
             try:
                 got = await self.for_broker(broker_name).read_many(topic, queue_id, offsets)
             except Exception as exc:
-                log.warning("event=revive_read_raised broker=%s topic=%s queue=%d offsets=%d error=%r", broker_name,
-                            topic, queue_id, len(offsets), exc)
+                log.warning(
+                    "event=revive_read_raised broker=%s topic=%s queue=%d offsets=%d error=%r",
+                    broker_name,
+                    topic,
+                    queue_id,
+                    len(offsets),
+                    exc,
+                )
                 got = {}
                 missing = ReadResult.failed(FailureReason.EXCEPTION, f"{type(exc).__name__}: {exc}")
             else:

@@ -50,8 +50,9 @@ class LocalMessageReader:
             if got.status is GetStatus.FOUND and got.records:
                 return check_offset(ReadResult.found(got.messages()[0]), queue_offset)
         except Exception as exc:  # a read that raised is a failed read, never a skipped one
-            log.warning("event=revive_read_raised topic=%s queue=%d offset=%d error=%r", topic, queue_id,
-                        queue_offset, exc)
+            log.warning(
+                "event=revive_read_raised topic=%s queue=%d offset=%d error=%r", topic, queue_id, queue_offset, exc
+            )
             return ReadResult.failed(FailureReason.EXCEPTION, f"{type(exc).__name__}: {exc}")
         cause = _NOT_FOUND_CAUSES.get(got.status)
         if cause is not None:

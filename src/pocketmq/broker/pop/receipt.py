@@ -45,16 +45,38 @@ class ReceiptHandle:
         return self.revive_time_ms <= now_ms
 
     def encode(self) -> str:
-        return " ".join(str(v) for v in (
-            self.topic, self.start_offset, self.pop_time_ms, self.invisible_time_ms, self.revive_queue_id,
-            self.retry_flag, self.broker_name, self.queue_id, self.queue_offset, self.phys_offset))
+        return " ".join(
+            str(v)
+            for v in (
+                self.topic,
+                self.start_offset,
+                self.pop_time_ms,
+                self.invisible_time_ms,
+                self.revive_queue_id,
+                self.retry_flag,
+                self.broker_name,
+                self.queue_id,
+                self.queue_offset,
+                self.phys_offset,
+            )
+        )
 
     def at_offset(self, queue_offset: int) -> ReceiptHandle:
         """The handle of another message of the same pop (a batch ack names one CK and a set of offsets)."""
         if queue_offset < self.start_offset:
             raise InvalidReceiptHandle("the receipt handle's offset is before its checkpoint")
-        return ReceiptHandle(self.topic, self.start_offset, self.pop_time_ms, self.invisible_time_ms,
-                             self.revive_queue_id, self.retry_flag, self.broker_name, self.queue_id, queue_offset, 0)
+        return ReceiptHandle(
+            self.topic,
+            self.start_offset,
+            self.pop_time_ms,
+            self.invisible_time_ms,
+            self.revive_queue_id,
+            self.retry_flag,
+            self.broker_name,
+            self.queue_id,
+            queue_offset,
+            0,
+        )
 
     @classmethod
     def decode(cls, text: str) -> ReceiptHandle:
@@ -73,5 +95,6 @@ class ReceiptHandle:
         start, pop_time, invisible, revive_qid, retry_flag, queue_id, queue_offset, phys_offset = numbers
         if queue_offset < start:
             raise InvalidReceiptHandle("the receipt handle's offset is before its checkpoint")
-        return cls(topic, start, pop_time, invisible, revive_qid, retry_flag, broker_name, queue_id, queue_offset,
-                   phys_offset)
+        return cls(
+            topic, start, pop_time, invisible, revive_qid, retry_flag, broker_name, queue_id, queue_offset, phys_offset
+        )

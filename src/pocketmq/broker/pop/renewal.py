@@ -32,12 +32,16 @@ class Renewal:
     received_ms: int
 
 
-
 class RenewalTable:
     """First handle text -> its renewal, for every message delivered by an auto-renew receive."""
 
-    def __init__(self, *, invisible_ms: int = DEFAULT_AUTO_RENEW_INVISIBLE_MS,
-                 ahead_ms: int = DEFAULT_RENEW_AHEAD_MS, max_renew_ms: int = DEFAULT_MAX_RENEW_MS):
+    def __init__(
+        self,
+        *,
+        invisible_ms: int = DEFAULT_AUTO_RENEW_INVISIBLE_MS,
+        ahead_ms: int = DEFAULT_RENEW_AHEAD_MS,
+        max_renew_ms: int = DEFAULT_MAX_RENEW_MS,
+    ):
         self.invisible_ms = invisible_ms
         self.ahead_ms = ahead_ms
         self.max_renew_ms = max_renew_ms

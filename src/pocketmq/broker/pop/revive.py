@@ -49,13 +49,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pocketmq.broker.gray import place_retry_copy
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.broker.pop.read_routing import ReadKey, ReaderRouter
+from pocketmq.broker.pop.read_routing import ReaderRouter, ReadKey
 from pocketmq.broker.pop.revive_queue import (
     ReviveQueue,
     ack_message,
@@ -106,8 +106,15 @@ def retry_limit(retry_max_times: int) -> int:
     return DEFAULT_RETRY_MAX_TIMES if retry_max_times < 0 else retry_max_times
 
 
-def decide(ck: PopCheckpoint, queue_offset: int, read: ReadResult, *, retry_max_times: int,
-           policy: CkRewritePolicy, now_ms: int) -> Decision:
+def decide(
+    ck: PopCheckpoint,
+    queue_offset: int,
+    read: ReadResult,
+    *,
+    retry_max_times: int,
+    policy: CkRewritePolicy,
+    now_ms: int,
+) -> Decision:
     """What revive does with the un-acked message at ``queue_offset`` of ``ck``, given how its read went."""
     if read.status is ReadStatus.FOUND:
         msg = read.message
@@ -125,8 +132,9 @@ def decide(ck: PopCheckpoint, queue_offset: int, read: ReadResult, *, retry_max_
         ending = policy.ending
     if ending is CkEnding.DROP:
         return Dropped(f"{read.reason}: {read.description}" if read.description else read.reason)
-    reference = DeadLetterReference(ck.topic, ck.queue_id, queue_offset, ck.broker_name, ck.group, read.reason,
-                                    read.description, ck.rewrite_count)
+    reference = DeadLetterReference(
+        ck.topic, ck.queue_id, queue_offset, ck.broker_name, ck.group, read.reason, read.description, ck.rewrite_count
+    )
     return Copy(copies.dead_letter_reference(reference), True, queue_offset=queue_offset)
 
 
@@ -139,8 +147,9 @@ def fallback(copy: Copy, ck: PopCheckpoint, description: str) -> Copy | None:
         return Copy(copies.dead_letter(copy.source, ck.group, reason), True, copy.source, copy.queue_offset)
     if copy.message.properties.get(REFERENCE_PROPERTY) == "true":
         return None
-    reference = DeadLetterReference(ck.topic, ck.queue_id, copy.queue_offset, ck.broker_name, ck.group, reason,
-                                    description, ck.rewrite_count)
+    reference = DeadLetterReference(
+        ck.topic, ck.queue_id, copy.queue_offset, ck.broker_name, ck.group, reason, description, ck.rewrite_count
+    )
     return Copy(copies.dead_letter_reference(reference), True, queue_offset=copy.queue_offset)
 
 
@@ -149,8 +158,9 @@ def write_ending(copy: Copy, ck: PopCheckpoint) -> Copy:
     a dead letter of the message (reason ``WRITE_FAILED``); a dead letter already is an ending."""
     if copy.dead_letter or copy.source is None:
         return copy
-    return Copy(copies.dead_letter(copy.source, ck.group, copies.REASON_WRITE_FAILED), True, copy.source,
-                copy.queue_offset)
+    return Copy(
+        copies.dead_letter(copy.source, ck.group, copies.REASON_WRITE_FAILED), True, copy.source, copy.queue_offset
+    )
 
 
 _WRITE_REASONS = frozenset({copies.REASON_WRITE_REFUSED, copies.REASON_WRITE_FAILED})
@@ -182,18 +192,27 @@ class ReviveMetrics:
     QUEUE_LABELS = ("group", "topic", "queue_id")
 
     def __init__(self, registry: MetricsRegistry):
-        self.messages = registry.counter("pocketmq_pop_revive_messages_total",
-                                         "Un-acked POP messages revive handled, by outcome",
-                                         (*self.QUEUE_LABELS, "outcome"))
-        self.rewrites = registry.counter("pocketmq_pop_ck_rewrites_total",
-                                         "CKs rewritten with backoff after a failed read, by attempt number",
-                                         (*self.QUEUE_LABELS, "attempt"))
-        self.rewrite_wait = registry.histogram("pocketmq_pop_ck_rewrite_wait_seconds",
-                                               "Backoff wait of each CK rewrite", ("group",),
-                                               buckets=REWRITE_WAIT_BUCKETS_S)
-        self.endings = registry.counter("pocketmq_pop_ck_endings_total",
-                                        "Messages whose reads kept failing past the backoff table, by ending",
-                                        (*self.QUEUE_LABELS, "ending"))
+        self.messages = registry.counter(
+            "pocketmq_pop_revive_messages_total",
+            "Un-acked POP messages revive handled, by outcome",
+            (*self.QUEUE_LABELS, "outcome"),
+        )
+        self.rewrites = registry.counter(
+            "pocketmq_pop_ck_rewrites_total",
+            "CKs rewritten with backoff after a failed read, by attempt number",
+            (*self.QUEUE_LABELS, "attempt"),
+        )
+        self.rewrite_wait = registry.histogram(
+            "pocketmq_pop_ck_rewrite_wait_seconds",
+            "Backoff wait of each CK rewrite",
+            ("group",),
+            buckets=REWRITE_WAIT_BUCKETS_S,
+        )
+        self.endings = registry.counter(
+            "pocketmq_pop_ck_endings_total",
+            "Messages whose reads kept failing past the backoff table, by ending",
+            (*self.QUEUE_LABELS, "ending"),
+        )
         self.cks = registry.counter("pocketmq_pop_revive_cks_total", "CKs revive closed")
         self.writes = BackgroundWriteMetrics(registry, "revive")
 
@@ -207,8 +226,20 @@ class ReviveMetrics:
 class ReviveService:
     """Runs revive over the revive queues of one broker; its metrics are read by ``group describe``."""
 
-    def __init__(self, queues: list[ReviveQueue], readers: ReaderRouter, store, groups, offsets, topics, clock, *,
-                 policy: CkRewritePolicy, interval_ms: int, metrics: MetricsRegistry | None = None):
+    def __init__(
+        self,
+        queues: list[ReviveQueue],
+        readers: ReaderRouter,
+        store,
+        groups,
+        offsets,
+        topics,
+        clock,
+        *,
+        policy: CkRewritePolicy,
+        interval_ms: int,
+        metrics: MetricsRegistry | None = None,
+    ):
         self._queues = queues
         self.readers = readers
         self._store = store
@@ -310,8 +341,9 @@ class ReviveService:
     def _is_open(self, key: str) -> bool:
         return any(queue.ledger.is_open(key) for queue in self._queues)
 
-    async def _revive(self, queue: ReviveQueue, cks: list[PopCheckpoint], reads: dict[ReadKey, dict[int, ReadResult]],
-                      now_ms: int) -> PassResult:
+    async def _revive(
+        self, queue: ReviveQueue, cks: list[PopCheckpoint], reads: dict[ReadKey, dict[int, ReadResult]], now_ms: int
+    ) -> PassResult:
         """Revive a batch of due CKs (``reads``: their messages) with two store writes: every copy, then one
         append of their ACKs and rewritten CKs (two writes per CK made revive wait on the store's write path
         most of the time). A CK whose copies did not all reach the store stays open, in the write backoff."""
@@ -320,8 +352,9 @@ class ReviveService:
         closing = [plan for plan in plans if plan.failure is None]
         if closing:
             try:
-                await self.writes.close(queue, [(p.ck.ack_of(p.offsets), [r.checkpoint for r, _ in p.rewrites])
-                                                for p in closing])
+                await self.writes.close(
+                    queue, [(p.ck.ack_of(p.offsets), [r.checkpoint for r, _ in p.rewrites]) for p in closing]
+                )
             except PocketMQError as exc:  # the copies are written; the CKs revive again (at least once)
                 failure = WriteResult.transient(type(exc).__name__, str(exc))
                 self._metrics.writes.failed(failure)
@@ -344,8 +377,9 @@ class ReviveService:
         plan = _Plan(ck, ck.unacked_offsets())
         for queue_offset in plan.offsets:
             read = reads[queue_offset]
-            decision = decide(ck, queue_offset, read, retry_max_times=retry_max_times, policy=self.policy,
-                              now_ms=now_ms)
+            decision = decide(
+                ck, queue_offset, read, retry_max_times=retry_max_times, policy=self.policy, now_ms=now_ms
+            )
             if isinstance(decision, Copy):
                 plan.copies.append(write_ending(decision, ck) if ends else decision)
             elif isinstance(decision, Rewrite):
@@ -408,9 +442,16 @@ class ReviveService:
         return None
 
     def _log_refused(self, ck: PopCheckpoint, copy: Copy, why: str) -> None:
-        log.error("event=revive_copy_refused group=%s topic=%s queue=%d offset=%d msg_id=%s copy_topic=%s "
-                  "reason=%s", ck.group, ck.topic, ck.queue_id, copy.queue_offset,
-                  copy.source.msg_id if copy.source is not None else "", copy.message.topic, why)
+        log.error(
+            "event=revive_copy_refused group=%s topic=%s queue=%d offset=%d msg_id=%s copy_topic=%s reason=%s",
+            ck.group,
+            ck.topic,
+            ck.queue_id,
+            copy.queue_offset,
+            copy.source.msg_id if copy.source is not None else "",
+            copy.message.topic,
+            why,
+        )
 
     def _postpone(self, plans: list[_Plan], now_ms: int) -> None:
         """CKs whose copies failed for a passing reason: each waits its next backoff step (or is parked)."""
@@ -419,28 +460,52 @@ class ReviveService:
             if step.parked:
                 self._metrics.writes.ended(ENDING_PARKED)
             if step.ends_next or step.parked:
-                log.error("event=revive_write_failing group=%s topic=%s queue=%d offset=%d failures=%d wait_ms=%d "
-                          "next=%s reason=%s", plan.ck.group, plan.ck.topic, plan.ck.queue_id, plan.ck.start_offset,
-                          step.failures, step.wait_ms, "dead_letter", plan.failure)
+                log.error(
+                    "event=revive_write_failing group=%s topic=%s queue=%d offset=%d failures=%d wait_ms=%d "
+                    "next=%s reason=%s",
+                    plan.ck.group,
+                    plan.ck.topic,
+                    plan.ck.queue_id,
+                    plan.ck.start_offset,
+                    step.failures,
+                    step.wait_ms,
+                    "dead_letter",
+                    plan.failure,
+                )
         log.warning("event=revive_write_failed cks=%d reason=%s", len(plans), plans[0].failure)
 
     def _count(self, plan: _Plan) -> None:
         """Metrics and logs of a closed CK."""
         ck = plan.ck
         for rewrite, reason in plan.rewrites:
-            self._metrics.rewrites.inc(group=ck.group, topic=ck.topic, queue_id=ck.queue_id,
-                                       attempt=rewrite.checkpoint.rewrite_count)
+            self._metrics.rewrites.inc(
+                group=ck.group, topic=ck.topic, queue_id=ck.queue_id, attempt=rewrite.checkpoint.rewrite_count
+            )
             self._metrics.rewrite_wait.observe(rewrite.wait_ms / 1000, group=ck.group)
-            log.info("event=ck_rewritten group=%s broker=%s topic=%s queue=%d offset=%d rewrites=%d wait_ms=%d "
-                     "reason=%s", ck.group, ck.broker_name, ck.topic, ck.queue_id, rewrite.checkpoint.start_offset,
-                     rewrite.checkpoint.rewrite_count, rewrite.wait_ms, reason)
+            log.info(
+                "event=ck_rewritten group=%s broker=%s topic=%s queue=%d offset=%d rewrites=%d wait_ms=%d reason=%s",
+                ck.group,
+                ck.broker_name,
+                ck.topic,
+                ck.queue_id,
+                rewrite.checkpoint.start_offset,
+                rewrite.checkpoint.rewrite_count,
+                rewrite.wait_ms,
+                reason,
+            )
         for _ in range(plan.gone):
             self._metrics.message(ck, "not_found")
         for queue_offset, reason in plan.drops:
             self._metrics.message(ck, "dropped")
             self._metrics.ending(ck, CkEnding.DROP)
-            log.error("event=ck_dropped group=%s topic=%s queue=%d offset=%d reason=%s", ck.group, ck.topic,
-                      ck.queue_id, queue_offset, reason)
+            log.error(
+                "event=ck_dropped group=%s topic=%s queue=%d offset=%d reason=%s",
+                ck.group,
+                ck.topic,
+                ck.queue_id,
+                queue_offset,
+                reason,
+            )
         for copy in plan.copies:
             self._metrics.message(ck, "dead_lettered" if copy.dead_letter else "retried")
             reason = copy.message.properties.get(copies.DLQ_REASON)
@@ -448,11 +513,18 @@ class ReviveService:
                 self._metrics.writes.ended(ENDING_DLQ)
             elif copy.dead_letter and reason != copies.REASON_MAX_ATTEMPTS:
                 self._metrics.ending(ck, CkEnding.DEAD_LETTER)
-                log.error("event=dead_lettered_after_failed_reads group=%s broker=%s topic=%s queue=%d reason=%s",
-                          ck.group, ck.broker_name, ck.topic, ck.queue_id, reason)
+                log.error(
+                    "event=dead_lettered_after_failed_reads group=%s broker=%s topic=%s queue=%d reason=%s",
+                    ck.group,
+                    ck.broker_name,
+                    ck.topic,
+                    ck.queue_id,
+                    reason,
+                )
         if plan.unwritable:
-            self._metrics.messages.inc(plan.unwritable, group=ck.group, topic=ck.topic, queue_id=ck.queue_id,
-                                       outcome="dropped")
+            self._metrics.messages.inc(
+                plan.unwritable, group=ck.group, topic=ck.topic, queue_id=ck.queue_id, outcome="dropped"
+            )
             self._metrics.writes.ended(ENDING_UNWRITABLE, plan.unwritable)
         self._metrics.cks.inc()
 

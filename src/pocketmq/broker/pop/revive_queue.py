@@ -32,8 +32,12 @@ _READ_MAX_BYTES = 4 * 1024 * 1024
 
 
 def checkpoint_message(revive_topic: str, ck: PopCheckpoint) -> MessageExt:
-    return MessageExt(topic=revive_topic, body=ck.to_json(), queue_id=ck.revive_queue_id,
-                      properties={props.TAGS: CK_TAG, props.UNIQ_KEY: f"{ck.key}@ck@{ck.rewrite_count}"})
+    return MessageExt(
+        topic=revive_topic,
+        body=ck.to_json(),
+        queue_id=ck.revive_queue_id,
+        properties={props.TAGS: CK_TAG, props.UNIQ_KEY: f"{ck.key}@ck@{ck.rewrite_count}"},
+    )
 
 
 def ack_message(revive_topic: str, revive_queue_id: int, ack: AckRecord) -> MessageExt:
@@ -77,10 +81,16 @@ class ReviveQueue:
             offset = ledger.next_offset
             got = store.get_messages(self.topic, self.queue_id, offset, _CATCH_UP_BATCH, max_bytes=_READ_MAX_BYTES)
             if got.status is not GetStatus.FOUND:
-                if got.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING) \
-                        and got.next_begin_offset > offset:
-                    log.error("event=revive_records_removed queue=%d from=%d to=%d", self.queue_id, offset,
-                              got.next_begin_offset)
+                if (
+                    got.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING)
+                    and got.next_begin_offset > offset
+                ):
+                    log.error(
+                        "event=revive_records_removed queue=%d from=%d to=%d",
+                        self.queue_id,
+                        offset,
+                        got.next_begin_offset,
+                    )
                     for skipped in range(offset, got.next_begin_offset):
                         ledger.skip(skipped)
                     continue
@@ -102,8 +112,9 @@ class ReviveQueue:
                 return
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
             self.bad_records += 1
-            log.error("event=revive_record_unreadable queue=%d offset=%d error=%s", self.queue_id,
-                      msg.queue_offset, exc)
+            log.error(
+                "event=revive_record_unreadable queue=%d offset=%d error=%s", self.queue_id, msg.queue_offset, exc
+            )
         self.ledger.skip(msg.queue_offset)
 
     def _note_popped(self, ck: PopCheckpoint) -> None:
@@ -139,8 +150,10 @@ async def replicated(replication, results: list[PutResult]) -> None:
 
 def _raise_unless_replicated(status: PutStatus) -> None:
     if status in (PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE):
-        raise NotReplicatedError(f"stored on the master, but {status.value}: no slave acknowledged it",
-                                 slave_in_sync=status is PutStatus.FLUSH_SLAVE_TIMEOUT)
+        raise NotReplicatedError(
+            f"stored on the master, but {status.value}: no slave acknowledged it",
+            slave_in_sync=status is PutStatus.FLUSH_SLAVE_TIMEOUT,
+        )
 
 
 class LocalPopWrites:
@@ -176,8 +189,9 @@ class LocalPopWrites:
 
     async def change(self, queue: ReviveQueue, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         """Close a message in its CK and open a one-message CK with the new deadline, in one store call."""
-        results = await queue.append([ack_message(queue.topic, queue.queue_id, old_ack),
-                                      checkpoint_message(queue.topic, new_ck)])
+        results = await queue.append(
+            [ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)]
+        )
         await replicated(self.replication, results)
         return queue.queue_id
 

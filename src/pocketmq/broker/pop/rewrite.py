@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 
 _S = 1000
-DEFAULT_CK_REWRITE_BACKOFF_MS = tuple(s * _S for s in (
-    10, 20, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200))
+DEFAULT_CK_REWRITE_BACKOFF_MS = tuple(
+    s * _S for s in (10, 20, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+)
 
 
 class CkEnding(enum.Enum):
@@ -64,5 +65,6 @@ class CkRewritePolicy:
         # The pop time stays (the CK's identity and the message's first pop); the invisible time grows so that
         # the revive time is now + wait.
         invisible_ms = max(now_ms + wait_ms - ck.pop_time_ms, 0)
-        return Rewrite(ck.single(queue_offset, invisible_time_ms=invisible_ms, rewrite_count=ck.rewrite_count + 1),
-                       wait_ms)
+        return Rewrite(
+            ck.single(queue_offset, invisible_time_ms=invisible_ms, rewrite_count=ck.rewrite_count + 1), wait_ms
+        )

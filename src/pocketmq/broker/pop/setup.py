@@ -23,21 +23,47 @@ def build_pop_service(broker) -> PopService:
     for queue_id in range(topic_config.write_queue_nums):
         committed = broker.offsets.query(REVIVE_GROUP, topic, queue_id)
         queues.append(ReviveQueue(store, topic, queue_id, broker.broker_name, committed or 0))
-    revive = ReviveService(queues, build_reader_router(broker), store, broker.groups, broker.offsets, broker.topics,
-                           broker.clock, policy=config.ck_rewrite_policy(), interval_ms=config.pop_revive_interval_ms,
-                           metrics=broker.metrics)
-    service = PopService(store=store, topics=broker.topics, groups=broker.groups, offsets=broker.offsets,
-                         clock=broker.clock, broker_name=broker.broker_name, revive_topic=topic, revive=revive,
-                         revive_queues=queues, fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
-                         waiters=PopWaiters(config.long_polling_max_waiters),
-                         min_invisible_ms=config.pop_min_invisible_ms,
-                         persist_interval_ms=config.pop_state_persist_interval_ms,
-                         durable_timeout_ms=config.sync_flush_timeout_ms, gray=broker.gray)
+    revive = ReviveService(
+        queues,
+        build_reader_router(broker),
+        store,
+        broker.groups,
+        broker.offsets,
+        broker.topics,
+        broker.clock,
+        policy=config.ck_rewrite_policy(),
+        interval_ms=config.pop_revive_interval_ms,
+        metrics=broker.metrics,
+    )
+    service = PopService(
+        store=store,
+        topics=broker.topics,
+        groups=broker.groups,
+        offsets=broker.offsets,
+        clock=broker.clock,
+        broker_name=broker.broker_name,
+        revive_topic=topic,
+        revive=revive,
+        revive_queues=queues,
+        fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
+        waiters=PopWaiters(config.long_polling_max_waiters),
+        min_invisible_ms=config.pop_min_invisible_ms,
+        persist_interval_ms=config.pop_state_persist_interval_ms,
+        durable_timeout_ms=config.sync_flush_timeout_ms,
+        gray=broker.gray,
+    )
     registry = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
     registry.load()
-    service.staged = StagedPop(registry=registry, store=store, topics=broker.topics, offsets=broker.offsets,
-                               revive_queues=queues, broker_name=broker.broker_name,
-                               put=service._put, count=revive.count_handed_back)  # the engine's DLQ writer
+    service.staged = StagedPop(
+        registry=registry,
+        store=store,
+        topics=broker.topics,
+        offsets=broker.offsets,
+        revive_queues=queues,
+        broker_name=broker.broker_name,
+        put=service._put,
+        count=revive.count_handed_back,
+    )  # the engine's DLQ writer
     revive.handled_elsewhere = service.staged.handled_elsewhere
     return service
 
@@ -45,12 +71,18 @@ def build_pop_service(broker) -> PopService:
 def build_reader_router(broker) -> ReaderRouter:
     """This broker's store for its own group; for every other group a ``RemoteMessageReader`` (built on first
     use, through this broker's name servers), all sharing the broker's ``BreakerBoard``."""
+
     def remote(broker_name: str) -> RemoteMessageReader:
         # The broker's own board: its settings change at run time (pocketmq config set) and it counts into the
         # broker's metrics.
-        return RemoteMessageReader(broker_name, broker.namesrv_client(), broker.remoting_client,
-                                   breakers=broker.breakers, clock=broker.clock,
-                                   timeout_ms=broker.config.remote_read_timeout_ms,
-                                   delays=broker.config.remote_read_retry_delays())
+        return RemoteMessageReader(
+            broker_name,
+            broker.namesrv_client(),
+            broker.remoting_client,
+            breakers=broker.breakers,
+            clock=broker.clock,
+            timeout_ms=broker.config.remote_read_timeout_ms,
+            delays=broker.config.remote_read_retry_delays(),
+        )
 
     return ReaderRouter(broker.broker_name, LocalMessageReader(broker.store), remote)

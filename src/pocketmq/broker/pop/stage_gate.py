@@ -47,8 +47,15 @@ def current_stage_end(definitions: list[int], origin: int, lowest_open: int) -> 
     return origin + stage_end(definitions, lowest_open - origin)
 
 
-def decide(definitions: list[int], origin: int, in_flight: list[InFlight], next_offset: int, now_ms: int,
-           wanted: int, max_attempts: int) -> GateDecision:
+def decide(
+    definitions: list[int],
+    origin: int,
+    in_flight: list[InFlight],
+    next_offset: int,
+    now_ms: int,
+    wanted: int,
+    max_attempts: int,
+) -> GateDecision:
     """What a pop of ``wanted`` messages takes from the queue now. Expired messages go first (one attempt per
     decision: they share one CK, which carries one attempt); new ones only when none is expired."""
     next_offset = max([next_offset] + [f.queue_offset + 1 for f in in_flight])
@@ -60,7 +67,8 @@ def decide(definitions: list[int], origin: int, in_flight: list[InFlight], next_
     if expired:
         attempt = expired[0].attempt
         again = tuple(f.queue_offset for f in expired if f.attempt == attempt)[:wanted]
-        return GateDecision(redeliver=again, redeliver_attempt=attempt + 1, fresh_from=next_offset,
-                            fresh_end=next_offset)
+        return GateDecision(
+            redeliver=again, redeliver_attempt=attempt + 1, fresh_from=next_offset, fresh_end=next_offset
+        )
     end = current_stage_end(definitions, origin, lowest)
     return GateDecision(fresh_from=next_offset, fresh_end=int(min(end, next_offset + wanted)))

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from pocketmq.broker.json_table import PersistedJsonTable
 from pocketmq.broker.pop import copies
@@ -41,6 +41,7 @@ from pocketmq.store.api import GetStatus
 from pocketmq.store.metadata import load_json
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(slots=True)
 class StagedTopic:
@@ -128,8 +129,10 @@ def parse_pop_stages(document: dict) -> dict[tuple[str, str], StagedTopic]:
     """(group, topic) -> ``StagedTopic`` of a ``PopStageRegistry.to_json`` document; ValueError when it does not
     parse."""
     try:
-        return {(entry["group"], entry["topic"]): StagedTopic.from_json(entry)
-                for entry in document.get("popStageTable", [])}
+        return {
+            (entry["group"], entry["topic"]): StagedTopic.from_json(entry)
+            for entry in document.get("popStageTable", [])
+        }
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"staged POP registrations do not parse: {exc!r}") from None
 
@@ -137,9 +140,18 @@ def parse_pop_stages(document: dict) -> dict[tuple[str, str], StagedTopic]:
 class StagedPop:
     """The async shell around ``stage_gate.decide`` for the pop engine (``PopService.staged``)."""
 
-    def __init__(self, *, registry: PopStageRegistry, store, topics, offsets, revive_queues: list[ReviveQueue],
-                 broker_name: str, put: Callable[[list[MessageExt]], Awaitable[None]],
-                 count: Callable[[str, str, int, str, int], None]):
+    def __init__(
+        self,
+        *,
+        registry: PopStageRegistry,
+        store,
+        topics,
+        offsets,
+        revive_queues: list[ReviveQueue],
+        broker_name: str,
+        put: Callable[[list[MessageExt]], Awaitable[None]],
+        count: Callable[[str, str, int, str, int], None],
+    ):
         self.registry = registry
         self._store = store
         self._topics = topics
@@ -174,8 +186,13 @@ class StagedPop:
             origins.setdefault(queue_id, self._next_offset(group, topic, queue_id))
         staged = StagedTopic(definitions, origins)
         self.registry.put(group, topic, staged)
-        log.info("event=pop_stages_registered group=%s topic=%s definitions=%s restart=%s", group, topic,
-                 definitions, restart)
+        log.info(
+            "event=pop_stages_registered group=%s topic=%s definitions=%s restart=%s",
+            group,
+            topic,
+            definitions,
+            restart,
+        )
         return staged
 
     def unregister(self, group: str, topic: str) -> bool:
@@ -189,8 +206,9 @@ class StagedPop:
         return self._store.min_queue_offset(topic, queue_id) if committed is None else committed
 
     # -- pop ----------------------------------------------------------------------------------------------------------
-    async def pop_queue(self, group: str, topic: str, queue_id: int, wanted: int, result, keep, *,
-                        next_offset: int, max_attempts: int):
+    async def pop_queue(
+        self, group: str, topic: str, queue_id: int, wanted: int, result, keep, *, next_offset: int, max_attempts: int
+    ):
         """What one pop takes from a staged queue: a ``PoppedQueue`` (new messages of the current stage, or
         expired ones again) or None. ``next_offset`` is the group's consumer offset (init offset applied)."""
         staged = self.registry.get(group, topic)
@@ -203,8 +221,15 @@ class StagedPop:
         async with self._locks.setdefault((group, topic, queue_id), asyncio.Lock()):
             while True:
                 in_flight, holders = self._in_flight(group, topic, queue_id)
-                decision = decide(staged.definitions, origin, list(in_flight.values()), next_offset,
-                                  result.pop_time_ms, wanted, max_attempts)
+                decision = decide(
+                    staged.definitions,
+                    origin,
+                    list(in_flight.values()),
+                    next_offset,
+                    result.pop_time_ms,
+                    wanted,
+                    max_attempts,
+                )
                 if decision.dead_letters:
                     await self._dead_letter(group, topic, queue_id, decision.dead_letters, in_flight, holders)
                     continue
@@ -213,8 +238,14 @@ class StagedPop:
                     if not records:
                         return None
                     self._count(group, topic, queue_id, "retried", len(records))
-                    return PoppedQueue(topic, queue_id, record_queue_offset(records[0]), records, retry=False,
-                                       reconsume_times=decision.redeliver_attempt)
+                    return PoppedQueue(
+                        topic,
+                        queue_id,
+                        record_queue_offset(records[0]),
+                        records,
+                        retry=False,
+                        reconsume_times=decision.redeliver_attempt,
+                    )
                 records = await self._fresh(group, topic, queue_id, decision, result, keep)
                 if not records:
                     return None
@@ -230,13 +261,17 @@ class StagedPop:
                 for offset in ck.unacked_offsets():
                     seen = by_offset.get(offset)
                     # In two open CKs only after a crash between a redelivery's two writes: the later wins.
-                    by_offset[offset] = InFlight(offset, max(ck.revive_time_ms, seen.deadline_ms if seen else 0),
-                                                 max(ck.attempt, seen.attempt if seen else 0))
+                    by_offset[offset] = InFlight(
+                        offset,
+                        max(ck.revive_time_ms, seen.deadline_ms if seen else 0),
+                        max(ck.attempt, seen.attempt if seen else 0),
+                    )
                     holders.setdefault(offset, []).append((queue, ck))
         return by_offset, holders
 
-    async def _close(self, offsets, holders, first: list[MessageExt] | None = None,
-                     first_queue: ReviveQueue | None = None) -> None:
+    async def _close(
+        self, offsets, holders, first: list[MessageExt] | None = None, first_queue: ReviveQueue | None = None
+    ) -> None:
         """ACK every open CK holding ``offsets``; ``first`` records go ahead of the ACKs of ``first_queue``
         (a redelivery's new CK: in one append with them, before them)."""
         acked: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
@@ -248,7 +283,8 @@ class StagedPop:
             by_queue[first_queue.queue_id] = (first_queue, list(first or []))
         for queue, ck, done in acked.values():
             by_queue.setdefault(queue.queue_id, (queue, []))[1].append(
-                ack_message(queue.topic, queue.queue_id, ck.ack_of(done)))
+                ack_message(queue.topic, queue.queue_id, ck.ack_of(done))
+            )
         for queue, records in by_queue.values():  # first_queue's entry was put in first
             if records:
                 await queue.append(records)
@@ -264,8 +300,13 @@ class StagedPop:
         for offset in offsets:
             record = self._read(topic, queue_id, offset)
             if record is None:
-                log.warning("event=staged_dead_letter_unreadable group=%s topic=%s queue=%d offset=%d", group, topic,
-                            queue_id, offset)
+                log.warning(
+                    "event=staged_dead_letter_unreadable group=%s topic=%s queue=%d offset=%d",
+                    group,
+                    topic,
+                    queue_id,
+                    offset,
+                )
                 continue
             msg = decode_record(record)[0]
             msg.reconsume_times = in_flight[offset].attempt
@@ -281,15 +322,24 @@ class StagedPop:
             record = self._read(topic, queue_id, offset)
             (gone if record is None else records).append(offset if record is None else record)
         if gone:  # removed by retention: nothing to hand out, it is done
-            log.warning("event=staged_redelivery_gone group=%s topic=%s queue=%d offsets=%s", group, topic, queue_id,
-                        gone)
+            log.warning(
+                "event=staged_redelivery_gone group=%s topic=%s queue=%d offsets=%s", group, topic, queue_id, gone
+            )
             await self._close(gone, holders)
         if not records:
             return []
         queue = self._revive_queues[result.revive_queue_id]
-        ck = PopCheckpoint.of_offsets(topic, group, queue_id, [record_queue_offset(r) for r in records], result.pop_time_ms,
-                                      result.invisible_ms, self._broker_name, queue.queue_id,
-                                      attempt=decision.redeliver_attempt)
+        ck = PopCheckpoint.of_offsets(
+            topic,
+            group,
+            queue_id,
+            [record_queue_offset(r) for r in records],
+            result.pop_time_ms,
+            result.invisible_ms,
+            self._broker_name,
+            queue.queue_id,
+            attempt=decision.redeliver_attempt,
+        )
         if queue.ledger.is_open(ck.key):
             return []  # the old CK's key (a 0 ms invisible time, popped again in its millisecond): next pop
         await self._close(ck.queue_offsets, holders, [checkpoint_message(queue.topic, ck)], queue)
@@ -303,17 +353,30 @@ class StagedPop:
         if got.status is GetStatus.OFFSET_OVERFLOW_BADLY:
             self._offsets.reset(group, topic, queue_id, got.max_offset)
             return []
-        if got.status not in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
-                              GetStatus.OFFSET_TOO_SMALL):
+        if got.status not in (
+            GetStatus.FOUND,
+            GetStatus.NO_MATCHED_MESSAGE,
+            GetStatus.MESSAGE_WAS_REMOVING,
+            GetStatus.OFFSET_TOO_SMALL,
+        ):
             return []
         # A filtered read may scan past the stage end: what lies there waits for its stage.
         records = [r for r in got.records if record_queue_offset(r) < end]
-        next_offset = got.next_begin_offset if got.status is GetStatus.OFFSET_TOO_SMALL else min(got.next_begin_offset,
-                                                                                                 end)
+        next_offset = (
+            got.next_begin_offset if got.status is GetStatus.OFFSET_TOO_SMALL else min(got.next_begin_offset, end)
+        )
         if records:
             queue = self._revive_queues[result.revive_queue_id]
-            ck = PopCheckpoint.of_offsets(topic, group, queue_id, [record_queue_offset(r) for r in records],
-                                          result.pop_time_ms, result.invisible_ms, self._broker_name, queue.queue_id)
+            ck = PopCheckpoint.of_offsets(
+                topic,
+                group,
+                queue_id,
+                [record_queue_offset(r) for r in records],
+                result.pop_time_ms,
+                result.invisible_ms,
+                self._broker_name,
+                queue.queue_id,
+            )
             await queue.append_checkpoint(ck)
             result.rest_num += max(got.max_offset - next_offset, 0)
         self._offsets.commit(group, topic, queue_id, next_offset)

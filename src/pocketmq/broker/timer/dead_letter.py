@@ -26,10 +26,22 @@ def dead_letter(real: MessageExt, reason: str) -> MessageExt | None:
     """The dead letter of ``real`` (a due message on its way to its topic), or None when ``real`` already is one."""
     if real.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return None
-    group = real.topic[len(RETRY_GROUP_TOPIC_PREFIX):] if real.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
+    group = (
+        real.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        if real.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         else TIMER_DLQ_GROUP
-    properties = dead_letter_properties(real.properties, real.topic, real.uniq_key or "", str(real.queue_id), "",
-                                        reason)
-    return MessageExt(topic=dlq_topic(group), body=real.body, properties=properties, flag=real.flag, queue_id=0,
-                      sys_flag=real.sys_flag, born_timestamp_ms=real.born_timestamp_ms, born_host=real.born_host,
-                      reconsume_times=real.reconsume_times)
+    )
+    properties = dead_letter_properties(
+        real.properties, real.topic, real.uniq_key or "", str(real.queue_id), "", reason
+    )
+    return MessageExt(
+        topic=dlq_topic(group),
+        body=real.body,
+        properties=properties,
+        flag=real.flag,
+        queue_id=0,
+        sys_flag=real.sys_flag,
+        born_timestamp_ms=real.born_timestamp_ms,
+        born_host=real.born_host,
+        reconsume_times=real.reconsume_times,
+    )

@@ -34,7 +34,7 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     levels = []
     for item in text.split():
         number = item.rstrip("smhd")
-        unit = item[len(number):]
+        unit = item[len(number) :]
         if unit not in _UNIT_MS or not number.isdigit() or int(number) <= 0:
             raise ValueError(f"delay level {item!r} is not a positive number with a unit (ms, s, m, h, d)")
         levels.append(int(number) * _UNIT_MS[unit])
@@ -65,8 +65,12 @@ class TimerLimits:
 
 def is_delayed(properties: dict[str, str]) -> bool:
     """Whether the properties ask for a delay at all (cheap: the send path calls it per message)."""
-    return (props.DELAY_TIME_LEVEL in properties or props.TIMER_DELIVER_MS in properties
-            or props.TIMER_DELAY_SEC in properties or props.TIMER_DELAY_MS in properties)
+    return (
+        props.DELAY_TIME_LEVEL in properties
+        or props.TIMER_DELIVER_MS in properties
+        or props.TIMER_DELAY_SEC in properties
+        or props.TIMER_DELAY_MS in properties
+    )
 
 
 def deliver_time_ms(properties: dict[str, str], now_ms: int, limits: TimerLimits) -> int | None:
@@ -85,11 +89,17 @@ def deliver_time_ms(properties: dict[str, str], now_ms: int, limits: TimerLimits
     else:
         return None
     if deliver_ms - now_ms > limits.max_delay_ms:
-        raise IllegalMessageError(f"delivery time {deliver_ms} is {deliver_ms - now_ms} ms ahead, more than the "
-                                  f"max delay of {limits.max_delay_ms} ms", v2_code=V2_ILLEGAL_DELIVERY_TIME)
+        raise IllegalMessageError(
+            f"delivery time {deliver_ms} is {deliver_ms - now_ms} ms ahead, more than the "
+            f"max delay of {limits.max_delay_ms} ms",
+            v2_code=V2_ILLEGAL_DELIVERY_TIME,
+        )
     if now_ms - deliver_ms > limits.past_tolerance_ms:
-        raise IllegalMessageError(f"delivery time {deliver_ms} is {now_ms - deliver_ms} ms in the past, more than "
-                                  f"the tolerance of {limits.past_tolerance_ms} ms", v2_code=V2_ILLEGAL_DELIVERY_TIME)
+        raise IllegalMessageError(
+            f"delivery time {deliver_ms} is {now_ms - deliver_ms} ms in the past, more than "
+            f"the tolerance of {limits.past_tolerance_ms} ms",
+            v2_code=V2_ILLEGAL_DELIVERY_TIME,
+        )
     return deliver_ms if deliver_ms > now_ms else None
 
 
@@ -97,5 +107,6 @@ def _int_property(name: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise IllegalMessageError(f"property {name}={text!r} is not an integer",
-                                  v2_code=V2_ILLEGAL_DELIVERY_TIME) from None
+        raise IllegalMessageError(
+            f"property {name}={text!r} is not an integer", v2_code=V2_ILLEGAL_DELIVERY_TIME
+        ) from None

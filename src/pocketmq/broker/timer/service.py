@@ -62,16 +62,24 @@ _IDLE_WAIT_MS = 500  # longest sleep of the loop with nothing due (a new timer w
 _MAX_BLOCKED_WAIT_MS = 30_000  # longest sleep after rounds whose deliveries all failed
 _PERSIST_EVERY_MS = 1000
 _V2_PROPERTY_CONFLICT_WITH_TYPE = 40014
-_STRIPPED_AT_DELIVERY = (props.DELAY_TIME_LEVEL, props.REAL_TOPIC, props.REAL_QUEUE_ID, TIMER_OUT_MS,
-                         *TIMER_PROPERTIES)
+_STRIPPED_AT_DELIVERY = (props.DELAY_TIME_LEVEL, props.REAL_TOPIC, props.REAL_QUEUE_ID, TIMER_OUT_MS, *TIMER_PROPERTIES)
 
 
 class TimerService:
     """Owns the timer topic of one broker's store. ``start()`` rebuilds, ``run()`` is the delivery loop."""
 
-    def __init__(self, store, topics, limits: TimerLimits, progress_path: Path, clock: Clock, *,
-                 deliver_batch: int = 512, write_backoff_ms: tuple[int, ...] = DEFAULT_CK_REWRITE_BACKOFF_MS,
-                 metrics: MetricsRegistry | None = None):
+    def __init__(
+        self,
+        store,
+        topics,
+        limits: TimerLimits,
+        progress_path: Path,
+        clock: Clock,
+        *,
+        deliver_batch: int = 512,
+        write_backoff_ms: tuple[int, ...] = DEFAULT_CK_REWRITE_BACKOFF_MS,
+        metrics: MetricsRegistry | None = None,
+    ):
         self._store = store
         self._topics = topics
         self.limits = limits
@@ -108,8 +116,10 @@ class TimerService:
         if deliver_ms is None:
             return False
         if not topic.message_type.accepts(MessageType.DELAY):
-            raise IllegalMessageError(f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
-                                      "delayed ones", v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE)
+            raise IllegalMessageError(
+                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not delayed ones",
+                v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE,
+            )
         if props.DELAY_TIME_LEVEL in msg.properties:
             for name in TIMER_PROPERTIES:  # a level wins, as RocketMQ strips the timer properties
                 msg.properties.pop(name, None)
@@ -147,8 +157,11 @@ class TimerService:
                 self.pacer.after_pass(stored=0, failed=1)
             self._maybe_persist()
             next_ms = self._wheel.next_due_ms()
-            wait_ms = self.pacer.wait_ms if next_ms is None or self.pacer.blocked \
+            wait_ms = (
+                self.pacer.wait_ms
+                if next_ms is None or self.pacer.blocked
                 else min(_IDLE_WAIT_MS, next_ms - self._clock.now_ms())
+            )
             if wait_ms > 0 and not self._wake.is_set():
                 try:
                     async with asyncio.timeout(wait_ms / 1000):
@@ -167,8 +180,9 @@ class TimerService:
         """Read the timer queue from ``loaded_until`` into the wheel; returns the records read."""
         read = 0
         while True:
-            got = self._store.get_messages(TIMER_TOPIC, TIMER_QUEUE_ID, self._loaded_until, _READ_BATCH,
-                                           max_bytes=_READ_MAX_BYTES, tag_filter=None)
+            got = self._store.get_messages(
+                TIMER_TOPIC, TIMER_QUEUE_ID, self._loaded_until, _READ_BATCH, max_bytes=_READ_MAX_BYTES, tag_filter=None
+            )
             if got.status is GetStatus.OFFSET_TOO_SMALL:
                 log.error("event=timer_records_removed from=%d to=%d", self._loaded_until, got.min_offset)
                 self._loaded_until = got.min_offset
@@ -206,7 +220,7 @@ class TimerService:
         delivered = failed = 0
         ready = [key for key in self._retrying if self.write_backoff.ready(key, now_ms)]
         while True:
-            retries, ready = ready[:self._deliver_batch], ready[self._deliver_batch:]
+            retries, ready = ready[: self._deliver_batch], ready[self._deliver_batch :]
             due = [(self._retrying.pop(key), key) for key in retries]
             due += self._wheel.pop_due(now_ms, self._deliver_batch - len(due))
             if not due:
@@ -252,8 +266,14 @@ class TimerService:
                 if step.parked:
                     self._metrics.ended(ENDING_PARKED)
                 if step.ends_next or step.parked:
-                    log.error("event=timer_delivery_failing queue_offset=%d failures=%d wait_ms=%d next=dead_letter "
-                              "reason=%s", pair[1], step.failures, step.wait_ms, result)
+                    log.error(
+                        "event=timer_delivery_failing queue_offset=%d failures=%d wait_ms=%d next=dead_letter "
+                        "reason=%s",
+                        pair[1],
+                        step.failures,
+                        step.wait_ms,
+                        result,
+                    )
             due = [pair for pair, _ in refused]
             outgoing = [msg for _, msg in refused]
         return delivered, failed
@@ -282,8 +302,14 @@ class TimerService:
         final = msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
         if final:
             self._metrics.ended(ENDING_UNWRITABLE)
-        log.error("event=timer_delivery_refused queue_offset=%d msg_id=%s topic=%s next=%s reason=%s", pair[1],
-                  msg.uniq_key or "", msg.topic, "tombstone_only" if final else "dead_letter", why)
+        log.error(
+            "event=timer_delivery_refused queue_offset=%d msg_id=%s topic=%s next=%s reason=%s",
+            pair[1],
+            msg.uniq_key or "",
+            msg.topic,
+            "tombstone_only" if final else "dead_letter",
+            why,
+        )
 
     def _delivered(self, pair: tuple[int, int], msg: MessageExt | None) -> None:
         self.write_backoff.succeeded(pair[1])
@@ -291,12 +317,18 @@ class TimerService:
         self.delivered_total += 1
         if msg is not None and msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             self._metrics.ended(ENDING_DLQ)
-            log.error("event=timer_dead_lettered queue_offset=%d msg_id=%s topic=%s reason=%s", pair[1],
-                      msg.uniq_key or "", msg.topic, msg.properties.get(DLQ_REASON))
+            log.error(
+                "event=timer_dead_lettered queue_offset=%d msg_id=%s topic=%s reason=%s",
+                pair[1],
+                msg.uniq_key or "",
+                msg.topic,
+                msg.properties.get(DLQ_REASON),
+            )
 
     def _real_message(self, queue_offset: int) -> MessageExt | None:
-        got = self._store.get_messages(TIMER_TOPIC, TIMER_QUEUE_ID, queue_offset, 1, max_bytes=_READ_MAX_BYTES,
-                                       tag_filter=None)
+        got = self._store.get_messages(
+            TIMER_TOPIC, TIMER_QUEUE_ID, queue_offset, 1, max_bytes=_READ_MAX_BYTES, tag_filter=None
+        )
         record = decode_record(got.records[0])[0] if got.status is GetStatus.FOUND and got.records else None
         if record is None or record.queue_offset != queue_offset:
             log.error("event=timer_record_lost queue_offset=%d status=%s", queue_offset, got.status.value)
@@ -348,8 +380,13 @@ class TimerService:
         self._loaded_until = max(start, self._store.min_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID))
         loaded = self.load_new()
         self.persist_progress()
-        log.warning("event=timer_rebuilt_after_cut cut_at=%d from_offset=%d records_read=%d pending=%d",
-                    queue_offset, start, loaded, len(self._wheel))
+        log.warning(
+            "event=timer_rebuilt_after_cut cut_at=%d from_offset=%d records_read=%d pending=%d",
+            queue_offset,
+            start,
+            loaded,
+            len(self._wheel),
+        )
 
     # -- progress -----------------------------------------------------------------------------------------------
     def _maybe_persist(self) -> None:
@@ -372,8 +409,7 @@ class TimerService:
         return self._loaded_until if smallest is None else min(smallest, self._loaded_until)
 
     def persist_progress(self) -> None:
-        atomic_write_json(self._progress_path, {"progressOffset": self.progress_offset(),
-                                                "pending": len(self._wheel)})
+        atomic_write_json(self._progress_path, {"progressOffset": self.progress_offset(), "pending": len(self._wheel)})
 
     @property
     def pending(self) -> int:
@@ -394,8 +430,10 @@ class TimerService:
         return self._wheel.memory_bytes()
 
     def __repr__(self) -> str:
-        return (f"<TimerService pending={len(self._wheel)} loaded_until={self._loaded_until} "
-                f"delivered={self.delivered_total}>")
+        return (
+            f"<TimerService pending={len(self._wheel)} loaded_until={self._loaded_until} "
+            f"delivered={self.delivered_total}>"
+        )
 
 
 class LocalTimerWrites:
@@ -432,5 +470,9 @@ class LocalTimerWrites:
 
 
 def tombstone(queue_offset: int, deliver_ms: int) -> MessageExt:
-    return MessageExt(topic=TIMER_TOPIC, queue_id=TIMER_QUEUE_ID, body=b"done",
-                      properties={TIMER_DONE: str(queue_offset), TIMER_OUT_MS: str(deliver_ms)})
+    return MessageExt(
+        topic=TIMER_TOPIC,
+        queue_id=TIMER_QUEUE_ID,
+        body=b"done",
+        properties={TIMER_DONE: str(queue_offset), TIMER_OUT_MS: str(deliver_ms)},
+    )

@@ -42,7 +42,7 @@ class TimerWheel:
             return False
         for i in range(1, len(bucket), 2):
             if bucket[i] == key and bucket[i - 1] == deliver_ms:
-                del bucket[i - 1:i + 1]
+                del bucket[i - 1 : i + 1]
                 self._count -= 1
                 return True
         return False
@@ -56,7 +56,7 @@ class TimerWheel:
                 keep = array("q")
                 for i in range(0, len(bucket), 2):
                     if bucket[i + 1] >= key:
-                        keep.extend(bucket[i:i + 2])
+                        keep.extend(bucket[i : i + 2])
                 removed += (len(bucket) - len(keep)) // 2
                 self._buckets[second] = keep  # an empty bucket is dropped when it reaches the heap's head
         self._count -= removed

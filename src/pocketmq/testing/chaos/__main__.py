@@ -20,8 +20,7 @@ def _kinds(text: str) -> frozenset[FaultKind]:
     try:
         return frozenset(FaultKind(k.strip()) for k in text.split(",") if k.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"kinds are {', '.join(k.value for k in FaultKind)}; got {text!r}") \
-            from None
+        raise argparse.ArgumentTypeError(f"kinds are {', '.join(k.value for k in FaultKind)}; got {text!r}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=2, help="how many seeds to run (default 2)")
     parser.add_argument("--first", type=int, default=0, help="the first seed of --seeds")
     parser.add_argument("--duration", type=float, default=45.0, help="seconds of faults and traffic (default 45)")
-    parser.add_argument("--settle", type=float, default=45.0, help="at most this long to drain after healing (default 45)")
+    parser.add_argument(
+        "--settle", type=float, default=45.0, help="at most this long to drain after healing (default 45)"
+    )
     parser.add_argument("--kinds", type=_kinds, default=ALL_KINDS, help="comma-separated fault kinds (default all)")
     parser.add_argument("--workdir", type=Path, help="where runs keep their data and logs (default: a temp dir)")
     parser.add_argument("--print-schedule", action="store_true", help="with --seed: print the schedule and exit")
@@ -47,13 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     failed = []
     for seed in seeds:
-        result = run_schedule(generate(seed, args.duration, kinds=args.kinds), root / f"seed-{seed}",
-                              settle_s=args.settle)
+        result = run_schedule(
+            generate(seed, args.duration, kinds=args.kinds), root / f"seed-{seed}", settle_s=args.settle
+        )
         print(result.report(), flush=True)
         if not result.ok:
             failed.append(result)
-    print(f"chaos: {len(seeds)} seeds, {len(failed)} failed, {time.monotonic() - started:.0f} s, runs in {root}"
-          + (f"; replay one with: {failed[0].replay}" if failed else ""))
+    print(
+        f"chaos: {len(seeds)} seeds, {len(failed)} failed, {time.monotonic() - started:.0f} s, runs in {root}"
+        + (f"; replay one with: {failed[0].replay}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -63,8 +63,13 @@ def _ids(ids) -> str:
 def _acked(events: list[dict], group: str) -> set[str]:
     """Messages a group acked: OK, or stored on a SYNC master that no slave confirmed (it holds there; a failover
     may bring the message back, at least once)."""
-    return {e["id"] for e in events if e["e"] == "ack" and e["group"] == group
-            and (e["ok"] or any(sign in e.get("error", "") for sign in UNCONFIRMED_ACK_SIGNS))}
+    return {
+        e["id"]
+        for e in events
+        if e["e"] == "ack"
+        and e["group"] == group
+        and (e["ok"] or any(sign in e.get("error", "") for sign in UNCONFIRMED_ACK_SIGNS))
+    }
 
 
 def _ack_in_doubt(events: list[dict], group: str) -> set[str]:
@@ -79,8 +84,13 @@ def _dead(dead_letters: list[DeadLetter], group: str) -> set[str]:
     return {d.msg_id for d in dead_letters if d.group == group and d.msg_id is not None}
 
 
-def lost(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, ...],
-         excused: dict[str, set[str]] | None = None, cks_destroyed_at: dict[str, float] | None = None) -> list[Finding]:
+def lost(
+    events: list[dict],
+    dead_letters: list[DeadLetter],
+    groups: tuple[str, ...],
+    excused: dict[str, set[str]] | None = None,
+    cks_destroyed_at: dict[str, float] | None = None,
+) -> list[Finding]:
     """``excused``: group -> ids whose records the harness overwrote (the message, or that group's retry copy).
     ``cks_destroyed_at``: group -> when the harness overwrote one of its CK records; a message of that group last
     delivered before then and never ended may have been held by that CK (nothing is left to revive it), so it is
@@ -104,9 +114,14 @@ def lost(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, 
             missing = {i for i in missing if last_delivery.get(i, float("inf")) >= cks_destroyed_at[group]}
         if missing:
             never = missing - delivered[group]
-            findings.append(Finding("lost", f"{group}: {len(missing)} of {len(sent_ok)} messages sent OK never acked "
-                                    f"nor dead-lettered ({len(never)} never delivered: {_ids(never)}; delivered but "
-                                    f"not ended: {_ids(missing - never)})"))
+            findings.append(
+                Finding(
+                    "lost",
+                    f"{group}: {len(missing)} of {len(sent_ok)} messages sent OK never acked "
+                    f"nor dead-lettered ({len(never)} never delivered: {_ids(never)}; delivered but "
+                    f"not ended: {_ids(missing - never)})",
+                )
+            )
     return findings
 
 
@@ -118,8 +133,12 @@ def pop_unended(events: list[dict], dead_letters: list[DeadLetter], groups: tupl
         delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
         open_ids = delivered - sent_ok - _acked(events, group) - _dead(dead_letters, group)
         if open_ids:
-            findings.append(Finding("pop_unended", f"{group}: {len(open_ids)} delivered messages never acked nor "
-                                    f"dead-lettered: {_ids(open_ids)}"))
+            findings.append(
+                Finding(
+                    "pop_unended",
+                    f"{group}: {len(open_ids)} delivered messages never acked nor dead-lettered: {_ids(open_ids)}",
+                )
+            )
     return findings
 
 
@@ -127,12 +146,17 @@ def dead_letters_without_reason(dead_letters: list[DeadLetter]) -> list[Finding]
     bad = [d for d in dead_letters if not d.reason]
     if not bad:
         return []
-    return [Finding("dead_letter_without_reason", f"{len(bad)} DLQ entries without PMQ_DLQ_REASON: "
-                    f"{_ids([f'{d.group}/{d.msg_id}' for d in bad])}")]
+    return [
+        Finding(
+            "dead_letter_without_reason",
+            f"{len(bad)} DLQ entries without PMQ_DLQ_REASON: {_ids([f'{d.group}/{d.msg_id}' for d in bad])}",
+        )
+    ]
 
 
-def duplicates_after_ack(events: list[dict], acks_destroyed_at: dict[str, float] | None = None
-                         ) -> tuple[list[Finding], dict[str, int]]:
+def duplicates_after_ack(
+    events: list[dict], acks_destroyed_at: dict[str, float] | None = None
+) -> tuple[list[Finding], dict[str, int]]:
     """Deliveries that began after an OK ack of the same message by the same group; counts per group/sender
     (``s`` ids come from the SDK producer without client retries, ``o`` ids from the official client, whose
     own send retries may store a message twice). ``acks_destroyed_at``: group -> when the harness last
@@ -154,10 +178,14 @@ def duplicates_after_ack(events: list[dict], acks_destroyed_at: dict[str, float]
                     dups["excused"].append(e["id"])
                     continue
                 dups[f"{e['group']}/{'sdk' if e['id'].startswith('s') else 'official'}-sent"].append(
-                    f"{e['id']}@{e.get('broker', '')}")
+                    f"{e['id']}@{e.get('broker', '')}"
+                )
     counts = {key: len(v) for key, v in sorted(dups.items())}
-    findings = [Finding("duplicate_after_ack", f"{key}: {len(v)} deliveries after an OK ack: {_ids(v)}")
-                for key, v in sorted(dups.items()) if key != "excused"]
+    findings = [
+        Finding("duplicate_after_ack", f"{key}: {len(v)} deliveries after an OK ack: {_ids(v)}")
+        for key, v in sorted(dups.items())
+        if key != "excused"
+    ]
     return findings, counts
 
 
@@ -175,12 +203,21 @@ def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int)
         grown = series[-1].revive_passes - series[0].revive_passes
         allowed = 2 + life_s * 1000 / pass_interval_ms
         if grown > allowed:
-            findings.append(Finding("loop", f"{broker} (pid {pid}): {grown:g} revive passes in {life_s:.1f} s "
-                                    f"(a pass interval of {pass_interval_ms} ms allows {allowed:.0f})"))
+            findings.append(
+                Finding(
+                    "loop",
+                    f"{broker} (pid {pid}): {grown:g} revive passes in {life_s:.1f} s "
+                    f"(a pass interval of {pass_interval_ms} ms allows {allowed:.0f})",
+                )
+            )
         worst = max(s.max_rewrite_attempt for s in series)
         if worst > max_rewrites:
-            findings.append(Finding("loop", f"{broker} (pid {pid}): a CK rewritten {worst} times, the backoff "
-                                    f"table has {max_rewrites} steps"))
+            findings.append(
+                Finding(
+                    "loop",
+                    f"{broker} (pid {pid}): a CK rewritten {worst} times, the backoff table has {max_rewrites} steps",
+                )
+            )
     return findings
 
 
@@ -192,5 +229,10 @@ def corrupt_records_served(events: list[dict]) -> list[Finding]:
     bad = [e for e in events if e["e"] == "error" and any(sign in e.get("error", "") for sign in CORRUPT_SIGNS)]
     if not bad:
         return []
-    return [Finding("corrupt_record_served", f"{len(bad)} client errors decoding deliveries, first: "
-                    f"{bad[0]['who']} {bad[0]['op']}: {bad[0]['error'][:200]}")]
+    return [
+        Finding(
+            "corrupt_record_served",
+            f"{len(bad)} client errors decoding deliveries, first: "
+            f"{bad[0]['who']} {bad[0]['op']}: {bad[0]['error'][:200]}",
+        )
+    ]

@@ -27,14 +27,31 @@ from pocketmq.testing.processes import FAST_DELAY_LEVEL_ARGS, PocketProcess, bro
 
 CLUSTER = "chaos"
 GROUP_NAMES = {"a": "group-a", "b": "group-b"}
-SEGMENT_BYTES = 8 * 1024 * 1024  # small commit log segments and consume queues, so a tmpfs of a few dozen MiB holds a broker
+SEGMENT_BYTES = (
+    8 * 1024 * 1024
+)  # small commit log segments and consume queues, so a tmpfs of a few dozen MiB holds a broker
 CONSUME_QUEUE_UNITS = 50_000
 REVIVE_INTERVAL_MS = 200  # revive's pass interval on every broker: the loop checker's yardstick
-BROKER_ARGS = ["--cluster", CLUSTER, "--register-interval-ms", "500", "--set", f"pop_revive_interval_ms={REVIVE_INTERVAL_MS}",
-               "--set", "ha_master_lookup_interval_ms=200", "--set", "ha_metadata_sync_interval_ms=300",
-               "--set", "ha_slave_ack_timeout_ms=1000", "--set", f"commit_log_segment_bytes={SEGMENT_BYTES}",
-               "--set", f"consume_queue_segment_units={CONSUME_QUEUE_UNITS}", "--enable-slave-acting-master",
-               *FAST_DELAY_LEVEL_ARGS]
+BROKER_ARGS = [
+    "--cluster",
+    CLUSTER,
+    "--register-interval-ms",
+    "500",
+    "--set",
+    f"pop_revive_interval_ms={REVIVE_INTERVAL_MS}",
+    "--set",
+    "ha_master_lookup_interval_ms=200",
+    "--set",
+    "ha_metadata_sync_interval_ms=300",
+    "--set",
+    "ha_slave_ack_timeout_ms=1000",
+    "--set",
+    f"commit_log_segment_bytes={SEGMENT_BYTES}",
+    "--set",
+    f"consume_queue_segment_units={CONSUME_QUEUE_UNITS}",
+    "--enable-slave-acting-master",
+    *FAST_DELAY_LEVEL_ARGS,
+]
 
 
 def free_port(*hosts: str) -> int:
@@ -107,10 +124,27 @@ class ChaosCluster:
                     self._mount_tmpfs(workdir / "data")
                 role = "sync_master" if broker_id == 0 else "slave"
                 escape = ["--enable-remote-escape"] if broker_id else []
-                proc = broker_process(workdir, GROUP_NAMES[group], namesrv=namesrv_addr, extra_args=[
-                    *BROKER_ARGS, *escape, "--broker-id", str(broker_id), "--role", role,
-                    "--remoting-port", str(ports["remoting"]), "--port", str(ports["grpc"]),
-                    "--advertise", f"{host}:{ports['remoting']}", "--metrics-port", "0"])
+                proc = broker_process(
+                    workdir,
+                    GROUP_NAMES[group],
+                    namesrv=namesrv_addr,
+                    extra_args=[
+                        *BROKER_ARGS,
+                        *escape,
+                        "--broker-id",
+                        str(broker_id),
+                        "--role",
+                        role,
+                        "--remoting-port",
+                        str(ports["remoting"]),
+                        "--port",
+                        str(ports["grpc"]),
+                        "--advertise",
+                        f"{host}:{ports['remoting']}",
+                        "--metrics-port",
+                        "0",
+                    ],
+                )
                 proc.log_path = workdir / f"{name}.log"
                 proc.ready_file = workdir / f"{name}.ready.json"
                 self._add(Server(name, proc, host, ports))
@@ -139,8 +173,12 @@ class ChaosCluster:
             self.proxy.close()
         if self.mounted is not None:
             if keep_tmpfs_copy:
-                shutil.copytree(self.mounted, self.mounted.with_name("data-copy"), dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns(BALLAST_NAME))
+                shutil.copytree(
+                    self.mounted,
+                    self.mounted.with_name("data-copy"),
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(BALLAST_NAME),
+                )
             os.system(f"umount -l {self.mounted} 2>/dev/null")
 
     # ---- addresses -----------------------------------------------------------------------------------------------
@@ -201,8 +239,10 @@ class ChaosCluster:
         if server.proc.proc is None or server.proc.proc.poll() is not None:
             code = server.proc.proc.returncode if server.proc.proc is not None else None
             return f"exited with {code}"
-        config = ClientConfig(namesrv_addr=server.direct("namesrv") if name == NAMESRV
-                              else self.servers[NAMESRV].direct("namesrv"), request_timeout_s=timeout_s)
+        config = ClientConfig(
+            namesrv_addr=server.direct("namesrv") if name == NAMESRV else self.servers[NAMESRV].direct("namesrv"),
+            request_timeout_s=timeout_s,
+        )
         try:
             with Admin(config) as admin:
                 if name == NAMESRV:

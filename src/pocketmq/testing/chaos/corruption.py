@@ -43,13 +43,15 @@ class HitRecord:
 
 @dataclass(frozen=True)
 class Corruption:
-    data_end: int        # where the valid frames ended before the fault
-    first_byte: int      # phys offset of the first overwritten byte
+    data_end: int  # where the valid frames ended before the fault
+    first_byte: int  # phys offset of the first overwritten byte
     hit: tuple[HitRecord, ...]
 
     def describe(self) -> str:
-        records = ", ".join(f"{h.topic}:{h.tags + ':' if h.tags else ''}{h.body[:40]}@{h.phys_offset}"
-                            for h in self.hit) or "none"
+        records = (
+            ", ".join(f"{h.topic}:{h.tags + ':' if h.tags else ''}{h.body[:40]}@{h.phys_offset}" for h in self.hit)
+            or "none"
+        )
         return f"overwrote [{self.first_byte}, {self.data_end}) hitting {records}"
 
 
@@ -74,7 +76,7 @@ def _frames_of_last_segment(folder: Path) -> tuple[Path, int, list[tuple[int, in
             if size == 0 or abs(size) > len(data) - pos or abs(size) < FRAME_HEADER_SIZE:
                 break  # the zero header that ends the data (or garbage: the data ends before it)
             if size > 0:
-                frames.append((base + pos, size, data[pos + FRAME_HEADER_SIZE:pos + size]))
+                frames.append((base + pos, size, data[pos + FRAME_HEADER_SIZE : pos + size]))
             pos += abs(size)
         return path, base, frames
     raise FileNotFoundError(f"no commit log data in {folder}")

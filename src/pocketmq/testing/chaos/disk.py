@@ -27,4 +27,3 @@ def fill(mount: Path) -> int:
 
 def clear(mount: Path) -> None:
     (mount / BALLAST_NAME).unlink(missing_ok=True)
-

@@ -54,8 +54,12 @@ def main(spec: dict) -> int:
     stop, settle = Path(spec["stop_file"]), Path(spec["settle_file"])
     config = ClientConfiguration(spec["endpoints"], Credentials(), request_timeout=3)
     producer = _started(lambda: Producer(config, [TOPIC]), events, "producer", stop)
-    consumer = _started(lambda: SimpleConsumer(config, OFFICIAL_GROUP, {TOPIC: FilterExpression("*")},
-                                               await_duration=1), events, "consumer", stop)
+    consumer = _started(
+        lambda: SimpleConsumer(config, OFFICIAL_GROUP, {TOPIC: FilterExpression("*")}, await_duration=1),
+        events,
+        "consumer",
+        stop,
+    )
     sent = 0
     while not stop.exists():
         settling = settle.exists()
@@ -80,12 +84,26 @@ def main(spec: dict) -> int:
         for msg in received:
             msg_id = msg.body.decode(errors="replace")
             attempt = msg.delivery_attempt
-            events.add("deliver", group=OFFICIAL_GROUP, id=msg_id, attempt=attempt, broker=str(msg.endpoints),
-                       topic=msg.topic, t0=t0)
-            act(events.add, OFFICIAL_GROUP, spec["seed"], msg_id, attempt, settle.exists(),
+            events.add(
+                "deliver",
+                group=OFFICIAL_GROUP,
+                id=msg_id,
+                attempt=attempt,
+                broker=str(msg.endpoints),
+                topic=msg.topic,
+                t0=t0,
+            )
+            act(
+                events.add,
+                OFFICIAL_GROUP,
+                spec["seed"],
+                msg_id,
+                attempt,
+                settle.exists(),
                 ack=lambda m=msg: consumer.ack(m),
                 nack=lambda m=msg: consumer.change_invisible_duration(m, NACK_INVISIBLE_MS // 1000),
-                errors=(Exception,))  # the official client raises plain exceptions
+                errors=(Exception,),
+            )  # the official client raises plain exceptions
     for client in (consumer, producer):
         try:
             client.shutdown()

@@ -12,10 +12,10 @@ from collections.abc import Callable
 TOPIC = "chaos"
 SDK_GROUP = "chaos-sdk"
 OFFICIAL_GROUP = "chaos-official"
-RETRY_MAX_TIMES = 2        # so a poison message reaches the DLQ within a run (3 deliveries)
-INVISIBLE_MS = 2000        # a dropped message comes back after this
-NACK_INVISIBLE_MS = 1000   # a nack is a change of invisible time to this (the broker's floor)
-POISON_PERCENT = 3         # never acked: each must end in %DLQ%<group> with its reason
+RETRY_MAX_TIMES = 2  # so a poison message reaches the DLQ within a run (3 deliveries)
+INVISIBLE_MS = 2000  # a dropped message comes back after this
+NACK_INVISIBLE_MS = 1000  # a nack is a change of invisible time to this (the broker's floor)
+POISON_PERCENT = 3  # never acked: each must end in %DLQ%<group> with its reason
 
 
 class Disposition(enum.Enum):
@@ -44,8 +44,18 @@ def disposition(seed: int, msg_id: str, attempt: int, settling: bool) -> Disposi
     return Disposition.ACK if draw < 70 else Disposition.NACK if draw < 85 else Disposition.DROP
 
 
-def act(record: Callable[..., None], group: str, seed: int, msg_id: str, attempt: int, settling: bool, *,
-        ack: Callable[[], None], nack: Callable[[], None], errors: tuple[type[BaseException], ...]) -> None:
+def act(
+    record: Callable[..., None],
+    group: str,
+    seed: int,
+    msg_id: str,
+    attempt: int,
+    settling: bool,
+    *,
+    ack: Callable[[], None],
+    nack: Callable[[], None],
+    errors: tuple[type[BaseException], ...],
+) -> None:
     """Do what ``disposition`` says with one delivery (``ack``/``nack`` call the client) and ``record`` the
     outcome as an ``ack``/``nack`` event (history.py); a drop records nothing."""
     choice = disposition(seed, msg_id, attempt, settling)

@@ -78,6 +78,7 @@ class ChaosProxy:
             self._delay_ms.clear()
             for link in list(self._cut):
                 self._heal(link)
+
         self._loop.call_soon_threadsafe(heal)
 
     # ---- inside the loop -------------------------------------------------------------------------------
@@ -92,8 +93,8 @@ class ChaosProxy:
                 await self._serve(endpoint, reader, writer)
             finally:
                 self._connections.discard(task)
-        endpoint.server = await asyncio.start_server(on_accept, endpoint.listen_host, endpoint.port,
-                                                     reuse_address=True)
+
+        endpoint.server = await asyncio.start_server(on_accept, endpoint.listen_host, endpoint.port, reuse_address=True)
 
     async def _close(self) -> None:
         for endpoint in self._endpoints:
@@ -122,8 +123,7 @@ class ChaosProxy:
         try:
             await self._open(link)
             upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", endpoint.port)
-            await asyncio.gather(self._pump(link, reader, upstream_writer),
-                                 self._pump(link, upstream_reader, writer))
+            await asyncio.gather(self._pump(link, reader, upstream_writer), self._pump(link, upstream_reader, writer))
         except (OSError, asyncio.IncompleteReadError):
             pass  # the owner is down (refused) or a side closed: the caller sees the connection end
         finally:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,8 @@ class ProcessControl:
     start: Callable[[], None]
     pause: Callable[[], None] | None
     resume: Callable[[], None] | None
+
+
 SAMPLE_INTERVAL_S = 1.0
 
 
@@ -126,8 +128,9 @@ class ChaosRun:
             self.cluster = ChaosCluster(self.workdir, self.cluster.proxy_prefix)
             self.cluster.start()
         self._create_resources()
-        self.official = OfficialClientProcess(self.workdir / "official", self.cluster.grpc_endpoints(),
-                                              self.schedule.seed)
+        self.official = OfficialClientProcess(
+            self.workdir / "official", self.cluster.grpc_endpoints(), self.schedule.seed
+        )
         self.official.start()
         self.cluster.peers.set("official", self.official.pid)
         self.sdk = SdkClients(self.cluster.namesrv_addr, self.schedule.seed, self.history, self.settling)
@@ -149,9 +152,11 @@ class ChaosRun:
                     time.sleep(0.2)
 
     def _chaos(self) -> None:
-        actions = sorted([(f.at_s, 0, i, f) for i, f in enumerate(self.schedule.faults)]
-                         + [(f.end_s, 1, i, f) for i, f in enumerate(self.schedule.faults)],
-                         key=lambda a: (a[0], a[1], a[2]))
+        actions = sorted(
+            [(f.at_s, 0, i, f) for i, f in enumerate(self.schedule.faults)]
+            + [(f.end_s, 1, i, f) for i, f in enumerate(self.schedule.faults)],
+            key=lambda a: (a[0], a[1], a[2]),
+        )
         started = time.monotonic()
         for at_s, heal, _, fault in actions:
             wait_s = started + at_s - time.monotonic()
@@ -161,8 +166,9 @@ class ChaosRun:
                 apply, undo = self._actions(fault)
                 (undo if heal else apply)()
             except Exception as exc:  # a process that cannot start again is a finding, the run goes on
-                self.findings.append(Finding("fault_action_failed", f"{'heal' if heal else 'apply'} "
-                                             f"{fault.describe()}: {exc!r}"[:2000]))
+                self.findings.append(
+                    Finding("fault_action_failed", f"{'heal' if heal else 'apply'} {fault.describe()}: {exc!r}"[:2000])
+                )
         remaining_s = started + self.schedule.duration_s - time.monotonic()
         if remaining_s > 0:
             self._finished.wait(remaining_s)
@@ -172,13 +178,16 @@ class ChaosRun:
         if name == "sdk":  # the harness itself: a kill abandons its clients, a start makes new ones
             return ProcessControl(self.sdk.kill, self.sdk.start, None, None)
         if name == "official":
+
             def start_official() -> None:
                 self.official.start()
                 self.cluster.peers.set("official", self.official.pid)
+
             return ProcessControl(self.official.kill, start_official, self.official.pause, self.official.resume)
         c = self.cluster
-        return ProcessControl(lambda: c.kill(name), lambda: c.restart(name), lambda: c.pause(name),
-                              lambda: c.resume(name))
+        return ProcessControl(
+            lambda: c.kill(name), lambda: c.restart(name), lambda: c.pause(name), lambda: c.resume(name)
+        )
 
     def _actions(self, fault: Fault) -> tuple[Callable[[], None], Callable[[], None]]:
         """(apply, heal) of ``fault``."""
@@ -280,11 +289,20 @@ class ChaosRun:
             for name in BROKERS:
                 server = self.cluster.servers[name]
                 pid, addr = server.pid, self.cluster.metrics_addr(name)
-                if server.should_run and server.proc.proc is not None and server.proc.proc.poll() is not None \
-                        and server.proc.proc.pid not in self._crashed:
+                if (
+                    server.should_run
+                    and server.proc.proc is not None
+                    and server.proc.proc.poll() is not None
+                    and server.proc.proc.pid not in self._crashed
+                ):
                     self._crashed.add(server.proc.proc.pid)
-                    self.findings.append(Finding("crash", f"{name} exited with {server.proc.proc.returncode} "
-                                                 f"without being stopped; log tail:\n{server.proc.log_tail(15)}"))
+                    self.findings.append(
+                        Finding(
+                            "crash",
+                            f"{name} exited with {server.proc.proc.returncode} "
+                            f"without being stopped; log tail:\n{server.proc.log_tail(15)}",
+                        )
+                    )
                 if pid is not None and addr and not server.paused:
                     sample = observe.metric_sample(name, pid, addr)
                     if sample is not None:
@@ -314,15 +332,19 @@ class ChaosRun:
         findings += checkers.corrupt_records_served(events)
         sends = [e for e in events if e["e"] == "send"]
         sent_ok = {e["id"] for e in sends if e["ok"]}
-        stats = {"sent_ok": len(sent_ok), "send_failures": len(sends) - len(sent_ok),
-                 "deliveries": sum(e["e"] == "deliver" for e in events),
-                 "acks_ok": sum(e["e"] == "ack" and e["ok"] for e in events),
-                 "nacks_ok": sum(e["e"] == "nack" and e["ok"] for e in events),
-                 "client_errors": sum(e["e"] == "error" for e in events),
-                 "poison": sum(is_poison(self.schedule.seed, i) for i in sent_ok),
-                 "dead_letters": len(dead), "excused_by_corruption": len(set().union(*self.excused.values())),
-                 "duplicates_after_ack": sum(n for key, n in dup_counts.items() if key != "excused"),
-                 "duplicates_excused_by_corruption": dup_counts.get("excused", 0)}
+        stats = {
+            "sent_ok": len(sent_ok),
+            "send_failures": len(sends) - len(sent_ok),
+            "deliveries": sum(e["e"] == "deliver" for e in events),
+            "acks_ok": sum(e["e"] == "ack" and e["ok"] for e in events),
+            "nacks_ok": sum(e["e"] == "nack" and e["ok"] for e in events),
+            "client_errors": sum(e["e"] == "error" for e in events),
+            "poison": sum(is_poison(self.schedule.seed, i) for i in sent_ok),
+            "dead_letters": len(dead),
+            "excused_by_corruption": len(set().union(*self.excused.values())),
+            "duplicates_after_ack": sum(n for key, n in dup_counts.items() if key != "excused"),
+            "duplicates_excused_by_corruption": dup_counts.get("excused", 0),
+        }
         return RunResult(self.schedule, findings, stats, self.notes, self.workdir, self.replay)
 
 

@@ -22,12 +22,12 @@ PROCESSES = (*SERVERS, *CLIENTS)
 
 
 class FaultKind(enum.Enum):
-    KILL = "kill"            # kill -9, start again when healed
-    PAUSE = "pause"          # SIGSTOP, SIGCONT when healed
+    KILL = "kill"  # kill -9, start again when healed
+    PAUSE = "pause"  # SIGSTOP, SIGCONT when healed
     PARTITION = "partition"  # the proxy stalls every byte between target and peer until healed
-    DELAY = "delay"          # the proxy holds every chunk between target and peer for delay_ms
+    DELAY = "delay"  # the proxy holds every chunk between target and peer for delay_ms
     DISK_FULL = "disk_full"  # a ballast file fills the tmpfs of the target broker's data dir
-    CORRUPT = "corrupt"      # stop the broker, overwrite the last corrupt_bytes of its commit log, start again
+    CORRUPT = "corrupt"  # stop the broker, overwrite the last corrupt_bytes of its commit log, start again
 
 
 ALL_KINDS = frozenset(FaultKind)
@@ -42,20 +42,22 @@ class Fault:
     at_s: float
     duration_s: float
     target: str
-    peer: str | None = None      # PARTITION, DELAY: the other end
-    delay_ms: int = 0            # DELAY
-    corrupt_bytes: int = 0       # CORRUPT
-    clean_stop: bool = True      # CORRUPT: SIGTERM (True) or kill -9 before corrupting
+    peer: str | None = None  # PARTITION, DELAY: the other end
+    delay_ms: int = 0  # DELAY
+    corrupt_bytes: int = 0  # CORRUPT
+    clean_stop: bool = True  # CORRUPT: SIGTERM (True) or kill -9 before corrupting
 
     @property
     def end_s(self) -> float:
         return self.at_s + self.duration_s
 
     def describe(self) -> str:
-        what = {FaultKind.PARTITION: f"{self.target} <-/-> {self.peer}",
-                FaultKind.DELAY: f"{self.target} <-{self.delay_ms}ms-> {self.peer}",
-                FaultKind.CORRUPT: f"{self.target} last {self.corrupt_bytes} bytes after "
-                                   f"{'a clean stop' if self.clean_stop else 'kill -9'}"}.get(self.kind, self.target)
+        what = {
+            FaultKind.PARTITION: f"{self.target} <-/-> {self.peer}",
+            FaultKind.DELAY: f"{self.target} <-{self.delay_ms}ms-> {self.peer}",
+            FaultKind.CORRUPT: f"{self.target} last {self.corrupt_bytes} bytes after "
+            f"{'a clean stop' if self.clean_stop else 'kill -9'}",
+        }.get(self.kind, self.target)
         return f"t={self.at_s:6.2f}s +{self.duration_s:4.2f}s {self.kind.value:<9} {what}"
 
 
@@ -70,7 +72,7 @@ class Schedule:
         head = f"seed {self.seed}: {len(self.faults)} faults in {self.duration_s:g} s, tmpfs on {self.disk_broker}"
         return "\n".join([head, *("  " + f.describe() for f in self.faults)])
 
-    def without(self, kinds: frozenset[FaultKind]) -> "Schedule":
+    def without(self, kinds: frozenset[FaultKind]) -> Schedule:
         """The same schedule without faults of ``kinds`` (e.g. DISK_FULL where mounting a tmpfs is impossible)."""
         return replace(self, faults=tuple(f for f in self.faults if f.kind not in kinds))
 
@@ -94,8 +96,10 @@ def _conflicts(candidate: Fault, active: list[Fault]) -> bool:
         if candidate.kind is FaultKind.DISK_FULL and other.kind is FaultKind.DISK_FULL:
             return True
         # the harness reads the log through mmap to corrupt it; a full tmpfs can SIGBUS that read
-        if {candidate.kind, other.kind} == {FaultKind.DISK_FULL, FaultKind.CORRUPT} \
-                and candidate.target == other.target:
+        if {candidate.kind, other.kind} == {
+            FaultKind.DISK_FULL,
+            FaultKind.CORRUPT,
+        } and candidate.target == other.target:
             return True
     return False
 
@@ -114,12 +118,19 @@ def _pick(rng: random.Random, kind: FaultKind, at_s: float, disk_broker: str) ->
         return Fault(kind, at_s, duration_s, target, peer, delay_ms=delay_ms)
     if kind is FaultKind.DISK_FULL:
         return Fault(kind, at_s, duration_s, disk_broker)
-    return Fault(kind, at_s, duration_s, rng.choice(BROKERS), corrupt_bytes=rng.randint(16, 200),
-                 clean_stop=rng.random() < 0.5)
+    return Fault(
+        kind, at_s, duration_s, rng.choice(BROKERS), corrupt_bytes=rng.randint(16, 200), clean_stop=rng.random() < 0.5
+    )
 
 
-def generate(seed: int, duration_s: float, *, kinds: frozenset[FaultKind] = ALL_KINDS,
-             mean_gap_s: float = 2.0, max_active: int = 2) -> Schedule:
+def generate(
+    seed: int,
+    duration_s: float,
+    *,
+    kinds: frozenset[FaultKind] = ALL_KINDS,
+    mean_gap_s: float = 2.0,
+    max_active: int = 2,
+) -> Schedule:
     """Faults starting in [1 s, duration_s - 1 s), each healed by ``duration_s``; ``kinds`` limits the choice.
 
     Gaps between starts are exponential around ``mean_gap_s``; at most ``max_active`` faults at once, never two
@@ -144,4 +155,3 @@ def generate(seed: int, duration_s: float, *, kinds: frozenset[FaultKind] = ALL_
         if len(active) < max_active and not _conflicts(fault, active):
             faults.append(fault)
     return Schedule(seed, duration_s, disk_broker, tuple(faults))
-

@@ -34,8 +34,9 @@ class SdkClients:
     def __init__(self, namesrv_addr: str, seed: int, history: History, settling: threading.Event):
         # Routes refreshed every 2 s, as the cluster's other timings are shrunk (registration every 500 ms, expiry
         # 2 s): with the default 30 s a route fetched while a master was re-registering outlives the settle time.
-        self.config = ClientConfig(namesrv_addr=namesrv_addr, request_timeout_s=3.0,
-                                   poll_name_server_interval_ms=ROUTE_REFRESH_MS)
+        self.config = ClientConfig(
+            namesrv_addr=namesrv_addr, request_timeout_s=3.0, poll_name_server_interval_ms=ROUTE_REFRESH_MS
+        )
         self.seed = seed
         self.history = history
         self.settling = settling
@@ -45,10 +46,10 @@ class SdkClients:
 
     def start(self) -> None:
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._produce, args=(self._stop,), name="chaos-sdk-producer",
-                                          daemon=True),
-                         threading.Thread(target=self._consume, args=(self._stop,), name="chaos-sdk-consumer",
-                                          daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._produce, args=(self._stop,), name="chaos-sdk-producer", daemon=True),
+            threading.Thread(target=self._consume, args=(self._stop,), name="chaos-sdk-consumer", daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -85,13 +86,26 @@ class SdkClients:
                 msg_id = f"s{self._sent}"
                 self._sent += 1
                 kind = self._sent % 20
-                delay = {"delay_level": 1 + kind % 3} if kind == 0 else \
-                    {"deliver_at_ms": int(time.time() * 1000) + 1500} if kind == 10 else {}
+                delay = (
+                    {"delay_level": 1 + kind % 3}
+                    if kind == 0
+                    else {"deliver_at_ms": int(time.time() * 1000) + 1500}
+                    if kind == 10
+                    else {}
+                )
                 try:
                     result = producer.send(Message.create(TOPIC, msg_id, keys=msg_id), **delay)
-                    self.history.add("send", who="sdk", id=msg_id, ok=result.status is SendStatus.SEND_OK,
-                                     status=result.status.value, broker=result.message_queue.broker_name,
-                                     queue=result.queue_id, queue_offset=result.queue_offset, delay=delay)
+                    self.history.add(
+                        "send",
+                        who="sdk",
+                        id=msg_id,
+                        ok=result.status is SendStatus.SEND_OK,
+                        status=result.status.value,
+                        broker=result.message_queue.broker_name,
+                        queue=result.queue_id,
+                        queue_offset=result.queue_offset,
+                        delay=delay,
+                    )
                 except (PocketMQError, OSError, TimeoutError) as exc:
                     self.history.add("send", who="sdk", id=msg_id, ok=False, status=repr(exc)[:300])
                 stop.wait(SEND_INTERVAL_S)
@@ -99,8 +113,9 @@ class SdkClients:
             producer.shutdown()
 
     def _consume(self, stop: threading.Event) -> None:
-        consumer = self._started(lambda: SimpleConsumer(SDK_GROUP, {TOPIC: "*"}, self.config, await_duration_ms=1000),
-                                 "consumer", stop)
+        consumer = self._started(
+            lambda: SimpleConsumer(SDK_GROUP, {TOPIC: "*"}, self.config, await_duration_ms=1000), "consumer", stop
+        )
         if consumer is None:
             return
         try:
@@ -120,13 +135,26 @@ class SdkClients:
     def _handle(self, consumer: SimpleConsumer, msg, t0: float) -> None:
         msg_id = msg.body.decode(errors="replace")
         attempt = msg.reconsume_times + 1
-        self.history.add("deliver", group=SDK_GROUP, id=msg_id, attempt=attempt,
-                         broker=msg.properties.get("PMQ_BROKER_NAME", ""),
-                         topic=msg.properties.get(RETRY_TOPIC_PROPERTY, msg.topic), t0=t0)
-        act(self.history.add, SDK_GROUP, self.seed, msg_id, attempt, self.settling.is_set(),
+        self.history.add(
+            "deliver",
+            group=SDK_GROUP,
+            id=msg_id,
+            attempt=attempt,
+            broker=msg.properties.get("PMQ_BROKER_NAME", ""),
+            topic=msg.properties.get(RETRY_TOPIC_PROPERTY, msg.topic),
+            t0=t0,
+        )
+        act(
+            self.history.add,
+            SDK_GROUP,
+            self.seed,
+            msg_id,
+            attempt,
+            self.settling.is_set(),
             ack=lambda: consumer.ack(msg),
             nack=lambda: consumer.change_invisible_duration(msg, NACK_INVISIBLE_MS),
-            errors=(PocketMQError, OSError, TimeoutError))
+            errors=(PocketMQError, OSError, TimeoutError),
+        )
 
 
 class OfficialClientProcess:
@@ -149,14 +177,23 @@ class OfficialClientProcess:
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def start(self) -> None:
-        spec = {"endpoints": self.endpoints, "seed": self.seed, "incarnation": self.incarnation,
-                "events": str(self.events_path), "settle_file": str(self.settle_file),
-                "stop_file": str(self.stop_file)}
+        spec = {
+            "endpoints": self.endpoints,
+            "seed": self.seed,
+            "incarnation": self.incarnation,
+            "events": str(self.events_path),
+            "settle_file": str(self.settle_file),
+            "stop_file": str(self.stop_file),
+        }
         self.incarnation += 1
         log = open(self.workdir / "official.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "pocketmq.testing.chaos.official_client",
-                                      json.dumps(spec)], cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "HOME": str(self.workdir)})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pocketmq.testing.chaos.official_client", json.dumps(spec)],
+            cwd=self.workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HOME": str(self.workdir)},
+        )
         log.close()
 
     def kill(self) -> None:

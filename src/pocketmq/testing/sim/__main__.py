@@ -29,8 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run (default 100)")
     parser.add_argument("--first", type=int, default=0, help="the first seed of --seeds")
     parser.add_argument("--bug", action="append", default=[], choices=BUGS, help="inject a known bug")
-    parser.add_argument("--flush-latency-ms", type=_range, default=SimConfig().flush_latency_ms, metavar="LO,HI",
-                        help="how long a flush takes (default 1,4: an fsync); 50,400 is the window of ASYNC_FLUSH")
+    parser.add_argument(
+        "--flush-latency-ms",
+        type=_range,
+        default=SimConfig().flush_latency_ms,
+        metavar="LO,HI",
+        help="how long a flush takes (default 1,4: an fsync); 50,400 is the window of ASYNC_FLUSH",
+    )
     parser.add_argument("--trace", action="store_true", help="with --seed: print every event of the trace")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)  # breaker changes are in the trace; keep the output to reports
@@ -51,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(result)
             print(result.report())
     elapsed_s = time.monotonic() - started
-    print(f"sim: {args.seeds} seeds from {args.first}, {len(failed)} failed, {elapsed_s:.1f} s"
-          + (f"; replay one with: {failed[0].replay}" if failed else ""))
+    print(
+        f"sim: {args.seeds} seeds from {args.first}, {len(failed)} failed, {elapsed_s:.1f} s"
+        + (f"; replay one with: {failed[0].replay}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -31,7 +31,15 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record
 from pocketmq.testing.sim import bugs as injected
 from pocketmq.testing.sim.config import (
-    CLUSTER, CONSUMER_GROUP, GROUPS, RETRY_TOPIC, REVIVE_QUEUE_ID, REVIVE_TOPIC, TOPIC, Bugs, SimConfig,
+    CLUSTER,
+    CONSUMER_GROUP,
+    GROUPS,
+    RETRY_TOPIC,
+    REVIVE_QUEUE_ID,
+    REVIVE_TOPIC,
+    TOPIC,
+    Bugs,
+    SimConfig,
 )
 from pocketmq.testing.sim.disk import SimDisk
 from pocketmq.testing.sim.history import History
@@ -41,7 +49,17 @@ from pocketmq.testing.sim.nodes import NAMESRV_ADDR, Node
 from pocketmq.testing.sim.revive import Reviver
 from pocketmq.testing.sim.store import SimStore
 from pocketmq.testing.sim.wire import (
-    Ack, AckReply, Escape, EscapeReply, HaPull, HaPullReply, Pop, PopReply, Register, Send, SendReply,
+    Ack,
+    AckReply,
+    Escape,
+    EscapeReply,
+    HaPull,
+    HaPullReply,
+    Pop,
+    PopReply,
+    Register,
+    Send,
+    SendReply,
 )
 
 
@@ -60,8 +78,9 @@ class _HeldPull:
 
 
 class SimBroker(Node):
-    def __init__(self, group: str, broker_id: int, kernel: Kernel, net: Network, history: History,
-                 config: SimConfig, bugs: Bugs):
+    def __init__(
+        self, group: str, broker_id: int, kernel: Kernel, net: Network, history: History, config: SimConfig, bugs: Bugs
+    ):
         super().__init__(f"{group}-{broker_id}", kernel, net, history, config)
         self.group = group
         self.broker_id = broker_id
@@ -71,7 +90,8 @@ class SimBroker(Node):
         self.disk.on_flushed = self._on_flushed
         self.identity = BrokerIdentity(CLUSTER, group, broker_id, self.addr)
         self.policy = (injected.EndlessCkRewritePolicy if "endless_ck_rewrite" in bugs else CkRewritePolicy)(
-            backoff_ms=config.ck_rewrite_backoff_ms, ending=injected.ending(bugs))
+            backoff_ms=config.ck_rewrite_backoff_ms, ending=injected.ending(bugs)
+        )
         net.attach(self.addr, self._handle)
         net.set_up(self.addr, False)
 
@@ -85,8 +105,9 @@ class SimBroker(Node):
         self._sync_waiters: list[_SyncWaiter] = []
         self._held_pulls: list[_HeldPull] = []
         # A master's pop offsets are its metadata (durable); a slave's come from the metadata sync (in memory).
-        self.pop_offsets: dict[tuple[str, int], int] = dict(self.disk.meta.get("pop_offsets", {})) \
-            if self.is_master else {}
+        self.pop_offsets: dict[tuple[str, int], int] = (
+            dict(self.disk.meta.get("pop_offsets", {})) if self.is_master else {}
+        )
         self._revive_queue: ReviveQueue | None = None
         self._popping: set[tuple[str, int]] = set()  # queues whose pop is storing its CK
         self.reviver = Reviver(self)
@@ -110,14 +131,25 @@ class SimBroker(Node):
         self._wake_pulls()
         for msg in records:
             if msg.topic == TOPIC:
-                self.history.record("durable", broker=self.addr, group=self.group, origin=msg.uniq_key,
-                                    queue_id=msg.queue_id, queue_offset=msg.queue_offset)
+                self.history.record(
+                    "durable",
+                    broker=self.addr,
+                    group=self.group,
+                    origin=msg.uniq_key,
+                    queue_id=msg.queue_id,
+                    queue_offset=msg.queue_offset,
+                )
 
     def acting(self) -> bool:
         """Whether this broker runs its group's revive and serves its POP: the master always; a slave as the real
         election decides (no master in the routes, the lowest live id; no handover in the model)."""
-        return self.is_master or should_act(self.broker_id, self.group_addrs(self.group), enabled=True,
-                                            master_back_until_ms=0, now_ms=self.kernel.now_ms())
+        return self.is_master or should_act(
+            self.broker_id,
+            self.group_addrs(self.group),
+            enabled=True,
+            master_back_until_ms=0,
+            now_ms=self.kernel.now_ms(),
+        )
 
     def _other_master(self) -> str | None:
         for group in GROUPS:
@@ -153,8 +185,12 @@ class SimBroker(Node):
         for msg in messages:
             stored = self.store.append(replace(msg, properties=dict(msg.properties)), self.kernel.now_ms())
             if stored.topic == RETRY_TOPIC:  # where the copy sits: a dead-letter reference names only that
-                self.history.record("copy_stored", broker=self.addr, origin=stored.uniq_key,
-                                    location=(self.group, stored.topic, stored.queue_id, stored.queue_offset))
+                self.history.record(
+                    "copy_stored",
+                    broker=self.addr,
+                    origin=stored.uniq_key,
+                    location=(self.group, stored.topic, stored.queue_id, stored.queue_offset),
+                )
         return self.disk.flush()
 
     def _when_done(self, future: SimFuture, inc: int, action) -> None:
@@ -165,8 +201,9 @@ class SimBroker(Node):
         if not self.is_master:
             respond(SendReply("SERVICE_NOT_AVAILABLE"))
             return
-        stored = self.store.append(replace(request.message, properties=dict(request.message.properties)),
-                                   self.kernel.now_ms())
+        stored = self.store.append(
+            replace(request.message, properties=dict(request.message.properties)), self.kernel.now_ms()
+        )
         self._when_done(self.disk.flush(), self.incarnation, lambda: self._await_replication(stored, respond))
 
     def _await_replication(self, msg: MessageExt, respond) -> None:
@@ -175,7 +212,9 @@ class SimBroker(Node):
             return
         self._sync_waiters.append(_SyncWaiter(msg, respond, self.kernel.now_ms() + self.config.ha_ack_timeout_ms))
         inc = self.incarnation
-        self.kernel.after(self.config.ha_ack_timeout_ms, lambda: self._check_sync_waiters() if self.alive(inc) else None)
+        self.kernel.after(
+            self.config.ha_ack_timeout_ms, lambda: self._check_sync_waiters() if self.alive(inc) else None
+        )
         self._check_sync_waiters()
 
     def _check_sync_waiters(self) -> None:
@@ -199,8 +238,11 @@ class SimBroker(Node):
             respond(HaPullReply(refused="not a master"))
             return
         store = self.store
-        there = store.last_record_crc32c(request.last_record.phys_offset, request.phys_offset) \
-            if request.last_record is not None else None
+        there = (
+            store.last_record_crc32c(request.last_record.phys_offset, request.phys_offset)
+            if request.last_record is not None
+            else None
+        )
         try:
             start = replication_start(request.phys_offset, 0, store.max_phys_offset, request.last_record, there)
         except ValueError as exc:
@@ -252,8 +294,9 @@ class SimBroker(Node):
                 continue
             request = HaPull((self.addr, inc), self.store.max_phys_offset, self.store.last_record())
             try:
-                reply = await self.net.call(self.addr, master, request,
-                                            self.config.ha_pull_suspend_ms + self.config.rpc_timeout_ms)
+                reply = await self.net.call(
+                    self.addr, master, request, self.config.ha_pull_suspend_ms + self.config.rpc_timeout_ms
+                )
             except RemotingError:
                 await self.kernel.sleep(self.config.ha_lookup_interval_ms)
                 continue
@@ -293,9 +336,16 @@ class SimBroker(Node):
         if not messages:
             respond(PopReply())
             return
-        ck = PopCheckpoint.of_offsets(request.topic, CONSUMER_GROUP, request.queue_id,
-                                      [m.queue_offset for m in messages], self.kernel.now_ms(), request.invisible_ms,
-                                      self.group, REVIVE_QUEUE_ID)
+        ck = PopCheckpoint.of_offsets(
+            request.topic,
+            CONSUMER_GROUP,
+            request.queue_id,
+            [m.queue_offset for m in messages],
+            self.kernel.now_ms(),
+            request.invisible_ms,
+            self.group,
+            REVIVE_QUEUE_ID,
+        )
         self._popping.add(key)
         self.kernel.spawn(self._pop(self.incarnation, key, start + len(messages), messages, ck, respond))
 
@@ -318,8 +368,9 @@ class SimBroker(Node):
         if self.is_master:
             self.disk.meta["pop_offsets"] = dict(self.pop_offsets)
         else:
-            self.history.record("ck_escaped", broker=self.addr, to=target, topic=ck.topic, queue_id=ck.queue_id,
-                                count=ck.count)
+            self.history.record(
+                "ck_escaped", broker=self.addr, to=target, topic=ck.topic, queue_id=ck.queue_id, count=ck.count
+            )
         respond(PopReply(tuple(messages), ck, target))
 
     async def escape(self, inc: int, messages: list[MessageExt]) -> str | None:
@@ -337,8 +388,9 @@ class SimBroker(Node):
         if not self.is_master:
             respond(EscapeReply(False))
             return
-        self._when_done(self.append_flushed(list(request.messages)), self.incarnation,
-                        lambda: respond(EscapeReply(True)))
+        self._when_done(
+            self.append_flushed(list(request.messages)), self.incarnation, lambda: respond(EscapeReply(True))
+        )
 
     def revive_queue(self) -> ReviveQueue:
         if self._revive_queue is None:
@@ -363,11 +415,14 @@ class SimBroker(Node):
 
         def stored() -> None:
             for queue_offset in ack.acked_offsets:
-                self.history.record("ack_stored", broker=self.addr,
-                                    location=(ack.broker_name, ack.topic, ack.queue_id, queue_offset))
+                self.history.record(
+                    "ack_stored", broker=self.addr, location=(ack.broker_name, ack.topic, ack.queue_id, queue_offset)
+                )
             respond(AckReply(True))
-        self._when_done(self.append_flushed([ack_message(REVIVE_TOPIC, REVIVE_QUEUE_ID, ack)]), self.incarnation,
-                        stored)
+
+        self._when_done(
+            self.append_flushed([ack_message(REVIVE_TOPIC, REVIVE_QUEUE_ID, ack)]), self.incarnation, stored
+        )
 
     # -- remote reads --------------------------------------------------------------------------------------------
     def _on_pull(self, request: RemotingCommand) -> RemotingCommand:

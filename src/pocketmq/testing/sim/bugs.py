@@ -23,8 +23,12 @@ class EndlessCkRewritePolicy(CkRewritePolicy):
         if isinstance(step, Rewrite):
             return step
         wait_ms = max(self.backoff_ms[-1], min_wait_ms)  # past the table: rewrite again with its last step
-        return Rewrite(ck.single(queue_offset, invisible_time_ms=now_ms + wait_ms - ck.pop_time_ms,
-                                 rewrite_count=ck.rewrite_count + 1), wait_ms)
+        return Rewrite(
+            ck.single(
+                queue_offset, invisible_time_ms=now_ms + wait_ms - ck.pop_time_ms, rewrite_count=ck.rewrite_count + 1
+            ),
+            wait_ms,
+        )
 
 
 class _IgnoredBreaker(CircuitBreaker):

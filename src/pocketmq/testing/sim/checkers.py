@@ -33,8 +33,9 @@ class Violation:
         return f"{self.checker}: {self.detail}"
 
 
-def check_sync_sends(history, final_logs: dict[str, dict], final_readers: dict[str, str],
-                     config: SimConfig) -> list[Violation]:
+def check_sync_sends(
+    history, final_logs: dict[str, dict], final_readers: dict[str, str], config: SimConfig
+) -> list[Violation]:
     durable: dict[str, dict[str, int]] = defaultdict(dict)  # origin -> broker -> first time durable
     found = []
     for t, kind, f in history.events:
@@ -44,14 +45,24 @@ def check_sync_sends(history, final_logs: dict[str, dict], final_readers: dict[s
             brokers = {b for b, at in durable[f["origin"]].items() if at <= t and b.startswith(f["group"] + "-")}
             master = f"{f['group']}-0"
             if master not in brokers or len(brokers) < 2:
-                found.append(Violation("sync_sends", f"{f['origin']} answered SEND_OK at {t} ms while durable only "
-                                                     f"on {sorted(brokers) or 'no broker'}"))
+                found.append(
+                    Violation(
+                        "sync_sends",
+                        f"{f['origin']} answered SEND_OK at {t} ms while durable only "
+                        f"on {sorted(brokers) or 'no broker'}",
+                    )
+                )
             reader = final_readers.get(f["group"])
             at = (TOPIC, f["queue_id"], f["queue_offset"])
             if reader is None or final_logs[reader].get(at) != f["origin"]:
-                found.append(Violation("sync_sends", f"{f['origin']} (SEND_OK, {f['group']} queue {f['queue_id']} "
-                                                     f"offset {f['queue_offset']}) is not what {reader} holds there "
-                                                     f"at the end: {final_logs.get(reader, {}).get(at)}"))
+                found.append(
+                    Violation(
+                        "sync_sends",
+                        f"{f['origin']} (SEND_OK, {f['group']} queue {f['queue_id']} "
+                        f"offset {f['queue_offset']}) is not what {reader} holds there "
+                        f"at the end: {final_logs.get(reader, {}).get(at)}",
+                    )
+                )
     return found
 
 
@@ -83,14 +94,21 @@ def check_pop_outcomes(history, config: SimConfig) -> list[Violation]:
             if not f["reason"]:
                 found.append(Violation("pop_outcomes", f"dead letter of {origin} at {t} ms has no reason"))
             if f["reason"] == copies.REASON_MAX_ATTEMPTS and f["reconsume_times"] != config.retry_max_times:
-                found.append(Violation("pop_outcomes", f"{origin} dead-lettered after {f['reconsume_times']} "
-                                                       f"reconsumes, not retry_max_times={config.retry_max_times}"))
+                found.append(
+                    Violation(
+                        "pop_outcomes",
+                        f"{origin} dead-lettered after {f['reconsume_times']} "
+                        f"reconsumes, not retry_max_times={config.retry_max_times}",
+                    )
+                )
             if origin is not None:
                 dead.add(origin)
         elif kind in ("dropped", "gone"):
             origin = by_location.get(f["location"])
             if origin in sent_ok:
-                found.append(Violation("pop_outcomes", f"{origin} {kind} at {t} ms: {f.get('reason') or f.get('cause')}"))
+                found.append(
+                    Violation("pop_outcomes", f"{origin} {kind} at {t} ms: {f.get('reason') or f.get('cause')}")
+                )
     for origin in sorted(sent_ok - delivered - dead):
         found.append(Violation("pop_outcomes", f"{origin} was sent OK and never delivered nor dead-lettered"))
     for origin in sorted((delivered & sent_ok) - acked - dead):
@@ -100,9 +118,14 @@ def check_pop_outcomes(history, config: SimConfig) -> list[Violation]:
 
 def check_rewrite_bound(history, config: SimConfig) -> list[Violation]:
     limit = len(config.ck_rewrite_backoff_ms)
-    return [Violation("rewrite_bound", f"CK of {f['location']} rewritten {f['rewrite_count']} times at {t} ms "
-                                       f"(the ending allows {limit})")
-            for t, kind, f in history.events if kind == "ck_rewritten" and f["rewrite_count"] > limit]
+    return [
+        Violation(
+            "rewrite_bound",
+            f"CK of {f['location']} rewritten {f['rewrite_count']} times at {t} ms (the ending allows {limit})",
+        )
+        for t, kind, f in history.events
+        if kind == "ck_rewritten" and f["rewrite_count"] > limit
+    ]
 
 
 def check_breaker_bound(history, config: SimConfig) -> list[Violation]:
@@ -120,18 +143,27 @@ def check_breaker_bound(history, config: SimConfig) -> list[Violation]:
         elif kind == "remote_read":
             current = state.get(key, "CLOSED")
             if current == "OPEN":
-                found.append(Violation("breaker_bound", f"{key[0]} read from {key[1]} at {t} ms while its breaker "
-                                                        "was open"))
+                found.append(
+                    Violation("breaker_bound", f"{key[0]} read from {key[1]} at {t} ms while its breaker was open")
+                )
             elif current == "HALF_OPEN":
                 probe_reads[(*key, t // 1000)] += 1
-    found += [Violation("breaker_bound", f"{reader} sent {n} reads to {target} in second {second} while its breaker "
-                                         f"was half-open (at most {BROKERS_PER_GROUP})")
-              for (reader, target, second), n in sorted(probe_reads.items()) if n > BROKERS_PER_GROUP]
+    found += [
+        Violation(
+            "breaker_bound",
+            f"{reader} sent {n} reads to {target} in second {second} while its breaker "
+            f"was half-open (at most {BROKERS_PER_GROUP})",
+        )
+        for (reader, target, second), n in sorted(probe_reads.items())
+        if n > BROKERS_PER_GROUP
+    ]
     return found
 
 
 def run_checkers(history, final_logs, final_readers, config: SimConfig) -> list[Violation]:
-    return (check_sync_sends(history, final_logs, final_readers, config) + check_pop_outcomes(history, config)
-            + check_rewrite_bound(history, config) + check_breaker_bound(history, config))
-
-
+    return (
+        check_sync_sends(history, final_logs, final_readers, config)
+        + check_pop_outcomes(history, config)
+        + check_rewrite_bound(history, config)
+        + check_breaker_bound(history, config)
+    )

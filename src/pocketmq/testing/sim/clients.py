@@ -11,7 +11,6 @@ from pocketmq.testing.sim.nodes import Node
 from pocketmq.testing.sim.wire import Ack, Pop, Send
 
 
-
 class _Client(Node):
     """A client process: it serves nothing, refreshes its view every heartbeat and runs its ``work`` loop."""
 
@@ -47,8 +46,12 @@ class SimProducer(_Client):
             group = rng.choice(writable)
             self._sent += 1
             origin = f"m{self._sent}"
-            msg = MessageExt(topic=TOPIC, body=origin.encode(), properties={props.UNIQ_KEY: origin},
-                             queue_id=rng.randrange(QUEUES_PER_GROUP))
+            msg = MessageExt(
+                topic=TOPIC,
+                body=origin.encode(),
+                properties={props.UNIQ_KEY: origin},
+                queue_id=rng.randrange(QUEUES_PER_GROUP),
+            )
             self.kernel.spawn(self._send(group, msg))
 
     async def _send(self, group: str, msg: MessageExt) -> None:
@@ -58,8 +61,9 @@ class SimProducer(_Client):
             self.history.record("send_failed", origin=msg.uniq_key, group=group, status=type(exc).__name__)
             return
         if reply.status == "SEND_OK":
-            self.history.record("send_ok", origin=msg.uniq_key, group=group, queue_id=msg.queue_id,
-                                queue_offset=reply.queue_offset)
+            self.history.record(
+                "send_ok", origin=msg.uniq_key, group=group, queue_id=msg.queue_id, queue_offset=reply.queue_offset
+            )
         else:
             self.history.record("send_failed", origin=msg.uniq_key, group=group, status=reply.status)
 
@@ -71,8 +75,9 @@ class SimConsumer(_Client):
 
     async def work(self, inc: int) -> None:
         rng = self.kernel.rng
-        targets = [(g, TOPIC, q) for g in GROUPS for q in range(QUEUES_PER_GROUP)] + [(g, RETRY_TOPIC, 0)
-                                                                                    for g in GROUPS]
+        targets = [(g, TOPIC, q) for g in GROUPS for q in range(QUEUES_PER_GROUP)] + [
+            (g, RETRY_TOPIC, 0) for g in GROUPS
+        ]
         while self.alive(inc):
             await self.kernel.sleep(rng.randint(*self.config.pop_interval_ms))
             group, topic, queue_id = rng.choice(targets)
@@ -87,12 +92,19 @@ class SimConsumer(_Client):
             if reply.error or not reply.messages:
                 continue
             for msg in reply.messages:
-                self.history.record("delivered", consumer=self.addr, origin=msg.uniq_key,
-                                    location=(reply.checkpoint.broker_name, msg.topic, msg.queue_id, msg.queue_offset),
-                                    reconsume_times=msg.reconsume_times)
+                self.history.record(
+                    "delivered",
+                    consumer=self.addr,
+                    origin=msg.uniq_key,
+                    location=(reply.checkpoint.broker_name, msg.topic, msg.queue_id, msg.queue_offset),
+                    reconsume_times=msg.reconsume_times,
+                )
                 if rng.random() < self.ack_probability:
-                    self.kernel.spawn(self._ack(reply.checkpoint, reply.ck_store_group, msg,
-                                                rng.randint(5, self.config.invisible_ms // 2)))
+                    self.kernel.spawn(
+                        self._ack(
+                            reply.checkpoint, reply.ck_store_group, msg, rng.randint(5, self.config.invisible_ms // 2)
+                        )
+                    )
 
     async def _ack(self, ck, ck_store_group: str, msg: MessageExt, after_ms: int) -> None:
         await self.kernel.sleep(after_ms)
@@ -105,5 +117,9 @@ class SimConsumer(_Client):
         except RemotingError:
             return
         if reply.ok:
-            self.history.record("acked", consumer=self.addr, origin=msg.uniq_key,
-                                location=(ck.broker_name, ck.topic, ck.queue_id, msg.queue_offset))
+            self.history.record(
+                "acked",
+                consumer=self.addr,
+                origin=msg.uniq_key,
+                location=(ck.broker_name, ck.topic, ck.queue_id, msg.queue_offset),
+            )

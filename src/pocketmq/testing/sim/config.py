@@ -33,7 +33,9 @@ class SimConfig:
     ck_rewrite_backoff_ms: tuple[int, ...] = (250, 500, 1_000)
     breaker: BreakerSettings = field(default_factory=lambda: BreakerSettings(failure_threshold=2, cool_down_ms=1_500))
     remote_read_timeout_ms: int = 800
-    remote_read_delays: RetryDelays = RetryDelays(unreachable_ms=1_000, busy_ms=500, no_permission_ms=2_000, other_ms=500)
+    remote_read_delays: RetryDelays = RetryDelays(
+        unreachable_ms=1_000, busy_ms=500, no_permission_ms=2_000, other_ms=500
+    )
     revive_interval_ms: int = 500
     heartbeat_ms: int = 1_000
     broker_expire_ms: int = 3_000

@@ -43,7 +43,7 @@ class SimDisk:
             if generation != self._generation:
                 return
             if target > self.flushed_count:
-                newly = self.records[self.flushed_count:target]
+                newly = self.records[self.flushed_count : target]
                 self.flushed_count = target
                 if self.on_flushed is not None:
                     self.on_flushed(newly)
@@ -51,13 +51,14 @@ class SimDisk:
             self._waiters = [(t, f) for t, f in self._waiters if t > self.flushed_count]
             for future in ready:
                 future.resolve()
+
         self._kernel.after(self._kernel.rng.randint(*self._flush_latency_ms), complete)
         return done
 
     def crash(self) -> int:
         """Power loss: drop the unflushed tail; returns how many records were lost."""
         lost = len(self.records) - self.flushed_count
-        del self.records[self.flushed_count:]
+        del self.records[self.flushed_count :]
         self._generation += 1
         self._waiters = []  # their process is gone
         return lost
@@ -66,8 +67,11 @@ class SimDisk:
         """Record ``index``; reads of message records (not of the system topics: the revive log) fail with the
         injected probability, so a failing disk shows in pops and revive reads rather than stopping revive."""
         record = self.records[index]
-        if self.read_failure_probability and not is_system_topic(record.topic) \
-                and self._kernel.rng.random() < self.read_failure_probability:
+        if (
+            self.read_failure_probability
+            and not is_system_topic(record.topic)
+            and self._kernel.rng.random() < self.read_failure_probability
+        ):
             raise OSError(f"injected read failure at record {index}")
         return record
 

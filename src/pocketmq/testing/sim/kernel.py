@@ -90,6 +90,7 @@ class Kernel:
     def spawn(self, coro: Coroutine) -> None:
         """Run ``coro`` until its first await, then resume it (as an event of its own) whenever what it awaits
         is done. Exceptions other than the awaited ones propagate out of ``run_until``: a model bug stops the run."""
+
         def step() -> None:
             try:
                 awaited = coro.send(None)
@@ -98,6 +99,7 @@ class Kernel:
             if not isinstance(awaited, SimFuture):
                 raise SimError(f"a simulated coroutine awaited {awaited!r}: only SimFutures exist here")
             awaited.add_done(lambda: self.after(0, step))
+
         step()
 
     def run_until(self, elapsed_ms: int) -> None:

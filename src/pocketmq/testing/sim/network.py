@@ -57,8 +57,9 @@ class Network:
 
     def call(self, src: str, dst: str, request: Any, timeout_ms: int) -> SimFuture:
         future = SimFuture()
-        self._kernel.after(timeout_ms, lambda: future.fail(
-            RemotingTimeoutError(f"no answer from {dst} in {timeout_ms} ms")))
+        self._kernel.after(
+            timeout_ms, lambda: future.fail(RemotingTimeoutError(f"no answer from {dst} in {timeout_ms} ms"))
+        )
         self._send(src, dst, lambda: self._arrive(src, dst, request, future))
         return future
 

@@ -46,8 +46,14 @@ class Reviver:
         reader = self._readers.get(group)
         if reader is None:
             reader = self._readers[group] = RemoteMessageReader(
-                group, _NamesrvClient(self.broker), _Remoting(self, group), breakers=self.breakers, clock=self.broker.kernel.clock,
-                timeout_ms=self.broker.config.remote_read_timeout_ms, delays=self.broker.config.remote_read_delays)
+                group,
+                _NamesrvClient(self.broker),
+                _Remoting(self, group),
+                breakers=self.breakers,
+                clock=self.broker.kernel.clock,
+                timeout_ms=self.broker.config.remote_read_timeout_ms,
+                delays=self.broker.config.remote_read_delays,
+            )
         return reader
 
     def __repr__(self) -> str:
@@ -97,16 +103,26 @@ class Reviver:
             read = await self._read(ck, queue_offset)
             if not self.broker.alive(inc):
                 return False
-            decision = decide(ck, queue_offset, read, retry_max_times=self.broker.config.retry_max_times,
-                              policy=self.broker.policy, now_ms=self.broker.kernel.now_ms())
+            decision = decide(
+                ck,
+                queue_offset,
+                read,
+                retry_max_times=self.broker.config.retry_max_times,
+                policy=self.broker.policy,
+                now_ms=self.broker.kernel.now_ms(),
+            )
             where = {"location": (ck.broker_name, ck.topic, ck.queue_id, queue_offset)}
             if isinstance(decision, Copy):
                 outgoing.append(decision)
                 outcomes.append(_copy_outcome(decision, where))
             elif isinstance(decision, Rewrite):
                 rewrites.append(decision.checkpoint)
-                outcomes.append(("ck_rewritten", {**where, "rewrite_count": decision.checkpoint.rewrite_count,
-                                                  "reason": read.reason}))
+                outcomes.append(
+                    (
+                        "ck_rewritten",
+                        {**where, "rewrite_count": decision.checkpoint.rewrite_count, "reason": read.reason},
+                    )
+                )
             elif isinstance(decision, Gone):
                 outcomes.append(("gone", {**where, "cause": decision.cause}))
             elif isinstance(decision, Dropped):
@@ -183,6 +199,5 @@ class _Remoting:
         if not broker.alive(self._reviver.incarnation):
             raise RemotingError("the reading process is gone")  # a killed process sends nothing
         state = self._reviver.note_breaker(self._group)
-        broker.history.record("remote_read", reader=broker.addr, target=self._group, addr=addr,
-                              breaker=state.value)
+        broker.history.record("remote_read", reader=broker.addr, target=self._group, addr=addr, breaker=state.value)
         return await broker.net.call(broker.addr, addr, request, int(timeout_s * 1000))

@@ -94,16 +94,21 @@ class _World:
                 self.history.record("partition", side=tuple(sorted(side)))
                 kernel.after(length_ms, self._heal)
             elif fault == "links":
-                self.net.faults = LinkFaults(drop_probability=rng.uniform(0.0, 0.25), max_delay_ms=rng.randint(5, 60),
-                                             spike_probability=rng.uniform(0.0, 0.1))
+                self.net.faults = LinkFaults(
+                    drop_probability=rng.uniform(0.0, 0.25),
+                    max_delay_ms=rng.randint(5, 60),
+                    spike_probability=rng.uniform(0.0, 0.1),
+                )
                 self.history.record("link_faults", drop=round(self.net.faults.drop_probability, 3))
                 kernel.after(length_ms, self._calm_links)
             else:
                 broker = rng.choice(self.brokers)
                 broker.disk.read_failure_probability = rng.uniform(0.5, 1.0)
                 self.history.record("disk_read_failures", broker=broker.addr)
-                kernel.after(length_ms + rng.randint(0, 3_000),  # a failing disk: longer than other faults
-                             lambda b=broker: setattr(b.disk, "read_failure_probability", 0.0))
+                kernel.after(
+                    length_ms + rng.randint(0, 3_000),  # a failing disk: longer than other faults
+                    lambda b=broker: setattr(b.disk, "read_failure_probability", 0.0),
+                )
 
     def _group_outage(self, group: str) -> None:
         """The master dies, its slave takes over (once the routes drop the master), then the slave dies too:
@@ -146,8 +151,10 @@ class _World:
         self.history.record("settle")
 
     def final_state(self) -> tuple[dict[str, dict], dict[str, str]]:
-        logs = {b.addr: {(m.topic, m.queue_id, m.queue_offset): m.uniq_key for m in b.disk.records if m.topic == TOPIC}
-                for b in self.brokers}
+        logs = {
+            b.addr: {(m.topic, m.queue_id, m.queue_offset): m.uniq_key for m in b.disk.records if m.topic == TOPIC}
+            for b in self.brokers
+        }
         info = self.namesrv.table.cluster_info()
         readers = {}
         for group in GROUPS:
@@ -169,16 +176,26 @@ def run_seed(seed: int, config: SimConfig = SimConfig(), bugs: Bugs = Bugs()) ->
         world.kernel.run_until(config.chaos_ms + config.settle_ms)
     except Exception as exc:  # a real core or the model raised: report it with the seed like any other finding
         crash = traceback.extract_tb(exc.__traceback__)[-1]
-        violations = [Violation("crash", f"{type(exc).__name__}: {exc} at {world.kernel.elapsed_ms()} ms "
-                                         f"({crash.filename.rsplit('/', 1)[-1]}:{crash.lineno})")]
+        violations = [
+            Violation(
+                "crash",
+                f"{type(exc).__name__}: {exc} at {world.kernel.elapsed_ms()} ms "
+                f"({crash.filename.rsplit('/', 1)[-1]}:{crash.lineno})",
+            )
+        ]
     else:
         final_logs, final_readers = world.final_state()
         violations = run_checkers(world.history, final_logs, final_readers, config)
     kinds = {}
     for _, kind, _ in world.history.events:
         kinds[kind] = kinds.get(kind, 0) + 1
-    stats = {"events": world.kernel.events_run, "sent_ok": kinds.get("send_ok", 0),
-             "delivered": kinds.get("delivered", 0), "kills": kinds.get("broker_killed", 0),
-             "rewrites": kinds.get("ck_rewritten", 0), "remote_reads": kinds.get("remote_read", 0),
-             "dead_letters": kinds.get("dead_letter", 0)}
+    stats = {
+        "events": world.kernel.events_run,
+        "sent_ok": kinds.get("send_ok", 0),
+        "delivered": kinds.get("delivered", 0),
+        "kills": kinds.get("broker_killed", 0),
+        "rewrites": kinds.get("ck_rewritten", 0),
+        "remote_reads": kinds.get("remote_read", 0),
+        "dead_letters": kinds.get("dead_letter", 0),
+    }
     return SimResult(seed, world.history, violations, world.history.digest(), stats, replay_command(seed, bugs, config))

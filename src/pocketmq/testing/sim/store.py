@@ -55,8 +55,9 @@ class SimStore:
     def durable_phys_offset(self) -> int:
         """The end of the flushed records: what survives a power loss."""
         flushed = self.disk.flushed_count
-        return self.disk.records[flushed - 1].phys_offset + record_size(self.disk.records[flushed - 1]) \
-            if flushed else 0
+        return (
+            self.disk.records[flushed - 1].phys_offset + record_size(self.disk.records[flushed - 1]) if flushed else 0
+        )
 
     def last_record(self) -> RecordMark | None:
         return record_mark(self.disk.records[-1]) if self.disk.records else None
@@ -80,8 +81,9 @@ class SimStore:
 
     def append_replicated(self, msg: MessageExt) -> bool:
         """A record copied from the master; False (nothing stored) unless it continues this log exactly."""
-        if msg.phys_offset != self.max_phys_offset \
-                or msg.queue_offset != len(self._queues.get((msg.topic, msg.queue_id), ())):
+        if msg.phys_offset != self.max_phys_offset or msg.queue_offset != len(
+            self._queues.get((msg.topic, msg.queue_id), ())
+        ):
             return False
         self._add(msg)
         return True
@@ -94,7 +96,7 @@ class SimStore:
     def durable_records_from(self, phys_offset: int, limit: int) -> list[MessageExt]:
         """Flushed records from ``phys_offset`` (what a master hands its slaves, as ``read_commit_log``)."""
         start = bisect.bisect_left(self._phys, phys_offset)
-        return self.disk.records[start:min(start + limit, self.disk.flushed_count)]
+        return self.disk.records[start : min(start + limit, self.disk.flushed_count)]
 
     def min_queue_offset(self, topic: str, queue_id: int) -> int:
         return 0  # the simulation keeps every record (no retention)
@@ -104,11 +106,12 @@ class SimStore:
 
     def read(self, topic: str, queue_id: int, queue_offset: int, count: int) -> list[MessageExt]:
         """Up to ``count`` records from ``queue_offset``; ``OSError`` on an injected read failure."""
-        indexes = self._queues.get((topic, queue_id), [])[queue_offset:queue_offset + count]
+        indexes = self._queues.get((topic, queue_id), [])[queue_offset : queue_offset + count]
         return [self.disk.read(i) for i in indexes]
 
-    def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_count: int,
-                     max_bytes: int | None = None) -> GetResult:
+    def get_messages(
+        self, topic: str, queue_id: int, queue_offset: int, max_count: int, max_bytes: int | None = None
+    ) -> GetResult:
         max_offset = self.queue_max(topic, queue_id)
         if max_offset == 0:
             status = GetStatus.NO_MESSAGE_IN_QUEUE

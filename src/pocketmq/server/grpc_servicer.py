@@ -2,8 +2,8 @@
 
 Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage, NotifyClientTermination, and the POP consumer
 RPCs (ReceiveMessage, Ack, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see
-server/grpc_consumer.py). The Pull and offset RPCs, EndTransaction, RecallMessage and SyncLiteSubscription answer a NOT_IMPLEMENTED status
-until their issues land.
+server/grpc_consumer.py). The RPCs PocketMQ does not serve (the Pull and offset RPCs, EndTransaction,
+RecallMessage, SyncLiteSubscription) answer a NOT_IMPLEMENTED status.
 
 Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
 and answered INTERNAL_SERVER_ERROR. Bytes that are not the method's protobuf arrive as ``Malformed`` (see
@@ -11,7 +11,7 @@ protocol/grpc_service.py) and get gRPC INVALID_ARGUMENT; inside a Telemetry stre
 command and the stream goes on. No request can end another request, a stream, or the server.
 
 Telemetry: each stream is registered in the session registry under the ``x-mq-client-id`` header; what the
-server sends on it (settings replies now, transaction checks later) goes through the session's outbox, so
+server sends on it (settings replies) goes through the session's outbox, so
 any part of the broker can push a command to a live client with ``sessions.get(client_id).push(cmd)``.
 The stream ends when the client half-closes it, when the session is dropped (NotifyClientTermination,
 heartbeat expiry) or when a newer stream of the same client replaces it.

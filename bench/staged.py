@@ -33,7 +33,8 @@ from pocketmq.client import (
     PushConsumerOptions,
     StagedConcurrentListener,
 )
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 MESSAGES = 100
 STAGES = [10, 20, 70]

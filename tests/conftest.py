@@ -1,4 +1,5 @@
-"""Shared fixtures. Real-process helpers live in pocketmq.testing.processes."""
+"""Shared fixtures. Real-process helpers live in pocketmq.testing.processes, test doubles in
+pocketmq.testing.fakes, polling with a deadline in pocketmq.testing.polling."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.fakes import FakePeer, Script
 
 # Property tests run on a 2-core CI machine: bounded examples, no wall-clock deadline per example.
 settings.register_profile("pocketmq", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -17,3 +21,26 @@ def home(tmp_path, monkeypatch):
     """A temporary HOME: the official client writes its logs under ~/logs."""
     monkeypatch.setenv("HOME", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture
+async def remoting():
+    """A remoting client, closed after the test."""
+    client = RemotingClient()
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def peers():
+    """Starts fake remoting peers: ``await peers(default_script)``; each is stopped after the test."""
+    started: list[FakePeer] = []
+
+    async def start(default: Script | None = None) -> FakePeer:
+        peer = await FakePeer(default).start()
+        started.append(peer)
+        return peer
+
+    yield start
+    for peer in started:
+        await peer.stop()

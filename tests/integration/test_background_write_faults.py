@@ -16,7 +16,6 @@ import urllib.request
 import pytest
 from tests.integration.remoting_calls import queue_messages
 from tests.integration.test_ha_acting_master import acting, at_least, call, pull, replicated, send
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
 from pocketmq.broker.pop.revive import REVIVE_BATCH_CKS
@@ -26,6 +25,7 @@ from pocketmq.common.topic import dlq_topic, pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
+from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import broker_process, process_cpu_s
 
 TOPIC = "write-faults"
@@ -84,17 +84,17 @@ async def test_an_acting_slave_without_escape_backs_off_and_loses_nothing_once_e
             assert (await send(client, master.remoting, TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
         for _ in range(CKS):
             assert len(await pop_one(client, master.remoting, "readers", TOPIC, invisible_ms=3_000)) == 1
-        await poll(lambda: replicated(client, master.remoting, slave.remoting), 15, "slave caught up")
+        await eventually(lambda: replicated(client, master.remoting, slave.remoting), 15, "slave caught up")
 
         master.kill()
-        await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
-        await poll(lambda: _blocked(slave), 20, "revive blocked by refused escapes")
+        await eventually(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        await eventually(lambda: _blocked(slave), 20, "revive blocked by refused escapes")
         cpu_before, failures_before = (
             process_cpu_s(slave.proc.pid),
             metric(slave, "pocketmq_background_write_failures_total", service="revive"),
         )
         window_start = time.monotonic()
-        await poll(lambda: _after(window_start, 3.0), 10, "a 3 s window")
+        await eventually(lambda: _after(window_start, 3.0), 10, "a 3 s window")
         window_s = time.monotonic() - window_start
         cpu_s = process_cpu_s(slave.proc.pid) - cpu_before
         failures = metric(slave, "pocketmq_background_write_failures_total", service="revive") - failures_before
@@ -108,7 +108,7 @@ async def test_an_acting_slave_without_escape_backs_off_and_loses_nothing_once_e
         async with AsyncAdmin(ClientConfig(namesrv_addr=groups.ns)) as admin:
             await admin.update_broker_config(slave.remoting, {"enable_remote_escape": "true"})
         retry_topic = pop_retry_topic("readers", TOPIC)
-        copies = await poll(
+        copies = await eventually(
             lambda: _all_on(client, other.remoting, retry_topic, CKS), 60, "every un-acked message escaped to B"
         )
         assert sorted(m.body for m in copies) == sorted(b"m%d" % i for i in range(CKS))
@@ -145,13 +145,13 @@ async def test_a_retry_topic_name_too_long_does_not_block_another_groups_revive(
             assert (await send(client, broker.remoting, topic, b"m%d" % i)).code == ResponseCode.SUCCESS
         for group in (long_group, "short"):
             assert len(await pop_one(client, broker.remoting, group, topic, 1_000, max_count=32)) == 3
-        retried = await poll(
+        retried = await eventually(
             lambda: at_least(client, broker.remoting, pop_retry_topic("short", topic), 3),
             20,
             "the other group's retry copies",
         )
         assert sorted(m.body for m in retried) == [b"m0", b"m1", b"m2"]
-        dead = await poll(
+        dead = await eventually(
             lambda: at_least(client, broker.remoting, dlq_topic(long_group), 3), 20, "the long group's dead letters"
         )
         assert {m.properties[DLQ_REASON] for m in dead} == {REASON_WRITE_REFUSED}

@@ -21,7 +21,8 @@ from pocketmq.common.message import MessageQueue
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.slow
 

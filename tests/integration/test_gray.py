@@ -13,7 +13,8 @@ from pocketmq.client import Admin, ClientConfig, Message, Producer
 from pocketmq.client.listener import ConsumeConcurrentlyStatus
 from pocketmq.client.push_consumer import PushConsumer, PushConsumerOptions
 from pocketmq.client.queue_select import GraySelector
-from pocketmq.testing.processes import FAST_DELAY_LEVEL_ARGS, broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import FAST_DELAY_LEVEL_ARGS, broker_process
 
 TOPIC, GROUP, RATIO = "gray_orders", "g_gray", 0.25
 GRAY_QUEUE_IDS = {6, 7}

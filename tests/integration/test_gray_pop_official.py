@@ -24,7 +24,8 @@ from tests.integration.test_cli import json_lines, pocketmq
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.client.queue_select import GraySelector
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 SCRIPT = Path(__file__).with_name("gray_official_client.py")
 TOPIC, GROUP, RATIO = "gray_pop", "g_gray_pop", 0.25

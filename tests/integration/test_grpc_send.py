@@ -19,7 +19,8 @@ from grpc_support import client_env, official_client_command, read_topic, route_
 from pocketmq.client.admin import Admin
 from pocketmq.client.config import ClientConfig
 from pocketmq.protocol.grpc_codec import V2Code
-from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 KILL_AFTER_SENDS = 30  # one sync sender under SYNC_FLUSH is slow: keep the test short

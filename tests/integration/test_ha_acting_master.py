@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
@@ -41,6 +40,7 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
+from pocketmq.testing.polling import eventually
 
 POP_TOPIC = "acting-pop"
 LATE_TOPIC = "acting-pop-late"  # popped only from the acting slave
@@ -178,22 +178,22 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
         due_ms = int(time.time() * 1000) + DELAY_MS
         delayed = await send(client, master.remoting, DELAY_TOPIC, b"later", {props.TIMER_DELIVER_MS: str(due_ms)})
         assert delayed.code == ResponseCode.SUCCESS, delayed.remark
-        await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+        await eventually(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
 
         # 2. kill -9 A's master: the slave acts; un-acked messages come back through B, the delay is on time.
         master.kill()
-        await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        await eventually(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         retry_topic = pop_retry_topic(GROUP, POP_TOPIC)
-        copies = await poll(lambda: at_least(client, other.remoting, retry_topic, 3), 20, "3 retry copies on B")
+        copies = await eventually(lambda: at_least(client, other.remoting, retry_topic, 3), 20, "3 retry copies on B")
         assert sorted(m.body for m in copies) == unacked
         assert all(m.reconsume_times == 1 for m in copies)
         pop_time_ms = int(popped[0].properties[props.POP_CK].split(" ")[1])
         assert all(m.store_timestamp_ms >= pop_time_ms + INVISIBLE_MS for m in copies)  # after their invisible time
-        repopped = await poll(lambda: pop(client, other.remoting, "group-b"), 10, "pop of the copies from B")
+        repopped = await eventually(lambda: pop(client, other.remoting, "group-b"), 10, "pop of the copies from B")
         assert sorted(m.body for m in repopped) == unacked
         for msg in repopped:
             await ack(client, other.remoting, msg)
-        landed = await poll(lambda: at_least(client, other.remoting, DELAY_TOPIC, 1), 20, "delay message on B")
+        landed = await eventually(lambda: at_least(client, other.remoting, DELAY_TOPIC, 1), 20, "delay message on B")
         assert [m.body for m in landed] == [b"later"]
         assert due_ms <= landed[0].store_timestamp_ms <= due_ms + 2500, landed[0].store_timestamp_ms - due_ms
         assert not await pull(client, slave.remoting, retry_topic)  # the slave's store stayed a replica
@@ -216,16 +216,16 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
 
         # 3. a restarted acting slave does not repeat its work (the side file); its pop offsets are on disk.
         offsets_file = tmp_path / "a1" / "data" / "config" / "consumer_offsets.json"
-        await poll(lambda: _file_has(offsets_file, LATE_TOPIC), 10, "the slave's pop offsets persisted")
+        await eventually(lambda: _file_has(offsets_file, LATE_TOPIC), 10, "the slave's pop offsets persisted")
         slave.kill()
         slave.restart()
-        await poll(lambda: acting(client, slave.remoting, "true"), 15, "restarted slave acting again")
+        await eventually(lambda: acting(client, slave.remoting, "true"), 15, "restarted slave acting again")
         started = _last_match(slave, r"event=acting_services_started open_cks=(\d+) pending_timers=(\d+)")
         assert started == ("0", "0"), slave.log_tail()
 
         # 4. the master returns and takes revive and the timer back.
         master.restart()
-        await poll(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
+        await eventually(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
         assert (
             "event=acting_master_stopped" in slave.log_path.read_text()
             and "reason=master_handover" in slave.log_path.read_text()
@@ -243,7 +243,7 @@ async def test_slave_acts_as_master_and_hands_back(tmp_path):
             ResponseCode.SLAVE_NOT_AVAILABLE,
             ResponseCode.FLUSH_SLAVE_TIMEOUT,
         ), probe.remark
-        on_a = await poll(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "probe delivered on A")
+        on_a = await eventually(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "probe delivered on A")
         assert [m.body for m in on_a] == [b"probe"]  # "later" was not delivered a second time
         assert (
             await pull(client, other.remoting, DELAY_TOPIC)
@@ -323,13 +323,13 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
         due_ms = int(time.time() * 1000) + 4000
         delayed = await send(client, master.remoting, DELAY_TOPIC, b"later", {props.TIMER_DELIVER_MS: str(due_ms)})
         assert delayed.code == ResponseCode.SUCCESS, delayed.remark
-        await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+        await eventually(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
 
         master.kill()
-        await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        await eventually(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         # both the timer and revive tried to escape (and were refused) once their work was due
         for service in ("timer", "revive"):
-            await poll(
+            await eventually(
                 lambda: _file_has(slave.log_path, f"event=escape_failed service={service} "),
                 15,
                 f"{service} refused to escape",
@@ -341,10 +341,10 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
         )
 
         master.restart()
-        await poll(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
-        landed = await poll(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "delay message on A")
+        await eventually(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
+        landed = await eventually(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 15, "delay message on A")
         assert [m.body for m in landed] == [b"later"]
-        copies = await poll(lambda: at_least(client, master.remoting, retry_topic, 2), 15, "retry copies on A")
+        copies = await eventually(lambda: at_least(client, master.remoting, retry_topic, 2), 15, "retry copies on A")
         assert sorted(m.body for m in copies) == sorted(m.body for m in popped[1::2])
     finally:
         await client.close()

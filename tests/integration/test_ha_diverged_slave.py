@@ -19,11 +19,12 @@ import shutil
 from dataclasses import dataclass
 
 import pytest
-from tests.integration.test_ha_replication import GROUP, TOPIC, _logged, broker, poll, pull_bodies, send
+from tests.integration.test_ha_replication import GROUP, TOPIC, _logged, broker, pull_bodies, send
 
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import PocketProcess, namesrv_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -48,7 +49,7 @@ async def pair(tmp_path):
     try:
         procs.append(broker(tmp_path, namesrv.namesrv, "x", 0, "sync_master").start())
         procs.append(broker(tmp_path, namesrv.namesrv, "y", 1, "slave").start())
-        await poll(lambda: _sent_ok(client, procs[1].remoting, b"probe"), 15, "a SYNC send acknowledged by Y")
+        await eventually(lambda: _sent_ok(client, procs[1].remoting, b"probe"), 15, "a SYNC send acknowledged by Y")
         yield Pair(namesrv.namesrv, procs[1], procs[2], procs, client)
     finally:
         await client.close()
@@ -70,7 +71,7 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
     assert (
         await _offset_call(client, x.remoting, RequestCode.UPDATE_CONSUMER_OFFSET, commitOffset=1)
     ).code == ResponseCode.SUCCESS
-    await poll(lambda: _offset_is(client, y.remoting, 1), 10, "the group's offset on Y")
+    await eventually(lambda: _offset_is(client, y.remoting, 1), 10, "the group's offset on Y")
     y.kill()
     for i in range(2):  # stored on X only: never acknowledged as replicated
         reply = await send(client, x.remoting, b"x-only-%d" % i + bytes(100))
@@ -85,13 +86,13 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
     assert (await send(client, y_master.remoting, b"after-failover")).code == ResponseCode.SLAVE_NOT_AVAILABLE
     x_slave = _started(pair, tmp_path, "x", 1, "slave")
 
-    await poll(lambda: _logged(x_slave, "event=ha_replica_truncated"), 15, "X cutting its own log")
+    await eventually(lambda: _logged(x_slave, "event=ha_replica_truncated"), 15, "X cutting its own log")
     line = next(ln for ln in x_slave.log_path.read_text().splitlines() if "event=ha_replica_truncated" in ln)
     dropped = int(line.split("dropped_bytes=")[1].split()[0])
     assert 2 * 100 < dropped < 2 * 400  # the two x-only records, nothing else
-    await poll(lambda: _sent_ok(client, y_master.remoting, b"followed"), 15, "SYNC sends acknowledged by X")
+    await eventually(lambda: _sent_ok(client, y_master.remoting, b"followed"), 15, "SYNC sends acknowledged by X")
     on_y = await pull_bodies(client, y_master.remoting)
-    assert await poll(lambda: _bodies_are(client, x_slave.remoting, on_y), 10, "X serving Y's log")
+    assert await eventually(lambda: _bodies_are(client, x_slave.remoting, on_y), 10, "X serving Y's log")
     shared = on_y.index(b"after-failover")
     assert on_y[:shared] == on_x[:-2] and on_y[-1] == b"followed"  # X's log up to its two x-only records
     x_log = x_slave.log_path.read_text()
@@ -106,11 +107,11 @@ async def test_a_former_master_with_unreplicated_records_truncates_them_and_foll
 
 async def test_a_cut_below_what_was_confirmed_is_refused_and_the_data_kept(tmp_path, pair):
     x, y, client = pair.x, pair.y, pair.client
-    await poll(lambda: _same_log(client, x.remoting, y.remoting), 10, "Y holding X's log")
+    await eventually(lambda: _same_log(client, x.remoting, y.remoting), 10, "Y holding X's log")
     y.stop()
     shutil.copytree(tmp_path / "y" / "data", tmp_path / "y-older")
     y.restart()
-    await poll(lambda: _sent_ok(client, x.remoting, b"confirmed"), 15, "a SYNC send acknowledged by Y")
+    await eventually(lambda: _sent_ok(client, x.remoting, b"confirmed"), 15, "a SYNC send acknowledged by Y")
     on_x = await pull_bodies(client, x.remoting)
     x.stop()  # saves its confirmed offset
     y.stop()
@@ -119,7 +120,7 @@ async def test_a_cut_below_what_was_confirmed_is_refused_and_the_data_kept(tmp_p
 
     y_master = _started(pair, tmp_path, "y", 0, "sync_master")
     x_slave = _started(pair, tmp_path, "x", 1, "slave")
-    await poll(lambda: _logged(x_slave, "event=ha_replica_diverged"), 15, "X refusing the cut")
+    await eventually(lambda: _logged(x_slave, "event=ha_replica_diverged"), 15, "X refusing the cut")
     x_log = x_slave.log_path.read_text()
     assert "not truncated" in x_log and "confirmed as replicated" in x_log
     assert "ha_replica_truncated" not in x_log

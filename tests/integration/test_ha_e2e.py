@@ -33,7 +33,6 @@ from tests.integration.test_ha_acting_master import (
     replicated,
     send,
 )
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.cli.dlq_cmd import dead_messages
 from pocketmq.client.admin import AsyncAdmin
@@ -44,7 +43,7 @@ from pocketmq.common.topic import pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, TwoGroups, start_two_groups
-from pocketmq.testing.processes import wait_until
+from pocketmq.testing.polling import eventually, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 COOL_DOWN_MS = 2000
@@ -99,7 +98,7 @@ async def dead_letters(namesrv: str, group: str = GROUP, at_least: int = 0) -> l
             found = [m for _, m in await dead_messages(admin, group, 100)]
         return (found,) if len(found) >= at_least else None  # a tuple: truthy when the list is empty too
 
-    return (await poll(listed, 15, f"{at_least} dead letters listed"))[0]
+    return (await eventually(listed, 15, f"{at_least} dead letters listed"))[0]
 
 
 def count(pattern: str, proc) -> int:
@@ -135,8 +134,8 @@ async def test_pop_through_both_groups_survives_losing_group_a_and_comes_back_wi
         orders_unacked = unacked(ON_A) + unacked(ON_B)
         first = official_receive(tmp_path, a0.grpc, ORDERS, 8, invisible_s=ORDERS_INVISIBLE_S, skip_ack=orders_unacked)
         assert first["bodies"] == sorted(ON_A + ON_B) and set(first["attempts"]) == {1}, first
-        await poll(lambda: replicated(client, a0.remoting, a1.remoting), 10, "slave has the CKs and ACKs")
-        await poll(
+        await eventually(lambda: replicated(client, a0.remoting, a1.remoting), 10, "slave has the CKs and ACKs")
+        await eventually(
             lambda: _equals(consumer_offset(client, a1.remoting, ORDERS), len(ON_A)), 10, "slave has the pop offsets"
         )
 
@@ -144,10 +143,12 @@ async def test_pop_through_both_groups_survives_losing_group_a_and_comes_back_wi
         #    acting slave's escape bridge; on A if its master revived them before it died, on a slow machine);
         #    every message sent OK is still readable (A's through its slave)
         a0.kill()
-        await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
+        await eventually(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
         assert await readable_bodies(groups.ns, ORDERS) >= set(ON_A + ON_B)
         assert await readable_bodies(groups.ns, LATE) >= set(LATE_ON_A + LATE_ON_B)
-        copies = await poll(lambda: _retry_copies(client, [b0.remoting, a1.remoting], ORDERS, 4), 20, "4 retry copies")
+        copies = await eventually(
+            lambda: _retry_copies(client, [b0.remoting, a1.remoting], ORDERS, 4), 20, "4 retry copies"
+        )
         assert sorted(m.body.decode() for m in copies) == sorted(orders_unacked)
         assert {m.reconsume_times for m in copies} == {1}
 
@@ -189,12 +190,12 @@ async def test_pop_through_both_groups_survives_losing_group_a_and_comes_back_wi
         assert "dead_lettered_after_failed_reads" not in b0.log_path.read_text()
         assert await dead_letters(groups.ns) == []
         # meanwhile B revives its own un-acked LATE message: A's open breaker holds back only A's CKs
-        own = await poll(lambda: at_least(client, b0.remoting, late_retry, 1), 10, "B's own LATE message revived")
+        own = await eventually(lambda: at_least(client, b0.remoting, late_retry, 1), 10, "B's own LATE message revived")
         assert sorted(m.body.decode() for m in own) == unacked(LATE_ON_B)
 
         # 5. A's slave restarts (and acts again): B revives the rest, attempt counted
         a1.restart()
-        back = await poll(
+        back = await eventually(
             lambda: at_least(client, b0.remoting, late_retry, len(late_unacked)),
             20,
             "A's un-acked LATE messages revived on B",
@@ -213,9 +214,9 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
     a0, a1, b0 = groups.a_master, groups.a_slave, groups.b_master
     try:
         await send_all(client, a0.remoting, LATE, LATE_ON_A)
-        await poll(lambda: replicated(client, a0.remoting, a1.remoting), 10, "slave caught up")
+        await eventually(lambda: replicated(client, a0.remoting, a1.remoting), 10, "slave caught up")
         a0.kill()
-        await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
+        await eventually(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
         popped = await pop(client, a1.remoting, GROUP_A, LATE, invisible_ms=2000)  # CK escaped to B, naming A
         a1.kill()
         assert sorted(m.body.decode() for m in popped) == LATE_ON_A
@@ -241,11 +242,11 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
         ) == len(sent), refused.stdout
 
         a1.restart()  # A is readable again (through its slave; its master stays down)
-        await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave back")
+        await eventually(lambda: acting(client, a1.remoting, "true"), 15, "A's slave back")
         resent = _cli(groups, "dlq", "resend", GROUP, "--all")
         assert resent.returncode == 0 and f"resent {len(sent)} message(s)" in resent.stdout, resent
         # A has no master, so the producer writes them to B's queue of the topic
-        delivered = await poll(lambda: at_least(client, b0.remoting, LATE, len(sent)), 10, "resent messages on B")
+        delivered = await eventually(lambda: at_least(client, b0.remoting, LATE, len(sent)), 10, "resent messages on B")
         assert sorted(m.body.decode() for m in delivered) == LATE_ON_A
     finally:
         await client.close()

@@ -22,7 +22,6 @@ import json
 import pytest
 from tests.integration.remoting_calls import queue_messages
 from tests.integration.test_ha_acting_master import GROUP, acting, call, official_receive, pop, pull, send
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
@@ -34,6 +33,7 @@ from pocketmq.errors import PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, GROUP_B, start_two_groups
+from pocketmq.testing.polling import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 # A metadata sync only once a minute: the tests see what travels with the records, not what the timer brings.
@@ -64,7 +64,7 @@ async def test_sync_sends_right_after_the_topic_was_created_are_readable_through
         for topic, bodies in sent.items():  # the slave had them when the last send was acknowledged
             assert await slave_bodies(client, a1.remoting, topic) == bodies, topic
         for topic, bodies in sent.items():  # and through the route, once it holds A's slave only
-            await poll(lambda: _all_readable(groups.ns, topic, bodies), 15, f"{topic} readable through the route")
+            await eventually(lambda: _all_readable(groups.ns, topic, bodies), 15, f"{topic} readable through the route")
     finally:
         await client.close()
         groups.kill_all()
@@ -108,7 +108,7 @@ async def test_acked_pops_never_come_back_after_kill_9_of_the_sync_master(tmp_pa
         assert first["bodies"] == bodies and first["acked"] == bodies[::2], first
         a0.kill()  # every ack above returned OK: each is on the slave
 
-        await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
+        await eventually(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
         async with AsyncAdmin(ClientConfig(namesrv_addr=groups.ns)) as admin:
             assert await admin.create_topic(topic, queues=1) == [GROUP_B]  # B pops its retry topic beside it
         # A new client through B's route: A's queue through A's acting slave, the retry copies on B.
@@ -170,11 +170,11 @@ async def test_an_ack_is_ok_only_once_the_slave_has_it(tmp_path):
             )
         a0.kill()
         a1.restart()
-        await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
+        await eventually(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
 
         retry_topic = pop_retry_topic(GROUP, topic)
         expected = sorted(m.body for m in popped[2:])  # not acked OK: the 2 refused acks and the 2 never acked
-        await poll(
+        await eventually(
             lambda: _revived(client, a1.remoting, b0.remoting, topic, retry_topic, len(expected)),
             20,
             "the acting slave revived the CK",

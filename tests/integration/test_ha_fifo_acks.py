@@ -17,7 +17,6 @@ import time
 import pytest
 from tests.integration.test_ha_acting_master import ack, acting, pop, send
 from tests.integration.test_ha_failover_acks import RARE_METADATA_SYNC
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
@@ -26,6 +25,7 @@ from pocketmq.common import properties as props
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, start_two_groups
+from pocketmq.testing.polling import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 TOPIC = "failover-fifo"
@@ -62,7 +62,7 @@ async def test_acked_fifo_pops_never_come_back_after_kill_9_of_the_sync_master(t
             a0.kill()  # every ack above returned OK: the slave holds it
 
         acked = {"a0", "b0", "a1"}
-        await poll(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
+        await eventually(lambda: acting(client, a1.remoting, "true"), 15, "A's slave acting as master")
         expected = {f"{g}{i}" for g in MESSAGE_GROUPS for i in range(PER_GROUP)} - acked
         delivered: list[str] = []
         deadline = time.monotonic() + 20

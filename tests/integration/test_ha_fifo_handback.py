@@ -15,12 +15,12 @@ import json
 import pytest
 from tests.integration.test_ha_acting_master import _last_match, ack, acting, replicated, runtime, send
 from tests.integration.test_ha_metadata_sync import FAST, config_file, pop
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.common import properties as props
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
+from pocketmq.testing.polling import eventually
 
 FIFO_TOPIC = "handback-fifo"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -39,11 +39,11 @@ async def test_fifo_pops_of_the_acting_slave_continue_on_the_returning_master(tm
         on_master = await pop(client, master.remoting, FIFO_TOPIC, fifo=True)
         assert [m.body for m in on_master] == [b"a0", b"b0"]
         await ack(client, master.remoting, on_master[1])
-        await poll(lambda: _fifo_equal(master, slave), 15, "the slave's copy of the FIFO state")
-        await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+        await eventually(lambda: _fifo_equal(master, slave), 15, "the slave's copy of the FIFO state")
+        await eventually(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
 
         master.kill()
-        await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        await eventually(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         await ack(client, slave.remoting, on_master[0])  # the master's handle of a0
         on_slave = await pop(client, slave.remoting, FIFO_TOPIC, fifo=True)
         assert [m.body for m in on_slave] == [b"a1", b"b1"]
@@ -54,7 +54,7 @@ async def test_fifo_pops_of_the_acting_slave_continue_on_the_returning_master(tm
         assert merged == ("1",), master.log_tail()
         assert await pop(client, master.remoting, FIFO_TOPIC, fifo=True) == []  # nothing acked comes again
         # A SYNC master answers a FIFO ack once its slave has it (docs/ha.md): the slave follows it again first.
-        await poll(lambda: _followed(client, master.remoting), 15, "the slave following the master again")
+        await eventually(lambda: _followed(client, master.remoting), 15, "the slave following the master again")
         await ack(client, master.remoting, on_slave[0])  # the slave's handle of a1, in flight on the master now
         assert [m.body for m in await pop(client, master.remoting, FIFO_TOPIC, fifo=True)] == [b"a2"]
     finally:

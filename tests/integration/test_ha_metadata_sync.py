@@ -31,13 +31,13 @@ from tests.integration.test_ha_acting_master import (
     sent_ok,
 )
 from tests.integration.test_ha_ops import sample, scrape
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
 from pocketmq.protocol.codes import REGISTER_POP_STAGES, UPDATE_STAGE_OFFSETS, RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
+from pocketmq.testing.polling import eventually
 
 FIFO_TOPIC = "sync-fifo"
 STAGED_TOPIC = "sync-staged"
@@ -126,18 +126,18 @@ async def test_the_slave_copies_the_service_state_and_acts_from_it(tmp_path):
             client, master.remoting, DELAY_TOPIC, b"later", {props.TIMER_DELIVER_MS: str(int(time.time() * 1000) + 300)}
         )
         assert due.code == ResponseCode.SUCCESS, due.remark
-        await poll(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 10, "delay message delivered")
+        await eventually(lambda: at_least(client, master.remoting, DELAY_TOPIC, 1), 10, "delay message delivered")
 
         # 2. the slave's copies equal the master's
-        await poll(lambda: same_file(master, slave, "pop_fifo.json", '"flight": {"0"'), 15, "FIFO state copied")
-        await poll(lambda: same_file(master, slave, "pop_stages.json", STAGED_TOPIC), 15, "stages copied")
-        await poll(
+        await eventually(lambda: same_file(master, slave, "pop_fifo.json", '"flight": {"0"'), 15, "FIFO state copied")
+        await eventually(lambda: same_file(master, slave, "pop_stages.json", STAGED_TOPIC), 15, "stages copied")
+        await eventually(
             lambda: same_file(master, slave, "consumer_stage_offsets.json", '"commitOffset": 2'),
             15,
             "stage offsets copied",
         )
-        await poll(lambda: timer_progress_copied(master, slave), 15, "timer progress copied")
-        await poll(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+        await eventually(lambda: timer_progress_copied(master, slave), 15, "timer progress copied")
+        await eventually(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
         progress = config_file(master, "timer_progress.json")["progressOffset"]
 
         # 3. the master goes away; the slave restarts from its copies and acts from them
@@ -145,7 +145,7 @@ async def test_the_slave_copies_the_service_state_and_acts_from_it(tmp_path):
         slave.kill()
         slave.restart()
         assert _last_match(slave, r"event=timer_rebuilt from_offset=(\d+) records_read=(\d+)") == (str(progress), "0")
-        await poll(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
+        await eventually(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
         assert await pop(client, slave.remoting, FIFO_TOPIC, fifo=True) == []  # a blocked behind m0, b done
         await ack(client, slave.remoting, fifo[0])  # the master's receipt handle
         assert [m.body for m in await pop(client, slave.remoting, FIFO_TOPIC, fifo=True)] == [b"m1"]

@@ -12,7 +12,8 @@ import urllib.request
 
 import pytest
 
-from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process, namesrv_process
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,6 +1,6 @@
 """RemoteMessageReader against real processes: one result per FOUND / NOT_FOUND cause / FAILED reason that
-real brokers can produce on demand (TIMEOUT and BROKER_BUSY come from tiny fake remoting servers the name server routes to, BELOW_MIN_OFFSET from
-retention on a broker with tiny segments).
+real brokers can produce on demand (TIMEOUT and BROKER_BUSY come from fake remoting peers the name server routes
+to, BELOW_MIN_OFFSET from retention on a broker with tiny segments).
 
 Unreachable brokers are real brokers that advertise a port nobody listens on (``--advertise``), so the name
 server keeps routing to them while every connection is refused.
@@ -9,7 +9,6 @@ server keeps routing to them while every connection is refused.
 from __future__ import annotations
 
 import pytest
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.cluster.breaker import BreakerBoard
@@ -18,7 +17,9 @@ from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
 from pocketmq.common.topic import PERM_WRITE
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.transport import RemotingClient, RemotingServer
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.fakes import FakePeer, answer, silent
+from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
@@ -106,15 +107,13 @@ async def test_each_result_of_a_remote_read(tmp_path):
 async def test_timeout_busy_and_below_min_offset(tmp_path):
     """A group whose routed address is a server that never answers (TIMEOUT) or answers SYSTEM_BUSY
     (BROKER_BUSY), and a message retention removed (BELOW_MIN_OFFSET)."""
-    silent = RemotingServer(lambda conn, request: None)  # takes every request, answers none
-    busy = RemotingServer(lambda conn, request: request.response(ResponseCode.SYSTEM_BUSY, remark="too busy"))
-    await silent.start()
-    await busy.start()
+    silent_peer = await FakePeer(silent).start()  # takes every request, answers none
+    busy_peer = await FakePeer(answer(ResponseCode.SYSTEM_BUSY, "too busy")).start()
     namesrv = namesrv_process(tmp_path / "ns").start()
     procs = [
         namesrv,
-        broker(tmp_path, namesrv.namesrv, "silent", "silent", 0, "--advertise", f"127.0.0.1:{silent.port}"),
-        broker(tmp_path, namesrv.namesrv, "busy", "busy", 0, "--advertise", f"127.0.0.1:{busy.port}"),
+        broker(tmp_path, namesrv.namesrv, "silent", "silent", 0, "--advertise", silent_peer.addr),
+        broker(tmp_path, namesrv.namesrv, "busy", "busy", 0, "--advertise", busy_peer.addr),
         broker(
             tmp_path,
             namesrv.namesrv,
@@ -154,12 +153,12 @@ async def test_timeout_busy_and_below_min_offset(tmp_path):
             assert result.status is not ReadStatus.FAILED, result
             return result.status is ReadStatus.NOT_FOUND and result
 
-        gone = await poll(removed, 30, "retention removed offset 0")
+        gone = await eventually(removed, 30, "retention removed offset 0")
         assert (gone.not_found_cause, gone.need_retry) == (NotFoundCause.BELOW_MIN_OFFSET, False)
         assert (await reader.read("rr-old", 0, 299)).message.body.startswith(b"0299")
     finally:
         await remoting.close()
         for proc in reversed(procs):
             proc.kill()
-        await silent.stop()
-        await busy.stop()
+        await silent_peer.stop()
+        await busy_peer.stop()

@@ -9,9 +9,7 @@ directory holds another master's log: the master refuses it and the slave says i
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 
 import pytest
 
@@ -24,23 +22,12 @@ from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.store.api import StoreConfig
 from pocketmq.store.message_store import MessageStore
+from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import broker_process, namesrv_process
 
 TOPIC = "ha-orders"
 GROUP = "ha-readers"
 pytestmark = pytest.mark.slow
-
-
-async def poll(predicate, timeout_s: float, message: str):
-    """Await ``predicate()`` until it is truthy (async twin of ``testing.processes.wait_until``)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not reached within {timeout_s}s")
-        await asyncio.sleep(0.05)
 
 
 async def send(client: RemotingClient, addr: str, body: bytes) -> RemotingCommand:
@@ -124,13 +111,15 @@ async def test_sync_replication_and_failover_to_the_slave(tmp_path):
     client = RemotingClient()
     try:
         # 1. Once the slave follows, SYNC sends are OK and the slave serves them.
-        await poll(lambda: _sent_ok(client, master.remoting, b"probe"), 15, "a SYNC send acknowledged by the slave")
+        await eventually(
+            lambda: _sent_ok(client, master.remoting, b"probe"), 15, "a SYNC send acknowledged by the slave"
+        )
         sent_ok = [b"probe"]
         for i in range(20):
             reply = await send(client, master.remoting, b"m%d" % i)
             assert reply.code == ResponseCode.SUCCESS, reply.remark
             sent_ok.append(b"m%d" % i)
-        assert await poll(lambda: _has_all(client, slave.remoting, sent_ok), 10, "slave has every message")
+        assert await eventually(lambda: _has_all(client, slave.remoting, sent_ok), 10, "slave has every message")
         refused = await send(client, slave.remoting, b"to-the-slave")
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in refused.remark
 
@@ -141,13 +130,13 @@ async def test_sync_replication_and_failover_to_the_slave(tmp_path):
 
         # 3. A restarted slave catches up from where its log ends.
         slave.restart()
-        await poll(lambda: _sent_ok(client, master.remoting, b"back"), 15, "SYNC sends OK again")
+        await eventually(lambda: _sent_ok(client, master.remoting, b"back"), 15, "SYNC sends OK again")
         sent_ok.append(b"back")
-        assert await poll(lambda: _has_all(client, slave.remoting, sent_ok + [b"lonely"]), 10, "slave caught up")
+        assert await eventually(lambda: _has_all(client, slave.remoting, sent_ok + [b"lonely"]), 10, "slave caught up")
 
         # 4. kill -9 the master: the route keeps the slave, and the SDK reads everything through it.
         master.kill()
-        route = await poll(lambda: _route_brokers(client, namesrv.namesrv), 10, "route without the master")
+        route = await eventually(lambda: _route_brokers(client, namesrv.namesrv), 10, "route without the master")
         assert route == {"1": slave.remoting}
         async with AsyncPullConsumer(GROUP, ClientConfig(namesrv_addr=namesrv.namesrv)) as consumer:
             queue = next(q for q in await consumer.fetch_queues(TOPIC) if q.queue_id == 0)
@@ -176,14 +165,14 @@ async def test_a_slave_holding_another_master_s_log_is_refused(tmp_path):
                 await send(client, master.remoting, b"m%d" % i + bytes(200))
             ).code == ResponseCode.SLAVE_NOT_AVAILABLE
         slave = broker(tmp_path, namesrv.namesrv, "slave", 1, "slave").start()
-        await poll(lambda: _logged(slave, "event=ha_replica_diverged"), 15, "the slave logging its divergence")
+        await eventually(lambda: _logged(slave, "event=ha_replica_diverged"), 15, "the slave logging its divergence")
         slave_log = slave.log_path.read_text()
         assert "clear its data directory" in slave_log and str(tmp_path / "slave" / "data") in slave_log
         assert "ILLEGAL_OPERATION" in slave_log and "diverged" in slave_log
         assert await _logged(master, "event=slave_refused")
         lonely = await send(client, master.remoting, b"after")
         assert lonely.code == ResponseCode.SLAVE_NOT_AVAILABLE  # the refused slave acknowledges nothing
-        assert await poll(
+        assert await eventually(
             lambda: _bodies_are(client, slave.remoting, [b"from another master"]),
             10,
             "the slave's own record, untouched",

@@ -19,7 +19,6 @@ import time
 
 import pytest
 from tests.integration.test_ha_e2e import dead_letters
-from tests.integration.test_ha_replication import poll
 
 from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message
@@ -30,7 +29,8 @@ from pocketmq.common.read_result import ReadStatus
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK
 from pocketmq.testing.escaped_checkpoints import remote_checkpoints, seed_checkpoints
-from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
+from pocketmq.testing.polling import eventually, wait_until
+from pocketmq.testing.processes import broker_process, namesrv_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 CLUSTER = "rv"
@@ -156,7 +156,7 @@ async def test_revive_backs_off_while_the_storing_broker_is_down_and_hands_back_
             found = [r.message for r in got.values() if r.status is ReadStatus.FOUND]
             return found if len(found) == len(cluster.sent) else None
 
-        found = await poll(copies, 30, "every retry copy on B")
+        found = await eventually(copies, 30, "every retry copy on B")
         assert sorted(m.body for m in found) == sorted(cluster.sent.values())
         assert {(m.reconsume_times, m.properties["RETRY_TOPIC"], m.properties["origin"]) for m in found} == {
             (1, TOPIC, "a")

@@ -21,7 +21,8 @@ from pocketmq.protocol.codes import RequestCode as R
 from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import FrameDecoder, RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.timeout(60)
 

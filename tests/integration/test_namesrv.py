@@ -12,7 +12,9 @@ from pocketmq.cluster.route import BrokerFlags, BrokerIdentity, RegisterBrokerBo
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.transport import RemotingClient, RemotingServer, RequestRouter
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.fakes import FakePeer, answer
+from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import namesrv_process
 
 
@@ -74,38 +76,28 @@ async def test_broker_connection_closing_drops_it_from_the_route(namesrv, client
 
     await broker.close()
 
-    async with asyncio.timeout(10):
-        while (await route_reply(client, namesrv.namesrv, "it-closing-topic")).code != ResponseCode.TOPIC_NOT_EXIST:
-            await asyncio.sleep(0.02)
+    async def dropped() -> bool:
+        return (await route_reply(client, namesrv.namesrv, "it-closing-topic")).code == ResponseCode.TOPIC_NOT_EXIST
+
+    await eventually(dropped, 10, "the broker dropped from the route")
 
 
 async def test_route_lookup_auto_creates_on_a_broker_in_another_process_unless_told_not_to(namesrv, client):
-    created = []
-
-    async def create(conn, request):
-        created.append(request.ext_fields["topic"])
-        return request.response()
-
-    router = RequestRouter()
-    router.register(RequestCode.UPDATE_AND_CREATE_TOPIC, create)
-    fake_broker = RemotingServer(router, "127.0.0.1", 0)
-    await fake_broker.start()
-    try:
-        addr = f"127.0.0.1:{fake_broker.port}"
-        await register(client, namesrv.namesrv, "it-auto", addr, flags=BrokerFlags(auto_create_topic_enable=True))
+    async with FakePeer().on(RequestCode.UPDATE_AND_CREATE_TOPIC, answer()) as fake_broker:
+        await register(
+            client, namesrv.namesrv, "it-auto", fake_broker.addr, flags=BrokerFlags(auto_create_topic_enable=True)
+        )
 
         # an admin's look (autoCreate=false) finds no topic and creates none
         looked = await route_reply(client, namesrv.namesrv, "it-fresh", autoCreate="false")
-        assert looked.code == ResponseCode.TOPIC_NOT_EXIST and created == []
+        assert looked.code == ResponseCode.TOPIC_NOT_EXIST and fake_broker.requests == []
 
         reply = await route_reply(client, namesrv.namesrv, "it-fresh")
 
         assert reply.code == ResponseCode.SUCCESS
-        assert created == ["it-fresh"]
+        assert [r.ext_fields["topic"] for r in fake_broker.requests] == ["it-fresh"]
         route = TopicRouteData.from_json(reply.body)
-        assert route.broker("it-auto").master_addr == addr
-    finally:
-        await fake_broker.stop()
+        assert route.broker("it-auto").master_addr == fake_broker.addr
 
 
 async def test_unknown_code_gets_request_code_not_supported(namesrv, client):

@@ -11,7 +11,8 @@ import pytest
 from tests.integration.test_cli import json_lines, pocketmq
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 GROUP, TOPIC = "describe_group", "describe_topic"
 RETRY_TOPIC = f"%RETRY%{GROUP}_{TOPIC}"

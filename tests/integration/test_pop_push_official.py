@@ -29,7 +29,8 @@ from pocketmq.broker.pop.copies import (
 )
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.common import properties as props
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 SCRIPT = Path(__file__).with_name("push_official_client.py")
 BROKER_SETTINGS = ["--set", "pop_revive_interval_ms=100", "--set", "message_delay_level=1s 1s 1s 1s"]

@@ -11,7 +11,8 @@ from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer
 from pocketmq.client.listener import ConsumeConcurrentlyStatus
 from pocketmq.client.push_consumer import PushConsumer, PushConsumerOptions
 from pocketmq.common.message import MessageQueue
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,8 @@ from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer
 from pocketmq.client.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from pocketmq.client.push_consumer import MessageModel, PushConsumer, PushConsumerOptions
 from pocketmq.common.message import MessageQueue
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 LEVELS = " ".join(f"{100 * i}ms" for i in range(1, 19))  # level n waits n * 100 ms
 

@@ -24,24 +24,13 @@ from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records, encode_batch
 from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import broker_process
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     yield from serve_for_module(tmp_path_factory, "broker-rq", ["--set", "client_scan_interval_ms=200"])
-
-
-async def eventually(check, timeout_s: float = 5.0):
-    """Poll the coroutine function ``check`` until it returns a truthy value; fail after ``timeout_s``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert loop.time() < deadline, f"{check.__name__} not true within {timeout_s}s"
-        await asyncio.sleep(0.02)
 
 
 async def held_pulls(client, addr) -> int:

@@ -38,7 +38,8 @@ from pocketmq.client import (
 from pocketmq.errors import PocketMQError
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.testing.processes import broker_process, namesrv_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process, namesrv_process
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,9 @@ def test_commit_min_max_and_offset_by_timestamp(config):
         queue = consumer.fetch_queues("sdk_offsets")[0]
         first = [producer.send(Message.create("sdk_offsets", f"early-{i}"), queue=queue) for i in range(5)]
         boundary_ms = int(time.time() * 1000) + 5
-        wait_until(lambda: int(time.time() * 1000) > boundary_ms, 2.0, 0.001, "the clock passing the boundary")
+        wait_until(
+            lambda: int(time.time() * 1000) > boundary_ms, 2.0, "the clock passing the boundary", interval_s=0.001
+        )
         later = [producer.send(Message.create("sdk_offsets", f"late-{i}"), queue=queue) for i in range(3)]
         assert [r.queue_offset for r in first + later] == list(range(8))
 

@@ -14,7 +14,8 @@ import pytest
 from pocketmq.client import Admin, ClientConfig, FunctionSelector, Message, Producer, StagedConcurrentListener
 from pocketmq.client.listener import ConsumeOrderlyStatus
 from pocketmq.client.push_consumer import ConsumeFromWhere, PushConsumer, PushConsumerOptions
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.slow
 

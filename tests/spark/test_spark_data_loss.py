@@ -14,7 +14,8 @@ from pocketmq.client.admin import Admin
 from pocketmq.client.config import ClientConfig
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.spark.clients import client_for
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

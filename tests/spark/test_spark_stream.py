@@ -8,7 +8,7 @@ from pyspark.sql import Row
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.pull_consumer import PullConsumer
-from pocketmq.testing.processes import wait_until
+from pocketmq.testing.polling import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

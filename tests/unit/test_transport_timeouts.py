@@ -10,44 +10,38 @@ import pytest
 
 from pocketmq.errors import RemotingTimeoutError
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.transport import TIMEOUT_SWEEP_S, RemotingClient, RemotingServer
+from pocketmq.protocol.transport import TIMEOUT_SWEEP_S, RemotingClient
+from pocketmq.testing.fakes import FakePeer, answer, silent
 
 pytestmark = pytest.mark.timeout(10)
 SILENT_CODE = 999
 
 
-async def never(_conn, _request):
-    await asyncio.Event().wait()
-
-
-def serve(conn, request):
-    return never(conn, request) if request.code == SILENT_CODE else request.response()
-
-
 async def test_an_unanswered_call_times_out_within_a_sweep_and_answered_calls_beside_it_succeed():
-    server = RemotingServer(serve)
-    await server.start()
     client = RemotingClient()
-    address = f"127.0.0.1:{server.port}"
-    try:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        silent = asyncio.ensure_future(client.invoke(address, RemotingCommand.request(SILENT_CODE), timeout_s=0.2))
-        answered = await asyncio.gather(*(client.invoke(address, RemotingCommand.request(10), 2) for _ in range(5)))
-        assert all(reply.is_response for reply in answered)
-        with pytest.raises(RemotingTimeoutError):
-            await silent
-        assert 0.2 <= loop.time() - started < 0.2 + TIMEOUT_SWEEP_S + 0.5
-        # nothing pending any more: the sweeper stopped; the next unanswered call restarts it
-        with pytest.raises(RemotingTimeoutError):
-            await client.invoke(address, RemotingCommand.request(SILENT_CODE), timeout_s=0.1)
-        assert (await client.invoke(address, RemotingCommand.request(10), 2)).is_response
-        # with only long calls pending (a long poll, say) the timer waits for a deadline: no sweep every 50 ms
-        long_call = asyncio.ensure_future(client.invoke(address, RemotingCommand.request(SILENT_CODE), 30))
-        await asyncio.sleep(0)
-        connection = await client.connection(address)
-        assert connection._sweep_at - loop.time() > 1
-        long_call.cancel()
-    finally:
-        await client.close()
-        await server.stop()
+    async with FakePeer(answer()).on(SILENT_CODE, silent) as peer:
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            unanswered = asyncio.ensure_future(
+                client.invoke(peer.addr, RemotingCommand.request(SILENT_CODE), timeout_s=0.2)
+            )
+            answered = await asyncio.gather(
+                *(client.invoke(peer.addr, RemotingCommand.request(10), 2) for _ in range(5))
+            )
+            assert all(reply.is_response for reply in answered)
+            with pytest.raises(RemotingTimeoutError):
+                await unanswered
+            assert 0.2 <= loop.time() - started < 0.2 + TIMEOUT_SWEEP_S + 0.5
+            # nothing pending any more: the sweeper stopped; the next unanswered call restarts it
+            with pytest.raises(RemotingTimeoutError):
+                await client.invoke(peer.addr, RemotingCommand.request(SILENT_CODE), timeout_s=0.1)
+            assert (await client.invoke(peer.addr, RemotingCommand.request(10), 2)).is_response
+            # with only long calls pending (a long poll, say) the timer waits for a deadline: no sweep every 50 ms
+            long_call = asyncio.ensure_future(client.invoke(peer.addr, RemotingCommand.request(SILENT_CODE), 30))
+            await asyncio.sleep(0)
+            connection = await client.connection(peer.addr)
+            assert connection._sweep_at - loop.time() > 1
+            long_call.cancel()
+        finally:
+            await client.close()

@@ -8,8 +8,6 @@ Intervals are short (revive every 200 ms, election and master lookup every 200 m
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message, SendStatus
 from pocketmq.common.message import MessageQueue
 from pocketmq.errors import PocketMQError
+from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import PocketProcess, broker_process, namesrv_process
 
 CLUSTER = "ha"
@@ -75,21 +74,19 @@ class TwoGroups:
         async with AsyncAdmin(config) as admin:
             for topic in (*topics, PROBE_TOPIC):
                 await admin.create_topic(topic, queues=1)
-        deadline = time.monotonic() + timeout_s
         async with AsyncProducer(config) as producer:
-            while True:
+
+            async def acknowledged() -> bool:
                 try:
                     await producer.instance.route(PROBE_TOPIC, refresh=True)  # a send to a queue needs its route
                     sent = await producer.send(
                         Message.create(PROBE_TOPIC, b"probe"), queue=MessageQueue(PROBE_TOPIC, GROUP_A, 0)
                     )
-                    if sent.status is SendStatus.SEND_OK:
-                        return
                 except PocketMQError:
-                    pass  # the route has not reached the name server yet
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"no SYNC send acknowledged by A's slave within {timeout_s}s")
-                await asyncio.sleep(0.05)
+                    return False  # the route has not reached the name server yet
+                return sent.status is SendStatus.SEND_OK
+
+            await eventually(acknowledged, timeout_s, "a SYNC send acknowledged by A's slave")
 
     def kill_all(self) -> None:
         for proc in (self.a_slave, self.a_master, self.b_master, self.namesrv):

@@ -12,9 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pocketmq.testing.polling import wait_until
 
 
 @dataclass
@@ -57,18 +58,22 @@ class PocketProcess:
             env=self.env,
         )
         log.close()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.ready_file.exists():
-                self.addresses = json.loads(self.ready_file.read_text())
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"pocketmq {' '.join(self.args)} exited with {self.proc.returncode}:\n{self.log_tail()}"
-                )
-            time.sleep(0.02)
-        self.kill()
-        raise TimeoutError(f"pocketmq {' '.join(self.args)} not ready within {timeout_s}s:\n{self.log_tail()}")
+        try:
+            self.addresses = wait_until(self._addresses_when_ready, timeout_s, interval_s=0.02)
+        except AssertionError:
+            self.kill()
+            raise TimeoutError(
+                f"pocketmq {' '.join(self.args)} not ready within {timeout_s}s:\n{self.log_tail()}"
+            ) from None
+        return self
+
+    def _addresses_when_ready(self) -> dict[str, str | None] | None:
+        """The addresses of the ready file once written; RuntimeError when the process exited instead."""
+        if self.ready_file.exists():
+            return json.loads(self.ready_file.read_text())
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"pocketmq {' '.join(self.args)} exited with {self.proc.returncode}:\n{self.log_tail()}")
+        return None
 
     def kill(self) -> None:
         """``kill -9``: no flush, no goodbye."""
@@ -148,18 +153,6 @@ def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (Linux /proc), for benchmarks."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05, message: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value; raise AssertionError after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not reached within {timeout_s}s")
-        time.sleep(interval_s)
 
 
 # ``--set`` arguments for ``broker_process`` giving delay level n a wait of n * 100 ms, so retries come back fast

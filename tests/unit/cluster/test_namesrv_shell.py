@@ -19,29 +19,9 @@ from pocketmq.cluster.route import (
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.transport import RemotingClient, RemotingServer, RequestRouter
-
-
-class FakeBrokerServer:
-    """Answers UPDATE_AND_CREATE_TOPIC with ``code`` (after ``gate`` opens) and records what it was asked."""
-
-    def __init__(self, code: int = ResponseCode.SUCCESS):
-        self.code = code
-        self.requests: list[dict] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-        router = RequestRouter()
-        router.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self._create)
-        self.server = RemotingServer(router, "127.0.0.1", 0)
-
-    async def _create(self, conn, request):
-        self.requests.append(dict(request.ext_fields))
-        await self.gate.wait()
-        return request.response(self.code, remark=None if self.code == ResponseCode.SUCCESS else "refused")
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.server.port}"
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.fakes import FakePeer, answer
+from pocketmq.testing.polling import eventually
 
 
 @pytest.fixture
@@ -49,19 +29,10 @@ def client(remoting):
     return remoting
 
 
-@pytest.fixture
-async def brokers():
-    started = []
-
-    async def start(code: int = ResponseCode.SUCCESS) -> FakeBrokerServer:
-        broker = FakeBrokerServer(code)
-        await broker.server.start()
-        started.append(broker)
-        return broker
-
-    yield start
-    for broker in started:
-        await broker.server.stop()
+async def fake_broker(peers, code: int = ResponseCode.SUCCESS) -> FakePeer:
+    """A fake broker answering UPDATE_AND_CREATE_TOPIC with ``code``."""
+    script = answer(code, None if code == ResponseCode.SUCCESS else "refused")
+    return (await peers()).on(RequestCode.UPDATE_AND_CREATE_TOPIC, script)
 
 
 async def register(
@@ -132,7 +103,7 @@ async def test_unknown_code_is_not_supported(namesrv, client):
     assert reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
 
-async def test_closing_the_registration_connection_drops_the_broker(namesrv, client, eventually):
+async def test_closing_the_registration_connection_drops_the_broker(namesrv, client):
     broker_conn = RemotingClient()
     await register(broker_conn, namesrv, "broker-a", "127.0.0.1:10911", "orders")
     await register(client, namesrv, "broker-b", "127.0.0.1:10912", "orders")
@@ -177,8 +148,8 @@ async def test_unregister_and_delete_topic(namesrv, client):
     assert reply.code == ResponseCode.TOPIC_NOT_EXIST
 
 
-async def test_route_lookup_auto_creates_on_the_masters_that_allow_it(namesrv, client, brokers):
-    allowing, refusing_by_flag = await brokers(), await brokers()
+async def test_route_lookup_auto_creates_on_the_masters_that_allow_it(namesrv, client, peers):
+    allowing, refusing_by_flag = await fake_broker(peers), await fake_broker(peers)
     await register(
         client,
         namesrv,
@@ -197,7 +168,7 @@ async def test_route_lookup_auto_creates_on_the_masters_that_allow_it(namesrv, c
     route = TopicRouteData.from_json(reply.body)
     assert [(q.broker_name, q.write_queue_nums) for q in route.queue_datas] == [("broker-a", 3)]
     assert refusing_by_flag.requests == []
-    assert allowing.requests == [
+    assert [r.ext_fields for r in allowing.requests] == [
         {
             "topic": "fresh",
             "defaultTopic": "TBW102",
@@ -215,9 +186,9 @@ async def test_route_lookup_auto_creates_on_the_masters_that_allow_it(namesrv, c
     assert json.loads(reply.body)["brokerDatas"][0]["brokerAddrs"] == {"0": allowing.addr}
 
 
-async def test_concurrent_lookups_share_one_creation(namesrv, client, brokers, eventually):
-    broker = await brokers()
-    broker.gate.clear()
+async def test_concurrent_lookups_share_one_creation(namesrv, client, peers):
+    broker = await fake_broker(peers)
+    broker.hold()
     await register(client, namesrv, "broker-a", broker.addr, flags=BrokerFlags(auto_create_topic_enable=True))
 
     lookups = [
@@ -225,15 +196,15 @@ async def test_concurrent_lookups_share_one_creation(namesrv, client, brokers, e
         for _ in range(5)
     ]
     await eventually(lambda: broker.requests)
-    broker.gate.set()
+    broker.release()
     replies = await asyncio.gather(*lookups)
 
     assert [r.code for r in replies] == [ResponseCode.SUCCESS] * 5
     assert len(broker.requests) == 1
 
 
-async def test_no_route_when_no_master_creates(namesrv, client, brokers):
-    refusing = await brokers(ResponseCode.TOPIC_NOT_EXIST)
+async def test_no_route_when_no_master_creates(namesrv, client, peers):
+    refusing = await fake_broker(peers, ResponseCode.TOPIC_NOT_EXIST)
     await register(client, namesrv, "broker-a", refusing.addr, flags=BrokerFlags(auto_create_topic_enable=True))
     await register(client, namesrv, "broker-b", "127.0.0.1:10912", flags=BrokerFlags(auto_create_topic_enable=False))
 
@@ -246,11 +217,11 @@ async def test_no_route_when_no_master_creates(namesrv, client, brokers):
     assert namesrv.routes.topics() == []
 
 
-async def test_unreachable_master_is_skipped(namesrv, client, brokers):
-    alive = await brokers()
-    dead = await brokers()
+async def test_unreachable_master_is_skipped(namesrv, client, peers):
+    alive = await fake_broker(peers)
+    dead = await fake_broker(peers)
     dead_addr = dead.addr
-    await dead.server.stop()
+    await dead.stop()
     await register(client, namesrv, "broker-a", alive.addr, flags=BrokerFlags(auto_create_topic_enable=True))
     await register(client, namesrv, "broker-b", dead_addr, flags=BrokerFlags(auto_create_topic_enable=True))
 

@@ -14,6 +14,7 @@ from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.polling import eventually
 
 BROKER_ADDR = "127.0.0.1:10911"
 
@@ -76,7 +77,7 @@ async def test_start_registers_before_returning(namesrv, remoting):
         assert "running" in repr(registrar)
 
 
-async def test_trigger_registers_soon_and_bursts_coalesce(namesrv, remoting, eventually):
+async def test_trigger_registers_soon_and_bursts_coalesce(namesrv, remoting):
     broker = FakeBroker("orders")
     registrar = registrar_for([namesrv.address], remoting, broker, debounce_ms=100)
     async with running(registrar):
@@ -88,7 +89,7 @@ async def test_trigger_registers_soon_and_bursts_coalesce(namesrv, remoting, eve
         assert broker.bodies_built == built_after_start + 1
 
 
-async def test_trigger_from_another_thread(namesrv, remoting, eventually):
+async def test_trigger_from_another_thread(namesrv, remoting):
     broker = FakeBroker("orders")
     registrar = registrar_for([namesrv.address], remoting, broker)
     async with running(registrar):
@@ -97,14 +98,14 @@ async def test_trigger_from_another_thread(namesrv, remoting, eventually):
         await eventually(lambda: namesrv.routes.route("from-thread") is not None)
 
 
-async def test_interval_reregisters_and_keeps_the_broker_alive(namesrv, remoting, eventually):
+async def test_interval_reregisters_and_keeps_the_broker_alive(namesrv, remoting):
     broker = FakeBroker("orders")
     registrar = registrar_for([namesrv.address], remoting, broker, interval_ms=50)
     async with running(registrar):
         await eventually(lambda: broker.bodies_built >= 3)
 
 
-async def test_a_down_name_server_does_not_stop_registration_with_the_others(namesrv, remoting, eventually):
+async def test_a_down_name_server_does_not_stop_registration_with_the_others(namesrv, remoting):
     down = NameServer(NamesrvConfig(port=0))
     await down.start()
     down_addr = down.address

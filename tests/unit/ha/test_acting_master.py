@@ -14,11 +14,11 @@ from pocketmq.broker.acting_writes import EscapedReviveWrites, EscapedTimerWrite
 from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
-from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.message import Message
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.errors import ServiceNotAvailableError
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.fakes import FakeNameServer
 
 
 @pytest.mark.parametrize(
@@ -42,16 +42,10 @@ def test_disabled_or_master_announced_never_acts():
     assert should_act(1, [1], enabled=True, master_back_until_ms=10, now_ms=10)
 
 
-class Namesrv:
-    def __init__(self):
-        self.ids: list[int] | None = [0, 1]
-        self.asked = 0
-
-    async def cluster_info(self) -> ClusterInfo:
-        self.asked += 1
-        if self.ids is None:
-            raise ServiceNotAvailableError("no name server answered")
-        return ClusterInfo({"a": BrokerData("c", "a", {i: f"h:{i}" for i in self.ids})})
+def listing(names: FakeNameServer, *broker_ids: int) -> FakeNameServer:
+    """The name server up, listing the brokers ``broker_ids`` of group a."""
+    names.down = False
+    return names.group("a", {i: f"h:{i}" for i in broker_ids}, "c")
 
 
 class Services:
@@ -66,7 +60,7 @@ class Services:
 
 
 async def test_election_follows_the_master_and_its_handover():
-    names, services, clock = Namesrv(), Services(), ManualClock()
+    names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
     election = ActingMasterElection(
         names,
         services,
@@ -80,23 +74,23 @@ async def test_election_follows_the_master_and_its_handover():
     )
     await election.check_once()
     assert services.calls == [] and not election.acting
-    names.ids = [1]
+    listing(names, 1)
     await election.check_once()
     await election.check_once()
     assert services.calls == ["start"] and election.acting
-    names.ids = None  # a silent name server changes nothing
+    names.down = True  # a silent name server changes nothing
     await election.check_once()
     assert election.acting
     await election.master_back()  # the master starts and announces itself before it registers
     assert services.calls == ["start", "stop"] and not election.acting
-    names.ids = [1]
+    listing(names, 1)
     clock.advance(4_999)
     await election.check_once()
     assert not election.acting  # within the grace
     clock.advance(1)
     await election.check_once()
     assert election.acting  # the master never registered: act again
-    names.ids = [0, 1]
+    listing(names, 0, 1)
     await election.check_once()
     assert services.calls == ["start", "stop", "start", "stop"]
 
@@ -283,8 +277,8 @@ async def test_forward_to_the_dlq_on_the_acting_slave_escapes_the_dead_letter_an
 
 
 async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_services():
-    names, services, clock = Namesrv(), Services(), ManualClock()
-    names.ids = [1]
+    names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
+    listing(names, 1)
     enabled = [False]
     election = ActingMasterElection(
         names,
@@ -298,7 +292,7 @@ async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_servi
     )
     await election.check_once()
     assert services.calls == [] and names.asked == 0
-    names.ids, enabled[0] = [1], True
+    enabled[0] = True
     await election.check_once()
     assert services.calls == ["start"]
     enabled[0] = False
@@ -309,7 +303,7 @@ async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_servi
 async def test_the_election_counts_into_the_metrics():
     from pocketmq.metrics import MetricsRegistry
 
-    names, services, clock, metrics = Namesrv(), Services(), ManualClock(), MetricsRegistry()
+    names, services, clock, metrics = listing(FakeNameServer(), 0, 1), Services(), ManualClock(), MetricsRegistry()
     election = ActingMasterElection(
         names,
         services,
@@ -323,7 +317,7 @@ async def test_the_election_counts_into_the_metrics():
     )
     await election.check_once()
     assert metrics.value("pocketmq_acting_master") == 0  # a slave that does not act shows 0, not nothing
-    names.ids = [1]
+    listing(names, 1)
     await election.check_once()
     await election.check_once()
     assert metrics.value("pocketmq_acting_master") == 1

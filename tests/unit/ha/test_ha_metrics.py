@@ -8,9 +8,10 @@ from tests.unit.pop.pop_support import running_broker, send
 
 from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
 from pocketmq.cluster.ha_master import replication_lag
-from pocketmq.errors import RemotingError
 from pocketmq.metrics import MetricsRegistry
+from pocketmq.protocol.codes import RequestCode
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.fakes import canned, hang_up
 
 
 def test_breaker_state_gauge_and_transitions():
@@ -45,11 +46,12 @@ def test_configure_applies_to_existing_and_later_breakers():
     assert later.state is BreakerState.OPEN
 
 
-async def test_remote_reads_counted_by_result_and_reason_with_latency():
+async def test_remote_reads_counted_by_result_and_reason_with_latency(remoting, peers):
     clock = ManualClock()
-    r, remoting, board = reader({0: "m:1"}, {"m:1": reply(0, 1, 2)}, clock, threshold=1)
+    master = await peers(canned(reply(0, 1, 2)))
+    r, board = reader(remoting, {0: master}, clock, threshold=1)
     await r.read_many("t", 0, [1, 2])
-    remoting.answers["m:1"] = RemotingError("refused")
+    master.on(RequestCode.PULL_MESSAGE, hang_up)
     await r.read("t", 0, 3)  # opens the breaker (threshold 1)
     await r.read("t", 0, 3)  # fails fast
     metrics = board.metrics

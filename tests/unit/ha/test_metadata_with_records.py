@@ -5,6 +5,7 @@ slave has them, and how far a revive queue's CKs say a group has popped."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
@@ -23,6 +24,7 @@ from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METAD
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import PutStatus
+from pocketmq.testing.fakes import HANG_UP, FakeNameServer, FakePeer, answer
 
 
 async def test_the_version_changes_with_topics_and_groups_and_comes_with_the_snapshot(tmp_path):
@@ -94,16 +96,10 @@ async def test_offsets_of_a_snapshot_go_through_the_gate_and_a_bad_one_changes_n
         assert len(slave.topics.names()) == topics and gate.waiting == ({"T@G": {0: 4}}, 10)
 
 
-class FakeNamesrv:
-    async def cluster_info(self):
-        from pocketmq.cluster.route import BrokerData, ClusterInfo
-
-        return ClusterInfo({"b": BrokerData("c", "b", {0: "master:1"})})
-
-
 class ScriptedMaster:
-    """Answers a slave's pulls with ``pulls`` (version, records; then it refuses, to end the loop) and its
-    metadata syncs with a snapshot of the version of the last pull; records the order of requests and appends."""
+    """The scripts of a fake master peer: a slave's pulls get ``pulls`` (version, records; then the master hangs
+    up, which ends the slave's loop) and its metadata syncs a snapshot of the version of the last pull; the order
+    of requests and appends goes into ``store.calls``."""
 
     def __init__(self, store: FakeStore, pulls: list[tuple[str, bytes]]):
         self.store, self.pulls = store, list(pulls)
@@ -111,59 +107,67 @@ class ScriptedMaster:
         self.synced = 0
         self.applied: list[str | None] = []  # appliedMetadataVersion of each pull
 
-    async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        if request.code == HA_EPOCHS:  # a master without epochs: only the metadata version is under test here
-            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
-        if request.code == HA_SYNC_METADATA:
-            self.store.calls.append("sync")
-            self.synced += 1
-            body = json.dumps({"topics": [], "groups": [], "offsets": {}, "version": self.version}).encode()
-            return request.response(ResponseCode.SUCCESS, body=body)
-        assert request.code == HA_PULL_COMMIT_LOG
+    def peer(self) -> FakePeer:
+        # a master without epochs: only the metadata version is under test here
+        return (
+            FakePeer()
+            .on(HA_EPOCHS, answer(ResponseCode.REQUEST_CODE_NOT_SUPPORTED))
+            .on(HA_SYNC_METADATA, self.sync)
+            .on(HA_PULL_COMMIT_LOG, self.pull)
+        )
+
+    def sync(self, request: RemotingCommand) -> RemotingCommand:
+        self.store.calls.append("sync")
+        self.synced += 1
+        body = json.dumps({"topics": [], "groups": [], "offsets": {}, "version": self.version}).encode()
+        return request.response(ResponseCode.SUCCESS, body=body)
+
+    def pull(self, request: RemotingCommand):
         self.store.calls.append(f"pull@{request.ext_fields['physOffset']}")
         self.applied.append(request.ext_fields.get("appliedMetadataVersion"))
         if not self.pulls:
-            raise RemotingError("the test is over")
+            return HANG_UP  # the test is over
         version, data = self.pulls.pop(0)
         self.version = version
         return request.response(
             ResponseCode.SUCCESS, {"physOffset": self.store.max_phys_offset, "metadataVersion": version}, body=data
         )
 
-    def drop(self, addr: str) -> None:
-        pass
 
-
-def slave_of(store: FakeStore, master: ScriptedMaster, tmp_path) -> HaSlave:
+@contextlib.asynccontextmanager
+async def following(store: FakeStore, master: ScriptedMaster, remoting, tmp_path):
+    """A slave of ``store`` and the address of ``master``, served by a fake peer."""
     from pocketmq.broker.groups import SubscriptionGroupManager
     from pocketmq.broker.topics import TopicManager
 
     topics = TopicManager(tmp_path / "topics.json", auto_create_enabled=False, default_queue_nums=1)
     groups = SubscriptionGroupManager(tmp_path / "groups.json", auto_create=False)
-    return HaSlave(
-        store,
-        topics,
-        groups,
-        offsets_table(tmp_path),
-        FakeNamesrv(),
-        master,
-        cluster_name="c",
-        broker_name="b",
-        broker_id=1,
-        slave_addr="slave:1",
-        transfer_max_bytes=1 << 20,
-        pull_suspend_ms=0,
-        lookup_interval_ms=1,
-        metadata_interval_ms=3_600_000,
-    )
+    async with master.peer() as peer:
+        slave = HaSlave(
+            store,
+            topics,
+            groups,
+            offsets_table(tmp_path),
+            FakeNameServer().group("b", {0: peer.addr}, "c"),
+            remoting,
+            cluster_name="c",
+            broker_name="b",
+            broker_id=1,
+            slave_addr="slave:1",
+            transfer_max_bytes=1 << 20,
+            pull_suspend_ms=0,
+            lookup_interval_ms=1,
+            metadata_interval_ms=3_600_000,
+        )
+        yield slave, peer.addr
 
 
-async def test_a_slave_syncs_the_metadata_before_it_appends_records_of_a_new_version(tmp_path):
+async def test_a_slave_syncs_the_metadata_before_it_appends_records_of_a_new_version(tmp_path, remoting):
     store = FakeStore()
     master = ScriptedMaster(store, [("v1", b"a" * 10), ("v1", b"b" * 10), ("v2", b"c" * 10), ("v2", b"")])
-    slave = slave_of(store, master, tmp_path)
-    with pytest.raises(RemotingError):
-        await slave._follow("master:1")
+    async with following(store, master, remoting, tmp_path) as (slave, master_addr):
+        with pytest.raises(RemotingError):
+            await slave._follow(master_addr)
     # Each new version is synced before the records that came with it are appended, so the ack of those
     # records (the next pull's offset) follows the sync; the same version again costs nothing.
     assert store.calls == [
@@ -183,18 +187,16 @@ async def test_a_slave_syncs_the_metadata_before_it_appends_records_of_a_new_ver
     assert master.applied == [None, "v1", "v1", "v2", "v2"]
 
 
-async def test_a_failed_sync_appends_nothing(tmp_path):
+async def test_a_failed_sync_appends_nothing(tmp_path, remoting):
     store = FakeStore()
 
     class Refusing(ScriptedMaster):
-        async def invoke(self, addr, request, timeout_s):
-            if request.code == HA_SYNC_METADATA:
-                return request.response(ResponseCode.SYSTEM_ERROR, remark="busy")
-            return await super().invoke(addr, request, timeout_s)
+        def sync(self, request):
+            return request.response(ResponseCode.SYSTEM_ERROR, remark="busy")
 
-    slave = slave_of(store, Refusing(store, [("v1", b"a" * 10)]), tmp_path)
-    with pytest.raises(RemoteServerError):
-        await slave._follow("master:1")
+    async with following(store, Refusing(store, [("v1", b"a" * 10)]), remoting, tmp_path) as (slave, master_addr):
+        with pytest.raises(RemoteServerError):
+            await slave._follow(master_addr)
     assert store.appended == [] and slave.metadata_version is None  # the next pull asks for them again
 
 

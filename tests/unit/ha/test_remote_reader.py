@@ -11,18 +11,17 @@ from pocketmq.cluster.remote_reader import (
     classify_error,
     classify_pull_reply,
 )
-from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
 from pocketmq.errors import (
     RemotingError,
     RemotingTimeoutError,
-    ServiceNotAvailableError,
 )
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.fakes import FakeNameServer, FakePeer, answer, canned, hang_up, silent
 
 PULL = RemotingCommand.request(RequestCode.PULL_MESSAGE, {})
 
@@ -75,15 +74,16 @@ def test_topic_not_exist_is_gone_for_good_from_a_master_only():
     )
 
 
-async def test_a_slave_that_does_not_know_the_topic_keeps_the_read_for_later():
-    r, remoting, _ = reader({1: "s:1"}, {"s:1": PULL.response(ResponseCode.TOPIC_NOT_EXIST, remark="no topic")})
+async def test_a_slave_that_does_not_know_the_topic_keeps_the_read_for_later(remoting, peers):
+    slave = await peers(answer(ResponseCode.TOPIC_NOT_EXIST, "no topic"))
+    r, _ = reader(remoting, {1: slave})
     result = await r.read("t", 0, 4)
     assert (result.status, result.failure, result.need_retry) == (
         ReadStatus.FAILED,
         FailureReason.GROUP_UNREACHABLE,
         True,
     )
-    assert remoting.calls == ["s:1"]
+    assert len(slave.requests) == 1
 
 
 def test_call_errors():
@@ -92,70 +92,56 @@ def test_call_errors():
     assert classify_error(KeyError("x")).failure is FailureReason.EXCEPTION
 
 
-class FakeNamesrv:
-    def __init__(self, addrs: dict[int, str] | None):
-        self.addrs = addrs
-
-    async def cluster_info(self) -> ClusterInfo:
-        if self.addrs is None:
-            raise ServiceNotAvailableError("no name server answered")
-        return ClusterInfo({"b": BrokerData("c", "b", dict(self.addrs))} if self.addrs else {})
-
-
-class FakeRemoting:
-    def __init__(self, answers: dict[str, object]):
-        self.answers = answers
-        self.calls: list[str] = []
-
-    async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        self.calls.append(addr)
-        answer = self.answers[addr]
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-
-def reader(addrs, answers, clock=None, threshold=2):
-    remoting = FakeRemoting(answers)
+def reader(remoting, group: dict[int, FakePeer] | None, clock=None, threshold=2, timeout_ms=3_000):
+    """A reader of group "b", whose members (broker id -> peer) the name server lists (None: it is down)."""
+    names = FakeNameServer()
+    if group is None:
+        names.down = True
+    elif group:
+        names.group("b", {broker_id: peer.addr for broker_id, peer in group.items()})
     board = BreakerBoard(BreakerSettings(failure_threshold=threshold, cool_down_ms=1000))
-    return (
-        RemoteMessageReader("b", FakeNamesrv(addrs), remoting, breakers=board, clock=clock or ManualClock()),
-        remoting,
-        board,
+    read = RemoteMessageReader(
+        "b", names, remoting, breakers=board, clock=clock or ManualClock(), timeout_ms=timeout_ms
     )
+    return read, board
 
 
-async def test_reads_the_master_and_falls_back_to_a_slave():
-    r, remoting, _ = reader({0: "m:1", 1: "s:1"}, {"m:1": RemotingError("refused"), "s:1": reply(0, 4)})
+async def test_reads_the_master_and_falls_back_to_a_slave(remoting, peers):
+    master, slave = await peers(hang_up), await peers(canned(reply(0, 4)))
+    r, _ = reader(remoting, {0: master, 1: slave})
     result = await r.read("t", 0, 4)
-    assert result.status is ReadStatus.FOUND and remoting.calls == ["m:1", "s:1"]
+    assert result.status is ReadStatus.FOUND and [len(master.requests), len(slave.requests)] == [1, 1]
 
 
-async def test_a_whole_group_down_and_an_unknown_group():
-    r, _, _ = reader({0: "m:1", 1: "s:1"}, {"m:1": RemotingError("refused"), "s:1": RemotingTimeoutError("late")})
+async def test_a_whole_group_down_and_an_unknown_group(remoting, peers):
+    master, slave = await peers(hang_up), await peers(silent)
+    r, _ = reader(remoting, {0: master, 1: slave}, timeout_ms=100)
     down = await r.read("t", 0, 4)
-    assert down.failure is FailureReason.GROUP_UNREACHABLE and "m:1" in down.description and "s:1" in down.description
-    assert (await reader({}, {})[0].read("t", 0, 1)).failure is FailureReason.BROKER_ADDR_UNKNOWN
-    assert (await reader(None, {})[0].read("t", 0, 1)).failure is FailureReason.BROKER_ADDR_UNKNOWN
+    assert down.failure is FailureReason.GROUP_UNREACHABLE
+    assert f"{master.addr}: CONNECTION_REFUSED" in down.description and f"{slave.addr}: TIMEOUT" in down.description
+    assert (await reader(remoting, {})[0].read("t", 0, 1)).failure is FailureReason.BROKER_ADDR_UNKNOWN
+    assert (await reader(remoting, None)[0].read("t", 0, 1)).failure is FailureReason.BROKER_ADDR_UNKNOWN
 
 
-async def test_breaker_opens_fails_fast_with_the_cool_down_and_closes_after_a_good_probe():
+async def test_breaker_opens_fails_fast_with_the_cool_down_and_closes_after_a_good_probe(remoting, peers):
     clock = ManualClock()
-    r, remoting, board = reader({0: "m:1"}, {"m:1": RemotingError("refused")}, clock)
+    master = await peers(hang_up)
+    r, board = reader(remoting, {0: master}, clock)
     assert (await r.read("t", 0, 1)).failure is FailureReason.CONNECTION_REFUSED
     await r.read("t", 0, 1)
     assert board.get("b").state is BreakerState.OPEN
     clock.advance(400)
     fast = await r.read("t", 0, 1)
-    assert (fast.failure, fast.retry_delay_ms, len(remoting.calls)) == (FailureReason.BREAKER_OPEN, 600, 2)
+    assert (fast.failure, fast.retry_delay_ms, len(master.requests)) == (FailureReason.BREAKER_OPEN, 600, 2)
     clock.advance(600)
-    remoting.answers["m:1"] = reply(0, 1)
+    master.on(RequestCode.PULL_MESSAGE, canned(reply(0, 1)))
     assert (await r.read("t", 0, 1)).status is ReadStatus.FOUND
     assert board.get("b").state is BreakerState.CLOSED
 
 
-async def test_many_offsets_of_a_queue_in_one_rpc():
-    r, remoting, _ = reader({0: "m:1"}, {"m:1": reply(0, 5, 6, 8)})
+async def test_many_offsets_of_a_queue_in_one_rpc(remoting, peers):
+    master = await peers(canned(reply(0, 5, 6, 8)))
+    r, _ = reader(remoting, {0: master})
     results = await r.read_many("t", 0, [8, 5, 6, 7])
     assert [results[o].status for o in (5, 6, 8)] == [ReadStatus.FOUND] * 3
-    assert results[7].failure is FailureReason.OFFSET_MISMATCH and len(remoting.calls) == 1
+    assert results[7].failure is FailureReason.OFFSET_MISMATCH and len(master.requests) == 1

@@ -7,27 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.unit.ha.test_remote_reader import FakeRemoting
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.read_routing import ReaderRouter, unacked_by_queue
 from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
 from pocketmq.cluster.remote_reader import RemoteMessageReader, cut_short
-from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import FailureReason, ReadResult
-from pocketmq.errors import RemotingError
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.escaped_checkpoints import append_checkpoints, remote_checkpoints
+from pocketmq.testing.fakes import FakeNameServer, hang_up
 
 FAR = "far-group"
-
-
-class FarNamesrv:
-    async def cluster_info(self) -> ClusterInfo:
-        return ClusterInfo({FAR: BrokerData("c", FAR, {0: "far:1"})})
 
 
 def ck(offsets, *, topic="T", queue_id=0, broker=FAR, acked=(), pop_time_ms=1000):
@@ -127,12 +120,15 @@ async def test_remote_messages_come_back_as_local_retry_copies_with_one_read_per
         assert broker.pop.revive.metrics["retried"] == 64
 
 
-async def test_an_open_breaker_postpones_every_ck_without_an_rpc_and_the_ending_references_the_broker(tmp_path):
+async def test_an_open_breaker_postpones_every_ck_without_an_rpc_and_the_ending_references_the_broker(
+    tmp_path, remoting, peers
+):
     clock = ManualClock()
+    far = await peers(hang_up)  # the far group's master, gone: every read fails to connect
     async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000, 1_000, 1_000)) as broker:
-        remoting = FakeRemoting({"far:1": RemotingError("connection refused")})
         board = BreakerBoard(BreakerSettings(failure_threshold=2, cool_down_ms=30_000))
-        reader = RemoteMessageReader(FAR, FarNamesrv(), remoting, breakers=board, clock=clock)
+        names = FakeNameServer().group(FAR, {0: far.addr}, "c")
+        reader = RemoteMessageReader(FAR, names, remoting, breakers=board, clock=clock)
         broker.pop.revive.readers = ReaderRouter(
             broker.broker_name, broker.pop.revive.readers.local, lambda name: reader
         )
@@ -143,7 +139,7 @@ async def test_an_open_breaker_postpones_every_ck_without_an_rpc_and_the_ending_
         clock.advance(5_000)
         await broker.pop.revive.run_once(clock.now_ms())
         # four queues: two RPCs open the breaker, the other two fail fast
-        assert len(remoting.calls) == 2 and board.get(FAR).state is BreakerState.OPEN
+        assert len(far.requests) == 2 and board.get(FAR).state is BreakerState.OPEN
         metrics = broker.pop.revive.metrics
         assert metrics["rewrites"] == 8 and metrics["dead_lettered"] == 0
         # every rewrite waits at least the remaining cool-down (the table says 1 s)
@@ -152,9 +148,9 @@ async def test_an_open_breaker_postpones_every_ck_without_an_rpc_and_the_ending_
         waits = []
         for _ in range(200):  # 100 virtual seconds in 500 ms steps
             clock.advance(500)
-            before = len(remoting.calls)
+            before = len(far.requests)
             await broker.pop.revive.run_once(clock.now_ms())
-            waits.append(len(remoting.calls) - before)
+            waits.append(len(far.requests) - before)
         assert sum(waits) <= 100 // 30 + 1  # one probe per cool-down, not one RPC per message or queue
         metrics = broker.pop.revive.metrics  # totals as of now (the property is a snapshot)
         assert metrics["endings"] == 8 and metrics["dead_lettered"] == 8

@@ -1,12 +1,11 @@
 """Consume services against fake consumer hooks: ack_index, send-back failure retried locally, broadcasting
 drops, orderly suspend and order; the process queue's committable offset."""
 
-import asyncio
-
 from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
 from pocketmq.client.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, failed_indexes
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.testing.polling import eventually
 
 MQ = MessageQueue("t", "broker-a", 0)
 
@@ -34,13 +33,6 @@ def messages(n, start=0):
     return [MessageExt(topic="t", body=b"x%d" % i, queue_offset=i) for i in range(start, start + n)]
 
 
-async def until(predicate, timeout_s=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
-
-
 def test_failed_indexes_rules():
     ok, later = ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeConcurrentlyStatus.RECONSUME_LATER
     assert list(failed_indexes(ok, 2**62, 10)) == []
@@ -62,7 +54,7 @@ async def test_ack_index_4_of_10_sends_back_exactly_5_to_9():
     batch = messages(10)
     pq.add(batch)
     service.submit(pq, MQ, batch)
-    await until(lambda: hooks.offsets)
+    await eventually(lambda: hooks.offsets)
     assert [offset for offset, _ in hooks.sent_back] == [5, 6, 7, 8, 9]
     assert hooks.offsets == [10] and pq.count == 0
     await service.shutdown()
@@ -87,9 +79,9 @@ async def test_failed_send_back_is_retried_locally_and_blocks_the_offset():
     batch = messages(3)
     pq.add(batch)
     service.submit(pq, MQ, batch)
-    await until(lambda: len(calls) == 4)
+    await eventually(lambda: len(calls) == 4)
     assert sorted(calls) == [(0, 0), (0, 1), (1, 0), (2, 0)]  # message 0 again, with a local reconsume count
-    await until(lambda: hooks.offsets and hooks.offsets[-1] == 3)
+    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 3)
     assert all(offset == 0 for offset in hooks.offsets[:-1])  # never past message 0 until it was done
     await service.shutdown()
 
@@ -101,7 +93,7 @@ async def test_broadcasting_drops_failures():
     batch = messages(2)
     pq.add(batch)
     service.submit(pq, MQ, batch)
-    await until(lambda: hooks.offsets and hooks.offsets[-1] == 2)
+    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 2)
     assert hooks.sent_back == [] and service.consumed_total == 2
     await service.shutdown()
 
@@ -116,7 +108,7 @@ async def test_listener_exception_counts_as_reconsume_later():
     pq = ProcessQueue()
     pq.add(messages(1))
     service.submit(pq, MQ, messages(1))
-    await until(lambda: hooks.sent_back)
+    await eventually(lambda: hooks.sent_back)
     assert hooks.sent_back == [(0, 0)]
     await service.shutdown()
 
@@ -135,7 +127,7 @@ async def test_orderly_keeps_order_and_suspends_on_failure():
     pq = ProcessQueue()
     pq.add(messages(4))
     service.submit(pq, MQ, [])
-    await until(lambda: hooks.offsets and hooks.offsets[-1] == 4)
+    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 4)
     assert seen == [(0, 0), (1, 0), (1, 1), (1, 2), (2, 0), (3, 0)]
     assert hooks.sent_back == []  # unlimited local retries by default, no send-back
     await service.shutdown()
@@ -153,7 +145,7 @@ async def test_orderly_dead_letters_after_max():
     pq = ProcessQueue()
     pq.add(messages(1))
     service.submit(pq, MQ, [])
-    await until(lambda: hooks.offsets)
+    await eventually(lambda: hooks.offsets)
     assert hooks.sent_back == [(0, -1)] and hooks.offsets == [1]
     await service.shutdown()
 

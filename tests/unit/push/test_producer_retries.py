@@ -1,6 +1,7 @@
-"""Producer retry and fault-avoidance decisions against a fake client instance (no sockets, virtual clock):
-retries go to another broker, at most ``retry_times`` of them; with ``send_latency_fault_enable`` a failing
-broker sits out for its duration and is then tried again; non-OK store statuses retry only when asked."""
+"""Producer retry and fault-avoidance decisions against a fake client instance (virtual clock) whose two brokers
+are fake remoting peers: retries go to another broker, at most ``retry_times`` of them; with
+``send_latency_fault_enable`` a failing broker sits out for its duration and is then tried again; non-OK store
+statuses retry only when asked."""
 
 import pytest
 
@@ -10,33 +11,40 @@ from pocketmq.client.queue_select import FunctionSelector, KeyHashSelector, Rand
 from pocketmq.client.route_view import TopicRouteView
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.errors import RemotingError
-from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.fakes import FakePeer, hang_up
 
 QUEUES = tuple(MessageQueue("t", b, q) for q in range(2) for b in ("a", "b"))
 
 
-class FakeRemoting:
-    def __init__(self, clock, instance):
-        self.clock, self.instance = clock, instance
-        self.calls: list[str] = []
+def stored(code: int = ResponseCode.SUCCESS):
+    """A broker's answer to a send: stored in the queue asked for, with ``code``."""
+    return lambda request: request.response(code, {"msgId": "X", "queueId": request.ext_fields["e"], "queueOffset": 0})
 
-    async def invoke(self, addr, request, timeout_s):
-        self.calls.append(addr)
-        behaviour = self.instance.behaviour.get(addr, "ok")
-        if behaviour == "down":
-            raise RemotingError(f"connection refused {addr}")
-        code = ResponseCode.SUCCESS if behaviour == "ok" else ResponseCode.FLUSH_DISK_TIMEOUT
-        return request.response(code, {"msgId": "X", "queueId": request.ext_fields["e"], "queueOffset": 0})
+
+BEHAVIOURS = {"ok": stored(), "down": hang_up, "flush-timeout": stored(ResponseCode.FLUSH_DISK_TIMEOUT)}
 
 
 class FakeInstance:
-    def __init__(self):
+    """A producer's client instance (route, clock, message ids) whose brokers "a" and "b" are fake peers."""
+
+    def __init__(self, remoting, brokers: dict[str, FakePeer]):
         self.clock = ManualClock()
         self.message_ids = MessageIdGenerator("127.0.0.1", 1, 2)
-        self.remoting = FakeRemoting(self.clock, self)
-        self.behaviour: dict[str, str] = {}
-        self.route_view = TopicRouteView("t", {"a": "a", "b": "b"}, QUEUES, QUEUES)
+        self.remoting = remoting
+        self.brokers = brokers
+        addrs = {name: peer.addr for name, peer in brokers.items()}
+        self.route_view = TopicRouteView("t", addrs, addrs, QUEUES, QUEUES)
+        for name in brokers:
+            self.behave(name, "ok")
+
+    def behave(self, broker_name: str, behaviour: str) -> None:
+        """How broker ``broker_name`` answers sends: ok, down (it hangs up) or flush-timeout."""
+        self.brokers[broker_name].on(RequestCode.SEND_MESSAGE_V2, BEHAVIOURS[behaviour])
+
+    def sends(self, broker_name: str) -> int:
+        return len(self.brokers[broker_name].requests)
 
     def cached_route(self, topic):
         return self.route_view
@@ -45,7 +53,7 @@ class FakeInstance:
         return self.route_view
 
     def broker_addr(self, name):
-        return name
+        return self.route_view.master_addrs[name]
 
     def register_producer(self, group):
         pass
@@ -54,62 +62,67 @@ class FakeInstance:
         pass
 
 
-async def producer(**options):
-    instance = FakeInstance()
-    p = AsyncProducer(options=ProducerOptions(**options), instance=instance, selector=RoundRobinSelector(start=0))
-    await p.start()
-    return p, instance
+@pytest.fixture
+def producer(remoting, peers):
+    async def start(**options):
+        instance = FakeInstance(remoting, {"a": await peers(), "b": await peers()})
+        p = AsyncProducer(options=ProducerOptions(**options), instance=instance, selector=RoundRobinSelector(start=0))
+        await p.start()
+        return p, instance
+
+    return start
 
 
-async def test_a_failed_send_is_retried_on_the_other_broker():
+async def test_a_failed_send_is_retried_on_the_other_broker(producer):
     p, instance = await producer()
-    instance.behaviour["a"] = "down"
+    instance.behave("a", "down")
     result = await p.send(Message.create("t", "x"))
-    assert result.message_queue.broker_name == "b" and instance.remoting.calls == ["a", "b"]
+    assert result.message_queue.broker_name == "b" and (instance.sends("a"), instance.sends("b")) == (1, 1)
 
 
-async def test_at_most_retry_times_retries():
+async def test_at_most_retry_times_retries(producer):
     p, instance = await producer(retry_times_when_send_failed=2)
-    instance.behaviour.update(a="down", b="down")
+    instance.behave("a", "down")
+    instance.behave("b", "down")
     with pytest.raises(RemotingError):
         await p.send(Message.create("t", "x"))
-    assert len(instance.remoting.calls) == 3
+    assert instance.sends("a") + instance.sends("b") == 3
 
 
-async def test_fault_avoidance_skips_a_failing_broker_for_its_duration():
+async def test_fault_avoidance_skips_a_failing_broker_for_its_duration(producer):
     p, instance = await producer(send_latency_fault_enable=True)
-    instance.behaviour["a"] = "down"
+    instance.behave("a", "down")
     await p.send(Message.create("t", "first"))  # a fails once: it sits out 10 s (RocketMQ 5's isolation)
-    instance.remoting.calls.clear()
+    sent_before = (instance.sends("a"), instance.sends("b"))
     for i in range(10):
         await p.send(Message.create("t", f"m{i}"))
-    assert instance.remoting.calls == ["b"] * 10
+    assert (instance.sends("a"), instance.sends("b")) == (sent_before[0], sent_before[1] + 10)
     instance.clock.advance(10_001)
-    instance.behaviour["a"] = "ok"
+    instance.behave("a", "ok")
     for i in range(4):
         await p.send(Message.create("t", f"late{i}"))
-    assert "a" in instance.remoting.calls[10:]
+    assert instance.sends("a") > sent_before[0]
 
 
-async def test_without_fault_avoidance_the_failing_broker_is_tried_again():
+async def test_without_fault_avoidance_the_failing_broker_is_tried_again(producer):
     p, instance = await producer()
-    instance.behaviour["a"] = "down"
+    instance.behave("a", "down")
     for i in range(10):
         await p.send(Message.create("t", f"m{i}"))
-    assert instance.remoting.calls.count("a") >= 4
+    assert instance.sends("a") >= 4
 
 
-async def test_not_store_ok_is_a_result_unless_asked_to_retry():
+async def test_not_store_ok_is_a_result_unless_asked_to_retry(producer):
     p, instance = await producer()
-    instance.behaviour["a"] = "flush-timeout"
+    instance.behave("a", "flush-timeout")
     assert (await p.send(Message.create("t", "x"))).status is SendStatus.FLUSH_DISK_TIMEOUT
     p, instance = await producer(retry_another_broker_when_not_store_ok=True)
-    instance.behaviour["a"] = "flush-timeout"
+    instance.behave("a", "flush-timeout")
     result = await p.send(Message.create("t", "x"))
     assert result.status is SendStatus.SEND_OK and result.message_queue.broker_name == "b"
 
 
-async def test_async_callback_oneway_and_delay():
+async def test_async_callback_oneway_and_delay(producer):
     p, instance = await producer()
     got = []
     result = await p.send_async(Message.create("t", "x"), callback=got.append)

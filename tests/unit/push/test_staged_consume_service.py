@@ -6,11 +6,12 @@ one stage."""
 import asyncio
 import threading
 
-from tests.unit.push.test_consume_services import MQ, FakeHooks, messages, until
+from tests.unit.push.test_consume_services import MQ, FakeHooks, messages
 
 from pocketmq.client.listener import ConsumeOrderlyStatus, StagedConcurrentListener
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.staged_consume_service import StagedConsumeService
+from pocketmq.testing.polling import eventually
 
 
 class Blocking(StagedConcurrentListener):
@@ -45,7 +46,7 @@ async def test_drain_waits_for_listeners_in_flight_and_starts_nothing_more():
     batch = messages(5)
     pq.add(batch)
     service.submit(pq, MQ, batch)
-    await until(lambda: len(listener.started) == 3)  # stage 0; 3 and 4 wait for it
+    await eventually(lambda: len(listener.started) == 3)  # stage 0; 3 and 4 wait for it
     drain = asyncio.ensure_future(service.drain(MQ))
     await asyncio.sleep(0.05)  # give a wrong drain the chance to return early
     assert not drain.done()
@@ -76,6 +77,6 @@ async def test_batches_of_consume_batch_size_within_one_stage():
     batch = messages(10)
     pq.add(batch)
     service.submit(pq, MQ, batch)
-    await until(lambda: hooks.offsets and hooks.offsets[-1] == 10)
+    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 10)
     assert listener.calls == [[0, 1, 2], [3, 4, 5], [6], [7, 8, 9]]  # one thread: calls run one after another
     await service.shutdown()

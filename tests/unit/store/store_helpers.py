@@ -1,10 +1,8 @@
-"""Helpers for the store tests: small segments so a few messages cross files, a message factory, polling."""
+"""Helpers for the store tests: small segments so a few messages cross files, a message factory."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
 from pathlib import Path
 
 from pocketmq.common.message import MessageExt
@@ -51,13 +49,3 @@ def message(
         born_timestamp_ms=1_700_000_000_000,
         born_host=("10.0.0.7", 51000),
     )
-
-
-async def eventually(predicate, timeout_s: float = 5.0, what: str = "condition"):
-    """Poll ``predicate`` on the loop until truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout_s}s")
-        await asyncio.sleep(0.005)
-    return value

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from store_helpers import eventually, message
+from store_helpers import message
 
 from pocketmq.store.api import FlushMode, PutStatus
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commit_log import CommitLog
+from pocketmq.testing.polling import eventually
 
 
 async def test_sync_flush_many_concurrent_puts_share_few_fsyncs(open_store):
@@ -43,5 +44,5 @@ async def test_async_flush_saves_a_checkpoint_covering_queues_and_index(open_sto
     await store.put_messages([message(keys="k") for _ in range(5)])
     end = store.max_phys_offset
     checkpoint = Checkpoint(tmp_path / "s")
-    await eventually(lambda: checkpoint.load() == end, what="checkpoint at the log end")
+    await eventually(lambda: checkpoint.load() == end, message="checkpoint at the log end")
     assert any(p.stat().st_size for p in (tmp_path / "s" / "index").iterdir())

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 
-from store_helpers import eventually, message
+from store_helpers import message
 
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import GetStatus
 from pocketmq.store.retention import DiskUsage, SegmentAge, segments_to_delete
+from pocketmq.testing.polling import eventually
 
 HOUR_MS = 3_600_000
 ROOMY = DiskUsage(total_bytes=100, used_bytes=10)
@@ -32,7 +33,7 @@ async def _filled(open_store, clock, **overrides):
     for i in range(40):
         await store.put_message(message(body=bytes(400), queue_id=i % 2, uniq_key=f"u{i}"))
     end = store.max_phys_offset
-    await eventually(lambda: store._checkpoint.phys_offset == end, what="checkpoint")
+    await eventually(lambda: store._checkpoint.phys_offset == end, message="checkpoint")
     return store
 
 

@@ -34,7 +34,10 @@ Writes fail too, and are typed like reads (``broker.write_result``):
 
 ``decide`` and ``fallback`` are pure; ``ReviveService`` is the async shell: one pass over every revive queue
 each ``interval_ms`` (``run_once(now_ms)`` for tests in virtual time). A pass yields to the event loop after
-each batch, so a long one never holds the loop.
+each batch, so a long one never holds the loop. Whatever it reads and writes comes in through its constructor
+(the revive queues, readers, store, tables, clock, and ``writes``: where its output goes), so the deterministic
+simulation (``pocketmq.testing.sim``) runs this shell itself on its simulated stores and network, and learns
+each CK closed through ``on_closed``.
 
 Metrics (the broker's registry; docs/metrics.md): ``pocketmq_pop_revive_messages_total{group,topic,queue_id,
 outcome}`` (retried, dead_lettered, not_found, dropped), ``pocketmq_pop_ck_rewrites_total{group,topic,
@@ -167,14 +170,14 @@ _WRITE_REASONS = frozenset({copies.REASON_WRITE_REFUSED, copies.REASON_WRITE_FAI
 
 
 @dataclass(slots=True)
-class _Plan:
+class CkPlan:
     """What revive does with one due CK: the copies to write, then the ACK of ``offsets`` and the rewritten CKs."""
 
     ck: PopCheckpoint
     offsets: list[int]
     copies: list = field(default_factory=list)  # of Copy (None, while writing, for one that cannot be written)
     rewrites: list[tuple[Rewrite, str]] = field(default_factory=list)  # (the rewrite, the failed read's reason)
-    gone: int = 0
+    gone: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, cause)
     drops: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, reason)
     unwritable: int = 0
     failure: WriteResult | None = None  # a write that failed for a passing reason: the CK stays open
@@ -239,6 +242,8 @@ class ReviveService:
         policy: CkRewritePolicy,
         interval_ms: int,
         metrics: MetricsRegistry | None = None,
+        writes=None,
+        on_closed: Callable[[CkPlan], None] | None = None,
     ):
         self._queues = queues
         self.readers = readers
@@ -253,7 +258,9 @@ class ReviveService:
         self.pacer = PassPacer(interval_ms, max(interval_ms, DEFAULT_MAX_PASS_WAIT_MS))
         self._pass = asyncio.Lock()
         # Where revive writes: the local store (a master), or the escape bridge (a slave acting as master).
-        self.writes = LocalReviveWrites(store, topics)
+        self.writes = writes if writes is not None else LocalReviveWrites(store, topics)
+        # Told of each CK a pass closed, once the writes that close it are done (the simulation traces it).
+        self._on_closed = on_closed
         self._task: asyncio.Task | None = None
         self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
@@ -365,16 +372,18 @@ class ReviveService:
         for plan in closing:
             self._write_backoff.succeeded(plan.ck.key)
             self._count(plan)
+            if self._on_closed is not None:
+                self._on_closed(plan)
         if failing:
             self._postpone(failing, now_ms)
         return PassResult(len(closing), len(failing))
 
-    def _plan(self, ck: PopCheckpoint, reads: dict[int, ReadResult], now_ms: int) -> _Plan:
+    def _plan(self, ck: PopCheckpoint, reads: dict[int, ReadResult], now_ms: int) -> CkPlan:
         """What revive does with each un-acked message of ``ck``, given the reads of its queue."""
         config = self._groups.get(ck.group)
         retry_max_times = config.retry_max_times if config is not None else DEFAULT_RETRY_MAX_TIMES
         ends = self._write_backoff.ends(ck.key)
-        plan = _Plan(ck, ck.unacked_offsets())
+        plan = CkPlan(ck, ck.unacked_offsets())
         for queue_offset in plan.offsets:
             read = reads[queue_offset]
             decision = decide(
@@ -385,22 +394,22 @@ class ReviveService:
             elif isinstance(decision, Rewrite):
                 plan.rewrites.append((decision, read.reason))
             elif isinstance(decision, Gone):
-                plan.gone += 1
+                plan.gone.append((queue_offset, decision.cause))
             else:
                 plan.drops.append((queue_offset, decision.reason))
         return plan
 
-    async def _write_copies(self, plans: list[_Plan]) -> None:
+    async def _write_copies(self, plans: list[CkPlan]) -> None:
         """Write the copies of ``plans`` in one call; a copy refused for good is replaced by its fallback and
         written again (each refusal moves it one step: dead letter, reference, nothing), a failure for a passing
         reason marks its plan ``failure``."""
-        todo: list[tuple[_Plan, int]] = []
+        todo: list[tuple[CkPlan, int]] = []
         for plan in plans:
             plan.copies = [c for c in (self._writable(plan, c) for c in plan.copies) if c is not None]
             todo += [(plan, index) for index in range(len(plan.copies))]
         while todo:
             results = await self.writes.put_copies([plan.copies[index].message for plan, index in todo])
-            refused: list[tuple[_Plan, int]] = []
+            refused: list[tuple[CkPlan, int]] = []
             for (plan, index), result in zip(todo, results):
                 if result.stored:
                     continue
@@ -419,7 +428,7 @@ class ReviveService:
         for plan in plans:
             plan.copies = [c for c in plan.copies if c is not None]
 
-    def _writable(self, plan: _Plan, copy: Copy | None) -> Copy | None:
+    def _writable(self, plan: CkPlan, copy: Copy | None) -> Copy | None:
         """``copy``, or the first of its fallbacks that can be written as far as can be told without writing;
         None when none can (the message is logged at ERROR and counted, the CK closes without it)."""
         while copy is not None:
@@ -453,7 +462,7 @@ class ReviveService:
             why,
         )
 
-    def _postpone(self, plans: list[_Plan], now_ms: int) -> None:
+    def _postpone(self, plans: list[CkPlan], now_ms: int) -> None:
         """CKs whose copies failed for a passing reason: each waits its next backoff step (or is parked)."""
         for plan in plans:
             step = self._write_backoff.failed(plan.ck.key, now_ms, str(plan.failure))
@@ -474,7 +483,7 @@ class ReviveService:
                 )
         log.warning("event=revive_write_failed cks=%d reason=%s", len(plans), plans[0].failure)
 
-    def _count(self, plan: _Plan) -> None:
+    def _count(self, plan: CkPlan) -> None:
         """Metrics and logs of a closed CK."""
         ck = plan.ck
         for rewrite, reason in plan.rewrites:
@@ -493,7 +502,7 @@ class ReviveService:
                 rewrite.wait_ms,
                 reason,
             )
-        for _ in range(plan.gone):
+        for _ in plan.gone:
             self._metrics.message(ck, "not_found")
         for queue_offset, reason in plan.drops:
             self._metrics.message(ck, "dropped")

@@ -1,8 +1,8 @@
 """A broker in the simulation: a small model of the process around PocketMQ's real decision cores.
 
 Model (the shell): request handling, the SYNC send wait, the slave's pull loop, POP (pop offsets, a CK per
-pop, acks), the escape of writes by a slave acting master, and PULL_MESSAGE answers; revive is in
-``revive.py``.
+pop, acks), the escape of writes by a slave acting master, and PULL_MESSAGE answers; revive (the real
+``ReviveService``) is set up in ``revive.py``.
 
 Real code making the decisions here: ``cluster.ha_state.ReplicaAcks`` (who is in sync, SYNC verdicts),
 ``replication_start`` (length and last-record continuity) and ``pull_step`` (a master serves slaves only
@@ -47,7 +47,7 @@ from pocketmq.testing.sim.kernel import Kernel, SimFuture
 from pocketmq.testing.sim.network import Network
 from pocketmq.testing.sim.nodes import NAMESRV_ADDR, Node
 from pocketmq.testing.sim.revive import Reviver
-from pocketmq.testing.sim.store import SimStore
+from pocketmq.testing.sim.store import ProcessStore, SimStore
 from pocketmq.testing.sim.wire import (
     Ack,
     AckReply,
@@ -101,6 +101,8 @@ class SimBroker(Node):
         self.up = True
         self.net.set_up(self.addr, True)
         self.store = SimStore(self.disk)
+        inc = self.incarnation
+        self.store_api = ProcessStore(self.store, self.append_flushed, lambda: self.alive(inc))
         self.acks = ReplicaAcks(max_gap_bytes=1 << 30, expire_ms=self.config.ha_slave_expire_ms)
         self._sync_waiters: list[_SyncWaiter] = []
         self._held_pulls: list[_HeldPull] = []
@@ -112,7 +114,6 @@ class SimBroker(Node):
         self._popping: set[tuple[str, int]] = set()  # queues whose pop is storing its CK
         self.reviver = Reviver(self)
         self.history.record("broker_started", broker=self.addr, records=len(self.disk.records))
-        inc = self.incarnation
         self.kernel.spawn(self._namesrv_loop(inc))
         self.kernel.spawn(self.reviver.loop(inc))
         if self.is_master:
@@ -395,7 +396,7 @@ class SimBroker(Node):
     def revive_queue(self) -> ReviveQueue:
         if self._revive_queue is None:
             start = self.disk.meta.get("revive_offset", 0) if self.is_master else 0
-            self._revive_queue = ReviveQueue(self.store, REVIVE_TOPIC, REVIVE_QUEUE_ID, self.group, start)
+            self._revive_queue = ReviveQueue(self.store_api, REVIVE_TOPIC, REVIVE_QUEUE_ID, self.group, start)
         return self._revive_queue
 
     def _on_ack(self, request: Ack, respond) -> None:

@@ -3,8 +3,10 @@
 Everything that happens in a run is an event at a virtual time; events at the same time run in the order
 they were scheduled, so a run depends on nothing but its seed. Coroutines (``spawn``) let node models and the
 real async shells (``RemoteMessageReader``) wait for simulated replies: they await ``SimFuture``s, which the
-kernel resumes when a network reply, a timeout or a disk flush resolves them. Nothing here touches asyncio,
-threads or the wall clock.
+kernel resumes when a network reply, a timeout or a disk flush resolves them. A bare yield (what
+``asyncio.sleep(0)`` in a real shell such as ``ReviveService`` does) lets the other events of the moment run
+first; the shells' uncontended ``asyncio.Lock`` needs no loop. Nothing here runs an asyncio loop, threads or
+the wall clock.
 """
 
 from __future__ import annotations
@@ -96,9 +98,12 @@ class Kernel:
                 awaited = coro.send(None)
             except StopIteration:
                 return
-            if not isinstance(awaited, SimFuture):
+            if awaited is None:  # a bare yield: resume after what else is due now
+                self.after(0, step)
+            elif isinstance(awaited, SimFuture):
+                awaited.add_done(lambda: self.after(0, step))
+            else:
                 raise SimError(f"a simulated coroutine awaited {awaited!r}: only SimFutures exist here")
-            awaited.add_done(lambda: self.after(0, step))
 
         step()
 

@@ -1,63 +1,87 @@
-"""Revive in the simulation: the shell of ``ReviveService`` around the real decisions, on one broker.
+"""Revive in the simulation: PocketMQ's own ``ReviveService`` on one broker, on the simulated store and network.
 
-Every pass (``revive_interval_ms``, on the broker that acts for its group) catches the real ``ReviveQueue`` up,
-takes the real ledger's due CKs (oldest first) and, for each, reads every un-acked message (the real
-``LocalMessageReader`` for its own group's messages; the real ``RemoteMessageReader`` behind the real
-``BreakerBoard`` for a CK of another group), asks ``revive.decide`` with the ``CkRewritePolicy``, writes the
-copies, then one append of the ACK closing the CK and the rewritten CKs, as ``ReviveService`` orders them. A
-slave acting master cannot write: its copies and rewritten CKs escape to the other group's master and the CK
-is closed in memory only. Every outcome and every remote read (with its breaker's state) goes into the trace.
+The service is the real one (``broker/pop/revive.py``: its passes, batches, reads, ``decide``, the
+``CkRewritePolicy``, the write backoff and its write order: every copy first, then one append of the ACKs that
+close the CKs and the rewritten CKs); this module only gives it what a broker process gives it:
+
+- its revive queue (the real ``ReviveQueue`` on the broker's ``ProcessStore``) and readers (the real
+  ``ReaderRouter``: the real ``LocalMessageReader`` for its own group's messages, the real
+  ``RemoteMessageReader`` behind the real ``BreakerBoard`` for a CK of another group, over the network);
+- where it writes: a master's real ``LocalReviveWrites`` into its ``ProcessStore`` (SYNC_FLUSH); an acting
+  slave's real ``EscapedReviveWrites`` through a model of the escape bridge (every message to the other group's
+  master) without the side file of its progress (a CK it closed is closed in memory only: a restart, or the
+  master coming back, revives it again: at least once);
+- the virtual clock, the group's ``retryMaxTimes``, topics of one queue, and its commit offset (durable
+  metadata on a master, nothing on a slave);
+- the pass loop: a pass every ``revive_interval_ms`` while the broker acts for its group (the longer waits of
+  the service's pacer after blocked passes are not modelled).
+
+Every outcome of a closed CK (``on_closed``, once the writes closing it are done) and every remote read (with its
+breaker's state) goes into the trace.
 """
 
 from __future__ import annotations
 
+from pocketmq.broker.acting_writes import EscapedReviveWrites
+from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop import copies
-from pocketmq.broker.pop.checkpoint import PopCheckpoint
+from pocketmq.broker.pop.read_routing import ReaderRouter
 from pocketmq.broker.pop.reader import LocalMessageReader
-from pocketmq.broker.pop.revive import Copy, Dropped, Gone, decide
-from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
-from pocketmq.broker.pop.rewrite import Rewrite
+from pocketmq.broker.pop.revive import CkPlan, Copy, LocalReviveWrites, ReviveService
 from pocketmq.cluster.breaker import BreakerBoard, BreakerState
+from pocketmq.cluster.escape import EscapeResult, EscapeTarget
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
+from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult
+from pocketmq.common.topic import TopicConfig
 from pocketmq.errors import RemotingError
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.testing.sim import bugs as injected
-from pocketmq.testing.sim.config import REVIVE_QUEUE_ID, REVIVE_TOPIC
 from pocketmq.testing.sim.nodes import NAMESRV_ADDR
 from pocketmq.testing.sim.wire import GetClusterInfo
 
-REVIVE_BATCH_CKS = 64
-
 
 class Reviver:
-    """The revive loop and remote readers of one broker process (a restart builds a new one)."""
+    """The revive service and remote readers of one broker process (a restart builds a new one)."""
 
     def __init__(self, broker):
         self.broker = broker
-        self.incarnation = broker.incarnation  # reads still in flight when the process died must not act
+        self.incarnation = broker.incarnation  # a process killed meanwhile writes and records nothing more
+        config = broker.config
         board = injected.IgnoredBreakerBoard if "breaker_ignored" in broker.bugs else BreakerBoard
-        self.breakers = board(broker.config.breaker)
+        self.breakers = board(config.breaker)
         self._breaker_states: dict[str, BreakerState] = {}
-        self._readers: dict[str, RemoteMessageReader] = {}
+        topics = _Topics()
+        if broker.is_master:
+            writes = LocalReviveWrites(broker.store_api, topics)
+        else:
+            writes = EscapedReviveWrites(_EscapeBridge(broker, self.incarnation), _UnrecordedProgress())
+        self.service = ReviveService(
+            [broker.revive_queue()],
+            ReaderRouter(broker.group, LocalMessageReader(broker.store), self._remote_reader),
+            broker.store_api,
+            _Groups(config.retry_max_times),
+            _CommitOffsets(broker, self.incarnation),
+            topics,
+            broker.kernel.clock,
+            policy=broker.policy,
+            interval_ms=config.revive_interval_ms,
+            writes=writes,
+            on_closed=self._record,
+        )
 
-    def remote_reader(self, group: str) -> RemoteMessageReader:
-        reader = self._readers.get(group)
-        if reader is None:
-            reader = self._readers[group] = RemoteMessageReader(
-                group,
-                _NamesrvClient(self.broker),
-                _Remoting(self, group),
-                breakers=self.breakers,
-                clock=self.broker.kernel.clock,
-                timeout_ms=self.broker.config.remote_read_timeout_ms,
-                delays=self.broker.config.remote_read_delays,
-            )
-        return reader
-
-    def __repr__(self) -> str:
-        return f"<Reviver {self.broker.addr} inc={self.incarnation} breakers={self.breakers.states()}>"
+    def _remote_reader(self, group: str) -> _TracedReader:
+        reader = RemoteMessageReader(
+            group,
+            _NamesrvClient(self.broker),
+            _Remoting(self, group),
+            breakers=self.breakers,
+            clock=self.broker.kernel.clock,
+            timeout_ms=self.broker.config.remote_read_timeout_ms,
+            delays=self.broker.config.remote_read_delays,
+        )
+        return _TracedReader(reader, self, group)
 
     def note_breaker(self, group: str) -> BreakerState:
         """Record a change of the breaker of ``group`` in the trace; returns its state."""
@@ -67,103 +91,34 @@ class Reviver:
             self.broker.history.record("breaker", reader=self.broker.addr, target=group, state=state.value)
         return state
 
-    # -- revive --------------------------------------------------------------------------------------------------
     async def loop(self, inc: int) -> None:
-        while self.broker.alive(inc):
-            await self.broker.kernel.sleep(self.broker.config.revive_interval_ms)
-            if self.broker.alive(inc) and self.broker.acting():
-                await self._pass(inc)
+        broker = self.broker
+        while broker.alive(inc):
+            await broker.kernel.sleep(broker.config.revive_interval_ms)
+            if broker.alive(inc) and broker.acting():
+                await self.service.run_once(broker.kernel.now_ms())
 
-    async def _pass(self, inc: int) -> None:
-        queue = self.broker.revive_queue()
-        try:
-            queue.catch_up()
-        except OSError:
-            return  # as ReviveService: a failed pass changes nothing, the next one tries again
-        for ck in queue.ledger.due(self.broker.kernel.now_ms(), REVIVE_BATCH_CKS):
-            if not queue.ledger.is_open(ck.key):
-                continue
-            if not await self._revive_one(inc, queue, ck) or not self.broker.alive(inc):
-                return
-            try:
-                queue.catch_up()
-            except OSError:
-                return
-        if self.broker.is_master and self.broker.alive(inc):
-            self.broker.disk.meta["revive_offset"] = queue.ledger.commit_offset()
+    def _record(self, plan: CkPlan) -> None:
+        """The outcomes of a CK the service closed. Its closing writes are done (on a master the ACK is durable),
+        so they are recorded even when the process died since: the trace must not hide them."""
+        ck, record = plan.ck, self.broker.history.record
 
-    async def _revive_one(self, inc: int, queue: ReviveQueue, ck: PopCheckpoint) -> bool:
-        """Revive one due CK as ``ReviveService`` does: decide per un-acked message, write the copies, then one
-        append of the ACK closing the CK and the rewritten CKs. False when this broker died meanwhile."""
-        outgoing: list[Copy] = []
-        rewrites: list[PopCheckpoint] = []
-        outcomes: list[tuple[str, dict]] = []
-        offsets = ck.unacked_offsets()
-        for queue_offset in offsets:
-            read = await self._read(ck, queue_offset)
-            if not self.broker.alive(inc):
-                return False
-            decision = decide(
-                ck,
-                queue_offset,
-                read,
-                retry_max_times=self.broker.config.retry_max_times,
-                policy=self.broker.policy,
-                now_ms=self.broker.kernel.now_ms(),
-            )
-            where = {"location": (ck.broker_name, ck.topic, ck.queue_id, queue_offset)}
-            if isinstance(decision, Copy):
-                outgoing.append(decision)
-                outcomes.append(_copy_outcome(decision, where))
-            elif isinstance(decision, Rewrite):
-                rewrites.append(decision.checkpoint)
-                outcomes.append(
-                    (
-                        "ck_rewritten",
-                        {**where, "rewrite_count": decision.checkpoint.rewrite_count, "reason": read.reason},
-                    )
-                )
-            elif isinstance(decision, Gone):
-                outcomes.append(("gone", {**where, "cause": decision.cause}))
-            elif isinstance(decision, Dropped):
-                outcomes.append(("dropped", {**where, "reason": decision.reason}))
-        ack = ck.ack_of(offsets)
-        closing = [ack_message(REVIVE_TOPIC, REVIVE_QUEUE_ID, ack)]
-        rewritten = [checkpoint_message(REVIVE_TOPIC, c) for c in rewrites]
-        if self.broker.is_master:
-            if outgoing:
-                await self.broker.append_flushed([c.message for c in outgoing])
-            if not self.broker.alive(inc):
-                return False
-            closed = self.broker.append_flushed(closing + rewritten)
-            # Recorded in the event that makes the ACK durable: a crash right after it must not hide the outcome.
-            closed.add_done(lambda: self._record(inc, outcomes))
-            await closed
-            return self.broker.alive(inc)
-        else:
-            # Acting slave: copies and rewritten CKs escape; the closing ACK cannot be written, so the CK is closed
-            # in memory only (a restart, or the master coming back, revives it again: at least once).
-            if outgoing and await self.broker.escape(inc, [c.message for c in outgoing]) is None:
-                return self.broker.alive(inc)  # not written: the CK stays open, the next pass tries again
-            if rewritten and await self.broker.escape(inc, rewritten) is None:
-                return self.broker.alive(inc)
-            if not self.broker.alive(inc):
-                return False
-            queue.ledger.close(ck.key)
-            self._record(inc, outcomes)
-            return True
+        def at(queue_offset: int) -> dict:
+            return {"broker": self.broker.addr, "location": (ck.broker_name, ck.topic, ck.queue_id, queue_offset)}
 
-    def _record(self, inc: int, outcomes: list[tuple[str, dict]]) -> None:
-        if self.broker.alive(inc):
-            for kind, fields in outcomes:
-                self.broker.history.record(kind, broker=self.broker.addr, **fields)
+        for copy in plan.copies:
+            kind, fields = _copy_outcome(copy, at(copy.queue_offset))
+            record(kind, **fields)
+        for rewrite, reason in plan.rewrites:
+            written = rewrite.checkpoint
+            record("ck_rewritten", **at(written.start_offset), rewrite_count=written.rewrite_count, reason=reason)
+        for queue_offset, cause in plan.gone:
+            record("gone", **at(queue_offset), cause=cause)
+        for queue_offset, reason in plan.drops:
+            record("dropped", **at(queue_offset), reason=reason)
 
-    async def _read(self, ck: PopCheckpoint, queue_offset: int) -> ReadResult:
-        if ck.broker_name == self.broker.group:
-            return await LocalMessageReader(self.broker.store).read(ck.topic, ck.queue_id, queue_offset)
-        result = await self.remote_reader(ck.broker_name).read(ck.topic, ck.queue_id, queue_offset)
-        self.note_breaker(ck.broker_name)
-        return result
+    def __repr__(self) -> str:
+        return f"<Reviver {self.broker.addr} inc={self.incarnation} breakers={self.breakers.states()}>"
 
 
 def _copy_outcome(copy: Copy, where: dict) -> tuple[str, dict]:
@@ -173,6 +128,78 @@ def _copy_outcome(copy: Copy, where: dict) -> tuple[str, dict]:
     reason = msg.properties.get(copies.DLQ_REASON, "")
     origin = msg.properties.get(props.DLQ_ORIGIN_MESSAGE_ID) or None  # empty for a reference
     return "dead_letter", {**where, "origin": origin, "reason": reason, "reconsume_times": msg.reconsume_times}
+
+
+class _Groups:
+    """Subscription groups as revive asks for them: each has the run's ``retry_max_times``."""
+
+    def __init__(self, retry_max_times: int):
+        self._retry_max_times = retry_max_times
+
+    def get(self, group: str) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig(group, retry_max_times=self._retry_max_times)
+
+
+class _Topics:
+    """Topics as revive creates them on demand: one queue each (consumers pop queue 0 of the retry topic)."""
+
+    def get_or_create(self, topic: str) -> TopicConfig:
+        return TopicConfig(topic, 1, 1)
+
+
+class _CommitOffsets:
+    """Where revive commits how far its queue is done: a master's durable metadata; a slave keeps nothing (a
+    restarted slave starts its revive queue from the beginning)."""
+
+    def __init__(self, broker, inc: int):
+        self._broker = broker
+        self._inc = inc
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        if self._broker.is_master and self._broker.alive(self._inc):
+            self._broker.disk.meta["revive_offset"] = offset
+
+
+class _UnrecordedProgress:
+    """The acting slave's side file of closed CKs, not modelled: what it closed is closed in memory only."""
+
+    def record_ack(self, queue_id: int, ack) -> None:
+        pass
+
+    def save(self) -> None:
+        pass
+
+
+class _EscapeBridge:
+    """A model of ``EscapeBridge.put_to_specific_queue``: the message to the master of the other group, stored
+    once that master has it durably; a failure (no other master, a lost call, this process gone) may pass."""
+
+    def __init__(self, broker, inc: int):
+        self._broker = broker
+        self._inc = inc
+
+    async def put_to_specific_queue(self, msg: MessageExt, routes=None) -> EscapeResult:
+        target = await self._broker.escape(self._inc, [msg])
+        if target is None:
+            return EscapeResult.failed("CONNECTION", "no other master took it")
+        return EscapeResult(True, EscapeTarget(target, self._broker.master_addr(target) or "", 0))
+
+
+class _TracedReader:
+    """A remote reader whose breaker changes go into the trace after each read."""
+
+    def __init__(self, reader: RemoteMessageReader, reviver: Reviver, group: str):
+        self._reader = reader
+        self._reviver = reviver
+        self._group = group
+
+    async def read(self, topic: str, queue_id: int, queue_offset: int) -> ReadResult:
+        return (await self.read_many(topic, queue_id, [queue_offset]))[queue_offset]
+
+    async def read_many(self, topic: str, queue_id: int, queue_offsets: list[int]) -> dict[int, ReadResult]:
+        results = await self._reader.read_many(topic, queue_id, queue_offsets)
+        self._reviver.note_breaker(self._group)
+        return results
 
 
 class _NamesrvClient:

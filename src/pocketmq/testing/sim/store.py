@@ -5,20 +5,24 @@ Records are ``MessageExt`` objects with their phys offset and queue offset, so a
 same positions as its master. A record's CRC32C (what the real store's frame header carries) is that of its
 encoded record, so the real ``replication_start`` checks a slave's last record as against the real store.
 ``get_messages`` answers with the real store API types (``GetResult`` of encoded records), which is what
-``LocalMessageReader`` and the PULL_MESSAGE path read.
+``LocalMessageReader`` and the PULL_MESSAGE path read. ``ProcessStore`` is the store as PocketMQ's own services
+(``ReviveQueue``, revive's ``LocalReviveWrites``) call it: the same reads, and ``put_messages`` that returns once
+the records are durable.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 
 from crc32c import crc32c
 
 from pocketmq.common.message import MessageExt
 from pocketmq.protocol.message_codec import encode_record
-from pocketmq.store.api import GetResult, GetStatus
+from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
 from pocketmq.store.commit_log import RecordMark
 from pocketmq.testing.sim.disk import SimDisk
+from pocketmq.testing.sim.kernel import SimFuture
 
 _RECORD_OVERHEAD_BYTES = 96
 
@@ -126,3 +130,30 @@ class SimStore:
 
     def __repr__(self) -> str:
         return f"<SimStore records={len(self._phys)} max_phys_offset={self.max_phys_offset}>"
+
+
+class ProcessStore:
+    """One broker process's ``SimStore`` behind the store API its real services call. ``append`` is the broker's
+    SYNC_FLUSH append (its future resolves once the records are durable); a process that died stores nothing."""
+
+    def __init__(self, store: SimStore, append: Callable[[list[MessageExt]], SimFuture], alive: Callable[[], bool]):
+        self._store = store
+        self._append = append
+        self._alive = alive
+
+    def min_queue_offset(self, topic: str, queue_id: int) -> int:
+        return self._store.min_queue_offset(topic, queue_id)
+
+    def get_messages(
+        self, topic: str, queue_id: int, queue_offset: int, max_count: int, max_bytes: int | None = None
+    ) -> GetResult:
+        return self._store.get_messages(topic, queue_id, queue_offset, max_count, max_bytes)
+
+    async def put_messages(self, messages: list[MessageExt]) -> list[PutResult]:
+        if not self._alive():
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="the process is gone")] * len(messages)
+        await self._append(messages)
+        return [PutResult(PutStatus.PUT_OK)] * len(messages)
+
+    def __repr__(self) -> str:
+        return f"<ProcessStore {self._store!r}>"

@@ -186,7 +186,7 @@ class FakePeer:
                 writer.close()
             elif isinstance(item, RemotingCommand):
                 writer.write(item.encode())
-            elif item is not None:
+            elif isinstance(item, bytes):
                 writer.write(item)
 
     def __repr__(self) -> str:

@@ -69,6 +69,7 @@ class PocketProcess:
 
     def _addresses_when_ready(self) -> dict[str, str | None] | None:
         """The addresses of the ready file once written; RuntimeError when the process exited instead."""
+        assert self.proc is not None, "not started"
         if self.ready_file.exists():
             return json.loads(self.ready_file.read_text())
         if self.proc.poll() is not None:

@@ -27,10 +27,6 @@ class SubscriptionData:
     expression_type: str = "TAG"
     sub_version: int = 0
 
-    @property
-    def tags(self) -> tuple[str, ...]:
-        return parse_tag_expression(self.expression)
-
 
 @dataclass(slots=True)
 class ConsumerGroupInfo:
@@ -50,13 +46,6 @@ class Notification:
     group: str
     client_id: str
     connection: object
-
-
-def parse_tag_expression(expression: str | None) -> tuple[str, ...]:
-    """The tags of a tag expression; () means every tag (``*``, blank or absent)."""
-    if expression is None or expression.strip() in ("", "*"):
-        return ()
-    return tuple(sorted({t.strip() for t in expression.split("||") if t.strip()}))
 
 
 class ConsumerTable:

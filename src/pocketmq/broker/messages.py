@@ -21,13 +21,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
-from pocketmq.broker.consumers import parse_tag_expression
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
 from pocketmq.broker.topics import TopicManager, is_group_topic
 from pocketmq.common import properties as props
 from pocketmq.common.gray import is_gray_message, placement_queues, retry_queue_id
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
+from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import (
     RETRY_GROUP_TOPIC_PREFIX,
     TIMER_TOPIC,

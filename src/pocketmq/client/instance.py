@@ -25,6 +25,7 @@ from pocketmq.client.route_view import TopicRouteView, route_view_of
 from pocketmq.cluster.route import TopicRouteData
 from pocketmq.common.gray import gray_client_id_suffix
 from pocketmq.common.message import MessageQueue
+from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.errors import ClientError, RemoteServerError, RemotingError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -68,7 +69,7 @@ class ConsumerData:
                     "classFilterMode": False,
                     "topic": topic,
                     "subString": expr,
-                    "tagsSet": [t.strip() for t in expr.split("||") if t.strip() and expr.strip() != "*"],
+                    "tagsSet": sorted(parse_tag_expression(expr) or ()),
                     "codeSet": [],
                     "subVersion": 0,
                     "expressionType": "TAG",

@@ -22,6 +22,7 @@ from pocketmq.client.instance import ClientInstance, ConsumerData, InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, expect_success, offset_of
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
+from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import group_name_problem
 from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -63,12 +64,6 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
-
-
-def parse_tag_expression(expression: str) -> frozenset[str] | None:
-    """The tags of ``a || b``; None for ``*`` or blank (everything)."""
-    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
-    return None if not tags or "*" in tags else tags
 
 
 def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | None, queue_offset: int) -> PullResult:

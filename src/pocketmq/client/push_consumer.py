@@ -41,13 +41,14 @@ from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_insta
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from pocketmq.client.process_queue import ProcessQueue
-from pocketmq.client.pull_consumer import PullStatus, parse_tag_expression, pull_result_from_response
+from pocketmq.client.pull_consumer import PullStatus, pull_result_from_response
 from pocketmq.client.rebalance import AllocateStrategy, GrayAllocator, allocate_averagely
 from pocketmq.client.stage_offset_store import LocalFileStageOffsetStore, RemoteStageOffsetStore
 from pocketmq.client.staged_consume_service import StagedConsumeService
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.properties import encode_properties
+from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, group_name_problem, retry_topic, topic_name_problem
 from pocketmq.errors import ClientError, PocketMQError, RemoteServerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode

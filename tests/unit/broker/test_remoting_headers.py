@@ -111,7 +111,7 @@ def test_heartbeat_consumer_data_accepts_enum_ordinals_and_string_versions():
     assert info.message_model == "BROADCASTING"
     assert info.consume_from_where == "CONSUME_FROM_FIRST_OFFSET"
     assert info.subscriptions["t"].sub_version == 123
-    assert info.subscriptions["t"].tags == ("a", "b")
+    assert info.subscriptions["t"].expression == "a || b"
 
 
 def test_heartbeat_consumer_data_refuses_bad_group_names():

@@ -9,7 +9,7 @@ import json
 from pocketmq.cli.cluster_cmd import broker_rows
 from pocketmq.cli.group_cmd import offset_rows
 from pocketmq.cli.output import body_fields, format_table, json_line, message_to_json, message_to_text
-from pocketmq.client.pull_consumer import PullStatus, parse_tag_expression, pull_result_from_response
+from pocketmq.client.pull_consumer import PullStatus, pull_result_from_response
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.message import MessageExt
@@ -80,11 +80,6 @@ def test_broker_rows_name_roles_and_grpc_addresses():
         ("master", "h:1", "h:8081"),
         ("slave", "h:2", None),
     ]
-
-
-def test_tag_expressions():
-    assert parse_tag_expression("*") is None and parse_tag_expression(" ") is None
-    assert parse_tag_expression("a || b") == frozenset({"a", "b"})
 
 
 def pull_reply(code: int, body: bytes = b"") -> RemotingCommand:

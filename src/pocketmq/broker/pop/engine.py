@@ -35,7 +35,6 @@ import itertools
 import logging
 from dataclasses import dataclass, field
 
-from pocketmq.broker.consumers import parse_tag_expression
 from pocketmq.broker.gray_split import EVERY_QUEUE, GraySplits, QueueShare
 from pocketmq.broker.offsets import persist_behind_commit_log
 from pocketmq.broker.pop import copies
@@ -55,6 +54,7 @@ from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadStatus
+from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.errors import (
     BadRequestError,

@@ -7,9 +7,10 @@ one). Name servers are tried in turn, starting with the one that answered last.
 from __future__ import annotations
 
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData
-from pocketmq.errors import RemoteServerError, RemotingError, ServiceNotAvailableError, TopicNotExistError
+from pocketmq.errors import RemotingError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.transport import RemotingClient
 
 
@@ -48,14 +49,12 @@ class NamesrvClient:
             response.code == ResponseCode.SUCCESS and not response.body
         ):
             raise TopicNotExistError(f"topic {topic!r} has no route on the name server")
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
         return TopicRouteData.from_json(response.body)
 
     async def cluster_info(self) -> ClusterInfo:
         response = await self._invoke(RequestCode.GET_BROKER_CLUSTER_INFO)
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
         return ClusterInfo.from_json(response.body)
 
     def __repr__(self) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
-from pocketmq.client.replies import check_topic, expect_success, json_body, offset_of
+from pocketmq.client.replies import check_topic, json_body, offset_of
 from pocketmq.client.route_view import MASTER_ID
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
 from pocketmq.common.message import MessageQueue
@@ -30,6 +30,7 @@ from pocketmq.errors import (
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
+from pocketmq.protocol.replies import expect_success
 
 log = logging.getLogger(__name__)
 

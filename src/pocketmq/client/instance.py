@@ -29,6 +29,7 @@ from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.errors import ClientError, RemoteServerError, RemotingError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 
@@ -190,8 +191,7 @@ class ClientInstance:
             response.code == ResponseCode.SUCCESS and not response.body
         ):
             raise TopicNotExistError(f"topic {topic!r} does not exist (no route on the name server)")
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
         return TopicRouteData.from_json(response.body)
 
     async def route(self, topic: str, *, refresh: bool = False, auto_create: bool = True) -> TopicRouteView:

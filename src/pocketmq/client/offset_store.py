@@ -19,6 +19,7 @@ from pocketmq.common.message import MessageQueue
 from pocketmq.errors import ClientError, RemoteServerError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 from pocketmq.store.metadata import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,7 @@ class RemoteOffsetStore(_OffsetTable):
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
         offset = int(response.ext_fields["offset"])
         self.table[mq] = offset
         return offset

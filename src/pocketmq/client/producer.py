@@ -56,6 +56,7 @@ from pocketmq.errors import (
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_batch
+from pocketmq.protocol.replies import reply_error
 from pocketmq.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -509,7 +510,7 @@ class AsyncProducer(InstanceUser):
     def _result(self, response: RemotingCommand, mq: MessageQueue, uniq_keys: list[str]) -> SendResult:
         status = _STATUS_BY_CODE.get(response.code)
         if status is None:
-            raise RemoteServerError(response.code, response.remark or "")
+            raise reply_error(response)
         fields = response.ext_fields
         try:
             queue_offset = int(fields["queueOffset"])

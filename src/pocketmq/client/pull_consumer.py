@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, ConsumerData, InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
-from pocketmq.client.replies import check_topic, expect_success, offset_of
+from pocketmq.client.replies import check_topic, offset_of
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
 from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import group_name_problem
@@ -28,6 +28,7 @@ from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records_prefix
+from pocketmq.protocol.replies import expect_success, reply_error
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def pull_result_from_response(response: RemotingCommand, tags: frozenset[str] | 
     record came first, one offset further), so the records after it come with the next pull."""
     status = _STATUS_BY_CODE.get(response.code)
     if status is None:
-        raise RemoteServerError(response.code, response.remark or "")
+        raise reply_error(response)
     fields = response.ext_fields
     try:
         next_begin, min_offset, max_offset = (

@@ -50,9 +50,10 @@ from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.properties import encode_properties
 from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, group_name_problem, retry_topic, topic_name_problem
-from pocketmq.errors import ClientError, PocketMQError, RemoteServerError
+from pocketmq.errors import ClientError, PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 
 log = logging.getLogger(__name__)
 
@@ -392,8 +393,7 @@ class AsyncPushConsumer:
         response = await self.instance.invoke_broker(
             mq.broker_name, RemotingCommand.request(code, {"topic": mq.topic, "queueId": mq.queue_id})
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
         return int(response.ext_fields["offset"])
 
     # -- pulling --------------------------------------------------------------------------------------------------

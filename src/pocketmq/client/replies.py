@@ -8,6 +8,7 @@ from pocketmq.common.topic import topic_name_problem
 from pocketmq.errors import IllegalTopicError, RemoteServerError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 
 
 def check_topic(topic: str) -> None:
@@ -15,12 +16,6 @@ def check_topic(topic: str) -> None:
     problem = topic_name_problem(topic)
     if problem:
         raise IllegalTopicError(problem)
-
-
-def expect_success(response: RemotingCommand) -> RemotingCommand:
-    if response.code != ResponseCode.SUCCESS:
-        raise RemoteServerError(response.code, response.remark or "")
-    return response
 
 
 def offset_of(response: RemotingCommand) -> int:

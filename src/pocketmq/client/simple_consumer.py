@@ -36,10 +36,11 @@ from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
 from pocketmq.common.topic import group_name_problem, topic_name_problem
-from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
+from pocketmq.errors import BadRequestError, ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records_prefix
+from pocketmq.protocol.replies import expect_success
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +86,6 @@ def messages_of_pop_reply(response: RemotingCommand, broker_name: str) -> list[M
             msg.body = zlib.decompress(msg.body)
             msg.sys_flag &= ~SYSFLAG_COMPRESSED
     return messages
-
-
-def _expect_success(response: RemotingCommand) -> RemotingCommand:
-    if response.code != ResponseCode.SUCCESS:
-        raise RemoteServerError(response.code, response.remark or "")
-    return response
 
 
 def _pop_ck(msg: MessageExt) -> tuple[str, str]:
@@ -194,12 +189,12 @@ class AsyncSimpleConsumer:
         response = await instance.invoke_broker(broker_name, request, wait_ms / 1000 + self.config.request_timeout_s)
         if response.code in _NOTHING:
             return []
-        return messages_of_pop_reply(_expect_success(response), broker_name)
+        return messages_of_pop_reply(expect_success(response), broker_name)
 
     async def ack(self, msg: MessageExt) -> None:
         extra, broker = _pop_ck(msg)
         offset = extra.rsplit(" ", 1)[1]
-        _expect_success(
+        expect_success(
             await self.instance.invoke_broker(
                 broker,
                 RemotingCommand.request(
@@ -242,14 +237,14 @@ class AsyncSimpleConsumer:
             body = RemotingCommand.request(
                 RequestCode.BATCH_ACK_MESSAGE, {}, body=_json({"brokerName": broker, "acks": acks})
             )
-            _expect_success(await self.instance.invoke_broker(broker, body))
+            expect_success(await self.instance.invoke_broker(broker, body))
 
     async def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> MessageExt:
         """Make ``msg`` invisible for ``invisible_duration_ms`` from now; updates (and returns) ``msg`` with its
         new receipt handle: ack or change it again through the returned message."""
         extra, broker = _pop_ck(msg)
         parts = extra.split(" ")
-        response = _expect_success(
+        response = expect_success(
             await self.instance.invoke_broker(
                 broker,
                 RemotingCommand.request(

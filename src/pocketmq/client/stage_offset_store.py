@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pocketmq.client.stages import StageOffsetRecord
 from pocketmq.common.message import MessageQueue
-from pocketmq.errors import RemoteServerError
 from pocketmq.protocol.codes import QUERY_STAGE_OFFSETS, UPDATE_STAGE_OFFSETS, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 from pocketmq.store.metadata import atomic_write_bytes
 
 
@@ -37,8 +37,7 @@ class RemoteStageOffsetStore:
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
         return StageOffsetRecord.from_json(json.loads(response.body))
 
     async def write(self, mq: MessageQueue, record: StageOffsetRecord) -> None:
@@ -46,8 +45,7 @@ class RemoteStageOffsetStore:
             mq.broker_name,
             RemotingCommand.request(UPDATE_STAGE_OFFSETS, self._header(mq), json.dumps(record.to_json()).encode()),
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
 
 
 class LocalFileStageOffsetStore:

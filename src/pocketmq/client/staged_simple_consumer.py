@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.replies import expect_success
 from pocketmq.client.simple_consumer import BROKER_NAME_PROPERTY, AsyncSimpleConsumer, SimpleConsumer
 from pocketmq.common.message import MessageExt
 from pocketmq.common.stages import check_definitions, stage_index
 from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import REGISTER_POP_STAGES
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 
 
 class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):

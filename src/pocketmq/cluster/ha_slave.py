@@ -32,6 +32,7 @@ from pocketmq.cluster.ha_services import ServiceStateFollower
 from pocketmq.errors import PocketMQError, RemoteServerError
 from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.transport import RemotingClient
 
 log = logging.getLogger(__name__)
@@ -214,8 +215,7 @@ class HaSlave:
         except PocketMQError:
             self._remoting.drop(master)
             raise
-        if response.code != ResponseCode.SUCCESS:
-            raise RemoteServerError(response.code, response.remark or "")
+        expect_success(response)
         return response
 
     def _failed(self, loop_name: str, exc: Exception) -> None:

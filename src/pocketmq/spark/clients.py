@@ -29,6 +29,7 @@ from pocketmq.common.message import Message, MessageQueue
 from pocketmq.errors import RemoteServerError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.replies import reply_error
 from pocketmq.spark.offsets import QueueBounds, QueueId
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ class QueueClient:
         response = await instance.invoke_broker(queue.broker, request, timeout_ms / 1000)
         status = _PULL_STATUS_BY_CODE.get(response.code)
         if status is None:
-            raise RemoteServerError(response.code, response.remark or "")
+            raise reply_error(response)
         try:
             next_offset = int(response.ext_fields["nextBeginOffset"])
         except (KeyError, ValueError):

@@ -43,6 +43,20 @@ class ResponseCode(enum.IntEnum):
     GO_AWAY = 1500
 
 
+class V2StatusCode(enum.IntEnum):
+    """The gRPC v2 status codes (``apache.rocketmq.v2.Code``) the broker's domain raises with its errors.
+
+    The gRPC front end reads the whole set from the protobuf module (``grpc_codec.V2Code``, which a unit test
+    checks these against); the ones the broker needs are declared here so that the broker imports no protobuf.
+    """
+
+    ILLEGAL_DELIVERY_TIME = 40012
+    MESSAGE_PROPERTY_CONFLICT_WITH_TYPE = 40014
+    MESSAGE_BODY_TOO_LARGE = 41301
+    MESSAGE_BODY_EMPTY = 41302
+    MESSAGE_PROPERTIES_TOO_LARGE = 43101
+
+
 class RequestCode(enum.IntEnum):
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11

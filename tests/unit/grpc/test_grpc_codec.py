@@ -13,12 +13,17 @@ from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol import grpc_codec as codec
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.grpc_codec import V2Code
 
 
 def test_v2code_mirrors_the_wire_enum():
     assert V2Code.OK == 20000 and V2Code.ILLEGAL_TOPIC == 40002 and V2Code.NOT_IMPLEMENTED == 50100
     assert len(V2Code) == len(pb.Code.items())
+
+
+def test_the_broker_side_v2_codes_are_the_wire_enums():
+    assert {c.name: int(c) for c in V2StatusCode} == {c.name: int(V2Code[c.name]) for c in V2StatusCode}
 
 
 def test_send_request_decodes_every_system_field():

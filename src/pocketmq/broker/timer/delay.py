@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from pocketmq.common import properties as props
 from pocketmq.errors import IllegalMessageError
+from pocketmq.protocol.codes import V2StatusCode
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-V2_ILLEGAL_DELIVERY_TIME = 40012
 TIMER_PROPERTIES = (props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC, props.TIMER_DELAY_MS)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -92,13 +92,13 @@ def deliver_time_ms(properties: dict[str, str], now_ms: int, limits: TimerLimits
         raise IllegalMessageError(
             f"delivery time {deliver_ms} is {deliver_ms - now_ms} ms ahead, more than the "
             f"max delay of {limits.max_delay_ms} ms",
-            v2_code=V2_ILLEGAL_DELIVERY_TIME,
+            v2_code=V2StatusCode.ILLEGAL_DELIVERY_TIME,
         )
     if now_ms - deliver_ms > limits.past_tolerance_ms:
         raise IllegalMessageError(
             f"delivery time {deliver_ms} is {now_ms - deliver_ms} ms in the past, more than "
             f"the tolerance of {limits.past_tolerance_ms} ms",
-            v2_code=V2_ILLEGAL_DELIVERY_TIME,
+            v2_code=V2StatusCode.ILLEGAL_DELIVERY_TIME,
         )
     return deliver_ms if deliver_ms > now_ms else None
 
@@ -108,5 +108,5 @@ def _int_property(name: str, text: str) -> int:
         return int(text)
     except ValueError:
         raise IllegalMessageError(
-            f"property {name}={text!r} is not an integer", v2_code=V2_ILLEGAL_DELIVERY_TIME
+            f"property {name}={text!r} is not an integer", v2_code=V2StatusCode.ILLEGAL_DELIVERY_TIME
         ) from None

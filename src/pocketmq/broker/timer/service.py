@@ -46,6 +46,7 @@ from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig
 from pocketmq.errors import IllegalMessageError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import GetStatus
@@ -61,7 +62,6 @@ _READ_MAX_BYTES = 16 * 1024 * 1024
 _IDLE_WAIT_MS = 500  # longest sleep of the loop with nothing due (a new timer wakes it earlier)
 _MAX_BLOCKED_WAIT_MS = 30_000  # longest sleep after rounds whose deliveries all failed
 _PERSIST_EVERY_MS = 1000
-_V2_PROPERTY_CONFLICT_WITH_TYPE = 40014
 _STRIPPED_AT_DELIVERY = (props.DELAY_TIME_LEVEL, props.REAL_TOPIC, props.REAL_QUEUE_ID, TIMER_OUT_MS, *TIMER_PROPERTIES)
 
 
@@ -118,7 +118,7 @@ class TimerService:
         if not topic.message_type.accepts(MessageType.DELAY):
             raise IllegalMessageError(
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not delayed ones",
-                v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE,
+                v2_code=V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
             )
         if props.DELAY_TIME_LEVEL in msg.properties:
             for name in TIMER_PROPERTIES:  # a level wins, as RocketMQ strips the timer properties

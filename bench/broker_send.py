@@ -26,9 +26,11 @@ from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.common import properties as props
 from pocketmq.common.message import Message
+from pocketmq.common.topic import DEFAULT_TOPIC
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_batch
+from pocketmq.protocol.request_headers import SendMessageRequestHeaderV2
 from pocketmq.protocol.transport import RemotingConnection
 from pocketmq.server.remoting_broker import build_broker_router
 
@@ -62,23 +64,21 @@ def _uniq_key(n: int) -> str:
 
 
 def _frame(code: int, queue_id: int, properties: str, body: bytes, batch: bool, now_ms: int) -> bytes:
-    cmd = RemotingCommand.request(code)
-    cmd.ext_fields = {
-        "a": "bench_group",
-        "b": TOPIC,
-        "c": "TBW102",
-        "d": "4",
-        "e": str(queue_id),
-        "f": "0",
-        "g": str(now_ms),
-        "h": "0",
-        "i": properties,
-        "j": "0",
-        "k": "false",
-        "m": "true" if batch else "false",
-    }
-    cmd.body = body
-    return cmd.encode()
+    fields = SendMessageRequestHeaderV2.ext_fields(
+        producer_group="bench_group",
+        topic=TOPIC,
+        default_topic=DEFAULT_TOPIC,
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=0,
+        born_timestamp_ms=now_ms,
+        flag=0,
+        properties=properties,
+        reconsume_times=0,
+        unit_mode=False,
+        batch=batch,
+    )
+    return RemotingCommand.request(code, fields, body).encode()
 
 
 def _reads(case: str, messages: int) -> list[bytes]:

@@ -212,6 +212,7 @@ async def slave_serves(slave_addr: str) -> None:
     """Wait until the slave has the topic (metadata sync) and answers a pull of offset 0 with the message."""
     from pocketmq.protocol.codes import RequestCode, ResponseCode
     from pocketmq.protocol.command import RemotingCommand
+    from pocketmq.protocol.request_headers import PullMessageRequestHeader, PullSysFlag
     from pocketmq.protocol.transport import RemotingClient
 
     remoting = RemotingClient()
@@ -222,18 +223,18 @@ async def slave_serves(slave_addr: str) -> None:
                 slave_addr,
                 RemotingCommand.request(
                     RequestCode.PULL_MESSAGE,
-                    {
-                        "consumerGroup": GROUP,
-                        "topic": TOPIC,
-                        "queueId": 0,
-                        "queueOffset": 0,
-                        "maxMsgNums": 1,
-                        "sysFlag": 4,
-                        "commitOffset": 0,
-                        "suspendTimeoutMillis": 0,
-                        "subscription": "*",
-                        "subVersion": 0,
-                    },
+                    PullMessageRequestHeader.ext_fields(
+                        consumer_group=GROUP,
+                        topic=TOPIC,
+                        queue_id=0,
+                        queue_offset=0,
+                        max_msg_nums=1,
+                        sys_flag=PullSysFlag.of(subscription=True),
+                        commit_offset=0,
+                        suspend_timeout_ms=0,
+                        subscription="*",
+                        sub_version=0,
+                    ),
                 ),
                 5.0,
             )

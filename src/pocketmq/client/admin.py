@@ -31,6 +31,12 @@ from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode, Respons
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import (
+    GetConsumeStatsRequestHeader,
+    GroupRequestHeader,
+    QueueRequestHeader,
+    TopicRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +291,10 @@ class AsyncAdmin(InstanceUser):
         """Delete ``topic`` from every master of the cluster, then from the name server."""
         check_topic(topic)
         responses = await self._on_masters(
-            lambda: RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), cluster
+            lambda: RemotingCommand.request(
+                RequestCode.DELETE_TOPIC_IN_BROKER, TopicRequestHeader.ext_fields(topic=topic)
+            ),
+            cluster,
         )
         for response in responses.values():
             expect_success(response)
@@ -309,7 +318,7 @@ class AsyncAdmin(InstanceUser):
         route = await self.instance.route(topic, refresh=True, auto_create=False)
 
         async def status(mq: MessageQueue) -> QueueStatus:
-            fields = {"topic": topic, "queueId": mq.queue_id}
+            fields = QueueRequestHeader.ext_fields(topic=topic, queue_id=mq.queue_id)
             min_r, max_r = await asyncio.gather(
                 self.instance.invoke_broker(
                     mq.broker_name, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)
@@ -375,15 +384,16 @@ class AsyncAdmin(InstanceUser):
         self, group: str, topic: str | None = None, *, cluster: str | None = None
     ) -> dict[str, dict]:
         """GET_CONSUME_STATS of ``group`` from every master: broker name -> the broker's JSON answer."""
-        fields = {"consumerGroup": group} if topic is None else {"consumerGroup": group, "topic": topic}
+        fields = GetConsumeStatsRequestHeader.ext_fields(consumer_group=group, topic=topic)
         return await self._json_from_masters(RequestCode.GET_CONSUME_STATS, fields, cluster)
 
     async def gray_clients(self, group: str, *, cluster: str | None = None) -> dict[str, dict]:
         """GET_GROUP_GRAY_CLIENTS of ``group`` from every master: broker name -> its JSON answer (the live
         clients, whether each is gray, and the queues each holds or may pop there: docs/gray.md)."""
-        return await self._json_from_masters(GET_GROUP_GRAY_CLIENTS, {"consumerGroup": group}, cluster)
+        fields = GroupRequestHeader.ext_fields(consumer_group=group)
+        return await self._json_from_masters(GET_GROUP_GRAY_CLIENTS, fields, cluster)
 
-    async def _json_from_masters(self, code: int, fields: dict, cluster: str | None) -> dict[str, dict]:
+    async def _json_from_masters(self, code: int, fields: dict[str, str], cluster: str | None) -> dict[str, dict]:
         responses = await self._on_masters(lambda: RemotingCommand.request(code, fields), cluster)
         result = {}
         for name, response in responses.items():

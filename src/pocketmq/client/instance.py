@@ -30,6 +30,7 @@ from pocketmq.errors import ClientError, RemoteServerError, RemotingError, Topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import UnregisterClientRequestHeader
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 
@@ -304,11 +305,15 @@ class ClientInstance:
         requests = []
         for addr in set(self._broker_addrs.values()):
             for group in sorted(self._producer_groups):
-                requests.append((addr, {"clientID": self.client_id, "producerGroup": group}))
+                requests.append(
+                    (addr, UnregisterClientRequestHeader.ext_fields(client_id=self.client_id, producer_group=group))
+                )
             for group in sorted(self._consumers):
-                requests.append((addr, {"clientID": self.client_id, "consumerGroup": group}))
+                requests.append(
+                    (addr, UnregisterClientRequestHeader.ext_fields(client_id=self.client_id, consumer_group=group))
+                )
 
-        async def unregister(addr: str, fields: dict) -> None:
+        async def unregister(addr: str, fields: dict[str, str]) -> None:
             try:
                 await self.remoting.invoke(
                     addr,

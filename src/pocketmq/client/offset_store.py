@@ -20,6 +20,7 @@ from pocketmq.errors import ClientError, RemoteServerError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from pocketmq.store.metadata import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,9 @@ class RemoteOffsetStore(_OffsetTable):
             mq.broker_name,
             RemotingCommand.request(
                 RequestCode.QUERY_CONSUMER_OFFSET,
-                {"consumerGroup": self._group, "topic": mq.topic, "queueId": mq.queue_id},
+                QueryConsumerOffsetRequestHeader.ext_fields(
+                    consumer_group=self._group, topic=mq.topic, queue_id=mq.queue_id
+                ),
             ),
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
@@ -73,12 +76,9 @@ class RemoteOffsetStore(_OffsetTable):
                     mq.broker_name,
                     RemotingCommand.request(
                         RequestCode.UPDATE_CONSUMER_OFFSET,
-                        {
-                            "consumerGroup": self._group,
-                            "topic": mq.topic,
-                            "queueId": mq.queue_id,
-                            "commitOffset": offset,
-                        },
+                        UpdateConsumerOffsetRequestHeader.ext_fields(
+                            consumer_group=self._group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+                        ),
                     ),
                 )
             except (RemotingError, RemoteServerError, ClientError) as exc:  # the next round tries again

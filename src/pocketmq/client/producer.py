@@ -57,6 +57,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_batch
 from pocketmq.protocol.replies import reply_error
+from pocketmq.protocol.request_headers import SendMessageRequestHeaderV2
 from pocketmq.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -400,24 +401,22 @@ class AsyncProducer(InstanceUser):
     def _request(
         self, code: int, mq: MessageQueue, properties: str, sys_flag: int, flag: int, body: bytes, batch: bool = False
     ) -> RemotingCommand:
-        fields = {
-            "a": self.options.group,
-            "b": mq.topic,
-            "c": DEFAULT_TOPIC,
-            "d": str(self.options.default_topic_queue_nums),
-            "e": str(mq.queue_id),
-            "f": str(sys_flag),
-            "g": str(self._instance.clock.now_ms()),
-            "h": str(flag),
-            "i": properties,  # type: ignore[union-attr]
-        }
-        # reconsumeTimes (j), unitMode (k) and batch (m) are optional in the V2 header and default to 0, false and
-        # false on every broker: only a batch says so (three fields fewer: ~0.4 µs less to encode and to parse)
-        if batch:
-            fields["m"] = "true"
         # built directly (not via RemotingCommand.request) to skip re-stringifying every field on the hot path
         cmd = RemotingCommand.request(code)
-        cmd.ext_fields = fields
+        cmd.ext_fields = SendMessageRequestHeaderV2.ext_fields(
+            producer_group=self.options.group,
+            topic=mq.topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=self.options.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=sys_flag,
+            born_timestamp_ms=self._instance.clock.now_ms(),
+            flag=flag,
+            properties=properties,
+            # reconsumeTimes, unitMode and batch are optional and default to 0, false and false on every broker:
+            # only a batch says so (three fields fewer: ~0.4 µs less to encode and to parse)
+            batch=True if batch else None,
+        )
         cmd.body = body
         return cmd
 

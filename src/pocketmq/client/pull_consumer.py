@@ -22,23 +22,26 @@ from pocketmq.client.instance import ClientInstance, ConsumerData, InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, offset_of
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
-from pocketmq.common.tag_expression import parse_tag_expression
+from pocketmq.common.tag_expression import SUBSCRIBE_ALL, parse_tag_expression
 from pocketmq.common.topic import group_name_problem
 from pocketmq.errors import BadRequestError, ClientError, RemoteServerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records_prefix
 from pocketmq.protocol.replies import expect_success, reply_error
+from pocketmq.protocol.request_headers import (
+    PullMessageRequestHeader,
+    PullSysFlag,
+    QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 MAX_PULL_COUNT = 1024
-
-# PULL_MESSAGE sysFlag bits (RocketMQ PullSysFlag)
-_PULL_COMMIT_OFFSET = 0x1
-_PULL_SUSPEND = 0x2
-_PULL_SUBSCRIPTION = 0x4
 
 
 class PullStatus(enum.Enum):
@@ -166,22 +169,21 @@ class AsyncPullConsumer(InstanceUser):
         if queue_offset < 0 or long_poll_ms < 0:
             raise BadRequestError("queue_offset and long_poll_ms must not be negative")
         tags = parse_tag_expression(tag_expression)
-        sys_flag = _PULL_SUBSCRIPTION | (_PULL_SUSPEND if long_poll_ms else 0)
         request = RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
-            {
-                "consumerGroup": self.group,
-                "topic": queue.topic,
-                "queueId": queue.queue_id,
-                "queueOffset": queue_offset,
-                "maxMsgNums": max_count,
-                "sysFlag": sys_flag,
-                "commitOffset": 0,
-                "suspendTimeoutMillis": long_poll_ms,
-                "subscription": tag_expression.strip() or "*",
-                "subVersion": self.instance.clock.now_ms(),
-                "expressionType": "TAG",
-            },
+            PullMessageRequestHeader.ext_fields(
+                consumer_group=self.group,
+                topic=queue.topic,
+                queue_id=queue.queue_id,
+                queue_offset=queue_offset,
+                max_msg_nums=max_count,
+                sys_flag=PullSysFlag.of(suspend=long_poll_ms > 0, subscription=True),
+                commit_offset=0,
+                suspend_timeout_ms=long_poll_ms,
+                subscription=tag_expression.strip() or SUBSCRIBE_ALL,
+                sub_version=self.instance.clock.now_ms(),
+                expression_type="TAG",
+            ),
         )
         timeout_s = timeout_s or (long_poll_ms / 1000 + self.config.request_timeout_s)
         response = await self._invoke(queue, request, timeout_s)
@@ -196,12 +198,9 @@ class AsyncPullConsumer(InstanceUser):
             queue,
             RemotingCommand.request(
                 RequestCode.UPDATE_CONSUMER_OFFSET,
-                {
-                    "consumerGroup": self.group,
-                    "topic": queue.topic,
-                    "queueId": queue.queue_id,
-                    "commitOffset": queue_offset,
-                },
+                UpdateConsumerOffsetRequestHeader.ext_fields(
+                    consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=queue_offset
+                ),
             ),
         )
         expect_success(response)
@@ -212,7 +211,9 @@ class AsyncPullConsumer(InstanceUser):
             queue,
             RemotingCommand.request(
                 RequestCode.QUERY_CONSUMER_OFFSET,
-                {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id},
+                QueryConsumerOffsetRequestHeader.ext_fields(
+                    consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id
+                ),
             ),
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
@@ -220,21 +221,23 @@ class AsyncPullConsumer(InstanceUser):
         return offset_of(response)
 
     async def min_offset(self, queue: MessageQueue) -> int:
-        return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue)
+        fields = QueueRequestHeader.ext_fields(topic=queue.topic, queue_id=queue.queue_id)
+        return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue, fields)
 
     async def max_offset(self, queue: MessageQueue) -> int:
         """One past the last message's queue offset (the offset the next message will get)."""
-        return await self._offset_query(RequestCode.GET_MAX_OFFSET, queue)
+        fields = QueueRequestHeader.ext_fields(topic=queue.topic, queue_id=queue.queue_id)
+        return await self._offset_query(RequestCode.GET_MAX_OFFSET, queue, fields)
 
     async def offset_for_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``."""
-        return await self._offset_query(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=timestamp_ms)
-
-    async def _offset_query(self, code: int, queue: MessageQueue, **extra) -> int:
-        response = await self._invoke(
-            queue, RemotingCommand.request(code, {"topic": queue.topic, "queueId": queue.queue_id, **extra})
+        fields = SearchOffsetRequestHeader.ext_fields(
+            topic=queue.topic, queue_id=queue.queue_id, timestamp_ms=timestamp_ms
         )
-        return offset_of(response)
+        return await self._offset_query(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, fields)
+
+    async def _offset_query(self, code: int, queue: MessageQueue, fields: dict[str, str]) -> int:
+        return offset_of(await self._invoke(queue, RemotingCommand.request(code, fields)))
 
     async def _invoke(
         self, queue: MessageQueue, request: RemotingCommand, timeout_s: float | None = None

@@ -49,18 +49,30 @@ from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.properties import encode_properties
 from pocketmq.common.tag_expression import parse_tag_expression
-from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, group_name_problem, retry_topic, topic_name_problem
+from pocketmq.common.topic import (
+    DEFAULT_TOPIC,
+    RETRY_GROUP_TOPIC_PREFIX,
+    group_name_problem,
+    retry_topic,
+    topic_name_problem,
+)
 from pocketmq.errors import ClientError, PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GroupRequestHeader,
+    PullMessageRequestHeader,
+    PullSysFlag,
+    QueueRequestHeader,
+    SendMessageRequestHeaderV2,
+)
 
 log = logging.getLogger(__name__)
 
-_PULL_COMMIT_OFFSET = 0x1
-_PULL_SUSPEND = 0x2
-_PULL_SUBSCRIPTION = 0x4
 _RETRY_BASE_LEVEL = 3
+_CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"  # RocketMQ's producer group of a client's own sends
 
 
 class MessageModel(enum.Enum):
@@ -342,7 +354,10 @@ class AsyncPushConsumer:
     async def _consumer_ids(self, broker_names: list[str]) -> list[str]:
         for broker in broker_names:
             response = await self.instance.invoke_broker(
-                broker, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group})
+                broker,
+                RemotingCommand.request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, GroupRequestHeader.ext_fields(consumer_group=self.group)
+                ),
             )
             if response.code == ResponseCode.SUCCESS and response.body:
                 ids = json.loads(response.body).get("consumerIdList") or []
@@ -391,7 +406,8 @@ class AsyncPushConsumer:
         else:
             code = RequestCode.GET_MAX_OFFSET
         response = await self.instance.invoke_broker(
-            mq.broker_name, RemotingCommand.request(code, {"topic": mq.topic, "queueId": mq.queue_id})
+            mq.broker_name,
+            RemotingCommand.request(code, QueueRequestHeader.ext_fields(topic=mq.topic, queue_id=mq.queue_id)),
         )
         expect_success(response)
         return int(response.ext_fields["offset"])
@@ -434,22 +450,21 @@ class AsyncPushConsumer:
 
     def _pull_request(self, mq: MessageQueue, offset: int, expression: str) -> RemotingCommand:
         commit_offset = -1 if self.broadcasting else self.offset_store.table.get(mq, -1)  # type: ignore[union-attr]
-        sys_flag = _PULL_SUSPEND | _PULL_SUBSCRIPTION | (_PULL_COMMIT_OFFSET if commit_offset > 0 else 0)
         return RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
-            {
-                "consumerGroup": self.group,
-                "topic": mq.topic,
-                "queueId": mq.queue_id,
-                "queueOffset": offset,
-                "maxMsgNums": self.options.pull_batch_size,
-                "sysFlag": sys_flag,
-                "commitOffset": max(commit_offset, 0),
-                "suspendTimeoutMillis": self.options.long_poll_ms,
-                "subscription": expression,
-                "subVersion": 0,
-                "expressionType": "TAG",
-            },
+            PullMessageRequestHeader.ext_fields(
+                consumer_group=self.group,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                queue_offset=offset,
+                max_msg_nums=self.options.pull_batch_size,
+                sys_flag=PullSysFlag.of(commit_offset=commit_offset > 0, suspend=True, subscription=True),
+                commit_offset=max(commit_offset, 0),
+                suspend_timeout_ms=self.options.long_poll_ms,
+                subscription=expression,
+                sub_version=0,
+                expression_type="TAG",
+            ),
         )
 
     # -- hooks of the consume services ------------------------------------------------------------------------------
@@ -462,15 +477,15 @@ class AsyncPushConsumer:
         max_times = self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else 16
         request = RemotingCommand.request(
             RequestCode.CONSUMER_SEND_MSG_BACK,
-            {
-                "offset": msg.phys_offset,
-                "group": self.group,
-                "delayLevel": delay_level,
-                "originMsgId": msg.msg_id,
-                "originTopic": msg.topic,
-                "unitMode": "false",
-                "maxReconsumeTimes": max_times,
-            },
+            ConsumerSendMsgBackRequestHeader.ext_fields(
+                offset=msg.phys_offset,
+                group=self.group,
+                delay_level=delay_level,
+                origin_msg_id=msg.msg_id,
+                origin_topic=msg.topic,
+                unit_mode=False,
+                max_reconsume_times=max_times,
+            ),
         )
         try:
             response = await self.instance.invoke_broker(mq.broker_name, request)
@@ -494,21 +509,21 @@ class AsyncPushConsumer:
         )
         request = RemotingCommand.request(
             RequestCode.SEND_MESSAGE_V2,
-            {
-                "a": "CLIENT_INNER_PRODUCER",
-                "b": retry_topic(self.group),
-                "c": "TBW102",
-                "d": "1",
-                "e": "-1",
-                "f": "0",
-                "g": self.instance.clock.now_ms(),
-                "h": msg.flag,
-                "i": encode_properties(properties),
-                "j": msg.reconsume_times + 1,
-                "k": "false",
-                "l": max_times,
-                "m": "false",
-            },
+            SendMessageRequestHeaderV2.ext_fields(
+                producer_group=_CLIENT_INNER_PRODUCER_GROUP,
+                topic=retry_topic(self.group),
+                default_topic=DEFAULT_TOPIC,
+                default_topic_queue_nums=1,
+                queue_id=-1,
+                sys_flag=0,
+                born_timestamp_ms=self.instance.clock.now_ms(),
+                flag=msg.flag,
+                properties=encode_properties(properties),
+                reconsume_times=msg.reconsume_times + 1,
+                unit_mode=False,
+                max_reconsume_times=max_times,
+                batch=False,
+            ),
             msg.body,
         )
         try:

@@ -35,12 +35,18 @@ from pocketmq.client.instance import (
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
+from pocketmq.common.tag_expression import SUBSCRIBE_ALL
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import BadRequestError, ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import decode_records_prefix
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 
@@ -172,19 +178,19 @@ class AsyncSimpleConsumer:
         broker_name = brokers[turn // len(topics) % len(brokers)]
         request = RemotingCommand.request(
             RequestCode.POP_MESSAGE,
-            {
-                "consumerGroup": self.group,
-                "topic": topic,
-                "queueId": -1,
-                "maxMsgNums": max_count,
-                "invisibleTime": invisible_duration_ms,
-                "pollTime": wait_ms,
-                "bornTime": instance.clock.now_ms(),
-                "initMode": 0,
-                "expType": "TAG",
-                "exp": self.subscriptions[topic] or "*",
-                "order": "false",
-            },
+            PopMessageRequestHeader.ext_fields(
+                consumer_group=self.group,
+                topic=topic,
+                queue_id=-1,
+                max_msg_nums=max_count,
+                invisible_time_ms=invisible_duration_ms,
+                poll_time_ms=wait_ms,
+                born_time_ms=instance.clock.now_ms(),
+                init_mode=0,
+                exp_type="TAG",
+                exp=self.subscriptions[topic] or SUBSCRIBE_ALL,
+                order=False,
+            ),
         )
         response = await instance.invoke_broker(broker_name, request, wait_ms / 1000 + self.config.request_timeout_s)
         if response.code in _NOTHING:
@@ -199,13 +205,13 @@ class AsyncSimpleConsumer:
                 broker,
                 RemotingCommand.request(
                     RequestCode.ACK_MESSAGE,
-                    {
-                        "consumerGroup": self.group,
-                        "topic": msg.topic,
-                        "queueId": msg.queue_id,
-                        "extraInfo": extra,
-                        "offset": offset,
-                    },
+                    AckMessageRequestHeader.ext_fields(
+                        consumer_group=self.group,
+                        topic=msg.topic,
+                        queue_id=msg.queue_id,
+                        extra_info=extra,
+                        offset=int(offset),
+                    ),
                 ),
             )
         )
@@ -249,14 +255,14 @@ class AsyncSimpleConsumer:
                 broker,
                 RemotingCommand.request(
                     RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
-                    {
-                        "consumerGroup": self.group,
-                        "topic": msg.topic,
-                        "queueId": msg.queue_id,
-                        "extraInfo": extra,
-                        "offset": parts[7],
-                        "invisibleTime": invisible_duration_ms,
-                    },
+                    ChangeInvisibleTimeRequestHeader.ext_fields(
+                        consumer_group=self.group,
+                        topic=msg.topic,
+                        queue_id=msg.queue_id,
+                        extra_info=extra,
+                        offset=int(parts[7]),
+                        invisible_time_ms=invisible_duration_ms,
+                    ),
                 ),
             )
         )

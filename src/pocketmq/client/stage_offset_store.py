@@ -20,6 +20,7 @@ from pocketmq.common.message import MessageQueue
 from pocketmq.protocol.codes import QUERY_STAGE_OFFSETS, UPDATE_STAGE_OFFSETS, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import GroupQueueRequestHeader
 from pocketmq.store.metadata import atomic_write_bytes
 
 
@@ -28,8 +29,8 @@ class RemoteStageOffsetStore:
         self._instance = instance
         self._group = group
 
-    def _header(self, mq: MessageQueue) -> dict:
-        return {"consumerGroup": self._group, "topic": mq.topic, "queueId": mq.queue_id}
+    def _header(self, mq: MessageQueue) -> dict[str, str]:
+        return GroupQueueRequestHeader.ext_fields(consumer_group=self._group, topic=mq.topic, queue_id=mq.queue_id)
 
     async def read(self, mq: MessageQueue) -> StageOffsetRecord | None:
         response = await self._instance.invoke_broker(

@@ -27,6 +27,7 @@ from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import REGISTER_POP_STAGES
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import RegisterPopStagesRequestHeader
 
 
 class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
@@ -59,7 +60,9 @@ class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
             for broker_name in (await self.instance.route(topic)).broker_names:
                 request = RemotingCommand.request(
                     REGISTER_POP_STAGES,
-                    {"consumerGroup": self.group, "topic": topic, "restartStages": str(self.restart_stages).lower()},
+                    RegisterPopStagesRequestHeader.ext_fields(
+                        consumer_group=self.group, topic=topic, restart_stages=self.restart_stages
+                    ),
                     body=body,
                 )
                 reply = json.loads(expect_success(await self.instance.invoke_broker(broker_name, request)).body)

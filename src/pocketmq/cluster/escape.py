@@ -24,7 +24,7 @@ does not need a retry.
 A write whose answer does not come back in time counts as failed, so the service does it again; had it been
 stored anyway (a stalled link delivers the request once it heals), it would be there twice: a CK nobody
 handed out revives its messages beside the pop that hands them out again, a retry copy comes beside the one
-of the revive done again. So each request carries the sender's deadline (``ESCAPE_DEADLINE_FIELD``, its wall
+of the revive done again. So each request carries the sender's deadline (``escapeDeadlineMs``, its wall
 clock) and the receiving broker refuses one that arrives when no answer could reach the sender in time
 (``arrived_too_late``): a write the sender gives up on is, but for a margin, one the receiver did not store. The choices are pure functions (``escape_targets``, ``specific_queue``, ``escape_kind``);
 the bridge is the async shell. Every write counts into the broker's metrics (docs/metrics.md):
@@ -42,16 +42,22 @@ from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
-from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX
+from pocketmq.common.topic import (
+    DEFAULT_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    REVIVE_TOPIC_PREFIX,
+)
 from pocketmq.errors import PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.request_headers import EscapePutMessageRequestHeader
 from pocketmq.runtime.clock import Clock, SystemClock
 
 ESCAPE_PRODUCER_GROUP = "PMQ_SYS_ESCAPE_BRIDGE"
 DEFAULT_ESCAPE_TIMEOUT_MS = 3_000  # RocketMQ's EscapeBridge send timeout
-ESCAPE_DEADLINE_FIELD = "escapeDeadlineMs"  # header field: when the sender stops waiting (its wall clock, ms)
 # How long before the sender's deadline the receiver stops storing: the answer's way back (and the brokers'
 # clock difference, as POP's invisible times already assume close clocks).
 ESCAPE_REPLY_MARGIN_MS = 1_000
@@ -63,7 +69,6 @@ _STORED = frozenset(
         ResponseCode.SLAVE_NOT_AVAILABLE,
     }
 )
-_DEFAULT_TOPIC = "TBW102"
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,23 +244,22 @@ class EscapeBridge:
         return targets
 
     async def _send(self, msg: MessageExt, target: EscapeTarget) -> EscapeResult:
-        request = RemotingCommand.request(ESCAPE_PUT_MESSAGE)
-        request.ext_fields = {
-            "a": ESCAPE_PRODUCER_GROUP,
-            "b": msg.topic,
-            "c": _DEFAULT_TOPIC,
-            "d": "1",
-            "e": str(target.queue_id),
-            "f": str(msg.sys_flag),
-            "g": str(msg.born_timestamp_ms),
-            "h": str(msg.flag),
-            "i": props.encode_properties(msg.properties),
-            "j": str(msg.reconsume_times),
-            "k": "false",
-            "m": "false",
-            ESCAPE_DEADLINE_FIELD: str(self._clock.now_ms() + self._timeout_ms),
-        }
-        request.body = msg.body
+        fields = EscapePutMessageRequestHeader.ext_fields(
+            producer_group=ESCAPE_PRODUCER_GROUP,
+            topic=msg.topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=1,
+            queue_id=target.queue_id,
+            sys_flag=msg.sys_flag,
+            born_timestamp_ms=msg.born_timestamp_ms,
+            flag=msg.flag,
+            properties=props.encode_properties(msg.properties),
+            reconsume_times=msg.reconsume_times,
+            unit_mode=False,
+            batch=False,
+            deadline_ms=self._clock.now_ms() + self._timeout_ms,
+        )
+        request = RemotingCommand.request(ESCAPE_PUT_MESSAGE, fields, msg.body)
         try:
             response = await self._remoting.invoke(target.master_addr, request, self._timeout_ms / 1000)
         except PocketMQError as exc:

@@ -55,16 +55,17 @@ from pocketmq.common.read_result import (
     ReadResult,
     ReadStatus,
 )
+from pocketmq.common.tag_expression import SUBSCRIBE_ALL
 from pocketmq.errors import PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import RecordFormatError, decode_records
+from pocketmq.protocol.request_headers import PullMessageRequestHeader, PullSysFlag
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
-_PULL_SUBSCRIPTION = 0x4
 MAX_SPAN = 256  # offsets one RPC covers (the broker's PULL_MAX_COUNT)
 _BUSY_CODES = frozenset(
     {ResponseCode.SYSTEM_BUSY, ResponseCode.FLOW_CONTROL, ResponseCode.POLLING_FULL, ResponseCode.SERVICE_NOT_AVAILABLE}
@@ -309,19 +310,19 @@ class RemoteMessageReader:
     def _pull_request(self, topic: str, queue_id: int, offsets: list[int]) -> RemotingCommand:
         return RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
-            {
-                "consumerGroup": self._group,
-                "topic": topic,
-                "queueId": queue_id,
-                "queueOffset": offsets[0],
-                "maxMsgNums": offsets[-1] - offsets[0] + 1,
-                "sysFlag": _PULL_SUBSCRIPTION,
-                "commitOffset": 0,
-                "suspendTimeoutMillis": 0,
-                "subscription": "*",
-                "subVersion": 0,
-                "expressionType": "TAG",
-            },
+            PullMessageRequestHeader.ext_fields(
+                consumer_group=self._group,
+                topic=topic,
+                queue_id=queue_id,
+                queue_offset=offsets[0],
+                max_msg_nums=offsets[-1] - offsets[0] + 1,
+                sys_flag=PullSysFlag.of(subscription=True),
+                commit_offset=0,
+                suspend_timeout_ms=0,
+                subscription=SUBSCRIBE_ALL,
+                sub_version=0,
+                expression_type="TAG",
+            ),
         )
 
     def _record(self, topic: str, queue_id: int, results: dict[int, ReadResult], latency_ms: int) -> None:

@@ -15,7 +15,7 @@ from pocketmq.broker.consumers import ConsumerGroupInfo, SubscriptionData
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import BadRequestError
 from pocketmq.protocol.headers import INT64_MAX, INT64_MIN, has_control_character
-from pocketmq.server.broker_headers import EXPRESSION_MAX_CHARS, NAME_MAX_CHARS
+from pocketmq.protocol.request_headers import EXPRESSION_MAX_CHARS, NAME_MAX_CHARS
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")

@@ -25,8 +25,12 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import STORE_TIMESTAMP_POS
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
+from pocketmq.protocol.request_headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    TopicRequestHeader,
+)
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.broker_headers import ConsumeStatsHeader, DeleteGroupHeader, TopicHeader
 from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
 
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"
@@ -155,7 +159,7 @@ class AdminHandlers:
 
     async def delete_topic_in_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Idempotent: deleting a topic this broker does not have is SUCCESS (admin tools ask every master)."""
-        topic = TopicHeader.parse(request.ext_fields).topic  # an illegal name is refused, not "absent"
+        topic = TopicRequestHeader.parse(request.ext_fields).topic  # an illegal name is refused, not "absent"
         if is_system_topic(topic):
             raise IllegalTopicError(f"topic {topic!r} is a system topic")
         self._broker.delete_topic(topic)
@@ -184,7 +188,7 @@ class AdminHandlers:
         )
 
     async def delete_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = DeleteGroupHeader.parse(request.ext_fields)  # an illegal name is refused, not "absent"
+        h = DeleteSubscriptionGroupRequestHeader.parse(request.ext_fields)  # an illegal name is refused, not "absent"
         self._broker.delete_group(h.group, clean_offsets=h.clean_offset)
         return request.response(ResponseCode.SUCCESS)
 
@@ -193,7 +197,7 @@ class AdminHandlers:
         message was stored; ``totalDiff`` sums the lag. PocketMQ adds the group's POP state per queue
         (``popInFlight``, ``popWaitingToRevive``, ``popRetried``, ``popDeadLettered``, ``popCkRewrites``,
         ``popCkEndings``: docs/protocol.md)."""
-        h = ConsumeStatsHeader.parse(request.ext_fields)
+        h = GetConsumeStatsRequestHeader.parse(request.ext_fields)
         group = h.consumer_group
         broker = self._broker
         topic = h.topic

@@ -33,21 +33,22 @@ from pocketmq.errors import BadRequestError, IllegalMessageError, PocketMQError,
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import FLAG_RESPONSE, SERIALIZE_JSON, RemotingCommand, encode_frame
 from pocketmq.protocol.message_codec import RecordFormatError, decode_batch, encode_record
-from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.broker_headers import (
+from pocketmq.protocol.request_headers import (
     QUERY_MESSAGE_MAX_NUMS,
-    EscapePutMessageHeader,
-    GroupHeader,
-    PullMessageHeader,
-    QueryConsumerOffsetHeader,
-    QueryMessageHeader,
-    QueueHeader,
-    SearchOffsetHeader,
-    UnregisterClientHeader,
-    UpdateConsumerOffsetHeader,
-    ViewMessageHeader,
+    EscapePutMessageRequestHeader,
+    GroupRequestHeader,
+    PullMessageRequestHeader,
+    PullSysFlag,
+    QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
     send_header,
 )
+from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.heartbeat_body import heartbeat_from_json
 from pocketmq.server.remoting_admin import AdminHandlers
 from pocketmq.server.remoting_gray import GrayHandlers
@@ -57,11 +58,6 @@ from pocketmq.server.remoting_pop import PopHandlers
 from pocketmq.server.remoting_retry import RetryHandlers
 from pocketmq.server.remoting_stages import StageOffsetHandlers
 from pocketmq.store.api import PutStatus
-
-# PULL_MESSAGE sysFlag bits (PullSysFlag)
-PULL_COMMIT_OFFSET = 0x1
-PULL_SUSPEND = 0x2
-PULL_SUBSCRIPTION = 0x4
 
 _SEND_CODE_OF_PUT = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -141,7 +137,7 @@ class MessagingHandlers:
         """ESCAPE_PUT_MESSAGE (PocketMQ, cluster/escape.py): a slave acting as master writes here; a SEND_MESSAGE_V2
         that may also write this broker's revive topic (escaped CKs and ACKs). One that comes too late for its
         answer to reach the sender in time is refused: the sender counts it as failed and writes it again."""
-        deadline_ms = EscapePutMessageHeader.parse(request.ext_fields).deadline_ms
+        deadline_ms = EscapePutMessageRequestHeader.parse(request.ext_fields).deadline_ms
         if arrived_too_late(deadline_ms, self._broker.clock.now_ms()):
             raise ServiceNotAvailableError(
                 f"escaped write arrived after its sender's deadline {deadline_ms} "
@@ -191,23 +187,25 @@ class MessagingHandlers:
 
     # -- pull ---------------------------------------------------------------------------------------------------
     async def pull_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = PullMessageHeader.parse(request.ext_fields)
+        h = PullMessageRequestHeader.parse(request.ext_fields)
         if h.expression_type != "TAG":
             raise PocketMQError(
                 f"expression type {h.expression_type} is not supported: filter by TAG",
                 response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED,
             )
         group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
-        if h.sys_flag & PULL_SUBSCRIPTION:
+        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
             expression = h.subscription
         else:  # the client relies on the subscription it gave in its heartbeat
             expression = self._heartbeat_expression(group, topic)
         broker = self._broker
         # A piggy-backed commit past the queue's end is not stored (nor is a negative one): the pull is served
         # anyway, and its PULL_OFFSET_MOVED tells a client that far ahead where the queue ends.
-        if h.sys_flag & PULL_COMMIT_OFFSET and 0 <= h.commit_offset <= broker.store.max_queue_offset(topic, queue_id):
+        if h.sys_flag & PullSysFlag.COMMIT_OFFSET and 0 <= h.commit_offset <= broker.store.max_queue_offset(
+            topic, queue_id
+        ):
             broker.offsets.commit(group, topic, queue_id, h.commit_offset)
-        suspend_ms = h.suspend_timeout_ms if h.sys_flag & PULL_SUSPEND else 0
+        suspend_ms = h.suspend_timeout_ms if h.sys_flag & PullSysFlag.SUSPEND else 0
         outcome = await broker.messages.pull(
             group, topic, queue_id, h.queue_offset, h.max_msg_nums, tag_filter=expression, suspend_timeout_ms=suspend_ms
         )
@@ -229,7 +227,7 @@ class MessagingHandlers:
 
     # -- offsets --------------------------------------------------------------------------------------------------
     async def query_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = QueryConsumerOffsetHeader.parse(request.ext_fields)
+        h = QueryConsumerOffsetRequestHeader.parse(request.ext_fields)
         group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
         offset = self._broker.offsets.query(group, topic, queue_id)
         if offset is None:
@@ -246,7 +244,7 @@ class MessagingHandlers:
     async def update_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Negative offsets are ignored (4.x clients send -1 for nothing consumed yet); one past the queue's end
         is INVALID_PARAMETER: commits only move forward, so a stored one would hold the group there for good."""
-        h = UpdateConsumerOffsetHeader.parse(request.ext_fields)
+        h = UpdateConsumerOffsetRequestHeader.parse(request.ext_fields)
         max_offset = self._broker.store.max_queue_offset(h.topic, h.queue_id)
         if h.commit_offset > max_offset:
             raise BadRequestError(
@@ -257,24 +255,24 @@ class MessagingHandlers:
         return request.response(ResponseCode.SUCCESS)
 
     async def get_min_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = QueueHeader.parse(request.ext_fields)
+        h = QueueRequestHeader.parse(request.ext_fields)
         return request.response(
             ResponseCode.SUCCESS, {"offset": self._broker.store.min_queue_offset(h.topic, h.queue_id)}
         )
 
     async def get_max_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = QueueHeader.parse(request.ext_fields)
+        h = QueueRequestHeader.parse(request.ext_fields)
         return request.response(
             ResponseCode.SUCCESS, {"offset": self._broker.store.max_queue_offset(h.topic, h.queue_id)}
         )
 
     async def search_offset_by_timestamp(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = SearchOffsetHeader.parse(request.ext_fields)
+        h = SearchOffsetRequestHeader.parse(request.ext_fields)
         offset = self._broker.store.queue_offset_by_time(h.topic, h.queue_id, h.timestamp_ms)
         return request.response(ResponseCode.SUCCESS, {"offset": offset})
 
     async def get_earliest_msg_storetime(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = QueueHeader.parse(request.ext_fields)
+        h = QueueRequestHeader.parse(request.ext_fields)
         return request.response(
             ResponseCode.SUCCESS, {"timestamp": self._broker.store.earliest_store_time_ms(h.topic, h.queue_id)}
         )
@@ -310,7 +308,7 @@ class MessagingHandlers:
         conn.on_close(closed)
 
     async def unregister_client(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = UnregisterClientHeader.parse(request.ext_fields)
+        h = UnregisterClientRequestHeader.parse(request.ext_fields)
         if h.producer_group:
             self._broker.producers.unregister(h.producer_group, h.client_id)
         if h.consumer_group:
@@ -319,7 +317,7 @@ class MessagingHandlers:
 
     async def get_consumer_list_by_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         # An empty list is SUCCESS too (RocketMQ says SYSTEM_ERROR): an error at startup stops some clients for good.
-        group = GroupHeader.parse(request.ext_fields).consumer_group
+        group = GroupRequestHeader.parse(request.ext_fields).consumer_group
         return request.response(
             ResponseCode.SUCCESS, body=json_bytes({"consumerIdList": self._broker.consumers.client_ids(group)})
         )
@@ -338,7 +336,7 @@ class MessagingHandlers:
     # -- message lookup ---------------------------------------------------------------------------------------------
     async def view_message_by_id(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """By commit log offset (RocketMQ's ``offset``), or by offset message id (PocketMQ's ``msgId``)."""
-        h = ViewMessageHeader.parse(request.ext_fields)
+        h = ViewMessageRequestHeader.parse(request.ext_fields)
         if h.msg_id is not None:
             try:
                 _, phys_offset = parse_offset_msg_id(h.msg_id)
@@ -357,7 +355,7 @@ class MessagingHandlers:
 
     async def query_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """By key (``KEYS``), or by the producer's id when ``_UNIQUE_KEY_QUERY`` is true; records back to back."""
-        h = QueryMessageHeader.parse(request.ext_fields)
+        h = QueryMessageRequestHeader.parse(request.ext_fields)
         topic, key = h.topic, h.key
         max_nums = min(h.max_num, QUERY_MESSAGE_MAX_NUMS)
         store = self._broker.store

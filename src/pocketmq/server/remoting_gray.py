@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.request_headers import GroupRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.broker_headers import GroupHeader
 from pocketmq.server.remoting_headers import json_bytes
 
 
@@ -23,7 +23,7 @@ class GrayHandlers:
         router.register(GET_GROUP_GRAY_CLIENTS, self.group_gray_clients)
 
     async def group_gray_clients(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        group = GroupHeader.parse(request.ext_fields).consumer_group
+        group = GroupRequestHeader.parse(request.ext_fields).consumer_group
         broker = self._broker
 
         split = broker.gray.split(group)

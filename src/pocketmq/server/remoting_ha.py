@@ -45,8 +45,12 @@ from pocketmq.protocol.codes import (
     ResponseCode,
 )
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.request_headers import (
+    ActingProgressAppliedRequestHeader,
+    BrokerNameRequestHeader,
+    HaPullRequestHeader,
+)
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.broker_headers import ActingProgressAppliedHeader, BrokerNameHeader, HaPullHeader
 from pocketmq.store.commit_log import RecordMark
 
 log = logging.getLogger(__name__)
@@ -65,7 +69,7 @@ class HaHandlers:
         router.register(ACTING_MASTER_HANDOVER, self.acting_master_handover)
         router.register(ACTING_PROGRESS_APPLIED, self.acting_progress_applied)
 
-    def _own(self, h: BrokerNameHeader, part, what: str):
+    def _own(self, h: BrokerNameRequestHeader, part, what: str):
         """``part`` of this broker when the request names its broker name and ``part`` exists here."""
         broker = self._broker
         name = h.broker_name
@@ -75,11 +79,11 @@ class HaHandlers:
             )
         return part
 
-    def _master(self, h: BrokerNameHeader):
+    def _master(self, h: BrokerNameRequestHeader):
         return self._own(h, self._broker.ha_master, "the master")
 
     async def pull_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = HaPullHeader.parse(request.ext_fields)
+        h = HaPullRequestHeader.parse(request.ext_fields)
         master = self._master(h)
         if _HA_LINK_HOOK not in conn.attributes:  # a slave's link ends with its connection
             conn.attributes[_HA_LINK_HOOK] = True
@@ -108,13 +112,13 @@ class HaHandlers:
         return request.response(ResponseCode.SUCCESS, fields, body=data)
 
     async def epochs(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        master = self._master(BrokerNameHeader.parse(request.ext_fields))
+        master = self._master(BrokerNameRequestHeader.parse(request.ext_fields))
         return request.response(
             ResponseCode.SUCCESS, {"masterMaxOffset": self._broker.store.max_phys_offset}, body=master.epochs.to_body()
         )
 
     async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        master = self._master(BrokerNameHeader.parse(request.ext_fields))
+        master = self._master(BrokerNameRequestHeader.parse(request.ext_fields))
         broker = self._broker
         return request.response(
             ResponseCode.SUCCESS,
@@ -129,20 +133,20 @@ class HaHandlers:
         )
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = BrokerNameHeader.parse(request.ext_fields)
+        h = BrokerNameRequestHeader.parse(request.ext_fields)
         services, election = self._own(h, self._broker.acting, "a slave")
         await election.master_back()
         log.warning("event=acting_master_handover master=%s pending=%r", h.master_addr or "", services.progress)
         return request.response(ResponseCode.SUCCESS, body=services.handover_body())
 
     async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = ActingProgressAppliedHeader.parse(request.ext_fields)
+        h = ActingProgressAppliedRequestHeader.parse(request.ext_fields)
         services, _ = self._own(h, self._broker.acting, "a slave")
         services.applied(h.version)
         return request.response(ResponseCode.SUCCESS)
 
 
-def _applied_metadata(h: HaPullHeader) -> MetadataVersion | None:
+def _applied_metadata(h: HaPullRequestHeader) -> MetadataVersion | None:
     if h.applied_metadata_version is None:
         return None
     version = MetadataVersion.parse(h.applied_metadata_version)
@@ -154,7 +158,7 @@ def _applied_metadata(h: HaPullHeader) -> MetadataVersion | None:
     return version
 
 
-def _slave_last_record(h: HaPullHeader) -> RecordMark | None:
+def _slave_last_record(h: HaPullRequestHeader) -> RecordMark | None:
     """The slave's last record from HA_PULL_COMMIT_LOG (both fields or neither; the header checked their
     ranges); None from an empty slave or an older one."""
     phys_offset, crc = h.last_record_phys_offset, h.last_record_crc32c

@@ -39,8 +39,9 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.limits import BATCH_ACK_BITS
 from pocketmq.protocol.message_codec import encode_record
+from pocketmq.protocol.request_headers import AckMessageRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.broker_headers import AckMessageHeader, ChangeInvisibleTimeHeader, PopMessageHeader
+from pocketmq.server.broker_headers import BrokerChangeInvisibleTimeHeader, BrokerPopMessageHeader
 from pocketmq.server.remoting_headers import json_body
 
 POLL_LATE_TOLERANCE_MS = 500
@@ -129,7 +130,7 @@ class PopHandlers:
         router.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time)
 
     async def pop_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = PopMessageHeader.parse(request.ext_fields)
+        h = BrokerPopMessageHeader.parse(request.ext_fields)
         group, poll_ms, born_ms = h.consumer_group, h.poll_time_ms, h.born_time_ms
         broker = self._broker
         if born_ms > 0 and broker.clock.now_ms() - born_ms - poll_ms > POLL_LATE_TOLERANCE_MS:
@@ -182,11 +183,11 @@ class PopHandlers:
         return request.response(ResponseCode.SUCCESS, header, body=b"".join(body))
 
     @staticmethod
-    def _handle(h: AckMessageHeader) -> ReceiptHandle:
+    def _handle(h: AckMessageRequestHeader) -> ReceiptHandle:
         return handle_from_extra_info(h.consumer_group, h.topic, h.extra_info, h.offset)
 
     async def ack_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = AckMessageHeader.parse(request.ext_fields)
+        h = AckMessageRequestHeader.parse(request.ext_fields)
         [error] = await self._broker.pop.ack(h.consumer_group, [self._handle(h)])
         if error is not None:
             raise error
@@ -229,7 +230,7 @@ class PopHandlers:
         return request.response(ResponseCode.SUCCESS)
 
     async def change_invisible_time(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = ChangeInvisibleTimeHeader.parse(request.ext_fields)
+        h = BrokerChangeInvisibleTimeHeader.parse(request.ext_fields)
         new = await self._broker.pop.change_invisible(h.consumer_group, self._handle(h), h.invisible_time_ms)
         return request.response(
             ResponseCode.SUCCESS,

@@ -17,8 +17,8 @@ from pocketmq.errors import BadRequestError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.headers import INT32_MAX
+from pocketmq.protocol.request_headers import NAME_MAX_CHARS, ConsumerSendMsgBackRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.broker_headers import NAME_MAX_CHARS, SendMessageBackHeader
 from pocketmq.server.remoting_headers import json_body, json_bytes
 
 
@@ -70,7 +70,7 @@ class RetryHandlers:
         router.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
     async def consumer_send_msg_back(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = SendMessageBackHeader.parse(request.ext_fields)
+        h = ConsumerSendMsgBackRequestHeader.parse(request.ext_fields)
         send_back = SendBackRequest(
             group=h.group,
             phys_offset=h.offset,

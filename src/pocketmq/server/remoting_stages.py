@@ -22,13 +22,17 @@ from pocketmq.protocol.codes import (
     ResponseCode,
 )
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.request_headers import (
+    GroupQueueRequestHeader,
+    GroupTopicRequestHeader,
+    RegisterPopStagesRequestHeader,
+)
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.broker_headers import GroupQueueHeader, GroupTopicHeader, RegisterPopStagesHeader
 from pocketmq.server.remoting_headers import json_body, json_bytes
 
 
 def _group_topic_queue(request: RemotingCommand) -> tuple[str, str, int]:
-    h = GroupQueueHeader.parse(request.ext_fields)
+    h = GroupQueueRequestHeader.parse(request.ext_fields)
     return h.consumer_group, h.topic, h.queue_id
 
 
@@ -53,7 +57,7 @@ class StageOffsetHandlers:
         return request.response(ResponseCode.SUCCESS)
 
     async def register_pop_stages(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = RegisterPopStagesHeader.parse(request.ext_fields)
+        h = RegisterPopStagesRequestHeader.parse(request.ext_fields)
         body = json_body(request.body, "stage definitions")
         if not isinstance(body, dict) or "stageDefinitions" not in body:
             raise BadRequestError("the body needs stageDefinitions (a list of stage sizes)")
@@ -63,7 +67,7 @@ class StageOffsetHandlers:
         return request.response(ResponseCode.SUCCESS, body=json_bytes(staged.to_json()))
 
     async def unregister_pop_stages(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = GroupTopicHeader.parse(request.ext_fields)
+        h = GroupTopicRequestHeader.parse(request.ext_fields)
         if not self._broker.pop.staged.unregister(h.consumer_group, h.topic):
             return request.response(ResponseCode.QUERY_NOT_FOUND, remark="no stages registered")
         return request.response(ResponseCode.SUCCESS)

@@ -30,6 +30,7 @@ from pocketmq.errors import RemoteServerError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import reply_error
+from pocketmq.protocol.request_headers import PullMessageRequestHeader, PullSysFlag
 from pocketmq.spark.offsets import QueueBounds, QueueId
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ log = logging.getLogger(__name__)
 SPARK_CONSUMER_GROUP = "PMQ_SPARK_READER"  # pulls name a group; offsets are never committed under it
 SPARK_PRODUCER_GROUP = "PMQ_SPARK_WRITER"
 PULL_MAX_MESSAGES = 256  # the broker's cap on one pull (broker/messages.py PULL_MAX_COUNT)
-_PULL_SYS_FLAG = 0x4  # RocketMQ PullSysFlag: the request carries its subscription (no commit, no suspend)
 RETRY_BACKOFF_S = 0.2  # between resends of a chunk after a retriable failure (grows with the attempt)
 
 _cache_lock = threading.Lock()
@@ -129,19 +129,19 @@ class QueueClient:
             await instance.route(queue.topic, refresh=True)
         request = RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
-            {
-                "consumerGroup": SPARK_CONSUMER_GROUP,
-                "topic": queue.topic,
-                "queueId": queue.queue_id,
-                "queueOffset": queue_offset,
-                "maxMsgNums": max_count,
-                "sysFlag": _PULL_SYS_FLAG,
-                "commitOffset": 0,
-                "suspendTimeoutMillis": 0,
-                "subscription": tags,
-                "subVersion": 0,
-                "expressionType": "TAG",
-            },
+            PullMessageRequestHeader.ext_fields(
+                consumer_group=SPARK_CONSUMER_GROUP,
+                topic=queue.topic,
+                queue_id=queue.queue_id,
+                queue_offset=queue_offset,
+                max_msg_nums=max_count,
+                sys_flag=PullSysFlag.of(subscription=True),  # no commit, no suspend
+                commit_offset=0,
+                suspend_timeout_ms=0,
+                subscription=tags,
+                sub_version=0,
+                expression_type="TAG",
+            ),
         )
         response = await instance.invoke_broker(queue.broker, request, timeout_ms / 1000)
         status = _PULL_STATUS_BY_CODE.get(response.code)

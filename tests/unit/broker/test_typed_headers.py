@@ -1,5 +1,5 @@
-"""Typed request headers (protocol.headers, server.broker_headers): one declaration per header, every field
-parsed leniently and checked; and the rules around them (names matched whole, JSON depth, persist-first tables)."""
+"""Typed request headers (protocol.headers, protocol.request_headers, server.broker_headers): one declaration per
+header, built by senders and every field parsed leniently and checked; and the rules around them (names matched whole, JSON depth, persist-first tables)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.errors import BadRequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, RequestHeader, boolean, choice, int32, int64, text
-from pocketmq.server.broker_headers import BROKER_REQUEST_HEADERS, PullMessageHeader, send_header
+from pocketmq.protocol.request_headers import PullMessageRequestHeader, send_header
+from pocketmq.server.broker_headers import BROKER_REQUEST_HEADERS
 from pocketmq.server.remoting_broker import build_broker_router
 from pocketmq.server.remoting_headers import MAX_JSON_BODY_DEPTH, json_body
 
@@ -69,9 +70,9 @@ def test_a_remark_does_not_echo_a_megabyte():
 def test_integer_ranges_are_the_java_types(value):
     fields = {"consumerGroup": "g", "topic": "t", "queueId": "0", "queueOffset": "0", "commitOffset": str(value)}
     if -(2**63) <= value <= INT64_MAX:
-        assert PullMessageHeader.parse(fields).commit_offset == value
+        assert PullMessageRequestHeader.parse(fields).commit_offset == value
     else:
-        assert "commitOffset" in remark_of(PullMessageHeader, fields)
+        assert "commitOffset" in remark_of(PullMessageRequestHeader, fields)
 
 
 def test_send_headers_in_both_forms_name_the_long_field():

@@ -15,8 +15,8 @@ from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict
 from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.errors import BadRequestError, NotReplicatedError
 from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.request_headers import HaPullRequestHeader
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.server.broker_headers import HaPullHeader
 from pocketmq.server.remoting_ha import _applied_metadata
 from pocketmq.store.api import PutStatus
 
@@ -54,10 +54,12 @@ def test_the_metadata_verdict_needs_an_in_sync_slave_that_applied_the_version():
 
 def test_the_pull_header_field_is_a_version_or_a_clear_error():
     fields = {"brokerName": "b", "physOffset": "0", "maxBytes": "1024"}
-    assert _applied_metadata(HaPullHeader.parse(fields)) is None
-    assert _applied_metadata(HaPullHeader.parse({**fields, "appliedMetadataVersion": "9.1.2.3"})) == V(9, 1, 2, 3)
+    assert _applied_metadata(HaPullRequestHeader.parse(fields)) is None
+    assert _applied_metadata(HaPullRequestHeader.parse({**fields, "appliedMetadataVersion": "9.1.2.3"})) == V(
+        9, 1, 2, 3
+    )
     with pytest.raises(BadRequestError, match="appliedMetadataVersion"):
-        _applied_metadata(HaPullHeader.parse({**fields, "appliedMetadataVersion": "nine"}))
+        _applied_metadata(HaPullRequestHeader.parse({**fields, "appliedMetadataVersion": "nine"}))
 
 
 class Versions:

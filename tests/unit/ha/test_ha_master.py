@@ -92,12 +92,12 @@ async def test_a_slave_ahead_of_the_master_is_refused_and_acks_nothing(store):
 
 def test_the_pull_header_names_the_last_record_or_nothing():
     from pocketmq.errors import BadRequestError
-    from pocketmq.server.broker_headers import HaPullHeader
+    from pocketmq.protocol.request_headers import HaPullRequestHeader
     from pocketmq.server.remoting_ha import _slave_last_record
 
     def last_record(fields):
         return _slave_last_record(
-            HaPullHeader.parse({"brokerName": "b", "physOffset": "300", "maxBytes": "1024", **fields})
+            HaPullRequestHeader.parse({"brokerName": "b", "physOffset": "300", "maxBytes": "1024", **fields})
         )
 
     assert last_record({}) is None  # an empty or older slave

@@ -29,6 +29,7 @@ from pocketmq.errors import RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record
+from pocketmq.protocol.request_headers import PullMessageRequestHeader
 from pocketmq.testing.sim import bugs as injected
 from pocketmq.testing.sim.config import (
     CLUSTER,
@@ -427,9 +428,8 @@ class SimBroker(Node):
 
     # -- remote reads --------------------------------------------------------------------------------------------
     def _on_pull(self, request: RemotingCommand) -> RemotingCommand:
-        fields = request.ext_fields
-        topic, queue_id = fields["topic"], int(fields["queueId"])
-        queue_offset, count = int(fields["queueOffset"]), int(fields["maxMsgNums"])
+        h = PullMessageRequestHeader.parse(request.ext_fields)
+        topic, queue_id, queue_offset, count = h.topic, h.queue_id, h.queue_offset, h.max_msg_nums
         max_offset = self.store.queue_max(topic, queue_id)
         offsets = {"minOffset": 0, "maxOffset": max_offset, "nextBeginOffset": queue_offset}
         try:

@@ -126,10 +126,10 @@ class Field:
             return self.absent()
         return self.parse(raw, self.name)
 
-    def narrowed(self, high: int, default: Any = REQUIRED) -> Field:
+    def narrowed(self, high: int, default: Any = REQUIRED) -> Any:
         """This integer field accepting values up to ``high`` only, and ``default`` when absent: a server's own
         bound on a field the protocol leaves open."""
-        if self.kind not in _INTEGER_KINDS:
+        if self.kind not in _INTEGER_KINDS or self.low is None or self.high is None:
             raise TypeError(f"header field {self.name} is not an integer field")
         field = _integer(self.wire, self.kind, self.low, min(high, self.high), default)
         field.name = self.name
@@ -243,9 +243,12 @@ class RequestHeader:
 
     FIELDS: ClassVar[tuple[tuple[str, Field], ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, wire_names: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        """``wire_names`` (long name -> short): the subclass reads and sends the inherited fields under other
+        wire names (``class V2(Header, wire_names={"topic": "b"})``)."""
         super().__init_subclass__(**kwargs)
-        inherited = dict(cls.FIELDS)
+        renames = wire_names or {}
+        inherited = {attr: f.renamed(renames[f.wire]) if f.wire in renames else f for attr, f in cls.FIELDS}
         inherited.update((attr, f) for attr, f in vars(cls).items() if isinstance(f, Field))
         cls.FIELDS = tuple(inherited.items())
         cls.parse = staticmethod(_compile_parser(cls))  # type: ignore[method-assign]
@@ -267,12 +270,6 @@ class RequestHeader:
     def field(cls, attr: str) -> Field:
         """The declaration of field ``attr`` (to derive another header's from it)."""
         return dict(cls.FIELDS)[attr]
-
-    @classmethod
-    def renamed(cls, wire_names: Mapping[str, str], name: str) -> type:
-        """A subclass reading the same fields under other wire names (``wire_names``: long name -> short)."""
-        fields = {attr: f.renamed(wire_names[f.wire]) if f.wire in wire_names else f for attr, f in cls.FIELDS}
-        return type(name, (cls,), fields)
 
     def __repr__(self) -> str:
         values = ", ".join(f"{attr}={getattr(self, attr)!r}" for attr, _ in self.FIELDS)

@@ -100,9 +100,8 @@ class SendMessageRequestHeader(RequestHeader):
         return self
 
 
-SendMessageRequestHeaderV2 = SendMessageRequestHeader.renamed(
-    {v: k for k, v in SEND_V2_FIELD_NAMES.items()}, "SendMessageRequestHeaderV2"
-)
+class SendMessageRequestHeaderV2(SendMessageRequestHeader, wire_names={v: k for k, v in SEND_V2_FIELD_NAMES.items()}):
+    """SEND_MESSAGE_V2, SEND_BATCH_MESSAGE: SendMessageRequestHeader's fields under their one-letter names."""
 
 
 class EscapePutMessageRequestHeader(SendMessageRequestHeaderV2):

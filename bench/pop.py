@@ -111,7 +111,7 @@ def bench_sdk(messages: int, consumers: int, overlap_acks: bool) -> dict:
 
 # -- revive throughput in process ---------------------------------------------------------------------------------
 async def pop_everything(broker, messages: int, *, ack: bool) -> None:
-    from pocketmq.broker.pop.engine import PopRequest
+    from pocketmq.broker.pop.receive import PopRequest
 
     taken = 0
     while taken < messages:

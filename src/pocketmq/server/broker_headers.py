@@ -9,7 +9,7 @@ messages, and hides them for at most ``MAX_INVISIBLE_MS``. docs/protocol.md ("Va
 from __future__ import annotations
 
 from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
-from pocketmq.broker.pop.engine import MAX_INVISIBLE_MS
+from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,

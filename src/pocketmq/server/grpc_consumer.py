@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pocketmq.broker.pop.engine import MAX_INVISIBLE_MS, PopRequest
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS, PopRequest
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.errors import (
     BadRequestError,

@@ -30,9 +30,9 @@ from __future__ import annotations
 import base64
 
 from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
-from pocketmq.broker.pop.engine import PopRequest, PopResult
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.broker.pop.receive import PopRequest, PopResult
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.errors import BadRequestError, InvalidReceiptHandleError, LimitExceededError, PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode

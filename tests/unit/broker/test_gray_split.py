@@ -10,7 +10,7 @@ from tests.unit.pop.pop_support import running_broker, send
 from pocketmq.broker.gray import place_retry_copy
 from pocketmq.broker.gray_split import GrayRule, GraySplit, GraySplits, held_queues
 from pocketmq.broker.groups import SubscriptionGroupConfig, group_config_from_json, group_config_to_json
-from pocketmq.broker.pop.engine import PopRequest
+from pocketmq.broker.pop.receive import PopRequest
 from pocketmq.cli.gray_view import client_rows
 from pocketmq.client.instance import ConsumerData
 from pocketmq.client.rebalance import gray_queues

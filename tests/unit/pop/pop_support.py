@@ -7,7 +7,7 @@ import dataclasses
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.pop.engine import PopRequest
+from pocketmq.broker.pop.receive import PopRequest
 from pocketmq.common.message import Message
 from pocketmq.common.topic import TopicConfig
 from pocketmq.runtime.clock import ManualClock

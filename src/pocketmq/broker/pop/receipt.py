@@ -13,7 +13,7 @@ broker still checks it against its CKs (a handle that parses is not proof that i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pocketmq.common.topic import topic_name_problem
 
@@ -76,6 +76,17 @@ class ReceiptHandle:
             self.queue_id,
             queue_offset,
             0,
+        )
+
+    def changed(self, pop_time_ms: int, invisible_time_ms: int, revive_queue_id: int) -> ReceiptHandle:
+        """The handle after a change of invisible time: the message's own one-message CK (it starts at the
+        message's offset) with the new pop time and invisible time."""
+        return replace(
+            self,
+            start_offset=self.queue_offset,
+            pop_time_ms=pop_time_ms,
+            invisible_time_ms=invisible_time_ms,
+            revive_queue_id=revive_queue_id,
         )
 
     @classmethod

@@ -8,7 +8,7 @@ from pocketmq.broker.pop.read_routing import ReaderRouter
 from pocketmq.broker.pop.reader import LocalMessageReader
 from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
 from pocketmq.broker.pop.revive_queue import ReviveQueue
-from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
+from pocketmq.broker.pop.staged import PopStageRegistry
 from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common.topic import revive_topic
@@ -35,6 +35,8 @@ def build_pop_service(broker) -> PopService:
         interval_ms=config.pop_revive_interval_ms,
         metrics=broker.metrics,
     )
+    stages = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
+    stages.load()
     service = PopService(
         store=store,
         topics=broker.topics,
@@ -42,28 +44,16 @@ def build_pop_service(broker) -> PopService:
         offsets=broker.offsets,
         clock=broker.clock,
         broker_name=broker.broker_name,
-        revive_topic=topic,
         revive=revive,
         revive_queues=queues,
         fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
+        stages=stages,
         waiters=PopWaiters(config.long_polling_max_waiters),
         min_invisible_ms=config.pop_min_invisible_ms,
         persist_interval_ms=config.pop_state_persist_interval_ms,
         durable_timeout_ms=config.sync_flush_timeout_ms,
         gray=broker.gray,
     )
-    registry = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
-    registry.load()
-    service.staged = StagedPop(
-        registry=registry,
-        store=store,
-        topics=broker.topics,
-        offsets=broker.offsets,
-        revive_queues=queues,
-        broker_name=broker.broker_name,
-        put=service._put,
-        count=revive.count_handed_back,
-    )  # the engine's DLQ writer
     revive.handled_elsewhere = service.staged.handled_elsewhere
     return service
 

@@ -2,9 +2,11 @@
 
 A consumer (the SDK's ``StagedSimpleConsumer``, or any client once the definitions are registered) registers
 stage sizes for a (group, topic) with REGISTER_POP_STAGES; from then on every pop of that group on that topic
-goes through ``StagedPop.pop_queue`` instead of the engine's plain path, and ``stage_gate.decide`` says what
-may leave each queue: messages of the queue's current stage only (all of them at once, to many consumers),
-expired ones again in place, dead letters past the max attempts.
+goes through ``StagedPop``, the staged pop mode (``pop/mode.py``), and ``stage_gate.decide`` says what may leave
+each queue: messages of the queue's current stage only (all of them at once, to many consumers), expired ones
+again in place, dead letters past the max attempts. The topic's pop retry topic (messages revived before the
+registration) is popped the normal way (``pop/normal.py``), and so are acks and changes of invisible time: a
+staged message is in flight under a CK like any other. An ack may end a stage, so it wakes the waiting pops.
 
 What is durable, and why a restart resumes exactly:
 
@@ -23,19 +25,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.broker.json_table import PersistedJsonTable
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
-from pocketmq.broker.pop.engine import PoppedQueue
+from pocketmq.broker.pop.mode import TIME_RECHECK_MS
+from pocketmq.broker.pop.normal import NormalPop
+from pocketmq.broker.pop.receipt import ReceiptHandle
+from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
 from pocketmq.broker.pop.stage_gate import InFlight, decide
+from pocketmq.broker.pop.start_offset import start_offset
 from pocketmq.common.message import MessageExt
 from pocketmq.common.stages import check_definitions
-from pocketmq.errors import BadRequestError
+from pocketmq.errors import BadRequestError, InvalidReceiptHandleError
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
 from pocketmq.store.metadata import load_json
@@ -138,7 +144,10 @@ def parse_pop_stages(document: dict) -> dict[tuple[str, str], StagedTopic]:
 
 
 class StagedPop:
-    """The async shell around ``stage_gate.decide`` for the pop engine (``PopService.staged``)."""
+    """The staged pop mode (``PopService.staged``): the async shell around ``stage_gate.decide``."""
+
+    reads_retry_topic = True
+    recheck_ms = TIME_RECHECK_MS  # a stage's messages come back in place when their invisible time passes
 
     def __init__(
         self,
@@ -149,7 +158,9 @@ class StagedPop:
         offsets,
         revive_queues: list[ReviveQueue],
         broker_name: str,
-        put: Callable[[list[MessageExt]], Awaitable[None]],
+        writes,
+        plain: NormalPop,
+        notify: Callable[[str], None],
         count: Callable[[str, str, int, str, int], None],
     ):
         self.registry = registry
@@ -158,7 +169,10 @@ class StagedPop:
         self._offsets = offsets
         self._revive_queues = revive_queues
         self._broker_name = broker_name
-        self._put = put
+        # Dead letters go through ``writes``; the CKs of staged pops are appended to this broker's revive queues.
+        self.writes = writes
+        self._plain = plain
+        self._notify = notify  # wakes the pops waiting on a topic
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         # revive's counts of (group, topic, queue id, "retried" | "dead_lettered"), which group describe shows:
         # a staged queue's redeliveries are its retries
@@ -207,11 +221,15 @@ class StagedPop:
 
     # -- pop ----------------------------------------------------------------------------------------------------------
     async def pop_queue(
-        self, group: str, topic: str, queue_id: int, wanted: int, result, keep, *, next_offset: int, max_attempts: int
-    ):
+        self, receive: Receive, topic: str, queue_id: int, wanted: int, result: PopResult
+    ) -> PoppedQueue | None:
         """What one pop takes from a staged queue: a ``PoppedQueue`` (new messages of the current stage, or
-        expired ones again) or None. ``next_offset`` is the group's consumer offset (init offset applied)."""
+        expired ones again) or None."""
+        group, keep, max_attempts = receive.request.group, receive.keep, receive.max_attempts
         staged = self.registry.get(group, topic)
+        if staged is None:  # the pop retry topic, or a registration removed while this pass was under way
+            return await self._plain.pop_queue(receive, topic, queue_id, wanted, result)
+        next_offset = start_offset(self._store, self._offsets, group, topic, queue_id, receive.request.init_mode)
         origin = staged.origins.get(queue_id)
         if origin is None:  # a queue added to the topic after the registration
             staged.origins[queue_id] = origin = next_offset
@@ -312,7 +330,9 @@ class StagedPop:
             msg.reconsume_times = in_flight[offset].attempt
             letters.append(copies.dead_letter(msg, group, copies.REASON_MAX_ATTEMPTS))
         if letters:
-            await self._put(letters)  # the letters first: a crash before the ACK dead-letters again, never loses
+            await self.writes.put_messages(
+                letters
+            )  # the letters first: a crash before the ACK dead-letters again, never loses
         await self._close(offsets, holders)
         self._count(group, topic, queue_id, "dead_lettered", len(letters))
 
@@ -381,6 +401,21 @@ class StagedPop:
             result.rest_num += max(got.max_offset - next_offset, 0)
         self._offsets.commit(group, topic, queue_id, next_offset)
         return records
+
+    # -- handles ------------------------------------------------------------------------------------------------------
+    def check_handle(self, group: str, handle: ReceiptHandle) -> None:
+        self._plain.check_handle(group, handle)
+
+    async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
+        outcome, topics = await self._plain.close(group, handles)
+        for topic in topics:
+            self._notify(topic)  # the ack may end a stage: pops waiting for the next one go now
+        return outcome
+
+    async def change_invisible(
+        self, group: str, handle: ReceiptHandle, invisible_ms: int, now_ms: int
+    ) -> ReceiptHandle:
+        return await self._plain.change_invisible(group, handle, invisible_ms, now_ms)
 
     def __repr__(self) -> str:
         return f"<StagedPop {self.registry!r}>"

@@ -1,0 +1,199 @@
+"""Normal POP: a queue's messages handed out under a CK, acked against it; revive takes back what is not acked.
+
+**Pop** of one (group, topic, queue), under the queue's lock (``pop_locks``: a pop finding it held skips the
+queue): read up to ``wanted`` messages from the group's offset (``start_offset``), append a CK naming them to
+the pass's revive queue (through ``writes``: an acting slave escapes it), then commit the next offset: the
+consumer offset advances at pop time, once the CK is stored. A read that finds nothing to hand out moves the
+offset past filtered or removed messages, or back in range.
+
+**Ack / change invisible time / check** validate a receipt handle against the ledger of its revive queue,
+caught up first: a handle of another broker, of a CK that is closed (acked, changed or revived already) or of
+an offset that is not in its CK is ``InvalidReceiptHandleError``. An ack appends an ACK record (one append per
+revive queue for a batch); a change appends an ACK of the old handle and a one-message CK with the new deadline
+(pop time = now) in one store call, and returns the new handle; the attempt does not change. On a slave acting
+as master, a handle of this group whose CK is not here was escaped with its CK to another group: its ack or
+change is forwarded there (``writes.forwards_unknown_handles``).
+
+The staged mode (``pop/staged.py``) uses this mode for its pop retry topic and for its handles.
+"""
+
+from __future__ import annotations
+
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint, ck_key
+from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
+from pocketmq.broker.pop.pop_locks import PopLocks
+from pocketmq.broker.pop.receipt import ReceiptHandle
+from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
+from pocketmq.broker.pop.revive_queue import ReviveQueue
+from pocketmq.broker.pop.start_offset import start_offset
+from pocketmq.errors import InvalidReceiptHandleError, NotReplicatedError
+from pocketmq.store.api import GetStatus
+
+
+class NormalPop:
+    reads_retry_topic = True
+    recheck_ms = None
+
+    def __init__(self, *, store, offsets, broker_name: str, revive_queues: list[ReviveQueue], locks: PopLocks, writes):
+        self._store = store
+        self._offsets = offsets
+        self._broker_name = broker_name
+        self._revive_queues = revive_queues
+        self._locks = locks
+        self.writes = writes
+
+    # -- pop ----------------------------------------------------------------------------------------------------------
+    async def pop_queue(
+        self, receive: Receive, topic: str, queue_id: int, wanted: int, result: PopResult
+    ) -> PoppedQueue | None:
+        group = receive.request.group
+        lock = self._locks.free(group, topic, queue_id)
+        if lock is None:
+            return None
+        async with lock:
+            queue_offset = start_offset(self._store, self._offsets, group, topic, queue_id, receive.request.init_mode)
+            got = self._store.get_messages(topic, queue_id, queue_offset, wanted, tag_filter=receive.keep)
+            if got.status is GetStatus.FOUND and got.records:
+                popped = PoppedQueue(topic, queue_id, 0, got.records, retry=topic != receive.request.topic)
+                offsets = popped.queue_offsets
+                popped.start_offset = offsets[0]
+                ck = PopCheckpoint.of_offsets(
+                    topic,
+                    group,
+                    queue_id,
+                    offsets,
+                    result.pop_time_ms,
+                    result.invisible_ms,
+                    self._broker_name,
+                    result.revive_queue_id,
+                )
+                result.revive_queue_id = await self.writes.checkpoint(self._revive_queues[result.revive_queue_id], ck)
+                self._offsets.commit(group, topic, queue_id, got.next_begin_offset)
+                result.rest_num += max(got.max_offset - got.next_begin_offset, 0)
+                return popped
+            self._move_past(group, topic, queue_id, got)
+        return None
+
+    def _move_past(self, group: str, topic: str, queue_id: int, got) -> None:
+        """Nothing to hand out: move the group's offset past filtered or removed messages, or back in range."""
+        if got.status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_TOO_SMALL):
+            self._offsets.commit(group, topic, queue_id, got.next_begin_offset)
+        elif got.status is GetStatus.OFFSET_OVERFLOW_BADLY:
+            self._offsets.reset(group, topic, queue_id, got.max_offset)
+
+    # -- handles ------------------------------------------------------------------------------------------------------
+    def _open_checkpoint(
+        self, group: str, handle: ReceiptHandle, *, catch_up: bool = True
+    ) -> tuple[ReviveQueue, PopCheckpoint]:
+        if handle.broker_name != self._broker_name:
+            raise InvalidReceiptHandleError(f"the receipt handle is broker {handle.broker_name}'s, not this one's")
+        if not 0 <= handle.revive_queue_id < len(self._revive_queues):
+            raise InvalidReceiptHandleError(f"the receipt handle names revive queue {handle.revive_queue_id}")
+        queue = self._revive_queues[handle.revive_queue_id]
+        if catch_up:
+            queue.catch_up()
+        key = ck_key(handle.topic, group, handle.queue_id, handle.start_offset, handle.pop_time_ms, handle.broker_name)
+        ck = queue.ledger.open_checkpoint(key)
+        index = ck.index_of(handle.queue_offset) if ck is not None else None
+        if index is None or ck.is_acked(index):
+            raise InvalidReceiptHandleError(
+                "the receipt handle is stale: its message was acked, changed or "
+                "revived already, or it was never popped by this group"
+            )
+        return queue, ck
+
+    def _forwardable(self, handle: ReceiptHandle) -> bool:
+        """A handle of this group whose CK is not here may still be good on a slave acting as master: its CK was
+        escaped to another group, where its ack goes too."""
+        return (
+            self.writes.forwards_unknown_handles
+            and handle.broker_name == self._broker_name
+            and handle.revive_queue_id != ORDERLY_REVIVE_QUEUE_ID
+        )
+
+    def check_handle(self, group: str, handle: ReceiptHandle) -> None:
+        try:
+            self._open_checkpoint(group, handle)
+        except InvalidReceiptHandleError:
+            if not self._forwardable(handle):
+                raise  # else its CK lives on another broker, where its ack goes
+
+    async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
+        outcome, _ = await self.close(group, handles)
+        return outcome
+
+    async def close(
+        self, group: str, handles: list[ReceiptHandle]
+    ) -> tuple[list[InvalidReceiptHandleError | None], set[str]]:
+        """``ack``'s outcome, and the topics of the CKs closed here (not forwarded)."""
+        outcome: list[InvalidReceiptHandleError | None] = []
+        forwarded: list[AckRecord] = []
+        acks: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
+        # Catch each revive queue up once for the whole batch (once per handle was the ack path's main cost).
+        for queue_id in {h.revive_queue_id for h in handles}:
+            if 0 <= queue_id < len(self._revive_queues):
+                self._revive_queues[queue_id].catch_up()
+        for handle in handles:
+            try:
+                queue, ck = self._open_checkpoint(group, handle, catch_up=False)
+                acks.setdefault((queue.queue_id, ck.key), (queue, ck, []))[2].append(handle.queue_offset)
+                outcome.append(None)
+            except InvalidReceiptHandleError as exc:
+                if not self._forwardable(handle):
+                    outcome.append(exc)
+                    continue
+                forwarded.append(ack_of_handle(group, handle))  # its CK lives on another broker
+                outcome.append(None)
+        by_queue: dict[int, list[AckRecord]] = {}
+        for queue, ck, acked in acks.values():
+            by_queue.setdefault(queue.queue_id, []).append(ck.ack_of(acked))
+        for queue_id, records in by_queue.items():
+            await self.writes.acks(self._revive_queues[queue_id], records)
+        if forwarded:
+            await self.writes.forward_acks(forwarded)
+        return outcome, {ck.topic for _, ck, _ in acks.values()}
+
+    async def change_invisible(
+        self, group: str, handle: ReceiptHandle, invisible_ms: int, now_ms: int
+    ) -> ReceiptHandle:
+        try:
+            queue, _ = self._open_checkpoint(group, handle)
+        except InvalidReceiptHandleError:
+            if not self._forwardable(handle):
+                raise
+            queue = None  # its CK lives on another broker: the acting slave forwards the change there
+        # The new CK must not have the old one's key, which a change in the pop's millisecond at the CK's start
+        # offset would give it: the ledger would take it for the old CK (whose other messages would be lost)
+        # and the old handle would stay valid. A pop time one millisecond later keeps the keys apart.
+        pop_time_ms = max(now_ms, handle.pop_time_ms + 1)
+        new_ck = PopCheckpoint.of_offsets(
+            handle.topic,
+            group,
+            handle.queue_id,
+            [handle.queue_offset],
+            pop_time_ms,
+            invisible_ms,
+            self._broker_name,
+            handle.revive_queue_id,
+        )
+        try:
+            revive_queue_id = await self.writes.change(queue, ack_of_handle(group, handle), new_ck)
+        except NotReplicatedError as exc:  # changed here, not on a slave: the handle stays good on this broker
+            exc.handle = handle.changed(pop_time_ms, invisible_ms, queue.queue_id)
+            raise
+        return handle.changed(pop_time_ms, invisible_ms, revive_queue_id)
+
+    def __repr__(self) -> str:
+        return f"<NormalPop revive_queues={len(self._revive_queues)} {self._locks!r}>"
+
+
+def ack_of_handle(group: str, handle: ReceiptHandle) -> AckRecord:
+    return AckRecord(
+        handle.topic,
+        group,
+        handle.queue_id,
+        handle.start_offset,
+        handle.pop_time_ms,
+        handle.broker_name,
+        (handle.queue_offset,),
+    )

@@ -173,8 +173,8 @@ class PopService:
             req,
             keep=tag_predicate(req.tag_expression),
             max_attempts=retry_limit(group_config.retry_max_times) + 1,
-            retry_topic=pop_retry_topic(req.group, req.topic),
         )
+        retry_topic = pop_retry_topic(req.group, req.topic)
         invisible_ms = max(req.invisible_ms, self.min_invisible_ms)
         deadline_ms = self._clock.monotonic_ms() + req.poll_ms
         while True:
@@ -185,9 +185,9 @@ class PopService:
             allowed = share.queue_ids(topic_config.read_queue_nums, topic_config.gray_queue_ratio)
             # a queue outside the client's share gives nothing: gray and normal clients never take each other's
             queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
-            retry_config = self._topics.get(receive.retry_topic) if mode.reads_retry_topic else None
+            retry_config = self._topics.get(retry_topic) if mode.reads_retry_topic else None
             retry_queue_ids = share.retry_queue_ids(retry_config.read_queue_nums) if retry_config is not None else []
-            plan = visit_order(req.topic, queue_ids, receive.retry_topic, retry_queue_ids, next(self._pops))
+            plan = visit_order(req.topic, queue_ids, retry_topic, retry_queue_ids, next(self._pops))
             result = PopResult(
                 self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues), self.broker_name
             )
@@ -201,7 +201,7 @@ class PopService:
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if result.queues or remaining_ms <= 0 or not self.running:
                 return result
-            watched = (req.topic, receive.retry_topic) if mode.reads_retry_topic else (req.topic,)
+            watched = (req.topic, retry_topic) if mode.reads_retry_topic else (req.topic,)
             await self._waiters.wait(watched, min(remaining_ms, mode.recheck_ms or remaining_ms))
 
     async def settle(self) -> None:

@@ -34,8 +34,8 @@ FIFO_WINDOW = 128  # messages of a FIFO queue considered per pop
 
 
 class FifoPop:
-    reads_retry_topic = False
-    recheck_ms = TIME_RECHECK_MS  # a message group unblocks when its message's invisible time passes
+    reads_retry_topic: bool = False
+    recheck_ms: int | None = TIME_RECHECK_MS  # a message group unblocks when its message's invisible time passes
 
     def __init__(
         self,
@@ -78,7 +78,7 @@ class FifoPop:
                 orderly.mark_done(o for o in range(orderly.commit_offset, got.next_begin_offset) if o not in by_offset)
             messages = {o: decode_record(r)[0] for o, r in by_offset.items()}
             candidates = [Candidate(o, m.message_group or "") for o, m in sorted(messages.items())]
-            deliver = []
+            deliver: list[tuple[int, int]] = []  # (queue offset, attempt)
             while True:
                 selection = orderly.select(
                     candidates, result.pop_time_ms, result.invisible_ms, wanted - len(deliver), receive.max_attempts

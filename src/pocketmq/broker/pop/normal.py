@@ -31,8 +31,8 @@ from pocketmq.store.api import GetStatus
 
 
 class NormalPop:
-    reads_retry_topic = True
-    recheck_ms = None
+    reads_retry_topic: bool = True
+    recheck_ms: int | None = None
 
     def __init__(self, *, store, offsets, broker_name: str, revive_queues: list[ReviveQueue], locks: PopLocks, writes):
         self._store = store
@@ -95,7 +95,7 @@ class NormalPop:
         key = ck_key(handle.topic, group, handle.queue_id, handle.start_offset, handle.pop_time_ms, handle.broker_name)
         ck = queue.ledger.open_checkpoint(key)
         index = ck.index_of(handle.queue_offset) if ck is not None else None
-        if index is None or ck.is_acked(index):
+        if ck is None or index is None or ck.is_acked(index):
             raise InvalidReceiptHandleError(
                 "the receipt handle is stale: its message was acked, changed or "
                 "revived already, or it was never popped by this group"

@@ -1,9 +1,9 @@
 """A receive: what a pop asks for (``PopRequest``), what it takes from one queue (``PoppedQueue``), what it hands
-back (``PopResult``), and what every pop mode shares: the request's checks (``admit``) and the order in which a
-pass visits the queues (``visit_order``, pure).
+back (``PopResult``), the checks a request must pass (``admit``) and the order in which a pass over the queues
+visits them (``visit_order``, pure).
 
-``Receive`` is a request with what the engine derives from it once (its tag filter, the group's max attempts,
-its pop retry topic); the pop modes (``pop/mode.py``) get it for every queue they pop.
+``Receive`` is a request with what the engine derives from it once (its tag filter, the group's max attempts);
+the pop modes (``pop/mode.py``) get it for every queue they pop.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ class Receive:
     request: PopRequest
     keep: Callable[[int], bool] | None  # the tag filter (tag hash codes), None for every tag
     max_attempts: int  # deliveries of a message before it is dead-lettered (the group's retry max + 1)
-    retry_topic: str  # the group's pop retry topic of the requested topic
 
 
 @dataclass(slots=True)

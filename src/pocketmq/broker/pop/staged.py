@@ -146,8 +146,8 @@ def parse_pop_stages(document: dict) -> dict[tuple[str, str], StagedTopic]:
 class StagedPop:
     """The staged pop mode (``PopService.staged``): the async shell around ``stage_gate.decide``."""
 
-    reads_retry_topic = True
-    recheck_ms = TIME_RECHECK_MS  # a stage's messages come back in place when their invisible time passes
+    reads_retry_topic: bool = True
+    recheck_ms: int | None = TIME_RECHECK_MS  # a stage's messages come back in place when their invisible time passes
 
     def __init__(
         self,
@@ -329,10 +329,8 @@ class StagedPop:
             msg = decode_record(record)[0]
             msg.reconsume_times = in_flight[offset].attempt
             letters.append(copies.dead_letter(msg, group, copies.REASON_MAX_ATTEMPTS))
-        if letters:
-            await self.writes.put_messages(
-                letters
-            )  # the letters first: a crash before the ACK dead-letters again, never loses
+        if letters:  # the letters first: a crash before the ACK dead-letters again, never loses
+            await self.writes.put_messages(letters)
         await self._close(offsets, holders)
         self._count(group, topic, queue_id, "dead_lettered", len(letters))
 

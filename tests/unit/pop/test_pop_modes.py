@@ -17,6 +17,7 @@ from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PopRequest, visit_order
 from pocketmq.errors import InvalidReceiptHandleError
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.polling import eventually
 
 
 @pytest.mark.parametrize(
@@ -81,10 +82,7 @@ async def test_a_stage_registration_reaches_a_receive_already_waiting(tmp_path):
     async with running_broker(tmp_path) as broker:
         await send(broker, "T", 0)
         waiting = asyncio.ensure_future(pop(broker, "G", "T", 32, poll_ms=60_000))
-        deadline = asyncio.get_running_loop().time() + 10
-        while broker.pop._waiters.waiting == 0:  # the receive found nothing and waits
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.01)
+        await eventually(lambda: broker.pop._waiters.waiting, message="the receive waits")  # it found nothing
         broker.pop.staged.register("G", "T", [1])
         await send(broker, "T", 3)
         assert offsets(await asyncio.wait_for(waiting, 10)) == [0]  # its next pass is a staged one

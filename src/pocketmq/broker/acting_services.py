@@ -21,7 +21,6 @@ revived and its timers delivered again by the master, at least once, never lost.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
@@ -58,7 +57,11 @@ class ActingServices:
             metrics=broker.metrics,
             clock=broker.clock,
         )
-        self._tasks: list[asyncio.Task] = []  # the timer loop and the offsets persister, while acting
+        # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
+        # persist task); saving them as often bounds what a kill -9 of the slave hands out again.
+        self._persister = broker.periodic(
+            "acting-persist-pop-state", lambda: broker.config.pop_state_persist_interval_ms, self._persist_pop_state
+        )
 
     def election(self) -> ActingMasterElection:
         broker, config = self._broker, self._broker.config
@@ -97,10 +100,8 @@ class ActingServices:
         self._broker.pop.writes = ActingPopWrites(
             self.bridge, self.progress, revive_topic(self._broker.config.cluster_name)
         )
-        # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
-        # persist loop); saving them as often bounds what a kill -9 of the slave hands out again.
-        persist = self._broker.every(self._broker.config.pop_state_persist_interval_ms, self._persist_pop_state)
-        self._tasks = [asyncio.ensure_future(timer.run()), asyncio.ensure_future(persist)]
+        timer.start_delivery()
+        self._persister.start()
         revive.start()
         log.info(
             "event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d "
@@ -119,10 +120,8 @@ class ActingServices:
         # master takes over (handover_body), or the master hands those messages out again beside the CK.
         await self._broker.pop.settle()
         await self._broker.pop.revive.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await self._broker.timer.stop_delivery()
+        await self._persister.stop()
         self._persist_pop_state()
 
     def _persist_pop_state(self) -> None:

@@ -12,9 +12,12 @@ Lifecycle::
 the remoting one is baked into offset message ids and the advertised address, so the front ends bind first
 and requests that arrive before ``start`` returns are answered SERVICE_NOT_AVAILABLE by them.
 
-Periodic tasks (tracked, cancelled at shutdown): persist consumer offsets every
-``offset_persist_interval_ms``; expire silent producers and consumers every ``client_scan_interval_ms``;
-the registrar re-registers every ``register_interval_ms`` and at once after a topic change.
+Periodic tasks (``runtime.periodic``, on the broker's clock, failures in its metrics; stopped at shutdown after
+their round in progress): persist consumer offsets every ``offset_persist_interval_ms``; save the replication
+epochs every second; expire silent producers and consumers every ``client_scan_interval_ms``; the timer's
+delivery, POP's revive and state saving, a slave's metadata sync and acting-master election; the registrar
+re-registers every ``register_interval_ms`` and at once after a topic change. A slave's replication stream is a
+task of its own, reported if an error ends it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from pocketmq.broker.acting_services import ActingServices, take_services_back
 from pocketmq.broker.config import BrokerConfig
@@ -47,16 +50,15 @@ from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
-from pocketmq.errors import BadRequestError, ConfigError
+from pocketmq.errors import BadRequestError, ConfigError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.loop_lag import LoopLagMonitor
-from pocketmq.runtime.rate_limited_log import RateLimitedLog
+from pocketmq.runtime.periodic import PeriodicTask, spawn_watched
 from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
-_periodic_failures = RateLimitedLog(log, 10.0)  # per periodic action
 LOOP_LAG_INTERVAL_MS = 50  # how often the broker samples its event loop's lag (pocketmq_event_loop_* metrics)
 
 EPOCH_SAVE_INTERVAL_MS = 1_000  # how stale the saved confirmed offset may be after a kill -9 (cluster.ha_epochs)
@@ -103,7 +105,8 @@ class Broker:
         self._registrar = None
         self._remoting_port = config.remoting_port
         self._grpc_port: int | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._periodic: list[PeriodicTask] = []  # started by start(), stopped by shutdown()
+        self._tasks: list[asyncio.Task] = []  # tasks that are not periodic (a slave's replication stream)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.boot_timestamp_ms = 0
         self.started = False
@@ -170,14 +173,12 @@ class Broker:
         else:
             if self.config.enable_slave_acting_master and self._namesrv.addrs:
                 await take_services_back(self)  # before its timer and revive run: what a slave did is not redone
-            self._spawn(self.timer.run(), "timer")
+            self.timer.start_delivery()
             self.pop.start()
             self._start_master()
-        self._spawn(
-            self.every(self.config.offset_persist_interval_ms, self._persist_offsets_durably), "persist-offsets"
-        )
-        self._spawn(self.every(EPOCH_SAVE_INTERVAL_MS, self._save_epochs), "save-epochs")
-        self._spawn(self.every(self.config.client_scan_interval_ms, self._expire_clients), "expire-clients")
+        self._every("persist-offsets", self.config.offset_persist_interval_ms, self._persist_offsets_durably)
+        self._every("save-epochs", EPOCH_SAVE_INTERVAL_MS, self._save_epochs)
+        self._every("expire-clients", self.config.client_scan_interval_ms, self._expire_clients)
         if self._namesrv.addrs:
             self._registrar = self._make_registrar()
             await self._registrar.start()
@@ -272,16 +273,23 @@ class Broker:
             transfer_max_bytes=config.ha_transfer_max_bytes,
             pull_suspend_ms=config.ha_pull_suspend_ms,
             lookup_interval_ms=config.ha_master_lookup_interval_ms,
-            metadata_interval_ms=config.ha_metadata_sync_interval_ms,
             services=services,
             epochs=self.epochs,
             after_cut=self.timer.after_cut,
         )
-        self._spawn(self.ha_slave.run_replication(), "ha-replication")
-        self._spawn(self.ha_slave.run_metadata_sync(), "ha-metadata")
+        self._tasks.append(
+            spawn_watched(self.ha_slave.run_replication(), "broker-ha-replication", metrics=self.metrics)
+        )
+        self._every(
+            "ha-metadata",
+            config.ha_metadata_sync_interval_ms,
+            self.ha_slave.sync_metadata_once,
+            immediately=True,
+            expected=(PocketMQError, ValueError),  # the master or the name server away: no traceback
+        )
         services = ActingServices(self)  # slave acting master (RIP-32): runs while the election says so
         self.acting = (services, services.election())
-        self._spawn(self.acting[1].run(), "acting-master")
+        self.acting[1].start()
 
     def _make_registrar(self):
         from pocketmq.cluster.registrar import BrokerRegistrar
@@ -296,6 +304,7 @@ class Broker:
             broker_name=self.broker_name,
             broker_id=self.config.broker_id,
             broker_addr=self.broker_addr,
+            metrics=self.metrics,
         )
 
     async def shutdown(self) -> None:
@@ -310,8 +319,12 @@ class Broker:
                 log.warning("event=unregister_failed error=%s", exc)
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *(p.stop() for p in self._periodic), return_exceptions=True)
+        if self.acting is not None:
+            await self.acting[1].stop()  # its services too, when acting
+        await self.timer.stop_delivery()  # type: ignore[union-attr]
         self._tasks.clear()
+        self._periodic.clear()
         self.loop_lag.stop()
         self.holds.wake_all()
         # A full disk must not stop the shutdown (nor fail it): for what a step could not write, the state
@@ -325,23 +338,16 @@ class Broker:
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)
 
-    def _spawn(self, coro: Awaitable, name: str) -> None:
-        self._tasks.append(asyncio.ensure_future(coro))
-        self._tasks[-1].set_name(f"broker-{name}")
+    def periodic(
+        self, name: str, interval_ms: float | Callable[[], float], action: Callable[[], object], **options
+    ) -> PeriodicTask:
+        """A periodic task (not started) on this broker's clock, counting its failures in its metrics."""
+        return PeriodicTask(f"broker-{name}", action, interval_ms, clock=self.clock, metrics=self.metrics, **options)
 
-    async def every(self, interval_ms: int, action: Callable[[], object]) -> None:
-        """Run ``action`` (plain or async) every ``interval_ms`` until cancelled; a failed round is logged."""
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                outcome = action()
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except OSError as exc:  # the disk or network (a full disk fails every round): one line per 10 s
-                name = getattr(action, "__name__", str(action))
-                _periodic_failures.warning(name, "event=periodic_task_failed action=%s error=%r", name, exc)
-            except Exception:  # one failed round must not end the task: the next interval tries again
-                log.exception("event=periodic_task_failed action=%s", getattr(action, "__name__", action))
+    def _every(self, name: str, interval_ms: int, action: Callable[[], object], **options) -> None:
+        task = self.periodic(name, interval_ms, action, **options)
+        task.start()
+        self._periodic.append(task)
 
     async def _save_epochs(self) -> None:
         """The confirmed offset moves with SYNC acks: saved once a period (off the loop), not per ack."""

@@ -9,7 +9,6 @@ to the notifiers the front ends install (the remoting one sends NOTIFY_CONSUMER_
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,12 +178,6 @@ class ConsumerRegistry:
                         notification.client_id,
                         exc,
                     )
-
-    async def run_expiry(self, interval_ms: int) -> None:
-        """Scan for silent clients every ``interval_ms`` until cancelled."""
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            self.expire()
 
     def __repr__(self) -> str:
         return f"<ConsumerRegistry {self.table!r}>"

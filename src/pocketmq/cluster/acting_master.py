@@ -7,11 +7,12 @@ master announced itself (ACTING_MASTER_HANDOVER at its start, ``master_back``: t
 does not act again for ``handover_grace_ms`` unless the master is gone again after it) or the name server
 shows id 0 again.
 
-``should_act`` is the pure decision; ``ActingMasterElection`` the shell: it reads the cluster info every
-``check_interval_ms`` and starts or stops the services (an object with ``async start()`` / ``async stop()``),
+``should_act`` is the pure decision; ``ActingMasterElection`` the shell: from ``start()`` to ``stop()`` it reads
+the cluster info every ``check_interval_ms`` (a periodic task, ``broker-acting-master``) and starts or stops the
+services (an object with ``async start()`` / ``async stop()``),
 logging and counting each change (``pocketmq_acting_master`` 1 while acting, 0 otherwise, and
 ``pocketmq_acting_master_changes_total{to,reason}``; docs/metrics.md). A name server that does not answer
-changes nothing (the state stays as it was).
+changes nothing (the state stays as it was). ``stop()`` (shutdown) stops the services too, when acting.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterable
 from pocketmq.cluster.route import MASTER_ID
 from pocketmq.errors import PocketMQError
 from pocketmq.metrics import MetricsRegistry
+from pocketmq.runtime.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +64,15 @@ class ActingMasterElection:
         self._broker_name = broker_name
         self._broker_id = broker_id
         self._enabled = enabled
-        self._check_interval_s = check_interval_ms / 1000
         self._grace_ms = handover_grace_ms
         self._master_back_until_ms = 0
         self._lock = asyncio.Lock()
         self._lookup_failure: str | None = None
         self.acting = False
         metrics = metrics if metrics is not None else MetricsRegistry()
+        self._checks = PeriodicTask(
+            "broker-acting-master", self.check_once, check_interval_ms, clock=clock, metrics=metrics, immediately=True
+        )
         self._acting_gauge = metrics.gauge("pocketmq_acting_master", "1 while this slave acts as master of its group")
         self._acting_gauge.set(0)
         self._changes = metrics.counter(
@@ -77,17 +81,14 @@ class ActingMasterElection:
             ("to", "reason"),
         )
 
-    async def run(self) -> None:
-        try:
-            while True:
-                try:
-                    await self.check_once()
-                except Exception:  # one failed check must not end the election: the next one tries again
-                    log.exception("event=acting_master_check_failed broker=%s/%d", self._broker_name, self._broker_id)
-                await asyncio.sleep(self._check_interval_s)
-        finally:
-            if self.acting:  # shutdown: stop the services this election started
-                await self._set(False, "shutdown", ())
+    def start(self) -> None:
+        self._checks.start()
+
+    async def stop(self) -> None:
+        """Stop checking (after the check in progress) and the services this election started."""
+        await self._checks.stop()
+        if self.acting:
+            await self._set(False, "shutdown", ())
 
     async def check_once(self) -> None:
         if not self._enabled() and not self.acting:

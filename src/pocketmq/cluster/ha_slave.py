@@ -10,14 +10,15 @@ and kept. It compares again when the master's tenure changes (``epochTenure`` of
 
 Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, see ``ha_state``), append the
 answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
-slave's pull is held by the master up to ``pull_suspend_ms``. Metadata loop: every ``metadata_interval_ms``
-HA_SYNC_METADATA, applied by ``ha_metadata.apply_metadata`` (the service state by ``services``, an
+slave's pull is held by the master up to ``pull_suspend_ms``; it waits ``lookup_interval_ms`` after a failure
+(no master in the route, connection refused, timeout, refused by the master) and logs a failure once per outage,
+not once per attempt. Metadata: ``sync_metadata_once`` (the broker runs it as a periodic task, every
+``ha_metadata_sync_interval_ms``, failures by ``runtime.periodic``'s policy) sends HA_SYNC_METADATA, applied by
+``ha_metadata.apply_metadata`` (the service state by ``services``, an
 ``ha_services.ServiceStateFollower``; consumer offsets through an ``ha_metadata.OffsetsGate``). A pull reply
 naming another metadata version than the one applied syncs the metadata before its records are appended, so
 the next pull's ack covers them only with their topics and groups (``ha_metadata``); every pull names the
-version applied (``appliedMetadataVersion``: a SYNC master's FIFO acks wait for it). Both loops wait
-``lookup_interval_ms`` after a failure (no master in the route, connection refused, timeout, refused by the
-master) and log a failure once per outage, not once per attempt.
+version applied (``appliedMetadataVersion``: a SYNC master's FIFO acks wait for it).
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class HaSlave:
         transfer_max_bytes: int,
         pull_suspend_ms: int,
         lookup_interval_ms: int,
-        metadata_interval_ms: int,
         request_timeout_ms: int = 3_000,
         services: ServiceStateFollower | None = None,
         epochs: EpochFile | None = None,
@@ -75,13 +75,12 @@ class HaSlave:
         self._transfer_max_bytes = transfer_max_bytes
         self._pull_suspend_ms = pull_suspend_ms
         self._lookup_interval_s = lookup_interval_ms / 1000
-        self._metadata_interval_s = metadata_interval_ms / 1000
         self._request_timeout_s = request_timeout_ms / 1000
         self.master_addr: str | None = None
         self.metadata_version: str | None = None  # the master's version of the last snapshot applied
         self._metadata_lock = asyncio.Lock()  # one sync at a time: an older snapshot never lands after a newer
         self._offsets_gate = OffsetsGate(offsets, store)
-        self._failing: dict[str, str] = {}  # loop name -> the failure logged for the current outage
+        self._failing: str | None = None  # the replication failure logged for the current outage
 
     # -- replication --------------------------------------------------------------------------------------------
     async def run_replication(self) -> None:
@@ -90,7 +89,7 @@ class HaSlave:
                 master = await self._master()
                 await self._follow(master)
             except (PocketMQError, ValueError) as exc:
-                self._failed("replication", exc)
+                self._failed(exc)
                 await asyncio.sleep(self._lookup_interval_s)
 
     async def _follow(self, master: str) -> None:
@@ -120,7 +119,7 @@ class HaSlave:
                 start = int(response.ext_fields["physOffset"])
                 await self._store.append_replicated(start, response.body)
                 self._offsets_gate.replica_grew()
-            self._recovered("replication", f"master={master} phys_offset={self._store.max_phys_offset}")
+            self._recovered(master)
             self.epochs.confirmed(int(response.ext_fields.get("confirmedPhysOffset", 0)))
             if master_epochs:
                 self.epochs.replace(adopt(master_epochs, self._store.max_phys_offset))
@@ -172,14 +171,6 @@ class HaSlave:
         return master_epochs
 
     # -- metadata -----------------------------------------------------------------------------------------------
-    async def run_metadata_sync(self) -> None:
-        while True:
-            try:
-                await self.sync_metadata_once()
-            except (PocketMQError, ValueError) as exc:
-                self._failed("metadata", exc)
-            await asyncio.sleep(self._metadata_interval_s)
-
     async def sync_metadata_once(self, master: str | None = None) -> None:
         async with self._metadata_lock:
             master = master or await self._master()
@@ -194,7 +185,6 @@ class HaSlave:
             self.metadata_version = changes.version
         if changes.any:
             log.info("event=metadata_synced master=%s version=%s changes=%s", master, changes.version, changes)
-        self._recovered("metadata", f"master={master}")
 
     # -- shared -------------------------------------------------------------------------------------------------
     async def _master(self) -> str:
@@ -218,12 +208,10 @@ class HaSlave:
         expect_success(response)
         return response
 
-    def _failed(self, loop_name: str, exc: Exception) -> None:
+    def _failed(self, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        diverged = (
-            loop_name == "replication" and getattr(exc, "response_code", None) == ResponseCode.ILLEGAL_OPERATION
-        )  # the master refused our log (remark: why)
-        if self._failing.get(loop_name) != reason and diverged:
+        diverged = getattr(exc, "response_code", None) == ResponseCode.ILLEGAL_OPERATION  # the master refused our log
+        if self._failing != reason and diverged:
             log.error(
                 "event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=make this broker "
                 "the master, or stop it, clear its data directory and start it again to copy the master",
@@ -232,20 +220,25 @@ class HaSlave:
                 self._store.config.data_dir,
                 reason,
             )
-        elif self._failing.get(loop_name) != reason:
+        elif self._failing != reason:
             log.warning(
-                "event=ha_%s_failed broker=%s master=%s error=%s retry_in_ms=%d",
-                loop_name,
+                "event=ha_replication_failed broker=%s master=%s error=%s retry_in_ms=%d",
                 self._broker_name,
                 self.master_addr,
                 reason,
                 int(self._lookup_interval_s * 1000),
             )
-        self._failing[loop_name] = reason
+        self._failing = reason
 
-    def _recovered(self, loop_name: str, detail: str) -> None:
-        if self._failing.pop(loop_name, None) is not None:
-            log.info("event=ha_%s_recovered broker=%s %s", loop_name, self._broker_name, detail)
+    def _recovered(self, master: str) -> None:
+        if self._failing is not None:
+            self._failing = None
+            log.info(
+                "event=ha_replication_recovered broker=%s master=%s phys_offset=%d",
+                self._broker_name,
+                master,
+                self._store.max_phys_offset,
+            )
 
     def __repr__(self) -> str:
         return (

@@ -18,7 +18,8 @@ Any other code gets REQUEST_CODE_NOT_SUPPORTED (``RequestRouter``); a missing or
 INVALID_PARAMETER naming it.
 
 Liveness: a broker leaves at once when the connection it registered on closes (RocketMQ's channel destroy),
-and after its timeout without REGISTER_BROKER or BROKER_HEARTBEAT (checked every ``scan_interval_ms``).
+and after its timeout without REGISTER_BROKER or BROKER_HEARTBEAT (checked every ``scan_interval_ms`` by a periodic
+task, ``namesrv-scan``, on the name server's clock: a scan that raises is logged and counted, and the next goes on).
 
 Auto-creation at route lookup (4.x clients give up on TOPIC_NOT_EXIST): for an unknown topic, the masters whose
 rule allows it (``RouteTable.auto_create_plan``) are sent UPDATE_AND_CREATE_TOPIC (``create_topic_fields``) in
@@ -49,6 +50,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection, RemotingServer, RequestRouter
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.remoting_headers import HeaderFields
 
 log = logging.getLogger(__name__)
@@ -79,20 +81,19 @@ class NameServer:
         self._server = RemotingServer(router, config.host, config.port)
         self._brokers = RemotingClient(connect_timeout_s=config.auto_create_timeout_ms / 1000)
         self._creations: dict[str, asyncio.Task] = {}  # topic -> its auto-creation in flight
-        self._scan_task: asyncio.Task | None = None
+        self._scan = PeriodicTask("namesrv-scan", self.expire_inactive_brokers, config.scan_interval_ms, clock=clock)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
         await self._server.start()
-        self._scan_task = asyncio.create_task(self._scan_loop(), name="pocketmq-namesrv-scan")
+        self._scan.start()
         log.info("event=namesrv_started address=%s broker_expire_ms=%d", self.address, self.config.broker_expire_ms)
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._scan_task, *self._creations.values()) if t is not None]
+        tasks = list(self._creations.values())
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._scan_task = None
+        await asyncio.gather(self._scan.stop(), *tasks, return_exceptions=True)
         await self._server.stop()
         await self._brokers.close()
         log.info("event=namesrv_stopped")
@@ -104,11 +105,6 @@ class NameServer:
     @property
     def address(self) -> str:
         return f"{self.config.host}:{self.port}"
-
-    async def _scan_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.scan_interval_ms / 1000)
-            self.expire_inactive_brokers()
 
     def expire_inactive_brokers(self) -> None:
         for identity in self.routes.expire(self.clock.now_ms()):
@@ -278,7 +274,7 @@ class NameServer:
         )
 
     def __repr__(self) -> str:
-        where = self.address if self._scan_task is not None else "stopped"
+        where = self.address if self._scan.running else "stopped"
         return f"<NameServer {where} {self.routes!r}>"
 
 

@@ -8,8 +8,11 @@
 - soon after ``trigger()`` (a topic changed): triggers within ``debounce_ms`` make one round, a trigger during a
   round makes one more round after it. ``trigger()`` may be called from any thread.
 
-Rounds never overlap. A name server that is down or refuses is logged and tried again next round; the others
-are unaffected. ``unregister()`` stops the rounds and sends UNREGISTER_BROKER to every name server.
+The rounds after the first are a periodic task (``runtime.periodic``, ``broker-register``) on ``clock``: they
+never overlap, and a round that raises (a bug in ``body_fn``) is counted and logged by its policy and does not
+end the heartbeat. A name server that is down or refuses is logged and tried again next round; the others are
+unaffected. ``unregister()`` stops the rounds (after the one in progress) and sends UNREGISTER_BROKER to every
+name server.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from collections.abc import Callable
 
 from pocketmq.cluster.route import BrokerIdentity, RegisterBrokerBody
 from pocketmq.errors import RemotingError
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.runtime.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +53,7 @@ class BrokerRegistrar:
         heartbeat_timeout_ms: int | None = None,
         request_timeout_ms: int = 3_000,
         debounce_ms: int = 50,
+        metrics: MetricsRegistry | None = None,
     ):
         if not namesrv_addrs:
             raise ValueError("a broker registers with at least one name server")
@@ -60,18 +66,24 @@ class BrokerRegistrar:
         self._interval_ms = interval_ms
         self._clock = clock
         self._request_timeout_s = request_timeout_ms / 1000
-        self._debounce_s = debounce_ms / 1000
         self._round_lock = asyncio.Lock()
-        self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task | None = None
+        # a trigger waits debounce_ms: a burst of topic changes makes one round
+        self._rounds = PeriodicTask(
+            "broker-register",
+            self.register_once,
+            interval_ms,
+            clock=clock,
+            metrics=metrics,
+            wake_delay_ms=debounce_ms,
+        )
         self.last_registered_ms: dict[str, int] = {}  # name server -> when it last accepted the registration
         self._failing: set[str] = set()
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.register_once()
-        self._task = asyncio.create_task(self._run(), name=f"pocketmq-register-{self.identity.broker_name}")
+        self._rounds.start()
 
     def trigger(self) -> None:
         """Register again soon (the topic table changed). Thread-safe; a no-op before ``start()``."""
@@ -83,26 +95,12 @@ class BrokerRegistrar:
         except RuntimeError:
             running = None
         if running is loop:
-            self._wake.set()
+            self._rounds.wake()
             return
         try:
-            loop.call_soon_threadsafe(self._wake.set)
+            loop.call_soon_threadsafe(self._rounds.wake)
         except RuntimeError:  # the loop is closed: the broker is shutting down
             pass
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                async with asyncio.timeout(self._interval_ms / 1000):
-                    await self._wake.wait()
-                await asyncio.sleep(self._debounce_s)  # let a burst of topic changes make one round
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            try:
-                await self.register_once()
-            except Exception:  # a bug in body_fn must not end the heartbeat for good
-                log.exception("event=register_round_failed broker=%s", self.identity.broker_name)
 
     async def register_once(self) -> dict[str, bool]:
         """One round: register with every name server in parallel; name server -> whether it accepted."""
@@ -145,15 +143,8 @@ class BrokerRegistrar:
 
     async def unregister(self) -> None:
         """Stop registering and tell every name server this broker is gone (failures only logged)."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise
-            self._task = None
-        self._loop = None
+        self._loop = None  # triggers from now on do nothing
+        await self._rounds.stop()
         await asyncio.gather(*(self._unregister_with(addr) for addr in self.namesrv_addrs))
 
     async def _unregister_with(self, addr: str) -> None:
@@ -168,7 +159,7 @@ class BrokerRegistrar:
         )
 
     def __repr__(self) -> str:
-        state = "running" if self._task is not None else "stopped"
+        state = "running" if self._rounds.running else "stopped"
         return (
             f"<BrokerRegistrar {self.identity.broker_name}@{self.identity.broker_addr} {state} "
             f"namesrv={self.namesrv_addrs} registered_ms={self.last_registered_ms} "

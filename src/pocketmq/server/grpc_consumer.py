@@ -9,7 +9,8 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
   (``ILLEGAL_FILTER_EXPRESSION`` for SQL). Each message carries its receipt handle, delivery attempt
   (reconsume times + 1) and invisible duration.
 - Auto renew (push consumers): each message of an ``auto_renew`` receive is tracked in a ``RenewalTable``
-  (broker/pop/renewal.py) and renewed every ``RENEW_SCAN_MS`` check while its client's session lives; the
+  (broker/pop/renewal.py) and renewed by a check every ``RENEW_SCAN_MS`` (a periodic task, ``grpc-auto-renew``,
+  on the broker's clock) while its client's session lives; the
   client keeps using its first handle, which the ack, nack and forward below map to the current one. A
   renewal in progress finishes before an ack or nack of its message is served, so neither sees a handle
   the renewal just closed.
@@ -41,6 +42,7 @@ from pocketmq.errors import (
 )
 from pocketmq.protocol import grpc_pop_codec as codec
 from pocketmq.protocol.grpc_codec import V2Code, encode_delivered_message
+from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers, check_topic
 
 log = logging.getLogger(__name__)
@@ -69,25 +71,16 @@ class ConsumerRpcs:
         self._sessions = sessions  # a client is alive while it has a session (None: every client is)
         self.renewals = renewals if renewals is not None else RenewalTable()
         self._renewing: dict[str, asyncio.Future] = {}  # first handle text -> its renewal in progress
-        self._renew_task: asyncio.Task | None = None
+        self._renewer = PeriodicTask(
+            "grpc-auto-renew", self.renew_due, RENEW_SCAN_MS, clock=broker.clock, metrics=broker.metrics
+        )
 
-    # -- lifecycle (the auto-renew loop) ----------------------------------------------------------------------------
+    # -- lifecycle (the auto-renew task) ----------------------------------------------------------------------------
     def start(self) -> None:
-        self._renew_task = asyncio.ensure_future(self._renew_loop())
+        self._renewer.start()
 
     async def stop(self) -> None:
-        if self._renew_task is not None:
-            self._renew_task.cancel()
-            await asyncio.wait([self._renew_task])
-            self._renew_task = None
-
-    async def _renew_loop(self) -> None:
-        while True:
-            await asyncio.sleep(RENEW_SCAN_MS / 1000)
-            try:
-                await self.renew_due()
-            except Exception:  # one failed pass must not end renewals for good
-                log.exception("event=grpc_auto_renew_failed")
+        await self._renewer.stop()
 
     async def renew_due(self) -> int:
         """Renew every tracked message near its deadline whose client lives; returns how many were renewed."""

@@ -9,18 +9,18 @@ Limits: messages up to ``MAX_GRPC_MESSAGE_BYTES`` each way (a 4 MiB body plus it
 own 4 MiB default would refuse it with RESOURCE_EXHAUSTED); at most ``max_inflight_sends`` SendMessage
 requests at once, beyond which a send is answered TOO_MANY_REQUESTS. Sessions of clients that stop sending
 heartbeats expire after the broker's ``client_channel_expire_ms`` (120 s by default), checked every
-``client_scan_interval_ms``.
+``client_scan_interval_ms`` (a periodic task, ``grpc-session-expiry``, on the front end's clock).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import grpc
 
 from pocketmq.protocol.grpc_service import add_messaging_service
 from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.grpc_servicer import DEFAULT_MAX_INFLIGHT_SENDS, MessagingServicer
 from pocketmq.server.sessions import SessionRegistry
 
@@ -47,10 +47,15 @@ class GrpcFrontEnd:
         self._clock = clock or broker.clock
         self.sessions = SessionRegistry(heartbeat_timeout_ms or broker.config.client_channel_expire_ms)
         broker.gray.add_member_source(self.sessions.consumers_of)  # POP clients count in their group's gray split
-        self._scan_interval_ms = scan_interval_ms or broker.config.client_scan_interval_ms
         self.servicer = MessagingServicer(broker, self.sessions, self._clock, max_inflight_sends=max_inflight_sends)
         self._server: grpc.aio.Server | None = None
-        self._expiry: asyncio.Task | None = None
+        self._expiry = PeriodicTask(
+            "grpc-session-expiry",
+            lambda: self.sessions.expire(self._clock.now_ms()),
+            scan_interval_ms or broker.config.client_scan_interval_ms,
+            clock=self._clock,
+            metrics=broker.metrics,
+        )
         self.port: int | None = None
 
     async def start(self) -> int:
@@ -69,8 +74,7 @@ class GrpcFrontEnd:
             raise RuntimeError(f"cannot bind gRPC to {host}:{self._requested_port}")
         await server.start()
         self._server = server
-        self._expiry = asyncio.ensure_future(self._expire_sessions())
-        self._expiry.set_name("grpc-session-expiry")
+        self._expiry.start()
         self.servicer.consumers.start()  # auto-renewed invisibility of push consumers' messages
         log.info(
             "event=grpc_listening host=%s port=%d heartbeat_timeout_ms=%d",
@@ -82,21 +86,13 @@ class GrpcFrontEnd:
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """End client streams, then stop; requests in flight get up to ``grace_s`` to finish."""
-        if self._expiry is not None:
-            self._expiry.cancel()
-            await asyncio.wait([self._expiry])
-            self._expiry = None
+        await self._expiry.stop()
         await self.servicer.consumers.stop()
         self.sessions.close_all()
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
             log.info("event=grpc_stopped port=%s", self.port)
-
-    async def _expire_sessions(self) -> None:
-        while True:
-            await asyncio.sleep(self._scan_interval_ms / 1000)
-            self.sessions.expire(self._clock.now_ms())
 
     def __repr__(self) -> str:
         state = f"port={self.port}" if self._server is not None else "stopped"

@@ -9,17 +9,22 @@ under load the number of fsyncs per second stays near 1 / fsync latency whatever
 ``wait_durable(phys_offset, timeout_ms)`` returns True once a flush covered ``phys_offset``, False on timeout
 (the caller answers FLUSH_DISK_TIMEOUT; the record stays in the log) or when the flush failed.
 
+Not a ``runtime.periodic`` task: puts wait on it, so a put under SYNC_FLUSH wakes it at once, and after a failed
+flush it tries again every ``flush_interval_ms`` rather than backing off (a disk that has room again serves the
+waiting puts at the next round). Its failures follow the one policy all the same (``TaskFailures``,
+``store-flush``: counted, logged once per distinct error), and an error that ended its task would be reported.
+
 Thread safety: event loop only (the worker thread is inside ``flush``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-log = logging.getLogger(__name__)
+from pocketmq.metrics import MetricsRegistry
+from pocketmq.runtime.periodic import TaskFailures, watch_task
 
 
 class GroupCommit:
@@ -30,6 +35,7 @@ class GroupCommit:
         sync: bool,
         flush_interval_ms: int,
         checkpoint_interval_ms: int,
+        metrics: MetricsRegistry | None = None,
     ):
         self._flush = flush
         self._sync = sync
@@ -39,12 +45,15 @@ class GroupCommit:
         self._wanted = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
+        self._failures = TaskFailures("store-flush", metrics)
         self.durable_phys_offset = 0
         self.rounds = 0  # flushes run (a test of group commit asserts rounds < puts)
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="store-flush")
+            self._task = watch_task(
+                asyncio.get_running_loop().create_task(self._run(), name="store-flush"), self._failures
+            )
 
     async def wait_durable(self, phys_offset: int, timeout_ms: int) -> bool:
         if phys_offset <= self.durable_phys_offset:
@@ -85,9 +94,10 @@ class GroupCommit:
         try:
             durable = await self._flush(checkpoint)
         except Exception as exc:  # an I/O error: the waiters time out of it now, the next round retries
-            log.error("store.flush_failed error=%r waiters=%d", exc, len(self._waiters), exc_info=True)
+            self._failures.failed(exc)
             self._release(lambda end: True, False)
             return False
+        self._failures.succeeded()
         self.durable_phys_offset = max(self.durable_phys_offset, durable)
         self._release(lambda end: end <= durable, True)
         return True

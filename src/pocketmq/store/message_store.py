@@ -24,7 +24,8 @@ Durability: ``GroupCommit`` runs the flush; each round fsyncs the commit log in 
 checkpoint is due, also the consume queues and the index, then saves the checkpoint. Recovery
 (``start``) re-dispatches the commit log from the checkpoint (see recovery.py).
 
-Retention (``clean_expired``, every ``cleanup_interval_ms``): deletes the oldest commit log segments that are
+Retention (``clean_expired``, every ``cleanup_interval_ms``: a periodic task, ``store-cleanup``, on the store's
+clock): deletes the oldest commit log segments that are
 older than ``file_reserved_hours`` or while the disk is fuller than ``disk_max_used_ratio`` (retention.py),
 then their index files and the consume queue segments that only point into them.
 
@@ -54,6 +55,7 @@ from pocketmq.protocol.message_codec import (
     encode_record,
 )
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.store.api import (
     FlushMode,
     GetResult,
@@ -144,8 +146,11 @@ class MessageStore:
             sync=config.flush_mode is FlushMode.SYNC,
             flush_interval_ms=config.flush_interval_ms,
             checkpoint_interval_ms=config.checkpoint_interval_ms,
+            metrics=metrics,
         )
-        self._cleanup_task: asyncio.Task | None = None
+        self._cleanup = PeriodicTask(
+            "store-cleanup", self.clean_expired, config.cleanup_interval_ms, clock=clock, metrics=metrics
+        )
         self._state = "new"
         # Set on a slave: local puts are refused (SERVICE_NOT_AVAILABLE), only append_replicated writes, so
         # the commit log stays byte-identical to the master's.
@@ -210,21 +215,14 @@ class MessageStore:
 
     def _start_background(self) -> None:
         self._group_commit.start()
-        if self._cleanup_task is None:
-            self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(), name="store-cleanup")
+        self._cleanup.start()
 
     async def shutdown(self) -> None:
         """Flush everything (commit log, queues, index, checkpoint) and close the files."""
         if self._state != "running":
             return
         self._state = "stopping"
-        if self._cleanup_task is not None:
-            self._cleanup_task.cancel()
-            try:
-                await self._cleanup_task
-            except asyncio.CancelledError:
-                pass
-            self._cleanup_task = None
+        await self._cleanup.stop()
         await self._group_commit.stop()
         await self._group_commit.flush_now(checkpoint=True)
         async with self._flush_lock:
@@ -718,14 +716,6 @@ class MessageStore:
         return dropped
 
     # ---- retention -------------------------------------------------------------------------------------
-
-    async def _cleanup_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.cleanup_interval_ms / 1000)
-            try:
-                await self.clean_expired()
-            except OSError as exc:
-                log.error("store.cleanup_failed error=%r", exc)
 
     async def clean_expired(self) -> int:
         """Delete what retention says may go now; returns the number of commit log segments deleted."""

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 
 import pytest
+from tests.unit.virtual_time import advance_until
 
 from pocketmq.cluster.namesrv import NameServer
 from pocketmq.cluster.namesrv_config import NamesrvConfig
@@ -14,7 +15,6 @@ from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.testing.polling import eventually
 
 BROKER_ADDR = "127.0.0.1:10911"
 
@@ -78,31 +78,32 @@ async def test_start_registers_before_returning(namesrv, remoting):
 
 
 async def test_trigger_registers_soon_and_bursts_coalesce(namesrv, remoting):
-    broker = FakeBroker("orders")
-    registrar = registrar_for([namesrv.address], remoting, broker, debounce_ms=100)
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, debounce_ms=100, clock=clock)
     async with running(registrar):
         built_after_start = broker.bodies_built
         for topic in ("t1", "t2", "t3"):
             broker.add(topic)
             registrar.trigger()
-        await eventually(lambda: namesrv.routes.route("t3") is not None)
+        # 100 ms of virtual time a poll: the interval (60 s) does not come within the deadline
+        await advance_until(clock, lambda: namesrv.routes.route("t3") is not None, step_ms=100)
         assert broker.bodies_built == built_after_start + 1
 
 
 async def test_trigger_from_another_thread(namesrv, remoting):
-    broker = FakeBroker("orders")
-    registrar = registrar_for([namesrv.address], remoting, broker)
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, clock=clock)
     async with running(registrar):
         broker.add("from-thread")
         await asyncio.to_thread(registrar.trigger)
-        await eventually(lambda: namesrv.routes.route("from-thread") is not None)
+        await advance_until(clock, lambda: namesrv.routes.route("from-thread") is not None, step_ms=50)
 
 
 async def test_interval_reregisters_and_keeps_the_broker_alive(namesrv, remoting):
-    broker = FakeBroker("orders")
-    registrar = registrar_for([namesrv.address], remoting, broker, interval_ms=50)
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, interval_ms=50, clock=clock)
     async with running(registrar):
-        await eventually(lambda: broker.bodies_built >= 3)
+        await advance_until(clock, lambda: broker.bodies_built >= 3, step_ms=50)
 
 
 async def test_a_down_name_server_does_not_stop_registration_with_the_others(namesrv, remoting):
@@ -110,14 +111,14 @@ async def test_a_down_name_server_does_not_stop_registration_with_the_others(nam
     await down.start()
     down_addr = down.address
     await down.stop()
-    broker = FakeBroker("orders")
-    registrar = registrar_for([down_addr, namesrv.address], remoting, broker, interval_ms=50)
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([down_addr, namesrv.address], remoting, broker, interval_ms=50, clock=clock)
 
     async with running(registrar):
         assert namesrv.routes.route("orders") is not None
         assert list(registrar.last_registered_ms) == [namesrv.address]
         assert down_addr in repr(registrar)
-        await eventually(lambda: broker.bodies_built >= 3)  # later rounds still run
+        await advance_until(clock, lambda: broker.bodies_built >= 3, step_ms=50)  # later rounds still run
         result = await registrar.register_once()
         assert result == {down_addr: False, namesrv.address: True}
 

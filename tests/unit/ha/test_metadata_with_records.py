@@ -157,7 +157,6 @@ async def following(store: FakeStore, master: ScriptedMaster, remoting, tmp_path
             transfer_max_bytes=1 << 20,
             pull_suspend_ms=0,
             lookup_interval_ms=1,
-            metadata_interval_ms=3_600_000,
         )
         yield slave, peer.addr
 

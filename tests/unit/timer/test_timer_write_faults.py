@@ -45,12 +45,10 @@ async def send_delayed(broker, bodies, properties=None) -> None:
         )
 
 
-def faulty_timer(broker) -> FaultyStore:
+async def faulty_timer(broker) -> FaultyStore:
     """The timer's deliveries go through a ``FaultyStore``; the broker's own timer loop is stopped, so only the
     test's ``fire_due`` calls (in virtual time) deliver."""
-    for task in broker._tasks:
-        if task.get_name() == "broker-timer":
-            task.cancel()
+    await broker.timer.stop_delivery()
     store = FaultyStore(broker.store)
     broker.timer.writes._store = store
     return store
@@ -60,7 +58,7 @@ async def test_an_undeliverable_message_becomes_a_dead_letter_and_its_batch_goes
     clock = ManualClock()
     async with running_broker(tmp_path, clock, message_delay_level="1s") as broker:
         await send_delayed(broker, [b"a", b"poison", b"c"])
-        store = faulty_timer(broker)
+        store = await faulty_timer(broker)
         store.refuse = lambda msgs: (
             PutStatus.MESSAGE_ILLEGAL if any(m.body == b"poison" and m.topic == "T" for m in msgs) else None
         )
@@ -79,7 +77,7 @@ async def test_when_not_even_the_dead_letter_can_be_written_only_the_tombstone_i
     clock = ManualClock()
     async with running_broker(tmp_path, clock, message_delay_level="1s") as broker:
         await send_delayed(broker, [b"a", b"poison", b"c"])
-        store = faulty_timer(broker)
+        store = await faulty_timer(broker)
         store.refuse = lambda msgs: PutStatus.MESSAGE_ILLEGAL if any(m.body == b"poison" for m in msgs) else None
         clock.advance(1_000)
         broker.timer.load_new()
@@ -103,7 +101,7 @@ async def test_a_full_disk_makes_the_timer_back_off_and_end_with_a_dead_letter_l
         timer.write_backoff.backoff_ms = (1_000, 2_000)
         bodies = [b"m%d" % i for i in range(20)]
         await send_delayed(broker, bodies)
-        store = faulty_timer(broker)
+        store = await faulty_timer(broker)
         store.full = True
         store.refuse = lambda msgs: PutStatus.SERVICE_NOT_AVAILABLE if store.full else None
         clock.advance(1_000)
@@ -136,7 +134,7 @@ async def test_a_delivery_that_failed_once_is_delivered_after_its_backoff(tmp_pa
     clock = ManualClock()
     async with running_broker(tmp_path, clock, message_delay_level="1s") as broker:
         await send_delayed(broker, [b"late"])
-        store = faulty_timer(broker)
+        store = await faulty_timer(broker)
         store.refuse = lambda msgs: PutStatus.SERVICE_NOT_AVAILABLE if store.full else None
         store.full = True
         clock.advance(1_000)

@@ -16,7 +16,6 @@ with ~0 ms cannot make a hot loop.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 
@@ -46,6 +45,8 @@ from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common.read_result import ReadStatus
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.errors import InvalidReceiptHandleError
+from pocketmq.metrics import MetricsRegistry
+from pocketmq.runtime.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class PopService:
         persist_interval_ms: int,
         durable_timeout_ms: int = 5_000,
         gray: GraySplits | None = None,
+        metrics: MetricsRegistry | None = None,
     ):
         self._store = store
         self._topics = topics
@@ -81,11 +83,13 @@ class PopService:
         self._fifo = fifo
         self._waiters = waiters
         self.min_invisible_ms = min_invisible_ms
-        self._persist_interval_ms = persist_interval_ms
         self._durable_timeout_ms = durable_timeout_ms  # how long an offsets write waits for the commit log
         self._gray = gray
         self._pops = itertools.count()
-        self._tasks: list[asyncio.Task] = []
+        # Pop moves consumer offsets all the time; saving them often bounds what a kill -9 re-delivers.
+        self._persister = PeriodicTask(
+            "broker-pop-persist-state", self.persist_state, persist_interval_ms, clock=clock, metrics=metrics
+        )
         self.running = False
         # Where CK and ACK records go: the revive queues here, or the escape bridge (a slave acting as master).
         writes = LocalPopWrites(store, topics)
@@ -133,7 +137,7 @@ class PopService:
             queue.catch_up()
         self._store.add_arrival_listener(self._waiters.notify)
         self.revive.start()
-        self._tasks.append(asyncio.ensure_future(self._persist_loop()))
+        self._persister.start()
         self.running = True
         log.info(
             "event=pop_started revive_queues=%d open_cks=%d",
@@ -145,25 +149,13 @@ class PopService:
         self.running = False
         self._waiters.wake_all()
         await self.revive.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await self._persister.stop()
         self._fifo.persist()
 
     async def persist_state(self) -> None:
         """The FIFO pop state, and the consumer offsets behind the commit log (never ahead of their CKs)."""
         self._fifo.persist()
         await persist_behind_commit_log(self._offsets, self._store, self._durable_timeout_ms)
-
-    async def _persist_loop(self) -> None:
-        # Pop moves consumer offsets all the time; saving them often bounds what a kill -9 re-delivers.
-        while True:
-            await asyncio.sleep(self._persist_interval_ms / 1000)
-            try:
-                await self.persist_state()
-            except OSError:
-                log.exception("event=pop_state_persist_failed")
 
     # -- pop ----------------------------------------------------------------------------------------------------------
     async def pop(self, req: PopRequest) -> PopResult:

@@ -33,11 +33,12 @@ Writes fail too, and are typed like reads (``broker.write_result``):
   lost. A pass whose writes all failed ends there and the next one waits longer (``PassPacer``, up to 30 s).
 
 ``decide`` and ``fallback`` are pure; ``ReviveService`` is the async shell: one pass over every revive queue
-each ``interval_ms`` (``run_once(now_ms)`` for tests in virtual time). A pass yields to the event loop after
-each batch, so a long one never holds the loop. Whatever it reads and writes comes in through its constructor
-(the revive queues, readers, store, tables, clock, and ``writes``: where its output goes), so the deterministic
-simulation (``pocketmq.testing.sim``) runs this shell itself on its simulated stores and network, and learns
-each CK closed through ``on_closed``.
+each ``interval_ms`` (a periodic task, ``broker-pop-revive``, on the broker's clock; ``run_once(now_ms)`` for
+tests that drive passes by hand). A pass yields to the event loop after each batch, so a long one never holds
+the loop. Whatever it reads and writes comes in through its constructor (the revive queues, readers, store,
+tables, clock, and ``writes``: where its output goes), so the deterministic simulation
+(``pocketmq.testing.sim``) runs this shell itself on its simulated stores and network, and learns each CK
+closed through ``on_closed``.
 
 Metrics (the broker's registry; docs/metrics.md): ``pocketmq_pop_revive_messages_total{group,topic,queue_id,
 outcome}`` (retried, dead_lettered, not_found, dropped), ``pocketmq_pop_ck_rewrites_total{group,topic,
@@ -73,6 +74,7 @@ from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult, ReadStatus
 from pocketmq.errors import BadRequestError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
+from pocketmq.runtime.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
@@ -261,8 +263,15 @@ class ReviveService:
         self.writes = writes if writes is not None else LocalReviveWrites(store, topics)
         # Told of each CK a pass closed, once the writes that close it are done (the simulation traces it).
         self._on_closed = on_closed
-        self._task: asyncio.Task | None = None
         self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
+        # A pass that raised leaves its CKs open: the task backs off and a later pass retries them.
+        self._passes = PeriodicTask(
+            "broker-pop-revive",
+            lambda: self.run_once(self._clock.now_ms()),
+            lambda: self.pacer.wait_ms,
+            clock=clock,
+            metrics=metrics,
+        )
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
         self.handled_elsewhere: Callable[[PopCheckpoint], bool] | None = None
 
@@ -281,25 +290,11 @@ class ReviveService:
         return self._queues
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._loop())
-        self._task.set_name("pop-revive")
+        self._passes.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.pacer.wait_ms / 1000)
-            try:
-                await self.run_once(self._clock.now_ms())
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one failed pass must not end revive: the CKs stay open and a later pass retries
-                log.exception("event=revive_pass_failed")
-                self.pacer.after_pass(stored=0, failed=1)
+        """Stop the passes (after the pass in progress)."""
+        await self._passes.stop()
 
     async def run_once(self, now_ms: int) -> int:
         """One pass over every revive queue, until none has a due CK ready to write or every write of a round

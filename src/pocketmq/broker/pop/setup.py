@@ -53,6 +53,7 @@ def build_pop_service(broker) -> PopService:
         persist_interval_ms=config.pop_state_persist_interval_ms,
         durable_timeout_ms=config.sync_flush_timeout_ms,
         gray=broker.gray,
+        metrics=broker.metrics,
     )
     revive.handled_elsewhere = service.staged.handled_elsewhere
     return service

@@ -25,6 +25,10 @@ on. A delivery that failed for a passing reason (disk full, escape off or its ta
 (``WRITE_FAILED``), and when even that cannot be written it stays there (*parked*, retried every last step):
 nothing is lost. A round whose deliveries all failed ends, and the loop waits longer before the next
 (``PassPacer``, 500 ms doubling up to 30 s). Rounds yield to the event loop between batches.
+
+Delivery runs as a periodic task (``runtime.periodic``, ``broker-timer``) on the broker's clock: a round at
+``start_delivery()``, then one when the next timer is due (at most every 500 ms, longer while blocked) or at once
+when a new timer record arrives; ``stop_delivery()`` lets the round in progress end.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.store.api import GetStatus
 from pocketmq.store.metadata import atomic_write_json, load_json
 
@@ -66,7 +71,8 @@ _STRIPPED_AT_DELIVERY = (props.DELAY_TIME_LEVEL, props.REAL_TOPIC, props.REAL_QU
 
 
 class TimerService:
-    """Owns the timer topic of one broker's store. ``start()`` rebuilds, ``run()`` is the delivery loop."""
+    """Owns the timer topic of one broker's store. ``start()`` rebuilds, ``start_delivery()`` runs the delivery
+    loop."""
 
     def __init__(
         self,
@@ -88,7 +94,6 @@ class TimerService:
         self._deliver_batch = deliver_batch
         self._wheel = TimerWheel()
         self._loaded_until = 0  # next timer queue offset to read
-        self._wake = asyncio.Event()
         self._last_persist_ms = 0
         self._in_flight: list[tuple[int, int]] = []  # popped from the wheel, being delivered
         self._delivered_untombstoned: set[int] = set()  # delivered here; their tombstones not read back yet
@@ -97,6 +102,16 @@ class TimerService:
         self.write_backoff: WriteBackoff[int] = WriteBackoff(write_backoff_ms)
         self.pacer = PassPacer(_IDLE_WAIT_MS, _MAX_BLOCKED_WAIT_MS)
         self._metrics = BackgroundWriteMetrics(metrics if metrics is not None else MetricsRegistry(), "timer")
+        # jitter 0: the wait is computed to the next due timer
+        self._delivery = PeriodicTask(
+            "broker-timer",
+            self._round_of_delivery,
+            self._next_wait_ms,
+            clock=clock,
+            metrics=metrics,
+            immediately=True,
+            jitter=0,
+        )
         # Where due messages go: the local store (a master), or the escape bridge (a slave acting as master).
         self.writes = LocalTimerWrites(store, topics)
         self.delivered_total = 0
@@ -142,36 +157,31 @@ class TimerService:
 
     def _arrived(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         if topic == TIMER_TOPIC:
-            self._wake.set()
+            self._delivery.wake()
 
-    async def run(self) -> None:
-        """Deliver due timers until cancelled."""
-        while True:
-            self._wake.clear()
-            self.load_new()
-            now_ms = self._clock.now_ms()
-            try:
-                await self.fire_due(now_ms)
-            except Exception:  # a failed round is retried: the timers went back into the wheel
-                log.exception("event=timer_round_failed")
-                self.pacer.after_pass(stored=0, failed=1)
+    def start_delivery(self) -> None:
+        """Deliver due timers (a periodic task) until ``stop_delivery()``."""
+        self._delivery.start()
+
+    async def stop_delivery(self) -> None:
+        await self._delivery.stop()
+
+    async def _round_of_delivery(self) -> None:
+        self.load_new()
+        try:
+            await self.fire_due(self._clock.now_ms())  # a failed round is retried: its timers went back
+        finally:
             self._maybe_persist()
-            next_ms = self._wheel.next_due_ms()
-            wait_ms = (
-                self.pacer.wait_ms
-                if next_ms is None or self.pacer.blocked
-                else min(_IDLE_WAIT_MS, next_ms - self._clock.now_ms())
-            )
-            if wait_ms > 0 and not self._wake.is_set():
-                try:
-                    async with asyncio.timeout(wait_ms / 1000):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
+
+    def _next_wait_ms(self) -> float:
+        next_ms = self._wheel.next_due_ms()
+        if next_ms is None or self.pacer.blocked:
+            return self.pacer.wait_ms
+        return min(_IDLE_WAIT_MS, next_ms - self._clock.now_ms())
 
     def stop(self) -> None:
-        """Persist the progress (the loop task is cancelled by the owner); tombstones not read yet are read
-        first, so the next start does not read them again."""
+        """Persist the progress (after ``stop_delivery()``); tombstones not read yet are read first, so the next
+        start does not read them again."""
         self.load_new()
         self.persist_progress()
 

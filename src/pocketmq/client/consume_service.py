@@ -31,6 +31,7 @@ from pocketmq.client.listener import (
 )
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.runtime.periodic import TaskFailures, watch_task
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,12 @@ class _ServiceBase:
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pocketmq-consume")
         self._batch_size = batch_size
         self._tasks: set[asyncio.Task] = set()
+        self._failures = TaskFailures("pocketmq-consume")  # a task of this service ended by an error: reported
         self._timers: set[asyncio.TimerHandle] = set()
         self.consumed_total = 0
 
     def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
+        task = watch_task(asyncio.get_running_loop().create_task(coro), self._failures)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

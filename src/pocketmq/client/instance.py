@@ -5,7 +5,8 @@ one client id (``ip@instanceName``, plus ``@gray[<ratio>]`` for a gray client: d
 ``poll_name_server_interval_ms`` and on demand (after a send failure); a broker that leaves every route is
 forgotten and its connection dropped. Every known broker master gets a HEART_BEAT listing this client's
 producer and consumer groups every ``heartbeat_broker_interval_ms``; UNREGISTER_CLIENT goes to each at
-shutdown. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners.
+shutdown. Both rounds are periodic tasks (``runtime.periodic``) on the instance's clock: a failed round is logged
+once per distinct error and tried again later. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners.
 
 An instance lives on one event loop. ``acquire_instance`` / ``release_instance`` share and reference-count
 instances per (loop, name server, instance name).
@@ -26,13 +27,14 @@ from pocketmq.cluster.route import TopicRouteData
 from pocketmq.common.gray import gray_client_id_suffix
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.tag_expression import parse_tag_expression
-from pocketmq.errors import ClientError, RemoteServerError, RemotingError, TopicNotExistError
+from pocketmq.errors import ClientError, PocketMQError, RemoteServerError, RemotingError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import UnregisterClientRequestHeader
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
+from pocketmq.runtime.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +103,13 @@ class ClientInstance:
         self.broker_left_listeners: list[Callable[[str], None]] = []  # get the address of a broker no route names
         self.consumer_ids_changed: dict[str, int] = {}  # group -> notifications received
         self._namesrv_index = 0
-        self._tasks: list[asyncio.Task] = []
+        self._tasks = [
+            PeriodicTask(name, action, interval_ms, clock=clock, expected=(PocketMQError,))
+            for name, action, interval_ms in (
+                ("pocketmq-route-refresh", self.refresh_all_routes, config.poll_name_server_interval_ms),
+                ("pocketmq-heartbeat", self.heartbeat_all, config.heartbeat_broker_interval_ms),
+            )
+        ]
         self._started = False
         self._refs = 0
 
@@ -110,43 +118,18 @@ class ClientInstance:
         if self._started:
             return
         self._started = True
-        self._tasks = [
-            asyncio.create_task(
-                self._every(self.config.poll_name_server_interval_ms, self.refresh_all_routes),
-                name="pocketmq-route-refresh",
-            ),
-            asyncio.create_task(
-                self._every(self.config.heartbeat_broker_interval_ms, self.heartbeat_all), name="pocketmq-heartbeat"
-            ),
-        ]
+        for task in self._tasks:
+            task.start()
         log.info("event=client_instance_started client_id=%s namesrv=%s", self.client_id, self.config.namesrv_addr)
 
     async def shutdown(self) -> None:
         if not self._started:
             return
         self._started = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise
-        self._tasks = []
+        await asyncio.gather(*(task.stop() for task in self._tasks))
         await self._unregister_everywhere()
         await self.remoting.close()
         log.info("event=client_instance_stopped client_id=%s", self.client_id)
-
-    async def _every(self, interval_ms: int, action) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await action()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a failed round is retried next interval
-                log.warning("event=periodic_task_failed action=%s error=%s", action.__name__, exc)
 
     # -- groups ---------------------------------------------------------------------------------------------------
     def register_producer(self, group: str) -> None:

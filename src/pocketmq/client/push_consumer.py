@@ -68,6 +68,7 @@ from pocketmq.protocol.request_headers import (
     QueueRequestHeader,
     SendMessageRequestHeaderV2,
 )
+from pocketmq.runtime.periodic import PeriodicTask, spawn_watched
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +143,8 @@ class AsyncPushConsumer:
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._consumer_data: ConsumerData | None = None  # this consumer's heartbeat entry (set at start)
         self._pull_tasks: dict[MessageQueue, asyncio.Task] = {}
-        self._tasks: list[asyncio.Task] = []
-        self._rebalance_now = asyncio.Event()
+        self._tasks: list[PeriodicTask] = []  # rebalance, offsets, queue locks: built at start (the instance's clock)
+        self._rebalancer: PeriodicTask | None = None
         self._rebalance_complete = False
         self._started = False
 
@@ -252,13 +253,12 @@ class AsyncPushConsumer:
         await instance.heartbeat_all()
         self._started = True
         self._rebalance_complete = await self.rebalance()  # queues are assigned when start() returns
-        loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._rebalance_loop(), name=f"pocketmq-rebalance-{self.group}"),
-            loop.create_task(self._persist_loop(), name=f"pocketmq-persist-{self.group}"),
-        ]
+        self._rebalancer = self._periodic("rebalance", self._rebalance_round, self._rebalance_wait_ms)
+        self._tasks = [self._rebalancer, self._periodic("persist", self._persist_offsets, opts.persist_interval_ms)]
         if self._orderly and not self.broadcasting:
-            self._tasks.append(loop.create_task(self._lock_loop(), name=f"pocketmq-lock-{self.group}"))
+            self._tasks.append(self._periodic("lock", self._lock_assigned, opts.lock_renew_interval_ms))
+        for task in self._tasks:
+            task.start()
         log.info(
             "event=push_consumer_started group=%s model=%s orderly=%s topics=%s",
             self.group,
@@ -272,10 +272,10 @@ class AsyncPushConsumer:
         if not self._started:
             return
         self._started = False
-        for task in [*self._tasks, *self._pull_tasks.values()]:
+        for task in self._pull_tasks.values():
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._pull_tasks.values(), return_exceptions=True)
-        self._tasks, self._pull_tasks = [], {}
+        await asyncio.gather(*(task.stop() for task in self._tasks), *self._pull_tasks.values(), return_exceptions=True)
+        self._tasks, self._pull_tasks, self._rebalancer = [], {}, None
         await self.consume_service.shutdown()  # type: ignore[union-attr]
         await self.offset_store.persist(list(self._queues))  # type: ignore[union-attr]
         if self._orderly and not self.broadcasting:
@@ -298,20 +298,21 @@ class AsyncPushConsumer:
 
     # -- rebalance ------------------------------------------------------------------------------------------------
     def _consumer_ids_changed(self, group: str) -> None:
-        if group == self.group:
-            self._rebalance_now.set()
+        if group == self.group and self._rebalancer is not None:
+            self._rebalancer.wake()
 
-    async def _rebalance_loop(self) -> None:
-        complete = self._rebalance_complete
-        while True:
-            wait_ms = self.options.rebalance_interval_ms if complete else min(1000, self.options.rebalance_interval_ms)
-            try:
-                async with asyncio.timeout(wait_ms / 1000):
-                    await self._rebalance_now.wait()
-            except TimeoutError:
-                pass
-            self._rebalance_now.clear()
-            complete = await self.rebalance()
+    def _periodic(self, name: str, action, interval_ms) -> PeriodicTask:
+        return PeriodicTask(
+            f"pocketmq-{name}-{self.group}", action, interval_ms, clock=self.instance.clock, expected=(PocketMQError,)
+        )
+
+    async def _rebalance_round(self) -> None:
+        self._rebalance_complete = await self.rebalance()
+
+    def _rebalance_wait_ms(self) -> int:
+        """A rebalance that did not complete (a broker did not answer) is tried again within a second."""
+        interval_ms = self.options.rebalance_interval_ms
+        return interval_ms if self._rebalance_complete else min(1000, interval_ms)
 
     async def rebalance(self) -> bool:
         """One rebalance over every subscription; False when some topic could not be rebalanced."""
@@ -371,9 +372,7 @@ class AsyncPushConsumer:
         self._queues[mq] = pq
         if self._orderly and not self.broadcasting:
             await self._lock([mq])
-        self._pull_tasks[mq] = asyncio.get_running_loop().create_task(
-            self._pull_loop(mq, pq, offset), name=f"pocketmq-pull-{mq}"
-        )
+        self._pull_tasks[mq] = spawn_watched(self._pull_loop(mq, pq, offset), f"pocketmq-pull-{mq}")
         log.info("event=queue_assigned group=%s mq=%s offset=%d", self.group, mq, offset)
 
     async def _drop_queue(self, mq: MessageQueue) -> None:
@@ -581,18 +580,11 @@ class AsyncPushConsumer:
             except PocketMQError as exc:
                 log.info("event=unlock_failed broker=%s error=%s", broker, exc)
 
-    async def _lock_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.options.lock_renew_interval_ms / 1000)
-            await self._lock(list(self._queues))
+    async def _lock_assigned(self) -> None:
+        await self._lock(list(self._queues))
 
-    async def _persist_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.options.persist_interval_ms / 1000)
-            try:
-                await self.offset_store.persist(list(self._queues))  # type: ignore[union-attr]
-            except OSError as exc:
-                log.warning("event=offset_persist_failed group=%s error=%s", self.group, exc)
+    async def _persist_offsets(self) -> None:
+        await self.offset_store.persist(list(self._queues))  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return (

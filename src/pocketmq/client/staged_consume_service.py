@@ -33,6 +33,7 @@ from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.stages import PLAIN_CONCURRENT, QueueStageScheduler, StageKey, StageOffsetRecord
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.errors import PocketMQError
+from pocketmq.runtime.periodic import spawn_watched
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +116,7 @@ class StagedConsumeService(OrderlyConsumeService):
             old = self._pumps.pop(mq, None)
             if old is not None:
                 old.cancel()
-            self._pumps[mq] = asyncio.get_running_loop().create_task(
-                self._pump(mq, state), name=f"pocketmq-staged-{mq}"
-            )
+            self._pumps[mq] = spawn_watched(self._pump(mq, state), f"pocketmq-staged-{mq}")
         return state
 
     def submit(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:

@@ -175,7 +175,7 @@ class PeriodicTask:
 
     def start(self) -> None:
         if self._task is None:
-            self._stopping = self._woken = False
+            self._stopping = False  # a wake before start() still counts: the first round comes at once
             task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
             self._task = watch_task(task, self.failures)
 

@@ -1,12 +1,13 @@
 """ClientInstance: what the producers, consumers and admin clients of one process share per name server.
 
 Like RocketMQ's ``MQClientInstance``: one remoting connection pool, one route cache, one heartbeat loop and
-one client id (``ip@instanceName``, plus ``@gray[<ratio>]`` for a gray client: docs/gray.md). Routes of the topics in use are refreshed from the name server every
-``poll_name_server_interval_ms`` and on demand (after a send failure); a broker that leaves every route is
-forgotten and its connection dropped. Every known broker master gets a HEART_BEAT listing this client's
-producer and consumer groups every ``heartbeat_broker_interval_ms``; UNREGISTER_CLIENT goes to each at
-shutdown. Both rounds are periodic tasks (``runtime.periodic``) on the instance's clock: a failed round is logged
-once per distinct error and tried again later. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners.
+one client id (``ip@instanceName``, plus ``@gray[<ratio>]`` for a gray client: docs/gray.md). Routes of the
+topics in use are refreshed from the name server every ``poll_name_server_interval_ms`` and on demand (after a
+send failure); a broker that leaves every route is forgotten and its connection dropped. Every known broker
+master gets a HEART_BEAT listing this client's producer and consumer groups every
+``heartbeat_broker_interval_ms``; UNREGISTER_CLIENT goes to each at shutdown. Both rounds are periodic tasks
+(``runtime.periodic``) on the instance's clock: a failed round is logged once per distinct error and tried again
+later. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners.
 
 An instance lives on one event loop. ``acquire_instance`` / ``release_instance`` share and reference-count
 instances per (loop, name server, instance name).

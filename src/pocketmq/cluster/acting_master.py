@@ -9,10 +9,10 @@ shows id 0 again.
 
 ``should_act`` is the pure decision; ``ActingMasterElection`` the shell: from ``start()`` to ``stop()`` it reads
 the cluster info every ``check_interval_ms`` (a periodic task, ``broker-acting-master``) and starts or stops the
-services (an object with ``async start()`` / ``async stop()``),
-logging and counting each change (``pocketmq_acting_master`` 1 while acting, 0 otherwise, and
-``pocketmq_acting_master_changes_total{to,reason}``; docs/metrics.md). A name server that does not answer
-changes nothing (the state stays as it was). ``stop()`` (shutdown) stops the services too, when acting.
+services (an object with ``async start()`` / ``async stop()``), logging and counting each change
+(``pocketmq_acting_master`` 1 while acting, 0 otherwise, and ``pocketmq_acting_master_changes_total{to,reason}``;
+docs/metrics.md). A name server that does not answer changes nothing (the state stays as it was). ``stop()``
+(shutdown) stops the services too, when acting.
 """
 
 from __future__ import annotations

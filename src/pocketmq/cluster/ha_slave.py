@@ -14,8 +14,8 @@ slave's pull is held by the master up to ``pull_suspend_ms``; it waits ``lookup_
 (no master in the route, connection refused, timeout, refused by the master) and logs a failure once per outage,
 not once per attempt. Metadata: ``sync_metadata_once`` (the broker runs it as a periodic task, every
 ``ha_metadata_sync_interval_ms``, failures by ``runtime.periodic``'s policy) sends HA_SYNC_METADATA, applied by
-``ha_metadata.apply_metadata`` (the service state by ``services``, an
-``ha_services.ServiceStateFollower``; consumer offsets through an ``ha_metadata.OffsetsGate``). A pull reply
+``ha_metadata.apply_metadata`` (the service state by ``services``, an ``ha_services.ServiceStateFollower``;
+consumer offsets through an ``ha_metadata.OffsetsGate``). A pull reply
 naming another metadata version than the one applied syncs the metadata before its records are appended, so
 the next pull's ack covers them only with their topics and groups (``ha_metadata``); every pull names the
 version applied (``appliedMetadataVersion``: a SYNC master's FIFO acks wait for it).

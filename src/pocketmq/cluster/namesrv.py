@@ -18,8 +18,8 @@ Any other code gets REQUEST_CODE_NOT_SUPPORTED (``RequestRouter``); a missing or
 INVALID_PARAMETER naming it.
 
 Liveness: a broker leaves at once when the connection it registered on closes (RocketMQ's channel destroy),
-and after its timeout without REGISTER_BROKER or BROKER_HEARTBEAT (checked every ``scan_interval_ms`` by a periodic
-task, ``namesrv-scan``, on the name server's clock: a scan that raises is logged and counted, and the next goes on).
+and after its timeout without REGISTER_BROKER or BROKER_HEARTBEAT (checked every ``scan_interval_ms`` by a
+periodic task, ``namesrv-scan``, on the name server's clock: a scan that raises is logged, and the next goes on).
 
 Auto-creation at route lookup (4.x clients give up on TOPIC_NOT_EXIST): for an unknown topic, the masters whose
 rule allows it (``RouteTable.auto_create_plan``) are sent UPDATE_AND_CREATE_TOPIC (``create_topic_fields``) in

@@ -1,11 +1,13 @@
 """The Broker facade in-process: lifecycle, registration body, dynamic config, topic deletion."""
 
 import pytest
+from tests.unit.virtual_time import advance_until
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.common.message import Message
 from pocketmq.errors import BadRequestError, TopicNotExistError
+from pocketmq.runtime.clock import ManualClock
 
 
 @pytest.fixture
@@ -62,3 +64,24 @@ async def test_offsets_persist_at_shutdown_and_load_at_start(tmp_path):
         assert second.offsets.query("g", "t", 3) == 17
     finally:
         await second.shutdown()
+
+
+async def test_a_failing_periodic_task_is_counted_in_the_broker_metrics_and_goes_on(tmp_path):
+    clock = ManualClock()
+    broker = Broker(BrokerConfig(data_dir=tmp_path, remoting_port=0, client_scan_interval_ms=1_000), clock=clock)
+    await broker.start(remoting_port=12345)
+    scans = []
+
+    def expire_failing_once():
+        scans.append(clock.now_ms())
+        if len(scans) == 1:
+            raise RuntimeError("bug")
+
+    broker.consumers.expire = expire_failing_once
+    failures = {"task": "broker-expire-clients", "error": "RuntimeError"}
+    try:
+        await advance_until(clock, lambda: len(scans) == 1, step_ms=100)  # virtual time: a scan a second
+        assert broker.metrics.value("pocketmq_background_task_failures_total", **failures) == 1
+        await advance_until(clock, lambda: len(scans) == 2, step_ms=100)  # the task went on
+    finally:
+        await broker.shutdown()

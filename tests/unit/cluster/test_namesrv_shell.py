@@ -7,6 +7,7 @@ import json
 import zlib
 
 import pytest
+from tests.unit.virtual_time import advance_until
 
 from pocketmq.cluster.route import (
     BrokerFlags,
@@ -233,3 +234,21 @@ async def test_unreachable_master_is_skipped(namesrv, client, peers):
 
 async def test_repr_shows_address_and_table(namesrv):
     assert repr(namesrv).startswith(f"<NameServer {namesrv.address} <RouteTable")
+
+
+async def test_the_scan_task_expires_silent_brokers_and_outlives_a_scan_that_failed(
+    namesrv, client, clock, monkeypatch
+):
+    await register(client, namesrv, "broker-a", "127.0.0.1:10911", "orders")
+    expire, scans = namesrv.routes.expire, []
+
+    def failing_once(now_ms):
+        scans.append(now_ms)
+        if len(scans) == 1:
+            raise RuntimeError("bug")
+        return expire(now_ms)
+
+    monkeypatch.setattr(namesrv.routes, "expire", failing_once)
+    # virtual time, 500 ms a poll: a scan every 5 s (the failed one does not end the task); expiry after 10 s
+    await advance_until(clock, lambda: namesrv.routes.route("orders") is None, step_ms=500)
+    assert len(scans) >= 2 and namesrv._scan.failures.total == 1

@@ -141,3 +141,21 @@ async def test_unregister_removes_the_broker_and_stops_the_rounds(namesrv, remot
 def test_needs_a_name_server():
     with pytest.raises(ValueError):
         registrar_for([], RemotingClient(), FakeBroker())
+
+
+async def test_a_round_that_raises_does_not_end_the_heartbeat(namesrv, remoting):
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, interval_ms=50, clock=clock)
+    async with running(registrar):
+        rounds = []
+
+        def body_broken_once():
+            rounds.append(clock.now_ms())
+            if len(rounds) == 1:
+                raise ValueError("bug in the body")
+            return broker.body()
+
+        registrar._body_fn = body_broken_once
+        built = broker.bodies_built
+        await advance_until(clock, lambda: broker.bodies_built > built, step_ms=50)
+        assert len(rounds) == 2 and registrar._rounds.failures.total == 1

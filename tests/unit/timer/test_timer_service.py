@@ -2,6 +2,7 @@
 properties, error codes, and a restart that neither loses nor duplicates."""
 
 import pytest
+from tests.unit.virtual_time import advance_until
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -118,3 +119,11 @@ async def test_progress_file_bounds_the_rebuild(tmp_path, clock):
         assert second.timer.pending == 0 and len(visible(second)) == 10
     finally:
         await second.shutdown()
+
+
+async def test_the_delivery_task_wakes_for_a_new_timer_and_delivers_it_when_due(broker, clock):
+    sent_ms = clock.now_ms()
+    await broker.messages.send([Message.create("t", "later", properties={"DELAY": "1"})], topic="t", queue_id=0)
+    await advance_until(clock, lambda: broker.timer.pending == 1, step_ms=0)  # the arrival woke the task
+    await advance_until(clock, lambda: visible(broker) != [], step_ms=100)  # virtual time, 100 ms a poll
+    assert 1_000 <= clock.now_ms() - sent_ms < 1_100 and broker.timer.pending == 0

@@ -173,7 +173,7 @@ class Broker:
         else:
             if self.config.enable_slave_acting_master and self._namesrv.addrs:
                 await take_services_back(self)  # before its timer and revive run: what a slave did is not redone
-            self.timer.start_delivery()
+            self.timer.start_delivery()  # type: ignore[union-attr]
             self.pop.start()
             self._start_master()
         self._every("persist-offsets", self.config.offset_persist_interval_ms, self._persist_offsets_durably)
@@ -283,7 +283,7 @@ class Broker:
         self._every(
             "ha-metadata",
             config.ha_metadata_sync_interval_ms,
-            self.ha_slave.sync_metadata_once,
+            self.ha_slave.sync_metadata_once,  # type: ignore[attr-defined]
             immediately=True,
             expected=(PocketMQError, ValueError),  # the master or the name server away: no traceback
         )

@@ -70,7 +70,7 @@ class TaskFailures:
         expected: tuple[type[BaseException], ...] = (),
     ):
         self.task = task
-        self._expected = (OSError, *expected)
+        self._expected: tuple[type[BaseException], ...] = (OSError, *expected)
         registry = metrics if metrics is not None else MetricsRegistry()
         self._counter = registry.counter(
             FAILURES_METRIC, "Failed rounds of background tasks, and tasks ended by an error", ("task", "error")

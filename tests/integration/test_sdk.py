@@ -35,7 +35,7 @@ from pocketmq.client import (
     SendResult,
     SendStatus,
 )
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.testing.polling import wait_until

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer, PullStatus, SendStatus, SimpleConsumer
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.timeout(90)

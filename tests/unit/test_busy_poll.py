@@ -125,7 +125,7 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 def test_serve_takes_busy_poll_us_and_refuses_a_negative_one():
     from pocketmq.cli.main import build_parser
     from pocketmq.cli.serve_cmd import broker_config_from_args
-    from pocketmq.errors import ConfigError
+    from pocketmq.common.errors import ConfigError
 
     parse = build_parser().parse_args
     assert broker_config_from_args(parse(["serve"])).busy_poll_us == 200

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pocketmq.errors import LimitExceededError
+from pocketmq.common.errors import LimitExceededError
 from pocketmq.protocol import limits as L
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
 from pocketmq.protocol.json_depth import json_too_deep

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 from pocketmq.protocol.headers import INT64_MAX, INT64_MIN, RequestHeader, boolean, int32, text
 from pocketmq.protocol.request_headers import (
     PopMessageRequestHeader,

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from pocketmq.errors import RemotingTimeoutError
+from pocketmq.common.errors import RemotingTimeoutError
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import TIMEOUT_SWEEP_S, RemotingClient
 from pocketmq.testing.fakes import FakePeer, answer, silent

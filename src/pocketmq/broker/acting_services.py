@@ -31,8 +31,8 @@ from pocketmq.cluster.acting_master import ActingMasterElection
 from pocketmq.cluster.escape import EscapeBridge
 from pocketmq.cluster.ha_metadata import apply_offsets
 from pocketmq.cluster.route import MASTER_ID
+from pocketmq.common.errors import PocketMQError, RemoteServerError, StoreError
 from pocketmq.common.topic import revive_topic
-from pocketmq.errors import PocketMQError, RemoteServerError, StoreError
 from pocketmq.protocol.codes import ACTING_MASTER_HANDOVER, ACTING_PROGRESS_APPLIED, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 

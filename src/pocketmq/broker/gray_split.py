@@ -28,6 +28,7 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.gray import (
     DEFAULT_GRAY_QUEUE_RATIO,
     GRAY_RATIO_ATTRIBUTE,
@@ -38,7 +39,6 @@ from pocketmq.common.gray import (
     parse_gray_ratio,
 )
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, TopicConfig, pop_retry_topic
-from pocketmq.errors import BadRequestError
 
 GRAY_CLIENTS_ATTRIBUTE = "gray.clients"  # comma-separated shell globs over client ids
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.broker.gray_split import GrayRule
+from pocketmq.common.errors import BadRequestError, SubscriptionGroupNotExistError
 from pocketmq.common.topic import group_name_problem
-from pocketmq.errors import BadRequestError, SubscriptionGroupNotExistError
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, lenient_int
 from pocketmq.store.metadata import atomic_write_json, load_json
 

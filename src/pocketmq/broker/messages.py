@@ -25,6 +25,14 @@ from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
 from pocketmq.broker.topics import TopicManager, is_group_topic
 from pocketmq.common import properties as props
+from pocketmq.common.errors import (
+    BadRequestError,
+    IllegalMessageError,
+    IllegalTopicError,
+    NoPermissionError,
+    ServiceNotAvailableError,
+    StoreError,
+)
 from pocketmq.common.gray import is_gray_message, placement_queues, retry_queue_id
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
 from pocketmq.common.tag_expression import parse_tag_expression
@@ -35,14 +43,6 @@ from pocketmq.common.topic import (
     TopicConfig,
     is_system_topic,
     topic_name_problem,
-)
-from pocketmq.errors import (
-    BadRequestError,
-    IllegalMessageError,
-    IllegalTopicError,
-    NoPermissionError,
-    ServiceNotAvailableError,
-    StoreError,
 )
 from pocketmq.protocol.codes import ResponseCode, V2StatusCode
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus

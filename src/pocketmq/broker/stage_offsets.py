@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 
 from pocketmq.broker.json_table import PersistedJsonTable
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 from pocketmq.store.metadata import load_json
 
 log = logging.getLogger(__name__)

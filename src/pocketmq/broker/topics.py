@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pocketmq.cluster.route import topic_config_from_obj, topic_config_to_obj
+from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
 from pocketmq.common.topic import (
     DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
@@ -29,7 +30,6 @@ from pocketmq.common.topic import (
     revive_topic,
     topic_name_problem,
 )
-from pocketmq.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
 from pocketmq.store.metadata import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)

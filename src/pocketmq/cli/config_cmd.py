@@ -18,7 +18,7 @@ from pocketmq.broker.dynamic_config import DYNAMIC_FIELDS, changed_config
 from pocketmq.cli.output import add_action, emit, json_line, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin, BrokerAddress
 from pocketmq.common.config import field_name
-from pocketmq.errors import BadRequestError, ClientError
+from pocketmq.common.errors import BadRequestError, ClientError
 
 COLUMNS = ["broker", "broker_id", "address", "key", "value", "dynamic"]
 

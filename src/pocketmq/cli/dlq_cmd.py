@@ -27,10 +27,10 @@ from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
 from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.errors import ClientError, TopicNotExistError
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.read_result import ReadStatus
 from pocketmq.common.topic import dlq_topic
-from pocketmq.errors import ClientError, TopicNotExistError
 from pocketmq.protocol.transport import RemotingClient
 
 READER_GROUP = "CLI_DLQ_READER"

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 
 # module name -> sub-commands it registers
 COMMAND_MODULES = (

@@ -14,10 +14,10 @@ import asyncio
 
 from pocketmq.cli.output import add_client_options, client_config, emit, json_line, parse_key_values
 from pocketmq.client.producer import AsyncProducer, SendResult
+from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.message import Message
 from pocketmq.common.properties import SYSTEM_PROPERTY_NAMES
 from pocketmq.common.topic import topic_name_problem
-from pocketmq.errors import BadRequestError, IllegalTopicError
 
 DEFAULT_BODY = "hello from pocketmq"
 

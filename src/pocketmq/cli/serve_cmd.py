@@ -23,7 +23,7 @@ from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
 from pocketmq.common.config import load_config
-from pocketmq.errors import ConfigError
+from pocketmq.common.errors import ConfigError
 from pocketmq.metrics.http import MetricsHttpServer
 from pocketmq.protocol.transport import RemotingServer
 from pocketmq.runtime import busy_poll

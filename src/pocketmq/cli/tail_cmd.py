@@ -16,8 +16,8 @@ import asyncio
 
 from pocketmq.cli.output import add_client_options, client_config, emit, json_line, message_to_json, message_to_text
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullStatus
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import MessageExt, MessageQueue
-from pocketmq.errors import BadRequestError
 
 TAIL_GROUP = "pocketmq-cli-tail"  # the group of the pull requests; tail never commits under it
 PULL_BATCH = 256

@@ -23,7 +23,7 @@ import socket
 import struct
 import time
 
-from pocketmq.errors import ClientError, RemotingError, RemotingTimeoutError
+from pocketmq.common.errors import ClientError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
 from pocketmq.protocol.transport import connect_errors, host_port
 

@@ -66,7 +66,7 @@ class ClientConfig:
             if getattr(self, name) < 10:
                 problems.append(f"{name} must be at least 10 ms")
         if problems:
-            from pocketmq.errors import ConfigError
+            from pocketmq.common.errors import ConfigError
 
             raise ConfigError("invalid client configuration: " + "; ".join(problems))
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Awaitable, Coroutine
 from typing import TypeVar
 
-from pocketmq.errors import RemotingTimeoutError
+from pocketmq.common.errors import RemotingTimeoutError
 
 T = TypeVar("T")
 

@@ -15,8 +15,8 @@ import logging
 import os
 from pathlib import Path
 
+from pocketmq.common.errors import ClientError, RemoteServerError, RemotingError
 from pocketmq.common.message import MessageQueue
-from pocketmq.errors import ClientError, RemoteServerError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success

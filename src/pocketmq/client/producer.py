@@ -41,10 +41,7 @@ from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, Que
 from pocketmq.client.route_view import TopicRouteView
 from pocketmq.client.send_accumulator import SendAccumulator
 from pocketmq.common import properties as props
-from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
-from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
-from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
-from pocketmq.errors import (
+from pocketmq.common.errors import (
     ClientError,
     IllegalMessageError,
     IllegalTopicError,
@@ -53,6 +50,9 @@ from pocketmq.errors import (
     RemotingError,
     RemotingTimeoutError,
 )
+from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
+from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
+from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_batch

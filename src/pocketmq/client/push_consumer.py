@@ -46,6 +46,7 @@ from pocketmq.client.rebalance import AllocateStrategy, GrayAllocator, allocate_
 from pocketmq.client.stage_offset_store import LocalFileStageOffsetStore, RemoteStageOffsetStore
 from pocketmq.client.staged_consume_service import StagedConsumeService
 from pocketmq.common import properties as props
+from pocketmq.common.errors import ClientError, PocketMQError
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.properties import encode_properties
 from pocketmq.common.tag_expression import parse_tag_expression
@@ -56,7 +57,6 @@ from pocketmq.common.topic import (
     retry_topic,
     topic_name_problem,
 )
-from pocketmq.errors import ClientError, PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from pocketmq.client.rebalance import gray_queues
+from pocketmq.common.errors import ClientError
 from pocketmq.common.gray import is_gray_message
 from pocketmq.common.message import Message, MessageQueue
-from pocketmq.errors import ClientError
 
 
 def java_string_hash(text: str) -> int:

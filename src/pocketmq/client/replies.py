@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from pocketmq.common.errors import IllegalTopicError, RemoteServerError
 from pocketmq.common.topic import topic_name_problem
-from pocketmq.errors import IllegalTopicError, RemoteServerError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success

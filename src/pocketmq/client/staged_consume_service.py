@@ -31,8 +31,8 @@ from pocketmq.client.consume_service import ConsumerHooks, OrderlyConsumeService
 from pocketmq.client.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus, StagedConcurrentListener
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.stages import PLAIN_CONCURRENT, QueueStageScheduler, StageKey, StageOffsetRecord
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageExt, MessageQueue
-from pocketmq.errors import PocketMQError
 from pocketmq.runtime.periodic import spawn_watched
 
 log = logging.getLogger(__name__)

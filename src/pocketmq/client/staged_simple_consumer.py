@@ -21,9 +21,9 @@ import json
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.simple_consumer import BROKER_NAME_PROPERTY, AsyncSimpleConsumer, SimpleConsumer
+from pocketmq.common.errors import ClientError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.stages import check_definitions, stage_index
-from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import REGISTER_POP_STAGES
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from pocketmq.cluster.route import MASTER_ID
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
 

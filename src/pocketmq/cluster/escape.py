@@ -41,6 +41,7 @@ from pocketmq.broker.pop.revive_queue import ACK_TAG, CK_TAG
 from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData
 from pocketmq.common import properties as props
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import (
     DEFAULT_TOPIC,
@@ -49,7 +50,6 @@ from pocketmq.common.topic import (
     RETRY_GROUP_TOPIC_PREFIX,
     REVIVE_TOPIC_PREFIX,
 )
-from pocketmq.errors import PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
 from pocketmq.protocol.command import RemotingCommand

@@ -50,7 +50,7 @@ from pocketmq.cluster.ha_services import (
     service_state_snapshot,
 )
 from pocketmq.cluster.metadata_version import MetadataVersion
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 
 _KEY_SEPARATOR = "@"
 

@@ -45,7 +45,7 @@ from pocketmq.cluster.route import (
     topic_list_json,
 )
 from pocketmq.cluster.route_table import RouteTable, TopicCreation
-from pocketmq.errors import BadRequestError, RemotingError
+from pocketmq.common.errors import BadRequestError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection, RemotingServer, RequestRouter

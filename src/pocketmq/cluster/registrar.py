@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Callable
 
 from pocketmq.cluster.route import BrokerIdentity, RegisterBrokerBody
-from pocketmq.errors import RemotingError
+from pocketmq.common.errors import RemotingError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand

@@ -49,6 +49,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.common.errors import PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.common.read_result import (
     FailureReason,
     NotFoundCause,
@@ -56,7 +57,6 @@ from pocketmq.common.read_result import (
     ReadStatus,
 )
 from pocketmq.common.tag_expression import SUBSCRIBE_ALL
-from pocketmq.errors import PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand

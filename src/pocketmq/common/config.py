@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pocketmq.errors import ConfigError
+from pocketmq.common.errors import ConfigError
 
 
 def load_config(

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.topic import (
     GROUP_MAX_LENGTH,
     NAME_PATTERN,
@@ -30,7 +31,6 @@ from pocketmq.common.topic import (
     group_name_problem,
     topic_name_problem,
 )
-from pocketmq.errors import BadRequestError, IllegalTopicError
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 
 
 def parse_properties_text(body: bytes) -> dict[str, str]:

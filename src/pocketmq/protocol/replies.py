@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pocketmq.errors import RemoteServerError
+from pocketmq.common.errors import RemoteServerError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 

@@ -9,8 +9,8 @@ the order senders put the fields on the wire. docs/protocol.md ("Validation") li
 
 from __future__ import annotations
 
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
-from pocketmq.errors import BadRequestError
 from pocketmq.protocol.headers import (
     INT64_MAX,
     RequestHeader,

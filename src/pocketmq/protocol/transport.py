@@ -23,7 +23,7 @@ import math
 import socket
 from collections.abc import Awaitable, Callable
 
-from pocketmq.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
+from pocketmq.common.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode, canonical_request_code
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand

@@ -32,7 +32,7 @@ import logging
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS, PopRequest
 from pocketmq.broker.pop.renewal import RenewalTable
-from pocketmq.errors import (
+from pocketmq.common.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
     NoPermissionError,

@@ -27,8 +27,8 @@ import grpc
 
 from pocketmq.broker.pop.revive import retry_limit
 from pocketmq.broker.timer.delay import parse_delay_levels
+from pocketmq.common.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.common.topic import MessageType
-from pocketmq.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol import grpc_codec as codec
 from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.protocol.grpc_service import Malformed

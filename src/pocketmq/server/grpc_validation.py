@@ -17,9 +17,9 @@ import dataclasses
 import zlib
 from dataclasses import dataclass
 
+from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError
 from pocketmq.common.properties import SYSTEM_PROPERTY_NAMES
 from pocketmq.common.topic import MessageType, is_system_topic, topic_name_problem
-from pocketmq.errors import BadRequestError, IllegalTopicError, PocketMQError
 from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
 from pocketmq.protocol.headers import INT64_MAX, has_control_character
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from pocketmq.broker.consumers import ConsumerGroupInfo, SubscriptionData
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
-from pocketmq.errors import BadRequestError
 from pocketmq.protocol.headers import INT64_MAX, INT64_MIN, has_control_character
 from pocketmq.protocol.request_headers import EXPRESSION_MAX_CHARS, NAME_MAX_CHARS
 

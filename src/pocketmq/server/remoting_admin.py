@@ -14,13 +14,13 @@ from pocketmq.broker.dynamic_config import config_properties
 from pocketmq.broker.groups import group_config_from_json, group_config_to_json
 from pocketmq.broker.topics import topic_change_refusal, topic_config_to_json
 from pocketmq.cluster.route import topic_gray_ratio
+from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.topic import (
     MessageType,
     TopicConfig,
     is_system_topic,
     topic_name_problem,
 )
-from pocketmq.errors import BadRequestError, IllegalTopicError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import STORE_TIMESTAMP_POS

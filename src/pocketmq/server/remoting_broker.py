@@ -9,7 +9,7 @@ Rules every handler follows:
 - header fields are parsed into typed headers (``broker_headers``) before any work: read leniently, range-
   checked as RocketMQ's Java types; a missing or bad one is INVALID_PARAMETER with a remark naming it, and
   JSON bodies are depth-bounded (``remoting_headers.json_body``);
-- service errors carry their response code (``pocketmq.errors``); the router turns them, and any unexpected
+- service errors carry their response code (``pocketmq.common.errors``); the router turns them, and any unexpected
   exception (SYSTEM_ERROR), into a reply, so nothing a client sends takes the server down;
 - until ``Broker.start`` has returned, and after shutdown begins, every request gets SERVICE_NOT_AVAILABLE;
 - the send and pull paths do no per-message logging and no copies beyond decoding: a pull reply body is the
@@ -25,11 +25,11 @@ from pocketmq.broker.gray import ensure_gray_retry_queues
 from pocketmq.broker.gray_split import held_queues
 from pocketmq.broker.messages import SendRequest, SendResult
 from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
+from pocketmq.common.errors import BadRequestError, IllegalMessageError, PocketMQError, ServiceNotAvailableError
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.topic import revive_topic
-from pocketmq.errors import BadRequestError, IllegalMessageError, PocketMQError, ServiceNotAvailableError
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import FLAG_RESPONSE, SERIALIZE_JSON, RemotingCommand, encode_frame
 from pocketmq.protocol.message_codec import RecordFormatError, decode_batch, encode_record

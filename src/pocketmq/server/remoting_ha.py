@@ -35,7 +35,7 @@ import logging
 from pocketmq.cluster.ha_metadata import metadata_snapshot
 from pocketmq.cluster.ha_services import service_tables_of
 from pocketmq.cluster.metadata_version import MetadataVersion
-from pocketmq.errors import BadRequestError, NoPermissionError, PocketMQError
+from pocketmq.common.errors import BadRequestError, NoPermissionError, PocketMQError
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 from pocketmq.protocol.headers import lenient_bool, lenient_int
 from pocketmq.protocol.json_depth import json_too_deep
 from pocketmq.protocol.limits import DEFAULT_MAX_JSON_DEPTH

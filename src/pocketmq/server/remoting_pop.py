@@ -33,8 +33,8 @@ from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.receive import PopRequest, PopResult
+from pocketmq.common.errors import BadRequestError, InvalidReceiptHandleError, LimitExceededError, PocketMQError
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
-from pocketmq.errors import BadRequestError, InvalidReceiptHandleError, LimitExceededError, PocketMQError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.limits import BATCH_ACK_BITS

@@ -11,9 +11,9 @@
 from __future__ import annotations
 
 from pocketmq.broker.send_back import SendBackRequest
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import group_name_problem, topic_name_problem
-from pocketmq.errors import BadRequestError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.headers import INT32_MAX

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 from pocketmq.protocol.codes import (
     QUERY_STAGE_OFFSETS,
     REGISTER_POP_STAGES,

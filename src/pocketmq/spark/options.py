@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pocketmq.common.errors import ConfigError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
-from pocketmq.errors import ConfigError
 from pocketmq.spark.offsets import OffsetSpec, parse_offset_spec
 
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's default, 15m

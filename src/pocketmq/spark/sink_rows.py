@@ -38,9 +38,9 @@ from typing import Any
 
 from pocketmq.client.queue_select import java_string_hash
 from pocketmq.common import properties as props
+from pocketmq.common.errors import IllegalMessageError
 from pocketmq.common.message import Message
 from pocketmq.common.topic import topic_name_problem
-from pocketmq.errors import IllegalMessageError
 from pocketmq.spark.options import OptionError
 
 IDEMPOTENT_PROPERTY = props.IDEMPOTENT  # the broker's switch for UNIQ_KEY de-duplication (broker/messages.py)

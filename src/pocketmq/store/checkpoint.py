@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 from pocketmq.store.metadata import atomic_write_json, load_json
 
 CHECKPOINT_FILE = "checkpoint"

@@ -31,7 +31,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 from pocketmq.store.segment import Segment, open_segments, segment_at
 
 UNIT = struct.Struct(">qiq")

@@ -21,7 +21,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 
 LOCK_FILE = "lock"
 

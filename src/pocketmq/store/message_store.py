@@ -45,9 +45,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pocketmq.common import properties as props
+from pocketmq.common.errors import StoreError
 from pocketmq.common.message import MessageExt, make_offset_msg_id
 from pocketmq.common.properties import encode_properties
-from pocketmq.errors import StoreError
 from pocketmq.protocol.message_codec import (
     MAX_PROPERTIES_BYTES,
     RecordFormatError,

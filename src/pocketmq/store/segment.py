@@ -29,7 +29,7 @@ import mmap
 import os
 from pathlib import Path
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 
 NAME_DIGITS = 20
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 from pocketmq.store.commit_log import FRAME_HEADER, CommitLog
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.index import MessageIndex

@@ -13,7 +13,7 @@ import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 from pocketmq.store.commit_log import CommitLog
 from pocketmq.store.consume_queue import UNIT, UNIT_SIZE
 from pocketmq.store.integrity import BadRegion, walk_log

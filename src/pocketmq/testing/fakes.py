@@ -35,7 +35,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 
 from pocketmq.cluster.route import BrokerData, ClusterInfo, TopicRouteData
-from pocketmq.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
+from pocketmq.common.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
 

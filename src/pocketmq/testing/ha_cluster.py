@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message, SendStatus
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageQueue
-from pocketmq.errors import PocketMQError
 from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import PocketProcess, broker_process, namesrv_process
 

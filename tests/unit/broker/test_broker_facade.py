@@ -5,8 +5,8 @@ from tests.unit.virtual_time import advance_until
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.common.errors import BadRequestError, TopicNotExistError
 from pocketmq.common.message import Message
-from pocketmq.errors import BadRequestError, TopicNotExistError
 from pocketmq.runtime.clock import ManualClock
 
 

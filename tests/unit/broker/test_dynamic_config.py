@@ -4,7 +4,7 @@ import pytest
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.dynamic_config import changed_config, config_properties
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 
 
 def test_dynamic_settings_change_by_field_name_or_broker_conf_alias():

@@ -15,7 +15,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.dynamic_config import dynamic_config_path, with_persisted_changes
 from pocketmq.cluster.breaker import BreakerState
 from pocketmq.common.config import load_config
-from pocketmq.errors import BadRequestError, ConfigError
+from pocketmq.common.errors import BadRequestError, ConfigError
 from pocketmq.runtime.clock import ManualClock
 
 

@@ -14,10 +14,10 @@ from pocketmq.broker.pop.receive import PopRequest
 from pocketmq.cli.gray_view import client_rows
 from pocketmq.client.instance import ConsumerData
 from pocketmq.client.rebalance import gray_queues
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.gray import GRAY_PROPERTY, gray_ratio_of
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.topic import TopicConfig
-from pocketmq.errors import BadRequestError
 from pocketmq.runtime.clock import ManualClock
 
 member_ids = st.lists(

@@ -2,8 +2,8 @@
 
 import pytest
 
+from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.topic import MessageType
-from pocketmq.errors import BadRequestError, IllegalTopicError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.server.heartbeat_body import consumer_group_info
 from pocketmq.server.remoting_admin import parse_properties_text, parse_topic_attributes, topic_config_from_header

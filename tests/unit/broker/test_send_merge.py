@@ -8,8 +8,8 @@ import pytest
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.messages import SendRequest
+from pocketmq.common.errors import IllegalMessageError, IllegalTopicError
 from pocketmq.common.message import Message
-from pocketmq.errors import IllegalMessageError, IllegalTopicError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import FrameDecoder, RemotingCommand
 from pocketmq.protocol.transport import RemotingServer, RequestRouter

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.broker.stage_offsets import StageOffsetManager
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 
 RECORD = {"commitOffset": 12, "stageOffsets": [{"strategy": "s", "stageGroup": "g", "stageOffset": 7}]}
 

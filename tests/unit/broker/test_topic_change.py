@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.broker.topics import TopicManager, topic_change_refusal
+from pocketmq.common.errors import BadRequestError, TopicNotExistError
 from pocketmq.common.topic import PERM_READ, MessageType, TopicConfig
-from pocketmq.errors import BadRequestError, TopicNotExistError
 from pocketmq.server.remoting_admin import topic_config_from_header
 from pocketmq.server.remoting_headers import HeaderFields
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from pocketmq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_from_json
 from pocketmq.broker.topics import TopicManager
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
-from pocketmq.errors import BadRequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, RequestHeader, boolean, choice, int32, int64, text
 from pocketmq.protocol.request_headers import PullMessageRequestHeader, send_header

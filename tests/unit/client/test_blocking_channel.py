@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pocketmq.client.blocking_channel import BlockingChannel, BlockingChannels
-from pocketmq.errors import ClientError, RemotingError, RemotingTimeoutError
+from pocketmq.common.errors import ClientError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.testing.fakes import HANG_UP, FakePeer, hang_up, silent
 from pocketmq.testing.polling import wait_until

@@ -12,9 +12,9 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.queue_select import GraySelector, RoundRobinSelector
 from pocketmq.client.rebalance import GrayAllocator, gray_queues, gray_retry_queues
+from pocketmq.common.errors import ClientError, ConfigError
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import Message, MessageQueue
-from pocketmq.errors import ClientError, ConfigError
 
 QUEUES = [MessageQueue("T", b, q) for b in ("a", "b") for q in range(8)]
 

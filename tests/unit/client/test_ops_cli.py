@@ -8,7 +8,7 @@ import pytest
 
 from pocketmq.cli.cluster_cmd import add_runtime_columns, breakers_text
 from pocketmq.cli.config_cmd import checked_change, setting_name
-from pocketmq.errors import BadRequestError
+from pocketmq.common.errors import BadRequestError
 
 ROWS = [
     {"broker": "a", "broker_id": 0, "address": "m:1"},

@@ -11,7 +11,7 @@ from pocketmq.cli.tail_cmd import check_args
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.producer import ProducerOptions
 from pocketmq.client.pull_consumer import AsyncPullConsumer
-from pocketmq.errors import BadRequestError, ClientError, ConfigError, IllegalTopicError
+from pocketmq.common.errors import BadRequestError, ClientError, ConfigError, IllegalTopicError
 
 
 def test_client_config_reports_every_problem_at_once():

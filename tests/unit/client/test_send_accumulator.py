@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from pocketmq.client.send_accumulator import SendAccumulator
+from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import Message
-from pocketmq.errors import RemotingError
 
 pytestmark = pytest.mark.timeout(10)
 

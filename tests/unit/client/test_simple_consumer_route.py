@@ -9,7 +9,7 @@ import types
 import pytest
 
 from pocketmq.client.simple_consumer import AsyncSimpleConsumer
-from pocketmq.errors import ClientError
+from pocketmq.common.errors import ClientError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.topic import MessageType
-from pocketmq.errors import PocketMQError
 from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
 from pocketmq.server.grpc_validation import (
     SendLimits,

@@ -14,9 +14,9 @@ from pocketmq.broker.acting_writes import EscapedReviveWrites, EscapedTimerWrite
 from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
+from pocketmq.common.errors import ServiceNotAvailableError
 from pocketmq.common.message import Message
 from pocketmq.common.topic import pop_retry_topic
-from pocketmq.errors import ServiceNotAvailableError
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakeNameServer
 

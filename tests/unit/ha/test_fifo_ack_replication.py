@@ -13,7 +13,7 @@ from tests.unit.pop.pop_support import pop, running_broker, send
 from pocketmq.cluster.ha_master import HaMaster
 from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict
 from pocketmq.cluster.metadata_version import MetadataVersion
-from pocketmq.errors import BadRequestError, NotReplicatedError
+from pocketmq.common.errors import BadRequestError, NotReplicatedError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.request_headers import HaPullRequestHeader
 from pocketmq.runtime.clock import ManualClock

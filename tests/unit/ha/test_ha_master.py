@@ -91,7 +91,7 @@ async def test_a_slave_ahead_of_the_master_is_refused_and_acks_nothing(store):
 
 
 def test_the_pull_header_names_the_last_record_or_nothing():
-    from pocketmq.errors import BadRequestError
+    from pocketmq.common.errors import BadRequestError
     from pocketmq.protocol.request_headers import HaPullRequestHeader
     from pocketmq.server.remoting_ha import _slave_last_record
 

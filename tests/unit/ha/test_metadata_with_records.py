@@ -18,8 +18,8 @@ from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.revive_queue import checkpoint_message
 from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata, metadata_snapshot, metadata_version
 from pocketmq.cluster.ha_slave import HaSlave
+from pocketmq.common.errors import NotReplicatedError, RemoteServerError, RemotingError
 from pocketmq.common.topic import TopicConfig
-from pocketmq.errors import NotReplicatedError, RemoteServerError, RemotingError
 from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.runtime.clock import ManualClock

@@ -11,12 +11,12 @@ from pocketmq.cluster.remote_reader import (
     classify_error,
     classify_pull_reply,
 )
-from pocketmq.common.message import MessageExt
-from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
-from pocketmq.errors import (
+from pocketmq.common.errors import (
     RemotingError,
     RemotingTimeoutError,
 )
+from pocketmq.common.message import MessageExt
+from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record

@@ -8,8 +8,8 @@ import pytest
 from pocketmq.broker.pop.copies import dead_letter_reference, retry_copy
 from pocketmq.cli.dlq_cmd import dead_row, reference_of, resent_copy
 from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.errors import ClientError
 from pocketmq.common.message import MessageExt
-from pocketmq.errors import ClientError
 
 REF = DeadLetterReference("%RETRY%G_orders", 2, 41, "broker-a", "G", "CONNECTION_REFUSED", "refused", 17)
 

@@ -11,7 +11,7 @@ from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_MAX_ATTEMPTS
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.common import properties as props
-from pocketmq.errors import InvalidReceiptHandleError
+from pocketmq.common.errors import InvalidReceiptHandleError
 from pocketmq.runtime.clock import ManualClock
 
 

@@ -15,7 +15,7 @@ from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.mode import ModeKind, choose_mode, is_fifo_handle
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PopRequest, visit_order
-from pocketmq.errors import InvalidReceiptHandleError
+from pocketmq.common.errors import InvalidReceiptHandleError
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.polling import eventually
 

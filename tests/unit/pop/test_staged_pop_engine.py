@@ -8,8 +8,8 @@ import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.groups import SubscriptionGroupConfig
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.topic import dlq_topic, pop_retry_topic
-from pocketmq.errors import BadRequestError
 from pocketmq.runtime.clock import ManualClock
 
 

@@ -9,8 +9,8 @@ from pocketmq.client.message_id import MessageIdGenerator
 from pocketmq.client.producer import AsyncProducer, ProducerOptions, SendStatus
 from pocketmq.client.queue_select import FunctionSelector, KeyHashSelector, RandomSelector, RoundRobinSelector
 from pocketmq.client.route_view import TopicRouteView
+from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import Message, MessageQueue
-from pocketmq.errors import RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakePeer, hang_up

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.common import properties as props
+from pocketmq.common.errors import IllegalMessageError
 from pocketmq.common.message import Message
-from pocketmq.errors import IllegalMessageError
 from pocketmq.protocol.message_codec import encode_batch
 from pocketmq.spark.options import OptionError
 from pocketmq.spark.sink_rows import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from store_helpers import SMALL_SEGMENT_BYTES, message
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 from pocketmq.store.api import GetStatus
 from pocketmq.store.commit_log import RecordMark
 from pocketmq.store.message_store import MessageStore

@@ -8,7 +8,7 @@ import json
 import pytest
 from store_helpers import SMALL_SEGMENT_BYTES, message, small_config
 
-from pocketmq.errors import StoreError
+from pocketmq.common.errors import StoreError
 from pocketmq.store.api import GetStatus
 from pocketmq.store.message_store import MessageStore
 

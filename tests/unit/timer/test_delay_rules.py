@@ -9,7 +9,7 @@ from pocketmq.broker.timer.delay import (
     deliver_time_ms,
     parse_delay_levels,
 )
-from pocketmq.errors import IllegalMessageError
+from pocketmq.common.errors import IllegalMessageError
 
 NOW = 1_700_000_000_000
 LIMITS = TimerLimits()

@@ -135,7 +135,7 @@ async def test_a_retry_topic_name_too_long_sends_the_message_to_the_dlq_with_the
 
 
 async def test_when_not_even_the_dead_letter_can_be_written_the_request_fails_clearly(broker, clock, caplog):
-    from pocketmq.errors import IllegalMessageError
+    from pocketmq.common.errors import IllegalMessageError
 
     group = "g" * 125  # %DLQ%<group> is 130 characters too
     [sent] = await broker.messages.send(

@@ -6,9 +6,9 @@ from tests.unit.virtual_time import advance_until
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.common.errors import IllegalMessageError
 from pocketmq.common.message import Message
 from pocketmq.common.topic import MessageType, TopicConfig
-from pocketmq.errors import IllegalMessageError
 from pocketmq.runtime.clock import ManualClock
 
 

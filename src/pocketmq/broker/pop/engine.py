@@ -42,9 +42,9 @@ from pocketmq.broker.pop.revive_queue import LocalPopWrites, ReviveQueue
 from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.stats import QueuePopStats, group_stats
 from pocketmq.broker.pop.waiters import PopWaiters
+from pocketmq.common.errors import InvalidReceiptHandleError
 from pocketmq.common.read_result import ReadStatus
 from pocketmq.common.topic import pop_retry_topic
-from pocketmq.errors import InvalidReceiptHandleError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
 

@@ -25,8 +25,8 @@ from pocketmq.broker.pop.pop_locks import PopLocks
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
 from pocketmq.broker.pop.start_offset import start_offset
+from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
 from pocketmq.common.message import MessageExt
-from pocketmq.errors import InvalidReceiptHandleError, NotReplicatedError
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
 

@@ -21,7 +21,7 @@ from typing import Protocol
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
-from pocketmq.errors import InvalidReceiptHandleError
+from pocketmq.common.errors import InvalidReceiptHandleError
 
 # A waiting pop of a mode that time alone unblocks (an invisible time passing: FIFO, staged) re-checks this often.
 TIME_RECHECK_MS = 500

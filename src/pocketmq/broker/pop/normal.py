@@ -26,7 +26,7 @@ from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
 from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.start_offset import start_offset
-from pocketmq.errors import InvalidReceiptHandleError, NotReplicatedError
+from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
 from pocketmq.store.api import GetStatus
 
 

@@ -16,9 +16,9 @@ from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.common import properties as props
+from pocketmq.common.errors import BadRequestError, NoPermissionError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.tag_expression import parse_tag_expression
-from pocketmq.errors import BadRequestError, NoPermissionError
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.tags import tag_hash_code
 

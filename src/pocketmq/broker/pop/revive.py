@@ -70,9 +70,9 @@ from pocketmq.broker.write_backoff import DEFAULT_MAX_PASS_WAIT_MS, PassPacer, W
 from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
 from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
 from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY, DeadLetterReference
+from pocketmq.common.errors import BadRequestError, PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult, ReadStatus
-from pocketmq.errors import BadRequestError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
 

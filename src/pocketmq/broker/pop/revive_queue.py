@@ -18,8 +18,8 @@ import logging
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.ledger import ReviveLedger
 from pocketmq.common import properties as props
+from pocketmq.common.errors import NotReplicatedError, StoreError
 from pocketmq.common.message import MessageExt
-from pocketmq.errors import NotReplicatedError, StoreError
 from pocketmq.store.api import GetStatus, PutResult, PutStatus
 
 log = logging.getLogger(__name__)

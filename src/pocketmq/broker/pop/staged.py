@@ -39,9 +39,9 @@ from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
 from pocketmq.broker.pop.stage_gate import InFlight, decide
 from pocketmq.broker.pop.start_offset import start_offset
+from pocketmq.common.errors import BadRequestError, InvalidReceiptHandleError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.stages import check_definitions
-from pocketmq.errors import BadRequestError, InvalidReceiptHandleError
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
 from pocketmq.store.metadata import load_json

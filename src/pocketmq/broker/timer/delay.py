@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pocketmq.common import properties as props
-from pocketmq.errors import IllegalMessageError
+from pocketmq.common.errors import IllegalMessageError
 from pocketmq.protocol.codes import V2StatusCode
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"

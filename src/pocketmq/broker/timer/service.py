@@ -46,9 +46,9 @@ from pocketmq.broker.write_backoff import PassPacer, WriteBackoff
 from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
 from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
 from pocketmq.common import properties as props
+from pocketmq.common.errors import IllegalMessageError, PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig
-from pocketmq.errors import IllegalMessageError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.message_codec import decode_record

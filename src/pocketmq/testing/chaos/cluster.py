@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.client import Admin, ClientConfig
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 from pocketmq.testing.chaos.disk import BALLAST_NAME
 from pocketmq.testing.chaos.peers import PeerNames
 from pocketmq.testing.chaos.proxy import ChaosProxy

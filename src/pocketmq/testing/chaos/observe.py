@@ -9,8 +9,8 @@ import urllib.request
 
 from pocketmq.client import ClientConfig, PullConsumer, PullStatus
 from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageQueue
-from pocketmq.errors import PocketMQError
 from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample
 
 DLQ_REASON_PROPERTY = "PMQ_DLQ_REASON"

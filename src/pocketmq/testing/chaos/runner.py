@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
 from pocketmq.client import Admin, ClientConfig
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.topic import pop_retry_topic
-from pocketmq.errors import PocketMQError
 from pocketmq.testing.chaos import checkers, disk, observe
 from pocketmq.testing.chaos.checkers import Finding, MetricSample
 from pocketmq.testing.chaos.cluster import REVIVE_INTERVAL_MS, ChaosCluster

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pocketmq.client import ClientConfig, Message, Producer, ProducerOptions, SendStatus, SimpleConsumer
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 from pocketmq.testing.chaos.history import History
 from pocketmq.testing.chaos.policy import INVISIBLE_MS, NACK_INVISIBLE_MS, SDK_GROUP, TOPIC, act
 

@@ -24,8 +24,8 @@ from pocketmq.broker.pop.rewrite import CkRewritePolicy
 from pocketmq.cluster.acting_master import should_act
 from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
 from pocketmq.cluster.route import BrokerIdentity
+from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import MessageExt
-from pocketmq.errors import RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record

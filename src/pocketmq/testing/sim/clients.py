@@ -4,8 +4,8 @@ deliveries, acks answered OK) in the trace; the checkers hold the system to that
 from __future__ import annotations
 
 from pocketmq.common import properties as props
+from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import MessageExt
-from pocketmq.errors import RemotingError
 from pocketmq.testing.sim.config import GROUPS, QUEUES_PER_GROUP, RETRY_TOPIC, TOPIC
 from pocketmq.testing.sim.nodes import Node
 from pocketmq.testing.sim.wire import Ack, Pop, Send

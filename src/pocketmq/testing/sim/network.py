@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pocketmq.errors import RemotingError, RemotingTimeoutError
+from pocketmq.common.errors import RemotingError, RemotingTimeoutError
 from pocketmq.testing.sim.kernel import Kernel, SimFuture
 
 Handler = Callable[[str, Any, Callable[[Any], None]], None]  # (source, request, respond)

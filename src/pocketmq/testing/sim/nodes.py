@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pocketmq.cluster.route import MASTER_ID, ClusterInfo, RegisterBrokerBody
 from pocketmq.cluster.route_table import RouteTable
-from pocketmq.errors import RemotingError
+from pocketmq.common.errors import RemotingError
 from pocketmq.testing.sim.config import SimConfig
 from pocketmq.testing.sim.history import History
 from pocketmq.testing.sim.kernel import Kernel

@@ -32,10 +32,10 @@ from pocketmq.cluster.breaker import BreakerBoard, BreakerState
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
+from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult
 from pocketmq.common.topic import TopicConfig
-from pocketmq.errors import RemotingError
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.testing.sim import bugs as injected
 from pocketmq.testing.sim.nodes import NAMESRV_ADDR

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
-from pocketmq.common.errors import RemoteServerError
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.testing.processes import broker_process
 
 FAST_REVIVE = ["--set", "pop_revive_interval_ms=100"]

@@ -28,7 +28,12 @@ from pocketmq.common import properties as props
 from pocketmq.common.errors import (
     BadRequestError,
     IllegalMessageError,
+    IllegalQueueIdError,
     IllegalTopicError,
+    MessageBodyEmptyError,
+    MessageBodyTooLargeError,
+    MessagePropertiesTooLargeError,
+    MessageTypeConflictError,
     NoPermissionError,
     ServiceNotAvailableError,
     StoreError,
@@ -44,7 +49,7 @@ from pocketmq.common.topic import (
     is_system_topic,
     topic_name_problem,
 )
-from pocketmq.protocol.codes import ResponseCode, V2StatusCode
+from pocketmq.protocol.codes import ResponseCode
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
 from pocketmq.store.tags import tag_hash_code
 
@@ -154,18 +159,12 @@ def select_queue(topic: TopicConfig, message_group: str | None, round_robin: int
 
 def check_message(msg: Message, *, max_body_bytes: int, max_properties_bytes: int) -> None:
     if not msg.body:
-        raise IllegalMessageError("message body is empty", v2_code=V2StatusCode.MESSAGE_BODY_EMPTY)
+        raise MessageBodyEmptyError("message body is empty")
     if len(msg.body) > max_body_bytes:
-        raise IllegalMessageError(
-            f"message body is {len(msg.body)} bytes, more than {max_body_bytes}",
-            v2_code=V2StatusCode.MESSAGE_BODY_TOO_LARGE,
-        )
+        raise MessageBodyTooLargeError(f"message body is {len(msg.body)} bytes, more than {max_body_bytes}")
     size = len(props.encode_properties(msg.properties).encode())
     if size > max_properties_bytes:
-        raise IllegalMessageError(
-            f"message properties are {size} bytes, more than {max_properties_bytes}",
-            v2_code=V2StatusCode.MESSAGE_PROPERTIES_TOO_LARGE,
-        )
+        raise MessagePropertiesTooLargeError(f"message properties are {size} bytes, more than {max_properties_bytes}")
 
 
 def is_idempotent(msg: Message) -> bool:
@@ -320,17 +319,15 @@ class MessageService:
         if not messages:
             raise BadRequestError("no message to send")
         if queue_id is not None and not 0 <= queue_id < config.write_queue_nums:
-            raise BadRequestError(
-                f"queue id {queue_id} is illegal: topic {topic!r} has {config.write_queue_nums} write queues",
-                response_code=ResponseCode.SYSTEM_ERROR,
+            raise IllegalQueueIdError(
+                f"queue id {queue_id} is illegal: topic {topic!r} has {config.write_queue_nums} write queues"
             )
         message_type = send.message_type
         for msg in messages:
             check_message(msg, max_body_bytes=self._max_body_bytes, max_properties_bytes=self._max_properties_bytes)
             if message_type is not None and not config.message_type.accepts(message_type):
-                raise IllegalMessageError(
-                    f"topic {topic!r} accepts {config.message_type.value} messages, not {message_type.value}",
-                    v2_code=V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                raise MessageTypeConflictError(
+                    f"topic {topic!r} accepts {config.message_type.value} messages, not {message_type.value}"
                 )
         queue_ids = self._pick_queues(config, messages, queue_id, send.batch)
         stored = [
@@ -520,9 +517,8 @@ class MessageService:
         if not config.readable:
             raise NoPermissionError(f"topic {topic!r} is not readable on this broker (perm {config.perm})")
         if not 0 <= queue_id < config.read_queue_nums:
-            raise BadRequestError(
-                f"queue id {queue_id} is illegal: topic {topic!r} has {config.read_queue_nums} read queues",
-                response_code=ResponseCode.SYSTEM_ERROR,
+            raise IllegalQueueIdError(
+                f"queue id {queue_id} is illegal: topic {topic!r} has {config.read_queue_nums} read queues"
             )
         return config
 

@@ -39,7 +39,6 @@ from pocketmq.common.errors import BadRequestError, IllegalMessageError, NoPermi
 from pocketmq.common.gray import is_gray_message, retry_queue_id
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
-from pocketmq.protocol.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +151,7 @@ class SendBackService:
         group_config = self._groups.get_or_create(request.group)
         original = self._store.read_message(request.phys_offset) if request.phys_offset >= 0 else None
         if original is None:
-            raise PocketMQError(
-                f"look message by offset failed: no message at commit log offset {request.phys_offset}",
-                response_code=ResponseCode.SYSTEM_ERROR,
-            )
+            raise PocketMQError(f"look message by offset failed: no message at commit log offset {request.phys_offset}")
         max_times = effective_max_reconsume_times(request.max_reconsume_times, group_config.retry_max_times)
         decision = decide_retry(original.reconsume_times, request.delay_level, max_times)
         uniq = original.uniq_key or original.offset_msg_id

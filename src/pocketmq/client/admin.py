@@ -18,17 +18,12 @@ from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, json_body, offset_of
 from pocketmq.client.route_view import MASTER_ID
 from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
-from pocketmq.common.errors import (
-    BadRequestError,
-    ClientError,
-    RemoteServerError,
-    SubscriptionGroupNotExistError,
-    TopicNotExistError,
-)
+from pocketmq.common.errors import BadRequestError, ClientError, SubscriptionGroupNotExistError, TopicNotExistError
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import (

@@ -25,12 +25,13 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
 from pocketmq.client.route_view import TopicRouteView, route_view_of
 from pocketmq.cluster.route import TopicRouteData
-from pocketmq.common.errors import ClientError, PocketMQError, RemoteServerError, RemotingError, TopicNotExistError
+from pocketmq.common.errors import ClientError, PocketMQError, RemotingError, TopicNotExistError
 from pocketmq.common.gray import gray_client_id_suffix
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import UnregisterClientRequestHeader
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection

@@ -15,10 +15,11 @@ import logging
 import os
 from pathlib import Path
 
-from pocketmq.common.errors import ClientError, RemoteServerError, RemotingError
+from pocketmq.common.errors import ClientError, RemotingError
 from pocketmq.common.message import MessageQueue
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from pocketmq.store.metadata import atomic_write_bytes

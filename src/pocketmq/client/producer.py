@@ -46,7 +46,6 @@ from pocketmq.common.errors import (
     IllegalMessageError,
     IllegalTopicError,
     PocketMQError,
-    RemoteServerError,
     RemotingError,
     RemotingTimeoutError,
 )
@@ -55,6 +54,7 @@ from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
 from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.message_codec import encode_batch
 from pocketmq.protocol.replies import reply_error
 from pocketmq.protocol.request_headers import SendMessageRequestHeaderV2
@@ -545,7 +545,7 @@ def _set_delay(message: Message, delay_level: int | None, deliver_at_ms: int | N
 def _needs_route_refresh(error: PocketMQError | None) -> bool:
     if error is None:
         return False
-    return error.refresh_route or error.response_code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION)
+    return error.refresh_route
 
 
 class _BlockingSendIO:

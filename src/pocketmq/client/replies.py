@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from pocketmq.common.errors import IllegalTopicError, RemoteServerError
+from pocketmq.common.errors import IllegalTopicError
 from pocketmq.common.topic import topic_name_problem
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.replies import expect_success
 
 

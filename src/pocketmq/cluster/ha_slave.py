@@ -30,9 +30,10 @@ from collections.abc import Callable
 from pocketmq.cluster.ha_epochs import Epoch, EpochFile, PlanKind, adopt, epochs_of_body, plan
 from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata
 from pocketmq.cluster.ha_services import ServiceStateFollower
-from pocketmq.common.errors import PocketMQError, RemoteServerError
+from pocketmq.common.errors import PocketMQError, ReplicationRefusedError
 from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError, response_code_of
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.transport import RemotingClient
 
@@ -148,7 +149,7 @@ class HaSlave:
             self.epochs.confirmed_phys_offset,
         )
         if decision.kind is PlanKind.REFUSE:
-            raise PocketMQError(f"not truncated: {decision.reason}", response_code=ResponseCode.ILLEGAL_OPERATION)
+            raise ReplicationRefusedError(f"not truncated: {decision.reason}")
         if decision.kind is PlanKind.TRUNCATE:
             old_end = store.max_phys_offset
             dropped = await store.truncate_tail(decision.truncate_to)
@@ -210,7 +211,9 @@ class HaSlave:
 
     def _failed(self, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        diverged = getattr(exc, "response_code", None) == ResponseCode.ILLEGAL_OPERATION  # the master refused our log
+        diverged = (  # the master refused our log, or we refused to cut ours
+            isinstance(exc, PocketMQError) and response_code_of(exc) == ResponseCode.ILLEGAL_OPERATION
+        )
         if self._failing != reason and diverged:
             log.error(
                 "event=ha_replica_diverged broker=%s master=%s data_dir=%s error=%s action=make this broker "

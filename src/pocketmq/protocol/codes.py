@@ -44,17 +44,28 @@ class ResponseCode(enum.IntEnum):
 
 
 class V2StatusCode(enum.IntEnum):
-    """The gRPC v2 status codes (``apache.rocketmq.v2.Code``) the broker's domain raises with its errors.
+    """The gRPC v2 status codes (``apache.rocketmq.v2.Code``) PocketMQ's errors answer with (``error_codes``).
 
     The gRPC front end reads the whole set from the protobuf module (``grpc_codec.V2Code``, which a unit test
-    checks these against); the ones the broker needs are declared here so that the broker imports no protobuf.
+    checks these against); the ones the error mapping needs are declared here so that it imports no protobuf.
     """
 
+    BAD_REQUEST = 40000
+    ILLEGAL_TOPIC = 40002
+    ILLEGAL_FILTER_EXPRESSION = 40010
     ILLEGAL_DELIVERY_TIME = 40012
+    INVALID_RECEIPT_HANDLE = 40013
     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE = 40014
+    FORBIDDEN = 40300
+    TOPIC_NOT_FOUND = 40402
+    CONSUMER_GROUP_NOT_FOUND = 40403
     MESSAGE_BODY_TOO_LARGE = 41301
     MESSAGE_BODY_EMPTY = 41302
+    TOO_MANY_REQUESTS = 42900
     MESSAGE_PROPERTIES_TOO_LARGE = 43101
+    INTERNAL_SERVER_ERROR = 50001
+    HA_NOT_AVAILABLE = 50002
+    SLAVE_PERSISTENCE_TIMEOUT = 50402
 
 
 class RequestCode(enum.IntEnum):

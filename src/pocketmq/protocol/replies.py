@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from pocketmq.common.errors import RemoteServerError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError
 
 
 def reply_error(reply: RemotingCommand) -> RemoteServerError:

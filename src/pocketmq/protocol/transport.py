@@ -27,6 +27,7 @@ from pocketmq.common.errors import LimitExceededError, PocketMQError, RemotingEr
 from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode, canonical_request_code
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
+from pocketmq.protocol.error_codes import response_code_of
 from pocketmq.protocol.limits import (
     CLIENT_LIMITS,
     METRIC_CONNECTIONS,
@@ -143,7 +144,7 @@ class RequestRouter:
         if isinstance(exc, PocketMQError):
             if isinstance(exc, LimitExceededError):
                 conn.limit_exceeded(exc.limit, f"code={request.code} reason={exc}")
-            return request.response(exc.response_code, remark=str(exc))
+            return request.response(response_code_of(exc), remark=str(exc))
         # a bug in one handler must not take the connection down
         log.error("event=handler_failed code=%s remote=%s", request.code, conn.remote_address, exc_info=exc)
         return request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")

@@ -39,8 +39,10 @@ from pocketmq.common.errors import (
     NotReplicatedError,
     PocketMQError,
     ServiceNotAvailableError,
+    SubscriptionParseError,
 )
 from pocketmq.protocol import grpc_pop_codec as codec
+from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
 from pocketmq.protocol.grpc_codec import V2Code, encode_delivered_message
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers, check_topic
@@ -62,7 +64,7 @@ def decode_handle(text: str) -> ReceiptHandle:
 
 def _check_group(group: str) -> None:
     if not group:
-        raise PocketMQError("the consumer group is required", v2_code=V2Code.ILLEGAL_CONSUMER_GROUP)
+        raise V2StatusError(V2Code.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
 
 
 class ConsumerRpcs:
@@ -128,7 +130,7 @@ class ConsumerRpcs:
             pop_request = self._pop_request(req, context, client_id)
             result = await self._broker.pop.pop(pop_request)
         except PocketMQError as exc:
-            yield codec.receive_status(exc.v2_code, str(exc))
+            yield codec.receive_status(v2_code_of(exc), str(exc))
             return
         now_ms = self._broker.clock.now_ms()
         delivered = result.delivered()
@@ -155,9 +157,7 @@ class ConsumerRpcs:
         _check_group(req.group)
         check_topic(req.topic)
         if req.filter_type != "TAG":
-            raise PocketMQError(
-                f"{req.filter_type} filters are not supported: filter by TAG", v2_code=V2Code.ILLEGAL_FILTER_EXPRESSION
-            )
+            raise SubscriptionParseError(f"{req.filter_type} filters are not supported: filter by TAG")
         invisible_ms = req.invisible_ms if req.invisible_ms is not None else self.renewals.invisible_ms
         check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=False)
         check_receive_numbers(req.batch_size, req.long_polling_ms)
@@ -187,16 +187,16 @@ class ConsumerRpcs:
             if not entries:
                 raise BadRequestError("no entry to ack")
         except PocketMQError as exc:
-            return codec.ack_error_response(exc.v2_code, str(exc))
+            return codec.ack_error_response(v2_code_of(exc), str(exc))
         handles, results = [], []
         for entry in entries:
             try:
                 handles.append((entry, await self._current_handle(entry.receipt_handle)))
             except InvalidReceiptHandleError as exc:
-                results.append((entry, exc.v2_code, str(exc)))
+                results.append((entry, v2_code_of(exc), str(exc)))
         outcomes = await self._broker.pop.ack(group, [h for _, h in handles])
         for (entry, _), error in zip(handles, outcomes):
-            results.append((entry, V2Code.OK, "OK") if error is None else (entry, error.v2_code, str(error)))
+            results.append((entry, V2Code.OK, "OK") if error is None else (entry, v2_code_of(error), str(error)))
         return codec.ack_response(results)
 
     # -- change invisible duration ------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ class ConsumerRpcs:
             check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
             new = await self._broker.pop.change_invisible(group, await self._current_handle(text), invisible_ms)
         except PocketMQError as exc:
-            return codec.change_invisible_response(exc.v2_code, str(exc), text)
+            return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
         return codec.change_invisible_response(V2Code.OK, "OK", new.encode())
 
     # -- assignment -------------------------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class ConsumerRpcs:
             per_queue = fifo or share.split
             queue_ids = share.queue_ids(config.read_queue_nums, config.gray_queue_ratio) if per_queue else [-1]
         except PocketMQError as exc:
-            return codec.assignment_error_response(exc.v2_code, str(exc))
+            return codec.assignment_error_response(v2_code_of(exc), str(exc))
         return codec.assignment_response(topic, self._broker.broker_name, queue_ids, endpoints)
 
     # -- dead letter --------------------------------------------------------------------------------------------
@@ -237,5 +237,5 @@ class ConsumerRpcs:
             check_topic(topic)
             await self._broker.pop.forward_to_dead_letter(group, await self._current_handle(text))
         except PocketMQError as exc:
-            return codec.forward_response(exc.v2_code, str(exc))
+            return codec.forward_response(v2_code_of(exc), str(exc))
         return codec.forward_response()

@@ -30,6 +30,7 @@ from pocketmq.broker.timer.delay import parse_delay_levels
 from pocketmq.common.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol import grpc_codec as codec
+from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
 from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
@@ -350,7 +351,7 @@ class MessagingServicer:
     def _require_client_id(context) -> str:
         client_id = _header(context, CLIENT_ID_HEADER).strip()
         if not client_id:
-            raise PocketMQError(f"header {CLIENT_ID_HEADER} is required", v2_code=V2Code.CLIENT_ID_REQUIRED)
+            raise V2StatusError(V2Code.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
         return client_id
 
     @staticmethod
@@ -359,8 +360,8 @@ class MessagingServicer:
         try:
             return await work
         except PocketMQError as exc:
-            log.debug("event=grpc_request_refused rpc=%s code=%d error=%s", rpc, exc.v2_code, exc)
-            return on_error(exc.v2_code, str(exc))
+            log.debug("event=grpc_request_refused rpc=%s code=%d error=%s", rpc, v2_code_of(exc), exc)
+            return on_error(v2_code_of(exc), str(exc))
         except Exception:
             log.exception("event=grpc_request_failed rpc=%s", rpc)
             return on_error(V2Code.INTERNAL_SERVER_ERROR, "internal error")

@@ -17,9 +17,10 @@ import dataclasses
 import zlib
 from dataclasses import dataclass
 
-from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError
+from pocketmq.common.errors import IllegalTopicError
 from pocketmq.common.properties import SYSTEM_PROPERTY_NAMES
 from pocketmq.common.topic import MessageType, is_system_topic, topic_name_problem
+from pocketmq.protocol.error_codes import V2StatusError
 from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
 from pocketmq.protocol.headers import INT64_MAX, has_control_character
 
@@ -39,8 +40,8 @@ class SendLimits:
     max_message_id_chars: int = 128
 
 
-def _reject(code: V2Code, message: str) -> BadRequestError:
-    return BadRequestError(message, v2_code=code)
+def _reject(code: V2Code, message: str) -> V2StatusError:
+    return V2StatusError(code, message)
 
 
 def check_topic(topic: str) -> None:
@@ -98,9 +99,7 @@ def validate_message(
     if msg.message_group is not None:
         _check_message_group(msg.message_group, limits.max_message_group_bytes)
     if message_type not in supported_types:
-        raise PocketMQError(
-            f"{message_type.value} messages are not implemented by this broker yet", v2_code=V2Code.NOT_IMPLEMENTED
-        )
+        raise _reject(V2Code.NOT_IMPLEMENTED, f"{message_type.value} messages are not implemented by this broker yet")
     return dataclasses.replace(msg, body=body, body_encoding="IDENTITY", message_type=message_type.value)
 
 
@@ -204,7 +203,7 @@ def _resolve_type(msg: InboundMessage, topic_type: MessageType) -> MessageType:
     else:
         message_type = msg.domain_type
         if message_type is None:
-            raise PocketMQError(f"message type {msg.message_type} is not supported", v2_code=V2Code.NOT_IMPLEMENTED)
+            raise _reject(V2Code.NOT_IMPLEMENTED, f"message type {msg.message_type} is not supported")
     conflict = _property_conflict(msg, message_type)
     if conflict:
         raise _reject(V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)

@@ -9,8 +9,8 @@ Rules every handler follows:
 - header fields are parsed into typed headers (``broker_headers``) before any work: read leniently, range-
   checked as RocketMQ's Java types; a missing or bad one is INVALID_PARAMETER with a remark naming it, and
   JSON bodies are depth-bounded (``remoting_headers.json_body``);
-- service errors carry their response code (``pocketmq.common.errors``); the router turns them, and any unexpected
-  exception (SYSTEM_ERROR), into a reply, so nothing a client sends takes the server down;
+- the router turns a service error into a reply with its response code (``protocol.error_codes``), and any
+  unexpected exception into SYSTEM_ERROR, so nothing a client sends takes the server down;
 - until ``Broker.start`` has returned, and after shutdown begins, every request gets SERVICE_NOT_AVAILABLE;
 - the send and pull paths do no per-message logging and no copies beyond decoding: a pull reply body is the
   stored records joined once.
@@ -25,7 +25,12 @@ from pocketmq.broker.gray import ensure_gray_retry_queues
 from pocketmq.broker.gray_split import held_queues
 from pocketmq.broker.messages import SendRequest, SendResult
 from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
-from pocketmq.common.errors import BadRequestError, IllegalMessageError, PocketMQError, ServiceNotAvailableError
+from pocketmq.common.errors import (
+    BadRequestError,
+    IllegalMessageError,
+    ServiceNotAvailableError,
+    SubscriptionParseError,
+)
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
@@ -189,10 +194,7 @@ class MessagingHandlers:
     async def pull_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.parse(request.ext_fields)
         if h.expression_type != "TAG":
-            raise PocketMQError(
-                f"expression type {h.expression_type} is not supported: filter by TAG",
-                response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-            )
+            raise SubscriptionParseError(f"expression type {h.expression_type} is not supported: filter by TAG")
         group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
         if h.sys_flag & PullSysFlag.SUBSCRIPTION:
             expression = h.subscription

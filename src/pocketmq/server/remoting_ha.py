@@ -35,7 +35,7 @@ import logging
 from pocketmq.cluster.ha_metadata import metadata_snapshot
 from pocketmq.cluster.ha_services import service_tables_of
 from pocketmq.cluster.metadata_version import MetadataVersion
-from pocketmq.common.errors import BadRequestError, NoPermissionError, PocketMQError
+from pocketmq.common.errors import BadRequestError, NoPermissionError, ReplicationRefusedError
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,
@@ -99,7 +99,7 @@ class HaHandlers:
                 _applied_metadata(h),
             )
         except ValueError as exc:
-            raise PocketMQError(str(exc), response_code=ResponseCode.ILLEGAL_OPERATION) from None
+            raise ReplicationRefusedError(str(exc)) from None
         # The version is read after the records: every record of the body was stored under it or an older one.
         fields = {
             "physOffset": start,

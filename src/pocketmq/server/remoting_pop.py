@@ -33,7 +33,12 @@ from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.receive import PopRequest, PopResult
-from pocketmq.common.errors import BadRequestError, InvalidReceiptHandleError, LimitExceededError, PocketMQError
+from pocketmq.common.errors import (
+    BadRequestError,
+    InvalidReceiptHandleError,
+    LimitExceededError,
+    SubscriptionParseError,
+)
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -136,9 +141,7 @@ class PopHandlers:
         if born_ms > 0 and broker.clock.now_ms() - born_ms - poll_ms > POLL_LATE_TOLERANCE_MS:
             return request.response(ResponseCode.POLLING_TIMEOUT, remark="the pop arrived after its poll time")
         if h.exp_type != "TAG":
-            raise PocketMQError(
-                "only TAG expressions are supported", response_code=ResponseCode.SUBSCRIPTION_PARSE_FAILED
-            )
+            raise SubscriptionParseError("only TAG expressions are supported")
         fifo = True if h.order else None
         result = await broker.pop.pop(
             PopRequest(

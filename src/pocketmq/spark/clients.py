@@ -25,10 +25,11 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.loop_thread import client_loop
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions
 from pocketmq.client.pull_consumer import PullConsumer
-from pocketmq.common.errors import RemoteServerError, RemotingError
+from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.replies import reply_error
 from pocketmq.protocol.request_headers import PullMessageRequestHeader, PullSysFlag
 from pocketmq.spark.offsets import QueueBounds, QueueId

@@ -38,6 +38,7 @@ from pocketmq.cluster.route import BrokerData, ClusterInfo, TopicRouteData
 from pocketmq.common.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
+from pocketmq.protocol.error_codes import response_code_of
 
 _READ_BYTES = 1 << 16
 _THREAD_WAIT_S = 10.0
@@ -178,7 +179,7 @@ class FakePeer:
             if inspect.isawaitable(outcome):
                 outcome = await outcome
         except PocketMQError as exc:
-            outcome = request.response(exc.response_code, remark=str(exc))
+            outcome = request.response(response_code_of(exc), remark=str(exc))
         for item in outcome if isinstance(outcome, list) else [outcome]:
             if writer.is_closing():
                 return

@@ -5,6 +5,7 @@ import pytest
 from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.error_codes import response_code_of
 from pocketmq.server.heartbeat_body import consumer_group_info
 from pocketmq.server.remoting_admin import parse_properties_text, parse_topic_attributes, topic_config_from_header
 from pocketmq.server.remoting_headers import HeaderFields, host_port
@@ -26,7 +27,7 @@ def test_missing_required_field_is_invalid_parameter_naming_the_field():
     with pytest.raises(BadRequestError) as info:
         HeaderFields({}).int("queueId")
     assert "queueId" in str(info.value)
-    assert info.value.response_code == ResponseCode.INVALID_PARAMETER
+    assert response_code_of(info.value) == ResponseCode.INVALID_PARAMETER
 
 
 @pytest.mark.parametrize("raw", ["x", "1.5", "0x10"])

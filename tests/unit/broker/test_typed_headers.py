@@ -14,6 +14,7 @@ from pocketmq.broker.topics import TopicManager
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.error_codes import response_code_of
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, RequestHeader, boolean, choice, int32, int64, text
 from pocketmq.protocol.request_headers import PullMessageRequestHeader, send_header
 from pocketmq.server.broker_headers import BROKER_REQUEST_HEADERS
@@ -32,7 +33,7 @@ class Sample(RequestHeader):
 def remark_of(header_cls, fields) -> str:
     with pytest.raises(BadRequestError) as info:
         header_cls.parse(fields)
-    assert info.value.response_code == ResponseCode.INVALID_PARAMETER
+    assert response_code_of(info.value) == ResponseCode.INVALID_PARAMETER
     return str(info.value)
 
 

@@ -10,6 +10,7 @@ from pocketmq.broker.timer.delay import (
     parse_delay_levels,
 )
 from pocketmq.common.errors import IllegalMessageError
+from pocketmq.protocol.error_codes import response_code_of, v2_code_of
 
 NOW = 1_700_000_000_000
 LIMITS = TimerLimits()
@@ -52,7 +53,7 @@ def test_a_level_wins_over_timer_properties():
 def test_beyond_the_horizon_is_illegal_delivery_time():
     with pytest.raises(IllegalMessageError) as err:
         deliver_time_ms({"TIMER_DELIVER_MS": str(NOW + LIMITS.max_delay_ms + 1)}, NOW, LIMITS)
-    assert err.value.v2_code == 40012 and err.value.response_code == 13
+    assert v2_code_of(err.value) == 40012 and response_code_of(err.value) == 13
 
 
 def test_past_within_tolerance_is_due_now_beyond_is_refused():

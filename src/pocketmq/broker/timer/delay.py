@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pocketmq.common import properties as props
-from pocketmq.common.errors import IllegalMessageError
-from pocketmq.protocol.codes import V2StatusCode
+from pocketmq.common.errors import IllegalDeliveryTimeError
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 TIMER_PROPERTIES = (props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC, props.TIMER_DELAY_MS)
@@ -89,16 +88,14 @@ def deliver_time_ms(properties: dict[str, str], now_ms: int, limits: TimerLimits
     else:
         return None
     if deliver_ms - now_ms > limits.max_delay_ms:
-        raise IllegalMessageError(
+        raise IllegalDeliveryTimeError(
             f"delivery time {deliver_ms} is {deliver_ms - now_ms} ms ahead, more than the "
-            f"max delay of {limits.max_delay_ms} ms",
-            v2_code=V2StatusCode.ILLEGAL_DELIVERY_TIME,
+            f"max delay of {limits.max_delay_ms} ms"
         )
     if now_ms - deliver_ms > limits.past_tolerance_ms:
-        raise IllegalMessageError(
+        raise IllegalDeliveryTimeError(
             f"delivery time {deliver_ms} is {now_ms - deliver_ms} ms in the past, more than "
-            f"the tolerance of {limits.past_tolerance_ms} ms",
-            v2_code=V2StatusCode.ILLEGAL_DELIVERY_TIME,
+            f"the tolerance of {limits.past_tolerance_ms} ms"
         )
     return deliver_ms if deliver_ms > now_ms else None
 
@@ -107,6 +104,4 @@ def _int_property(name: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise IllegalMessageError(
-            f"property {name}={text!r} is not an integer", v2_code=V2StatusCode.ILLEGAL_DELIVERY_TIME
-        ) from None
+        raise IllegalDeliveryTimeError(f"property {name}={text!r} is not an integer") from None

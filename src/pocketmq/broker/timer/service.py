@@ -46,11 +46,10 @@ from pocketmq.broker.write_backoff import PassPacer, WriteBackoff
 from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
 from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
 from pocketmq.common import properties as props
-from pocketmq.common.errors import IllegalMessageError, PocketMQError
+from pocketmq.common.errors import MessageTypeConflictError, PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig
 from pocketmq.metrics import MetricsRegistry
-from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.periodic import PeriodicTask
@@ -131,9 +130,8 @@ class TimerService:
         if deliver_ms is None:
             return False
         if not topic.message_type.accepts(MessageType.DELAY):
-            raise IllegalMessageError(
-                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not delayed ones",
-                v2_code=V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            raise MessageTypeConflictError(
+                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not delayed ones"
             )
         if props.DELAY_TIME_LEVEL in msg.properties:
             for name in TIMER_PROPERTIES:  # a level wins, as RocketMQ strips the timer properties

@@ -32,7 +32,7 @@ from pathlib import Path
 from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.broker.pop.fifo import parse_fifo_state
 from pocketmq.broker.pop.staged import parse_pop_stages
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 

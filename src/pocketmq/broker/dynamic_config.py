@@ -24,7 +24,7 @@ from pathlib import Path
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.common.config import field_name, load_config
 from pocketmq.common.errors import BadRequestError, ConfigError
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 

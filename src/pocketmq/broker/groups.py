@@ -16,7 +16,7 @@ from pocketmq.broker.gray_split import GrayRule
 from pocketmq.common.errors import BadRequestError, SubscriptionGroupNotExistError
 from pocketmq.common.topic import group_name_problem
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, lenient_int
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 

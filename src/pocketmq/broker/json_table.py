@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pocketmq.store.metadata import atomic_write_json
+from pocketmq.runtime.files import atomic_write_json
 
 
 class PersistedJsonTable:

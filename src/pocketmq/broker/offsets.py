@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from pocketmq.broker.json_table import PersistedJsonTable
-from pocketmq.store.metadata import load_json
+from pocketmq.runtime.files import load_json
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pocketmq.broker.json_table import PersistedJsonTable
 from pocketmq.common.errors import BadRequestError
-from pocketmq.store.metadata import load_json
+from pocketmq.runtime.files import load_json
 
 log = logging.getLogger(__name__)
 

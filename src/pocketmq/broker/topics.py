@@ -30,7 +30,7 @@ from pocketmq.common.topic import (
     revive_topic,
     topic_name_problem,
 )
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
-from pocketmq.store.metadata import atomic_write_bytes
+from pocketmq.runtime.files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 

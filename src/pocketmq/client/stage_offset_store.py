@@ -21,7 +21,7 @@ from pocketmq.protocol.codes import QUERY_STAGE_OFFSETS, UPDATE_STAGE_OFFSETS, R
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import GroupQueueRequestHeader
-from pocketmq.store.metadata import atomic_write_bytes
+from pocketmq.runtime.files import atomic_write_bytes
 
 
 class RemoteStageOffsetStore:

@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocketmq.common.errors import StoreError
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.runtime.files import atomic_write_json, load_json
 
 CHECKPOINT_FILE = "checkpoint"
 

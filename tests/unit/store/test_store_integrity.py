@@ -11,12 +11,12 @@ from store_helpers import message, small_config
 
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.message_codec import RecordFormatError, decode_record, decode_records, encode_record
+from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus, PutStatus
 from pocketmq.store.checkpoint import CHECKPOINT_FILE
 from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CorruptRecordError
 from pocketmq.store.integrity import LogLimiter
 from pocketmq.store.message_store import MessageStore
-from pocketmq.store.metadata import load_json
 from pocketmq.store.segment import Segment, segment_name
 from pocketmq.store.verify import QueueRecord, verify_store
 

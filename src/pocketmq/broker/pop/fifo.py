@@ -21,7 +21,7 @@ import logging
 from pathlib import Path
 
 from pocketmq.broker.pop.orderly import OrderlyQueue
-from pocketmq.store.metadata import atomic_write_json, load_json
+from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 

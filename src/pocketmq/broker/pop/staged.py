@@ -43,8 +43,8 @@ from pocketmq.common.errors import BadRequestError, InvalidReceiptHandleError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.stages import check_definitions
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
+from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus
-from pocketmq.store.metadata import load_json
 
 log = logging.getLogger(__name__)
 

@@ -52,9 +52,9 @@ from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageTy
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.files import atomic_write_json, load_json
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.store.api import GetStatus
-from pocketmq.store.metadata import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Atomic metadata files (topics, groups, consumer offsets, timer and revive progress).
+"""Atomic files: the broker's metadata (topics, groups, consumer offsets, timer and revive progress), the
+store's checkpoint, the SDK's local offsets.
 
 A file is replaced whole: written to a temp file in the same folder, fsynced, renamed over the old one, and
 the folder fsynced, so a crash leaves either the old or the new content, never half of one.

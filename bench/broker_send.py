@@ -27,9 +27,9 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.common import properties as props
 from pocketmq.common.message import Message
 from pocketmq.common.topic import DEFAULT_TOPIC
+from pocketmq.protocol.batch_codec import encode_batch
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import encode_batch
 from pocketmq.protocol.request_headers import SendMessageRequestHeaderV2
 from pocketmq.protocol.transport import RemotingConnection
 from pocketmq.server.remoting_broker import build_broker_router

@@ -35,7 +35,7 @@ from crc32c import crc32c
 
 from pocketmq.common.message import MessageExt
 from pocketmq.common.properties import encode_properties
-from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE, RECORD_HEAD
+from pocketmq.common.record import MESSAGE_MAGIC_CODE, RECORD_HEAD
 from pocketmq.store.api import FlushMode, StoreConfig
 from pocketmq.store.consume_queue import UNIT
 from pocketmq.store.message_store import MessageStore

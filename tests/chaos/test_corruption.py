@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from pocketmq.common.message import MessageExt
-from pocketmq.protocol.message_codec import encode_record
+from pocketmq.common.record import encode_record
 from pocketmq.store.commit_log import CommitLog
 from pocketmq.testing.chaos.corruption import corrupt_tail
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import decode_records
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
 

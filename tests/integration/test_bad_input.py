@@ -10,10 +10,10 @@ import struct
 import pytest
 from remoting_calls import call, client, serve_for_module  # noqa: F401 (client is a fixture)
 
+from pocketmq.common.record import decode_records
 from pocketmq.protocol.codes import RequestCode as R
 from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import SERIALIZE_ROCKETMQ, FrameDecoder, RemotingCommand
-from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 
 MAX_MESSAGE_BYTES = 64 * 1024

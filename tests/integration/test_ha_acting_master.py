@@ -34,10 +34,10 @@ import pytest
 
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
+from pocketmq.common.record import decode_records
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
 from pocketmq.testing.polling import eventually

@@ -16,9 +16,9 @@ import pytest
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.pull_consumer import AsyncPullConsumer
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import decode_records
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.store.api import StoreConfig
 from pocketmq.store.message_store import MessageStore

@@ -23,11 +23,11 @@ from remoting_calls import call
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
+from pocketmq.common.record import decode_records
 from pocketmq.protocol.codes import RequestCode as R
 from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import SERIALIZE_ROCKETMQ, RemotingCommand
 from pocketmq.protocol.grpc_codec import V2Code
-from pocketmq.protocol.message_codec import decode_records
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
 from pocketmq.testing.protocol_fuzz import FUZZ_PREFIX, case_rng, remoting_case

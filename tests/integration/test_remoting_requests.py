@@ -19,10 +19,11 @@ from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.pull_consumer import AsyncPullConsumer
 from pocketmq.common.message import Message, MessageQueue, parse_offset_msg_id
 from pocketmq.common.properties import encode_properties
+from pocketmq.common.record import decode_records
+from pocketmq.protocol.batch_codec import encode_batch
 from pocketmq.protocol.codes import RequestCode as R
 from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import decode_records, encode_batch
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import broker_process

@@ -8,20 +8,14 @@ from hypothesis import strategies as st
 
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties, encode_properties
+from pocketmq.common.record import RecordFormatError, decode_record, decode_records, encode_record
+from pocketmq.protocol.batch_codec import decode_batch, encode_batch
 from pocketmq.protocol.command import (
     SERIALIZE_JSON,
     SERIALIZE_ROCKETMQ,
     FrameDecoder,
     MalformedFrameError,
     RemotingCommand,
-)
-from pocketmq.protocol.message_codec import (
-    RecordFormatError,
-    decode_batch,
-    decode_record,
-    decode_records,
-    encode_batch,
-    encode_record,
 )
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"), max_size=20)

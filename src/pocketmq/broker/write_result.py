@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from pocketmq.common.message import MessageExt
 from pocketmq.common.properties import encode_properties
+from pocketmq.common.record import MAX_PROPERTIES_BYTES
 from pocketmq.common.topic import topic_name_problem
-from pocketmq.protocol.message_codec import MAX_PROPERTIES_BYTES
 from pocketmq.store.api import PutResult, PutStatus
 
 _PERMANENT_PUTS = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})

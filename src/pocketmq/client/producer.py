@@ -52,10 +52,10 @@ from pocketmq.common.errors import (
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
 from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
+from pocketmq.protocol.batch_codec import encode_batch
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
-from pocketmq.protocol.message_codec import encode_batch
 from pocketmq.protocol.replies import reply_error
 from pocketmq.protocol.request_headers import SendMessageRequestHeaderV2
 from pocketmq.runtime.clock import Clock

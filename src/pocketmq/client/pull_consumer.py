@@ -23,12 +23,12 @@ from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, offset_of
 from pocketmq.common.errors import BadRequestError, ClientError
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
+from pocketmq.common.record import decode_records_prefix
 from pocketmq.common.tag_expression import SUBSCRIBE_ALL, parse_tag_expression
 from pocketmq.common.topic import group_name_problem
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
-from pocketmq.protocol.message_codec import decode_records_prefix
 from pocketmq.protocol.replies import expect_success, reply_error
 from pocketmq.protocol.request_headers import (
     PullMessageRequestHeader,

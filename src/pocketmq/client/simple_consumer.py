@@ -36,11 +36,11 @@ from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, ClientError
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
+from pocketmq.common.record import decode_records_prefix
 from pocketmq.common.tag_expression import SUBSCRIBE_ALL
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import decode_records_prefix
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import (
     AckMessageRequestHeader,

@@ -56,11 +56,11 @@ from pocketmq.common.read_result import (
     ReadResult,
     ReadStatus,
 )
+from pocketmq.common.record import RecordFormatError, decode_records
 from pocketmq.common.tag_expression import SUBSCRIBE_ALL
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import RecordFormatError, decode_records
 from pocketmq.protocol.request_headers import PullMessageRequestHeader, PullSysFlag
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 

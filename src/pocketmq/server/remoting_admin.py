@@ -15,6 +15,7 @@ from pocketmq.broker.groups import group_config_from_json, group_config_to_json
 from pocketmq.broker.topics import topic_change_refusal, topic_config_to_json
 from pocketmq.cluster.route import topic_gray_ratio
 from pocketmq.common.errors import BadRequestError, IllegalTopicError
+from pocketmq.common.record import STORE_TIMESTAMP_POS
 from pocketmq.common.topic import (
     MessageType,
     TopicConfig,
@@ -23,7 +24,6 @@ from pocketmq.common.topic import (
 )
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import STORE_TIMESTAMP_POS
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 from pocketmq.protocol.request_headers import (
     DeleteSubscriptionGroupRequestHeader,

@@ -34,10 +34,11 @@ from pocketmq.common.errors import (
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
+from pocketmq.common.record import RecordFormatError, encode_record
 from pocketmq.common.topic import revive_topic
+from pocketmq.protocol.batch_codec import decode_batch
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import FLAG_RESPONSE, SERIALIZE_JSON, RemotingCommand, encode_frame
-from pocketmq.protocol.message_codec import RecordFormatError, decode_batch, encode_record
 from pocketmq.protocol.request_headers import (
     QUERY_MESSAGE_MAX_NUMS,
     EscapePutMessageRequestHeader,

@@ -39,11 +39,11 @@ from pocketmq.common.errors import (
     LimitExceededError,
     SubscriptionParseError,
 )
+from pocketmq.common.record import encode_record
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.limits import BATCH_ACK_BITS
-from pocketmq.protocol.message_codec import encode_record
 from pocketmq.protocol.request_headers import AckMessageRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.broker_headers import BrokerChangeInvisibleTimeHeader, BrokerPopMessageHeader

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
+from pocketmq.common.record import decode_record_columns
 from pocketmq.common.tag_expression import parse_tag_expression
-from pocketmq.protocol.message_codec import decode_record_columns
 from pocketmq.spark.clients import PULL_MAX_MESSAGES, Pulled, QueueClient, client_for
 from pocketmq.spark.offsets import QueueId
 from pocketmq.spark.options import SourceOptions

@@ -32,7 +32,7 @@ from pyspark.sql.types import (
 
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED
-from pocketmq.protocol.message_codec import RecordColumns
+from pocketmq.common.record import RecordColumns
 
 # An Arrow scalar, not the int 1000: a Python operand makes every kernel call search sys.path for numpy.
 _MICROS_PER_MS = pa.scalar(1000, pa.int64())

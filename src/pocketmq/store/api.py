@@ -105,7 +105,7 @@ class GetResult:
     max_offset: int = 0
 
     def messages(self):
-        from pocketmq.protocol.message_codec import decode_record
+        from pocketmq.common.record import decode_record
 
         return [decode_record(r)[0] for r in self.records]
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from pocketmq.common.errors import StoreError
-from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, STORE_TIMESTAMP_POS, record_size
+from pocketmq.common.record import MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, STORE_TIMESTAMP_POS, record_size
 from pocketmq.store.segment import Segment, open_segments, segment_at
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pocketmq.protocol.message_codec import MESSAGE_MAGIC_CODE
+from pocketmq.common.record import MESSAGE_MAGIC_CODE
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CommitLog, Frame, frame_problem, parse_frame
 

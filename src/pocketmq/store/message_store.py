@@ -48,7 +48,7 @@ from pocketmq.common import properties as props
 from pocketmq.common.errors import StoreError
 from pocketmq.common.message import MessageExt, make_offset_msg_id
 from pocketmq.common.properties import encode_properties
-from pocketmq.protocol.message_codec import (
+from pocketmq.common.record import (
     MAX_PROPERTIES_BYTES,
     RecordFormatError,
     decode_record,

@@ -13,9 +13,9 @@ from pocketmq.client.pull_consumer import PullStatus, pull_result_from_response
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import encode_record
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import encode_record
 
 
 def stored(body: bytes, **props) -> MessageExt:

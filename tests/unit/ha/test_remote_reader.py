@@ -17,9 +17,9 @@ from pocketmq.common.errors import (
 )
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
+from pocketmq.common.record import encode_record
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import encode_record
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakeNameServer, FakePeer, answer, canned, hang_up, silent
 

@@ -30,7 +30,7 @@ from tests.unit.pop.pop_support import pop, running_broker, send
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_MAX_ATTEMPTS
 from pocketmq.common.errors import InvalidReceiptHandleError
-from pocketmq.protocol.message_codec import decode_record
+from pocketmq.common.record import decode_record
 from pocketmq.runtime.clock import ManualClock
 
 GROUP, TOPIC = "G", "T"

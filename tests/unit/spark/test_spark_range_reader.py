@@ -10,7 +10,7 @@ import pytest
 
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
-from pocketmq.protocol.message_codec import RecordFormatError, decode_record_columns, decode_records, encode_record
+from pocketmq.common.record import RecordFormatError, decode_record_columns, decode_records, encode_record
 from pocketmq.spark.clients import Pulled
 from pocketmq.spark.offsets import QueueBounds, QueueId
 from pocketmq.spark.planning import DataLossError, OffsetRange

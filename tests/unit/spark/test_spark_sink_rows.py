@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pocketmq.common import properties as props
 from pocketmq.common.errors import IllegalMessageError
 from pocketmq.common.message import Message
-from pocketmq.protocol.message_codec import encode_batch
+from pocketmq.protocol.batch_codec import encode_batch
 from pocketmq.spark.options import OptionError
 from pocketmq.spark.sink_rows import (
     IDEMPOTENT_PROPERTY,

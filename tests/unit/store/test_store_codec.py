@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.common.message import MessageExt
-from pocketmq.protocol.message_codec import decode_record, encode_record
+from pocketmq.common.record import decode_record, encode_record
 from pocketmq.store.tags import tag_hash_code
 
 _text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=20)

@@ -9,8 +9,8 @@ import logging
 import pytest
 from store_helpers import message, small_config
 
+from pocketmq.common.record import RecordFormatError, decode_record, decode_records, encode_record
 from pocketmq.metrics import MetricsRegistry
-from pocketmq.protocol.message_codec import RecordFormatError, decode_record, decode_records, encode_record
 from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus, PutStatus
 from pocketmq.store.checkpoint import CHECKPOINT_FILE

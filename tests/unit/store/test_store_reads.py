@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from store_helpers import message
 
-from pocketmq.protocol.message_codec import decode_record
+from pocketmq.common.record import decode_record
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import GetStatus, PutStatus
 from pocketmq.store.tags import tag_hash_code

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from store_helpers import SMALL_SEGMENT_BYTES, message, small_config
 
-from pocketmq.protocol.message_codec import encode_record
+from pocketmq.common.record import encode_record
 from pocketmq.runtime.files import atomic_write_json
 from pocketmq.store.checkpoint import CHECKPOINT_FILE
 from pocketmq.store.commit_log import FRAME_HEADER_SIZE

@@ -14,7 +14,7 @@ from pocketmq.store.message_store import MessageStore
 
 
 def _bodies(store: MessageStore, topic: str, queue_id: int = 0) -> list[bytes]:
-    from pocketmq.protocol.message_codec import decode_record
+    from pocketmq.common.record import decode_record
 
     result = store.get_messages(topic, queue_id, 0, 1000, max_bytes=1 << 22)
     return [decode_record(r)[0].body for r in result.records]

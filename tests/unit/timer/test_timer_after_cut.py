@@ -4,8 +4,8 @@ dropped records are forgotten and a new timer record written at a dropped offset
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.common.message import Message
+from pocketmq.common.record import decode_record
 from pocketmq.common.topic import TIMER_TOPIC
-from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import ManualClock
 
 

@@ -27,7 +27,7 @@ from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
 from pocketmq.broker.pop.start_offset import start_offset
 from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
 from pocketmq.common.message import MessageExt
-from pocketmq.protocol.message_codec import decode_record, record_queue_offset
+from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
 
 FIFO_WINDOW = 128  # messages of a FIFO queue considered per pop

@@ -18,8 +18,8 @@ from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, NoPermissionError
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.common.tag_expression import parse_tag_expression
-from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.store.tags import tag_hash_code
 
 INIT_MODE_MIN = 0

@@ -41,8 +41,8 @@ from pocketmq.broker.pop.stage_gate import InFlight, decide
 from pocketmq.broker.pop.start_offset import start_offset
 from pocketmq.common.errors import BadRequestError, InvalidReceiptHandleError
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.common.stages import check_definitions
-from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus
 

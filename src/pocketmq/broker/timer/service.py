@@ -48,9 +48,9 @@ from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
 from pocketmq.common import properties as props
 from pocketmq.common.errors import MessageTypeConflictError, PocketMQError
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import decode_record
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig
 from pocketmq.metrics import MetricsRegistry
-from pocketmq.protocol.message_codec import decode_record
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.files import atomic_write_json, load_json
 from pocketmq.runtime.periodic import PeriodicTask

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pocketmq.common import properties as props
-from pocketmq.protocol.message_codec import RecordFormatError, decode_record
+from pocketmq.common.record import RecordFormatError, decode_record
 from pocketmq.store.commit_log import FRAME_HEADER, FRAME_HEADER_SIZE
 
 

@@ -26,9 +26,9 @@ from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_s
 from pocketmq.cluster.route import BrokerIdentity
 from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import encode_record
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import encode_record
 from pocketmq.protocol.request_headers import PullMessageRequestHeader
 from pocketmq.testing.sim import bugs as injected
 from pocketmq.testing.sim.config import (

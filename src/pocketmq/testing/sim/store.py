@@ -18,7 +18,7 @@ from collections.abc import Callable
 from crc32c import crc32c
 
 from pocketmq.common.message import MessageExt
-from pocketmq.protocol.message_codec import encode_record
+from pocketmq.common.record import encode_record
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
 from pocketmq.store.commit_log import RecordMark
 from pocketmq.testing.sim.disk import SimDisk

@@ -1,5 +1,8 @@
 """Message records in RocketMQ 4.x's layout: the commit log's record format and a PULL_MESSAGE body.
 
+The store writes and reads records, a pull reply carries them unchanged, clients and the Spark source decode
+them: one definition for all, below both the store and the protocol (docs/architecture.md, "Decisions").
+
 Record layout (big-endian; IPv4 hosts; 1-byte topic length, as 4.x clients parse strictly)::
 
     int32 total_size     int32 magic          int32 body_crc (zlib CRC32 of the body as stored)
@@ -10,9 +13,6 @@ Record layout (big-endian; IPv4 hosts; 1-byte topic length, as 4.x clients parse
     int32 body_length + body      int8 topic_length + topic      int16 properties_length + properties
 
 Because the store keeps records in exactly this layout, a pull reply is the stored records back to back.
-
-Batch body (SEND_BATCH_MESSAGE): per message int32 total_size, int32 magic (0), int32 body_crc, int32 flag,
-int32 body_length + body, int16 properties_length + properties.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from pocketmq.common.message import Message, MessageExt
+from pocketmq.common.message import MessageExt
 from pocketmq.common.properties import decode_properties, encode_properties
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xAABBCCDD ^ (1880681586 + 8), RocketMQ's V1 record magic
@@ -37,7 +37,6 @@ STORE_TIMESTAMP_POS = 56
 RECORD_HEAD = struct.Struct(_FIXED.format + "i")  # the fixed part and the body length: one pack per record
 _RECORD_OVERHEAD = RECORD_HEAD.size + 1 + 2  # + the topic and properties lengths
 _TOPIC_LENGTH = [bytes((n,)) for n in range(256)]
-_BATCH_FIXED = struct.Struct(">iiiii")
 MAX_PROPERTIES_BYTES = 32767
 MAX_TOPIC_BYTES = 127
 
@@ -189,44 +188,6 @@ def decode_records_prefix(buf: bytes | memoryview) -> tuple[list[MessageExt], Re
             return messages, exc
         messages.append(msg)
     return messages, None
-
-
-def encode_batch(messages: list[Message]) -> bytes:
-    """The body of SEND_BATCH_MESSAGE."""
-    parts = []
-    for msg in messages:
-        props = encode_properties(msg.properties).encode()
-        size = _BATCH_FIXED.size + len(msg.body) + 2 + len(props)
-        parts.append(_BATCH_FIXED.pack(size, 0, zlib.crc32(msg.body) & 0x7FFFFFFF, msg.flag, len(msg.body)))
-        parts.append(msg.body)
-        parts.append(len(props).to_bytes(2, "big"))
-        parts.append(props)
-    return b"".join(parts)
-
-
-def decode_batch(body: bytes, topic: str) -> list[MessageExt]:
-    """Split a SEND_BATCH_MESSAGE body into messages of ``topic``: ``MessageExt`` ones, which the broker fills in
-    to store them (a plain ``Message`` would be copied into one, its properties too)."""
-    messages = []
-    pos = 0
-    try:
-        while pos < len(body):
-            size, _magic, _crc, flag, body_len = _BATCH_FIXED.unpack_from(body, pos)
-            p = pos + _BATCH_FIXED.size
-            if size < _BATCH_FIXED.size + 2 or pos + size > len(body) or body_len < 0:
-                raise RecordFormatError(f"batch entry at {pos} has a bad size")
-            msg_body = body[p : p + body_len]
-            p += body_len
-            props_len = int.from_bytes(body[p : p + 2], "big", signed=True)
-            p += 2
-            if props_len < 0 or p + props_len != pos + size:
-                raise RecordFormatError(f"batch entry at {pos}: fields do not add up to its size")
-            properties = decode_properties(body[p : p + props_len].decode())
-            messages.append(MessageExt(topic, msg_body, properties, flag))  # positional: ~0.2 µs less per message
-            pos += size
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise RecordFormatError(f"batch body does not parse: {exc}") from None
-    return messages
 
 
 _IP4_CACHE: dict[str, bytes] = {}  # a broker sees few hosts (its own, its clients'): two lookups per record saved

@@ -26,11 +26,11 @@ from tests.integration.test_ha_acting_master import GROUP, acting, call, officia
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.pull_consumer import AsyncPullConsumer
-from pocketmq.cluster.route import create_topic_fields
 from pocketmq.common import properties as props
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.topic import TopicConfig, pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.route import create_topic_fields
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, GROUP_B, start_two_groups
 from pocketmq.testing.polling import eventually

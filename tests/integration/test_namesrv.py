@@ -8,10 +8,10 @@ import zlib
 
 import pytest
 
-from pocketmq.cluster.route import BrokerFlags, BrokerIdentity, RegisterBrokerBody, TopicRouteData
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.route import BrokerFlags, BrokerIdentity, RegisterBrokerBody, TopicRouteData
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.fakes import FakePeer, answer
 from pocketmq.testing.polling import eventually

@@ -30,12 +30,12 @@ from pocketmq.broker.timer.service import tombstone
 from pocketmq.cluster.acting_master import ActingMasterElection
 from pocketmq.cluster.escape import EscapeBridge
 from pocketmq.cluster.ha_metadata import apply_offsets
-from pocketmq.cluster.route import MASTER_ID
 from pocketmq.common.errors import PocketMQError, StoreError
 from pocketmq.common.topic import revive_topic
 from pocketmq.protocol.codes import ACTING_MASTER_HANDOVER, ACTING_PROGRESS_APPLIED, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
+from pocketmq.protocol.route import MASTER_ID
 
 log = logging.getLogger(__name__)
 

@@ -49,9 +49,9 @@ from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.metadata_version import MetadataVersion
-from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.common.errors import BadRequestError, ConfigError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
+from pocketmq.protocol.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.loop_lag import LoopLagMonitor

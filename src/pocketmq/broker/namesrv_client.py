@@ -6,11 +6,11 @@ one). Name servers are tried in turn, starting with the one that answered last.
 
 from __future__ import annotations
 
-from pocketmq.cluster.route import ClusterInfo, TopicRouteData
 from pocketmq.common.errors import RemotingError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.route import ClusterInfo, TopicRouteData
 from pocketmq.protocol.transport import RemotingClient
 
 

@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pocketmq.cluster.route import topic_config_from_obj, topic_config_to_obj
 from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
 from pocketmq.common.topic import (
     DEFAULT_TOPIC,
@@ -30,6 +29,7 @@ from pocketmq.common.topic import (
     revive_topic,
     topic_name_problem,
 )
+from pocketmq.protocol.route import topic_config_from_obj, topic_config_to_obj
 from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)

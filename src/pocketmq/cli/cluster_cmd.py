@@ -13,7 +13,7 @@ import json
 
 from pocketmq.cli.output import add_client_options, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin
-from pocketmq.cluster.route import ClusterInfo
+from pocketmq.protocol.route import ClusterInfo
 
 COLUMNS = ["cluster", "broker", "broker_id", "role", "address", "grpc", "lag_bytes", "lag_s", "breakers"]
 

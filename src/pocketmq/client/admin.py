@@ -17,7 +17,6 @@ from pocketmq.client.instance import InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, json_body, offset_of
 from pocketmq.client.route_view import MASTER_ID
-from pocketmq.cluster.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
 from pocketmq.common.errors import BadRequestError, ClientError, SubscriptionGroupNotExistError, TopicNotExistError
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
@@ -32,6 +31,7 @@ from pocketmq.protocol.request_headers import (
     QueueRequestHeader,
     TopicRequestHeader,
 )
+from pocketmq.protocol.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
 from pocketmq.client.route_view import TopicRouteView, route_view_of
-from pocketmq.cluster.route import TopicRouteData
 from pocketmq.common.errors import ClientError, PocketMQError, RemotingError, TopicNotExistError
 from pocketmq.common.gray import gray_client_id_suffix
 from pocketmq.common.message import MessageQueue
@@ -34,6 +33,7 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import UnregisterClientRequestHeader
+from pocketmq.protocol.route import TopicRouteData
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask

@@ -4,7 +4,7 @@ A group whose master is gone (the name server lists only its slaves, as RocketMQ
 through its lowest-id slave: its queues are in ``read_queues`` and ``broker_addrs`` names the slave, but it
 has no ``write_queues`` (slaves refuse sends).
 
-Built from the name server's route data (the route JSON is parsed by ``pocketmq.cluster.route``); pure.
+Built from the name server's route data (the route JSON is parsed by ``pocketmq.protocol.route``); pure.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class TopicRouteView:
 
 
 def route_view_of(topic: str, route) -> TopicRouteView:
-    """The view of a ``pocketmq.cluster.route.TopicRouteData``."""
+    """The view of a ``pocketmq.protocol.route.TopicRouteData``."""
     return build_route_view(topic, route.queue_datas, route.broker_datas)
 
 

@@ -21,9 +21,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from pocketmq.cluster.route import MASTER_ID
 from pocketmq.common.errors import PocketMQError
 from pocketmq.metrics import MetricsRegistry
+from pocketmq.protocol.route import MASTER_ID
 from pocketmq.runtime.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)

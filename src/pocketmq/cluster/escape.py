@@ -39,7 +39,6 @@ from dataclasses import dataclass
 
 from pocketmq.broker.pop.revive_queue import ACK_TAG, CK_TAG
 from pocketmq.broker.write_result import STORED, WriteResult
-from pocketmq.cluster.route import ClusterInfo, TopicRouteData
 from pocketmq.common import properties as props
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageExt
@@ -54,6 +53,7 @@ from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.request_headers import EscapePutMessageRequestHeader
+from pocketmq.protocol.route import ClusterInfo, TopicRouteData
 from pocketmq.runtime.clock import Clock, SystemClock
 
 ESCAPE_PRODUCER_GROUP = "PMQ_SYS_ESCAPE_BRIDGE"

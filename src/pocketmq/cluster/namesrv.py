@@ -34,7 +34,11 @@ import logging
 import zlib
 
 from pocketmq.cluster.namesrv_config import NamesrvConfig
-from pocketmq.cluster.route import (
+from pocketmq.cluster.route_table import RouteTable, TopicCreation
+from pocketmq.common.errors import BadRequestError, RemotingError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.route import (
     BrokerIdentity,
     RegisterBrokerBody,
     RouteFormatError,
@@ -44,10 +48,6 @@ from pocketmq.cluster.route import (
     topic_config_from_obj,
     topic_list_json,
 )
-from pocketmq.cluster.route_table import RouteTable, TopicCreation
-from pocketmq.common.errors import BadRequestError, RemotingError
-from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection, RemotingServer, RequestRouter
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask

@@ -22,11 +22,11 @@ import logging
 import zlib
 from collections.abc import Callable
 
-from pocketmq.cluster.route import BrokerIdentity, RegisterBrokerBody
 from pocketmq.common.errors import RemotingError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.route import BrokerIdentity, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask

@@ -25,7 +25,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from pocketmq.broker.topics import auto_create_decision
-from pocketmq.cluster.route import (
+from pocketmq.common.topic import DEFAULT_TOPIC, TopicConfig
+from pocketmq.protocol.route import (
     MASTER_ID,
     BrokerData,
     BrokerFlags,
@@ -35,7 +36,6 @@ from pocketmq.cluster.route import (
     RegisterBrokerBody,
     TopicRouteData,
 )
-from pocketmq.common.topic import DEFAULT_TOPIC, TopicConfig
 
 # Queue count of an auto-created topic on a broker that says nothing of it and has no TBW102 to copy from.
 FALLBACK_TOPIC_QUEUE_NUMS = 8

@@ -18,9 +18,9 @@ DOMAIN_NAME endpoint stays one address (the Python client raises on a DOMAIN_NAM
 
 from __future__ import annotations
 
-from pocketmq.cluster.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 from pocketmq.common.topic import PERM_READ, PERM_WRITE, MessageType, TopicConfig
 from pocketmq.protocol.grpc_codec import RouteQueue
+from pocketmq.protocol.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
 Address = tuple[str, int]
 

@@ -13,7 +13,6 @@ import struct
 from pocketmq.broker.dynamic_config import config_properties
 from pocketmq.broker.groups import group_config_from_json, group_config_to_json
 from pocketmq.broker.topics import topic_change_refusal, topic_config_to_json
-from pocketmq.cluster.route import topic_gray_ratio
 from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.record import STORE_TIMESTAMP_POS
 from pocketmq.common.topic import (
@@ -30,6 +29,7 @@ from pocketmq.protocol.request_headers import (
     GetConsumeStatsRequestHeader,
     TopicRequestHeader,
 )
+from pocketmq.protocol.route import topic_gray_ratio
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
 

@@ -34,11 +34,11 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 
-from pocketmq.cluster.route import BrokerData, ClusterInfo, TopicRouteData
 from pocketmq.common.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
 from pocketmq.protocol.error_codes import response_code_of
+from pocketmq.protocol.route import BrokerData, ClusterInfo, TopicRouteData
 
 _READ_BYTES = 1 << 16
 _THREAD_WAIT_S = 10.0

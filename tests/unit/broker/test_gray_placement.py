@@ -13,11 +13,11 @@ from pocketmq.broker.gray_split import GrayRule, GraySplit
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.messages import select_queue
 from pocketmq.client.rebalance import gray_queues
-from pocketmq.cluster.route import create_topic_fields, topic_config_from_obj, topic_config_to_obj
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.gray import GRAY_PROPERTY, gray_queue_count, placement_queues
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.common.topic import TopicConfig
+from pocketmq.protocol.route import create_topic_fields, topic_config_from_obj, topic_config_to_obj
 from pocketmq.server.remoting_admin import topic_config_from_header
 from pocketmq.server.remoting_headers import HeaderFields
 

@@ -11,11 +11,11 @@ from pocketmq.cli.group_cmd import offset_rows
 from pocketmq.cli.output import body_fields, format_table, json_line, message_to_json, message_to_text
 from pocketmq.client.pull_consumer import PullStatus, pull_result_from_response
 from pocketmq.client.simple_consumer import messages_of_pop_reply
-from pocketmq.cluster.route import BrokerData, ClusterInfo
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import encode_record
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.route import BrokerData, ClusterInfo
 
 
 def stored(body: bytes, **props) -> MessageExt:

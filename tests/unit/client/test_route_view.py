@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pocketmq.client.admin import route_shows_queues
 from pocketmq.client.route_view import build_route_view
-from pocketmq.cluster.route import BrokerData, QueueData, TopicRouteData
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ, PERM_READ_WRITE, PERM_WRITE
+from pocketmq.protocol.route import BrokerData, QueueData, TopicRouteData
 
 
 def route(*queue_datas: QueueData, masters=("a", "b")) -> TopicRouteData:

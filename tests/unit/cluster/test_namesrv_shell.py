@@ -9,7 +9,10 @@ import zlib
 import pytest
 from tests.unit.virtual_time import advance_until
 
-from pocketmq.cluster.route import (
+from pocketmq.common.topic import TopicConfig
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.route import (
     BrokerFlags,
     BrokerIdentity,
     ClusterInfo,
@@ -17,9 +20,6 @@ from pocketmq.cluster.route import (
     TopicRouteData,
     topic_list_from_json,
 )
-from pocketmq.common.topic import TopicConfig
-from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.fakes import FakePeer, answer
 from pocketmq.testing.polling import eventually

@@ -11,8 +11,8 @@ from tests.unit.virtual_time import advance_until
 from pocketmq.cluster.namesrv import NameServer
 from pocketmq.cluster.namesrv_config import NamesrvConfig
 from pocketmq.cluster.registrar import BrokerRegistrar
-from pocketmq.cluster.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.common.topic import TopicConfig
+from pocketmq.protocol.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import ManualClock
 

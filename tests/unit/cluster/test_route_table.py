@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from pocketmq.cluster.route import BrokerFlags, BrokerIdentity, RegisterBrokerBody, TopicRouteData
 from pocketmq.cluster.route_table import RouteTable
 from pocketmq.common.topic import DEFAULT_TOPIC, PERM_INHERIT, PERM_READ_WRITE, TopicConfig
+from pocketmq.protocol.route import BrokerFlags, BrokerIdentity, RegisterBrokerBody, TopicRouteData
 from pocketmq.runtime.clock import ManualClock
 
 A = BrokerIdentity("DefaultCluster", "broker-a", 0, "127.0.0.1:10911")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pocketmq.cluster.route import BrokerData, QueueData, TopicRouteData
 from pocketmq.common.topic import PERM_READ, PERM_READ_WRITE, MessageType, TopicConfig
+from pocketmq.protocol.route import BrokerData, QueueData, TopicRouteData
 from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
 
 ROUTE = TopicRouteData(

@@ -19,11 +19,11 @@ from pocketmq.cluster.escape import (
     java_string_hash,
     specific_queue,
 )
-from pocketmq.cluster.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import PERM_READ, TopicConfig
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, ResponseCode
+from pocketmq.protocol.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakeNameServer, FakePeer, answer, hang_up, silent
 from pocketmq.testing.polling import eventually

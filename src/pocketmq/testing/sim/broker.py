@@ -23,13 +23,13 @@ from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoin
 from pocketmq.broker.pop.rewrite import CkRewritePolicy
 from pocketmq.cluster.acting_master import should_act
 from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
-from pocketmq.cluster.route import BrokerIdentity
 from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import encode_record
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.request_headers import PullMessageRequestHeader
+from pocketmq.protocol.route import BrokerIdentity
 from pocketmq.testing.sim import bugs as injected
 from pocketmq.testing.sim.config import (
     CLUSTER,

@@ -8,9 +8,9 @@ name server also drops it at once when its connection closes; expiry is the slow
 
 from __future__ import annotations
 
-from pocketmq.cluster.route import MASTER_ID, ClusterInfo, RegisterBrokerBody
 from pocketmq.cluster.route_table import RouteTable
 from pocketmq.common.errors import RemotingError
+from pocketmq.protocol.route import MASTER_ID, ClusterInfo, RegisterBrokerBody
 from pocketmq.testing.sim.config import SimConfig
 from pocketmq.testing.sim.history import History
 from pocketmq.testing.sim.kernel import Kernel

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.cluster.route import BrokerIdentity
 from pocketmq.common.message import MessageExt
+from pocketmq.protocol.route import BrokerIdentity
 from pocketmq.store.commit_log import RecordMark
 
 

@@ -38,6 +38,7 @@ from pocketmq.cluster.route_table import RouteTable, TopicCreation
 from pocketmq.common.errors import BadRequestError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.remoting_headers import HeaderFields
 from pocketmq.protocol.route import (
     BrokerIdentity,
     RegisterBrokerBody,
@@ -51,7 +52,6 @@ from pocketmq.protocol.route import (
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection, RemotingServer, RequestRouter
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask
-from pocketmq.server.remoting_headers import HeaderFields
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from pocketmq.common.topic import (
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
+from pocketmq.protocol.remoting_headers import HeaderFields, json_body, json_bytes
 from pocketmq.protocol.request_headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetConsumeStatsRequestHeader,
@@ -31,7 +32,6 @@ from pocketmq.protocol.request_headers import (
 )
 from pocketmq.protocol.route import topic_gray_ratio
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_headers import HeaderFields, json_body, json_bytes
 
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"
 _INT64 = struct.Struct(">q")

@@ -39,6 +39,7 @@ from pocketmq.common.topic import revive_topic
 from pocketmq.protocol.batch_codec import decode_batch
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import FLAG_RESPONSE, SERIALIZE_JSON, RemotingCommand, encode_frame
+from pocketmq.protocol.remoting_headers import host_port, json_body, json_bytes
 from pocketmq.protocol.request_headers import (
     QUERY_MESSAGE_MAX_NUMS,
     EscapePutMessageRequestHeader,
@@ -59,7 +60,6 @@ from pocketmq.server.heartbeat_body import heartbeat_from_json
 from pocketmq.server.remoting_admin import AdminHandlers
 from pocketmq.server.remoting_gray import GrayHandlers
 from pocketmq.server.remoting_ha import HaHandlers
-from pocketmq.server.remoting_headers import host_port, json_body, json_bytes
 from pocketmq.server.remoting_pop import PopHandlers
 from pocketmq.server.remoting_retry import RetryHandlers
 from pocketmq.server.remoting_stages import StageOffsetHandlers

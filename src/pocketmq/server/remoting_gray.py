@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.remoting_headers import json_bytes
 from pocketmq.protocol.request_headers import GroupRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_headers import json_bytes
 
 
 class GrayHandlers:

@@ -44,10 +44,10 @@ from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.limits import BATCH_ACK_BITS
+from pocketmq.protocol.remoting_headers import json_body
 from pocketmq.protocol.request_headers import AckMessageRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.broker_headers import BrokerChangeInvisibleTimeHeader, BrokerPopMessageHeader
-from pocketmq.server.remoting_headers import json_body
 
 POLL_LATE_TOLERANCE_MS = 500
 _WORD_MASK = 2**64 - 1

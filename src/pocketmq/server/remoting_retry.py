@@ -17,9 +17,9 @@ from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.headers import INT32_MAX
+from pocketmq.protocol.remoting_headers import json_body, json_bytes
 from pocketmq.protocol.request_headers import NAME_MAX_CHARS, ConsumerSendMsgBackRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_headers import json_body, json_bytes
 
 
 def _checked_name(name: str, problem_of, field: str) -> str:

@@ -22,13 +22,13 @@ from pocketmq.protocol.codes import (
     ResponseCode,
 )
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.remoting_headers import json_body, json_bytes
 from pocketmq.protocol.request_headers import (
     GroupQueueRequestHeader,
     GroupTopicRequestHeader,
     RegisterPopStagesRequestHeader,
 )
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
-from pocketmq.server.remoting_headers import json_body, json_bytes
 
 
 def _group_topic_queue(request: RemotingCommand) -> tuple[str, str, int]:

@@ -17,9 +17,9 @@ from pocketmq.common.errors import BadRequestError
 from pocketmq.common.gray import GRAY_PROPERTY, gray_queue_count, placement_queues
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.common.topic import TopicConfig
+from pocketmq.protocol.remoting_headers import HeaderFields
 from pocketmq.protocol.route import create_topic_fields, topic_config_from_obj, topic_config_to_obj
 from pocketmq.server.remoting_admin import topic_config_from_header
-from pocketmq.server.remoting_headers import HeaderFields
 
 ratios = st.one_of(st.none(), st.floats(0.0, 1.0))
 

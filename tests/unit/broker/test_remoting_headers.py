@@ -6,9 +6,9 @@ from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.error_codes import response_code_of
+from pocketmq.protocol.remoting_headers import HeaderFields, host_port
 from pocketmq.server.heartbeat_body import consumer_group_info
 from pocketmq.server.remoting_admin import parse_properties_text, parse_topic_attributes, topic_config_from_header
-from pocketmq.server.remoting_headers import HeaderFields, host_port
 
 
 @pytest.mark.parametrize("raw,expected", [("7", 7), ("-1", -1), ("3.0", 3), (" 12 ", 12)])

@@ -9,8 +9,8 @@ import pytest
 from pocketmq.broker.topics import TopicManager, topic_change_refusal
 from pocketmq.common.errors import BadRequestError, TopicNotExistError
 from pocketmq.common.topic import PERM_READ, MessageType, TopicConfig
+from pocketmq.protocol.remoting_headers import HeaderFields
 from pocketmq.server.remoting_admin import topic_config_from_header
-from pocketmq.server.remoting_headers import HeaderFields
 
 EIGHT = TopicConfig("t", 8, 8, message_type=MessageType.FIFO, gray_queue_ratio=0.25)
 

@@ -16,10 +16,10 @@ from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.error_codes import response_code_of
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, RequestHeader, boolean, choice, int32, int64, text
+from pocketmq.protocol.remoting_headers import MAX_JSON_BODY_DEPTH, json_body
 from pocketmq.protocol.request_headers import PullMessageRequestHeader, send_header
 from pocketmq.server.broker_headers import BROKER_REQUEST_HEADERS
 from pocketmq.server.remoting_broker import build_broker_router
-from pocketmq.server.remoting_headers import MAX_JSON_BODY_DEPTH, json_body
 
 
 class Sample(RequestHeader):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
-from pocketmq.broker.topics import TopicManager, is_group_topic
+from pocketmq.broker.topics import TopicManager
 from pocketmq.common import properties as props
 from pocketmq.common.errors import (
     BadRequestError,
@@ -46,6 +46,7 @@ from pocketmq.common.topic import (
     TIMER_TOPIC,
     MessageType,
     TopicConfig,
+    is_group_topic,
     is_system_topic,
     topic_name_problem,
 )

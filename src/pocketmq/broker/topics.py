@@ -1,8 +1,8 @@
 """The broker's topic table: which topics exist here, with how many queues, which permission and type.
 
-``auto_create_decision`` is the pure rule of what a first send or route query creates; ``TopicManager``
-holds the table, persists it atomically (``<data_dir>/config/topics.json``) after every change, and tells
-listeners (the name server registration) when it changed.
+``TopicManager`` holds the table, persists it atomically (``<data_dir>/config/topics.json``) after every change,
+and tells listeners (the name server registration) when it changed. What an unknown topic's first send creates
+is ``common.topic.auto_create_decision``.
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ from pathlib import Path
 from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
 from pocketmq.common.topic import (
     DEFAULT_TOPIC,
-    DLQ_GROUP_TOPIC_PREFIX,
     PERM_INHERIT,
     PERM_READ_WRITE,
-    RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
-    MessageType,
     TopicConfig,
-    is_system_topic,
+    auto_create_decision,
     revive_topic,
     topic_name_problem,
 )
@@ -35,32 +32,7 @@ from pocketmq.runtime.files import atomic_write_json, load_json
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_NUMS = 1024
-# Retry and dead-letter topics have one queue, as RocketMQ's retryQueueNums default and DLQ (#2436).
-GROUP_TOPIC_QUEUE_NUMS = 1
 _SCHEDULE_QUEUE_NUMS = 18  # one queue per delay level
-
-
-def is_group_topic(topic: str) -> bool:
-    """A %RETRY%<group> or %DLQ%<group> topic, created on demand whatever the auto-create setting."""
-    return any(
-        topic.startswith(prefix) and len(topic) > len(prefix)
-        for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
-    )
-
-
-def auto_create_decision(topic: str, *, auto_create_enabled: bool, default_queue_nums: int) -> TopicConfig | None:
-    """What to create for an unknown ``topic`` on its first send or route query, or None to refuse.
-
-    Retry and DLQ topics of a group are always created (1 queue, read-write); other legal, non-system
-    names only when auto-creation is on, with ``default_queue_nums`` queues accepting every message type.
-    """
-    if topic_name_problem(topic) is not None:
-        return None
-    if is_group_topic(topic):
-        return TopicConfig(topic, GROUP_TOPIC_QUEUE_NUMS, GROUP_TOPIC_QUEUE_NUMS, PERM_READ_WRITE)
-    if not auto_create_enabled or is_system_topic(topic):
-        return None
-    return TopicConfig(topic, default_queue_nums, default_queue_nums, PERM_READ_WRITE, MessageType.MIXED)
 
 
 def system_topics(cluster_name: str, broker_name: str, default_queue_nums: int) -> list[TopicConfig]:

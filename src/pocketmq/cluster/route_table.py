@@ -15,7 +15,7 @@ unregistration, on expiry, or when the connection it registered on closes; a gro
 its queue data out of every topic, and a topic left without queue data is gone.
 
 Auto-creation is decided here (``auto_create_plan``: which masters to ask, with what config, by the broker's
-own rule ``pocketmq.broker.topics.auto_create_decision``) and recorded here (``record_created``); the shell
+own rule ``pocketmq.common.topic.auto_create_decision``) and recorded here (``record_created``); the shell
 does the asking.
 """
 
@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from pocketmq.broker.topics import auto_create_decision
-from pocketmq.common.topic import DEFAULT_TOPIC, TopicConfig
+from pocketmq.common.topic import DEFAULT_TOPIC, TopicConfig, auto_create_decision
 from pocketmq.protocol.route import (
     MASTER_ID,
     BrokerData,

@@ -1,4 +1,6 @@
-"""Topic and group naming rules, message types, permissions, and the names of system topics."""
+"""Topic and group naming rules, message types, permissions, the names of system topics, and the rule of what an
+unknown topic's first send or route query creates (``auto_create_decision``, shared by the broker and the name
+server)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ PERM_INHERIT = 0x1
 PERM_WRITE = 0x2
 PERM_READ = 0x4
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
+
+# Retry and dead-letter topics have one queue, as RocketMQ's retryQueueNums default and DLQ (#2436).
+GROUP_TOPIC_QUEUE_NUMS = 1
 
 
 class MessageType(enum.Enum):
@@ -109,3 +114,26 @@ class TopicConfig:
     @property
     def writable(self) -> bool:
         return bool(self.perm & PERM_WRITE)
+
+
+def is_group_topic(topic: str) -> bool:
+    """A %RETRY%<group> or %DLQ%<group> topic, created on demand whatever the auto-create setting."""
+    return any(
+        topic.startswith(prefix) and len(topic) > len(prefix)
+        for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
+    )
+
+
+def auto_create_decision(topic: str, *, auto_create_enabled: bool, default_queue_nums: int) -> TopicConfig | None:
+    """What to create for an unknown ``topic`` on its first send or route query, or None to refuse.
+
+    Retry and DLQ topics of a group are always created (1 queue, read-write); other legal, non-system
+    names only when auto-creation is on, with ``default_queue_nums`` queues accepting every message type.
+    """
+    if topic_name_problem(topic) is not None:
+        return None
+    if is_group_topic(topic):
+        return TopicConfig(topic, GROUP_TOPIC_QUEUE_NUMS, GROUP_TOPIC_QUEUE_NUMS, PERM_READ_WRITE)
+    if not auto_create_enabled or is_system_topic(topic):
+        return None
+    return TopicConfig(topic, default_queue_nums, default_queue_nums, PERM_READ_WRITE, MessageType.MIXED)

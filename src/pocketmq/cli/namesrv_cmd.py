@@ -10,9 +10,9 @@ import argparse
 import asyncio
 
 from pocketmq.cli.running import configure_logging, run_until_signalled, write_ready_file
-from pocketmq.cluster.namesrv import NameServer
-from pocketmq.cluster.namesrv_config import NamesrvConfig
 from pocketmq.common.config import load_config
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.server import NameServer
 
 
 def register(subparsers) -> None:

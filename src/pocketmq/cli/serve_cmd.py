@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
 async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, ready_file: str | None = None) -> None:
     namesrv = None
     if config.namesrv_addr is None:
-        from pocketmq.cluster.namesrv import NameServer, NamesrvConfig
+        from pocketmq.namesrv.config import NamesrvConfig
+        from pocketmq.namesrv.server import NameServer
 
         settings = {k: v for k, v in (namesrv_overrides or {}).items() if v is not None}
         namesrv = NameServer(NamesrvConfig(host=config.host, port=config.namesrv_port, **settings))

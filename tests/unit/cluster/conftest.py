@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pocketmq.cluster.namesrv import NameServer
-from pocketmq.cluster.namesrv_config import NamesrvConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.server import NameServer
 from pocketmq.runtime.clock import ManualClock
 
 

@@ -8,10 +8,10 @@ import contextlib
 import pytest
 from tests.unit.virtual_time import advance_until
 
-from pocketmq.cluster.namesrv import NameServer
-from pocketmq.cluster.namesrv_config import NamesrvConfig
 from pocketmq.cluster.registrar import BrokerRegistrar
 from pocketmq.common.topic import TopicConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.server import NameServer
 from pocketmq.protocol.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import ManualClock

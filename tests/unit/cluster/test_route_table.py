@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from pocketmq.cluster.route_table import RouteTable
 from pocketmq.common.topic import DEFAULT_TOPIC, PERM_INHERIT, PERM_READ_WRITE, TopicConfig
+from pocketmq.namesrv.route_table import RouteTable
 from pocketmq.protocol.route import BrokerFlags, BrokerIdentity, RegisterBrokerBody, TopicRouteData
 from pocketmq.runtime.clock import ManualClock
 

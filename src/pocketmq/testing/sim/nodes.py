@@ -1,6 +1,6 @@
 """The name server model and what every other node shares: a cached view of the cluster from it.
 
-The name server *is* the real route table (``cluster.route_table.RouteTable``): registrations, expiry after
+The name server *is* the real route table (``namesrv.route_table.RouteTable``): registrations, expiry after
 ``broker_expire_ms`` without a heartbeat, and the cluster info every node reads. The shell around it (a
 request handler and an expiry tick) is the model. A killed broker leaves the routes by expiry only (the real
 name server also drops it at once when its connection closes; expiry is the slower, harsher case).
@@ -8,8 +8,8 @@ name server also drops it at once when its connection closes; expiry is the slow
 
 from __future__ import annotations
 
-from pocketmq.cluster.route_table import RouteTable
 from pocketmq.common.errors import RemotingError
+from pocketmq.namesrv.route_table import RouteTable
 from pocketmq.protocol.route import MASTER_ID, ClusterInfo, RegisterBrokerBody
 from pocketmq.testing.sim.config import SimConfig
 from pocketmq.testing.sim.history import History

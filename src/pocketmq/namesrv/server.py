@@ -33,9 +33,9 @@ import asyncio
 import logging
 import zlib
 
-from pocketmq.cluster.namesrv_config import NamesrvConfig
-from pocketmq.cluster.route_table import RouteTable, TopicCreation
 from pocketmq.common.errors import BadRequestError, RemotingError
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.route_table import RouteTable, TopicCreation
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.remoting_headers import HeaderFields

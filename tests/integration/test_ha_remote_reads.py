@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common.read_result import FailureReason, NotFoundCause, ReadStatus
 from pocketmq.common.topic import PERM_WRITE

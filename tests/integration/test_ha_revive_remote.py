@@ -20,9 +20,9 @@ import time
 import pytest
 from tests.integration.test_ha_e2e import dead_letters
 
-from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message
 from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.read_result import ReadStatus

@@ -36,7 +36,6 @@ from pocketmq.broker.gray_split import GraySplits
 from pocketmq.broker.groups import SubscriptionGroupManager
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.messages import MessageService
-from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.broker.offsets import ConsumerOffsetManager, persist_behind_commit_log
 from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.producers import ProducerRegistry
@@ -49,6 +48,7 @@ from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.metadata_version import MetadataVersion
+from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.common.errors import BadRequestError, ConfigError, PocketMQError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.route import BrokerFlags, RegisterBrokerBody

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pocketmq.broker.namesrv_client import NamesrvClient
 from pocketmq.broker.pop.copies import business_topic
 from pocketmq.cli.output import add_action, body_fields, emit, json_line, print_rows, report, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullStatus
 from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
 from pocketmq.common.dead_letter_reference import DeadLetterReference

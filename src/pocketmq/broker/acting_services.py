@@ -25,11 +25,11 @@ import logging
 
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
 from pocketmq.broker.acting_writes import ActingPopWrites, EscapedReviveWrites, EscapedTimerWrites
+from pocketmq.broker.ha_metadata import apply_offsets
 from pocketmq.broker.pop.revive_queue import LocalPopWrites, ack_message
 from pocketmq.broker.timer.service import tombstone
 from pocketmq.cluster.acting_master import ActingMasterElection
 from pocketmq.cluster.escape import EscapeBridge
-from pocketmq.cluster.ha_metadata import apply_offsets
 from pocketmq.common.errors import PocketMQError, StoreError
 from pocketmq.common.topic import revive_topic
 from pocketmq.protocol.codes import ACTING_MASTER_HANDOVER, ACTING_PROGRESS_APPLIED, ResponseCode

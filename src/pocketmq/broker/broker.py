@@ -98,7 +98,7 @@ class Broker:
         self.queue_locks = QueueLockTable(config.queue_lock_max_live_ms)  # orderly consumers' queue locks
         self.pop = None  # broker.pop.engine.PopService, built at start (it needs the store)
         self.ha_master = None  # cluster.ha_master.HaMaster of a master: serves its slaves (built at start)
-        self.ha_slave = None  # cluster.ha_slave.HaSlave of a slave: follows its master (built at start)
+        self.ha_slave = None  # broker.ha_slave.HaSlave of a slave: follows its master (built at start)
         self.acting = None  # a slave's (ActingServices, ActingMasterElection), built at start
         self.remoting_client = RemotingClient()  # to the name servers
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
@@ -239,15 +239,15 @@ class Broker:
 
     def _metadata_version(self) -> MetadataVersion:
         """What a slave must have applied to hold this master's topics, groups and FIFO POP acks."""
-        from pocketmq.cluster.ha_metadata import metadata_version
+        from pocketmq.broker.ha_metadata import metadata_version
 
         return metadata_version(
             self.boot_timestamp_ms, self.topics, self.groups, self.pop.fifo.data_version if self.pop else 0
         )
 
     def _start_slave(self) -> None:
-        from pocketmq.cluster.ha_services import ServiceStateFollower, service_tables_of
-        from pocketmq.cluster.ha_slave import HaSlave
+        from pocketmq.broker.ha_services import ServiceStateFollower, service_tables_of
+        from pocketmq.broker.ha_slave import HaSlave
 
         config = self.config
         self.store.read_only_reason = (

@@ -4,7 +4,7 @@
   slave's commit log ends: its ack), ``maxBytes``, ``suspendMillis``. Reply header ``physOffset`` (where the
   body starts: the request's, or the master's first record for an empty slave), ``masterMaxOffset``; body:
   whole commit log records (the store's frames), empty when nothing new came within ``suspendMillis``;
-  ``metadataVersion``: the master's metadata version (``cluster.ha_metadata``), read after the records.
+  ``metadataVersion``: the master's metadata version (``broker.ha_metadata``), read after the records.
   Optional ``lastRecordPhysOffset`` and ``lastRecordCrc32c`` (the slave's last record: where its frame
   starts and its CRC32C; sent by slaves that hold a record): the master checks that its own last record
   before ``physOffset`` is that one. Optional ``appliedMetadataVersion``: the version of the last metadata
@@ -20,8 +20,8 @@
   (``cluster.ha_epochs``), reply header ``masterMaxOffset``. A slave asks before following a master and cuts
   what of its log is not the master's. REQUEST_CODE_NOT_SUPPORTED from an older PocketMQ.
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
-  ``cluster.ha_metadata`` (with its version, the commit log end and the service state of
-  ``cluster.ha_services``).
+  ``broker.ha_metadata`` (with its version, the commit log end and the service state of
+  ``broker.ha_services``).
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
   answers its acting progress (``broker.acting_progress``: acks, timers, consumer offsets, FIFO POP state,
   staged-POP registrations); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import logging
 
-from pocketmq.cluster.ha_metadata import metadata_snapshot
-from pocketmq.cluster.ha_services import service_tables_of
+from pocketmq.broker.ha_metadata import metadata_snapshot
+from pocketmq.broker.ha_services import service_tables_of
 from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.common.errors import BadRequestError, NoPermissionError, ReplicationRefusedError
 from pocketmq.protocol.codes import (

@@ -1,4 +1,4 @@
-"""The service state in the metadata sync (cluster/ha_services.py): a slave's copies of its master's FIFO POP
+"""The service state in the metadata sync (broker/ha_services.py): a slave's copies of its master's FIFO POP
 state, staged-POP registrations, stage offsets and timer progress, what it keeps while acting, and the use of
 the copies: in-process brokers on a ManualClock (the "slave" is a second broker given the same messages)."""
 
@@ -9,10 +9,10 @@ import json
 import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
 
+from pocketmq.broker.ha_metadata import apply_metadata, metadata_snapshot
+from pocketmq.broker.ha_services import ServiceStateFollower, TimerProgressGate, service_tables_of
 from pocketmq.broker.pop.fifo import FifoPopState
 from pocketmq.broker.pop.staged import PopStageRegistry
-from pocketmq.cluster.ha_metadata import apply_metadata, metadata_snapshot
-from pocketmq.cluster.ha_services import ServiceStateFollower, TimerProgressGate, service_tables_of
 from pocketmq.common.message import Message
 from pocketmq.runtime.clock import ManualClock
 

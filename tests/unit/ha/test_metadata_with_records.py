@@ -1,4 +1,4 @@
-"""Metadata that travels with the replicated records (cluster/ha_metadata.py, cluster/ha_slave.py): the master's
+"""Metadata that travels with the replicated records (broker/ha_metadata.py, broker/ha_slave.py): the master's
 metadata version, a slave that syncs before it appends (and so before it acks), snapshot offsets that wait for
 the replica to hold their CKs; and the POP side (broker/pop/revive_queue.py): acks that answer only once a
 slave has them, and how far a revive queue's CKs say a group has popped."""
@@ -13,11 +13,11 @@ import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.groups import SubscriptionGroupConfig
+from pocketmq.broker.ha_metadata import OffsetsGate, apply_metadata, metadata_snapshot, metadata_version
+from pocketmq.broker.ha_slave import HaSlave
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.revive_queue import checkpoint_message
-from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata, metadata_snapshot, metadata_version
-from pocketmq.cluster.ha_slave import HaSlave
 from pocketmq.common.errors import NotReplicatedError, RemotingError
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode

@@ -115,7 +115,7 @@ class PopService:
 
     @property
     def fifo(self) -> FifoPopState:
-        """The FIFO pop state (a slave loads it at start and follows its master's: cluster.ha_services)."""
+        """The FIFO pop state (a slave loads it at start and follows its master's: broker.ha_services)."""
         return self._fifo
 
     @property

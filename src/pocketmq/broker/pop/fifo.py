@@ -9,7 +9,7 @@ is delivered again at once after the restart (a duplicate, attempt not counted);
 the acked message come back once more after its invisible time. Nothing is lost: the state only ever
 forgets progress, and a message is done only once an ack for it was saved.
 
-A slave gets its master's state with the metadata sync (``to_json`` there, ``replace`` here: cluster.ha_services),
+A slave gets its master's state with the metadata sync (``to_json`` there, ``replace`` here: broker.ha_services),
 so when it acts as master a message group in flight on the master stays blocked, and the master's handles ack.
 The way back: a returning master merges the acting slave's state into its own (``merge``, at the handover:
 broker.acting_services), so what the slave delivered stays in flight and what was acked there stays done.

@@ -165,7 +165,7 @@ class LocalPopWrites:
     never hands the acked message out again. So does a FIFO ack or change of invisible time, which writes no
     record: it answers once a slave applied a metadata snapshot holding the FIFO POP state it made
     (``fifo_state``). A pop's CK does not wait: without it on the slave, the slave's pop offset is behind it
-    too (``cluster.ha_metadata.OffsetsGate``) and the message is delivered again (at least once); nor does a
+    too (``broker.ha_metadata.OffsetsGate``) and the message is delivered again (at least once); nor does a
     FIFO pop (without it the slave delivers that message again at once, attempt 1: at least once)."""
 
     forwards_unknown_handles = False  # a handle whose CK is not open here is invalid

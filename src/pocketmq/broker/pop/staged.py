@@ -77,7 +77,7 @@ class PopStageRegistry(PersistedJsonTable):
         log.info("event=pop_stages_loaded entries=%d path=%s", len(self._table), self._path)
 
     def replace(self, table: dict[tuple[str, str], StagedTopic]) -> bool:
-        """Make the table equal to ``table`` (a master's, for its slave: cluster.ha_services) and save it;
+        """Make the table equal to ``table`` (a master's, for its slave: broker.ha_services) and save it;
         returns whether it changed."""
         with self._lock:
             if self._table == table:

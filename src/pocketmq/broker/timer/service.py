@@ -365,7 +365,7 @@ class TimerService:
         self.write_backoff.succeeded(queue_offset)
 
     def advance_to(self, progress_offset: int) -> bool:
-        """A slave that does not act takes its master's progress (cluster.ha_services): every timer below
+        """A slave that does not act takes its master's progress (broker.ha_services): every timer below
         ``progress_offset`` was delivered there, and this replica holds those deliveries and their tombstones.
         Forgets those timers, skips reading below it, and saves the progress; returns whether it moved."""
         if progress_offset <= self.progress_offset():

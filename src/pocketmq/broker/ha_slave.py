@@ -27,9 +27,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from pocketmq.broker.ha_metadata import OffsetsGate, apply_metadata
+from pocketmq.broker.ha_services import ServiceStateFollower
 from pocketmq.cluster.ha_epochs import Epoch, EpochFile, PlanKind, adopt, epochs_of_body, plan
-from pocketmq.cluster.ha_metadata import OffsetsGate, apply_metadata
-from pocketmq.cluster.ha_services import ServiceStateFollower
 from pocketmq.common.errors import PocketMQError, ReplicationRefusedError
 from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
 from pocketmq.protocol.command import RemotingCommand

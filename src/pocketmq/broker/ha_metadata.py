@@ -1,5 +1,5 @@
 """Metadata a slave copies from its master (HA_SYNC_METADATA): topics, subscription groups, consumer offsets,
-and the service state of ``cluster.ha_services`` (stage offsets, FIFO POP state, staged-POP registrations,
+and the service state of ``broker.ha_services`` (stage offsets, FIFO POP state, staged-POP registrations,
 timer progress).
 
 Snapshot body (JSON)::
@@ -41,14 +41,14 @@ import json
 from dataclasses import dataclass
 
 from pocketmq.broker.groups import group_config_from_json, group_config_to_json
-from pocketmq.broker.topics import topic_config_from_json, topic_config_to_json
-from pocketmq.cluster.ha_services import (
+from pocketmq.broker.ha_services import (
     ServiceStateChanges,
     ServiceStateFollower,
     ServiceTables,
     parse_service_state,
     service_state_snapshot,
 )
+from pocketmq.broker.topics import topic_config_from_json, topic_config_to_json
 from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.common.errors import PocketMQError
 

@@ -30,11 +30,11 @@ import logging
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
-from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.cluster.escape import EscapeBridge, EscapeResult, Routes
 from pocketmq.common.errors import ServiceNotAvailableError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX
+from pocketmq.store.write_result import STORED, WriteResult
 
 log = logging.getLogger(__name__)
 

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
 from pocketmq.broker.timer.delay import TIMER_PROPERTIES
-from pocketmq.broker.write_result import of_put, write_problem
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, IllegalMessageError, NoPermissionError, PocketMQError, StoreError
 from pocketmq.common.gray import is_gray_message, retry_queue_id
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
+from pocketmq.store.write_result import of_put, write_problem
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@
 from __future__ import annotations
 
 from pocketmq.broker.write_backoff import WriteBackoff
-from pocketmq.broker.write_result import WriteResult
 from pocketmq.metrics import MetricsRegistry
+from pocketmq.store.write_result import WriteResult
 
 ENDING_DLQ = "dlq"
 ENDING_PARKED = "parked"

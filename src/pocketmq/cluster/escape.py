@@ -37,12 +37,12 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pocketmq.broker.pop.revive_queue import ACK_TAG, CK_TAG
-from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.common import properties as props
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import (
+    ACK_TAG,
+    CK_TAG,
     DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_WRITE,
@@ -55,6 +55,7 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.request_headers import EscapePutMessageRequestHeader
 from pocketmq.protocol.route import ClusterInfo, TopicRouteData
 from pocketmq.runtime.clock import Clock, SystemClock
+from pocketmq.store.write_result import STORED, WriteResult
 
 ESCAPE_PRODUCER_GROUP = "PMQ_SYS_ESCAPE_BRIDGE"
 DEFAULT_ESCAPE_TIMEOUT_MS = 3_000  # RocketMQ's EscapeBridge send timeout

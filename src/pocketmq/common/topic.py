@@ -21,6 +21,10 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
+# Tags of the revive topic's records (RocketMQ's PopAckConstants): a checkpoint, an ack of one message, of several.
+CK_TAG = "ck"
+ACK_TAG = "ack"
+BATCH_ACK_TAG = "bAck"
 
 # Permission bits, as RocketMQ's PermName.
 PERM_INHERIT = 0x1

@@ -13,12 +13,12 @@ from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.revive import Copy, fallback, write_ending
 from pocketmq.broker.write_backoff import PassPacer, WriteBackoff
-from pocketmq.broker.write_result import WriteStatus, of_put, of_puts, write_problem
 from pocketmq.cluster.escape import EscapeResult
 from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY
 from pocketmq.common.message import MessageExt
 from pocketmq.runtime.loop_lag import LoopLagMonitor
 from pocketmq.store.api import PutResult, PutStatus
+from pocketmq.store.write_result import WriteStatus, of_put, of_puts, write_problem
 from pocketmq.testing.loop_lag import measure_loop_lag
 
 

@@ -30,7 +30,7 @@ DLQ_ORIGIN_QUEUE_OFFSET = "PMQ_DLQ_ORIGIN_QUEUE_OFFSET"
 DLQ_REASON = "PMQ_DLQ_REASON"
 REASON_MAX_ATTEMPTS = "MAX_ATTEMPTS"
 REASON_CLIENT_FORWARD = "CLIENT_FORWARD"  # ForwardMessageToDeadLetterQueue
-REASON_WRITE_REFUSED = "WRITE_REFUSED"  # its retry copy (or dead letter) can never be written (broker/write_result.py)
+REASON_WRITE_REFUSED = "WRITE_REFUSED"  # its retry copy (or dead letter) can never be written (store/write_result.py)
 REASON_WRITE_FAILED = "WRITE_FAILED"  # writing its retry copy kept failing past the backoff table
 
 

@@ -68,13 +68,13 @@ from pocketmq.broker.pop.revive_queue import (
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
 from pocketmq.broker.write_backoff import DEFAULT_MAX_PASS_WAIT_MS, PassPacer, WriteBackoff
 from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
-from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
 from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY, DeadLetterReference
 from pocketmq.common.errors import BadRequestError, PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import ReadResult, ReadStatus
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
+from pocketmq.store.write_result import WriteResult, of_puts, write_problem
 
 log = logging.getLogger(__name__)
 

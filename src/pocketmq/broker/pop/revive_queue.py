@@ -20,13 +20,11 @@ from pocketmq.broker.pop.ledger import ReviveLedger
 from pocketmq.common import properties as props
 from pocketmq.common.errors import NotReplicatedError, StoreError
 from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import ACK_TAG, BATCH_ACK_TAG, CK_TAG
 from pocketmq.store.api import GetStatus, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
-CK_TAG = "ck"
-ACK_TAG = "ack"
-BATCH_ACK_TAG = "bAck"
 _CATCH_UP_BATCH = 256
 _READ_MAX_BYTES = 4 * 1024 * 1024
 

@@ -18,7 +18,7 @@ tombstone redelivers that message: at least once, never lost.)
 Delivered messages lose ``DELAY`` and the timer properties, so nothing delays them again (#2724), and keep
 everything else: body, flag, sys_flag, born time and host, reconsume times, the user's properties.
 
-Failed deliveries are typed (``broker.write_result``). A message that can never be delivered (properties too
+Failed deliveries are typed (``store.write_result``). A message that can never be delivered (properties too
 large, refused as illegal) becomes a dead letter at once (``timer.dead_letter``) and the rest of its batch goes
 on. A delivery that failed for a passing reason (disk full, escape off or its target down) leaves the wheel for
 ``_retrying`` and waits its step of a ``WriteBackoff`` (10 s ... 2 h); past the table it is dead-lettered
@@ -44,7 +44,6 @@ from pocketmq.broker.timer.delay import TIMER_PROPERTIES, TimerLimits, deliver_t
 from pocketmq.broker.timer.wheel import TimerWheel
 from pocketmq.broker.write_backoff import PassPacer, WriteBackoff
 from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
-from pocketmq.broker.write_result import WriteResult, of_puts, write_problem
 from pocketmq.common import properties as props
 from pocketmq.common.errors import MessageTypeConflictError, PocketMQError
 from pocketmq.common.message import MessageExt
@@ -55,6 +54,7 @@ from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.files import atomic_write_json, load_json
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.store.api import GetStatus
+from pocketmq.store.write_result import WriteResult, of_puts, write_problem
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ write) can tell its caller, as ``common.read_result`` does for reads.
   illegal. Retrying cannot help: the caller writes a dead letter with the reason at once, and moves on.
 
 ``write_problem`` finds the permanent problems without writing (pure), so one bad message is set aside before
-it can refuse the batch it would have travelled in.
+it can refuse the batch it would have travelled in. The types live beside the store, whose put results they
+classify (``of_put``), so the broker's services and the escape bridge (``cluster.escape``) share them.
 """
 
 from __future__ import annotations

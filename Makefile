@@ -33,6 +33,7 @@ $(CHECK_STAMP): $(STAMP)
 check: $(CHECK_STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/lint-imports
 
 test: $(STAMP) java-check
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -196,7 +196,7 @@ def cut_short(results: dict[int, ReadResult]) -> list[int]:
 
 
 class RemoteMessageReader:
-    """Reads of broker group ``broker_name``; ``namesrv`` is a ``broker.namesrv_client.NamesrvClient``."""
+    """Reads of broker group ``broker_name``; ``namesrv`` is a ``cluster.namesrv_client.NamesrvClient``."""
 
     def __init__(
         self,

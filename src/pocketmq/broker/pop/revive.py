@@ -19,7 +19,7 @@ message handled, in one append to the revive queue: that ACK closes the CK durab
 it twice, and a crash before it only makes the CK revive again (at least once). Progress, the ledger's
 ``commit_offset()``, is committed as the consumer offset of ``CID_RMQ_SYS_REVIVE_GROUP`` on the revive queue.
 
-Writes fail too, and are typed like reads (``broker.write_result``):
+Writes fail too, and are typed like reads (``store.write_result``):
 
 - a copy that can never be written (``%RETRY%<group>_<topic>`` over 127 characters, properties over 32,767
   bytes, a refusal as illegal) is replaced at once by the next of its ``fallback``s: the message as a dead letter

@@ -96,8 +96,7 @@ class ActingServices:
             for ack in acks_by_queue.get(queue.queue_id, ()):
                 queue.ledger.apply_ack(ack)
             # The master's pops since the last metadata sync: their CKs are here, their offsets may not be.
-            for (group, topic, queue_id), end in queue.popped_to.items():
-                offsets_moved += self._broker.offsets.commit(group, topic, queue_id, end)
+            offsets_moved += queue.raise_pop_offsets(self._broker.offsets)
         self._broker.pop.writes = ActingPopWrites(
             self.bridge, self.progress, revive_topic(self._broker.config.cluster_name)
         )

@@ -3,7 +3,9 @@
 Commits only move an offset forward (a late or duplicated commit never rewinds a group); ``reset`` is the
 one way back (admin reset). The table lives in memory and is persisted atomically
 (``<data_dir>/config/consumer_offsets.json``) by the broker on an interval and at shutdown, so a crash
-loses at most one interval of commits: consumers then see some messages again, never skip any.
+loses at most one interval of commits: consumers then see some messages again, never skip any. The offsets
+of normal and staged POP lose nothing: at start the broker moves them past every CK in the revive queues
+(``ReviveQueue.raise_pop_offsets``).
 """
 
 from __future__ import annotations

@@ -133,16 +133,20 @@ class PopService:
     # -- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
         self._fifo.load()
+        offsets_moved = 0
         for queue in self._revive_queues:
             queue.catch_up()
+            # Pops of the last save interval before a crash: their CKs are durable, their offsets may not be.
+            offsets_moved += queue.raise_pop_offsets(self._offsets)
         self._store.add_arrival_listener(self._waiters.notify)
         self.revive.start()
         self._persister.start()
         self.running = True
         log.info(
-            "event=pop_started revive_queues=%d open_cks=%d",
+            "event=pop_started revive_queues=%d open_cks=%d pop_offsets_moved=%d",
             len(self._revive_queues),
             sum(len(q.ledger) for q in self._revive_queues),
+            offsets_moved,
         )
 
     async def stop(self) -> None:

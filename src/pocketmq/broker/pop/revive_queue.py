@@ -55,9 +55,7 @@ class ReviveQueue:
         self.ledger = ReviveLedger(max(start_offset, store.min_queue_offset(revive_topic, queue_id)))
         self.bad_records = 0
         # (group, topic, queue id) -> the queue offset after the last message a CK of this group read here has
-        # popped: where the pop offset stands at least. A slave's CKs come with the replicated log, its offsets
-        # with the periodic metadata sync; a slave that starts acting moves its offsets up to here, so it never
-        # pops again what its master popped (and maybe saw acked) since the last sync.
+        # popped: where the pop offset stands at least (``raise_pop_offsets``).
         self.popped_to: dict[tuple[str, str, int], int] = {}
 
     async def append(self, records: list[MessageExt]) -> list[PutResult]:
@@ -114,6 +112,19 @@ class ReviveQueue:
                 "event=revive_record_unreadable queue=%d offset=%d error=%s", self.queue_id, msg.queue_offset, exc
             )
         self.ledger.skip(msg.queue_offset)
+
+    def raise_pop_offsets(self, offsets) -> int:
+        """Move each pop offset (``offsets``: the ``ConsumerOffsetManager``) up to the end of the CKs read so far,
+        never back; returns how many moved.
+
+        A CK is appended before its pop moves the offset, and the offsets are saved on an interval, so after a
+        kill -9 (or on a slave, whose offsets come with the periodic metadata sync) the saved offset can stand
+        below CKs that were read here: popping from there would hand those messages out again beside the CK that
+        revives them. CKs before the committed revive offset are closed, and were popped before the offsets
+        saved with that revive offset, so reading from the committed revive offset is enough."""
+        return sum(
+            offsets.commit(group, topic, queue_id, end) for (group, topic, queue_id), end in self.popped_to.items()
+        )
 
     def _note_popped(self, ck: PopCheckpoint) -> None:
         if ck.broker_name not in ("", self._broker_name):

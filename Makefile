@@ -34,6 +34,7 @@ check: $(CHECK_STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 test: $(STAMP) java-check
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)

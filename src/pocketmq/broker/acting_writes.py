@@ -1,7 +1,7 @@
 """Where the special services of a slave acting as master write: the escape bridge and the side file.
 
-The timer and revive services call a ``writes`` object (``TimerService.writes``, ``ReviveService.writes``);
-a master's writes go to its store (``LocalTimerWrites``, ``LocalReviveWrites``), an acting slave's go here:
+The timer, revive and the pop engine write through the broker's write path (``broker.write_path``); a master's
+is its store (``LocalWritePath``), an acting slave's is ``EscapedWritePath``, made of the three below:
 
 - ``EscapedTimerWrites``: each due message through ``EscapeBridge.put_message`` (a dead letter through
   ``put_to_specific_queue``); its "tombstone" is an entry in ``ActingProgress``. A failed escape that may pass
@@ -140,7 +140,7 @@ class EscapedReviveWrites:
 
 
 class ActingPopWrites:
-    forwards_unknown_handles = True
+    forwards_unknown_handles = True  # a handle of this group whose CK is not here may have escaped elsewhere
 
     def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str):
         self._bridge = bridge
@@ -192,3 +192,15 @@ class ActingPopWrites:
         else:
             await self.forward_acks([old_ack])
         return revive_queue_id
+
+
+class EscapedWritePath:
+    """A slave acting as master: every special service writes through ``bridge``; what it closed is kept in
+    ``progress`` (the side file its master takes over)."""
+
+    name = "escaped"
+
+    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str):
+        self.timer = EscapedTimerWrites(bridge, progress)
+        self.revive = EscapedReviveWrites(bridge, progress)
+        self.pop = ActingPopWrites(bridge, progress, revive_topic)

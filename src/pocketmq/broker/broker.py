@@ -2,11 +2,15 @@
 
 Lifecycle::
 
-    broker = Broker(config)                 # services built, nothing opened
-    await broker.start(remoting_port=P, grpc_port=G)   # metadata loaded, store recovered, tasks running,
+    broker = Broker(config)                 # metadata tables and client registries built, nothing opened
+    await broker.start(remoting_port=P, grpc_port=G)   # metadata loaded, store recovered, the services on it
+                                            # built for the role (broker.wiring), tasks running,
                                             # registered with the name servers (when it knows any)
     ...                                     # front ends call broker.messages / topics / groups / offsets ...
     await broker.shutdown()                 # unregister, stop tasks, release held pulls, persist, close store
+
+The services that stand on the store (``store``, ``messages``, ``timer``, ``send_back``, ``pop``, ...) exist
+from ``start`` on; asked for before, they raise ServiceNotAvailableError.
 
 ``remoting_port`` / ``grpc_port`` are the ports the front ends actually bound (they may be configured as 0);
 the remoting one is baked into offset message ids and the advertised address, so the front ends bind first
@@ -27,8 +31,9 @@ import inspect
 import json
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from pocketmq.broker.acting_services import ActingServices, take_services_back
+from pocketmq.broker.acting_services import ReturningMaster, take_services_back
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerRegistry
 from pocketmq.broker.dynamic_config import changed_config, persist_changes, with_persisted_changes
@@ -37,19 +42,19 @@ from pocketmq.broker.groups import SubscriptionGroupManager
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.messages import MessageService
 from pocketmq.broker.offsets import ConsumerOffsetManager, persist_behind_commit_log
-from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.producers import ProducerRegistry
 from pocketmq.broker.queue_locks import QueueLockTable
-from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.stage_offsets import StageOffsetManager
-from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
+from pocketmq.broker.wiring import ActingRole, BrokerServices, build_services, read_only_reason
+from pocketmq.broker.write_path import WritePathSwitch
+from pocketmq.cluster.acting_handover import HandoverClient
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
-from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.cluster.namesrv_client import NamesrvClient
-from pocketmq.common.errors import BadRequestError, ConfigError, PocketMQError
+from pocketmq.common.errors import BadRequestError, ConfigError, PocketMQError, ServiceNotAvailableError
+from pocketmq.common.topic import revive_topic
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
@@ -57,6 +62,12 @@ from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.loop_lag import LoopLagMonitor
 from pocketmq.runtime.periodic import PeriodicTask, spawn_watched
 from pocketmq.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from pocketmq.broker.ha_slave import HaSlave
+    from pocketmq.broker.pop.engine import PopService
+    from pocketmq.broker.send_back import SendBackService
+    from pocketmq.cluster.ha_master import HaMaster
 
 log = logging.getLogger(__name__)
 LOOP_LAG_INTERVAL_MS = 50  # how often the broker samples its event loop's lag (pocketmq_event_loop_* metrics)
@@ -90,17 +101,11 @@ class Broker:
         self.gray.add_member_source(self.consumers.subscribers)
         self.producers = ProducerRegistry(config.client_channel_expire_ms, clock=clock)
         self.holds = PullHoldService(config.long_polling_max_waiters)
-        self.store: MessageStore | None = None
         self.epochs = EpochFile(config.data_dir)  # replication epochs and confirmed offset (cluster.ha_epochs)
-        self.messages: MessageService | None = None
-        self.timer: TimerService | None = None  # delayed messages; built at start (it needs the store)
-        self.send_back: SendBackService | None = None  # consumer retries and the DLQ; built at start
         self.queue_locks = QueueLockTable(config.queue_lock_max_live_ms)  # orderly consumers' queue locks
-        self.pop = None  # broker.pop.engine.PopService, built at start (it needs the store)
-        self.ha_master = None  # cluster.ha_master.HaMaster of a master: serves its slaves (built at start)
-        self.ha_slave = None  # broker.ha_slave.HaSlave of a slave: follows its master (built at start)
-        self.acting = None  # a slave's (ActingServices, ActingMasterElection), built at start
-        self.remoting_client = RemotingClient()  # to the name servers
+        # What stands on the store (the store too), for this broker's role: built at start (broker.wiring).
+        self._services: BrokerServices | None = None
+        self.remoting_client = RemotingClient()  # to the name servers and other brokers
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
         self._registrar = None
         self._remoting_port = config.remoting_port
@@ -129,6 +134,56 @@ class Broker:
         """Fetches topic routes (over every broker) and cluster info from this broker's name servers."""
         return self._namesrv
 
+    # -- the services built at start (broker.wiring) ----------------------------------------------------------------
+    @property
+    def services(self) -> BrokerServices:
+        """Everything built at start for this broker's role; ServiceNotAvailableError before."""
+        if self._services is None:
+            raise ServiceNotAvailableError(f"broker {self.broker_name} is not started")
+        return self._services
+
+    @property
+    def store(self) -> MessageStore:
+        return self.services.store
+
+    @property
+    def messages(self) -> MessageService:
+        return self.services.messages
+
+    @property
+    def timer(self) -> TimerService:
+        """Delayed and timer messages."""
+        return self.services.timer
+
+    @property
+    def send_back(self) -> SendBackService:
+        """Consumer retries and the DLQ."""
+        return self.services.send_back
+
+    @property
+    def pop(self) -> PopService:
+        return self.services.pop
+
+    @property
+    def write_path(self) -> WritePathSwitch:
+        """Where the timer, revive and the pop engine write (broker.write_path)."""
+        return self.services.write_path
+
+    @property
+    def ha_master(self) -> HaMaster | None:
+        """A master's: serves its slaves."""
+        return self._services.ha_master if self._services is not None else None
+
+    @property
+    def ha_slave(self) -> HaSlave | None:
+        """A slave's: follows its master."""
+        return self._services.ha_slave if self._services is not None else None
+
+    @property
+    def acting(self) -> ActingRole | None:
+        """A slave's acting services and their election (RIP-32)."""
+        return self._services.acting if self._services is not None else None
+
     # -- lifecycle --------------------------------------------------------------------------------------------------
     async def start(self, *, remoting_port: int | None = None, grpc_port: int | None = None) -> None:
         """Open everything; ``remoting_port`` / ``grpc_port``: the ports the front ends bound (None: as
@@ -145,8 +200,13 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         self.stage_offsets.load()
-        self.store = MessageStore(self.config.store_config(self._remoting_port), clock=self.clock, metrics=self.metrics)
-        report = self.store.start()
+        store = MessageStore(
+            self.config.store_config(self._remoting_port),
+            clock=self.clock,
+            metrics=self.metrics,
+            read_only_reason=read_only_reason(self.config),
+        )
+        report = store.start()
         log.info(
             "event=store_recovered max_phys_offset=%d dropped_bytes=%d corrupt_regions=%d",
             report.max_phys_offset,
@@ -154,28 +214,18 @@ class Broker:
             report.corrupt_regions,
         )
         self.epochs.load()
-        self.store.add_arrival_listener(self.holds.notify_arrival)
-        self.messages = MessageService(
-            self.store,
-            self.topics,
-            self.groups,
-            self.holds,
-            max_body_bytes=self.config.max_message_bytes,
-            max_properties_bytes=self.config.max_properties_bytes,
-            long_polling_enable=self.config.long_polling_enable,
-            short_polling_ms=self.config.short_polling_ms,
-        )
+        store.add_arrival_listener(self.holds.notify_arrival)
         self.topics.add_listener(self._topics_changed)
-        self._start_timer()
-        self.pop = build_pop_service(self)
-        if self.config.is_slave:  # a slave writes nothing of its own: delay delivery and revive run only while acting
-            self._start_slave()
+        services = self._services = build_services(self, store)
+        services.timer.start()
+        if self.config.is_slave:  # delay delivery and revive run only while it acts as master (acting_services)
+            self._start_slave(services)
         else:
             if self.config.enable_slave_acting_master and self._namesrv.addrs:
-                await take_services_back(self)  # before its timer and revive run: what a slave did is not redone
-            self.timer.start_delivery()  # type: ignore[union-attr]
-            self.pop.start()
-            self._start_master()
+                await take_services_back(self._returning_master(services))  # before its timer and revive run
+            services.timer.start_delivery()
+            services.pop.start()
+            self._start_master(services)
         self._every("persist-offsets", self.config.offset_persist_interval_ms, self._persist_offsets_durably)
         self._every("save-epochs", EPOCH_SAVE_INTERVAL_MS, self._save_epochs)
         self._every("expire-clients", self.config.client_scan_interval_ms, self._expire_clients)
@@ -192,104 +242,44 @@ class Broker:
             len(self.topics.names()),
         )
 
-    def _start_timer(self) -> None:
-        limits = TimerLimits(
-            parse_delay_levels(self.config.message_delay_level),
-            self.config.timer_max_delay_ms,
-            self.config.timer_past_tolerance_ms,
+    def _returning_master(self, services: BrokerServices) -> ReturningMaster:
+        """What this master takes its slaves' acting progress into (what a slave did is not redone)."""
+        return ReturningMaster(
+            broker_name=self.broker_name,
+            revive_topic=revive_topic(self.config.cluster_name),
+            store=services.store,
+            offsets=self.offsets,
+            pop=services.pop,
+            namesrv=self._namesrv,
+            slaves=HandoverClient(self.remoting_client, broker_name=self.broker_name, master_addr=self.broker_addr),
         )
-        self.timer = TimerService(
-            self.store,
-            self.topics,
-            limits,
-            self.config.metadata_dir() / "timer_progress.json",
-            self.clock,
-            metrics=self.metrics,
-        )
-        self.timer.start()
-        self.messages.timer = self.timer  # type: ignore[union-attr]
-        self.send_back = SendBackService(self.store, self.topics, self.groups, self.timer)
 
-    def _start_master(self) -> None:
-        from pocketmq.broker.config import BrokerRole
-        from pocketmq.cluster.ha_master import HaMaster
-
-        config = self.config
-        epoch = self.epochs.begin_tenure(self.store.max_phys_offset, self.store.min_phys_offset)
+    def _start_master(self, services: BrokerServices) -> None:
+        assert services.ha_master is not None  # a master's services have one
+        store = services.store
+        epoch = self.epochs.begin_tenure(store.max_phys_offset, store.min_phys_offset)
         log.info(
             "event=master_tenure_started epoch=%d start_phys_offset=%d tenure_id=%s",
             epoch.epoch,
             epoch.start_phys_offset,
             epoch.tenure_id,
         )
-        self.ha_master = HaMaster(
-            self.store,
-            clock=self.clock,
-            ack_timeout_ms=config.ha_slave_ack_timeout_ms,
-            max_gap_bytes=config.ha_max_gap_bytes,
-            slave_expire_ms=config.ha_slave_expire_ms,
-            metrics=self.metrics,
-            epochs=self.epochs,
-            metadata_version=self._metadata_version,
-        )
-        self.ha_master.start()
-        if config.broker_role is BrokerRole.SYNC_MASTER:
-            self.messages.replication = self.ha_master  # type: ignore[union-attr]
-            self.pop.writes.replication = self.ha_master  # acks answer once a slave has them, as sends
+        services.ha_master.start()
 
-    def _metadata_version(self) -> MetadataVersion:
-        """What a slave must have applied to hold this master's topics, groups and FIFO POP acks."""
-        from pocketmq.broker.ha_metadata import metadata_version
-
-        return metadata_version(
-            self.boot_timestamp_ms, self.topics, self.groups, self.pop.fifo.data_version if self.pop else 0
-        )
-
-    def _start_slave(self) -> None:
-        from pocketmq.broker.ha_services import ServiceStateFollower, service_tables_of
-        from pocketmq.broker.ha_slave import HaSlave
-
-        config = self.config
-        self.store.read_only_reason = (
-            f"broker {self.broker_name}/{config.broker_id} is a slave: "  # type: ignore
-            "send to the master of its group"
-        )
-        self.messages.read_only_reason = self.store.read_only_reason  # type: ignore[union-attr]
-        self.pop.fifo.load()  # its copy of the master's (a master's POP loads it when it starts)
-        services = ServiceStateFollower(
-            service_tables_of(self), lambda: self.acting is not None and self.acting[1].acting
-        )
-        self.ha_slave = HaSlave(
-            self.store,
-            self.topics,
-            self.groups,
-            self.offsets,
-            self._namesrv,
-            self.remoting_client,
-            cluster_name=config.cluster_name,
-            broker_name=self.broker_name,
-            broker_id=config.broker_id,
-            slave_addr=self.broker_addr,
-            transfer_max_bytes=config.ha_transfer_max_bytes,
-            pull_suspend_ms=config.ha_pull_suspend_ms,
-            lookup_interval_ms=config.ha_master_lookup_interval_ms,
-            services=services,
-            epochs=self.epochs,
-            after_cut=self.timer.after_cut,
-        )
+    def _start_slave(self, services: BrokerServices) -> None:
+        assert services.ha_slave is not None and services.acting is not None  # a slave's services have both
+        services.pop.fifo.load()  # its copy of the master's (a master's POP loads it when it starts)
         self._tasks.append(
-            spawn_watched(self.ha_slave.run_replication(), "broker-ha-replication", metrics=self.metrics)
+            spawn_watched(services.ha_slave.run_replication(), "broker-ha-replication", metrics=self.metrics)
         )
         self._every(
             "ha-metadata",
-            config.ha_metadata_sync_interval_ms,
-            self.ha_slave.sync_metadata_once,  # type: ignore[attr-defined]
+            self.config.ha_metadata_sync_interval_ms,
+            services.ha_slave.sync_metadata_once,
             immediately=True,
             expected=(PocketMQError, ValueError),  # the master or the name server away: no traceback
         )
-        services = ActingServices(self)  # slave acting master (RIP-32): runs while the election says so
-        self.acting = (services, services.election())
-        self.acting[1].start()
+        services.acting.election.start()  # slave acting master (RIP-32): runs while the election says so
 
     def _make_registrar(self):
         from pocketmq.cluster.registrar import BrokerRegistrar
@@ -320,19 +310,20 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, *(p.stop() for p in self._periodic), return_exceptions=True)
-        if self.acting is not None:
-            await self.acting[1].stop()  # its services too, when acting
-        await self.timer.stop_delivery()  # type: ignore[union-attr]
+        services = self.services
+        if services.acting is not None:
+            await services.acting.election.stop()  # its services too, when acting
+        await services.timer.stop_delivery()
         self._tasks.clear()
         self._periodic.clear()
         self.loop_lag.stop()
         self.holds.wake_all()
         # A full disk must not stop the shutdown (nor fail it): for what a step could not write, the state
         # last persisted stands, as after a crash.
-        await _persisting("timer", self.timer.stop)  # type: ignore[union-attr]
-        if self.pop.running:
-            await _persisting("pop", self.pop.stop)
-        await self.store.shutdown()  # type: ignore[union-attr]  # flushed first: the offsets below stand on it
+        await _persisting("timer", services.timer.stop)
+        if services.pop.running:
+            await _persisting("pop", services.pop.stop)
+        await services.store.shutdown()  # flushed first: the offsets below stand on it
         await _persisting("offsets", self._persist_offsets)
         await _persisting("epochs", self.epochs.save_if_changed)
         await self.remoting_client.close()
@@ -389,7 +380,7 @@ class Broker:
     def delete_topic(self, topic: str) -> bool:
         """Remove a topic, its stored messages and its consumer offsets; False when it was not here."""
         existed = self.topics.delete(topic)
-        self.store.delete_topic(topic)  # type: ignore[union-attr]
+        self.store.delete_topic(topic)
         self.offsets.remove_topic(topic)
         return existed
 
@@ -398,8 +389,8 @@ class Broker:
         if clean_offsets:
             self.offsets.remove_group(group)
             self.stage_offsets.remove_group(group)
-            if self.pop is not None:
-                self.pop.staged.registry.remove_group(group)
+            if self._services is not None:
+                self._services.pop.staged.registry.remove_group(group)
         return removed
 
     def update_config(self, changes: dict[str, str]) -> BrokerConfig:
@@ -410,12 +401,12 @@ class Broker:
         persist_changes(new, changes)  # first: a change that cannot be kept is not made
         self.config = new
         self.breakers.configure(new.breaker_settings())
-        if self.pop is not None:
-            self.pop.revive.policy = new.ck_rewrite_policy()
+        if self._services is not None:
+            self._services.pop.revive.policy = new.ck_rewrite_policy()
         self.topics.set_auto_create(new.auto_create_topic_enable, new.default_topic_queue_nums)
         self.groups.set_auto_create(new.auto_create_subscription_group)
-        if self.messages is not None:
-            self.messages.configure(
+        if self._services is not None:
+            self._services.messages.configure(
                 max_properties_bytes=new.max_properties_bytes,
                 long_polling_enable=new.long_polling_enable,
                 short_polling_ms=new.short_polling_ms,
@@ -427,7 +418,7 @@ class Broker:
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table (RocketMQ's names where they exist)."""
-        store = self.store
+        services = self._services
         info = {
             "brokerVersionDesc": "PocketMQ",
             "brokerName": self.broker_name,
@@ -435,8 +426,8 @@ class Broker:
             "grpcAddr": self.grpc_addr or "",
             "bootTimestamp": str(self.boot_timestamp_ms),
             "runtime": f"{(self.clock.now_ms() - self.boot_timestamp_ms) // 1000}s",
-            "msgPutTotalTodayNow": str(self.messages.put_messages_total if self.messages else 0),
-            "msgGetTotalTodayNow": str(self.messages.got_messages_total if self.messages else 0),
+            "msgPutTotalTodayNow": str(services.messages.put_messages_total if services else 0),
+            "msgGetTotalTodayNow": str(services.messages.got_messages_total if services else 0),
             "topicCount": str(len(self.topics.names())),
             "subscriptionGroupCount": str(len(self.groups.all())),
             "consumerGroupsOnline": str(len(self.consumers.table.groups())),
@@ -446,18 +437,18 @@ class Broker:
             "brokerRole": self.config.broker_role.name,
             "brokerId": str(self.config.broker_id),
         }
-        if self.timer is not None:
-            info["timerOutstanding"] = str(self.timer.outstanding)
-        if self.ha_master is not None:
-            info.update(self.ha_master.runtime_info())
-        if self.ha_slave is not None:
-            info["masterAddr"] = self.ha_slave.master_addr or ""
+        if services is not None:
+            info["timerOutstanding"] = str(services.timer.outstanding)
+            if services.ha_master is not None:
+                info.update(services.ha_master.runtime_info())
+            if services.ha_slave is not None:
+                info["masterAddr"] = services.ha_slave.master_addr or ""
         info["breakerStates"] = json.dumps({name: state.value for name, state in self.breakers.states().items()})
-        if self.acting is not None:
-            info.update(self.acting[0].runtime_info(self.acting[1].acting))
-        if store is not None:
-            info["commitLogMinOffset"] = str(store.min_phys_offset)
-            info["commitLogMaxOffset"] = str(store.max_phys_offset)
+        if services is not None:
+            if services.acting is not None:
+                info.update(services.acting.services.runtime_info(services.acting.acting))
+            info["commitLogMinOffset"] = str(services.store.min_phys_offset)
+            info["commitLogMaxOffset"] = str(services.store.max_phys_offset)
         return info
 
     def __repr__(self) -> str:

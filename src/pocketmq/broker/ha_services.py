@@ -37,24 +37,14 @@ from pocketmq.broker.stage_offsets import parse_stage_offsets
 
 @dataclass(frozen=True, slots=True)
 class ServiceTables:
-    """Where a broker keeps that state (None: this broker has no such part, e.g. in a unit test)."""
+    """Where a broker keeps that state (None: this broker has no such part, e.g. in a unit test); a broker builds
+    its own with its services (``broker.wiring``)."""
 
     stage_offsets: object = None  # broker.stage_offsets.StageOffsetManager
     pop_fifo: object = None  # broker.pop.fifo.FifoPopState
     pop_stages: object = None  # broker.pop.staged.PopStageRegistry
     timer: object = None  # broker.timer.service.TimerService
     store: object = None  # store.message_store.MessageStore (its commit log end)
-
-
-def service_tables_of(broker) -> ServiceTables:
-    pop = broker.pop
-    return ServiceTables(
-        stage_offsets=broker.stage_offsets,
-        pop_fifo=pop.fifo if pop else None,
-        pop_stages=pop.staged.registry if pop and pop.staged else None,
-        timer=broker.timer,
-        store=broker.store,
-    )
 
 
 def service_state_snapshot(tables: ServiceTables) -> dict:

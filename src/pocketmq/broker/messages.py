@@ -20,6 +20,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
@@ -53,6 +54,10 @@ from pocketmq.common.topic import (
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
 from pocketmq.store.tags import tag_hash_code
+
+if TYPE_CHECKING:
+    from pocketmq.broker.timer.service import TimerService
+    from pocketmq.broker.write_path import Replication
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +191,9 @@ class MessageService:
         max_properties_bytes: int,
         long_polling_enable: bool,
         short_polling_ms: int,
+        timer: TimerService,
+        replication: Replication | None = None,
+        read_only_reason: str | None = None,
     ):
         self._store = store
         self._topics = topics
@@ -201,9 +209,9 @@ class MessageService:
         self._recent: OrderedDict[tuple[str, str], SendResult] = OrderedDict()
         self.put_messages_total = 0  # messages stored since start (runtime info)
         self.got_messages_total = 0  # messages handed to pulls since start
-        self.timer = None  # broker.timer.service.TimerService: delayed messages are diverted to it (set at start)
-        self.replication = None  # cluster.ha_master.HaMaster of a SYNC_MASTER: sends wait for a slave's ack
-        self.read_only_reason: str | None = None  # set on a slave: sends are refused (SERVICE_NOT_AVAILABLE)
+        self._timer = timer  # delayed messages are diverted to it
+        self._replication = replication  # the HaMaster of a SYNC_MASTER: sends wait for a slave's ack
+        self._read_only_reason = read_only_reason  # a slave's: sends are refused (SERVICE_NOT_AVAILABLE)
 
     def configure(self, *, max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int) -> None:
         """Apply changed settings of a running broker (UPDATE_BROKER_CONFIG)."""
@@ -309,8 +317,8 @@ class MessageService:
         """Check a send and turn its messages into the records to store (queues picked, delays diverted); also
         the (topic, UNIQ_KEY) locks its idempotent messages need (none: the plain append). ``checked_topics``:
         the topics (with the system topic they were checked for) that passed ``_check_topic`` in this call."""
-        if self.read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
-            raise ServiceNotAvailableError(self.read_only_reason)
+        if self._read_only_reason is not None:  # RocketMQ's store refuses puts on a slave the same way
+            raise ServiceNotAvailableError(self._read_only_reason)
         messages, topic, queue_id = send.messages, send.topic, send.queue_id
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic = self._retry_destination(topic, messages[0])  # a client's own retry may be due for the DLQ
@@ -335,14 +343,13 @@ class MessageService:
             self._to_stored(m, topic, q, send.born_host, send.born_timestamp_ms, send.producer_group)
             for m, q in zip(messages, queue_ids)
         ]
-        if self.timer is not None:
-            for msg in stored:
-                self.timer.divert(msg, config)  # a delayed message waits in the timer topic
+        for msg in stored:
+            self._timer.divert(msg, config)  # a delayed message waits in the timer topic
         return stored, sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
 
     def _replicated(self, outcome):
-        if self.replication is not None:  # SYNC_MASTER: answer once a slave has the records
-            return self.replication.replicated(outcome)
+        if self._replication is not None:  # SYNC_MASTER: answer once a slave has the records
+            return self._replication.replicated(outcome)
         return outcome
 
     async def _send_idempotent_locked(self, stored: list[MessageExt], keys: list[tuple[str, str]]) -> list[SendResult]:

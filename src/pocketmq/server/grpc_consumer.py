@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS, PopRequest
@@ -46,6 +47,9 @@ from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
 from pocketmq.protocol.grpc_codec import V2Code, encode_delivered_message
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers, check_topic
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +72,7 @@ def _check_group(group: str) -> None:
 
 
 class ConsumerRpcs:
-    def __init__(self, broker, sessions=None, renewals: RenewalTable | None = None):
+    def __init__(self, broker: Broker, sessions=None, renewals: RenewalTable | None = None):
         self._broker = broker
         self._sessions = sessions  # a client is alive while it has a session (None: every client is)
         self.renewals = renewals if renewals is not None else RenewalTable()
@@ -124,7 +128,7 @@ class ConsumerRpcs:
     async def receive(self, request, context, client_id: str = ""):
         """The ReceiveMessage stream (an async generator of responses)."""
         try:
-            if not self._broker.started or self._broker.pop is None:
+            if not self._broker.started:
                 raise ServiceNotAvailableError("the broker is starting or stopping")
             req = codec.decode_receive_request(request)
             pop_request = self._pop_request(req, context, client_id)

@@ -15,6 +15,7 @@ heartbeats expire after the broker's ``client_channel_expire_ms`` (120 s by defa
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -24,6 +25,9 @@ from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.grpc_servicer import DEFAULT_MAX_INFLIGHT_SENDS, MessagingServicer
 from pocketmq.server.sessions import SessionRegistry
 
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
 log = logging.getLogger(__name__)
 
 MAX_GRPC_MESSAGE_BYTES = 130 * 1024 * 1024  # as the Apache proxy
@@ -32,7 +36,7 @@ MAX_GRPC_MESSAGE_BYTES = 130 * 1024 * 1024  # as the Apache proxy
 class GrpcFrontEnd:
     def __init__(
         self,
-        broker,
+        broker: Broker,
         host: str,
         port: int,
         *,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -44,6 +45,9 @@ from pocketmq.server.grpc_validation import (
 )
 from pocketmq.server.sessions import SessionRegistry
 from pocketmq.store.api import PutStatus
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 # A message stored with a weaker guarantee is not an OK send (the proxy's mapping): an OK means what a remoting
@@ -98,7 +102,12 @@ class MessagingServicer:
     """One broker's v2 service; methods are named as the RPCs (grpc binds them by name)."""
 
     def __init__(
-        self, broker, sessions: SessionRegistry, clock: Clock, *, max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS
+        self,
+        broker: Broker,
+        sessions: SessionRegistry,
+        clock: Clock,
+        *,
+        max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS,
     ):
         self._broker = broker
         self._sessions = sessions
@@ -344,7 +353,7 @@ class MessagingServicer:
 
     # -- helpers --------------------------------------------------------------------------------------------------
     def _require_started(self) -> None:
-        if not self._broker.started or self._broker.messages is None:
+        if not self._broker.started:
             raise ServiceNotAvailableError("the broker is starting or stopping")
 
     @staticmethod

@@ -9,6 +9,7 @@ instead (docs/protocol.md).
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.dynamic_config import config_properties
 from pocketmq.broker.groups import group_config_from_json, group_config_to_json
@@ -32,6 +33,10 @@ from pocketmq.protocol.request_headers import (
 )
 from pocketmq.protocol.route import topic_gray_ratio
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
 
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"
 _INT64 = struct.Struct(">q")
@@ -83,7 +88,7 @@ def topic_config_from_header(h: HeaderFields, *, current: TopicConfig | None, de
 
 
 class AdminHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def register(self, router: RequestRouter) -> None:
@@ -206,7 +211,7 @@ class AdminHandlers:
         else:
             info = broker.consumers.table.group_info(group)
             topic_names = sorted(set(broker.offsets.topics_of_group(group)) | set(info.subscriptions if info else ()))
-        pop_stats = broker.pop.group_stats(group) if broker.pop is not None else {}
+        pop_stats = broker.pop.group_stats(group)
         entries = []
         for name in topic_names:
             config = broker.topics.get(name)

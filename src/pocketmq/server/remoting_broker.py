@@ -19,6 +19,7 @@ Rules every handler follows:
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.consumers import Notification
 from pocketmq.broker.gray import ensure_gray_retry_queues
@@ -65,6 +66,9 @@ from pocketmq.server.remoting_retry import RetryHandlers
 from pocketmq.server.remoting_stages import StageOffsetHandlers
 from pocketmq.store.api import PutStatus
 
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
 _SEND_CODE_OF_PUT = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
     PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -79,7 +83,7 @@ _BORN_HOST = "pocketmq.broker.born_host"
 class BrokerRequestRouter(RequestRouter):
     """A RequestRouter that answers SERVICE_NOT_AVAILABLE while its broker is not serving."""
 
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         super().__init__()
         self._broker = broker
 
@@ -98,7 +102,7 @@ def _not_serving(request: RemotingCommand) -> RemotingCommand:
     return request.response(ResponseCode.SERVICE_NOT_AVAILABLE, remark="broker is starting or stopping")
 
 
-def build_broker_router(broker) -> BrokerRequestRouter:
+def build_broker_router(broker: Broker) -> BrokerRequestRouter:
     """The request handler of the broker's remoting port; also installs the consumer-change notifier."""
 
     router = BrokerRequestRouter(broker)
@@ -113,7 +117,7 @@ def build_broker_router(broker) -> BrokerRequestRouter:
 
 
 class MessagingHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
         broker.consumers.add_notifier(self._notify_consumer_ids_changed)
 

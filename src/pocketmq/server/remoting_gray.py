@@ -8,15 +8,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.remoting_headers import json_bytes
 from pocketmq.protocol.request_headers import GroupRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
 
 class GrayHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def register(self, router: RequestRouter) -> None:

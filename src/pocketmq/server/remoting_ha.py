@@ -31,9 +31,9 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.ha_metadata import metadata_snapshot
-from pocketmq.broker.ha_services import service_tables_of
 from pocketmq.cluster.metadata_version import MetadataVersion
 from pocketmq.common.errors import BadRequestError, NoPermissionError, ReplicationRefusedError
 from pocketmq.protocol.codes import (
@@ -53,13 +53,16 @@ from pocketmq.protocol.request_headers import (
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.store.commit_log import RecordMark
 
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
 log = logging.getLogger(__name__)
 
 _HA_LINK_HOOK = "pocketmq.ha.link_hook"
 
 
 class HaHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def register(self, router: RequestRouter) -> None:
@@ -126,7 +129,7 @@ class HaHandlers:
                 broker.topics,
                 broker.groups,
                 broker.offsets,
-                service_tables_of(broker),
+                broker.services.tables,
                 version=str(master.metadata_version()),
                 phys_offset=broker.store.max_phys_offset,
             ),
@@ -134,15 +137,14 @@ class HaHandlers:
 
     async def acting_master_handover(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = BrokerNameRequestHeader.parse(request.ext_fields)
-        services, election = self._own(h, self._broker.acting, "a slave")
-        await election.master_back()
-        log.warning("event=acting_master_handover master=%s pending=%r", h.master_addr or "", services.progress)
-        return request.response(ResponseCode.SUCCESS, body=services.handover_body())
+        acting = self._own(h, self._broker.acting, "a slave")
+        await acting.election.master_back()
+        log.warning("event=acting_master_handover master=%s pending=%r", h.master_addr or "", acting.services.progress)
+        return request.response(ResponseCode.SUCCESS, body=acting.services.handover_body())
 
     async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = ActingProgressAppliedRequestHeader.parse(request.ext_fields)
-        services, _ = self._own(h, self._broker.acting, "a slave")
-        services.applied(h.version)
+        self._own(h, self._broker.acting, "a slave").services.applied(h.version)
         return request.response(ResponseCode.SUCCESS)
 
 

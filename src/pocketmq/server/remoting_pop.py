@@ -28,6 +28,7 @@ says INVALID_RECEIPT_HANDLE).
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
@@ -48,6 +49,10 @@ from pocketmq.protocol.remoting_headers import json_body
 from pocketmq.protocol.request_headers import AckMessageRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.broker_headers import BrokerChangeInvisibleTimeHeader, BrokerPopMessageHeader
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
 
 POLL_LATE_TOLERANCE_MS = 500
 _WORD_MASK = 2**64 - 1
@@ -125,7 +130,7 @@ def set_bit_indexes(bits: int) -> list[int]:
 
 
 class PopHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def register(self, router: RequestRouter) -> None:
@@ -159,7 +164,7 @@ class PopHandlers:
         )
         # A FIFO pop's handles name RocketMQ's orderly revive queue (999), so its acks find the FIFO state.
         fifo_pop = any(popped.attempts is not None for popped in result.queues)
-        header = {
+        header: dict[str, int | str] = {
             "popTime": result.pop_time_ms,
             "invisibleTime": result.invisible_ms,
             "reviveQid": ORDERLY_REVIVE_QUEUE_ID if fifo_pop else result.revive_queue_id,

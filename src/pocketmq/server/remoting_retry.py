@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pocketmq.broker.send_back import SendBackRequest
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import MessageQueue
@@ -20,6 +22,9 @@ from pocketmq.protocol.headers import INT32_MAX
 from pocketmq.protocol.remoting_headers import json_body, json_bytes
 from pocketmq.protocol.request_headers import NAME_MAX_CHARS, ConsumerSendMsgBackRequestHeader
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
 
 
 def _checked_name(name: str, problem_of, field: str) -> str:
@@ -61,7 +66,7 @@ def _lock_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
 
 
 class RetryHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def register(self, router: RequestRouter) -> None:

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pocketmq.common.errors import BadRequestError
 from pocketmq.protocol.codes import (
     QUERY_STAGE_OFFSETS,
@@ -30,6 +32,9 @@ from pocketmq.protocol.request_headers import (
 )
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
 
 def _group_topic_queue(request: RemotingCommand) -> tuple[str, str, int]:
     h = GroupQueueRequestHeader.parse(request.ext_fields)
@@ -37,7 +42,7 @@ def _group_topic_queue(request: RemotingCommand) -> tuple[str, str, int]:
 
 
 class StageOffsetHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def register(self, router: RequestRouter) -> None:

@@ -122,8 +122,10 @@ class MessageStore:
         *,
         disk_usage: DiskUsageProbe = shutil.disk_usage,
         metrics=None,
+        read_only_reason: str | None = None,
     ):
-        """``metrics``: the broker's ``MetricsRegistry`` (pocketmq_store_corrupt_records_total), or None."""
+        """``metrics``: the broker's ``MetricsRegistry`` (pocketmq_store_corrupt_records_total), or None.
+        ``read_only_reason``: a slave's (see below)."""
         self.config = config
         self._clock = clock
         self._disk_usage = disk_usage
@@ -152,9 +154,9 @@ class MessageStore:
             "store-cleanup", self.clean_expired, config.cleanup_interval_ms, clock=clock, metrics=metrics
         )
         self._state = "new"
-        # Set on a slave: local puts are refused (SERVICE_NOT_AVAILABLE), only append_replicated writes, so
-        # the commit log stays byte-identical to the master's.
-        self.read_only_reason: str | None = None
+        # A slave's: local puts are refused (SERVICE_NOT_AVAILABLE), only append_replicated writes, so the commit
+        # log stays byte-identical to the master's.
+        self.read_only_reason = read_only_reason
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, checkpoint_message
 from pocketmq.common.topic import revive_topic
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
 
 
 def remote_checkpoints(
@@ -49,7 +53,7 @@ def remote_checkpoints(
     return cks
 
 
-async def append_checkpoints(broker, cks: list[PopCheckpoint]) -> None:
+async def append_checkpoints(broker: Broker, cks: list[PopCheckpoint]) -> None:
     """Append ``cks`` to the revive queues of the running in-process ``broker`` (``pocketmq.broker.Broker``)."""
     topic = revive_topic(broker.config.cluster_name)
     queues: dict[int, list[PopCheckpoint]] = {}

@@ -10,8 +10,10 @@ import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
-from pocketmq.broker.acting_writes import EscapedReviveWrites, EscapedTimerWrites
+from pocketmq.broker.acting_services import ActingServices
+from pocketmq.broker.acting_writes import EscapedWritePath
 from pocketmq.broker.pop.checkpoint import AckRecord
+from pocketmq.broker.write_path import ReadOnlyWritePath
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
 from pocketmq.common.errors import ServiceNotAvailableError
@@ -138,7 +140,7 @@ async def test_escaped_timer_keeps_pending_until_the_escape_works(tmp_path):
     async with running_broker(tmp_path, clock, message_delay_level="1s 2s") as broker:
         await broker.messages.send([Message.create("T", "late", properties={"DELAY": "1"})], topic="T", queue_id=0)
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        broker.timer.writes = EscapedTimerWrites(bridge, progress)
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
         store_end = broker.store.max_phys_offset
         clock.advance(1000)
         broker.timer.load_new()
@@ -163,7 +165,7 @@ async def test_escaped_revive_keeps_the_ck_open_until_the_escape_works(tmp_path)
         assert len(popped) == 3
         revive = broker.pop.revive
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        revive.writes = EscapedReviveWrites(bridge, progress)
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
         store_end = broker.store.max_phys_offset
         clock.advance(5_001)
         await revive.run_once(clock.now_ms())
@@ -192,7 +194,7 @@ async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
         revive = broker.pop.revive
         revive.readers.local = FailingReader(clock)
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        revive.writes = EscapedReviveWrites(bridge, progress)
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
         clock.advance(5_001)
         assert await revive.run_once(clock.now_ms()) == 0  # the CK stays open, in the write backoff
         assert sum(len(q.ledger) for q in revive.queues) == 1 and progress.acks() == []
@@ -206,14 +208,12 @@ async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
 
 
 async def test_pop_on_the_acting_slave_escapes_its_ck_and_forwards_acks_and_changes(tmp_path):
-    from pocketmq.broker.acting_writes import ActingPopWrites
-
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         await send(broker, "T", 4)
         [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)  # popped before the master went away
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        broker.pop.writes = ActingPopWrites(bridge, progress, broker.pop.revive.queues[0].topic)
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
         store_end = broker.store.max_phys_offset
         with pytest.raises(ServiceNotAvailableError):  # no escape: no pop (the offset does not move)
             await pop(broker, "G", "T")
@@ -256,15 +256,13 @@ def test_switches_from_cli_flags_and_broker_conf(tmp_path):
 
 
 async def test_forward_to_the_dlq_on_the_acting_slave_escapes_the_dead_letter_and_the_ack(tmp_path):
-    from pocketmq.broker.acting_writes import ActingPopWrites
-
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         await send(broker, "T", 2)
         [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
         bridge.up = True
-        broker.pop.writes = ActingPopWrites(bridge, progress, broker.pop.revive.queues[0].topic)
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
         store_end = broker.store.max_phys_offset
         [(_, escaped_handle)] = await pop(broker, "G", "T")
         await broker.pop.forward_to_dead_letter("G", replica_handle)
@@ -327,6 +325,22 @@ async def test_the_election_counts_into_the_metrics():
     assert metrics.value("pocketmq_acting_master_changes_total", to="stopped", reason="master_handover") == 1
 
 
+def acting_services(broker, bridge, tmp_path) -> ActingServices:
+    """The acting services of an in-process broker (its write path returns to a read-only one when they stop)."""
+    return ActingServices(
+        bridge=bridge,
+        progress=ActingProgress(tmp_path / "acting.json"),
+        revive_topic=broker.pop.revive.queues[0].topic,
+        write_path=broker.write_path,
+        read_only=ReadOnlyWritePath("not acting"),
+        timer=broker.timer,
+        pop=broker.pop,
+        offsets=broker.offsets,
+        persist_interval_ms=1_000,
+        periodic=broker.periodic,
+    )
+
+
 class StalledBridge(FakeBridge):
     """Escapes that hang until ``release`` is set (a link that stalls every byte, then heals)."""
 
@@ -346,14 +360,11 @@ async def test_a_handover_during_a_pop_escaping_its_ck_hands_over_that_pops_offs
     """The slave stops acting (its master is back) while a pop waits for its CK's escape; the escape then
     succeeds. The offsets the master takes over must include that pop, or the master hands the same messages
     out again while the escaped CK revives them too (an acked message coming back)."""
-    from pocketmq.broker.acting_services import ActingServices
-    from pocketmq.broker.acting_writes import ActingPopWrites
-
     async with running_broker(tmp_path, ManualClock()) as broker:
         await send(broker, "T", 2)
-        services = ActingServices(broker)
         bridge = StalledBridge()
-        broker.pop.writes = ActingPopWrites(bridge, services.progress, broker.pop.revive.queues[0].topic)
+        services = acting_services(broker, bridge, tmp_path)
+        broker.write_path.use(EscapedWritePath(bridge, services.progress, broker.pop.revive.queues[0].topic))
         popping = asyncio.ensure_future(pop(broker, "G", "T"))
         await bridge.stalled.wait()
 

@@ -10,6 +10,7 @@ import pytest
 from tests.unit.ha.test_ha_master import store  # noqa: F401 (fixture)
 from tests.unit.pop.pop_support import pop, running_broker, send
 
+from pocketmq.broker.write_path import LocalWritePath
 from pocketmq.cluster.ha_master import HaMaster
 from pocketmq.cluster.ha_state import ReplicaAcks, SyncVerdict
 from pocketmq.cluster.metadata_version import MetadataVersion
@@ -161,7 +162,8 @@ class FakeMetadataReplication:
 async def test_a_fifo_ack_and_change_wait_for_the_slave_and_pops_do_not(tmp_path, status, code):
     async with running_broker(tmp_path, ManualClock(1_000_000)) as broker:
         await send(broker, "T", 3, group_of=lambda i: f"g{i}")
-        replication = broker.pop.writes.replication = FakeMetadataReplication(broker, PutStatus.PUT_OK)
+        replication = FakeMetadataReplication(broker, PutStatus.PUT_OK)
+        broker.write_path.use(LocalWritePath(broker.store, broker.topics, replication))
         [(_, h0), (_, h1), (_, h2)] = await pop(broker, "G", "T", fifo=True)
         assert replication.waited_at == [] and broker.pop.fifo.data_version == 0  # a pop does not wait
         assert await broker.pop.ack("G", [h0]) == [None]
@@ -179,4 +181,4 @@ async def test_a_fifo_ack_and_change_wait_for_the_slave_and_pops_do_not(tmp_path
         assert [type(e).__name__ for e in await broker.pop.ack("G", [h1])] == ["InvalidReceiptHandleError"]
         assert unconfirmed.value.handle.invisible_time_ms == 30_000
         assert await broker.pop.ack("G", [unconfirmed.value.handle]) == [None]
-        assert broker._metadata_version().fifo == broker.pop.fifo.data_version == 4
+        assert broker.ha_master.metadata_version().fifo == broker.pop.fifo.data_version == 4

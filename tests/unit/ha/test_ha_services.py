@@ -10,7 +10,7 @@ import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.ha_metadata import apply_metadata, metadata_snapshot
-from pocketmq.broker.ha_services import ServiceStateFollower, TimerProgressGate, service_tables_of
+from pocketmq.broker.ha_services import ServiceStateFollower, TimerProgressGate
 from pocketmq.broker.pop.fifo import FifoPopState
 from pocketmq.broker.pop.staged import PopStageRegistry
 from pocketmq.common.message import Message
@@ -30,7 +30,7 @@ async def fill(broker) -> None:
 
 
 def snapshot_of(broker) -> bytes:
-    return metadata_snapshot(broker.topics, broker.groups, broker.offsets, service_tables_of(broker))
+    return metadata_snapshot(broker.topics, broker.groups, broker.offsets, broker.services.tables)
 
 
 def sync(slave, body: bytes, follower: ServiceStateFollower):
@@ -48,7 +48,7 @@ async def test_a_slave_copies_the_service_state_and_an_acting_slave_uses_it(tmp_
         master.pop.staged.register("G", STAGED_TOPIC, [2])
         master.stage_offsets.update("G", STAGED_TOPIC, 0, {"commitOffset": 3, "stageOffsets": []})
         acting = [False]
-        follower = ServiceStateFollower(service_tables_of(slave), lambda: acting[0])
+        follower = ServiceStateFollower(slave.services.tables, lambda: acting[0])
 
         changes = sync(slave, snapshot_of(master), follower).services
         assert (changes.pop_fifo_replaced, changes.pop_stages_replaced, changes.stage_offsets_moved) == (True, True, 1)
@@ -94,7 +94,7 @@ async def test_an_older_master_and_a_bad_field(tmp_path):
     async with running_broker(tmp_path / "m") as master, running_broker(tmp_path / "s") as slave:
         await fill(master)
         master.pop.staged.register("G", STAGED_TOPIC, [2])
-        follower = ServiceStateFollower(service_tables_of(slave), lambda: False)
+        follower = ServiceStateFollower(slave.services.tables, lambda: False)
         full = json.loads(snapshot_of(master))
         older = {key: full[key] for key in ("topics", "groups", "offsets")}  # what a master before this sends
         changes = sync(slave, json.dumps(older).encode(), follower)
@@ -153,7 +153,7 @@ async def test_the_follower_moves_the_timer_once_the_replica_caught_up(tmp_path)
     clock = ManualClock(1_000_000)
     async with running_broker(tmp_path, clock, message_delay_level="1s 2s") as broker:
         await send_delayed(broker, 2)
-        follower = ServiceStateFollower(service_tables_of(broker), lambda: False)
+        follower = ServiceStateFollower(broker.services.tables, lambda: False)
         end = broker.store.max_phys_offset
         body = {"topics": [], "groups": [], "offsets": {}, "timer": {"progressOffset": 1, "physOffset": end + 10}}
         changes = apply_metadata(json.dumps(body).encode(), broker.topics, broker.groups, broker.offsets, follower)

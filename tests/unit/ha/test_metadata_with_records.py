@@ -18,6 +18,7 @@ from pocketmq.broker.ha_slave import HaSlave
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.revive_queue import checkpoint_message
+from pocketmq.broker.write_path import LocalWritePath
 from pocketmq.common.errors import NotReplicatedError, RemotingError
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
@@ -223,16 +224,17 @@ async def test_an_ack_and_a_change_answer_only_once_a_slave_has_them(tmp_path, s
     async with running_broker(tmp_path, ManualClock(1_000_000)) as broker:
         await send(broker, "T", 3)
         [(_, h0), (_, h1), (_, h2)] = await pop(broker, "G", "T")
-        replication = broker.pop.writes.replication = FakeReplication(PutStatus.PUT_OK)
+        replication = FakeReplication(PutStatus.PUT_OK)
+        broker.write_path.use(LocalWritePath(broker.store, broker.topics, replication))
         assert await broker.pop.ack("G", [h0]) == [None]
         assert replication.waited == [broker.store.last_record().phys_offset]  # the ACK record's
-        broker.pop.writes.replication = FakeReplication(status)
+        broker.write_path.use(LocalWritePath(broker.store, broker.topics, FakeReplication(status)))
         with pytest.raises(NotReplicatedError) as refused:
             await broker.pop.ack("G", [h1])
         assert response_code_of(refused.value) == code and v2_code_of(refused.value) in (50402, 50002)
         with pytest.raises(NotReplicatedError) as unconfirmed:
             await broker.pop.change_invisible("G", h2, 30_000)
-        broker.pop.writes.replication = FakeReplication(PutStatus.PUT_OK)
+        broker.write_path.use(LocalWritePath(broker.store, broker.topics, FakeReplication(PutStatus.PUT_OK)))
         # stored on the master all the same: the acked handle is closed there, the changed one is replaced by the
         # new handle the error carries (auto renewal goes on with it)
         assert [type(e).__name__ for e in await broker.pop.ack("G", [h1, h2])] == ["InvalidReceiptHandleError"] * 2

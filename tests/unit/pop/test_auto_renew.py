@@ -14,6 +14,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.pop.renewal import RenewalTable
+from pocketmq.broker.write_path import LocalWritePath
 from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.grpc_consumer import ConsumerRpcs
@@ -126,12 +127,12 @@ async def test_renewal_goes_on_while_a_sync_master_s_slave_is_away(tmp_path):
         await send(broker, TOPIC, 1)
         rpcs = ConsumerRpcs(broker, AliveClients({"c1"}), RenewalTable(invisible_ms=60_000, ahead_ms=10_000))
         [handle] = await receive(rpcs, "c1")
-        broker.pop.writes.replication = SlaveAway()
+        broker.write_path.use(LocalWritePath(broker.store, broker.topics, SlaveAway()))
         for _ in range(24):  # two minutes: renewed on the master each time, though not on a slave
             clock.advance(5_000)
             await rpcs.renew_due()
             await broker.pop.revive.run_once(clock.now_ms())
         assert len(rpcs.renewals) == 1 and await pop(broker, GROUP, TOPIC) == []
-        broker.pop.writes.replication = None  # the slave is back
+        broker.write_path.use(LocalWritePath(broker.store, broker.topics))  # the slave is back
         reply = await rpcs.ack(ack_request(handle), None)  # the first handle still acks (the current one)
         assert [e.status.code for e in reply.entries] == [V2Code.OK]

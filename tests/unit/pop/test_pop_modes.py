@@ -1,6 +1,6 @@
 """Choosing the pop mode (broker/pop/mode.py) and the engine's dispatch to it: the pure rule and the pass order,
 then over a real store in virtual time: FIFO wins over stages, the staged mode pops its pop retry topic the
-normal way, a stage registration reaches a receive already long-polling, a batch ack across modes, the writes
+normal way, a stage registration reaches a receive already long-polling, a batch ack across modes, the write path
 swap reaches every mode."""
 
 from __future__ import annotations
@@ -104,20 +104,26 @@ async def test_a_batch_ack_across_modes_answers_in_order(tmp_path):
         assert await broker.pop.ack("G", [fifo]) != [None]  # each handle was acked by its own mode
 
 
-async def test_swapping_the_writes_reaches_every_mode(tmp_path):
+async def test_swapping_the_write_path_reaches_every_mode(tmp_path):
     async with running_broker(tmp_path) as broker:
-        local = broker.pop.writes
+        local = broker.write_path.current
         await send(broker, "T", 1)
-        broker.pop.writes = Refusing()
+        broker.write_path.use(Refusing())
         with pytest.raises(RuntimeError, match="refused"):
-            await pop(broker, "G", "T")  # the normal mode's CK goes through the new writes
-        broker.pop.writes = local
+            await pop(broker, "G", "T")  # the normal mode's CK goes through the new path
+        broker.write_path.use(local)
         assert len(await pop(broker, "G", "T")) == 1  # nothing moved: the message is still there
-        assert broker.pop.staged.writes is local
+        assert broker.pop.staged.writes is local.pop
 
 
 class Refusing:
+    """A write path whose pop part refuses every CK."""
+
+    name = "refusing"
     forwards_unknown_handles = False
+
+    def __init__(self):
+        self.timer = self.revive = self.pop = self
 
     async def checkpoint(self, queue, ck):
         raise RuntimeError("refused")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.gray_split import EVERY_QUEUE, GraySplits
 from pocketmq.broker.offsets import persist_behind_commit_log
@@ -38,7 +39,7 @@ from pocketmq.broker.pop.receive import (
     visit_order,
 )
 from pocketmq.broker.pop.revive import ReviveService, retry_limit
-from pocketmq.broker.pop.revive_queue import LocalPopWrites, ReviveQueue
+from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.stats import QueuePopStats, group_stats
 from pocketmq.broker.pop.waiters import PopWaiters
@@ -47,6 +48,9 @@ from pocketmq.common.read_result import ReadStatus
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
+
+if TYPE_CHECKING:
+    from pocketmq.broker.write_path import PopWrites, WritePathSwitch
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,7 @@ class PopService:
         waiters: PopWaiters,
         min_invisible_ms: int,
         persist_interval_ms: int,
+        write_path: WritePathSwitch,
         durable_timeout_ms: int = 5_000,
         gray: GraySplits | None = None,
         metrics: MetricsRegistry | None = None,
@@ -92,9 +97,9 @@ class PopService:
         )
         self.running = False
         # Where CK and ACK records go: the revive queues here, or the escape bridge (a slave acting as master).
-        writes = LocalPopWrites(store, topics)
+        self._write_path = write_path
         self._locks = PopLocks()
-        shared = dict(store=store, offsets=offsets, broker_name=broker_name, writes=writes)
+        shared = dict(store=store, offsets=offsets, broker_name=broker_name, write_path=write_path)
         normal = NormalPop(revive_queues=revive_queues, locks=self._locks, **shared)
         self._fifo_pop = FifoPop(state=fifo, locks=self._locks, notify=waiters.notify, **shared)
         self.staged = StagedPop(  # (group, topic)s consumed stage by stage
@@ -111,7 +116,6 @@ class PopService:
             ModeKind.FIFO: self._fifo_pop,
             ModeKind.STAGED: self.staged,
         }
-        self._writes = writes
 
     @property
     def fifo(self) -> FifoPopState:
@@ -119,16 +123,9 @@ class PopService:
         return self._fifo
 
     @property
-    def writes(self):
-        """Where the pop modes write CK and ACK records and dead letters (``revive_queue.LocalPopWrites``)."""
-        return self._writes
-
-    @writes.setter
-    def writes(self, writes) -> None:
-        # A slave acting as master swaps in its escaping writes (broker.acting_writes.ActingPopWrites) and back.
-        self._writes = writes
-        for mode in self._modes.values():
-            mode.writes = writes
+    def writes(self) -> PopWrites:
+        """Where the pop path writes now (``broker.write_path``): the modes read the same path."""
+        return self._write_path.current.pop
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -201,8 +198,8 @@ class PopService:
             await self._waiters.wait(watched, min(remaining_ms, mode.recheck_ms or remaining_ms))
 
     async def settle(self) -> None:
-        """Wait for the queue pops under way (``PopLocks.settle``): whoever swaps ``writes`` and then reads the
-        consumer offsets calls it in between."""
+        """Wait for the queue pops under way (``PopLocks.settle``): whoever changes the write path and then reads
+        the consumer offsets calls it in between."""
         await self._locks.settle()
 
     # -- ack, change invisible time, forward to DLQ --------------------------------------------------------------

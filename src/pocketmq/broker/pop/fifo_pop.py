@@ -16,6 +16,7 @@ slave holds the FIFO state with them (``writes.fifo_state``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.fifo import FifoPopState
@@ -29,6 +30,9 @@ from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
+
+if TYPE_CHECKING:
+    from pocketmq.broker.write_path import PopWrites, WritePathSwitch
 
 FIFO_WINDOW = 128  # messages of a FIFO queue considered per pop
 
@@ -45,7 +49,7 @@ class FifoPop:
         broker_name: str,
         state: FifoPopState,
         locks: PopLocks,
-        writes,
+        write_path: WritePathSwitch,
         notify: Callable[[str], None],
     ):
         self._store = store
@@ -53,9 +57,14 @@ class FifoPop:
         self._broker_name = broker_name
         self._state = state
         self._locks = locks
-        self.writes = writes
+        self._write_path = write_path
         self._notify = notify  # wakes the pops waiting on a topic
         self.dead_lettered: dict[tuple[str, str, int], int] = {}  # (group, topic, queue id) -> count
+
+    @property
+    def writes(self) -> PopWrites:
+        """Where CK/ACK records and dead letters go now (``broker.write_path``)."""
+        return self._write_path.current.pop
 
     # -- pop ----------------------------------------------------------------------------------------------------------
     async def pop_queue(

@@ -47,7 +47,6 @@ def is_fifo_handle(handle: ReceiptHandle) -> bool:
 class PopMode(Protocol):
     reads_retry_topic: bool  # the pass reads the pop retry topic's queues too, and a waiting pop watches it
     recheck_ms: int | None  # a waiting pop re-checks this often (time alone unblocks it); None: on arrivals only
-    writes: object  # where CK/ACK records and dead letters go (revive_queue.LocalPopWrites, or an acting slave's)
 
     async def pop_queue(
         self, receive: Receive, topic: str, queue_id: int, wanted: int, result: PopResult

@@ -19,6 +19,8 @@ The staged mode (``pop/staged.py``) uses this mode for its pop retry topic and f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint, ck_key
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.pop_locks import PopLocks
@@ -29,18 +31,35 @@ from pocketmq.broker.pop.start_offset import start_offset
 from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
 from pocketmq.store.api import GetStatus
 
+if TYPE_CHECKING:
+    from pocketmq.broker.write_path import PopWrites, WritePathSwitch
+
 
 class NormalPop:
     reads_retry_topic: bool = True
     recheck_ms: int | None = None
 
-    def __init__(self, *, store, offsets, broker_name: str, revive_queues: list[ReviveQueue], locks: PopLocks, writes):
+    def __init__(
+        self,
+        *,
+        store,
+        offsets,
+        broker_name: str,
+        revive_queues: list[ReviveQueue],
+        locks: PopLocks,
+        write_path: WritePathSwitch,
+    ):
         self._store = store
         self._offsets = offsets
         self._broker_name = broker_name
         self._revive_queues = revive_queues
         self._locks = locks
-        self.writes = writes
+        self._write_path = write_path
+
+    @property
+    def writes(self) -> PopWrites:
+        """Where CK/ACK records and dead letters go now (``broker.write_path``)."""
+        return self._write_path.current.pop
 
     # -- pop ----------------------------------------------------------------------------------------------------------
     async def pop_queue(

@@ -36,7 +36,7 @@ Writes fail too, and are typed like reads (``store.write_result``):
 each ``interval_ms`` (a periodic task, ``broker-pop-revive``, on the broker's clock; ``run_once(now_ms)`` for
 tests that drive passes by hand). A pass yields to the event loop after each batch, so a long one never holds
 the loop. Whatever it reads and writes comes in through its constructor (the revive queues, readers, store,
-tables, clock, and ``writes``: where its output goes), so the deterministic simulation
+tables, clock, and ``write_path``: where its output goes), so the deterministic simulation
 (``pocketmq.testing.sim``) runs this shell itself on its simulated stores and network, and learns each CK
 closed through ``on_closed``.
 
@@ -55,6 +55,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.gray import place_retry_copy
 from pocketmq.broker.pop import copies
@@ -75,6 +76,9 @@ from pocketmq.common.read_result import ReadResult, ReadStatus
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.store.write_result import WriteResult, of_puts, write_problem
+
+if TYPE_CHECKING:
+    from pocketmq.broker.write_path import ReviveWrites, WritePathSwitch
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +247,9 @@ class ReviveService:
         *,
         policy: CkRewritePolicy,
         interval_ms: int,
+        write_path: WritePathSwitch,
+        handled_elsewhere: Callable[[PopCheckpoint], bool] | None = None,
         metrics: MetricsRegistry | None = None,
-        writes=None,
         on_closed: Callable[[CkPlan], None] | None = None,
     ):
         self._queues = queues
@@ -259,8 +264,7 @@ class ReviveService:
         self.policy = policy
         self.pacer = PassPacer(interval_ms, max(interval_ms, DEFAULT_MAX_PASS_WAIT_MS))
         self._pass = asyncio.Lock()
-        # Where revive writes: the local store (a master), or the escape bridge (a slave acting as master).
-        self.writes = writes if writes is not None else LocalReviveWrites(store, topics)
+        self._write_path = write_path  # the broker's: its store, or the escape bridge of a slave acting as master
         # Told of each CK a pass closed, once the writes that close it are done (the simulation traces it).
         self._on_closed = on_closed
         self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
@@ -273,7 +277,12 @@ class ReviveService:
             metrics=metrics,
         )
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
-        self.handled_elsewhere: Callable[[PopCheckpoint], bool] | None = None
+        self._handled_elsewhere = handled_elsewhere
+
+    @property
+    def writes(self) -> ReviveWrites:
+        """Where revive writes now (``broker.write_path``)."""
+        return self._write_path.current.revive
 
     @property
     def policy(self) -> CkRewritePolicy:
@@ -337,7 +346,7 @@ class ReviveService:
 
     def _skipper(self, now_ms: int) -> Callable[[PopCheckpoint], bool]:
         """CKs a pass leaves alone: another service's (staged queues), and those waiting after failed writes."""
-        elsewhere, backoff = self.handled_elsewhere, self._write_backoff
+        elsewhere, backoff = self._handled_elsewhere, self._write_backoff
         return lambda ck: not backoff.ready(ck.key, now_ms) or (elsewhere is not None and elsewhere(ck))
 
     def _is_open(self, key: str) -> bool:

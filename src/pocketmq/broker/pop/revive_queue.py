@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.ledger import ReviveLedger
 from pocketmq.common import properties as props
-from pocketmq.common.errors import NotReplicatedError, StoreError
+from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError, StoreError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import ACK_TAG, BATCH_ACK_TAG, CK_TAG
 from pocketmq.store.api import GetStatus, PutResult, PutStatus
+
+if TYPE_CHECKING:
+    from pocketmq.broker.write_path import Replication
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +152,7 @@ async def store_copies(store, topics, messages: list[MessageExt]) -> None:
         raise StoreError(f"store refused the copies: {results[0].status.value} {results[0].reason}")
 
 
-async def replicated(replication, results: list[PutResult]) -> None:
+async def replicated(replication: Replication | None, results: list[PutResult]) -> None:
     """Return once a slave holds the records of ``results`` (``replication``: the ``cluster.ha_master.HaMaster``
     of a SYNC_MASTER, else None: at once); NotReplicatedError when no slave acknowledged them in time."""
     if replication is None:
@@ -166,23 +170,23 @@ def _raise_unless_replicated(status: PutStatus) -> None:
 
 
 class LocalPopWrites:
-    """Where the pop engine writes CK and ACK records and dead letters: this broker's revive queues and store.
-    (A slave acting as master swaps in ``broker.acting_writes.ActingPopWrites``, which escapes them.)
+    """Where the pop engine writes CK and ACK records and dead letters on a master: this broker's revive queues
+    and store (the ``pop`` part of ``broker.write_path.LocalWritePath``).
 
-    Under SYNC replication (``replication`` set) an ack and a change of invisible time answer once a slave
-    holds their records, as a send does: an ack that returned OK holds after a failover, and the acting slave
-    never hands the acked message out again. So does a FIFO ack or change of invisible time, which writes no
-    record: it answers once a slave applied a metadata snapshot holding the FIFO POP state it made
-    (``fifo_state``). A pop's CK does not wait: without it on the slave, the slave's pop offset is behind it
-    too (``broker.ha_metadata.OffsetsGate``) and the message is delivered again (at least once); nor does a
-    FIFO pop (without it the slave delivers that message again at once, attempt 1: at least once)."""
+    Under SYNC replication (``replication``: the master's ``HaMaster``) an ack and a change of invisible time
+    answer once a slave holds their records, as a send does: an ack that returned OK holds after a failover,
+    and the acting slave never hands the acked message out again. So does a FIFO ack or change of invisible
+    time, which writes no record: it answers once a slave applied a metadata snapshot holding the FIFO POP
+    state it made (``fifo_state``). A pop's CK does not wait: without it on the slave, the slave's pop offset is
+    behind it too (``broker.ha_metadata.OffsetsGate``) and the message is delivered again (at least once); nor
+    does a FIFO pop (without it the slave delivers that message again at once, attempt 1: at least once)."""
 
     forwards_unknown_handles = False  # a handle whose CK is not open here is invalid
 
-    def __init__(self, store, topics):
+    def __init__(self, store, topics, replication: Replication | None = None):
         self._store = store
         self._topics = topics
-        self.replication = None  # cluster.ha_master.HaMaster of a SYNC_MASTER (set when it starts)
+        self._replication = replication
 
     async def put_messages(self, messages: list[MessageExt]) -> None:
         await store_copies(self._store, self._topics, messages)
@@ -194,18 +198,27 @@ class LocalPopWrites:
 
     async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None:
         results = await queue.append([ack_message(queue.topic, queue.queue_id, ack) for ack in acks])
-        await replicated(self.replication, results)
+        await replicated(self._replication, results)
 
-    async def change(self, queue: ReviveQueue, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
+    async def forward_acks(self, acks: list[AckRecord]) -> None:
+        raise _not_here()  # a master forwards nothing (forwards_unknown_handles): its handles' CKs are its own
+
+    async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         """Close a message in its CK and open a one-message CK with the new deadline, in one store call."""
+        if queue is None:
+            raise _not_here()
         results = await queue.append(
             [ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)]
         )
-        await replicated(self.replication, results)
+        await replicated(self._replication, results)
         return queue.queue_id
 
     async def fifo_state(self) -> None:
         """After a FIFO ack or change of invisible time: under SYNC replication, return once a slave applied the
         FIFO POP state with it; NotReplicatedError when none did in time (it holds on the master all the same)."""
-        if self.replication is not None:
-            _raise_unless_replicated(await self.replication.metadata_replicated())
+        if self._replication is not None:
+            _raise_unless_replicated(await self._replication.metadata_replicated())
+
+
+def _not_here() -> InvalidReceiptHandleError:
+    return InvalidReceiptHandleError("the receipt handle's CK is not open on this broker")

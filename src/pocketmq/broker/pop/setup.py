@@ -1,6 +1,8 @@
-"""Building a broker's ``PopService`` from its configuration and services (called by ``Broker.start``)."""
+"""Building a broker's ``PopService`` from its configuration and services (called by ``broker.wiring``)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.engine import PopService
 from pocketmq.broker.pop.fifo import FifoPopState
@@ -13,19 +15,29 @@ from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common.topic import revive_topic
 
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+    from pocketmq.broker.write_path import WritePathSwitch
+    from pocketmq.store.message_store import MessageStore
 
-def build_pop_service(broker) -> PopService:
+
+def build_pop_service(
+    broker: Broker, store: MessageStore, write_path: WritePathSwitch, fifo: FifoPopState
+) -> PopService:
+    """``broker``'s metadata tables, clock, metrics and settings; ``store``, ``write_path`` and ``fifo``: the ones
+    of the services being built (``broker.wiring``)."""
     config = broker.config
-    store = broker.store
     topic = revive_topic(config.cluster_name)
     topic_config = broker.topics.get_or_create(topic)
     queues = []
     for queue_id in range(topic_config.write_queue_nums):
         committed = broker.offsets.query(REVIVE_GROUP, topic, queue_id)
         queues.append(ReviveQueue(store, topic, queue_id, broker.broker_name, committed or 0))
+    stages = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
+    stages.load()
     revive = ReviveService(
         queues,
-        build_reader_router(broker),
+        build_reader_router(broker, store),
         store,
         broker.groups,
         broker.offsets,
@@ -33,11 +45,11 @@ def build_pop_service(broker) -> PopService:
         broker.clock,
         policy=config.ck_rewrite_policy(),
         interval_ms=config.pop_revive_interval_ms,
+        write_path=write_path,
+        handled_elsewhere=stages.handled_elsewhere,
         metrics=broker.metrics,
     )
-    stages = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
-    stages.load()
-    service = PopService(
+    return PopService(
         store=store,
         topics=broker.topics,
         groups=broker.groups,
@@ -46,20 +58,19 @@ def build_pop_service(broker) -> PopService:
         broker_name=broker.broker_name,
         revive=revive,
         revive_queues=queues,
-        fifo=FifoPopState(config.metadata_dir() / "pop_fifo.json"),
+        fifo=fifo,
         stages=stages,
         waiters=PopWaiters(config.long_polling_max_waiters),
         min_invisible_ms=config.pop_min_invisible_ms,
         persist_interval_ms=config.pop_state_persist_interval_ms,
+        write_path=write_path,
         durable_timeout_ms=config.sync_flush_timeout_ms,
         gray=broker.gray,
         metrics=broker.metrics,
     )
-    revive.handled_elsewhere = service.staged.handled_elsewhere
-    return service
 
 
-def build_reader_router(broker) -> ReaderRouter:
+def build_reader_router(broker: Broker, store: MessageStore) -> ReaderRouter:
     """This broker's store for its own group; for every other group a ``RemoteMessageReader`` (built on first
     use, through this broker's name servers), all sharing the broker's ``BreakerBoard``."""
 
@@ -76,4 +87,4 @@ def build_reader_router(broker) -> ReaderRouter:
             delays=broker.config.remote_read_retry_delays(),
         )
 
-    return ReaderRouter(broker.broker_name, LocalMessageReader(broker.store), remote)
+    return ReaderRouter(broker.broker_name, LocalMessageReader(store), remote)

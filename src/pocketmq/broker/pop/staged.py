@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.json_table import PersistedJsonTable
 from pocketmq.broker.pop import copies
@@ -45,6 +46,9 @@ from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.common.stages import check_definitions
 from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus
+
+if TYPE_CHECKING:
+    from pocketmq.broker.write_path import PopWrites, WritePathSwitch
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,10 @@ class PopStageRegistry(PersistedJsonTable):
     def get(self, group: str, topic: str) -> StagedTopic | None:
         return self._table.get((group, topic))
 
+    def handled_elsewhere(self, ck: PopCheckpoint) -> bool:
+        """For revive: a staged queue's CKs come back in place through the gate, not as retry copies."""
+        return (ck.group, ck.topic) in self._table
+
     def put(self, group: str, topic: str, staged: StagedTopic | None) -> None:
         with self._lock:
             if staged is None:
@@ -158,7 +166,7 @@ class StagedPop:
         offsets,
         revive_queues: list[ReviveQueue],
         broker_name: str,
-        writes,
+        write_path: WritePathSwitch,
         plain: NormalPop,
         notify: Callable[[str], None],
         count: Callable[[str, str, int, str, int], None],
@@ -170,7 +178,7 @@ class StagedPop:
         self._revive_queues = revive_queues
         self._broker_name = broker_name
         # Dead letters go through ``writes``; the CKs of staged pops are appended to this broker's revive queues.
-        self.writes = writes
+        self._write_path = write_path
         self._plain = plain
         self._notify = notify  # wakes the pops waiting on a topic
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
@@ -178,12 +186,13 @@ class StagedPop:
         # a staged queue's redeliveries are its retries
         self._count = count
 
+    @property
+    def writes(self) -> PopWrites:
+        """Where CK/ACK records and dead letters go now (``broker.write_path``)."""
+        return self._write_path.current.pop
+
     def is_staged(self, group: str, topic: str) -> bool:
         return self.registry.get(group, topic) is not None
-
-    def handled_elsewhere(self, ck: PopCheckpoint) -> bool:
-        """For revive: a staged queue's CKs come back in place through the gate, not as retry copies."""
-        return self.is_staged(ck.group, ck.topic)
 
     # -- registration ---------------------------------------------------------------------------------------------
     def register(self, group: str, topic: str, definitions: list[int], *, restart: bool = False) -> StagedTopic:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_FAILED, REASON_WRITE_REFUSED
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
@@ -55,6 +56,9 @@ from pocketmq.runtime.files import atomic_write_json, load_json
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.store.api import GetStatus
 from pocketmq.store.write_result import WriteResult, of_puts, write_problem
+
+if TYPE_CHECKING:
+    from pocketmq.broker.write_path import TimerWrites, WritePathSwitch
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,7 @@ class TimerService:
         progress_path: Path,
         clock: Clock,
         *,
+        write_path: WritePathSwitch,
         deliver_batch: int = 512,
         write_backoff_ms: tuple[int, ...] = DEFAULT_CK_REWRITE_BACKOFF_MS,
         metrics: MetricsRegistry | None = None,
@@ -111,10 +116,14 @@ class TimerService:
             immediately=True,
             jitter=0,
         )
-        # Where due messages go: the local store (a master), or the escape bridge (a slave acting as master).
-        self.writes = LocalTimerWrites(store, topics)
+        self._write_path = write_path  # the broker's: its store, or the escape bridge of a slave acting as master
         self.delivered_total = 0
         self.scheduled_total = 0
+
+    @property
+    def writes(self) -> TimerWrites:
+        """Where due messages go now (``broker.write_path``)."""
+        return self._write_path.current.timer
 
     # -- the send path ------------------------------------------------------------------------------------------
     def divert(self, msg: MessageExt, topic: TopicConfig, now_ms: int | None = None) -> bool:

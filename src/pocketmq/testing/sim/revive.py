@@ -7,8 +7,9 @@ close the CKs and the rewritten CKs); this module only gives it what a broker pr
 - its revive queue (the real ``ReviveQueue`` on the broker's ``ProcessStore``) and readers (the real
   ``ReaderRouter``: the real ``LocalMessageReader`` for its own group's messages, the real
   ``RemoteMessageReader`` behind the real ``BreakerBoard`` for a CK of another group, over the network);
-- where it writes: a master's real ``LocalReviveWrites`` into its ``ProcessStore`` (SYNC_FLUSH); an acting
-  slave's real ``EscapedReviveWrites`` through a model of the escape bridge (every message to the other group's
+- where it writes: a master's real ``LocalWritePath`` (its ``LocalReviveWrites``) into its ``ProcessStore``
+  (SYNC_FLUSH); an acting slave's real ``EscapedWritePath`` (its ``EscapedReviveWrites``) through a model of the
+  escape bridge (every message to the other group's
   master) without the side file of its progress (a CK it closed is closed in memory only: a restart, or the
   master coming back, revives it again: at least once);
 - the virtual clock, the group's ``retryMaxTimes``, topics of one queue, and its commit offset (durable
@@ -22,14 +23,18 @@ breaker's state) goes into the trace.
 
 from __future__ import annotations
 
-from pocketmq.broker.acting_writes import EscapedReviveWrites
+from typing import TYPE_CHECKING, cast
+
+from pocketmq.broker.acting_progress import ActingProgress
+from pocketmq.broker.acting_writes import EscapedWritePath
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.read_routing import ReaderRouter
 from pocketmq.broker.pop.reader import LocalMessageReader
-from pocketmq.broker.pop.revive import CkPlan, Copy, LocalReviveWrites, ReviveService
+from pocketmq.broker.pop.revive import CkPlan, Copy, ReviveService
+from pocketmq.broker.write_path import LocalWritePath, WritePath, WritePathSwitch
 from pocketmq.cluster.breaker import BreakerBoard, BreakerState
-from pocketmq.cluster.escape import EscapeResult, EscapeTarget
+from pocketmq.cluster.escape import EscapeBridge, EscapeResult, EscapeTarget
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
 from pocketmq.common.errors import RemotingError
@@ -38,14 +43,18 @@ from pocketmq.common.read_result import ReadResult
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.testing.sim import bugs as injected
+from pocketmq.testing.sim.config import REVIVE_TOPIC
 from pocketmq.testing.sim.nodes import NAMESRV_ADDR
 from pocketmq.testing.sim.wire import GetClusterInfo
+
+if TYPE_CHECKING:
+    from pocketmq.testing.sim.broker import SimBroker
 
 
 class Reviver:
     """The revive service and remote readers of one broker process (a restart builds a new one)."""
 
-    def __init__(self, broker):
+    def __init__(self, broker: SimBroker):
         self.broker = broker
         self.incarnation = broker.incarnation  # a process killed meanwhile writes and records nothing more
         config = broker.config
@@ -53,10 +62,13 @@ class Reviver:
         self.breakers = board(config.breaker)
         self._breaker_states: dict[str, BreakerState] = {}
         topics = _Topics()
+        path: WritePath
         if broker.is_master:
-            writes = LocalReviveWrites(broker.store_api, topics)
+            path = LocalWritePath(broker.store_api, topics)
         else:
-            writes = EscapedReviveWrites(_EscapeBridge(broker, self.incarnation), _UnrecordedProgress())
+            # The simulation's models of the bridge and the side file, with the methods the escaped writes call.
+            bridge = cast(EscapeBridge, _EscapeBridge(broker, self.incarnation))
+            path = EscapedWritePath(bridge, cast(ActingProgress, _UnrecordedProgress()), REVIVE_TOPIC)
         self.service = ReviveService(
             [broker.revive_queue()],
             ReaderRouter(broker.group, LocalMessageReader(broker.store), self._remote_reader),
@@ -67,7 +79,7 @@ class Reviver:
             broker.kernel.clock,
             policy=broker.policy,
             interval_ms=config.revive_interval_ms,
-            writes=writes,
+            write_path=WritePathSwitch(path),
             on_closed=self._record,
         )
 
@@ -151,7 +163,7 @@ class _CommitOffsets:
     """Where revive commits how far its queue is done: a master's durable metadata; a slave keeps nothing (a
     restarted slave starts its revive queue from the beginning)."""
 
-    def __init__(self, broker, inc: int):
+    def __init__(self, broker: SimBroker, inc: int):
         self._broker = broker
         self._inc = inc
 
@@ -174,7 +186,7 @@ class _EscapeBridge:
     """A model of ``EscapeBridge.put_to_specific_queue``: the message to the master of the other group, stored
     once that master has it durably; a failure (no other master, a lost call, this process gone) may pass."""
 
-    def __init__(self, broker, inc: int):
+    def __init__(self, broker: SimBroker, inc: int):
         self._broker = broker
         self._inc = inc
 
@@ -205,7 +217,7 @@ class _TracedReader:
 class _NamesrvClient:
     """What ``RemoteMessageReader`` asks of the name server, over the simulated network."""
 
-    def __init__(self, broker):
+    def __init__(self, broker: SimBroker):
         self._broker = broker
 
     async def cluster_info(self):

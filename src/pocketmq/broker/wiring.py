@@ -1,0 +1,214 @@
+"""The composition root of a broker: the services that stand on its store, built once for its role.
+
+``Broker.__init__`` builds what needs no store (metadata tables, client registries, the breaker board, the name
+server client); ``Broker.start`` opens the store and calls ``build_services``, which builds the rest for the
+broker's role, each service getting what it needs through its constructor (none is completed by setting its
+attributes afterwards, so a service is whole from the moment it exists):
+
+- a master: its store read-write, ``LocalWritePath``, and an ``HaMaster`` that serves its slaves; as a
+  SYNC_MASTER, sends and pop acks wait for a slave through that ``HaMaster``;
+- a slave: its store read-only (only replication writes it), ``ReadOnlyWritePath``, an ``HaSlave`` that
+  follows its master, and its ``ActingRole``: the acting services and the election that starts and stops them
+  (it acts only with ``enable_slave_acting_master``, read on every check).
+
+A role does not change while a broker runs: a slave acting as master changes only its write path, through the
+one ``WritePathSwitch`` every special service reads (``broker.write_path``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.acting_progress import ActingProgress
+from pocketmq.broker.acting_services import ActingServices
+from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.ha_metadata import metadata_version
+from pocketmq.broker.ha_services import ServiceStateFollower, ServiceTables
+from pocketmq.broker.ha_slave import HaSlave
+from pocketmq.broker.messages import MessageService
+from pocketmq.broker.pop.engine import PopService
+from pocketmq.broker.pop.fifo import FifoPopState
+from pocketmq.broker.pop.setup import build_pop_service
+from pocketmq.broker.send_back import SendBackService
+from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
+from pocketmq.broker.timer.service import TimerService
+from pocketmq.broker.write_path import LocalWritePath, ReadOnlyWritePath, WritePathSwitch
+from pocketmq.cluster.acting_master import ActingMasterElection
+from pocketmq.cluster.escape import EscapeBridge
+from pocketmq.cluster.ha_master import HaMaster
+from pocketmq.common.topic import revive_topic
+from pocketmq.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
+
+@dataclass(frozen=True)
+class ActingRole:
+    """A slave's part in RIP-32: its acting services and the election that runs them."""
+
+    services: ActingServices
+    election: ActingMasterElection
+
+    @property
+    def acting(self) -> bool:
+        return self.election.acting
+
+
+@dataclass(frozen=True)
+class BrokerServices:
+    """What a started broker runs on its store (see the module doc)."""
+
+    store: MessageStore
+    write_path: WritePathSwitch  # where the timer, revive and the pop engine write
+    timer: TimerService  # delayed messages
+    messages: MessageService  # send, pull, long polling
+    send_back: SendBackService  # consumer retries and the DLQ
+    pop: PopService
+    tables: ServiceTables  # the service state a master sends its slaves with its metadata
+    ha_master: HaMaster | None = None  # a master: serves its slaves
+    ha_slave: HaSlave | None = None  # a slave: follows its master
+    acting: ActingRole | None = None  # a slave: runs the special services while its master is away
+
+
+def read_only_reason(config: BrokerConfig) -> str | None:
+    """Why a slave's store and send path refuse local writes (None: a master)."""
+    if not config.is_slave:
+        return None
+    return f"broker {config.broker_name}/{config.broker_id} is a slave: send to the master of its group"
+
+
+def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
+    """``broker``'s services over ``store`` (opened and recovered), for its role; nothing runs yet."""
+    config = broker.config
+    fifo = FifoPopState(config.metadata_dir() / "pop_fifo.json")
+    ha_master = None if config.is_slave else _ha_master(broker, store, fifo)
+    replication = ha_master if config.broker_role is BrokerRole.SYNC_MASTER else None
+    reason = read_only_reason(config)
+    write_path = WritePathSwitch(
+        ReadOnlyWritePath(reason) if reason is not None else LocalWritePath(store, broker.topics, replication)
+    )
+    timer = TimerService(
+        store,
+        broker.topics,
+        TimerLimits(
+            parse_delay_levels(config.message_delay_level), config.timer_max_delay_ms, config.timer_past_tolerance_ms
+        ),
+        config.metadata_dir() / "timer_progress.json",
+        broker.clock,
+        write_path=write_path,
+        metrics=broker.metrics,
+    )
+    messages = MessageService(
+        store,
+        broker.topics,
+        broker.groups,
+        broker.holds,
+        max_body_bytes=config.max_message_bytes,
+        max_properties_bytes=config.max_properties_bytes,
+        long_polling_enable=config.long_polling_enable,
+        short_polling_ms=config.short_polling_ms,
+        timer=timer,
+        replication=replication,
+        read_only_reason=reason,
+    )
+    pop = build_pop_service(broker, store, write_path, fifo)
+    tables = ServiceTables(
+        stage_offsets=broker.stage_offsets, pop_fifo=fifo, pop_stages=pop.staged.registry, timer=timer, store=store
+    )
+    ha_slave = acting = None
+    if config.is_slave:
+        acting = _acting_role(broker, write_path, timer, pop)
+        ha_slave = _ha_slave(broker, store, tables, acting, timer)
+    return BrokerServices(
+        store=store,
+        write_path=write_path,
+        timer=timer,
+        messages=messages,
+        send_back=SendBackService(store, broker.topics, broker.groups, timer),
+        pop=pop,
+        tables=tables,
+        ha_master=ha_master,
+        ha_slave=ha_slave,
+        acting=acting,
+    )
+
+
+def _ha_master(broker: Broker, store: MessageStore, fifo: FifoPopState) -> HaMaster:
+    config, boot_timestamp_ms = broker.config, broker.boot_timestamp_ms
+    return HaMaster(
+        store,
+        clock=broker.clock,
+        ack_timeout_ms=config.ha_slave_ack_timeout_ms,
+        max_gap_bytes=config.ha_max_gap_bytes,
+        slave_expire_ms=config.ha_slave_expire_ms,
+        metrics=broker.metrics,
+        epochs=broker.epochs,
+        # What a slave must have applied to hold this master's topics, groups and FIFO POP acks.
+        metadata_version=lambda: metadata_version(boot_timestamp_ms, broker.topics, broker.groups, fifo.data_version),
+    )
+
+
+def _acting_role(broker: Broker, write_path: WritePathSwitch, timer: TimerService, pop: PopService) -> ActingRole:
+    config = broker.config
+    progress = ActingProgress(config.metadata_dir() / "acting_master.json")
+    progress.load()
+    bridge = EscapeBridge(
+        broker.namesrv_client(),
+        broker.remoting_client,
+        cluster_name=config.cluster_name,
+        broker_name=broker.broker_name,
+        store_host=broker.broker_addr,
+        enabled=lambda: broker.config.enable_remote_escape,  # dynamic: read on every write
+        metrics=broker.metrics,
+        clock=broker.clock,
+    )
+    services = ActingServices(
+        bridge=bridge,
+        progress=progress,
+        revive_topic=revive_topic(config.cluster_name),
+        write_path=write_path,
+        read_only=write_path.current,
+        timer=timer,
+        pop=pop,
+        offsets=broker.offsets,
+        persist_interval_ms=config.pop_state_persist_interval_ms,
+        periodic=broker.periodic,
+    )
+    election = ActingMasterElection(
+        broker.namesrv_client(),
+        services,
+        broker.clock,
+        cluster_name=config.cluster_name,
+        broker_name=broker.broker_name,
+        broker_id=config.broker_id,
+        enabled=lambda: broker.config.enable_slave_acting_master,  # dynamic: read on every check
+        check_interval_ms=config.ha_master_lookup_interval_ms,
+        metrics=broker.metrics,
+    )
+    return ActingRole(services, election)
+
+
+def _ha_slave(
+    broker: Broker, store: MessageStore, tables: ServiceTables, acting: ActingRole, timer: TimerService
+) -> HaSlave:
+    config = broker.config
+    return HaSlave(
+        store,
+        broker.topics,
+        broker.groups,
+        broker.offsets,
+        broker.namesrv_client(),
+        broker.remoting_client,
+        cluster_name=config.cluster_name,
+        broker_name=broker.broker_name,
+        broker_id=config.broker_id,
+        slave_addr=broker.broker_addr,
+        transfer_max_bytes=config.ha_transfer_max_bytes,
+        pull_suspend_ms=config.ha_pull_suspend_ms,
+        lookup_interval_ms=config.ha_master_lookup_interval_ms,
+        services=ServiceStateFollower(tables, lambda: acting.acting),
+        epochs=broker.epochs,
+        after_cut=timer.after_cut,
+    )

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.acting_services import ReturningMaster, take_services_back
+from pocketmq.broker.acting_services import take_services_back
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerRegistry
 from pocketmq.broker.dynamic_config import changed_config, persist_changes, with_persisted_changes
@@ -47,14 +47,12 @@ from pocketmq.broker.queue_locks import QueueLockTable
 from pocketmq.broker.stage_offsets import StageOffsetManager
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
-from pocketmq.broker.wiring import ActingRole, BrokerServices, build_services, read_only_reason
+from pocketmq.broker.wiring import ActingRole, BrokerServices, build_services, read_only_reason, returning_master
 from pocketmq.broker.write_path import WritePathSwitch
-from pocketmq.cluster.acting_handover import HandoverClient
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.common.errors import BadRequestError, ConfigError, PocketMQError, ServiceNotAvailableError
-from pocketmq.common.topic import revive_topic
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
@@ -68,6 +66,7 @@ if TYPE_CHECKING:
     from pocketmq.broker.pop.engine import PopService
     from pocketmq.broker.send_back import SendBackService
     from pocketmq.cluster.ha_master import HaMaster
+    from pocketmq.cluster.registrar import BrokerRegistrar
 
 log = logging.getLogger(__name__)
 LOOP_LAG_INTERVAL_MS = 50  # how often the broker samples its event loop's lag (pocketmq_event_loop_* metrics)
@@ -107,7 +106,7 @@ class Broker:
         self._services: BrokerServices | None = None
         self.remoting_client = RemotingClient()  # to the name servers and other brokers
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
-        self._registrar = None
+        self._registrar: BrokerRegistrar | None = None  # with name servers: registers this broker with them
         self._remoting_port = config.remoting_port
         self._grpc_port: int | None = None
         self._periodic: list[PeriodicTask] = []  # started by start(), stopped by shutdown()
@@ -222,7 +221,7 @@ class Broker:
             self._start_slave(services)
         else:
             if self.config.enable_slave_acting_master and self._namesrv.addrs:
-                await take_services_back(self._returning_master(services))  # before its timer and revive run
+                await take_services_back(returning_master(self, services))  # before its timer and revive run
             services.timer.start_delivery()
             services.pop.start()
             self._start_master(services)
@@ -240,18 +239,6 @@ class Broker:
             self.grpc_addr,
             self.config.namesrv_addr,
             len(self.topics.names()),
-        )
-
-    def _returning_master(self, services: BrokerServices) -> ReturningMaster:
-        """What this master takes its slaves' acting progress into (what a slave did is not redone)."""
-        return ReturningMaster(
-            broker_name=self.broker_name,
-            revive_topic=revive_topic(self.config.cluster_name),
-            store=services.store,
-            offsets=self.offsets,
-            pop=services.pop,
-            namesrv=self._namesrv,
-            slaves=HandoverClient(self.remoting_client, broker_name=self.broker_name, master_addr=self.broker_addr),
         )
 
     def _start_master(self, services: BrokerServices) -> None:
@@ -281,7 +268,7 @@ class Broker:
         )
         services.acting.election.start()  # slave acting master (RIP-32): runs while the election says so
 
-    def _make_registrar(self):
+    def _make_registrar(self) -> BrokerRegistrar:
         from pocketmq.cluster.registrar import BrokerRegistrar
 
         return BrokerRegistrar(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.acting_progress import ActingProgress
-from pocketmq.broker.acting_services import ActingServices
+from pocketmq.broker.acting_services import ActingServices, ReturningMaster
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.ha_metadata import metadata_version
 from pocketmq.broker.ha_services import ServiceStateFollower, ServiceTables
@@ -34,6 +34,7 @@ from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.write_path import LocalWritePath, ReadOnlyWritePath, WritePathSwitch
+from pocketmq.cluster.acting_handover import HandoverClient
 from pocketmq.cluster.acting_master import ActingMasterElection
 from pocketmq.cluster.escape import EscapeBridge
 from pocketmq.cluster.ha_master import HaMaster
@@ -132,6 +133,19 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         ha_master=ha_master,
         ha_slave=ha_slave,
         acting=acting,
+    )
+
+
+def returning_master(broker: Broker, services: BrokerServices) -> ReturningMaster:
+    """What a master starting with ``enable_slave_acting_master`` takes its slaves' acting progress into."""
+    return ReturningMaster(
+        broker_name=broker.broker_name,
+        revive_topic=revive_topic(broker.config.cluster_name),
+        store=services.store,
+        offsets=broker.offsets,
+        pop=services.pop,
+        namesrv=broker.namesrv_client(),
+        slaves=HandoverClient(broker.remoting_client, broker_name=broker.broker_name, master_addr=broker.broker_addr),
     )
 
 

@@ -157,6 +157,7 @@ class ActingPopWrites:
                 f"{result.reason} {result.description}"
             )
         self._log.stored()
+        assert result.target is not None  # a stored escape names where it went
         return result.target.queue_id
 
     async def put_messages(self, messages: list[MessageExt]) -> None:

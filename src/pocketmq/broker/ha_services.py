@@ -29,10 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pocketmq.broker.pop.fifo import parse_fifo_state
-from pocketmq.broker.pop.staged import parse_pop_stages
-from pocketmq.broker.stage_offsets import parse_stage_offsets
+from pocketmq.broker.pop.fifo import FifoPopState, parse_fifo_state
+from pocketmq.broker.pop.staged import PopStageRegistry, parse_pop_stages
+from pocketmq.broker.stage_offsets import StageOffsetManager, parse_stage_offsets
+
+if TYPE_CHECKING:
+    from pocketmq.broker.timer.service import TimerService
+    from pocketmq.store.message_store import MessageStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +45,11 @@ class ServiceTables:
     """Where a broker keeps that state (None: this broker has no such part, e.g. in a unit test); a broker builds
     its own with its services (``broker.wiring``)."""
 
-    stage_offsets: object = None  # broker.stage_offsets.StageOffsetManager
-    pop_fifo: object = None  # broker.pop.fifo.FifoPopState
-    pop_stages: object = None  # broker.pop.staged.PopStageRegistry
-    timer: object = None  # broker.timer.service.TimerService
-    store: object = None  # store.message_store.MessageStore (its commit log end)
+    stage_offsets: StageOffsetManager | None = None
+    pop_fifo: FifoPopState | None = None
+    pop_stages: PopStageRegistry | None = None
+    timer: TimerService | None = None
+    store: MessageStore | None = None  # its commit log end
 
 
 def service_state_snapshot(tables: ServiceTables) -> dict:

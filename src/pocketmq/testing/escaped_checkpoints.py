@@ -35,7 +35,7 @@ def remote_checkpoints(
 ) -> list[PopCheckpoint]:
     """CKs of ``group`` for the messages at ``queue_offsets`` (queue id -> offsets) of ``topic`` on broker
     group ``broker_name``, up to ``per_ck`` messages each, spread over the revive queues like pops are."""
-    cks = []
+    cks: list[PopCheckpoint] = []
     for queue_id, offsets in sorted(queue_offsets.items()):
         for start in range(0, len(offsets), per_ck):
             cks.append(

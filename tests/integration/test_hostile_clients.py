@@ -182,8 +182,8 @@ async def test_a_client_that_never_reads_its_replies_is_not_served_into_memory(b
             wait_until,
             lambda: limit_count(broker, "reply_buffer_bytes") >= 1,
             10.0,
-            0.05,
             "the broker stops reading the abuser",
+            interval_s=0.05,
         )
         await send_promptly(broker.remoting)
         grown = rss_bytes(pid) - rss_before

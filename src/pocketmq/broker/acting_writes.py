@@ -187,11 +187,16 @@ class ActingPopWrites:
     async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         # The new CK first: should the ack fail after it, the message is tracked twice (at least once), never
         # by no CK at all.
-        revive_queue_id = await self.checkpoint(None, new_ck)
-        if queue is not None:
-            await self.acks(queue, [old_ack])
-        else:
+        if queue is None:
+            revive_queue_id = await self.checkpoint(None, new_ck)
             await self.forward_acks([old_ack])
+            return revive_queue_id
+        queue.ledger.hold(old_ack.ck_key)  # while the new CK escapes, revive must not hand the old one back
+        try:
+            revive_queue_id = await self.checkpoint(None, new_ck)
+        finally:
+            queue.ledger.unhold(old_ack.ck_key)
+        await self.acks(queue, [old_ack])
         return revive_queue_id
 
 

@@ -66,3 +66,10 @@ class FaultyStore:
 
     def __getattr__(self, name):
         return getattr(self._store, name)
+
+
+def acting_path(bridge, progress):
+    """The write path of a slave acting as master whose escapes go through ``bridge`` (``broker.write_path.use``)."""
+    from pocketmq.broker.acting_writes import EscapedWritePath
+
+    return EscapedWritePath(bridge, progress, "rmq_sys_REVIVE_LOG_test")

@@ -149,13 +149,20 @@ def lost(
     return findings
 
 
-def pop_unended(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, ...]) -> list[Finding]:
-    """Deliveries of messages whose send did not return OK (those are covered by ``lost``) that never ended."""
+def pop_unended(
+    events: list[dict],
+    dead_letters: list[DeadLetter],
+    groups: tuple[str, ...],
+    excused: dict[str, set[str]] | None = None,
+) -> list[Finding]:
+    """Deliveries of messages whose send did not return OK (those are covered by ``lost``) that never ended;
+    ``excused`` as for ``lost`` (a message whose records the harness overwrote cannot end)."""
+    excused = excused or {}
     sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
     findings = []
     for group in groups:
         delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
-        open_ids = delivered - sent_ok - ended(events, dead_letters, group)
+        open_ids = delivered - sent_ok - ended(events, dead_letters, group) - excused.get(group, set())
         if open_ids:
             findings.append(
                 Finding(

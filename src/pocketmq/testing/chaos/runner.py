@@ -219,7 +219,7 @@ class ChaosRun:
         self.notes.append(f"corrupted {target}: {corruption.describe()}")
         for record in corruption.hit:
             for group in GROUPS:
-                if record.topic in (TOPIC, pop_retry_topic(group, TOPIC)):
+                if record.held_message_for(TOPIC, group):
                     self.excused[group].add(record.body)
         for record in corruption.hit:
             if record.acked_group is not None:

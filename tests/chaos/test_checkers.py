@@ -133,8 +133,13 @@ def test_loops_hold_revive_passes_to_their_interval_per_process():
     spinning = [MetricSample(t, "a1", 11, 400.0 * t, 0) for t in range(6)]  # a pass every 2.5 ms
     [finding] = checkers.loops(spinning, 200, 17)
     assert finding.kind == "loop" and "a1 (pid 11): 2000 revive passes in 5.0 s" in finding.detail
+    assert [f.kind for f in checkers.loops(spinning, 200, 17, jitter=0.1)] == ["loop"]  # a spin all the same
     restarted = [MetricSample(0, "b0", 12, 300, 0), MetricSample(1, "b0", 13, 0, 0), MetricSample(2, "b0", 13, 3, 0)]
     assert checkers.loops(restarted, 200, 17) == []  # a new process starts its counters at 0
+    jittered = [MetricSample(t, "a0", 10, t * 1000 / 185, 0) for t in range(60)]  # each wait shortened 7.5 %
+    assert checkers.loops(jittered, 200, 17, jitter=0.1) == []
+    [too_often] = checkers.loops(jittered, 200, 17)
+    assert "less 0% jitter" in too_often.detail
     [endless] = checkers.loops([MetricSample(0, "b1", 14, 0, 18)], 200, 17)
     assert "rewritten 18 times" in endless.detail
 

@@ -246,11 +246,13 @@ def duplicates_after_ack(
     return findings, counts
 
 
-def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int) -> list[Finding]:
-    """Revive waits at least its pass interval after every pass, longer after one whose writes all failed, and
-    a CK whose write failed waits its backoff step (both tested in virtual time in the unit tests). So a process
-    whose revive passes grew beyond ``2 + life / interval`` over its sampled life runs them without waiting (a
-    spin: thousands a second). A CK rewrite attempt above the backoff table's length is an endless rewrite."""
+def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int, jitter: float = 0.0) -> list[Finding]:
+    """Revive waits at least its pass interval after every pass (less up to ``jitter`` of it: a periodic task
+    spreads its rounds), longer after one whose writes all failed, and a CK whose write failed waits its backoff
+    step (both tested in virtual time in the unit tests). So a process whose revive passes grew beyond
+    ``2 + life / shortest wait`` over its sampled life runs them without waiting (a spin: thousands a second). A
+    CK rewrite attempt above the backoff table's length is an endless rewrite."""
+    shortest_wait_ms = pass_interval_ms * (1 - jitter)
     findings = []
     by_process: dict[tuple[str, int], list[MetricSample]] = defaultdict(list)
     for sample in sorted(samples, key=lambda s: s.t):
@@ -258,13 +260,13 @@ def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int)
     for (broker, pid), series in sorted(by_process.items()):
         life_s = series[-1].t - series[0].t
         grown = series[-1].revive_passes - series[0].revive_passes
-        allowed = 2 + life_s * 1000 / pass_interval_ms
+        allowed = 2 + life_s * 1000 / shortest_wait_ms
         if grown > allowed:
             findings.append(
                 Finding(
                     "loop",
                     f"{broker} (pid {pid}): {grown:g} revive passes in {life_s:.1f} s "
-                    f"(a pass interval of {pass_interval_ms} ms allows {allowed:.0f})",
+                    f"(a pass interval of {pass_interval_ms} ms, less {jitter:.0%} jitter, allows {allowed:.0f})",
                 )
             )
         worst = max(s.max_rewrite_attempt for s in series)

@@ -21,6 +21,7 @@ from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
 from pocketmq.client import Admin, ClientConfig
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.topic import pop_retry_topic
+from pocketmq.runtime.periodic import DEFAULT_JITTER
 from pocketmq.testing.chaos import checkers, disk, observe
 from pocketmq.testing.chaos.checkers import Finding, MetricSample
 from pocketmq.testing.chaos.cluster import REVIVE_INTERVAL_MS, ChaosCluster
@@ -335,7 +336,9 @@ class ChaosRun:
         findings += checkers.dead_letters_without_reason(dead)
         dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at, stored_twice)
         findings += dup_findings
-        findings += checkers.loops(self.samples, REVIVE_INTERVAL_MS, len(DEFAULT_CK_REWRITE_BACKOFF_MS))
+        findings += checkers.loops(
+            self.samples, REVIVE_INTERVAL_MS, len(DEFAULT_CK_REWRITE_BACKOFF_MS), jitter=DEFAULT_JITTER
+        )
         findings += checkers.not_serving(health)
         findings += checkers.corrupt_records_served(events)
         sends = [e for e in events if e["e"] == "send"]

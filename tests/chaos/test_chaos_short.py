@@ -34,15 +34,7 @@ def test_the_schedule_has_every_kind():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(150)
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "passes about 9 runs in 10; the rare failure left is duplicate_after_ack (a message of group-b delivered "
-        "again after an OK ack, seen once in 10 runs while the whole suite ran beside it); under investigation, so "
-        "a failure here is reported but does not fail the suite"
-    ),
-)
+@pytest.mark.timeout(300)
 def test_no_acknowledged_message_lost_and_no_loop_under_every_fault_kind(tmp_path, request):
-    result = run_schedule(EVERY_KIND, tmp_path, settle_s=20, replay=f"pytest '{request.node.nodeid}'")
+    result = run_schedule(EVERY_KIND, tmp_path, settle_s=60, replay=f"pytest '{request.node.nodeid}'")
     assert result.ok, result.report()

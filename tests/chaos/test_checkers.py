@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pocketmq.testing.chaos import checkers
-from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample
+from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample, StoredMessage
 
 G1, G2 = "g1", "g2"
 
@@ -103,6 +103,7 @@ def test_unended_deliveries_of_failed_sends_are_found():
     events = [send("s1", ok=False), deliver(G1, "s1", 1)]
     [finding] = checkers.pop_unended(events, [], (G1, G2))
     assert finding.kind == "pop_unended" and "s1" in finding.detail
+    assert checkers.pop_unended(events, [], (G1, G2), excused={G1: {"s1"}}) == []  # the harness overwrote it
 
 
 def test_dead_letters_need_a_reason_and_unresolved_references_count_only_as_such():
@@ -132,8 +133,13 @@ def test_loops_hold_revive_passes_to_their_interval_per_process():
     spinning = [MetricSample(t, "a1", 11, 400.0 * t, 0) for t in range(6)]  # a pass every 2.5 ms
     [finding] = checkers.loops(spinning, 200, 17)
     assert finding.kind == "loop" and "a1 (pid 11): 2000 revive passes in 5.0 s" in finding.detail
+    assert [f.kind for f in checkers.loops(spinning, 200, 17, jitter=0.1)] == ["loop"]  # a spin all the same
     restarted = [MetricSample(0, "b0", 12, 300, 0), MetricSample(1, "b0", 13, 0, 0), MetricSample(2, "b0", 13, 3, 0)]
     assert checkers.loops(restarted, 200, 17) == []  # a new process starts its counters at 0
+    jittered = [MetricSample(t, "a0", 10, t * 1000 / 185, 0) for t in range(60)]  # each wait shortened 7.5 %
+    assert checkers.loops(jittered, 200, 17, jitter=0.1) == []
+    [too_often] = checkers.loops(jittered, 200, 17)
+    assert "less 0% jitter" in too_often.detail
     [endless] = checkers.loops([MetricSample(0, "b1", 14, 0, 18)], 200, 17)
     assert "rewritten 18 times" in endless.detail
 
@@ -157,6 +163,43 @@ def test_a_duplicate_of_an_ack_the_harness_may_have_destroyed_is_excused_and_cou
     assert [f.detail.split(":")[0] for f in findings] == ["g1/sdk-sent"] and "s2" in findings[0].detail
 
 
+def test_messages_stored_twice_at_one_delivery_level_are_found_per_group():
+    stored = [
+        # s1: handed out, revived twice, handed out again: one copy per level
+        StoredMessage("chaos", "s1", 0),
+        StoredMessage("%RETRY%g1_chaos", "s1", 1),
+        StoredMessage("%RETRY%g1_chaos", "s1", 2),
+        StoredMessage("%RETRY%g2_chaos", "s1", 1),
+        # s2: a delay message delivered by its master and again by the acting slave (two broker groups)
+        StoredMessage("chaos", "s2", 0),
+        StoredMessage("chaos", "s2", 0),
+        # s3: one CK revived by a master and again by its acting slave (g1's copies only)
+        StoredMessage("chaos", "s3", 0),
+        StoredMessage("%RETRY%g1_chaos", "s3", 1),
+        StoredMessage("%RETRY%g1_chaos", "s3", 1),
+        StoredMessage("%RETRY%g2_chaos", "s3", 1),
+        StoredMessage("%DLQ%g2", "s1", 2),  # not a topic the consumers receive from
+    ]
+    assert checkers.stored_more_than_once(stored, "chaos", (G1, G2)) == {G1: {"s2", "s3"}, G2: {"s2"}}
+
+
+def test_a_message_stored_twice_coming_back_after_an_ok_ack_is_counted_not_a_finding():
+    """The events name a message by its id, not by its copy: an ack ends the copy it was for, and the other copy
+    is handed out at least once on its own (here: a delay message that group-a's master delivered just before
+    its kill -9 and its acting slave delivered again into group-b)."""
+    events = [
+        deliver(G1, "s69", 1.0),
+        ack(G1, "s69", 1.1),
+        deliver(G1, "s69", 2.0, broker="group-b"),  # the other copy
+        deliver(G1, "s70", 1.0),
+        ack(G1, "s70", 1.1),
+        deliver(G1, "s70", 2.0),
+    ]
+    findings, counts = checkers.duplicates_after_ack(events, stored_twice={G1: {"s69"}, G2: {"s70"}})
+    assert counts == {"stored_twice": 1, "g1/sdk-sent": 1}
+    assert [f.detail for f in findings] == ["g1/sdk-sent: 1 deliveries after an OK ack: s70@group-a"]
+
+
 def test_an_ack_requested_before_the_harness_destroyed_acks_is_excused_even_if_answered_after():
     """A delayed link: the broker stored the ACK (then destroyed by the harness at 3.0) before the client got
     its answer (at 3.5); one requested after 3.0 was not among the destroyed ones."""
@@ -175,6 +218,23 @@ def test_a_message_last_delivered_before_the_harness_destroyed_a_ck_of_its_group
     [finding] = checkers.lost(events, [], (G1,), cks_destroyed_at={G1: 5.0})  # s1's CK may be the one destroyed
     assert "1 of 2" in finding.detail and "not ended: s2" in finding.detail  # s2 was popped again after it
     assert len(checkers.lost(events, [], (G1,), cks_destroyed_at={G2: 5.0})) == 1  # another group's CK: no excuse
+
+
+def test_an_ack_that_failed_without_the_brokers_answer_may_have_ended_the_message():
+    """The broker stored the ACK and was killed before its reply: the client saw the connection close."""
+    events = [
+        send("s81"),
+        send("s82"),
+        deliver(G1, "s81", 1),
+        {**ack(G1, "s81", 1.2, ok=False), "error": "RemotingError('connection closed')", "no_answer": True},
+        deliver(G1, "s82", 1),
+        {**ack(G1, "s82", 1.2, ok=False), "error": "RemoteServerError('SYSTEM_ERROR: disk full')"},
+    ]
+    [finding] = checkers.lost(events, [], (G1,))
+    assert "1 of 2" in finding.detail and "not ended: s82" in finding.detail
+    failed_sends = [{**e, "ok": False} if e["e"] == "send" else e for e in events]
+    [unended] = checkers.pop_unended(failed_sends, [], (G1,))
+    assert unended.detail == "g1: 1 delivered messages never acked nor dead-lettered: s82"
 
 
 def test_an_ack_sent_by_a_client_that_died_before_its_answer_may_have_ended_the_message():

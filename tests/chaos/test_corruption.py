@@ -7,7 +7,7 @@ import random
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import encode_record
 from pocketmq.store.commit_log import CommitLog
-from pocketmq.testing.chaos.corruption import corrupt_tail
+from pocketmq.testing.chaos.corruption import HitRecord, corrupt_tail
 
 SEGMENT_BYTES = 64 * 1024
 
@@ -43,3 +43,12 @@ def test_the_last_bytes_are_overwritten_and_the_records_hit_are_named(tmp_path):
     again = corrupt_tail(tmp_path / "data", 200, random.Random(2))
     assert again.data_end == end  # the tail is the log's, not the last valid record's
     assert "s48" in [h.body for h in again.hit] and "?" in [h.body for h in again.hit]
+
+
+def test_a_destroyed_record_excuses_the_messages_it_held_for_a_group():
+    def held(topic: str) -> bool:
+        return HitRecord(topic, "s9", 0).held_message_for("chaos", "g1")
+
+    assert held("chaos") and held("%RETRY%g1_chaos")
+    assert held("rmq_sys_wheel_timer")  # a delay message not delivered yet: never delivered to anyone
+    assert not held("%RETRY%g2_chaos") and not held("rmq_sys_REVIVE_LOG_chaos")

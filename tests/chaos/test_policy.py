@@ -25,7 +25,7 @@ def test_act_calls_the_client_and_records_the_outcome():
     recorded, calls = [], []
 
     def record(kind, **fields):
-        recorded.append((kind, fields["id"], fields.get("ok")))
+        recorded.append((kind, fields["id"], fields.get("ok"), fields.get("no_answer", False)))
 
     ids = {
         d: next(i for i in (f"s{n}" for n in range(500)) if disposition(1, i, 1, False) is d and not is_poison(1, i))
@@ -58,10 +58,24 @@ def test_act_calls_the_client_and_records_the_outcome():
         raise OSError("broker gone")
 
     act(record, "g", 1, ids[Disposition.NACK], 1, False, ack=lambda: None, nack=failing_nack, errors=(OSError,))
+    act(
+        record,
+        "g",
+        1,
+        ids[Disposition.NACK],
+        1,
+        False,
+        ack=lambda: None,
+        nack=failing_nack,
+        errors=(OSError,),
+        unanswered=lambda exc: isinstance(exc, OSError),
+    )
     assert calls == ["ack"]
     assert recorded == [
-        ("ack_sent", ids[Disposition.ACK], None),
-        ("ack", ids[Disposition.ACK], True),
-        ("nack_sent", ids[Disposition.NACK], None),
-        ("nack", ids[Disposition.NACK], False),
+        ("ack_sent", ids[Disposition.ACK], None, False),
+        ("ack", ids[Disposition.ACK], True, False),
+        ("nack_sent", ids[Disposition.NACK], None, False),
+        ("nack", ids[Disposition.NACK], False, False),
+        ("nack_sent", ids[Disposition.NACK], None, False),
+        ("nack", ids[Disposition.NACK], False, True),  # the broker's answer never came: it may have stored it
     ]

@@ -20,20 +20,24 @@ is its store (``LocalWritePath``), an acting slave's is ``EscapedWritePath``, ma
   client's forward to the DLQ, FIFO past its max attempts) escape with ``put_to_specific_queue`` too. An ack
   of a CK of the replica (popped from the master before it went away) is kept in ``ActingProgress`` and
   applied to the local ledger. A failed escape fails the pop (nothing is handed out, the offset does not
-  move) or the ack (the client retries it).
+  move) or the ack (the client retries it). A CK whose escape got no answer may be stored there all the same;
+  it would revive messages the next pop hands out again (also after an OK ack of them), so it is withdrawn: once
+  its deadline passed (no later than that can it be stored) an ACK of all its messages goes to the same queue.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
-from pocketmq.cluster.escape import EscapeBridge, EscapeResult, Routes
+from pocketmq.cluster.escape import EscapeBridge, EscapeResult, EscapeTarget, Routes
 from pocketmq.common.errors import ServiceNotAvailableError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX
+from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.store.write_result import STORED, WriteResult
 
 log = logging.getLogger(__name__)
@@ -142,16 +146,19 @@ class EscapedReviveWrites:
 class ActingPopWrites:
     forwards_unknown_handles = True  # a handle of this group whose CK is not here may have escaped elsewhere
 
-    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str):
+    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str, clock: Clock | None = None):
         self._bridge = bridge
         self._progress = progress
         self._revive_topic = revive_topic
+        self._clock = clock if clock is not None else SystemClock()
         self._log = _FailureLog("pop")
 
-    async def _escape(self, msg: MessageExt, routes: Routes | None = None) -> int:
+    async def _escape(self, msg: MessageExt, routes: Routes | None = None, ck: PopCheckpoint | None = None) -> int:
         result = await self._bridge.put_to_specific_queue(msg, routes)
         if not result.stored:
             self._log.failed(result, msg.topic)
+            if ck is not None and result.target is not None and result.deadline_ms is not None:
+                await self._withdraw(ck, result.target, result.deadline_ms)  # no answer: it may be stored
             raise ServiceNotAvailableError(
                 f"the master of this group is away and its CK/ACK could not be escaped: "
                 f"{result.reason} {result.description}"
@@ -160,6 +167,25 @@ class ActingPopWrites:
         assert result.target is not None  # a stored escape names where it went
         return result.target.queue_id
 
+    async def _withdraw(self, ck: PopCheckpoint, target: EscapeTarget, deadline_ms: int) -> None:
+        """Close ``ck`` where its escape may have stored it without an answer: an ACK of all its messages to the
+        same queue, sent once the CK's deadline passed, so that if the CK is stored at all it is stored before."""
+        await asyncio.sleep(max(0.0, (deadline_ms - self._clock.now_ms()) / 1000))
+        result = await self._bridge.put_to(
+            ack_message(self._revive_topic, target.queue_id, ck.ack_of(ck.queue_offsets)), target
+        )
+        log.log(
+            logging.INFO if result.stored else logging.WARNING,
+            "event=escaped_ck_withdrawn stored=%s group=%s topic=%s queue=%d offset=%d target=%s reason=%s",
+            result.stored,
+            ck.group,
+            ck.topic,
+            ck.queue_id,
+            ck.start_offset,
+            target.broker_name,
+            result.reason or "the CK's answer never came",
+        )
+
     async def put_messages(self, messages: list[MessageExt]) -> None:
         """Dead letters of the pop path (forwarded by a client, FIFO past its max attempts)."""
         routes: Routes = {}
@@ -167,7 +193,7 @@ class ActingPopWrites:
             await self._escape(msg, routes)
 
     async def checkpoint(self, queue: ReviveQueue | None, ck: PopCheckpoint) -> int:
-        return await self._escape(checkpoint_message(self._revive_topic, ck))
+        return await self._escape(checkpoint_message(self._revive_topic, ck), ck=ck)
 
     async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None:
         """Acks of CKs of the replica: kept beside it (the master appends them when it takes over)."""
@@ -187,11 +213,16 @@ class ActingPopWrites:
     async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         # The new CK first: should the ack fail after it, the message is tracked twice (at least once), never
         # by no CK at all.
-        revive_queue_id = await self.checkpoint(None, new_ck)
-        if queue is not None:
-            await self.acks(queue, [old_ack])
-        else:
+        if queue is None:
+            revive_queue_id = await self.checkpoint(None, new_ck)
             await self.forward_acks([old_ack])
+            return revive_queue_id
+        queue.ledger.hold(old_ack.ck_key)  # while the new CK escapes, revive must not hand the old one back
+        try:
+            revive_queue_id = await self.checkpoint(None, new_ck)
+        finally:
+            queue.ledger.unhold(old_ack.ck_key)
+        await self.acks(queue, [old_ack])
         return revive_queue_id
 
 

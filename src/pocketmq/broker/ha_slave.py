@@ -36,6 +36,7 @@ from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError, response_code_of
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.transport import RemotingClient
+from pocketmq.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,13 @@ class HaSlave:
         services: ServiceStateFollower | None = None,
         epochs: EpochFile | None = None,
         after_cut: Callable[[], None] | None = None,
+        clock: Clock | None = None,
     ):
         self._store = store
+        self._clock = clock if clock is not None else SystemClock()
+        # When the master last answered a request of ours (monotonic ms; a refusal is an answer too): the acting
+        # master election's sign that a master missing from a restarted name server is alive.
+        self.master_answered_ms: float | None = None
         self._after_cut = after_cut  # state built from the log outside the store (the timer wheel) follows a cut
         self.epochs = epochs if epochs is not None else EpochFile(store.config.data_dir)
         self._tables = (topics, groups, offsets)
@@ -206,6 +212,7 @@ class HaSlave:
         except PocketMQError:
             self._remoting.drop(master)
             raise
+        self.master_answered_ms = self._clock.monotonic_ms()
         expect_success(response)
         return response
 

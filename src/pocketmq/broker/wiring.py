@@ -17,6 +17,7 @@ one ``WritePathSwitch`` every special service reads (``broker.write_path``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -120,8 +121,10 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
     )
     ha_slave = acting = None
     if config.is_slave:
-        acting = _acting_role(broker, write_path, timer, pop)
+        slave: list[HaSlave] = []  # built after the election, which asks it only once started
+        acting = _acting_role(broker, write_path, timer, pop, lambda: slave[0].master_answered_ms if slave else None)
         ha_slave = _ha_slave(broker, store, tables, acting, timer)
+        slave.append(ha_slave)
     return BrokerServices(
         store=store,
         write_path=write_path,
@@ -164,7 +167,13 @@ def _ha_master(broker: Broker, store: MessageStore, fifo: FifoPopState) -> HaMas
     )
 
 
-def _acting_role(broker: Broker, write_path: WritePathSwitch, timer: TimerService, pop: PopService) -> ActingRole:
+def _acting_role(
+    broker: Broker,
+    write_path: WritePathSwitch,
+    timer: TimerService,
+    pop: PopService,
+    master_answered_ms: Callable[[], float | None],
+) -> ActingRole:
     config = broker.config
     progress = ActingProgress(config.metadata_dir() / "acting_master.json")
     progress.load()
@@ -199,6 +208,8 @@ def _acting_role(broker: Broker, write_path: WritePathSwitch, timer: TimerServic
         broker_id=config.broker_id,
         enabled=lambda: broker.config.enable_slave_acting_master,  # dynamic: read on every check
         check_interval_ms=config.ha_master_lookup_interval_ms,
+        absence_confirm_ms=config.register_interval_ms,  # a live master registers again within it
+        master_answered_ms=master_answered_ms,
         metrics=broker.metrics,
     )
     return ActingRole(services, election)
@@ -225,4 +236,5 @@ def _ha_slave(
         services=ServiceStateFollower(tables, lambda: acting.acting),
         epochs=broker.epochs,
         after_cut=timer.after_cut,
+        clock=broker.clock,
     )

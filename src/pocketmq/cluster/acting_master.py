@@ -13,6 +13,15 @@ services (an object with ``async start()`` / ``async stop()``), logging and coun
 (``pocketmq_acting_master`` 1 while acting, 0 otherwise, and ``pocketmq_acting_master_changes_total{to,reason}``;
 docs/metrics.md). A name server that does not answer changes nothing (the state stays as it was). ``stop()``
 (shutdown) stops the services too, when acting.
+
+A name server that restarted knows no broker until each registers again (within ``register_interval_ms``), so
+its view can lack a master that is alive, and a slave acting beside its live master hands out messages the
+master hands out again (after an OK ack, too). So a master missing from a view is gone at once only when the
+slave saw it go (the view right before listed it, no failed lookup between); after failed lookups (the slave's
+first view, a name server that was down) it is gone only if it has not answered the slave's replication for
+``absence_confirm_ms`` either (``master_answered_ms``: a registration interval, within which a live master is
+back in the name server). A view that lists neither the slave nor its master (nobody registered again yet)
+changes nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ from pocketmq.runtime.periodic import PeriodicTask
 log = logging.getLogger(__name__)
 
 HANDOVER_GRACE_MS = 30_000  # a master that announced itself has this long to show up in the name server
+DEFAULT_ABSENCE_CONFIRM_MS = 30_000  # RocketMQ's registration interval
+MonotonicMs = Callable[[], float | None]
 
 
 def should_act(
@@ -55,6 +66,8 @@ class ActingMasterElection:
         enabled: Callable[[], bool],
         check_interval_ms: int,
         handover_grace_ms: int = HANDOVER_GRACE_MS,
+        absence_confirm_ms: int = DEFAULT_ABSENCE_CONFIRM_MS,
+        master_answered_ms: MonotonicMs = lambda: None,
         metrics: MetricsRegistry | None = None,
     ):
         self._namesrv = namesrv
@@ -66,6 +79,9 @@ class ActingMasterElection:
         self._enabled = enabled
         self._grace_ms = handover_grace_ms
         self._master_back_until_ms = 0
+        self._absence_confirm_ms = absence_confirm_ms
+        self._master_answered_ms = master_answered_ms  # when the master last answered our replication (monotonic)
+        self._previous_listed_master: bool | None = None  # None: no view just before this one (see the doc)
         self._lock = asyncio.Lock()
         self._lookup_failure: str | None = None
         self.acting = False
@@ -101,13 +117,20 @@ class ActingMasterElection:
                     "event=acting_master_lookup_failed broker=%s/%d error=%s", self._broker_name, self._broker_id, exc
                 )
             self._lookup_failure = str(exc)
+            self._previous_listed_master = None
             return
         self._lookup_failure = None
         group = info.broker_addr_table.get(self._broker_name)
         live = tuple(sorted(group.broker_addrs)) if group and group.cluster == self._cluster_name else ()
+        if self._broker_id not in live and MASTER_ID not in live:
+            self._previous_listed_master = None  # nobody registered again yet: this view says nothing
+            return
         now_ms = self._clock.now_ms()
+        listed_before, self._previous_listed_master = self._previous_listed_master, MASTER_ID in live
         if MASTER_ID in live:
             self._master_back_until_ms = 0  # it is registered: the grace of its announcement is over
+        elif not listed_before and not self.acting and self._answered_lately():
+            return  # not seen to go, and it answered lately: alive, not registered again yet
         act = should_act(
             self._broker_id,
             live,
@@ -122,6 +145,10 @@ class ActingMasterElection:
         """The master announced its return (handover): stop now, and stay stopped while it registers."""
         self._master_back_until_ms = self._clock.now_ms() + self._grace_ms
         await self._set(False, "master_handover", ())
+
+    def _answered_lately(self) -> bool:
+        answered_ms = self._master_answered_ms()
+        return answered_ms is not None and self._clock.monotonic_ms() - answered_ms < self._absence_confirm_ms
 
     async def _set(self, act: bool, why: str, live: tuple[int, ...]) -> None:
         async with self._lock:

@@ -86,12 +86,21 @@ class EscapeResult:
     reason: str = ""  # why it failed: ESCAPE_DISABLED, NO_TARGET, CONNECTION, REFUSED_<code>
     description: str = ""
     need_retry: bool = True
+    # CONNECTION: the request's deadline (the sender's wall clock, ms). No answer came, so the receiver may have
+    # stored it all the same, but not after this (``arrived_too_late``).
+    deadline_ms: int | None = None
 
     @classmethod
     def failed(
-        cls, reason: str, description: str, *, target: EscapeTarget | None = None, need_retry: bool = True
+        cls,
+        reason: str,
+        description: str,
+        *,
+        target: EscapeTarget | None = None,
+        need_retry: bool = True,
+        deadline_ms: int | None = None,
     ) -> EscapeResult:
-        return cls(False, target, reason, description, need_retry)
+        return cls(False, target, reason, description, need_retry, deadline_ms)
 
     def write_result(self) -> WriteResult:
         """The typed write result of this escape: a refusal without ``need_retry`` is permanent."""
@@ -219,6 +228,12 @@ class EscapeBridge:
         )
         return self._count(escape_kind(msg), result)
 
+    async def put_to(self, msg: MessageExt, target: EscapeTarget) -> EscapeResult:
+        """``msg`` to ``target`` (an earlier write's), e.g. the ACK withdrawing a CK whose answer never came."""
+        if not self._enabled():
+            return self._count(escape_kind(msg), EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off"))
+        return self._count(escape_kind(msg), await self._send(msg, target))
+
     async def _targets(self, topic: str, *, fallback: bool, routes: Routes | None) -> list[EscapeTarget] | EscapeResult:
         if not self._enabled():
             return EscapeResult.failed("ESCAPE_DISABLED", "enable_remote_escape is off: the write waits for the master")
@@ -245,6 +260,7 @@ class EscapeBridge:
         return targets
 
     async def _send(self, msg: MessageExt, target: EscapeTarget) -> EscapeResult:
+        deadline_ms = self._clock.now_ms() + self._timeout_ms
         fields = EscapePutMessageRequestHeader.ext_fields(
             producer_group=ESCAPE_PRODUCER_GROUP,
             topic=msg.topic,
@@ -258,14 +274,16 @@ class EscapeBridge:
             reconsume_times=msg.reconsume_times,
             unit_mode=False,
             batch=False,
-            deadline_ms=self._clock.now_ms() + self._timeout_ms,
+            deadline_ms=deadline_ms,
         )
         request = RemotingCommand.request(ESCAPE_PUT_MESSAGE, fields, msg.body)
         try:
             response = await self._remoting.invoke(target.master_addr, request, self._timeout_ms / 1000)
         except PocketMQError as exc:
             self._remoting.drop(target.master_addr)
-            return EscapeResult.failed("CONNECTION", f"{type(exc).__name__}: {exc}", target=target)
+            return EscapeResult.failed(
+                "CONNECTION", f"{type(exc).__name__}: {exc}", target=target, deadline_ms=deadline_ms
+            )
         if response.code in _STORED:
             return EscapeResult(True, target)
         return EscapeResult.failed(

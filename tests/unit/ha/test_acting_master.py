@@ -61,9 +61,8 @@ class Services:
         self.calls.append("stop")
 
 
-async def test_election_follows_the_master_and_its_handover():
-    names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
-    election = ActingMasterElection(
+def election_of(names, services, clock, **kw) -> ActingMasterElection:
+    return ActingMasterElection(
         names,
         services,
         clock,
@@ -72,14 +71,22 @@ async def test_election_follows_the_master_and_its_handover():
         broker_id=1,
         enabled=lambda: True,
         check_interval_ms=100,
-        handover_grace_ms=5_000,
+        **kw,
     )
+
+
+async def test_election_follows_the_master_and_its_handover():
+    names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
+    election = election_of(names, services, clock, handover_grace_ms=5_000)
     await election.check_once()
     assert services.calls == [] and not election.acting
-    listing(names, 1)
+    listing(names, 1)  # the master left a view that came right after one listing it: gone
     await election.check_once()
     await election.check_once()
     assert services.calls == ["start"] and election.acting
+    listing(names)  # a name server that restarted, nobody registered again yet: nothing changes
+    await election.check_once()
+    assert election.acting
     names.down = True  # a silent name server changes nothing
     await election.check_once()
     assert election.acting
@@ -95,6 +102,42 @@ async def test_election_follows_the_master_and_its_handover():
     listing(names, 0, 1)
     await election.check_once()
     assert services.calls == ["start", "stop", "start", "stop"]
+
+
+async def test_a_name_server_that_restarted_does_not_make_a_slave_act_beside_its_live_master():
+    """A restarted name server knows no broker until each registers again: the slave may be back in it before
+    its master. A master the slave did not see go counts as gone only if it has not answered the slave's
+    replication for a registration interval either."""
+    names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
+    answered = [None]
+    election = election_of(names, services, clock, absence_confirm_ms=500, master_answered_ms=lambda: answered[0])
+    await election.check_once()
+    answered[0] = clock.monotonic_ms()  # replication goes on meanwhile
+    names.down = True  # the name server is down
+    await election.check_once()
+    listing(names)  # back, nobody registered again
+    await election.check_once()
+    listing(names, 1)  # the slave registered first
+    await election.check_once()
+    clock.advance(499)
+    await election.check_once()
+    assert services.calls == [] and not election.acting
+    listing(names, 0, 1)  # the master registers within its interval: it never was gone
+    await election.check_once()
+    assert services.calls == []
+    names.down = True
+    await election.check_once()
+    listing(names, 1)  # this time the master is not back, and it has not answered for the interval
+    clock.advance(1)
+    await election.check_once()
+    assert services.calls == ["start"] and election.acting
+
+
+async def test_a_slave_that_starts_while_its_master_is_away_acts_at_once():
+    names, services, clock = listing(FakeNameServer(), 1), Services(), ManualClock()
+    election = election_of(names, services, clock, master_answered_ms=lambda: None)  # never heard from it
+    await election.check_once()
+    assert services.calls == ["start"]
 
 
 def test_progress_survives_a_restart_and_a_handover_forgets_what_was_applied(tmp_path):

@@ -66,3 +66,12 @@ class FaultyStore:
 
     def __getattr__(self, name):
         return getattr(self._store, name)
+
+
+def acting_path(bridge, progress, clock=None):
+    """The write path of a slave acting as master whose escapes go through ``bridge`` (``broker.write_path.use``)."""
+    from pocketmq.broker.acting_writes import ActingPopWrites, EscapedWritePath
+
+    path = EscapedWritePath(bridge, progress, "rmq_sys_REVIVE_LOG_test")
+    path.pop = ActingPopWrites(bridge, progress, "rmq_sys_REVIVE_LOG_test", clock)
+    return path

@@ -14,13 +14,20 @@ acks that came after them; no acked message comes back and no un-acked one is lo
 An ACK whose CK is not open (already revived, or its CK precedes the committed offset) is an *orphan* and is
 ignored: the message was already handed back to the retry path, and acking it again changes nothing.
 
+Revive and acks meet on open CKs across suspension points: a revive pass picks its due CKs, then reads their
+messages and writes their retry copies before it closes them; an ack checks its handle, then writes its ACK
+record and waits for a slave before it answers. Either one alone decides a message: a CK revive *picked*
+(``pick`` until ``release``) is not open to acks (``open_checkpoint`` says None: its retry copy may be written
+already, so an ack answered OK would be followed by a delivery), and a CK with acks being written (``hold``
+until ``unhold``) is not due (revive leaves it for a later pass, when its ACK records are read).
+
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
@@ -47,6 +54,8 @@ class ReviveLedger:
         self._by_queue: dict[tuple[str, str, int], set[str]] = defaultdict(set)
         self._next_offset = start_offset  # the next revive offset to read
         self.orphan_acks = 0
+        self._picked: set[str] = set()  # CKs a revive pass is handing back: refused to acks
+        self._held: Counter[str] = Counter()  # CKs with acks being written: not due
 
     @property
     def next_offset(self) -> int:
@@ -90,7 +99,9 @@ class ReviveLedger:
             (
                 e
                 for e in self._open.values()
-                if e.checkpoint.revive_time_ms <= now_ms and not (skip is not None and skip(e.checkpoint))
+                if e.checkpoint.revive_time_ms <= now_ms
+                and e.checkpoint.key not in self._held
+                and not (skip is not None and skip(e.checkpoint))
             ),
             key=lambda e: e.revive_offset,
         )
@@ -112,9 +123,26 @@ class ReviveLedger:
         return key in self._open
 
     def open_checkpoint(self, key: str) -> PopCheckpoint | None:
-        """The open CK of ``key`` with the acks read so far, or None (never seen, or closed)."""
+        """The open CK of ``key`` with the acks read so far, or None (never seen, closed, or picked by revive)."""
         entry = self._open.get(key)
-        return entry.checkpoint if entry is not None else None
+        return entry.checkpoint if entry is not None and key not in self._picked else None
+
+    def pick(self, keys: Iterable[str]) -> None:
+        """A revive pass hands these CKs back: no ack of them is taken until ``release``."""
+        self._picked.update(keys)
+
+    def release(self, keys: Iterable[str]) -> None:
+        """The pass is done with these CKs (closed, or kept open after a failed write: acks are taken again)."""
+        self._picked.difference_update(keys)
+
+    def hold(self, key: str) -> None:
+        """An ack of this CK is being written: revive leaves it alone until ``unhold``."""
+        self._held[key] += 1
+
+    def unhold(self, key: str) -> None:
+        self._held[key] -= 1
+        if self._held[key] <= 0:
+            del self._held[key]
 
     def open_of_queue(self, group: str, topic: str, queue_id: int) -> list[PopCheckpoint]:
         """The open CKs (with the acks read so far) of one (group, topic, queue)."""

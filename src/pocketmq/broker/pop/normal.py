@@ -166,8 +166,13 @@ class NormalPop:
         by_queue: dict[int, list[AckRecord]] = {}
         for queue, ck, acked in acks.values():
             by_queue.setdefault(queue.queue_id, []).append(ck.ack_of(acked))
-        for queue_id, records in by_queue.items():
-            await self.writes.acks(self._revive_queues[queue_id], records)
+            queue.ledger.hold(ck.key)  # until its ACK is stored: the writes below wait for a slave in turn
+        try:
+            for queue_id, records in by_queue.items():
+                await self.writes.acks(self._revive_queues[queue_id], records)
+        finally:
+            for queue, ck, _ in acks.values():
+                queue.ledger.unhold(ck.key)
         if forwarded:
             await self.writes.forward_acks(forwarded)
         return outcome, {ck.topic for _, ck, _ in acks.values()}

@@ -324,16 +324,23 @@ class ReviveService:
             batches = []
             for queue in pending:
                 queue.catch_up()
-                batches.append((queue, queue.ledger.due(now_ms, REVIVE_BATCH_CKS, skip)))
-            reads = await self.readers.read_unacked([ck for _, due in batches for ck in due])
+                due = queue.ledger.due(now_ms, REVIVE_BATCH_CKS, skip)
+                queue.ledger.pick(ck.key for ck in due)  # from here until closed, an ack of them is refused
+                batches.append((queue, due))
             round_result = PassResult()
-            for queue, due in batches:
-                if due:
-                    done = await self._revive(queue, due, reads, now_ms)
-                    round_result = PassResult(round_result.closed + done.closed, round_result.failed + done.failed)
-                queue.catch_up()
-                self._offsets.commit(REVIVE_GROUP, queue.topic, queue.queue_id, queue.ledger.commit_offset())
-                await asyncio.sleep(0)  # a long pass lets the loop serve between batches
+            try:
+                reads = await self.readers.read_unacked([ck for _, due in batches for ck in due])
+                for queue, due in batches:
+                    if due:
+                        done = await self._revive(queue, due, reads, now_ms)
+                        round_result = PassResult(round_result.closed + done.closed, round_result.failed + done.failed)
+                        queue.ledger.release(ck.key for ck in due)
+                    queue.catch_up()
+                    self._offsets.commit(REVIVE_GROUP, queue.topic, queue.queue_id, queue.ledger.commit_offset())
+                    await asyncio.sleep(0)  # a long pass lets the loop serve between batches
+            finally:  # a pass that raised or was stopped: its CKs stay open and take acks again
+                for queue, due in batches:
+                    queue.ledger.release(ck.key for ck in due)
             total = PassResult(total.closed + round_result.closed, total.failed + round_result.failed)
             if round_result.failed and not round_result.closed:
                 break  # every write of the round failed for a passing reason: the next pass waits longer

@@ -2,11 +2,14 @@
 back at the end, metric samples taken during the run and the health of each process.
 
 - ``lost``: a send that returned OK whose message a group never acked and never dead-lettered (an ack a SYNC
-  master stored without a slave's confirmation counts as acked: the message ended there);
-- ``pop_unended``: a delivered message (of any send) neither acked nor dead-lettered by its group;
+  master stored without a slave's confirmation counts as acked: the message ended there; an ack that got no
+  answer may have been stored, so its message not coming back is no loss);
+- ``pop_unended``: a delivered message (of any send) neither acked (or its ack in doubt) nor dead-lettered by its
+  group;
 - ``dead_letter_without_reason``: a DLQ entry without ``PMQ_DLQ_REASON``;
 - ``duplicate_after_ack``: a delivery whose receive began after an ack of the same message by the same group
-  returned OK (beyond at-least-once: counted per group and sender);
+  returned OK (beyond at-least-once: counted per group and sender), unless the cluster stored that message more
+  than once (``stored_more_than_once``: each copy is delivered at least once, an ack ends only its own);
 - ``loop``: a broker whose failed revive writes were retried faster than the backoff table allows, or a CK
   rewritten more often than the table has steps;
 - ``not_serving``: a process that should be up and does not answer;
@@ -18,8 +21,10 @@ it) are excused from ``lost`` for the groups they were for.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
+
+from pocketmq.common.topic import pop_retry_topic
 
 MAX_IDS_SHOWN = 10
 CORRUPT_SIGNS = ("UnicodeDecodeError", "RecordFormatError", "corrupt", "checksum")
@@ -27,6 +32,9 @@ CORRUPT_SIGNS = ("UnicodeDecodeError", "RecordFormatError", "corrupt", "checksum
 # HA_NOT_AVAILABLE / SLAVE_PERSISTENCE_TIMEOUT, whose message names them too): it ended the message on the master,
 # but it is not an OK ack (a delivery after it is no duplicate).
 UNCONFIRMED_ACK_SIGNS = ("SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT")
+# The counts of ``duplicates_after_ack`` that are no finding: after an ACK the harness destroyed, of a message
+# stored more than once.
+EXCUSED_DUPLICATES = ("excused", "stored_twice")
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,15 @@ class DeadLetter:
     msg_id: str | None  # None: a reference whose message could not be read back
     reason: str | None
     broker: str = ""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message the cluster holds at the end of a run, read back from a topic of one broker group."""
+
+    topic: str  # the business topic or a group's pop retry topic
+    msg_id: str
+    reconsume_times: int  # 0 for a message as sent, k for the retry copy made after its k-th delivery
 
 
 @dataclass(frozen=True)
@@ -73,15 +90,22 @@ def _acked(events: list[dict], group: str) -> set[str]:
 
 
 def _ack_in_doubt(events: list[dict], group: str) -> set[str]:
-    """Messages whose ack was sent by a client that died before it heard the answer (an ``ack_sent`` without
-    its ``ack``): the broker may have stored it, so such a message not coming back is no loss."""
+    """Messages whose ack got no answer: sent by a client that died before it heard one (an ``ack_sent``
+    without its ``ack``), or failed without the broker's answer (``no_answer``: the connection closed as the
+    broker was killed, a timeout). The broker may have stored it, so such a message not coming back is no loss."""
     sent = {(e["id"], e["attempt"]) for e in events if e["e"] == "ack_sent" and e["group"] == group}
     answered = {(e["id"], e["attempt"]) for e in events if e["e"] == "ack" and e["group"] == group}
-    return {msg_id for msg_id, _ in sent - answered}
+    no_answer = {e["id"] for e in events if e["e"] == "ack" and e["group"] == group and e.get("no_answer")}
+    return {msg_id for msg_id, _ in sent - answered} | no_answer
 
 
 def _dead(dead_letters: list[DeadLetter], group: str) -> set[str]:
     return {d.msg_id for d in dead_letters if d.group == group and d.msg_id is not None}
+
+
+def ended(events: list[dict], dead_letters: list[DeadLetter], group: str) -> set[str]:
+    """Messages a group ended: acked (also without a slave's confirmation), acked in doubt, or dead-lettered."""
+    return _acked(events, group) | _ack_in_doubt(events, group) | _dead(dead_letters, group)
 
 
 def lost(
@@ -105,7 +129,7 @@ def lost(
     findings = []
     for group in groups:
         sent_ok = all_sent_ok - excused.get(group, set())
-        missing = sent_ok - _acked(events, group) - _dead(dead_letters, group) - _ack_in_doubt(events, group)
+        missing = sent_ok - ended(events, dead_letters, group)
         if group in cks_destroyed_at:
             last_delivery = {}
             for e in events:
@@ -125,13 +149,20 @@ def lost(
     return findings
 
 
-def pop_unended(events: list[dict], dead_letters: list[DeadLetter], groups: tuple[str, ...]) -> list[Finding]:
-    """Deliveries of messages whose send did not return OK (those are covered by ``lost``) that never ended."""
+def pop_unended(
+    events: list[dict],
+    dead_letters: list[DeadLetter],
+    groups: tuple[str, ...],
+    excused: dict[str, set[str]] | None = None,
+) -> list[Finding]:
+    """Deliveries of messages whose send did not return OK (those are covered by ``lost``) that never ended;
+    ``excused`` as for ``lost`` (a message whose records the harness overwrote cannot end)."""
+    excused = excused or {}
     sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
     findings = []
     for group in groups:
         delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
-        open_ids = delivered - sent_ok - _acked(events, group) - _dead(dead_letters, group)
+        open_ids = delivered - sent_ok - ended(events, dead_letters, group) - excused.get(group, set())
         if open_ids:
             findings.append(
                 Finding(
@@ -154,16 +185,39 @@ def dead_letters_without_reason(dead_letters: list[DeadLetter]) -> list[Finding]
     ]
 
 
+def stored_more_than_once(
+    stored: list[StoredMessage], business_topic: str, groups: tuple[str, ...]
+) -> dict[str, set[str]]:
+    """group -> ids the cluster holds more than one copy of at one delivery level: two messages as sent (in the
+    business topic of any broker group), or two retry copies with the same reconsume times (in the group's pop
+    retry topic). One message handed out, revived and handed out again makes one copy per level; a second copy
+    at a level is a second message of the same id, which the broker hands out at least once on its own. Each
+    comes from a documented at-least-once path: a send the official client retried after the broker had stored
+    it (a SYNC master without its slave answers HA_NOT_AVAILABLE), a delay message whose master delivered it and
+    died before its slave had the delivery (the acting slave delivers it again), a CK revived on a master and
+    again by its acting slave, or popped again after a ``kill -9`` (docs/ha.md, docs/pop.md)."""
+    found: dict[str, set[str]] = {}
+    for group in groups:
+        topics = (business_topic, pop_retry_topic(group, business_topic))
+        levels = Counter((m.msg_id, m.topic == business_topic, m.reconsume_times) for m in stored if m.topic in topics)
+        found[group] = {msg_id for (msg_id, _, _), n in levels.items() if n > 1}
+    return found
+
+
 def duplicates_after_ack(
-    events: list[dict], acks_destroyed_at: dict[str, float] | None = None
+    events: list[dict],
+    acks_destroyed_at: dict[str, float] | None = None,
+    stored_twice: dict[str, set[str]] | None = None,
 ) -> tuple[list[Finding], dict[str, int]]:
     """Deliveries that began after an OK ack of the same message by the same group; counts per group/sender
-    (``s`` ids come from the SDK producer without client retries, ``o`` ids from the official client, whose
-    own send retries may store a message twice). ``acks_destroyed_at``: group -> when the harness last
-    overwrote one of its ACK records; an ack requested before that may have been the one destroyed (its answer
-    may come after: a delayed link), so its message coming back is counted under ``excused`` instead (at least
-    once)."""
+    (``s`` ids come from the SDK producer without client retries, ``o`` ids from the official client).
+    ``acks_destroyed_at``: group -> when the harness last overwrote one of its ACK records; an ack requested
+    before that may have been the one destroyed (its answer may come after: a delayed link), so its message
+    coming back is counted under ``excused`` instead (at least once). ``stored_twice``: group -> ids stored more
+    than once (``stored_more_than_once``); the events name the message, not the copy, and an ack ends only the
+    copy it was for, so such a message coming back is counted under ``stored_twice`` instead."""
     acks_destroyed_at = acks_destroyed_at or {}
+    stored_twice = stored_twice or {}
     first_ack: dict[tuple[str, str], tuple[float, float]] = {}  # -> (answered, requested) of the first OK ack
     for e in events:
         if e["e"] == "ack" and e["ok"]:
@@ -177,6 +231,9 @@ def duplicates_after_ack(
                 if ack_requested_at < acks_destroyed_at.get(e["group"], float("-inf")):
                     dups["excused"].append(e["id"])
                     continue
+                if e["id"] in stored_twice.get(e["group"], ()):
+                    dups["stored_twice"].append(e["id"])
+                    continue
                 dups[f"{e['group']}/{'sdk' if e['id'].startswith('s') else 'official'}-sent"].append(
                     f"{e['id']}@{e.get('broker', '')}"
                 )
@@ -184,16 +241,18 @@ def duplicates_after_ack(
     findings = [
         Finding("duplicate_after_ack", f"{key}: {len(v)} deliveries after an OK ack: {_ids(v)}")
         for key, v in sorted(dups.items())
-        if key != "excused"
+        if key not in EXCUSED_DUPLICATES
     ]
     return findings, counts
 
 
-def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int) -> list[Finding]:
-    """Revive waits at least its pass interval after every pass, longer after one whose writes all failed, and
-    a CK whose write failed waits its backoff step (both tested in virtual time in the unit tests). So a process
-    whose revive passes grew beyond ``2 + life / interval`` over its sampled life runs them without waiting (a
-    spin: thousands a second). A CK rewrite attempt above the backoff table's length is an endless rewrite."""
+def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int, jitter: float = 0.0) -> list[Finding]:
+    """Revive waits at least its pass interval after every pass (less up to ``jitter`` of it: a periodic task
+    spreads its rounds), longer after one whose writes all failed, and a CK whose write failed waits its backoff
+    step (both tested in virtual time in the unit tests). So a process whose revive passes grew beyond
+    ``2 + life / shortest wait`` over its sampled life runs them without waiting (a spin: thousands a second). A
+    CK rewrite attempt above the backoff table's length is an endless rewrite."""
+    shortest_wait_ms = pass_interval_ms * (1 - jitter)
     findings = []
     by_process: dict[tuple[str, int], list[MetricSample]] = defaultdict(list)
     for sample in sorted(samples, key=lambda s: s.t):
@@ -201,13 +260,13 @@ def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int)
     for (broker, pid), series in sorted(by_process.items()):
         life_s = series[-1].t - series[0].t
         grown = series[-1].revive_passes - series[0].revive_passes
-        allowed = 2 + life_s * 1000 / pass_interval_ms
+        allowed = 2 + life_s * 1000 / shortest_wait_ms
         if grown > allowed:
             findings.append(
                 Finding(
                     "loop",
                     f"{broker} (pid {pid}): {grown:g} revive passes in {life_s:.1f} s "
-                    f"(a pass interval of {pass_interval_ms} ms allows {allowed:.0f})",
+                    f"(a pass interval of {pass_interval_ms} ms, less {jitter:.0%} jitter, allows {allowed:.0f})",
                 )
             )
         worst = max(s.max_rewrite_attempt for s in series)

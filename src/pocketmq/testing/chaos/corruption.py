@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pocketmq.common import properties as props
 from pocketmq.common.record import RecordFormatError, decode_record
+from pocketmq.common.topic import SCHEDULE_TOPIC, TIMER_TOPIC, pop_retry_topic
 from pocketmq.store.commit_log import FRAME_HEADER, FRAME_HEADER_SIZE
 
 
@@ -21,6 +22,11 @@ class HitRecord:
     body: str  # the workload's message id for its own topics, a CK's or ACK's JSON for a revive record
     phys_offset: int
     tags: str = ""  # "ck", "ack", "bAck" on a revive record
+
+    def held_message_for(self, business_topic: str, group: str) -> bool:
+        """Whether this record held a workload message ``group`` receives: as sent, waiting in the timer topic
+        (a delay message: destroyed there, it is never delivered to anyone), or the group's retry copy."""
+        return self.topic in (business_topic, TIMER_TOPIC, SCHEDULE_TOPIC, pop_retry_topic(group, business_topic))
 
     @property
     def acked_group(self) -> str | None:

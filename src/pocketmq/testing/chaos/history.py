@@ -7,6 +7,7 @@ Events are plain dicts (the official client's subprocess writes the same ones as
     {"e": "deliver", "group": ..., "id": ..., "attempt": 1, "broker": ..., "topic": ..., "t0": receive start, "t": ...}
     {"e": "ack_sent" | "nack_sent", "group": ..., "id": ..., "attempt": 1, "t0": request start, "t": ...}  # before the call
     {"e": "ack" | "nack", "group": ..., "id": ..., "attempt": 1, "ok": True, "error": ..., "t0": request start, "t": ...}
+        # a failure without the broker's answer (connection lost, timeout) also has "no_answer": True
     {"e": "error", "who": ..., "op": ..., "error": ..., "t": ...}
 """
 

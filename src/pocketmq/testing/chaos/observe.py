@@ -1,5 +1,6 @@
 """What the harness reads from the cluster for the checkers: dead letters (with references resolved to the
-message they name) and the brokers' revive metrics from their ``/metrics`` endpoints."""
+message they name), the messages stored in the workload's topics, and the brokers' revive metrics from their
+``/metrics`` endpoints."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pocketmq.client import ClientConfig, PullConsumer, PullStatus
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageQueue
-from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample
+from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample, StoredMessage
 
 DLQ_REASON_PROPERTY = "PMQ_DLQ_REASON"
 _READER_GROUP = "chaos-dlq-reader"
@@ -55,6 +56,24 @@ def dead_letters(namesrv_addr: str, groups: tuple[str, ...]) -> list[DeadLetter]
                     msg_id = _referenced_id(consumer, ref) if ref else msg.body.decode(errors="replace")
                     reason = msg.properties.get(DLQ_REASON_PROPERTY) or (ref.reason if ref else None)
                     found.append(DeadLetter(group, msg_id, reason, queue.broker_name))
+    return found
+
+
+def stored_messages(namesrv_addr: str, topics: list[str]) -> list[StoredMessage]:
+    """Every message of ``topics`` on every broker group (a topic without a route holds none); raises
+    PocketMQError when a queue that exists cannot be read."""
+    found = []
+    with PullConsumer(_READER_GROUP, ClientConfig(namesrv_addr=namesrv_addr)) as consumer:
+        for topic in topics:
+            try:
+                queues = consumer.fetch_queues(topic)
+            except PocketMQError:
+                continue
+            for queue in queues:
+                found += [
+                    StoredMessage(topic, msg.body.decode(errors="replace"), msg.reconsume_times)
+                    for msg in _pull_all(consumer, queue)
+                ]
     return found
 
 

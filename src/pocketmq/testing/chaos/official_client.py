@@ -49,6 +49,7 @@ def _started(factory, events: Events, what: str, stop: Path):
 
 def main(spec: dict) -> int:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+    from rocketmq.v5.exception.client_exception import ClientException  # a status the broker answered
 
     events = Events(spec["events"])
     stop, settle = Path(spec["stop_file"]), Path(spec["settle_file"])
@@ -103,6 +104,7 @@ def main(spec: dict) -> int:
                 ack=lambda m=msg: consumer.ack(m),
                 nack=lambda m=msg: consumer.change_invisible_duration(m, NACK_INVISIBLE_MS // 1000),
                 errors=(Exception,),
+                unanswered=lambda exc: not isinstance(exc, ClientException),
             )  # the official client raises plain exceptions
     for client in (consumer, producer):
         try:

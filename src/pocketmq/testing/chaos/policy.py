@@ -55,9 +55,12 @@ def act(
     ack: Callable[[], None],
     nack: Callable[[], None],
     errors: tuple[type[BaseException], ...],
+    unanswered: Callable[[BaseException], bool] = lambda exc: False,
 ) -> None:
     """Do what ``disposition`` says with one delivery (``ack``/``nack`` call the client) and ``record`` the
-    outcome as an ``ack``/``nack`` event (history.py); a drop records nothing."""
+    outcome as an ``ack``/``nack`` event (history.py); a drop records nothing. A failure for which
+    ``unanswered`` is true came without the broker's answer (a connection lost, a timeout): it is recorded with
+    ``no_answer``, since the broker may have stored it (killed after the write, before its reply)."""
     choice = disposition(seed, msg_id, attempt, settling)
     if choice is Disposition.DROP:
         return
@@ -70,4 +73,5 @@ def act(
         (ack if choice is Disposition.ACK else nack)()
         record(kind, group=group, id=msg_id, attempt=attempt, ok=True, t0=t0)
     except errors as exc:
-        record(kind, group=group, id=msg_id, attempt=attempt, ok=False, error=repr(exc)[:300], t0=t0)
+        unknown = {"no_answer": True} if unanswered(exc) else {}
+        record(kind, group=group, id=msg_id, attempt=attempt, ok=False, error=repr(exc)[:300], t0=t0, **unknown)

@@ -21,6 +21,7 @@ from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
 from pocketmq.client import Admin, ClientConfig
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.topic import pop_retry_topic
+from pocketmq.runtime.periodic import DEFAULT_JITTER
 from pocketmq.testing.chaos import checkers, disk, observe
 from pocketmq.testing.chaos.checkers import Finding, MetricSample
 from pocketmq.testing.chaos.cluster import REVIVE_INTERVAL_MS, ChaosCluster
@@ -219,7 +220,7 @@ class ChaosRun:
         self.notes.append(f"corrupted {target}: {corruption.describe()}")
         for record in corruption.hit:
             for group in GROUPS:
-                if record.topic in (TOPIC, pop_retry_topic(group, TOPIC)):
+                if record.held_message_for(TOPIC, group):
                     self.excused[group].add(record.body)
         for record in corruption.hit:
             if record.acked_group is not None:
@@ -260,14 +261,14 @@ class ChaosRun:
         return merged.events
 
     def _drained(self, dead: list[checkers.DeadLetter]) -> bool:
+        """Every message sent OK or delivered ended in both groups, as the checkers count an end (an ack stored
+        without a slave's confirmation, or without an answer, does not bring its message back: no use waiting)."""
         events = self._all_events()
         all_sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
         for group in GROUPS:
             sent_ok = all_sent_ok - self.excused[group]
             delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
-            ended = {e["id"] for e in events if e["e"] == "ack" and e["group"] == group and e["ok"]}
-            ended |= {d.msg_id for d in dead if d.group == group}
-            if (sent_ok | delivered) - ended:
+            if (sent_ok | delivered) - checkers.ended(events, dead, group):
                 return False
         return True
 
@@ -321,13 +322,23 @@ class ChaosRun:
         except PocketMQError as exc:
             dead = []
             self.findings.append(Finding("dlq_unreadable", repr(exc)))
+        try:
+            stored = observe.stored_messages(
+                self.cluster.namesrv_addr, [TOPIC, *(pop_retry_topic(group, TOPIC) for group in GROUPS)]
+            )
+        except PocketMQError as exc:
+            stored = []  # no message counts as stored twice: every duplicate after an ack is a finding
+            self.findings.append(Finding("stored_unreadable", repr(exc)))
+        stored_twice = checkers.stored_more_than_once(stored, TOPIC, GROUPS)
         findings = list(self.findings)
         findings += checkers.lost(events, dead, GROUPS, self.excused, self.cks_destroyed_at)
-        findings += checkers.pop_unended(events, dead, GROUPS)
+        findings += checkers.pop_unended(events, dead, GROUPS, self.excused)
         findings += checkers.dead_letters_without_reason(dead)
-        dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at)
+        dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at, stored_twice)
         findings += dup_findings
-        findings += checkers.loops(self.samples, REVIVE_INTERVAL_MS, len(DEFAULT_CK_REWRITE_BACKOFF_MS))
+        findings += checkers.loops(
+            self.samples, REVIVE_INTERVAL_MS, len(DEFAULT_CK_REWRITE_BACKOFF_MS), jitter=DEFAULT_JITTER
+        )
         findings += checkers.not_serving(health)
         findings += checkers.corrupt_records_served(events)
         sends = [e for e in events if e["e"] == "send"]
@@ -342,8 +353,9 @@ class ChaosRun:
             "poison": sum(is_poison(self.schedule.seed, i) for i in sent_ok),
             "dead_letters": len(dead),
             "excused_by_corruption": len(set().union(*self.excused.values())),
-            "duplicates_after_ack": sum(n for key, n in dup_counts.items() if key != "excused"),
+            "duplicates_after_ack": sum(n for key, n in dup_counts.items() if key not in checkers.EXCUSED_DUPLICATES),
             "duplicates_excused_by_corruption": dup_counts.get("excused", 0),
+            "duplicates_of_messages_stored_twice": dup_counts.get("stored_twice", 0),
         }
         return RunResult(self.schedule, findings, stats, self.notes, self.workdir, self.replay)
 

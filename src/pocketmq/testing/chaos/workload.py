@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pocketmq.client import ClientConfig, Message, Producer, ProducerOptions, SendStatus, SimpleConsumer
-from pocketmq.common.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError, RemotingError
 from pocketmq.testing.chaos.history import History
 from pocketmq.testing.chaos.policy import INVISIBLE_MS, NACK_INVISIBLE_MS, SDK_GROUP, TOPIC, act
 
@@ -154,6 +154,7 @@ class SdkClients:
             ack=lambda: consumer.ack(msg),
             nack=lambda: consumer.change_invisible_duration(msg, NACK_INVISIBLE_MS),
             errors=(PocketMQError, OSError, TimeoutError),
+            unanswered=lambda exc: isinstance(exc, (RemotingError, OSError, TimeoutError)),
         )
 
 

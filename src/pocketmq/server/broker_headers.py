@@ -15,6 +15,7 @@ from pocketmq.protocol.codes import (
     ACTING_PROGRESS_APPLIED,
     ESCAPE_PUT_MESSAGE,
     GET_GROUP_GRAY_CLIENTS,
+    GET_TRANSACTION_STATUS,
     HA_EPOCHS,
     HA_PULL_COMMIT_LOG,
     HA_SYNC_METADATA,
@@ -52,6 +53,7 @@ from pocketmq.protocol.request_headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from pocketmq.server.transaction_headers import EndTransactionHeader, ResumeHalfHeader, TransactionStatusHeader
 
 
 class BrokerPopMessageHeader(PopMessageRequestHeader):
@@ -108,4 +110,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     REGISTER_POP_STAGES: RegisterPopStagesRequestHeader,
     UNREGISTER_POP_STAGES: GroupTopicRequestHeader,
     GET_GROUP_GRAY_CLIENTS: GroupRequestHeader,
+    RequestCode.END_TRANSACTION: EndTransactionHeader,
+    RequestCode.RESUME_CHECK_HALF_MESSAGE: ResumeHalfHeader,
+    GET_TRANSACTION_STATUS: TransactionStatusHeader,
 }

@@ -1,0 +1,69 @@
+"""Where the transaction service's writes go: this broker's store (a master), or another group's master (a slave
+acting as master, through the escape bridge).
+
+``LocalTransactionWrites`` writes each ending as one store batch, so a crash never splits it: a commit is the
+committed message and its resolution op, a discard the discarded copy and its op, a rollback the op alone. A
+check round's marks are one record per batch of checks. Results are typed (``broker.write_result``).
+
+``EscapedTransactionWrites`` has one write: a pending half message sent, still a half message, to a queue of its
+real topic on another group's master (RocketMQ RIP-32's ``escapeMessage``), which stores it as its own and checks
+it. The slave's replica is never written.
+"""
+
+from __future__ import annotations
+
+from pocketmq.broker.transaction.records import (
+    DISCARD_TOPIC,
+    DiscardReason,
+    Resolution,
+    Source,
+    check_mark_op,
+    committed_message,
+    discarded_message,
+    escaped_half,
+    real_topic,
+    resolution_op,
+)
+from pocketmq.broker.write_result import WriteResult, of_puts
+from pocketmq.cluster.escape import EscapeBridge, Routes
+from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import PERM_READ_WRITE, TopicConfig
+from pocketmq.errors import PocketMQError
+
+
+class LocalTransactionWrites:
+    def __init__(self, store, topics):
+        self._store = store
+        self._topics = topics
+
+    async def end(self, half: MessageExt, resolution: Resolution, source: Source) -> WriteResult:
+        """A commit (the real message and the op) or a rollback (the op)."""
+        records = [resolution_op([half.queue_offset], resolution, source)]
+        if resolution is Resolution.COMMIT:
+            try:
+                config = self._topics.get(real_topic(half)) or self._topics.get_or_create(real_topic(half))
+            except PocketMQError as exc:  # the topic was deleted and may not be created again
+                return WriteResult.transient(type(exc).__name__, str(exc))
+            records.insert(0, committed_message(half, config.write_queue_nums))
+        return of_puts(await self._store.put_messages(records))
+
+    async def discard(self, half: MessageExt, reason: DiscardReason, checks: int) -> WriteResult:
+        if self._topics.get(DISCARD_TOPIC) is None:
+            self._topics.create_or_update(TopicConfig(DISCARD_TOPIC, 1, 1, PERM_READ_WRITE))  # RocketMQ: perm 6
+        records = [
+            discarded_message(half, reason, checks),
+            resolution_op([half.queue_offset], Resolution.DISCARD, Source.BROKER),
+        ]
+        return of_puts(await self._store.put_messages(records))
+
+    async def marks(self, checks: list[tuple[int, int]]) -> WriteResult:
+        return of_puts(await self._store.put_messages([check_mark_op(checks)]))
+
+
+class EscapedTransactionWrites:
+    def __init__(self, bridge: EscapeBridge):
+        self._bridge = bridge
+
+    async def escape(self, half: MessageExt, checks: int, routes: Routes) -> WriteResult:
+        result = await self._bridge.put_message(escaped_half(half, checks), routes, kind="transaction")
+        return result.write_result()

@@ -96,7 +96,7 @@ class TransactionHandlers:
         discarded = service.discarded(h.max_discarded) if h.max_discarded else []
         body = {
             "brokerName": self._broker.broker_name,
-            "pending": service.pending_by_topic(),
+            "pending": await service.pending_by_topic(),
             "discarded": [
                 {
                     "offsetMsgId": m.offset_msg_id,

@@ -188,7 +188,7 @@ async def test_unanswered_message_is_put_aside_with_its_reason_then_resumed(brok
     assert discarded.uniq_key == "ID-order-1" and discarded.body == b"order-1"
     assert broker.metrics.value("pocketmq_transaction_checks_total", result="no_producer") == 3
     assert broker.metrics.value("pocketmq_transaction_discards_total", reason="MAX_CHECKS") == 1
-    assert broker.transactions.pending_by_topic() == {}
+    assert (await broker.transactions.pending_by_topic()) == {}
     assert (await broker.transactions.end(end_request(result, Commit.COMMIT))).result == "ALREADY_RESOLVED"
     assert [m.uniq_key for m in broker.transactions.discarded(10)] == ["ID-order-1"]
 
@@ -196,7 +196,7 @@ async def test_unanswered_message_is_put_aside_with_its_reason_then_resumed(brok
     with pytest.raises(Exception, match="put back already"):
         await broker.transactions.resume(discarded.phys_offset)
     await broker.transactions.run_round()
-    assert broker.transactions.pending_by_topic()["t"]["pending"] == 1
+    assert (await broker.transactions.pending_by_topic())["t"]["pending"] == 1
     answer = EndRequest(GROUP, resumed.queue_offset, resumed.phys_offset, Commit.COMMIT, True)
     assert (await broker.transactions.end(answer)).result == "COMMIT"
     assert [m.body for m in visible(broker)] == [b"order-1"]

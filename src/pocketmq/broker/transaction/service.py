@@ -56,6 +56,7 @@ from pocketmq.broker.transaction.records import (
     parse_check_mark,
     parse_resolution,
     producer_group,
+    real_queue_id,
     real_topic,
     resumed_half,
     transaction_id,
@@ -289,6 +290,7 @@ class TransactionService:
                 op_from=op_from(half, table.op_until),
                 immunity_ms=immunity_ms(half),
                 checks=checks_carried(half),
+                queue_id=real_queue_id(half),
             )
         )
 
@@ -478,13 +480,21 @@ class TransactionService:
         return (pending or found)[-1]
 
     # -- operators --------------------------------------------------------------------------------------------------
-    def pending_by_topic(self) -> dict[str, dict]:
-        table = self.table
-        if table is None:
-            return {}
+    async def pending_by_topic(self) -> dict[str, dict]:
+        """Pending half messages per real topic: count, oldest born time, count per queue (what is stored now:
+        the half and op queues are read first)."""
+        async with self._round:
+            table = self.table
+            if table is None:
+                return {}
+            await self._catch_up()
         return {
-            topic: {"pending": count, "oldestBornMs": table.oldest_born_ms(topic)}
-            for topic, count in sorted(table.counts_by_topic().items())
+            topic: {
+                "pending": entry.count,
+                "oldestBornMs": entry.oldest_born_ms,
+                "queues": {str(q): n for q, n in sorted(entry.queues.items())},
+            }
+            for topic, entry in sorted(table.by_topic().items())
         }
 
     def discarded(self, limit: int) -> list[MessageExt]:

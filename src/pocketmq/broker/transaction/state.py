@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from pocketmq.broker.transaction.decision import CheckSettings, Decision, HalfState, Verdict, decide, next_check_ms
 
@@ -32,7 +33,7 @@ from pocketmq.broker.transaction.decision import CheckSettings, Decision, HalfSt
 class PendingHalf(HalfState):
     """A pending half message: its place, its real topic, and its check state."""
 
-    __slots__ = ("queue_offset", "phys_offset", "op_from", "topic", "scheduled_ms")
+    __slots__ = ("queue_offset", "phys_offset", "op_from", "topic", "queue_id", "scheduled_ms")
 
     def __init__(
         self,
@@ -45,11 +46,13 @@ class PendingHalf(HalfState):
         op_from: int = 0,
         immunity_ms: int = 0,
         checks: int = 0,
+        queue_id: int = 0,
     ):
         super().__init__(min(born_ms, stored_ms), stored_ms, immunity_ms, checks, 0)
         self.queue_offset = queue_offset
         self.phys_offset = phys_offset
         self.topic = topic
+        self.queue_id = queue_id  # of the real topic
         self.op_from = op_from
         self.scheduled_ms = -1  # due time of its live heap item; -1: off the schedule (being checked or ended)
 
@@ -58,6 +61,13 @@ class PendingHalf(HalfState):
             f"<PendingHalf {self.topic} half@{self.queue_offset} phys={self.phys_offset} checks={self.checks} "
             f"last_check_ms={self.last_check_ms}>"
         )
+
+
+@dataclass(slots=True)
+class TopicPending:
+    oldest_born_ms: int
+    count: int = 0
+    queues: Counter[int] = field(default_factory=Counter)
 
 
 class Status:
@@ -207,8 +217,17 @@ class PendingTable:
     def counts_by_topic(self) -> Counter[str]:
         return Counter(h.topic for h in self.pending.values())
 
-    def oldest_born_ms(self, topic: str | None = None) -> int | None:
-        return min((h.born_ms for h in self.pending.values() if topic is None or h.topic == topic), default=None)
+    def by_topic(self) -> dict[str, TopicPending]:
+        """Per real topic: how many are pending, per queue, and the oldest born time (one pass)."""
+        found: dict[str, TopicPending] = {}
+        for half in self.pending.values():
+            entry = found.get(half.topic)
+            if entry is None:
+                entry = found[half.topic] = TopicPending(half.born_ms)
+            entry.count += 1
+            entry.queues[half.queue_id] += 1
+            entry.oldest_born_ms = min(entry.oldest_born_ms, half.born_ms)
+        return found
 
     def __len__(self) -> int:
         return len(self.pending)

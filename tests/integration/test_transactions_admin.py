@@ -25,6 +25,7 @@ from collections import Counter
 
 import pytest
 from tests.integration.test_background_write_faults import metric
+from tests.integration.transaction_support import bodies
 
 from pocketmq.client import (
     Admin,
@@ -32,8 +33,6 @@ from pocketmq.client import (
     LocalTransactionState,
     Message,
     ProducerOptions,
-    PullConsumer,
-    PullStatus,
     TransactionProducer,
 )
 from pocketmq.common.message import parse_offset_msg_id
@@ -74,19 +73,6 @@ def pocketmq(broker, *args: str) -> subprocess.CompletedProcess:
 
 def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def bodies(config: ClientConfig, topic: str) -> Counter:
-    found: Counter = Counter()
-    with PullConsumer("tx-admin-reader", config) as consumer:
-        for queue in consumer.fetch_queues(topic):
-            offset, end = 0, consumer.max_offset(queue)
-            while offset < end:
-                result = consumer.pull(queue, offset, 64)
-                if result.status is PullStatus.FOUND:
-                    found.update(m.body.decode() for m in result.messages)
-                offset = result.next_begin_offset
-    return found
 
 
 async def end_transaction(addr: str, **fields) -> RemotingCommand:

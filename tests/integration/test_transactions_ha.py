@@ -17,6 +17,7 @@ import time
 from collections import Counter
 
 import pytest
+from tests.integration.transaction_support import bodies
 
 from pocketmq.client import (
     Admin,
@@ -25,8 +26,6 @@ from pocketmq.client import (
     LocalTransactionState,
     Message,
     ProducerOptions,
-    PullConsumer,
-    PullStatus,
     SendStatus,
     TransactionProducer,
 )
@@ -40,19 +39,6 @@ TOPIC = "tx-ha"
 A_LATE_CHECKS = ("--set", "transaction_timeout_ms=60000")
 B_FAST_CHECKS = ("--set", "transaction_timeout_ms=300", "--set", "transaction_check_interval_ms=500")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
-
-
-def bodies(namesrv: str) -> Counter:
-    found: Counter = Counter()
-    with PullConsumer("tx-ha-reader", ClientConfig(namesrv_addr=namesrv)) as consumer:
-        for queue in consumer.fetch_queues(TOPIC):
-            offset, end = 0, consumer.max_offset(queue)
-            while offset < end:
-                result = consumer.pull(queue, offset, 64)
-                if result.status is PullStatus.FOUND:
-                    found.update(f"{queue.broker_name}:{m.body.decode()}" for m in result.messages)
-                offset = result.next_begin_offset
-    return found
 
 
 async def end_transaction_reply(addr: str) -> RemotingCommand:
@@ -99,7 +85,10 @@ def test_the_acting_slave_escapes_open_half_messages_and_another_group_commits_t
             results = [producer.send_in_transaction(Message.create(TOPIC, f"h-{i}")) for i in range(12)]
             assert {r.send_result.status for r in results} == {SendStatus.SEND_OK}  # on A's slave too (SYNC)
             assert {r.send_result.message_queue.broker_name for r in results} == {GROUP_A}
-            wait_until(lambda: bodies(groups.ns) == Counter({f"{GROUP_A}:h-0": 1}), message="h-0 committed on A")
+            wait_until(
+                lambda: bodies(config, TOPIC, with_broker=True) == Counter({f"{GROUP_A}:h-0": 1}),
+                message="h-0 committed on A",
+            )
             # the op records of h-0 and h-1 reach the slave with the next replication round
             with Admin(config) as admin:
                 wait_until(
@@ -112,12 +101,16 @@ def test_the_acting_slave_escapes_open_half_messages_and_another_group_commits_t
 
             groups.a_master.kill()
             expected = Counter({f"{GROUP_A}:h-0": 1, **{f"{GROUP_B}:h-{i}": 1 for i in range(2, 12)}})
-            wait_until(lambda: bodies(groups.ns) == expected, timeout_s=40, message="the open ones committed on B")
+            wait_until(
+                lambda: bodies(config, TOPIC, with_broker=True) == expected,
+                timeout_s=40,
+                message="the open ones committed on B",
+            )
             assert set(asked) == {f"h-{i}" for i in range(2, 12)}  # the ended two were not escaped
             settled = dict(asked)
             time.sleep(1.5)
             assert asked == settled
-        assert bodies(groups.ns) == expected
+        assert bodies(config, TOPIC, with_broker=True) == expected
 
         reply = asyncio.run(end_transaction_reply(groups.a_slave.remoting))
         assert reply.code == ResponseCode.SLAVE_NOT_AVAILABLE

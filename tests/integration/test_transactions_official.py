@@ -19,8 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.integration.transaction_support import bodies
 
-from pocketmq.client import Admin, ClientConfig, MessageType, PullConsumer, PullStatus
+from pocketmq.client import Admin, ClientConfig, MessageType
 from pocketmq.testing.processes import broker_process, wait_until
 
 FAST_CHECKS = ["--set", "transaction_timeout_ms=300", "--set", "transaction_check_interval_ms=500"]
@@ -75,19 +76,6 @@ class OfficialClient:
         self.proc.wait(10)
 
 
-def bodies(broker) -> Counter:
-    found: Counter = Counter()
-    with PullConsumer("tx-official-reader", ClientConfig(namesrv_addr=broker.namesrv)) as consumer:
-        for queue in consumer.fetch_queues(TOPIC):
-            offset, end = 0, consumer.max_offset(queue)
-            while offset < end:
-                result = consumer.pull(queue, offset, 64)
-                if result.status is PullStatus.FOUND:
-                    found.update(m.body.decode() for m in result.messages)
-                offset = result.next_begin_offset
-    return found
-
-
 def test_commit_rollback_and_an_open_transaction_resolved_by_the_check(broker):
     client = OfficialClient(
         broker,
@@ -110,7 +98,10 @@ def test_commit_rollback_and_an_open_transaction_resolved_by_the_check(broker):
     assert [a for b, a in checked if b == "o-flaky"][:2] == ["RAISE", "COMMIT"]
     assert not {b for b, _ in checked} & {"o-commit", "o-rollback"}  # ended ones are never checked
     wait_until(
-        lambda: bodies(broker) == Counter({"o-commit": 1, "o-open": 1, "o-flaky": 1}),
+        lambda: (
+            bodies(ClientConfig(namesrv_addr=broker.namesrv), TOPIC)
+            == Counter({"o-commit": 1, "o-open": 1, "o-flaky": 1})
+        ),
         message="commit, checked commit and the commit after a raising check visible once each",
     )
     assert Counter(b for b, a in checked if a == "COMMIT") == Counter({"o-open": 1, "o-flaky": 1})
@@ -125,7 +116,10 @@ def test_a_killed_producer_s_transaction_is_committed_by_another_producer_of_the
     second = OfficialClient(broker, {"answers": {"o-orphan": "COMMIT"}, "linger_s": 8})
     try:
         second.wait_for(lambda e: e.get("checked") == "o-orphan", timeout_s=30)
-        wait_until(lambda: bodies(broker)["o-orphan"] == 1, message="the orphan committed by the second producer")
+        wait_until(
+            lambda: bodies(ClientConfig(namesrv_addr=broker.namesrv), TOPIC)["o-orphan"] == 1,
+            message="the orphan committed by the second producer",
+        )
     finally:
         second.kill()
-    assert bodies(broker)["o-orphan"] == 1
+    assert bodies(ClientConfig(namesrv_addr=broker.namesrv), TOPIC)["o-orphan"] == 1

@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.integration.transaction_support import bodies
 
 from pocketmq.client import (
     Admin,
@@ -33,7 +34,6 @@ from pocketmq.client import (
     Message,
     ProducerOptions,
     PullConsumer,
-    PullStatus,
     TransactionProducer,
 )
 from pocketmq.testing.processes import broker_process, wait_until
@@ -57,20 +57,6 @@ def config(broker) -> ClientConfig:
 def create_topic(config: ClientConfig, topic: str) -> None:
     with Admin(config) as admin:
         admin.create_topic(topic, queues=2)
-
-
-def bodies(config: ClientConfig, topic: str) -> Counter:
-    """Every message body of ``topic`` (all queues), counted."""
-    found: Counter = Counter()
-    with PullConsumer("tx-reader", config) as consumer:
-        for queue in consumer.fetch_queues(topic):
-            offset, end = 0, consumer.max_offset(queue)
-            while offset < end:
-                result = consumer.pull(queue, offset, 64)
-                if result.status is PullStatus.FOUND:
-                    found.update(m.body.decode() for m in result.messages)
-                offset = result.next_begin_offset
-    return found
 
 
 class Checker:

@@ -16,6 +16,7 @@ and the operators' RESUME_CHECK_HALF_MESSAGE (323) and GET_TRANSACTION_STATUS (P
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from pocketmq.broker.transaction.channels import HalfCheck
 from pocketmq.broker.transaction.decision import Commit, EndRequest
@@ -28,6 +29,7 @@ from pocketmq.broker.transaction.records import (
     real_topic,
     transaction_id,
 )
+from pocketmq.broker.transaction.service import EndOutcome
 from pocketmq.common.message import parse_offset_msg_id
 from pocketmq.errors import BadRequestError
 from pocketmq.protocol.codes import GET_TRANSACTION_STATUS, RequestCode, ResponseCode
@@ -59,7 +61,8 @@ class TransactionHandlers:
             if isinstance(c.connection, RemotingConnection)
         ]
 
-    async def end_transaction(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+    def end_transaction(self, conn: RemotingConnection, request: RemotingCommand):
+        """The reply at once under ASYNC_FLUSH (no task per END_TRANSACTION), else an awaitable of it."""
         try:
             h = EndTransactionHeader.parse(request.ext_fields)
         except BadRequestError as exc:  # oneway: the client never reads the answer, so the log says it
@@ -67,7 +70,7 @@ class TransactionHandlers:
                 "header", "event=end_transaction_bad_header remote=%s error=%s", conn.remote_address, exc
             )
             raise
-        outcome = await self._broker.transactions.end(
+        outcome = self._broker.transactions.end_nowait(
             EndRequest(
                 h.producer_group,
                 h.tran_state_table_offset,
@@ -77,7 +80,9 @@ class TransactionHandlers:
                 h.transaction_id,
             )
         )
-        return request.response(outcome.code, remark=outcome.remark or None)
+        if isinstance(outcome, EndOutcome):
+            return request.response(outcome.code, remark=outcome.remark or None)
+        return _reply_when_ended(request, outcome)
 
     async def resume_check_half_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = ResumeHalfHeader.parse(request.ext_fields)
@@ -113,6 +118,11 @@ class TransactionHandlers:
             ],
         }
         return request.response(ResponseCode.SUCCESS, body=json_bytes(body))
+
+
+async def _reply_when_ended(request: RemotingCommand, outcome: Awaitable[EndOutcome]) -> RemotingCommand:
+    ended = await outcome
+    return request.response(ended.code, remark=ended.remark or None)
 
 
 class RemotingCheckChannel:

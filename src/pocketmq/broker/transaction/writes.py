@@ -12,6 +12,8 @@ it. The slave's replica is never written.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from pocketmq.broker.transaction.records import (
     DISCARD_TOPIC,
     DiscardReason,
@@ -29,6 +31,7 @@ from pocketmq.cluster.escape import EscapeBridge, Routes
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import PERM_READ_WRITE, TopicConfig
 from pocketmq.errors import PocketMQError
+from pocketmq.store.api import PutResult
 
 
 class LocalTransactionWrites:
@@ -36,8 +39,11 @@ class LocalTransactionWrites:
         self._store = store
         self._topics = topics
 
-    async def end(self, half: MessageExt, resolution: Resolution, source: Source) -> WriteResult:
-        """A commit (the real message and the op) or a rollback (the op)."""
+    def end_nowait(
+        self, half: MessageExt, resolution: Resolution, source: Source
+    ) -> WriteResult | Awaitable[WriteResult]:
+        """A commit (the real message and the op) or a rollback (the op): its result at once under ASYNC_FLUSH
+        (no task for the broker's hottest transaction path), else an awaitable of it (after the fsync)."""
         records = [resolution_op([half.queue_offset], resolution, source)]
         if resolution is Resolution.COMMIT:
             try:
@@ -45,7 +51,13 @@ class LocalTransactionWrites:
             except PocketMQError as exc:  # the topic was deleted and may not be created again
                 return WriteResult.transient(type(exc).__name__, str(exc))
             records.insert(0, committed_message(half, config.write_queue_nums))
-        return of_puts(await self._store.put_messages(records))
+        puts = self._store.append_messages(records)
+        if self._store.sync_flush and puts[0].status.stored:
+            return self._when_durable(puts)
+        return of_puts(puts)
+
+    async def _when_durable(self, puts: list[PutResult]) -> WriteResult:
+        return of_puts(await self._store.wait_puts_durable(puts))
 
     async def discard(self, half: MessageExt, reason: DiscardReason, checks: int) -> WriteResult:
         if self._topics.get(DISCARD_TOPIC) is None:

@@ -5,7 +5,7 @@ pending half messages.
   synchronous ``TransactionProducer.send_in_transaction`` (executor: COMMIT at once), one message at a time,
   1 KiB, in alternating rounds of ``--messages`` each after a warm-up, so both see the same machine. A
   transaction is a half message's send (one round trip) and a oneway END_TRANSACTION, on which the broker reads
-  the half record and appends the committed message with its op record. Target (issue 21): at least 50% of the
+  the half record and appends the committed message with its op record. Target: at least 50% of the
   plain rate.
 - ``check_round``: an in-process broker on a ManualClock (no network: the checks go to a producer channel that
   encodes each CHECK_TRANSACTION_STATE, as the remoting one does, and drops it), ``--pending`` half messages

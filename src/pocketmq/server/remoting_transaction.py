@@ -81,7 +81,7 @@ class TransactionHandlers:
             )
         )
         if isinstance(outcome, EndOutcome):
-            return request.response(outcome.code, remark=outcome.remark or None)
+            return None if request.is_oneway else request.response(outcome.code, remark=outcome.remark or None)
         return _reply_when_ended(request, outcome)
 
     async def resume_check_half_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

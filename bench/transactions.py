@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import gc
+import json
 import tempfile
 import time
 import tracemalloc

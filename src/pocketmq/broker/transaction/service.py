@@ -154,12 +154,12 @@ class TransactionService:
     # -- lifecycle --------------------------------------------------------------------------------------------------
     async def start(self) -> None:
         """Rebuild the pending half messages from the check progress and run the check loop."""
-        settings = self._settings()
         half_from = self._progress_of(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
         op_from_offset = self._progress_of(TRANS_OP_HALF_TOPIC, OP_QUEUE_ID)
-        self.table = PendingTable(half_from, op_from_offset, settings)
-        read = await self._catch_up()
-        self._commit_progress()
+        async with self._round:  # an operator's status request waits for the rebuild
+            self.table = PendingTable(half_from, op_from_offset, self._settings())
+            read = await self._catch_up()
+            self._commit_progress()
         log.info(
             "event=transactions_rebuilt half_from=%d op_from=%d records_read=%d pending=%d escaping=%s",
             half_from,
@@ -186,10 +186,6 @@ class TransactionService:
                 self._commit_progress()
         self._escape = None
         self.table = None
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None
 
     def _progress_of(self, topic: str, queue_id: int) -> int:
         saved = self._offsets.query(PROGRESS_GROUP, topic, queue_id)
@@ -442,8 +438,8 @@ class TransactionService:
         refusal = end_refusal(half, request, self._clock.now_ms(), self._timeout_ms())
         if refusal is not None:
             return self._refused(request, refusal.code, refusal.remark, refusal.reason)
-        offset = half.queue_offset
-        if not self.table.begin_resolve(offset):
+        offset, table = half.queue_offset, self.table
+        if not table.begin_resolve(offset):
             self._metrics.resolutions.inc(source=source.value, result="ALREADY_RESOLVED")
             _refusals_log.warning(
                 "ALREADY_RESOLVED",
@@ -461,24 +457,26 @@ class TransactionService:
         try:
             result = self.writes.end_nowait(half, resolution, source)
         except BaseException:
-            self.table.end_resolve(offset, stored=False)
+            table.end_resolve(offset, stored=False)
             raise
         if isinstance(result, WriteResult):
-            return self._ended(offset, resolution, source, result)
-        return self._ended_when_durable(offset, resolution, source, result)
+            return self._ended(table, offset, resolution, source, result)
+        return self._ended_when_durable(table, offset, resolution, source, result)
 
     async def _ended_when_durable(
-        self, offset: int, resolution: Resolution, source: Source, result: Awaitable[WriteResult]
+        self, table: PendingTable, offset: int, resolution: Resolution, source: Source, result: Awaitable[WriteResult]
     ) -> EndOutcome:
         try:
             written = await result
         except BaseException:
-            self.table.end_resolve(offset, stored=False)
+            table.end_resolve(offset, stored=False)
             raise
-        return self._ended(offset, resolution, source, written)
+        return self._ended(table, offset, resolution, source, written)
 
-    def _ended(self, offset: int, resolution: Resolution, source: Source, result: WriteResult) -> EndOutcome:
-        self.table.end_resolve(offset, stored=result.stored)
+    def _ended(
+        self, table: PendingTable, offset: int, resolution: Resolution, source: Source, result: WriteResult
+    ) -> EndOutcome:
+        table.end_resolve(offset, stored=result.stored)
         if not result.stored:
             log.warning("event=transaction_end_not_stored queue_offset=%d reason=%s", offset, result)
             return EndOutcome(ResponseCode.SYSTEM_ERROR, f"not stored: {result}", "NOT_STORED")

@@ -135,6 +135,7 @@ def end_refusal(half: MessageExt | None, request: EndRequest, now_ms: int, timeo
         return Refusal(ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong", "QUEUE_OFFSET")
     if half.phys_offset != request.phys_offset:
         return Refusal(ResponseCode.SYSTEM_ERROR, "The commit log offset wrong", "COMMIT_LOG_OFFSET")
-    if request.transaction_id and request.transaction_id not in (transaction_id(half), half.offset_msg_id):
+    given = request.transaction_id
+    if given and given != transaction_id(half) and given != half.offset_msg_id:
         return Refusal(ResponseCode.SYSTEM_ERROR, "The transaction id wrong", "TRANSACTION_ID")
     return None

@@ -27,8 +27,10 @@ from pocketmq.protocol.properties_text import parse_properties_text, properties_
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import (
     GetConsumeStatsRequestHeader,
+    GetTransactionStatusRequestHeader,
     GroupRequestHeader,
     QueueRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
     TopicRequestHeader,
 )
 from pocketmq.protocol.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
@@ -401,7 +403,8 @@ class AsyncAdmin(InstanceUser):
         """GET_TRANSACTION_STATUS of every master: broker name -> ``{"pending": {topic: {"pending",
         "oldestBornMs", "queues"}}, "discarded": [...]}`` with the newest ``max_discarded`` messages put aside
         (docs/transactions.md)."""
-        return await self._json_from_masters(GET_TRANSACTION_STATUS, {"maxDiscarded": max_discarded}, cluster)
+        fields = GetTransactionStatusRequestHeader.ext_fields(max_discarded=max_discarded)
+        return await self._json_from_masters(GET_TRANSACTION_STATUS, fields, cluster)
 
     async def resume_half_message(self, broker_name: str, offset_msg_id: str) -> dict[str, str]:
         """RESUME_CHECK_HALF_MESSAGE: the message put aside at ``offset_msg_id`` on ``broker_name``'s master is
@@ -409,7 +412,8 @@ class AsyncAdmin(InstanceUser):
         addr = (await self.master_addrs()).get(broker_name)
         if addr is None:
             raise ClientError(f"broker {broker_name!r} has no master registered with the name server")
-        request = RemotingCommand.request(RequestCode.RESUME_CHECK_HALF_MESSAGE, {"msgId": offset_msg_id})
+        fields = ResumeCheckHalfMessageRequestHeader.ext_fields(msg_id=offset_msg_id)
+        request = RemotingCommand.request(RequestCode.RESUME_CHECK_HALF_MESSAGE, fields)
         response = await self.instance.remoting.invoke(addr, request, self.config.request_timeout_s)
         expect_success(response)
         return dict(response.ext_fields)

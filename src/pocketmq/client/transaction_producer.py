@@ -49,6 +49,7 @@ from pocketmq.errors import ClientError, PocketMQError
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import RecordFormatError, decode_record
+from pocketmq.protocol.request_headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from pocketmq.protocol.transport import RemotingConnection
 
 log = logging.getLogger(__name__)
@@ -168,20 +169,18 @@ class AsyncTransactionProducer(AsyncProducer):
         """END_TRANSACTION for a half message this producer sent."""
         _, commit_log_offset = parse_offset_msg_id(result.offset_msg_id)
         uniq_key = message.properties[props.UNIQ_KEY]
-        request = RemotingCommand.request(
-            RequestCode.END_TRANSACTION,
-            {
-                "producerGroup": self.options.group,
-                "tranStateTableOffset": result.queue_offset,
-                "commitLogOffset": commit_log_offset,
-                "commitOrRollback": state.value,
-                "fromTransactionCheck": "false",
-                "msgId": uniq_key,
-                "transactionId": uniq_key,
-                "topic": message.topic,
-                "bname": result.message_queue.broker_name,
-            },
+        fields = EndTransactionRequestHeader.ext_fields(
+            producer_group=self.options.group,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=str(state.value),
+            from_transaction_check=False,
+            msg_id=uniq_key,
+            transaction_id=uniq_key,
+            topic=message.topic,
+            broker_name=result.message_queue.broker_name,
         )
+        request = RemotingCommand.request(RequestCode.END_TRANSACTION, fields)
         request.remark = remark
         return request
 
@@ -196,30 +195,33 @@ class AsyncTransactionProducer(AsyncProducer):
             log.warning("event=end_transaction_not_sent broker=%s error=%s", address, exc)
 
     # -- checks -----------------------------------------------------------------------------------------------------
-    def check_later(self, conn: RemotingConnection, request: RemotingCommand, message: MessageExt) -> None:
-        task = asyncio.get_running_loop().create_task(self._answer_check(conn, request, message))
+    def check_later(
+        self, conn: RemotingConnection, check: CheckTransactionStateRequestHeader, message: MessageExt
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(self._answer_check(conn, check, message))
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
 
-    async def _answer_check(self, conn: RemotingConnection, request: RemotingCommand, message: MessageExt) -> None:
+    async def _answer_check(
+        self, conn: RemotingConnection, check: CheckTransactionStateRequestHeader, message: MessageExt
+    ) -> None:
         try:
             state = await self._run_checker(message)
             remark = None
         except Exception as exc:
             state, remark = _failed("transaction check", message, exc)
-        fields = request.ext_fields
-        answer = RemotingCommand.request(
-            RequestCode.END_TRANSACTION,
-            {
-                "producerGroup": self.options.group,
-                "tranStateTableOffset": fields.get("tranStateTableOffset", ""),
-                "commitLogOffset": fields.get("commitLogOffset", ""),
-                "commitOrRollback": state.value,
-                "fromTransactionCheck": "true",
-                "msgId": message.properties.get(props.UNIQ_KEY) or fields.get("msgId", ""),
-                **{name: fields[name] for name in ("transactionId", "topic", "bname") if fields.get(name)},
-            },
+        fields = EndTransactionRequestHeader.ext_fields(
+            producer_group=self.options.group,
+            tran_state_table_offset=check.tran_state_table_offset,
+            commit_log_offset=check.commit_log_offset,
+            commit_or_rollback=str(state.value),
+            from_transaction_check=True,
+            msg_id=message.properties.get(props.UNIQ_KEY) or check.msg_id or check.transaction_id or "",
+            transaction_id=check.transaction_id,
+            topic=check.topic,
+            broker_name=check.broker_name,
         )
+        answer = RemotingCommand.request(RequestCode.END_TRANSACTION, fields)
         answer.remark = remark
         if conn.is_closed:
             log.warning("event=transaction_check_answer_lost reason=connection_closed msg_id=%s", message.msg_id)
@@ -245,8 +247,9 @@ class _CheckDispatcher:
 
     def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> None:
         try:
+            check = CheckTransactionStateRequestHeader.parse(request.ext_fields)
             message = decode_record(request.body)[0]
-        except (RecordFormatError, UnicodeDecodeError, ValueError) as exc:
+        except (PocketMQError, RecordFormatError, UnicodeDecodeError, ValueError) as exc:
             log.warning("event=transaction_check_unreadable from=%s error=%s", conn.remote_address, exc)
             return None
         if message.sys_flag & SYSFLAG_COMPRESSED:
@@ -257,7 +260,7 @@ class _CheckDispatcher:
         if producer is None:
             log.info("event=transaction_check_ignored reason=no_producer_of_group group=%s", group)
             return None
-        producer.check_later(conn, request, message)
+        producer.check_later(conn, check, message)
         return None  # a check is oneway: the answer is a request of its own
 
 

@@ -33,8 +33,10 @@ from pocketmq.protocol.request_headers import (
     ChangeInvisibleTimeRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
+    EndTransactionRequestHeader,
     EscapePutMessageRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetTransactionStatusRequestHeader,
     GroupQueueRequestHeader,
     GroupRequestHeader,
     GroupTopicRequestHeader,
@@ -45,6 +47,7 @@ from pocketmq.protocol.request_headers import (
     QueryMessageRequestHeader,
     QueueRequestHeader,
     RegisterPopStagesRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
@@ -53,7 +56,6 @@ from pocketmq.protocol.request_headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from pocketmq.server.transaction_headers import EndTransactionHeader, ResumeHalfHeader, TransactionStatusHeader
 
 
 class BrokerPopMessageHeader(PopMessageRequestHeader):
@@ -110,7 +112,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     REGISTER_POP_STAGES: RegisterPopStagesRequestHeader,
     UNREGISTER_POP_STAGES: GroupTopicRequestHeader,
     GET_GROUP_GRAY_CLIENTS: GroupRequestHeader,
-    RequestCode.END_TRANSACTION: EndTransactionHeader,
-    RequestCode.RESUME_CHECK_HALF_MESSAGE: ResumeHalfHeader,
-    GET_TRANSACTION_STATUS: TransactionStatusHeader,
+    RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
+    RequestCode.RESUME_CHECK_HALF_MESSAGE: ResumeCheckHalfMessageRequestHeader,
+    GET_TRANSACTION_STATUS: GetTransactionStatusRequestHeader,
 }

@@ -35,10 +35,15 @@ from pocketmq.errors import BadRequestError
 from pocketmq.protocol.codes import GET_TRANSACTION_STATUS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.message_codec import encode_record
+from pocketmq.protocol.request_headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    GetTransactionStatusRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
+)
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.runtime.rate_limited_log import RateLimitedLog
 from pocketmq.server.remoting_headers import json_bytes
-from pocketmq.server.transaction_headers import EndTransactionHeader, ResumeHalfHeader, TransactionStatusHeader
 
 log = logging.getLogger(__name__)
 _bad_requests = RateLimitedLog(log, 10.0)
@@ -64,7 +69,7 @@ class TransactionHandlers:
     def end_transaction(self, conn: RemotingConnection, request: RemotingCommand):
         """The reply at once under ASYNC_FLUSH (no task per END_TRANSACTION), else an awaitable of it."""
         try:
-            h = EndTransactionHeader.parse(request.ext_fields)
+            h = EndTransactionRequestHeader.parse(request.ext_fields)
         except BadRequestError as exc:  # oneway: the client never reads the answer, so the log says it
             _bad_requests.warning(
                 "header", "event=end_transaction_bad_header remote=%s error=%s", conn.remote_address, exc
@@ -85,7 +90,7 @@ class TransactionHandlers:
         return _reply_when_ended(request, outcome)
 
     async def resume_check_half_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = ResumeHalfHeader.parse(request.ext_fields)
+        h = ResumeCheckHalfMessageRequestHeader.parse(request.ext_fields)
         try:
             _, phys_offset = parse_offset_msg_id(h.msg_id)
         except ValueError as exc:
@@ -96,7 +101,7 @@ class TransactionHandlers:
         )
 
     async def transaction_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = TransactionStatusHeader.parse(request.ext_fields)
+        h = GetTransactionStatusRequestHeader.parse(request.ext_fields)
         service = self._broker.transactions
         discarded = service.discarded(h.max_discarded) if h.max_discarded else []
         body = {
@@ -153,16 +158,13 @@ def check_command(check: HalfCheck) -> RemotingCommand:
     """CHECK_TRANSACTION_STATE for ``check`` (see the module doc)."""
     half = check.half
     view = check_view(half)
-    return RemotingCommand.request(
-        RequestCode.CHECK_TRANSACTION_STATE,
-        {
-            "tranStateTableOffset": half.queue_offset,
-            "commitLogOffset": half.phys_offset,
-            "offsetMsgId": half.offset_msg_id,
-            "msgId": check.transaction_id,
-            "transactionId": check.transaction_id,
-            "topic": view.topic,
-            "bname": check.broker_name,
-        },
-        body=encode_record(view),
+    fields = CheckTransactionStateRequestHeader.ext_fields(
+        tran_state_table_offset=half.queue_offset,
+        commit_log_offset=half.phys_offset,
+        offset_msg_id=half.offset_msg_id,
+        msg_id=check.transaction_id,
+        transaction_id=check.transaction_id,
+        topic=view.topic,
+        broker_name=check.broker_name,
     )
+    return RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, fields, encode_record(view))

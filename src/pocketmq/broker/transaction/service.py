@@ -71,7 +71,7 @@ from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageType, TopicConfig
 from pocketmq.errors import BadRequestError, IllegalMessageError, NoPermissionError
 from pocketmq.metrics import MetricsRegistry
-from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.codes import ResponseCode, V2StatusCode
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.rate_limited_log import RateLimitedLog
@@ -86,7 +86,6 @@ _READ_BATCH = 256
 _READ_MAX_BYTES = 16 * 1024 * 1024
 _MIN_WAIT_MS = 100
 _MAX_BLOCKED_WAIT_MS = 30_000
-_V2_PROPERTY_CONFLICT_WITH_TYPE = 40014
 _ROUND_BUCKETS_S = (0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _RESOLUTION_OF = {Commit.COMMIT: Resolution.COMMIT, Commit.ROLLBACK: Resolution.ROLLBACK}
 
@@ -145,7 +144,7 @@ class TransactionService:
         if not topic.message_type.accepts(MessageType.TRANSACTION):
             raise IllegalMessageError(
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not transactional ones",
-                v2_code=_V2_PROPERTY_CONFLICT_WITH_TYPE,
+                v2_code=V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
             )
         make_half(msg, self._store.max_queue_offset(TRANS_OP_HALF_TOPIC, OP_QUEUE_ID))
         self._metrics.half_stored.inc()

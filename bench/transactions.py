@@ -82,6 +82,7 @@ def bench_send(messages: int, rounds: int) -> None:
                 for round_no in range(rounds):
                     for name, run in cases.items():
                         start, broker_cpu = time.perf_counter(), process_cpu_s(broker.proc.pid)
+                        client_cpu = time.process_time()
                         for _ in range(messages):
                             run()
                         elapsed_s = time.perf_counter() - start
@@ -98,6 +99,7 @@ def bench_send(messages: int, rounds: int) -> None:
                                     "broker_cpu_us_per_msg": round(
                                         (process_cpu_s(broker.proc.pid) - broker_cpu) / messages * 1e6
                                     ),
+                                    "client_cpu_us_per_msg": round((time.process_time() - client_cpu) / messages * 1e6),
                                 }
                             ),
                             flush=True,

@@ -25,15 +25,13 @@ from collections import Counter
 
 import pytest
 from tests.integration.test_background_write_faults import metric
-from tests.integration.transaction_support import bodies
+from tests.integration.transaction_support import bodies, open_ended
 
 from pocketmq.client import (
     Admin,
     ClientConfig,
     LocalTransactionState,
     Message,
-    ProducerOptions,
-    TransactionProducer,
 )
 from pocketmq.common.message import parse_offset_msg_id
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -88,12 +86,7 @@ def test_bad_endings_answer_rocketmq_s_codes_and_change_nothing(broker):
     config = ClientConfig(namesrv_addr=broker.namesrv)
     with Admin(config) as admin:
         admin.create_topic("tx_bad", queues=1)
-    with TransactionProducer(
-        config,
-        ProducerOptions(group="tx-admin"),
-        executor=lambda m, arg: LocalTransactionState.UNKNOWN,
-        checker=lambda m: LocalTransactionState.UNKNOWN,
-    ) as producer:
+    with open_ended(config, "tx-admin") as producer:
         result = producer.send_in_transaction(Message.create("tx_bad", "bad-1")).send_result
     _, phys = parse_offset_msg_id(result.offset_msg_id)
     offsets = {"tranStateTableOffset": result.queue_offset, "commitLogOffset": phys}
@@ -129,12 +122,7 @@ def test_describe_list_resume_and_commit_after_resume(broker):
     for topic in ("tx_ops", "tx_waiting"):
         created = pocketmq(broker, "topic", "create", topic, "--queues", "2", "--type", "transaction")
         assert created.returncode == 0, created.stderr
-    with TransactionProducer(
-        config,
-        ProducerOptions(group="tx-ops"),
-        executor=lambda m, arg: LocalTransactionState.UNKNOWN,
-        checker=lambda m: LocalTransactionState.UNKNOWN,
-    ) as producer:
+    with open_ended(config, "tx-ops") as producer:
         # a check immunity of 10 minutes: this one stays pending while the CLI looks
         immune = Message.create("tx_waiting", "waiting-1", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "600"})
         waiting = producer.send_in_transaction(immune)
@@ -168,13 +156,7 @@ def test_describe_list_resume_and_commit_after_resume(broker):
         checker_answers.append(message.body.decode())
         return LocalTransactionState.COMMIT
 
-    with TransactionProducer(
-        config,
-        ProducerOptions(group="tx-ops"),
-        executor=lambda m, arg: LocalTransactionState.UNKNOWN,
-        checker=commit,
-        topics=["tx_ops"],
-    ):
+    with open_ended(config, "tx-ops", commit, topics=["tx_ops"]):
         resumed = pocketmq(broker, "transaction", "resume", "--id", aside["id"], "--json")
         assert resumed.returncode == 0, resumed.stderr + resumed.stdout
         assert json_lines(resumed.stdout)[0]["resumed"] is True

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.integration.transaction_support import bodies
+from tests.integration.transaction_support import bodies, open_ended
 
 from pocketmq.client import (
     Admin,
@@ -115,12 +115,7 @@ def test_commit_and_rollback_async(config):
 def test_unknown_then_check_then_commit_and_a_raising_checker(config):
     create_topic(config, "tx_check")
     checker = Checker({"later": LocalTransactionState.COMMIT, "flaky": LocalTransactionState.COMMIT}, raises=1)
-    with TransactionProducer(
-        config,
-        ProducerOptions(group="tx-check"),
-        executor=lambda m, arg: LocalTransactionState.UNKNOWN,
-        checker=checker,
-    ) as producer:
+    with open_ended(config, "tx-check", checker) as producer:
         producer.send_in_transaction(Message.create("tx_check", "later"))
         producer.send_in_transaction(Message.create("tx_check", "flaky"))
         assert bodies(config, "tx_check") == Counter()
@@ -152,13 +147,7 @@ def test_a_crashed_producer_s_transaction_is_answered_by_another_producer_of_the
         helper.kill()
         helper.wait(10)
     checker = Checker({"crash-0": LocalTransactionState.COMMIT})
-    with TransactionProducer(
-        config,
-        ProducerOptions(group="tx-crash"),
-        executor=lambda m, arg: LocalTransactionState.UNKNOWN,
-        checker=checker,
-        topics=["tx_crash"],
-    ):
+    with open_ended(config, "tx-crash", checker, topics=["tx_crash"]):
         wait_until(lambda: bodies(config, "tx_crash") == Counter({"crash-0": 1}), timeout_s=20, message="commit")
     assert checker.asked["crash-0"] >= 1
     with PullConsumer("tx-reader", config) as consumer:
@@ -197,12 +186,7 @@ def test_kill_9_with_100_pending_half_messages_resolves_each_exactly_once(tmp_pa
     try:
         config = ClientConfig(namesrv_addr=proc.namesrv)
         create_topic(config, "tx_kill")
-        with TransactionProducer(
-            config,
-            ProducerOptions(group="tx-kill"),
-            executor=lambda m, arg: LocalTransactionState.UNKNOWN,
-            checker=lambda m: LocalTransactionState.UNKNOWN,
-        ) as producer:
+        with open_ended(config, "tx-kill") as producer:
             ids = [producer.send_in_transaction(Message.create("tx_kill", f"k-{i}")).transaction_id for i in range(100)]
         assert len(set(ids)) == 100
         proc.kill()
@@ -212,13 +196,7 @@ def test_kill_9_with_100_pending_half_messages_resolves_each_exactly_once(tmp_pa
             f"k-{i}": LocalTransactionState.COMMIT if i % 2 == 0 else LocalTransactionState.ROLLBACK for i in range(100)
         }
         checker = Checker(answers)
-        with TransactionProducer(
-            config,
-            ProducerOptions(group="tx-kill"),
-            executor=lambda m, arg: LocalTransactionState.UNKNOWN,
-            checker=checker,
-            topics=["tx_kill"],
-        ):
+        with open_ended(config, "tx-kill", checker, topics=["tx_kill"]):
             wait_until(lambda: len(checker.asked) == 100, timeout_s=30, message="every pending message checked")
             expected = Counter({f"k-{i}": 1 for i in range(0, 100, 2)})
             wait_until(lambda: bodies(config, "tx_kill") == expected, timeout_s=20, message="the even ones committed")

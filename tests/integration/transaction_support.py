@@ -1,10 +1,18 @@
-"""What the transaction integration tests share: reading what reached consumers."""
+"""What the transaction integration tests share: reading what reached consumers, and a producer that leaves its
+transactions to the checks."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from pocketmq.client import ClientConfig, PullConsumer, PullStatus
+from pocketmq.client import (
+    ClientConfig,
+    LocalTransactionState,
+    ProducerOptions,
+    PullConsumer,
+    PullStatus,
+    TransactionProducer,
+)
 
 
 def bodies(config: ClientConfig, topic: str, *, with_broker: bool = False) -> Counter:
@@ -23,3 +31,15 @@ def bodies(config: ClientConfig, topic: str, *, with_broker: bool = False) -> Co
                     )
                 offset = result.next_begin_offset
     return found
+
+
+def open_ended(config: ClientConfig, group: str, checker=None, **options) -> TransactionProducer:
+    """A transactional producer whose local transactions all end UNKNOWN (the broker's checks decide), its checker
+    ``checker`` (default: UNKNOWN too); ``options``: more ``TransactionProducer`` arguments (``topics``)."""
+    return TransactionProducer(
+        config,
+        ProducerOptions(group=group),
+        executor=lambda message, arg: LocalTransactionState.UNKNOWN,
+        checker=checker or (lambda message: LocalTransactionState.UNKNOWN),
+        **options,
+    )

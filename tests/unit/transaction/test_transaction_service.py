@@ -1,6 +1,7 @@
 """The transaction service in a real in-process broker, in virtual time (ManualClock): half messages stay out of
 their topic, an ending applies once, checks go to a live producer of the group with durable counts, a message no
-one answers is put aside with its reason and can be put back, and a restart goes on where it was."""
+one answers is put aside with its reason and can be put back, a restart goes on where it was, and a slave acting
+as master escapes every pending message once."""
 
 import pytest
 
@@ -8,6 +9,7 @@ from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.transaction.decision import Commit, EndRequest
 from pocketmq.broker.transaction.records import DISCARD_TOPIC, PROGRESS_GROUP
+from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_TRANSACTION_COMMIT, Message
 from pocketmq.common.topic import TRANS_HALF_TOPIC, MessageType, TopicConfig
@@ -236,3 +238,39 @@ async def test_find_half_by_topic_and_transaction_id(broker):
     assert found.queue_offset == result.queue_offset
     assert broker.transactions.find_half("other", "ID-order-1") is None
     assert broker.transactions.find_half("t", "nope") is None
+
+
+class FakeEscape:
+    """The escape bridge of a slave acting as master: stores (remembers) half messages, or fails as told."""
+
+    def __init__(self):
+        self.escaped = []
+        self.failing = False
+
+    async def escape(self, half, checks, routes):
+        if self.failing:
+            return WriteResult.transient("ESCAPE_DISABLED", "enable_remote_escape is off")
+        self.escaped.append((half.uniq_key, checks))
+        return STORED
+
+
+async def test_acting_escapes_every_pending_message_once_and_keeps_them_while_escape_fails(broker, clock):
+    results = [await send_half(broker, f"e{i}") for i in range(4)]
+    await broker.transactions.end(end_request(results[0], Commit.COMMIT))
+    await rounds(broker, clock, 6_000)  # one check each of e1..e3 (nobody online)
+    await broker.transactions.stop()
+    escape = FakeEscape()
+    escape.failing = True
+    await broker.transactions.start_acting(escape)
+    service = broker.transactions
+    await service.run_round()
+    assert escape.escaped == [] and len(service.table) == 3  # kept pending, tried again later
+    assert service.pacer.blocked
+    escape.failing = False
+    await service.run_round()
+    assert escape.escaped == [("ID-e1", 1), ("ID-e2", 1), ("ID-e3", 1)]  # their checks travel with them
+    assert len(service.table) == 0
+    assert broker.offsets.query(PROGRESS_GROUP, TRANS_HALF_TOPIC, 0) == results[3].queue_offset + 1
+    await service.run_round()
+    assert len(escape.escaped) == 3
+    assert broker.metrics.value("pocketmq_transaction_escapes_total") == 3

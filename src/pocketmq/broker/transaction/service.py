@@ -74,6 +74,7 @@ from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ResponseCode, V2StatusCode
 from pocketmq.protocol.message_codec import decode_record, record_queue_offset
 from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.runtime.rate_limited_log import RateLimitedLog
 from pocketmq.store.api import GetStatus
 
@@ -128,8 +129,16 @@ class TransactionService:
         self.table: PendingTable | None = None  # built at start
         self.pacer = PassPacer(_MIN_WAIT_MS, _MAX_BLOCKED_WAIT_MS)
         self._round = asyncio.Lock()
-        self._task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
+        # jitter 0: the wait is computed to the next due check (``_wait_ms``)
+        self._loop = PeriodicTask(
+            "broker-transactions",
+            self.run_round,
+            self._wait_ms,
+            clock=clock,
+            metrics=metrics,
+            immediately=True,
+            jitter=0,
+        )
         self._metrics = _Metrics(metrics if metrics is not None else MetricsRegistry(), self)
 
     # -- the send path ----------------------------------------------------------------------------------------------
@@ -167,8 +176,7 @@ class TransactionService:
             len(self.table),
             self._escape is not None,
         )
-        self._task = asyncio.ensure_future(self.run())
-        self._task.set_name("broker-transactions")
+        self._loop.start()
 
     async def start_acting(self, escape: EscapedTransactionWrites) -> None:
         """A slave starts acting as master: its pending half messages escape to another group's master."""
@@ -176,10 +184,8 @@ class TransactionService:
         await self.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        """Stop the loop (the round in progress ends first) and save the progress."""
+        await self._loop.stop()
         async with self._round:
             if self.table is not None:
                 self._commit_progress()
@@ -191,23 +197,8 @@ class TransactionService:
         low = self._store.min_queue_offset(topic, queue_id)
         return low if saved is None else max(saved, low)
 
-    # -- the loop ---------------------------------------------------------------------------------------------------
-    async def run(self) -> None:
-        while True:
-            try:
-                await self.run_round()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the next round starts from the same table: nothing is lost
-                log.exception("event=transaction_round_failed")
-                self.pacer.after_pass(stored=0, failed=1)
-            self._wake.clear()
-            try:
-                async with asyncio.timeout(self._wait_ms() / 1000):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
-
+    # -- the loop (a periodic task: a round that raises is logged and counted, and the next starts from the same
+    # table, so nothing is lost) ------------------------------------------------------------------------------------
     def _wait_ms(self) -> int:
         if self.pacer.blocked:
             return self.pacer.wait_ms
@@ -219,7 +210,8 @@ class TransactionService:
         return max(_MIN_WAIT_MS, min(longest, next_ms - self._clock.now_ms()))
 
     def wake(self) -> None:
-        self._wake.set()
+        """Run a round soon (a setting changed, a message was put back)."""
+        self._loop.wake()
 
     async def run_round(self, now_ms: int | None = None) -> None:
         """One round: read what is new, then check, discard or escape what is due at ``now_ms``, then save the

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pocketmq.cli.output import add_action, emit, print_rows, report, run_admin
 from pocketmq.client.admin import AsyncAdmin
-from pocketmq.errors import PocketMQError
+from pocketmq.common.errors import PocketMQError
 
 LIST_COLUMNS = ["broker", "id", "topic", "transaction_id", "producer_group", "reason", "checks", "age_s"]
 

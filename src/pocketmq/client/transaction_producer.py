@@ -38,6 +38,7 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus, _run_inline
 from pocketmq.client.queue_select import QueueSelector
 from pocketmq.common import properties as props
+from pocketmq.common.errors import ClientError, PocketMQError
 from pocketmq.common.message import (
     SYSFLAG_COMPRESSED,
     SYSFLAG_TRANSACTION_PREPARED,
@@ -45,10 +46,9 @@ from pocketmq.common.message import (
     MessageExt,
     parse_offset_msg_id,
 )
-from pocketmq.errors import ClientError, PocketMQError
+from pocketmq.common.record import RecordFormatError, decode_record
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import RecordFormatError, decode_record
 from pocketmq.protocol.request_headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from pocketmq.protocol.transport import RemotingConnection
 

@@ -50,9 +50,11 @@ class V2StatusCode(enum.IntEnum):
     checks these against); the ones the error mapping needs are declared here so that it imports no protobuf.
     """
 
+    OK = 20000
     BAD_REQUEST = 40000
     ILLEGAL_TOPIC = 40002
     ILLEGAL_FILTER_EXPRESSION = 40010
+    INVALID_TRANSACTION_ID = 40008
     ILLEGAL_DELIVERY_TIME = 40012
     INVALID_RECEIPT_HANDLE = 40013
     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE = 40014

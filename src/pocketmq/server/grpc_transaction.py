@@ -24,10 +24,10 @@ from pocketmq.broker.transaction.channels import HalfCheck
 from pocketmq.broker.transaction.decision import Commit, EndRequest
 from pocketmq.broker.transaction.records import CHECK_IMMUNITY_SECONDS, check_view, producer_group
 from pocketmq.common import properties as props
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import Message
-from pocketmq.errors import BadRequestError
-from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.grpc_codec import InboundMessage, V2Code, encode_delivered_message
+from pocketmq.protocol.codes import ResponseCode, V2StatusCode
+from pocketmq.protocol.grpc_codec import InboundMessage, encode_delivered_message
 from pocketmq.protocol.grpc_transaction_codec import (
     decode_end_transaction,
     end_transaction_response,
@@ -41,9 +41,9 @@ _refusals = RateLimitedLog(log, 10.0)
 
 _COMMIT_OF = {"COMMIT": Commit.COMMIT, "ROLLBACK": Commit.ROLLBACK}
 _V2_CODE_OF = {
-    ResponseCode.SUCCESS: V2Code.OK,
-    ResponseCode.SLAVE_NOT_AVAILABLE: V2Code.HA_NOT_AVAILABLE,
-    ResponseCode.ILLEGAL_OPERATION: V2Code.BAD_REQUEST,
+    ResponseCode.SUCCESS: V2StatusCode.OK,
+    ResponseCode.SLAVE_NOT_AVAILABLE: V2StatusCode.HA_NOT_AVAILABLE,
+    ResponseCode.ILLEGAL_OPERATION: V2StatusCode.BAD_REQUEST,
 }
 PRODUCER = "PRODUCER"
 
@@ -56,8 +56,7 @@ def as_half_message(msg: Message, inbound: InboundMessage, max_recovery_s: int) 
         seconds = inbound.orphaned_recovery_ms // 1000
         if not 0 <= seconds <= max_recovery_s:
             raise BadRequestError(
-                f"orphaned transaction recovery duration {seconds} s is outside [0, {max_recovery_s}]",
-                v2_code=V2Code.BAD_REQUEST,
+                f"orphaned transaction recovery duration {seconds} s is outside [0, {max_recovery_s}]"
             )
         msg.properties[CHECK_IMMUNITY_SECONDS] = str(seconds)
 
@@ -78,12 +77,14 @@ class TransactionRpcs:
     async def end_transaction(self, request, context):
         end = decode_end_transaction(request)
         if not end.transaction_id.strip():
-            return self._refused(end, V2Code.INVALID_TRANSACTION_ID, "transaction id is blank")
+            return self._refused(end, V2StatusCode.INVALID_TRANSACTION_ID, "transaction id is blank")
         service = self._broker.transactions
         half = service.find_half(end.topic, end.transaction_id)
         if half is None:
             return self._refused(
-                end, V2Code.INVALID_TRANSACTION_ID, f"no half message of topic {end.topic} has this transaction id"
+                end,
+                V2StatusCode.INVALID_TRANSACTION_ID,
+                f"no half message of topic {end.topic} has this transaction id",
             )
         # UNSPECIFIED (or an unknown value) is RocketMQ's 0: nothing is done, a check decides
         commit = _COMMIT_OF.get(end.resolution, Commit.UNKNOWN)
@@ -92,7 +93,7 @@ class TransactionRpcs:
                 producer_group(half), half.queue_offset, half.phys_offset, commit, end.from_check, end.transaction_id
             )
         )
-        code = _V2_CODE_OF.get(outcome.code, V2Code.INTERNAL_SERVER_ERROR)
+        code = _V2_CODE_OF.get(outcome.code, V2StatusCode.INTERNAL_SERVER_ERROR)
         return end_transaction_response(code, outcome.remark)
 
     @staticmethod

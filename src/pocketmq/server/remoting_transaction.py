@@ -30,11 +30,12 @@ from pocketmq.broker.transaction.records import (
     transaction_id,
 )
 from pocketmq.broker.transaction.service import EndOutcome
+from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import parse_offset_msg_id
-from pocketmq.errors import BadRequestError
+from pocketmq.common.record import encode_record
 from pocketmq.protocol.codes import GET_TRANSACTION_STATUS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.message_codec import encode_record
+from pocketmq.protocol.remoting_headers import json_bytes
 from pocketmq.protocol.request_headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
@@ -43,7 +44,6 @@ from pocketmq.protocol.request_headers import (
 )
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.runtime.rate_limited_log import RateLimitedLog
-from pocketmq.server.remoting_headers import json_bytes
 
 log = logging.getLogger(__name__)
 _bad_requests = RateLimitedLog(log, 10.0)

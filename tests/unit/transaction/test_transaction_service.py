@@ -9,13 +9,13 @@ from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.transaction.decision import Commit, EndRequest
 from pocketmq.broker.transaction.records import DISCARD_TOPIC, PROGRESS_GROUP
-from pocketmq.broker.write_result import STORED, WriteResult
 from pocketmq.common import properties as props
+from pocketmq.common.errors import IllegalMessageError, NoPermissionError
 from pocketmq.common.message import SYSFLAG_TRANSACTION_COMMIT, Message
 from pocketmq.common.topic import TRANS_HALF_TOPIC, MessageType, TopicConfig
-from pocketmq.errors import IllegalMessageError, NoPermissionError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.store.write_result import STORED, WriteResult
 
 GROUP = "tx-group"
 

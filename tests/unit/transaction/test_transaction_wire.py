@@ -16,11 +16,11 @@ from tests.unit.grpc.test_grpc_servicer import CLIENT, Harness, producer_setting
 from pocketmq.broker.transaction.channels import HalfCheck
 from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
+from pocketmq.common.record import decode_record
 from pocketmq.common.topic import TRANS_HALF_TOPIC, MessageType, TopicConfig
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand, decode_frame
 from pocketmq.protocol.grpc_codec import V2Code
-from pocketmq.protocol.message_codec import decode_record
 from pocketmq.server.remoting_broker import _send_reply
 from pocketmq.server.remoting_transaction import check_command
 

@@ -118,10 +118,13 @@ class Refusal:
     reason: str  # one word, for the metrics and the log
 
 
+NOT_FOUND = Refusal(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed", "NOT_FOUND")
+
+
 def end_refusal(half: MessageExt | None, request: EndRequest, now_ms: int, timeout_ms: int) -> Refusal | None:
     """Why ``request`` may not end ``half`` (the record at its ``commitLogOffset``, None: none there), or None."""
     if half is None or not is_half_record(half):
-        return Refusal(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed", "NOT_FOUND")
+        return NOT_FOUND
     immunity = immunity_ms(half)
     if not request.from_check and immunity and now_ms - half.born_timestamp_ms > max(immunity, timeout_ms):
         return Refusal(

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from pocketmq.broker.transaction.channels import HalfCheck, ProducerChannels
 from pocketmq.broker.transaction.decision import (
+    NOT_FOUND,
     CheckSettings,
     Commit,
     EndRequest,
@@ -46,6 +47,7 @@ from pocketmq.broker.transaction.records import (
     PROGRESS_GROUP,
     RESOLUTION_TAG,
     RESUMED_FROM,
+    DiscardReason,
     Resolution,
     Source,
     checks_carried,
@@ -66,18 +68,18 @@ from pocketmq.broker.transaction.records import (
 from pocketmq.broker.transaction.state import PendingHalf, PendingTable, Status
 from pocketmq.broker.transaction.writes import EscapedTransactionWrites, LocalTransactionWrites
 from pocketmq.broker.write_backoff import PassPacer
-from pocketmq.broker.write_result import WriteResult
 from pocketmq.common import properties as props
+from pocketmq.common.errors import BadRequestError, MessageTypeConflictError, NoPermissionError
 from pocketmq.common.message import MessageExt
+from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.common.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageType, TopicConfig
-from pocketmq.errors import BadRequestError, IllegalMessageError, NoPermissionError
 from pocketmq.metrics import MetricsRegistry
-from pocketmq.protocol.codes import ResponseCode, V2StatusCode
-from pocketmq.protocol.message_codec import decode_record, record_queue_offset
+from pocketmq.protocol.codes import ResponseCode
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.runtime.rate_limited_log import RateLimitedLog
 from pocketmq.store.api import GetStatus
+from pocketmq.store.write_result import WriteResult
 
 log = logging.getLogger(__name__)
 _refusals_log = RateLimitedLog(log, 10.0)  # per reason: a client that keeps sending bad endings
@@ -152,9 +154,8 @@ class TransactionService:
         if self._reject():
             raise NoPermissionError("this broker refuses transactional messages (reject_transaction_message)")
         if not topic.message_type.accepts(MessageType.TRANSACTION):
-            raise IllegalMessageError(
-                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not transactional ones",
-                v2_code=V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            raise MessageTypeConflictError(
+                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not transactional ones"
             )
         make_half(msg, self._store.max_queue_offset(TRANS_OP_HALF_TOPIC, OP_QUEUE_ID))
         self._metrics.half_stored.inc()
@@ -167,8 +168,8 @@ class TransactionService:
         op_from_offset = self._progress_of(TRANS_OP_HALF_TOPIC, OP_QUEUE_ID)
         async with self._round:  # an operator's status request waits for the rebuild
             self.table = PendingTable(half_from, op_from_offset, self._settings())
-            read = await self._catch_up(rebuilding=True)
-            self._commit_progress()
+            read = await self._catch_up(self.table, rebuilding=True)
+            self._commit_progress(self.table)
         log.info(
             "event=transactions_rebuilt half_from=%d op_from=%d records_read=%d pending=%d escaping=%s",
             half_from,
@@ -189,7 +190,7 @@ class TransactionService:
         await self._loop.stop()
         async with self._round:
             if self.table is not None:
-                self._commit_progress()
+                self._commit_progress(self.table)
         self._escape = None
         self.table = None
 
@@ -223,34 +224,39 @@ class TransactionService:
                 return
             started_s = self._clock.monotonic_ms() / 1000
             table.configure(self._settings())
-            await self._catch_up()
+            await self._catch_up(table)
             now_ms = self._clock.now_ms() if now_ms is None else now_ms
             if self._escape is not None:
-                stored, failed = await self._escape_pending()
+                stored, failed = await self._escape_pending(table, self._escape)
             else:
-                stored, failed = await self._check_due(now_ms)
+                stored, failed = await self._check_due(table, now_ms)
             self.pacer.after_pass(stored=stored, failed=failed)
-            self._commit_progress()
+            self._commit_progress(table)
             self._metrics.round_seconds.observe(self._clock.monotonic_ms() / 1000 - started_s)
 
-    async def _catch_up(self, *, rebuilding: bool = False) -> int:
+    async def _catch_up(self, table: PendingTable, *, rebuilding: bool = False) -> int:
         """Read the half queue, then the op queue, to their ends into the table; returns the records read.
 
         Once rebuilt, the op queue is not read again: only this service writes it (on a master; an acting slave's
         replica does not grow), and each of its writes is in the table already (an ending, a discard, a check).
         Skipping it spares decoding an op record per transaction."""
-        table = self.table
         op_end = self._store.max_queue_offset(TRANS_OP_HALF_TOPIC, OP_QUEUE_ID)
         table.begin_half_read(op_end)
-        read = await self._tail(TRANS_HALF_TOPIC, HALF_QUEUE_ID, "half_until", self._load_half)
+        read = await self._tail(table, TRANS_HALF_TOPIC, HALF_QUEUE_ID, "half_until", self._load_half)
         table.end_half_read()
         if not rebuilding:
             table.op_until = max(table.op_until, op_end)
             return read
-        return read + await self._tail(TRANS_OP_HALF_TOPIC, OP_QUEUE_ID, "op_until", self._load_op)
+        return read + await self._tail(table, TRANS_OP_HALF_TOPIC, OP_QUEUE_ID, "op_until", self._load_op)
 
-    async def _tail(self, topic: str, queue_id: int, position: str, load: Callable[[bytes], None]) -> int:
-        table = self.table
+    async def _tail(
+        self,
+        table: PendingTable,
+        topic: str,
+        queue_id: int,
+        position: str,
+        load: Callable[[PendingTable, bytes], None],
+    ) -> int:
         read = 0
         while True:
             offset = getattr(table, position)
@@ -260,15 +266,15 @@ class TransactionService:
                 setattr(table, position, got.min_offset)
                 continue
             for record in got.records:
-                load(record)
+                load(table, record)
             read += len(got.records)
             if got.next_begin_offset <= offset or got.status not in _READ_ON:
                 return read
             setattr(table, position, got.next_begin_offset)
             await asyncio.sleep(0)  # a long rebuild lets the loop serve between batches
 
-    def _load_half(self, record: bytes) -> None:
-        table = self.table
+    @staticmethod
+    def _load_half(table: PendingTable, record: bytes) -> None:
         queue_offset = record_queue_offset(record)
         if table.status(queue_offset) == Status.RESOLVED:  # ended before it was read: no need to decode it
             table.skip_half(queue_offset)
@@ -292,47 +298,48 @@ class TransactionService:
             )
         )
 
-    def _load_op(self, record: bytes) -> None:
+    @staticmethod
+    def _load_op(table: PendingTable, record: bytes) -> None:
         op = decode_record(record)[0]
         kind = op_kind(op)
         if kind == RESOLUTION_TAG:
-            self.table.apply_resolution(parse_resolution(op))
+            table.apply_resolution(parse_resolution(op))
         elif kind == CHECK_MARK_TAG:
             for offset, checks in parse_check_mark(op):
-                self.table.apply_check_mark(offset, checks, op.store_timestamp_ms)
+                table.apply_check_mark(offset, checks, op.store_timestamp_ms)
 
-    def _commit_progress(self) -> None:
-        half_progress, op_progress = self.table.progress()
+    def _commit_progress(self, table: PendingTable) -> None:
+        half_progress, op_progress = table.progress()
         self._offsets.commit(PROGRESS_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, half_progress)
         self._offsets.commit(PROGRESS_GROUP, TRANS_OP_HALF_TOPIC, OP_QUEUE_ID, op_progress)
 
     # -- checks and discards ----------------------------------------------------------------------------------------
-    async def _check_due(self, now_ms: int) -> tuple[int, int]:
+    async def _check_due(self, table: PendingTable, now_ms: int) -> tuple[int, int]:
         """Checks and discards of everything due, a batch at a time; (writes stored, writes failed)."""
         stored = failed = 0
         while True:
-            due = self.table.take_due(now_ms, CHECK_BATCH)
+            due = table.take_due(now_ms, CHECK_BATCH)
             if not due:
                 return stored, failed
             checks: list[tuple[PendingHalf, MessageExt]] = []
             for half, decision in due:
-                record = self._half_record(half)
+                record = self._half_record(table, half)
                 if record is None:
                     continue
                 if decision.verdict is Verdict.CHECK:
                     checks.append((half, record))
-                elif await self._discard(half, record, decision.reason, now_ms):
+                elif await self._discard(table, half, record, decision.reason):
                     stored += 1
                 else:
                     failed += 1
             if checks:
-                if await self._check(checks, now_ms):
+                if await self._check(table, checks, now_ms):
                     stored += 1
                 else:
                     return stored, failed + 1  # the marks could not be written: the next round tries again
             await asyncio.sleep(0)
 
-    def _half_record(self, half: PendingHalf) -> MessageExt | None:
+    def _half_record(self, table: PendingTable, half: PendingHalf) -> MessageExt | None:
         """The stored half record of ``half``; None (and ``half`` forgotten) when retention removed it."""
         record = self._store.read_message(half.phys_offset)
         if record is not None and is_half_record(record) and record.queue_offset == half.queue_offset:
@@ -343,24 +350,24 @@ class TransactionService:
             half.queue_offset,
             half.phys_offset,
         )
-        if self.table.begin_resolve(half.queue_offset):
-            self.table.end_resolve(half.queue_offset, stored=True)
+        if table.begin_resolve(half.queue_offset):
+            table.end_resolve(half.queue_offset, stored=True)
         return None
 
-    async def _check(self, checks: list[tuple[PendingHalf, MessageExt]], now_ms: int) -> bool:
+    async def _check(self, table: PendingTable, checks: list[tuple[PendingHalf, MessageExt]], now_ms: int) -> bool:
         """Record the checks (one mark record: the count survives a restart), then ask a producer of each."""
         result = await self.writes.marks([(half.queue_offset, half.checks + 1) for half, _ in checks])
         if not result.stored:
             log.warning("event=transaction_check_marks_not_stored count=%d reason=%s", len(checks), result)
             for half, _ in checks:
-                self.table.postpone(half, now_ms + self._settings().interval_ms)
+                table.postpone(half, now_ms + self._settings().interval_ms)
             return False
         outcomes: Counter[str] = Counter()
         for half, record in checks:
-            self.table.checked(half, now_ms)
+            table.checked(half, now_ms)
             outcomes[self._send_check(record)] += 1
-        for result, count in outcomes.items():  # one metrics update per batch: a round may send 100,000 checks
-            self._metrics.checks.inc(count, result=result)
+        for outcome, count in outcomes.items():  # one metrics update per batch: a round may send 100,000 checks
+            self._metrics.checks.inc(count, result=outcome)
         return True
 
     def _send_check(self, record: MessageExt) -> str:
@@ -373,12 +380,14 @@ class TransactionService:
         sent = channel.send_check(HalfCheck(record, transaction_id(record), self._broker_name))
         return "sent" if sent else "not_sent"
 
-    async def _discard(self, half: PendingHalf, record: MessageExt, reason, now_ms: int) -> bool:
+    async def _discard(
+        self, table: PendingTable, half: PendingHalf, record: MessageExt, reason: DiscardReason | None
+    ) -> bool:
         offset = half.queue_offset
-        if not self.table.begin_resolve(offset):
+        if reason is None or not table.begin_resolve(offset):
             return True  # an END_TRANSACTION is ending it
         result = await self.writes.discard(record, reason, half.checks)
-        self.table.end_resolve(offset, stored=result.stored)
+        table.end_resolve(offset, stored=result.stored)
         if not result.stored:
             log.warning("event=transaction_discard_not_stored queue_offset=%d reason=%s", offset, result)
             return False
@@ -393,19 +402,19 @@ class TransactionService:
         )
         return True
 
-    async def _escape_pending(self) -> tuple[int, int]:
+    async def _escape_pending(self, table: PendingTable, escape: EscapedTransactionWrites) -> tuple[int, int]:
         """A slave acting as master: every pending message to another group's master (no age test, RocketMQ's
         rule: the master that could have ended it is gone). The first failure ends the round (escape is off, or
         the other masters are unreachable); the messages stay pending for the next."""
         routes: dict = {}
         stored = 0
-        for half in list(self.table.unresolved()):
+        for half in list(table.unresolved()):
             offset = half.queue_offset
-            record = self._half_record(half)
-            if record is None or not self.table.begin_resolve(offset):
+            record = self._half_record(table, half)
+            if record is None or not table.begin_resolve(offset):
                 continue
-            result = await self._escape.escape(record, half.checks, routes)
-            self.table.end_resolve(offset, stored=result.stored)
+            result = await escape.escape(record, half.checks, routes)
+            table.end_resolve(offset, stored=result.stored)
             if not result.stored:
                 _refusals_log.warning(
                     f"escape:{result.reason}",
@@ -434,9 +443,10 @@ class TransactionService:
             self._metrics.resolutions.inc(source=source.value, result="UNKNOWN")
             log.debug("event=transaction_end_unknown queue_offset=%d", request.half_queue_offset)
             return EndOutcome(ResponseCode.SUCCESS, "state unknown: the check decides", "UNKNOWN")
-        half = self._store.read_message(request.phys_offset) if request.phys_offset >= 0 else None
+        half: MessageExt | None = self._store.read_message(request.phys_offset) if request.phys_offset >= 0 else None
         refusal = end_refusal(half, request, self._clock.now_ms(), self._timeout_ms())
-        if refusal is not None:
+        if refusal is not None or half is None:
+            refusal = refusal or NOT_FOUND
             return self._refused(request, refusal.code, refusal.remark, refusal.reason)
         offset, table = half.queue_offset, self.table
         if not table.begin_resolve(offset):
@@ -512,12 +522,12 @@ class TransactionService:
     # -- operators --------------------------------------------------------------------------------------------------
     async def pending_by_topic(self) -> dict[str, dict]:
         """Pending half messages per real topic: count, oldest born time, count per queue (what is stored now:
-        the half and op queues are read first)."""
+        the half queue is read first)."""
         async with self._round:
             table = self.table
             if table is None:
                 return {}
-            await self._catch_up()
+            await self._catch_up(table)
         return {
             topic: {
                 "pending": entry.count,

@@ -26,12 +26,12 @@ from pocketmq.broker.transaction.records import (
     real_topic,
     resolution_op,
 )
-from pocketmq.broker.write_result import WriteResult, of_puts
 from pocketmq.cluster.escape import EscapeBridge, Routes
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import PERM_READ_WRITE, TopicConfig
-from pocketmq.errors import PocketMQError
 from pocketmq.store.api import PutResult
+from pocketmq.store.write_result import WriteResult, of_puts
 
 
 class LocalTransactionWrites:

@@ -274,3 +274,14 @@ async def test_acting_escapes_every_pending_message_once_and_keeps_them_while_es
     await service.run_round()
     assert len(escape.escaped) == 3
     assert broker.metrics.value("pocketmq_transaction_escapes_total") == 3
+
+
+async def test_an_ending_reads_back_a_half_message_the_send_path_no_longer_holds(broker):
+    first = await send_half(broker, "old")
+    for i in range(1_100):  # past the send path's recent half messages
+        await send_half(broker, f"n{i}")
+    assert (await broker.transactions.end(end_request(first, Commit.COMMIT))).result == "COMMIT"
+    assert (await broker.transactions.end(end_request(first, Commit.COMMIT, group="other"))).result == "PRODUCER_GROUP"
+    assert (await broker.transactions.end(end_request(first, Commit.ROLLBACK))).result == "ALREADY_RESOLVED"
+    [committed] = visible(broker)
+    assert committed.body == b"old" and committed.uniq_key == "ID-old"

@@ -3,8 +3,9 @@
 - **Send path** (``divert``, called by ``MessageService`` for every message it is about to store): a message whose
   ``TRAN_MSG`` property is "true" becomes a half message (``records.make_half``); its topic must accept
   TRANSACTION messages, and ``reject_transaction_message`` refuses it (NO_PERMISSION, as RocketMQ).
-- **END_TRANSACTION** (``end``; both front ends): the half record is read at the commit log offset the request
-  names and checked (``decision.end_refusal``); COMMIT writes the real message and the op record in one store
+- **END_TRANSACTION** (``end``; both front ends): the half record at the commit log offset the request names
+  (the send path's own object for the last 1,024 half messages stored, else read back) is checked
+  (``decision.end_refusal``); COMMIT writes the real message and the op record in one store
   batch, ROLLBACK the op record, UNKNOWN nothing. Each half message ends once: a second ending (a late client
   answer after a check answer, a duplicate) is ignored and logged, where RocketMQ would store the message again.
   On a slave: SLAVE_NOT_AVAILABLE.
@@ -85,7 +86,8 @@ log = logging.getLogger(__name__)
 _refusals_log = RateLimitedLog(log, 10.0)  # per reason: a client that keeps sending bad endings
 _no_producer_log = RateLimitedLog(log, 10.0)  # per producer group
 
-CHECK_BATCH = 256  # due messages taken (and marks written) at a time; the loop yields between batches
+CHECK_BATCH = 256
+_RECENT_HALVES = 1024  # due messages taken (and marks written) at a time; the loop yields between batches
 _READ_BATCH = 256
 _READ_MAX_BYTES = 16 * 1024 * 1024
 _MIN_WAIT_MS = 100
@@ -143,6 +145,9 @@ class TransactionService:
             jitter=0,
         )
         self._metrics = _Metrics(metrics if metrics is not None else MetricsRegistry(), self)
+        # phys offset -> the half message just stored, as the send path holds it: the END_TRANSACTION that usually
+        # follows at once needs no read of the record (bounded: older ones are read back)
+        self._recent: dict[int, MessageExt] = {}
 
     # -- the send path ----------------------------------------------------------------------------------------------
     def divert(self, msg: MessageExt, topic: TopicConfig) -> bool:
@@ -160,6 +165,15 @@ class TransactionService:
         make_half(msg, self._store.max_queue_offset(TRANS_OP_HALF_TOPIC, OP_QUEUE_ID))
         self._metrics.half_stored.inc()
         return True
+
+    def stored(self, half: MessageExt) -> None:
+        """The send path stored ``half``: the object the store encoded, its offsets and store fields set, so it is
+        the record as stored. Kept for the END_TRANSACTION that usually follows within milliseconds, which then
+        reads nothing back (a read and a decode are a fifth of an ending's work); the oldest go first."""
+        recent = self._recent
+        recent[half.phys_offset] = half
+        if len(recent) > _RECENT_HALVES:
+            del recent[next(iter(recent))]
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -192,6 +206,7 @@ class TransactionService:
             if self.table is not None:
                 self._commit_progress(self.table)
         self._escape = None
+        self._recent.clear()
         self.table = None
 
     def _progress_of(self, topic: str, queue_id: int) -> int:
@@ -443,7 +458,9 @@ class TransactionService:
             self._metrics.resolutions.inc(source=source.value, result="UNKNOWN")
             log.debug("event=transaction_end_unknown queue_offset=%d", request.half_queue_offset)
             return EndOutcome(ResponseCode.SUCCESS, "state unknown: the check decides", "UNKNOWN")
-        half: MessageExt | None = self._store.read_message(request.phys_offset) if request.phys_offset >= 0 else None
+        half: MessageExt | None = self._recent.pop(request.phys_offset, None)
+        if half is None and request.phys_offset >= 0:
+            half = self._store.read_message(request.phys_offset)
         refusal = end_refusal(half, request, self._clock.now_ms(), self._timeout_ms())
         if refusal is not None or half is None:
             refusal = refusal or NOT_FOUND

@@ -6,10 +6,11 @@ broker's role, each service getting what it needs through its constructor (none 
 attributes afterwards, so a service is whole from the moment it exists):
 
 - a master: its store read-write, ``LocalWritePath``, and an ``HaMaster`` that serves its slaves; as a
-  SYNC_MASTER, sends and pop acks wait for a slave through that ``HaMaster``;
+  SYNC_MASTER, sends and pop acks wait for a slave through that ``HaMaster``; the transaction service, which
+  ``Broker.start`` starts;
 - a slave: its store read-only (only replication writes it), ``ReadOnlyWritePath``, an ``HaSlave`` that
-  follows its master, and its ``ActingRole``: the acting services and the election that starts and stops them
-  (it acts only with ``enable_slave_acting_master``, read on every check).
+  follows its master, and its ``ActingRole``: the acting services (the transaction service among them) and the
+  election that starts and stops them (it acts only with ``enable_slave_acting_master``, read on every check).
 
 A role does not change while a broker runs: a slave acting as master changes only its write path, through the
 one ``WritePathSwitch`` every special service reads (``broker.write_path``).
@@ -33,6 +34,7 @@ from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
+from pocketmq.broker.transaction.service import TransactionService
 from pocketmq.broker.write_path import LocalWritePath, ReadOnlyWritePath, WritePathSwitch
 from pocketmq.cluster.acting_handover import HandoverClient
 from pocketmq.cluster.acting_master import ActingMasterElection
@@ -65,6 +67,7 @@ class BrokerServices:
     write_path: WritePathSwitch  # where the timer, revive and the pop engine write
     timer: TimerService  # delayed messages
     messages: MessageService  # send, pull, long polling
+    transactions: TransactionService  # half messages, their endings and checks
     send_back: SendBackService  # consumer retries and the DLQ
     pop: PopService
     tables: ServiceTables  # the service state a master sends its slaves with its metadata
@@ -101,6 +104,19 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         write_path=write_path,
         metrics=broker.metrics,
     )
+    transactions = TransactionService(
+        store,
+        broker.topics,
+        broker.offsets,
+        broker.clock,
+        broker_name=broker.broker_name,
+        settings=lambda: broker.config.transaction_check_settings(),  # dynamic: read each round and each ending
+        reject_half_messages=lambda: broker.config.reject_transaction_message,
+        channels=broker.transaction_channels,
+        writes=lambda: write_path.current.transaction,  # read on every write: an acting slave's escapes
+        read_only_reason=reason,
+        metrics=broker.metrics,
+    )
     messages = MessageService(
         store,
         broker.topics,
@@ -111,6 +127,7 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         long_polling_enable=config.long_polling_enable,
         short_polling_ms=config.short_polling_ms,
         timer=timer,
+        transactions=transactions,
         replication=replication,
         read_only_reason=reason,
     )
@@ -120,13 +137,14 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
     )
     ha_slave = acting = None
     if config.is_slave:
-        acting = _acting_role(broker, write_path, timer, pop)
+        acting = _acting_role(broker, write_path, timer, pop, transactions)
         ha_slave = _ha_slave(broker, store, tables, acting, timer)
     return BrokerServices(
         store=store,
         write_path=write_path,
         timer=timer,
         messages=messages,
+        transactions=transactions,
         send_back=SendBackService(store, broker.topics, broker.groups, timer),
         pop=pop,
         tables=tables,
@@ -164,7 +182,9 @@ def _ha_master(broker: Broker, store: MessageStore, fifo: FifoPopState) -> HaMas
     )
 
 
-def _acting_role(broker: Broker, write_path: WritePathSwitch, timer: TimerService, pop: PopService) -> ActingRole:
+def _acting_role(
+    broker: Broker, write_path: WritePathSwitch, timer: TimerService, pop: PopService, transactions: TransactionService
+) -> ActingRole:
     config = broker.config
     progress = ActingProgress(config.metadata_dir() / "acting_master.json")
     progress.load()
@@ -186,6 +206,7 @@ def _acting_role(broker: Broker, write_path: WritePathSwitch, timer: TimerServic
         read_only=write_path.current,
         timer=timer,
         pop=pop,
+        transactions=transactions,
         offsets=broker.offsets,
         persist_interval_ms=config.pop_state_persist_interval_ms,
         periodic=broker.periodic,

@@ -95,7 +95,7 @@ class TransactionHandlers:
             _, phys_offset = parse_offset_msg_id(h.msg_id)
         except ValueError as exc:
             raise BadRequestError(f"header field msgId={h.msg_id!r}: {exc}") from None
-        result = await self._broker.transactions.resume(phys_offset)
+        result = await self._broker.transactions.resume(phys_offset, self._broker.messages.send)
         return request.response(
             ResponseCode.SUCCESS, {"queueOffset": result.queue_offset, "transactionId": result.transaction_id}
         )

@@ -194,9 +194,9 @@ async def test_unanswered_message_is_put_aside_with_its_reason_then_resumed(brok
     assert (await broker.transactions.end(end_request(result, Commit.COMMIT))).result == "ALREADY_RESOLVED"
     assert [m.uniq_key for m in broker.transactions.discarded(10)] == ["ID-order-1"]
 
-    resumed = await broker.transactions.resume(discarded.phys_offset)
+    resumed = await broker.transactions.resume(discarded.phys_offset, broker.messages.send)
     with pytest.raises(Exception, match="put back already"):
-        await broker.transactions.resume(discarded.phys_offset)
+        await broker.transactions.resume(discarded.phys_offset, broker.messages.send)
     await broker.transactions.run_round()
     assert (await broker.transactions.pending_by_topic())["t"]["pending"] == 1
     answer = EndRequest(GROUP, resumed.queue_offset, resumed.phys_offset, Commit.COMMIT, True)
@@ -241,11 +241,15 @@ async def test_find_half_by_topic_and_transaction_id(broker):
 
 
 class FakeEscape:
-    """The escape bridge of a slave acting as master: stores (remembers) half messages, or fails as told."""
+    """The transaction part of a slave's escaped write path: stores (remembers) half messages, or fails as told."""
+
+    escapes = True
 
     def __init__(self):
         self.escaped = []
         self.failing = False
+        self.transaction = self  # the write path is this part only: the service reads nothing else
+        self.name = "escaped"
 
     async def escape(self, half, checks, routes):
         if self.failing:
@@ -261,7 +265,8 @@ async def test_acting_escapes_every_pending_message_once_and_keeps_them_while_es
     await broker.transactions.stop()
     escape = FakeEscape()
     escape.failing = True
-    await broker.transactions.start_acting(escape)
+    broker.write_path.use(escape)  # as ActingServices.start switches it, then starts the service
+    await broker.transactions.start()
     service = broker.transactions
     await service.run_round()
     assert escape.escaped == [] and len(service.table) == 3  # kept pending, tried again later

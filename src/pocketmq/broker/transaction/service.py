@@ -17,7 +17,9 @@
   consumer offsets of ``CID_RMQ_SYS_TRANS`` (persisted with the others, and copied to slaves by the metadata
   sync). The loop wakes for the next due check, at least every ``min(transactionCheckInterval,
   transactionTimeOut)``, and reads the settings each round (dynamic).
-- **Slave acting as master** (``start_acting``): the same loop, but every pending message is escaped, still a
+- **Slave acting as master** (its write path escapes: ``broker.write_path``, ``TransactionWrites.escapes``;
+  ``broker.acting_services`` starts and stops the service then): the same loop, but every pending message is
+  escaped, still a
   half message, to another group's master (``EscapedTransactionWrites``), which checks it itself; the slave only
   moves its progress past it (a returning master takes those offsets over, so it does not check them again).
 """
@@ -67,7 +69,7 @@ from pocketmq.broker.transaction.records import (
     transaction_id,
 )
 from pocketmq.broker.transaction.state import PendingHalf, PendingTable, Status
-from pocketmq.broker.transaction.writes import EscapedTransactionWrites, LocalTransactionWrites
+from pocketmq.broker.transaction.writes import TransactionWrites
 from pocketmq.broker.write_backoff import PassPacer
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, MessageTypeConflictError, NoPermissionError
@@ -117,8 +119,13 @@ class TransactionService:
         settings: Callable[[], CheckSettings],
         reject_half_messages: Callable[[], bool] = lambda: False,
         channels: ProducerChannels | None = None,
+        writes: Callable[[], TransactionWrites],
+        read_only_reason: str | None = None,
         metrics: MetricsRegistry | None = None,
     ):
+        """``writes``: where it writes now, asked on every write (the transaction part of the broker's write path:
+        a master's store, an acting slave's escape bridge); ``read_only_reason``: a slave's (END_TRANSACTION
+        answers SLAVE_NOT_AVAILABLE with it)."""
         self._store = store
         self._topics = topics
         self._offsets = offsets
@@ -127,10 +134,8 @@ class TransactionService:
         self._settings = settings
         self._reject = reject_half_messages
         self.channels = channels if channels is not None else ProducerChannels()
-        self.writes = LocalTransactionWrites(store, topics)
-        self._escape: EscapedTransactionWrites | None = None  # set while a slave acts as master
-        self.messages = None  # broker.messages.MessageService: resumed messages are sent through it (set at start)
-        self.read_only_reason: str | None = None  # a slave: END_TRANSACTION answers SLAVE_NOT_AVAILABLE
+        self._writes = writes
+        self.read_only_reason = read_only_reason
         self.table: PendingTable | None = None  # built at start
         self.pacer = PassPacer(_MIN_WAIT_MS, _MAX_BLOCKED_WAIT_MS)
         self._round = asyncio.Lock()
@@ -190,14 +195,9 @@ class TransactionService:
             op_from_offset,
             read,
             len(self.table),
-            self._escape is not None,
+            self.writes.escapes,
         )
         self._loop.start()
-
-    async def start_acting(self, escape: EscapedTransactionWrites) -> None:
-        """A slave starts acting as master: its pending half messages escape to another group's master."""
-        self._escape = escape
-        await self.start()
 
     async def stop(self) -> None:
         """Stop the loop (the round in progress ends first) and save the progress."""
@@ -205,7 +205,6 @@ class TransactionService:
         async with self._round:
             if self.table is not None:
                 self._commit_progress(self.table)
-        self._escape = None
         self._recent.clear()
         self.table = None
 
@@ -222,9 +221,14 @@ class TransactionService:
         settings = self._settings()
         longest = min(settings.interval_ms, settings.timeout_ms)
         next_ms = self.table.next_due_ms() if self.table is not None else None
-        if next_ms is None or self._escape is not None:
+        if next_ms is None or self.writes.escapes:
             return longest
         return max(_MIN_WAIT_MS, min(longest, next_ms - self._clock.now_ms()))
+
+    @property
+    def writes(self) -> TransactionWrites:
+        """Where this service writes now (the broker's write path, read on every write)."""
+        return self._writes()
 
     def wake(self) -> None:
         """Run a round soon (a setting changed, a message was put back)."""
@@ -241,10 +245,11 @@ class TransactionService:
             table.configure(self._settings())
             await self._catch_up(table)
             now_ms = self._clock.now_ms() if now_ms is None else now_ms
-            if self._escape is not None:
-                stored, failed = await self._escape_pending(table, self._escape)
+            writes = self.writes
+            if writes.escapes:
+                stored, failed = await self._escape_pending(table, writes)
             else:
-                stored, failed = await self._check_due(table, now_ms)
+                stored, failed = await self._check_due(table, writes, now_ms)
             self.pacer.after_pass(stored=stored, failed=failed)
             self._commit_progress(table)
             self._metrics.round_seconds.observe(self._clock.monotonic_ms() / 1000 - started_s)
@@ -329,7 +334,7 @@ class TransactionService:
         self._offsets.commit(PROGRESS_GROUP, TRANS_OP_HALF_TOPIC, OP_QUEUE_ID, op_progress)
 
     # -- checks and discards ----------------------------------------------------------------------------------------
-    async def _check_due(self, table: PendingTable, now_ms: int) -> tuple[int, int]:
+    async def _check_due(self, table: PendingTable, writes: TransactionWrites, now_ms: int) -> tuple[int, int]:
         """Checks and discards of everything due, a batch at a time; (writes stored, writes failed)."""
         stored = failed = 0
         while True:
@@ -343,12 +348,12 @@ class TransactionService:
                     continue
                 if decision.verdict is Verdict.CHECK:
                     checks.append((half, record))
-                elif await self._discard(table, half, record, decision.reason):
+                elif await self._discard(table, writes, half, record, decision.reason):
                     stored += 1
                 else:
                     failed += 1
             if checks:
-                if await self._check(table, checks, now_ms):
+                if await self._check(table, writes, checks, now_ms):
                     stored += 1
                 else:
                     return stored, failed + 1  # the marks could not be written: the next round tries again
@@ -369,9 +374,11 @@ class TransactionService:
             table.end_resolve(half.queue_offset, stored=True)
         return None
 
-    async def _check(self, table: PendingTable, checks: list[tuple[PendingHalf, MessageExt]], now_ms: int) -> bool:
+    async def _check(
+        self, table: PendingTable, writes: TransactionWrites, checks: list[tuple[PendingHalf, MessageExt]], now_ms: int
+    ) -> bool:
         """Record the checks (one mark record: the count survives a restart), then ask a producer of each."""
-        result = await self.writes.marks([(half.queue_offset, half.checks + 1) for half, _ in checks])
+        result = await writes.marks([(half.queue_offset, half.checks + 1) for half, _ in checks])
         if not result.stored:
             log.warning("event=transaction_check_marks_not_stored count=%d reason=%s", len(checks), result)
             for half, _ in checks:
@@ -396,12 +403,17 @@ class TransactionService:
         return "sent" if sent else "not_sent"
 
     async def _discard(
-        self, table: PendingTable, half: PendingHalf, record: MessageExt, reason: DiscardReason | None
+        self,
+        table: PendingTable,
+        writes: TransactionWrites,
+        half: PendingHalf,
+        record: MessageExt,
+        reason: DiscardReason | None,
     ) -> bool:
         offset = half.queue_offset
         if reason is None or not table.begin_resolve(offset):
             return True  # an END_TRANSACTION is ending it
-        result = await self.writes.discard(record, reason, half.checks)
+        result = await writes.discard(record, reason, half.checks)
         table.end_resolve(offset, stored=result.stored)
         if not result.stored:
             log.warning("event=transaction_discard_not_stored queue_offset=%d reason=%s", offset, result)
@@ -417,7 +429,7 @@ class TransactionService:
         )
         return True
 
-    async def _escape_pending(self, table: PendingTable, escape: EscapedTransactionWrites) -> tuple[int, int]:
+    async def _escape_pending(self, table: PendingTable, escape: TransactionWrites) -> tuple[int, int]:
         """A slave acting as master: every pending message to another group's master (no age test, RocketMQ's
         rule: the master that could have ended it is gone). The first failure ends the round (escape is off, or
         the other masters are unreachable); the messages stay pending for the next."""
@@ -567,11 +579,12 @@ class TransactionService:
             offset = got.next_begin_offset
         return found
 
-    async def resume(self, phys_offset: int):
+    async def resume(self, phys_offset: int, send: Callable[..., Awaitable[list]]):
         """Put a discarded message back to be checked again (RESUME_CHECK_HALF_MESSAGE): a new half message with
-        its checks at 0. Refused when that record was put back already (a second copy could commit twice)."""
-        if self.read_only_reason is not None or self.messages is None:
-            raise BadRequestError(self.read_only_reason or "transactions not started")
+        its checks at 0, stored through ``send`` (``MessageService.send``: the send path makes it a half message).
+        Refused when that record was put back already (a second copy could commit twice)."""
+        if self.read_only_reason is not None:
+            raise BadRequestError(self.read_only_reason)
         record = self._store.read_message(phys_offset) if phys_offset >= 0 else None
         if record is None or record.topic != DISCARD_TOPIC:
             raise BadRequestError(f"no discarded transactional message at commit log offset {phys_offset}")
@@ -583,7 +596,7 @@ class TransactionService:
             raise BadRequestError(f"the message at commit log offset {phys_offset} was put back already")
         half = resumed_half(record)
         topic = half.topic  # the send makes ``half`` its half record, in place
-        results = await self.messages.send(
+        results = await send(
             [half],
             topic=topic,
             queue_id=None,
@@ -602,7 +615,7 @@ class TransactionService:
         return results[0]
 
     def __repr__(self) -> str:
-        return f"<TransactionService {self.table!r} escaping={self._escape is not None}>"
+        return f"<TransactionService {self.table!r} escaping={self.writes.escapes}>"
 
 
 _READ_ON = frozenset({GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING})

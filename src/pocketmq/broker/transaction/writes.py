@@ -1,18 +1,19 @@
-"""Where the transaction service's writes go: this broker's store (a master), or another group's master (a slave
-acting as master, through the escape bridge).
+"""The transaction part of the broker's write paths (``broker.write_path.TransactionWrites``): this broker's store
+(a master's ``LocalWritePath``), or another group's master (a slave acting as master: ``EscapedWritePath``).
 
 ``LocalTransactionWrites`` writes each ending as one store batch, so a crash never splits it: a commit is the
 committed message and its resolution op, a discard the discarded copy and its op, a rollback the op alone. A
-check round's marks are one record per batch of checks. Results are typed (``broker.write_result``).
+check round's marks are one record per batch of checks. Results are typed (``store.write_result``).
 
 ``EscapedTransactionWrites`` has one write: a pending half message sent, still a half message, to a queue of its
 real topic on another group's master (RocketMQ RIP-32's ``escapeMessage``), which stores it as its own and checks
-it. The slave's replica is never written.
+it. The slave's replica is never written; it ends, checks and discards nothing itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from typing import Protocol
 
 from pocketmq.broker.transaction.records import (
     DISCARD_TOPIC,
@@ -34,7 +35,33 @@ from pocketmq.store.api import PutResult
 from pocketmq.store.write_result import WriteResult, of_puts
 
 
+class TransactionWrites(Protocol):
+    # True on a slave acting as master: its pending half messages go to another group's master, which checks
+    # them (``escape``); it ends, checks and discards none itself.
+    escapes: bool
+
+    def end_nowait(
+        self, half: MessageExt, resolution: Resolution, source: Source
+    ) -> WriteResult | Awaitable[WriteResult]:
+        """Write a half message's ending (a commit: the real message and the op record; a rollback: the op)."""
+        ...
+
+    async def discard(self, half: MessageExt, reason: DiscardReason, checks: int) -> WriteResult:
+        """Put a half message aside in TRANS_CHECK_MAX_TIME_TOPIC and end it."""
+        ...
+
+    async def marks(self, checks: list[tuple[int, int]]) -> WriteResult:
+        """Record checks made: (half queue offset, checks done) each."""
+        ...
+
+    async def escape(self, half: MessageExt, checks: int, routes: Routes) -> WriteResult:
+        """Send a pending half message to another group's master (only when ``escapes``)."""
+        ...
+
+
 class LocalTransactionWrites:
+    escapes = False
+
     def __init__(self, store, topics):
         self._store = store
         self._topics = topics
@@ -71,11 +98,30 @@ class LocalTransactionWrites:
     async def marks(self, checks: list[tuple[int, int]]) -> WriteResult:
         return of_puts(await self._store.put_messages([check_mark_op(checks)]))
 
+    async def escape(self, half: MessageExt, checks: int, routes: Routes) -> WriteResult:
+        return WriteResult.permanent("NOT_ESCAPED", "a master checks its half messages itself")
+
 
 class EscapedTransactionWrites:
+    escapes = True
+
     def __init__(self, bridge: EscapeBridge):
         self._bridge = bridge
+
+    def end_nowait(self, half: MessageExt, resolution: Resolution, source: Source) -> WriteResult:
+        return _NOT_HERE
+
+    async def discard(self, half: MessageExt, reason: DiscardReason, checks: int) -> WriteResult:
+        return _NOT_HERE
+
+    async def marks(self, checks: list[tuple[int, int]]) -> WriteResult:
+        return _NOT_HERE
 
     async def escape(self, half: MessageExt, checks: int, routes: Routes) -> WriteResult:
         result = await self._bridge.put_message(escaped_half(half, checks), routes, kind="transaction")
         return result.write_result()
+
+
+_NOT_HERE = WriteResult.transient(
+    "ESCAPED", "a slave acting as master escapes its half messages: another group's master ends them"
+)

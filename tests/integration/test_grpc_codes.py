@@ -146,7 +146,6 @@ def test_send_message_property_conflict_with_type(v2):
     assert send(v2, message_type=pb.NORMAL, message_group="g").status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
-@pytest.mark.parametrize("message_type,system", [(pb.TRANSACTION, {})])
-def test_transaction_is_refused_until_implemented(v2, message_type, system):
-    reply = send(v2, message_type=message_type, **system)
-    assert reply.status.code == V2Code.NOT_IMPLEMENTED and "not implemented" in reply.status.message
+def test_transaction_to_a_normal_topic_is_a_type_conflict(v2):
+    reply = send(v2, topic="codes_normal", message_type=pb.TRANSACTION)
+    assert reply.status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE

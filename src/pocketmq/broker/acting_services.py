@@ -3,8 +3,8 @@
 ``ActingServices`` (a slave): ``start()`` switches the broker's write path to the escape bridge
 (``broker.write_path``, ``broker.acting_writes.EscapedWritePath``: the timer, revive and the pop engine at once),
 re-applies the side file (``broker.acting_progress``: acks already kept, timers already delivered, so a restart
-of the acting slave does not repeat them) and runs timer delivery, revive and an offsets persister; ``stop()``
-stops them and switches the write path back to the read-only one, again for all three at once. While acting,
+of the acting slave does not repeat them) and runs timer delivery, revive, the transaction service (which
+escapes every pending half message to another group's master) and an offsets persister; ``stop()`` stops them and switches the write path back to the read-only one, again for all three at once. While acting,
 POP on the slave works too. ``ActingMasterElection`` calls them.
 
 Handover (``take_services_back``, run by a master with ``enable_slave_acting_master`` at start, before its own
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pocketmq.broker.offsets import ConsumerOffsetManager
     from pocketmq.broker.pop.engine import PopService
     from pocketmq.broker.timer.service import TimerService
+    from pocketmq.broker.transaction.service import TransactionService
     from pocketmq.broker.write_path import WritePath, WritePathSwitch
     from pocketmq.cluster.acting_handover import HandoverClient
     from pocketmq.cluster.escape import EscapeBridge
@@ -66,6 +67,7 @@ class ActingServices:
         read_only: WritePath,
         timer: TimerService,
         pop: PopService,
+        transactions: TransactionService,
         offsets: ConsumerOffsetManager,
         persist_interval_ms: int,
         periodic: Periodic,
@@ -77,6 +79,7 @@ class ActingServices:
         self._read_only = read_only
         self._timer = timer
         self._pop = pop
+        self._transactions = transactions
         self._offsets = offsets
         # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
         # persist task); saving them as often bounds what a kill -9 of the slave hands out again.
@@ -103,6 +106,7 @@ class ActingServices:
         timer.start_delivery()
         self._persister.start()
         revive.start()
+        await self._transactions.start()  # its progress moves past what it escapes (in the offsets handed back)
         log.info(
             "event=acting_services_started open_cks=%d pending_timers=%d acks_kept=%d timers_delivered=%d "
             "pop_offsets_moved=%d",
@@ -114,8 +118,10 @@ class ActingServices:
         )
 
     async def stop(self) -> None:
-        # Revive and the timer stop (after their round in progress) while they still write through the bridge.
+        # Revive, transactions and the timer stop (after their round in progress) while they still write through
+        # the bridge.
         await self._pop.revive.stop()
+        await self._transactions.stop()
         await self._timer.stop_delivery()
         await self._persister.stop()
         # From here every write fails again (a slave's store is read-only), pops first among them.

@@ -1,7 +1,8 @@
 """Where the special services of a slave acting as master write: the escape bridge and the side file.
 
-The timer, revive and the pop engine write through the broker's write path (``broker.write_path``); a master's
-is its store (``LocalWritePath``), an acting slave's is ``EscapedWritePath``, made of the three below:
+The timer, revive, the pop engine and the transaction service write through the broker's write path
+(``broker.write_path``); a master's is its store (``LocalWritePath``), an acting slave's is ``EscapedWritePath``,
+made of the four below:
 
 - ``EscapedTimerWrites``: each due message through ``EscapeBridge.put_message`` (a dead letter through
   ``put_to_specific_queue``); its "tombstone" is an entry in ``ActingProgress``. A failed escape that may pass
@@ -23,6 +24,8 @@ is its store (``LocalWritePath``), an acting slave's is ``EscapedWritePath``, ma
   move) or the ack (the client retries it). A CK whose escape got no answer may be stored there all the same;
   it would revive messages the next pop hands out again (also after an OK ack of them), so it is withdrawn: once
   its deadline passed (no later than that can it be stored) an ACK of all its messages goes to the same queue.
+- ``EscapedTransactionWrites`` (``broker.transaction.writes``): each pending half message, still a half message,
+  to a queue of its real topic on another group's master, which checks it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import logging
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
+from pocketmq.broker.transaction.writes import EscapedTransactionWrites
 from pocketmq.cluster.escape import EscapeBridge, EscapeResult, EscapeTarget, Routes
 from pocketmq.common.errors import ServiceNotAvailableError
 from pocketmq.common.message import MessageExt
@@ -236,3 +240,4 @@ class EscapedWritePath:
         self.timer = EscapedTimerWrites(bridge, progress)
         self.revive = EscapedReviveWrites(bridge, progress)
         self.pop = ActingPopWrites(bridge, progress, revive_topic)
+        self.transaction = EscapedTransactionWrites(bridge)

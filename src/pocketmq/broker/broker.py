@@ -47,6 +47,7 @@ from pocketmq.broker.queue_locks import QueueLockTable
 from pocketmq.broker.stage_offsets import StageOffsetManager
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
+from pocketmq.broker.transaction.channels import ProducerChannels
 from pocketmq.broker.wiring import ActingRole, BrokerServices, build_services, read_only_reason, returning_master
 from pocketmq.broker.write_path import WritePathSwitch
 from pocketmq.cluster.breaker import BreakerBoard
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from pocketmq.broker.ha_slave import HaSlave
     from pocketmq.broker.pop.engine import PopService
     from pocketmq.broker.send_back import SendBackService
+    from pocketmq.broker.transaction.service import TransactionService
     from pocketmq.cluster.ha_master import HaMaster
     from pocketmq.cluster.registrar import BrokerRegistrar
 
@@ -102,6 +104,7 @@ class Broker:
         self.holds = PullHoldService(config.long_polling_max_waiters)
         self.epochs = EpochFile(config.data_dir)  # replication epochs and confirmed offset (cluster.ha_epochs)
         self.queue_locks = QueueLockTable(config.queue_lock_max_live_ms)  # orderly consumers' queue locks
+        self.transaction_channels = ProducerChannels()  # the front ends add the producers a check can go to
         # What stands on the store (the store too), for this broker's role: built at start (broker.wiring).
         self._services: BrokerServices | None = None
         self.remoting_client = RemotingClient()  # to the name servers and other brokers
@@ -153,6 +156,11 @@ class Broker:
     def timer(self) -> TimerService:
         """Delayed and timer messages."""
         return self.services.timer
+
+    @property
+    def transactions(self) -> TransactionService:
+        """Half messages, their endings and the check loop (docs/transactions.md)."""
+        return self.services.transactions
 
     @property
     def send_back(self) -> SendBackService:
@@ -224,6 +232,7 @@ class Broker:
                 await take_services_back(returning_master(self, services))  # before its timer and revive run
             services.timer.start_delivery()
             services.pop.start()
+            await services.transactions.start()
             self._start_master(services)
         self._every("persist-offsets", self.config.offset_persist_interval_ms, self._persist_offsets_durably)
         self._every("save-epochs", EPOCH_SAVE_INTERVAL_MS, self._save_epochs)
@@ -308,6 +317,7 @@ class Broker:
         # A full disk must not stop the shutdown (nor fail it): for what a step could not write, the state
         # last persisted stands, as after a crash.
         await _persisting("timer", services.timer.stop)
+        await _persisting("transactions", services.transactions.stop)
         if services.pop.running:
             await _persisting("pop", services.pop.stop)
         await services.store.shutdown()  # flushed first: the offsets below stand on it
@@ -390,6 +400,7 @@ class Broker:
         self.breakers.configure(new.breaker_settings())
         if self._services is not None:
             self._services.pop.revive.policy = new.ck_rewrite_policy()
+            self._services.transactions.wake()  # its next round reads the new check settings now
         self.topics.set_auto_create(new.auto_create_topic_enable, new.default_topic_queue_nums)
         self.groups.set_auto_create(new.auto_create_subscription_group)
         if self._services is not None:
@@ -426,6 +437,8 @@ class Broker:
         }
         if services is not None:
             info["timerOutstanding"] = str(services.timer.outstanding)
+            if services.transactions.table is not None:
+                info["transactionHalfPending"] = str(len(services.transactions.table))
             if services.ha_master is not None:
                 info.update(services.ha_master.runtime_info())
             if services.ha_slave is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS, CkEnding, CkRewritePolicy
 from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_problem
+from pocketmq.broker.transaction.decision import CheckSettings
 from pocketmq.cluster.breaker import BreakerSettings
 from pocketmq.cluster.remote_reader import RetryDelays
 from pocketmq.common.topic import topic_name_problem
@@ -152,6 +153,21 @@ class BrokerConfig:
     )
     timer_max_delay_ms: int = field(default=3 * 86_400_000, metadata={"check": _positive})  # RocketMQ 5: 3 days
     timer_past_tolerance_ms: int = field(default=60_000, metadata={"check": _not_negative})
+    # Transactional messages (broker/transaction, docs/transactions.md); all change at run time.
+    transaction_timeout_ms: int = field(
+        default=6_000, metadata={"aliases": ("transactionTimeOut",), "check": _positive}
+    )  # the youngest a half message is checked at
+    transaction_check_interval_ms: int = field(
+        default=30_000, metadata={"aliases": ("transactionCheckInterval",), "check": _positive}
+    )  # between two checks of one half message
+    transaction_check_max: int = field(
+        default=15, metadata={"aliases": ("transactionCheckMax",), "check": _positive}
+    )  # checks before a half message is put aside in TRANS_CHECK_MAX_TIME_TOPIC
+    # The longest check immunity a v2 producer may ask for (orphaned_transaction_recovery_duration), seconds.
+    transaction_max_recovery_s: int = field(
+        default=3_600, metadata={"aliases": ("maxTransactionRecoverySecond",), "check": _positive}
+    )
+    reject_transaction_message: bool = field(default=False, metadata={"aliases": ("rejectTransactionMessage",)})
     queue_lock_max_live_ms: int = field(
         default=60_000, metadata={"aliases": ("rebalanceLockMaxLiveTime",), "check": _positive}
     )
@@ -271,6 +287,14 @@ class BrokerConfig:
             self.remote_read_retry_busy_ms,
             self.remote_read_retry_no_permission_ms,
             self.remote_read_retry_other_ms,
+        )
+
+    def transaction_check_settings(self) -> CheckSettings:
+        return CheckSettings(
+            self.transaction_timeout_ms,
+            self.transaction_check_interval_ms,
+            self.transaction_check_max,
+            int(self.file_reserved_hours * 3_600_000),
         )
 
     def breaker_settings(self) -> BreakerSettings:

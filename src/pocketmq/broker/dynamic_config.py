@@ -43,6 +43,11 @@ DYNAMIC_FIELDS = frozenset(
         "breaker_cool_down_ms",
         "enable_slave_acting_master",  # read from broker.config where they are decided
         "enable_remote_escape",
+        "transaction_timeout_ms",  # the transaction service reads them each round and each send
+        "transaction_check_interval_ms",
+        "transaction_check_max",
+        "transaction_max_recovery_s",
+        "reject_transaction_message",
     }
 )
 DYNAMIC_CONFIG_FILE = "dynamic_config.json"

@@ -45,6 +45,7 @@ from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import (
     RETRY_GROUP_TOPIC_PREFIX,
     TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
     MessageType,
     TopicConfig,
     is_group_topic,
@@ -57,6 +58,7 @@ from pocketmq.store.tags import tag_hash_code
 
 if TYPE_CHECKING:
     from pocketmq.broker.timer.service import TimerService
+    from pocketmq.broker.transaction.service import TransactionService
     from pocketmq.broker.write_path import Replication
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class SendResult:
     phys_offset: int
     topic: str = ""
     duplicate: bool = False  # an idempotent resend answered with the original's position
+    transaction_id: str = ""  # a half message's: what its END_TRANSACTION names it by
 
 
 @dataclass(slots=True)
@@ -192,6 +195,7 @@ class MessageService:
         long_polling_enable: bool,
         short_polling_ms: int,
         timer: TimerService,
+        transactions: TransactionService | None = None,
         replication: Replication | None = None,
         read_only_reason: str | None = None,
     ):
@@ -210,6 +214,7 @@ class MessageService:
         self.put_messages_total = 0  # messages stored since start (runtime info)
         self.got_messages_total = 0  # messages handed to pulls since start
         self._timer = timer  # delayed messages are diverted to it
+        self._transactions = transactions  # half messages are diverted to it
         self._replication = replication  # the HaMaster of a SYNC_MASTER: sends wait for a slave's ack
         self._read_only_reason = read_only_reason  # a slave's: sends are refused (SERVICE_NOT_AVAILABLE)
 
@@ -343,8 +348,11 @@ class MessageService:
             self._to_stored(m, topic, q, send.born_host, send.born_timestamp_ms, send.producer_group)
             for m, q in zip(messages, queue_ids)
         ]
+        transactions = self._transactions
         for msg in stored:
-            self._timer.divert(msg, config)  # a delayed message waits in the timer topic
+            # a half message waits for its ending in the half topic, a delayed one in the timer topic
+            if transactions is None or not transactions.divert(msg, config):
+                self._timer.divert(msg, config)
         return stored, sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
 
     def _replicated(self, outcome):
@@ -428,11 +436,26 @@ class MessageService:
             _raise_put_failure(put)
         offset_msg_id = put.offset_msg_id or make_offset_msg_id(msg.store_host, put.phys_offset)
         topic, queue_id = msg.topic, msg.queue_id
-        if topic == TIMER_TOPIC:  # a delayed message answers with its real topic and queue
+        transaction_id = ""
+        # Delayed and half messages answer with their real topic and queue; a half message with its half queue
+        # offset and transaction id, which its END_TRANSACTION names.
+        if topic == TIMER_TOPIC or topic == TRANS_HALF_TOPIC:
+            if topic == TRANS_HALF_TOPIC:
+                transaction_id = msg.uniq_key or offset_msg_id
+                if self._transactions is not None:  # its END_TRANSACTION, which usually comes next, reads no record
+                    self._transactions.stored(msg)
             topic, queue_id = msg.properties[props.REAL_TOPIC], int(msg.properties[props.REAL_QUEUE_ID])
         # status, msg_id, offset_msg_id, queue_id, queue_offset, phys_offset, topic: positional is ~0.3 µs cheaper
         return SendResult(
-            put.status, msg.uniq_key or offset_msg_id, offset_msg_id, queue_id, put.queue_offset, put.phys_offset, topic
+            put.status,
+            msg.uniq_key or offset_msg_id,
+            offset_msg_id,
+            queue_id,
+            put.queue_offset,
+            put.phys_offset,
+            topic,
+            False,
+            transaction_id,
         )
 
     async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:

@@ -6,10 +6,11 @@ broker's role, each service getting what it needs through its constructor (none 
 attributes afterwards, so a service is whole from the moment it exists):
 
 - a master: its store read-write, ``LocalWritePath``, and an ``HaMaster`` that serves its slaves; as a
-  SYNC_MASTER, sends and pop acks wait for a slave through that ``HaMaster``;
+  SYNC_MASTER, sends and pop acks wait for a slave through that ``HaMaster``; the transaction service, which
+  ``Broker.start`` starts;
 - a slave: its store read-only (only replication writes it), ``ReadOnlyWritePath``, an ``HaSlave`` that
-  follows its master, and its ``ActingRole``: the acting services and the election that starts and stops them
-  (it acts only with ``enable_slave_acting_master``, read on every check).
+  follows its master, and its ``ActingRole``: the acting services (the transaction service among them) and the
+  election that starts and stops them (it acts only with ``enable_slave_acting_master``, read on every check).
 
 A role does not change while a broker runs: a slave acting as master changes only its write path, through the
 one ``WritePathSwitch`` every special service reads (``broker.write_path``).
@@ -34,6 +35,7 @@ from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.service import TimerService
+from pocketmq.broker.transaction.service import TransactionService
 from pocketmq.broker.write_path import LocalWritePath, ReadOnlyWritePath, WritePathSwitch
 from pocketmq.cluster.acting_handover import HandoverClient
 from pocketmq.cluster.acting_master import ActingMasterElection
@@ -66,6 +68,7 @@ class BrokerServices:
     write_path: WritePathSwitch  # where the timer, revive and the pop engine write
     timer: TimerService  # delayed messages
     messages: MessageService  # send, pull, long polling
+    transactions: TransactionService  # half messages, their endings and checks
     send_back: SendBackService  # consumer retries and the DLQ
     pop: PopService
     tables: ServiceTables  # the service state a master sends its slaves with its metadata
@@ -102,6 +105,19 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         write_path=write_path,
         metrics=broker.metrics,
     )
+    transactions = TransactionService(
+        store,
+        broker.topics,
+        broker.offsets,
+        broker.clock,
+        broker_name=broker.broker_name,
+        settings=lambda: broker.config.transaction_check_settings(),  # dynamic: read each round and each ending
+        reject_half_messages=lambda: broker.config.reject_transaction_message,
+        channels=broker.transaction_channels,
+        writes=lambda: write_path.current.transaction,  # read on every write: an acting slave's escapes
+        read_only_reason=reason,
+        metrics=broker.metrics,
+    )
     messages = MessageService(
         store,
         broker.topics,
@@ -112,6 +128,7 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         long_polling_enable=config.long_polling_enable,
         short_polling_ms=config.short_polling_ms,
         timer=timer,
+        transactions=transactions,
         replication=replication,
         read_only_reason=reason,
     )
@@ -122,7 +139,9 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
     ha_slave = acting = None
     if config.is_slave:
         slave: list[HaSlave] = []  # built after the election, which asks it only once started
-        acting = _acting_role(broker, write_path, timer, pop, lambda: slave[0].master_answered_ms if slave else None)
+        acting = _acting_role(
+            broker, write_path, timer, pop, transactions, lambda: slave[0].master_answered_ms if slave else None
+        )
         ha_slave = _ha_slave(broker, store, tables, acting, timer)
         slave.append(ha_slave)
     return BrokerServices(
@@ -130,6 +149,7 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         write_path=write_path,
         timer=timer,
         messages=messages,
+        transactions=transactions,
         send_back=SendBackService(store, broker.topics, broker.groups, timer),
         pop=pop,
         tables=tables,
@@ -172,6 +192,7 @@ def _acting_role(
     write_path: WritePathSwitch,
     timer: TimerService,
     pop: PopService,
+    transactions: TransactionService,
     master_answered_ms: Callable[[], float | None],
 ) -> ActingRole:
     config = broker.config
@@ -195,6 +216,7 @@ def _acting_role(
         read_only=write_path.current,
         timer=timer,
         pop=pop,
+        transactions=transactions,
         offsets=broker.offsets,
         persist_interval_ms=config.pop_state_persist_interval_ms,
         periodic=broker.periodic,

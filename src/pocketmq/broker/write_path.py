@@ -1,8 +1,10 @@
-"""Where a broker's special services write: one ``WritePath`` for the timer, revive and the pop engine together.
+"""Where a broker's special services write: one ``WritePath`` for the timer, revive, the pop engine and the
+transaction service together.
 
-The special services (delay/timer delivery, POP revive, the pop engine's CK and ACK records and dead letters)
-write through a ``WritePath``, which has one part per service: ``timer`` (``TimerWrites``), ``revive``
-(``ReviveWrites``) and ``pop`` (``PopWrites``). There are three:
+The special services (delay/timer delivery, POP revive, the pop engine's CK and ACK records and dead letters,
+transactions' endings and checks) write through a ``WritePath``, which has one part per service: ``timer``
+(``TimerWrites``), ``revive`` (``ReviveWrites``), ``pop`` (``PopWrites``) and ``transaction``
+(``TransactionWrites``). There are three:
 
 - ``LocalWritePath``: a master's; everything goes to its own store (``LocalTimerWrites``, ``LocalReviveWrites``,
   ``LocalPopWrites``), and under SYNC replication acks and changes answer once a slave has them;
@@ -30,6 +32,9 @@ if TYPE_CHECKING:
 
     from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
     from pocketmq.broker.pop.revive_queue import ReviveQueue
+    from pocketmq.broker.transaction.records import DiscardReason, Resolution, Source
+    from pocketmq.broker.transaction.writes import TransactionWrites
+    from pocketmq.cluster.escape import Routes
     from pocketmq.common.message import MessageExt
     from pocketmq.store.api import PutResult
 
@@ -107,6 +112,9 @@ class WritePath(Protocol):
     @property
     def pop(self) -> PopWrites: ...
 
+    @property
+    def transaction(self) -> TransactionWrites: ...
+
 
 class LocalWritePath:
     """A master's: its own store. ``replication``: the ``HaMaster`` of a SYNC_MASTER (pop acks and changes
@@ -118,11 +126,13 @@ class LocalWritePath:
         from pocketmq.broker.pop.revive import LocalReviveWrites
         from pocketmq.broker.pop.revive_queue import LocalPopWrites
         from pocketmq.broker.timer.service import LocalTimerWrites
+        from pocketmq.broker.transaction.writes import LocalTransactionWrites
 
         # Imported here: the services import this module for their types, and these live beside them.
         self.timer = LocalTimerWrites(store, topics)
         self.revive = LocalReviveWrites(store, topics)
         self.pop = LocalPopWrites(store, topics, replication)
+        self.transaction = LocalTransactionWrites(store, topics)
 
 
 class ReadOnlyWritePath:
@@ -133,9 +143,10 @@ class ReadOnlyWritePath:
 
     def __init__(self, reason: str):
         self._reason = reason
-        self.timer = self.revive = self.pop = self
+        self.timer = self.revive = self.pop = self.transaction = self
 
     forwards_unknown_handles = False  # a handle whose CK is not open here is invalid, as on a master
+    escapes = False
 
     def _refusal(self) -> WriteResult:
         return WriteResult.transient(PutStatus.SERVICE_NOT_AVAILABLE.value, self._reason)
@@ -169,6 +180,18 @@ class ReadOnlyWritePath:
 
     async def fifo_state(self) -> None:
         """Nothing to wait for: a FIFO ack writes no record, and a slave has no slave of its own."""
+
+    def end_nowait(self, half: MessageExt, resolution: Resolution, source: Source) -> WriteResult:
+        return self._refusal()
+
+    async def discard(self, half: MessageExt, reason: DiscardReason, checks: int) -> WriteResult:
+        return self._refusal()
+
+    async def marks(self, checks: list[tuple[int, int]]) -> WriteResult:
+        return self._refusal()
+
+    async def escape(self, half: MessageExt, checks: int, routes: Routes) -> WriteResult:
+        return self._refusal()
 
 
 class WritePathSwitch:

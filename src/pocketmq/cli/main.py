@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.cluster_cmd",  # cluster
     "pocketmq.cli.group_cmd",  # group
     "pocketmq.cli.dlq_cmd",  # dlq list|resend
+    "pocketmq.cli.transaction_cmd",  # transaction list|resume
     "pocketmq.cli.retry_cmd",  # retry stats
     "pocketmq.cli.config_cmd",  # config set|get
     "pocketmq.cli.store_cmd",  # store verify

@@ -10,12 +10,15 @@
 - ``delete TOPIC [--cluster C]``: from every master, then from the name server.
 - ``list [--all]``: the topics the name server knows; system topics, and the cluster and broker names that
   brokers register as topics (RocketMQ does the same), only with ``--all``.
-- ``describe TOPIC``: per queue, its broker, min and max queue offsets and the messages still stored.
+- ``describe TOPIC``: per queue, its broker, min and max queue offsets and the messages still stored; for a
+  topic with transactional messages waiting for their ending, also the half messages pending per queue
+  (column ``HALF_PENDING``, JSON ``half_pending``) and the age of the oldest (docs/transactions.md).
 """
 
 from __future__ import annotations
 
 from pocketmq.cli.output import add_action, emit, print_rows, report, run_admin
+from pocketmq.cli.transaction_cmd import pending_half_messages
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.common.topic import MessageType, is_system_topic
 
@@ -158,6 +161,7 @@ def list_topics(args) -> int:
 def describe(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         status = await admin.describe_topic(args.topic)
+        pending = await pending_half_messages(admin, args.topic)  # (broker, queue id) -> count, oldest born ms
         rows = [
             {
                 "topic": args.topic,
@@ -166,14 +170,16 @@ def describe(args) -> int:
                 "min_offset": q.min_offset,
                 "max_offset": q.max_offset,
                 "messages": q.max_offset - q.min_offset,
+                "half_pending": pending.counts.get((q.queue.broker_name, q.queue.queue_id), 0),
             }
             for q in status.queues
         ]
-        print_rows(args, rows, ["broker", "queue_id", "min_offset", "max_offset", "messages"])
+        columns = ["broker", "queue_id", "min_offset", "max_offset", "messages"]
+        print_rows(args, rows, columns + ["half_pending"] if pending.total else columns)
         if not args.json:
             emit(
                 f"{args.topic}: {len(rows)} queues on {len({r['broker'] for r in rows})} broker(s), "
-                f"{status.message_count} messages stored"
+                f"{status.message_count} messages stored" + pending.summary()
             )
 
     return run_admin(args, action)

@@ -42,6 +42,12 @@ from pocketmq.client.rebalance import (
 )
 from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
 from pocketmq.client.staged_simple_consumer import AsyncStagedSimpleConsumer, StagedSimpleConsumer
+from pocketmq.client.transaction_producer import (
+    AsyncTransactionProducer,
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.topic import MessageType
 
@@ -67,8 +73,10 @@ __all__ = [
     "AsyncPullConsumer",
     "AsyncSimpleConsumer",
     "AsyncStagedSimpleConsumer",
+    "AsyncTransactionProducer",
     "ClientConfig",
     "GroupConfig",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageGroupSelector",
@@ -88,4 +96,6 @@ __all__ = [
     "StagedConcurrentListener",
     "StagedSimpleConsumer",
     "TopicStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

@@ -20,15 +20,17 @@ from pocketmq.client.route_view import MASTER_ID
 from pocketmq.common.errors import BadRequestError, ClientError, SubscriptionGroupNotExistError, TopicNotExistError
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
-from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, RequestCode, ResponseCode
+from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, GET_TRANSACTION_STATUS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import (
     GetConsumeStatsRequestHeader,
+    GetTransactionStatusRequestHeader,
     GroupRequestHeader,
     QueueRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
     TopicRequestHeader,
 )
 from pocketmq.protocol.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
@@ -395,6 +397,26 @@ class AsyncAdmin(InstanceUser):
             expect_success(response)
             result[name] = json_body(response)
         return result
+
+    # -- transactions ---------------------------------------------------------------------------------------------
+    async def transaction_status(self, *, max_discarded: int = 0, cluster: str | None = None) -> dict[str, dict]:
+        """GET_TRANSACTION_STATUS of every master: broker name -> ``{"pending": {topic: {"pending",
+        "oldestBornMs", "queues"}}, "discarded": [...]}`` with the newest ``max_discarded`` messages put aside
+        (docs/transactions.md)."""
+        fields = GetTransactionStatusRequestHeader.ext_fields(max_discarded=max_discarded)
+        return await self._json_from_masters(GET_TRANSACTION_STATUS, fields, cluster)
+
+    async def resume_half_message(self, broker_name: str, offset_msg_id: str) -> dict[str, str]:
+        """RESUME_CHECK_HALF_MESSAGE: the message put aside at ``offset_msg_id`` on ``broker_name``'s master is
+        checked again; returns the new half message's ``queueOffset`` and ``transactionId``."""
+        addr = (await self.master_addrs()).get(broker_name)
+        if addr is None:
+            raise ClientError(f"broker {broker_name!r} has no master registered with the name server")
+        fields = ResumeCheckHalfMessageRequestHeader.ext_fields(msg_id=offset_msg_id)
+        request = RemotingCommand.request(RequestCode.RESUME_CHECK_HALF_MESSAGE, fields)
+        response = await self.instance.remoting.invoke(addr, request, self.config.request_timeout_s)
+        expect_success(response)
+        return dict(response.ext_fields)
 
     # -- brokers: config and runtime info ---------------------------------------------------------------------------
     async def brokers(self, broker_name: str | None = None) -> list[BrokerAddress]:

@@ -65,6 +65,16 @@ class BlockingChannel:
         except OSError as exc:
             raise RemotingError(f"connection to {self.address} failed: {exc.strerror or exc}") from None
 
+    def invoke_oneway(self, request: RemotingCommand, timeout_s: float) -> None:
+        """Write ``request`` (flagged oneway: the broker answers nothing) within ``timeout_s``."""
+        request.flag |= 0x2
+        try:
+            self._send(request.encode(), time.monotonic() + timeout_s)
+        except (TimeoutError, BlockingIOError):
+            raise RemotingTimeoutError(f"could not write to {self.address} within {timeout_s:.1f}s") from None
+        except OSError as exc:
+            raise RemotingError(f"connection to {self.address} failed: {exc.strerror or exc}") from None
+
     def _send(self, frame: bytes, deadline_s: float) -> None:
         """All of ``frame``, by the deadline (SO_SNDTIMEO bounds each send call, not their sum)."""
         view = memoryview(frame)
@@ -141,13 +151,21 @@ class BlockingChannels:
         self._closed = False
 
     def invoke(self, address: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        return self._on_channel(BlockingChannel.invoke, address, request, timeout_s)
+
+    def invoke_oneway(self, address: str, request: RemotingCommand, timeout_s: float) -> None:
+        """``request`` oneway, on an idle channel to ``address`` (the one the last call used: it follows it)."""
+        self._on_channel(BlockingChannel.invoke_oneway, address, request, timeout_s)
+
+    def _on_channel(self, call, address: str, request: RemotingCommand, timeout_s: float):
+        """``call(channel, request, timeout_s)`` on an idle channel to ``address`` (or a new one), given back after."""
         if self._closed:
             raise ClientError("producer is shut down")
         channel = self._take_idle(address) or BlockingChannel(
             address, connect_timeout_s=min(self._connect_timeout_s, timeout_s), busy_poll_s=self._busy_poll_s
         )
         try:
-            reply = channel.invoke(request, timeout_s)
+            reply = call(channel, request, timeout_s)
         except BaseException:
             channel.close()
             raise

@@ -7,7 +7,8 @@ send failure); a broker that leaves every route is forgotten and its connection 
 master gets a HEART_BEAT listing this client's producer and consumer groups every
 ``heartbeat_broker_interval_ms``; UNREGISTER_CLIENT goes to each at shutdown. Both rounds are periodic tasks
 (``runtime.periodic``) on the instance's clock: a failed round is logged once per distinct error and tried again
-later. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners.
+later. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners; others go
+to the handler a client registered for their code (``request_handlers``: CHECK_TRANSACTION_STATE).
 
 An instance lives on one event loop. ``acquire_instance`` / ``release_instance`` share and reference-count
 instances per (loop, name server, instance name).
@@ -104,6 +105,8 @@ class ClientInstance:
         self._consumer_ids_listeners: list[ConsumerIdsListener] = []
         self.broker_left_listeners: list[Callable[[str], None]] = []  # get the address of a broker no route names
         self.consumer_ids_changed: dict[str, int] = {}  # group -> notifications received
+        # request code -> handler(conn, request) of a request brokers send (a transaction check)
+        self.request_handlers: dict[int, Callable] = {}
         self._namesrv_index = 0
         self._tasks = [
             PeriodicTask(name, action, interval_ms, clock=clock, expected=(PocketMQError,))
@@ -322,6 +325,9 @@ class ClientInstance:
                 except Exception:
                     log.exception("event=consumer_ids_listener_failed group=%s", group)
             return None  # a notification: brokers send it oneway and expect no answer
+        handler = self.request_handlers.get(request.code)
+        if handler is not None:
+            return handler(conn, request)
         return request.response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"client does not serve request code {request.code}"
         )

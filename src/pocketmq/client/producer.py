@@ -595,8 +595,11 @@ class Producer(SyncFacade):
         options: ProducerOptions | None = None,
         *,
         selector: QueueSelector | None = None,
+        core: AsyncProducer | None = None,
     ):
-        super().__init__(AsyncProducer(config, options, selector=selector))
+        """``core``: the asyncio producer to drive (a subclass's, e.g. a transaction producer's); default a plain
+        ``AsyncProducer`` of ``config``, ``options`` and ``selector``."""
+        super().__init__(core or AsyncProducer(config, options, selector=selector))
         config = self.core.config
         self._channels = BlockingChannels(
             connect_timeout_s=config.connect_timeout_s, busy_poll_s=config.sync_reply_busy_poll_us / 1e6

@@ -206,16 +206,17 @@ class EscapeBridge:
             "pocketmq_escape_failures_total", "Escaped writes that failed, by reason", ("reason",)
         )
 
-    async def put_message(self, msg: MessageExt, routes: Routes | None = None) -> EscapeResult:
-        """A due delay message: a route queue of its topic on another broker, in turn. ``routes``: a dict a
-        caller escaping many messages passes to each call, so each topic's targets are looked up once."""
+    async def put_message(self, msg: MessageExt, routes: Routes | None = None, *, kind: str = "timer") -> EscapeResult:
+        """A due delay message (or a pending half message: ``kind`` "transaction"): a route queue of its topic on
+        another broker, in turn. ``routes``: a dict a caller escaping many messages passes to each call, so each
+        topic's targets are looked up once."""
         targets = await self._targets(msg.topic, fallback=False, routes=routes)
         result = (
             targets
             if isinstance(targets, EscapeResult)
             else await self._send(msg, targets[next(self._turn) % len(targets)])
         )
-        return self._count("timer", result)
+        return self._count(kind, result)
 
     async def put_to_specific_queue(self, msg: MessageExt, routes: Routes | None = None) -> EscapeResult:
         """A retry copy, dead letter, CK or ACK: the hashed queue of its topic on another broker (``routes``: as

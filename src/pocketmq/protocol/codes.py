@@ -50,9 +50,11 @@ class V2StatusCode(enum.IntEnum):
     checks these against); the ones the error mapping needs are declared here so that it imports no protobuf.
     """
 
+    OK = 20000
     BAD_REQUEST = 40000
     ILLEGAL_TOPIC = 40002
     ILLEGAL_FILTER_EXPRESSION = 40010
+    INVALID_TRANSACTION_ID = 40008
     ILLEGAL_DELIVERY_TIME = 40012
     INVALID_RECEIPT_HANDLE = 40013
     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE = 40014
@@ -110,6 +112,7 @@ class RequestCode(enum.IntEnum):
     CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    RESUME_CHECK_HALF_MESSAGE = 323
     QUERY_ASSIGNMENT = 400
     BROKER_HEARTBEAT = 904
     POP_MESSAGE = 200050
@@ -144,6 +147,8 @@ REGISTER_POP_STAGES = POCKETMQ_CODE_BASE + 210
 UNREGISTER_POP_STAGES = POCKETMQ_CODE_BASE + 211
 # Gray release (broker/gray_split.py, docs/gray.md): a group's live clients, gray or not, and their queues.
 GET_GROUP_GRAY_CLIENTS = POCKETMQ_CODE_BASE + 400
+# Transactions (broker/transaction, docs/transactions.md): pending half messages per topic and those put aside.
+GET_TRANSACTION_STATUS = POCKETMQ_CODE_BASE + 500
 
 
 def canonical_request_code(code: int) -> int:

@@ -76,6 +76,7 @@ class InboundMessage:
     born_host: str = ""
     body_encoding: str = "IDENTITY"
     user_properties: dict[str, str] = field(default_factory=dict)
+    orphaned_recovery_ms: int | None = None  # a TRANSACTION message's check immunity (no official client sets it)
 
     @property
     def domain_type(self) -> MessageType | None:
@@ -141,6 +142,11 @@ def decode_message(message) -> InboundMessage:
         born_host=sp.born_host,
         body_encoding=_enum_name(pb.Encoding, sp.body_encoding),
         user_properties=dict(message.user_properties),
+        orphaned_recovery_ms=(
+            sp.orphaned_transaction_recovery_duration.ToMilliseconds()
+            if sp.HasField("orphaned_transaction_recovery_duration")
+            else None
+        ),
     )
 
 

@@ -265,3 +265,46 @@ class HaPullRequestHeader(BrokerNameRequestHeader):
 
 class ActingProgressAppliedRequestHeader(BrokerNameRequestHeader):
     version: int = int64("version", low=0)
+
+
+class EndTransactionRequestHeader(RequestHeader):
+    """END_TRANSACTION (37), producer -> broker, oneway: RocketMQ's ``EndTransactionRequestHeader``.
+    ``commitOrRollback`` is 0 (unknown), 8 (commit) or 12 (rollback); anything else fails as RocketMQ's
+    ``checkFields`` does."""
+
+    producer_group: str = group_name("producerGroup")
+    tran_state_table_offset: int = int64("tranStateTableOffset", low=0)
+    commit_log_offset: int = int64("commitLogOffset", low=0)
+    commit_or_rollback: str = choice("commitOrRollback", ("0", "8", "12"))
+    from_transaction_check: bool = boolean("fromTransactionCheck")
+    msg_id: str = text("msgId", max_chars=MESSAGE_ID_MAX_CHARS)
+    transaction_id: str | None = text("transactionId", None, max_chars=MESSAGE_ID_MAX_CHARS)
+    topic: str | None = text("topic", None, max_chars=NAME_MAX_CHARS)
+    broker_name: str | None = text("bname", None, max_chars=NAME_MAX_CHARS)
+
+
+class CheckTransactionStateRequestHeader(RequestHeader):
+    """CHECK_TRANSACTION_STATE (39), broker -> producer, oneway: the half record's offsets and ids (the body is the
+    message)."""
+
+    tran_state_table_offset: int = int64("tranStateTableOffset", low=0)
+    commit_log_offset: int = int64("commitLogOffset", low=0)
+    offset_msg_id: str | None = text("offsetMsgId", None, max_chars=MESSAGE_ID_MAX_CHARS)
+    msg_id: str | None = text("msgId", None, max_chars=MESSAGE_ID_MAX_CHARS)
+    transaction_id: str | None = text("transactionId", None, max_chars=MESSAGE_ID_MAX_CHARS)
+    topic: str | None = text("topic", None, max_chars=NAME_MAX_CHARS)
+    broker_name: str | None = text("bname", None, max_chars=NAME_MAX_CHARS)
+
+
+class ResumeCheckHalfMessageRequestHeader(RequestHeader):
+    """RESUME_CHECK_HALF_MESSAGE (323): ``msgId`` is the offset message id of a record put aside in
+    ``TRANS_CHECK_MAX_TIME_TOPIC``."""
+
+    topic: str | None = text("topic", None, max_chars=NAME_MAX_CHARS)
+    msg_id: str = text("msgId", max_chars=MESSAGE_ID_MAX_CHARS)
+
+
+class GetTransactionStatusRequestHeader(RequestHeader):
+    """GET_TRANSACTION_STATUS (PocketMQ's 30500): how many put-aside messages to list at most."""
+
+    max_discarded: int = int32("maxDiscarded", 1000, low=0, high=100_000)

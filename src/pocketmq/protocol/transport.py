@@ -427,6 +427,11 @@ class RemotingConnection(asyncio.Protocol):
     def is_closed(self) -> bool:
         return self._closed.is_set() or self._transport is None or self._transport.is_closing()
 
+    @property
+    def writable(self) -> bool:
+        """Open, and the peer reads what is written to it (the write buffer is below its high mark)."""
+        return self._writable.is_set() and not self.is_closed
+
     def on_close(self, callback: Callable[[RemotingConnection], None]) -> None:
         self._close_callbacks.append(callback)
 

@@ -1,9 +1,10 @@
 """The ``apache.rocketmq.v2.MessagingService`` servicer: the v2 front end over the Broker facade.
 
-Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage, NotifyClientTermination, and the POP consumer
-RPCs (ReceiveMessage, Ack, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see
-server/grpc_consumer.py). The RPCs PocketMQ does not serve (the Pull and offset RPCs, EndTransaction,
-RecallMessage, SyncLiteSubscription) answer a NOT_IMPLEMENTED status.
+Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage (TRANSACTION entries too), EndTransaction (see
+server/grpc_transaction.py), NotifyClientTermination, and the POP consumer RPCs (ReceiveMessage, Ack,
+ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see server/grpc_consumer.py). The
+RPCs PocketMQ does not serve (the Pull and offset RPCs, RecallMessage, SyncLiteSubscription) answer a
+NOT_IMPLEMENTED status.
 
 Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
 and answered INTERNAL_SERVER_ERROR. Bytes that are not the method's protobuf arrive as ``Malformed`` (see
@@ -11,7 +12,7 @@ protocol/grpc_service.py) and get gRPC INVALID_ARGUMENT; inside a Telemetry stre
 command and the stream goes on. No request can end another request, a stream, or the server.
 
 Telemetry: each stream is registered in the session registry under the ``x-mq-client-id`` header; what the
-server sends on it (settings replies) goes through the session's outbox, so
+server sends on it (settings replies, transaction checks) goes through the session's outbox, so
 any part of the broker can push a command to a live client with ``sessions.get(client_id).push(cmd)``.
 The stream ends when the client half-closes it, when the session is dropped (NotifyClientTermination,
 heartbeat expiry) or when a newer stream of the same client replaces it.
@@ -37,6 +38,7 @@ from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
+from pocketmq.server.grpc_transaction import TransactionRpcs, as_half_message
 from pocketmq.server.grpc_validation import (
     SendLimits,
     check_send_request,
@@ -118,6 +120,7 @@ class MessagingServicer:
             max_body_bytes=broker.config.max_message_bytes, max_delay_ms=broker.config.timer_max_delay_ms
         )  # the timer's horizon
         self.consumers = self._consumers = ConsumerRpcs(broker, sessions)
+        self._transactions = TransactionRpcs(broker, sessions)
         self._consumer_backoff_s = tuple(
             max(1, level_ms // 1000) for level_ms in parse_delay_levels(broker.config.message_delay_level)
         )
@@ -197,9 +200,13 @@ class MessagingServicer:
         ]
         first = valid[0]
         peer_host, peer_port = peer_address(context.peer() or "")
+        messages = [m.to_domain() for m in valid]
+        for msg, inbound in zip(messages, valid):
+            if inbound.message_type == "TRANSACTION":
+                as_half_message(msg, inbound, self._broker.config.transaction_max_recovery_s)
         # Validation checked each message's type against the topic: the service need not check it again.
         results = await self._broker.messages.send(
-            [m.to_domain() for m in valid],
+            messages,
             topic=topic,
             born_host=(first.born_host or peer_host, peer_port),
             born_timestamp_ms=first.born_timestamp_ms or now_ms,
@@ -207,7 +214,10 @@ class MessagingServicer:
         return codec.send_response(
             [
                 codec.SendEntry(
-                    _SEND_CODE_OF_PUT.get(r.status, V2Code.OK), message_id=r.msg_id, queue_offset=r.queue_offset
+                    _SEND_CODE_OF_PUT.get(r.status, V2Code.OK),
+                    message_id=r.msg_id,
+                    queue_offset=r.queue_offset,
+                    transaction_id=r.transaction_id,
                 )
                 for r in results
             ]
@@ -342,12 +352,15 @@ class MessagingServicer:
             method, rpc(request, context), lambda code, message: codec.error_response(method, code, message)
         )
 
+    # -- transactions (server/grpc_transaction.py) ---------------------------------------------------------------
+    async def EndTransaction(self, request, context):
+        return await self._consumer_rpc("EndTransaction", self._transactions.end_transaction, request, context)
+
     # -- not implemented yet --------------------------------------------------------------------------------------
     PullMessage = _stream_not_implemented("PullMessage", _POP_LATER)
     UpdateOffset = _unary_not_implemented("UpdateOffset", _POP_LATER)
     GetOffset = _unary_not_implemented("GetOffset", _POP_LATER)
     QueryOffset = _unary_not_implemented("QueryOffset", _POP_LATER)
-    EndTransaction = _unary_not_implemented("EndTransaction", "transactions are not implemented by this broker yet")
     RecallMessage = _unary_not_implemented("RecallMessage", "delay messages are not implemented by this broker yet")
     SyncLiteSubscription = _unary_not_implemented("SyncLiteSubscription", "lite consumers are not supported")
 

@@ -24,8 +24,8 @@ from pocketmq.protocol.error_codes import V2StatusError
 from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
 from pocketmq.protocol.headers import INT64_MAX, has_control_character
 
-# Types this front end stores today (DELAY through the broker's timer); TRANSACTION joins with its service.
-SUPPORTED_TYPES = frozenset({MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY})
+# Types this front end stores (DELAY through the broker's timer, TRANSACTION through its transaction service).
+SUPPORTED_TYPES = frozenset({MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION})
 
 
 @dataclass(frozen=True, slots=True)

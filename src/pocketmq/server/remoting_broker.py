@@ -64,6 +64,7 @@ from pocketmq.server.remoting_ha import HaHandlers
 from pocketmq.server.remoting_pop import PopHandlers
 from pocketmq.server.remoting_retry import RetryHandlers
 from pocketmq.server.remoting_stages import StageOffsetHandlers
+from pocketmq.server.remoting_transaction import TransactionHandlers
 from pocketmq.store.api import PutStatus
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ def build_broker_router(broker: Broker) -> BrokerRequestRouter:
     HaHandlers(broker).register(router)
     StageOffsetHandlers(broker).register(router)
     GrayHandlers(broker).register(router)
+    TransactionHandlers(broker).register(router)
     return router
 
 
@@ -425,6 +427,18 @@ def _send_reply(request: RemotingCommand, results: list[SendResult]) -> Remoting
         if status_code != ResponseCode.SUCCESS:
             code = status_code
     msg_id = first.offset_msg_id if len(results) == 1 else ",".join(r.offset_msg_id for r in results)
+    if first.transaction_id:  # a half message: its END_TRANSACTION names it by this id (5.x brokers send it)
+        return request.response(
+            code,
+            {
+                "msgId": msg_id,
+                "queueId": first.queue_id,
+                "queueOffset": first.queue_offset,
+                "transactionId": first.transaction_id,
+                "MSG_REGION": _MSG_REGION,
+                "TRACE_ON": "true",
+            },
+        )
     # what request.response(code, fields) gives, built directly (the fields are strings already) and mostly
     # positionally (code, ext fields, body, opaque, flag): ~1 µs less per reply
     fields = {

@@ -45,6 +45,10 @@ class Outbox:
         self._ready.set()
         return True
 
+    @property
+    def has_room(self) -> bool:
+        return not self.closed and len(self._items) < self._capacity
+
     def close(self) -> None:
         self.closed = True
         self._ready.set()

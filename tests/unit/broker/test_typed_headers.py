@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pocketmq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_from_json
 from pocketmq.broker.topics import TopicManager
+from pocketmq.broker.transaction.channels import ProducerChannels
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import ResponseCode
@@ -86,7 +87,9 @@ def test_send_headers_in_both_forms_name_the_long_field():
 
 
 def test_every_served_code_has_its_header_declared():
-    broker = types.SimpleNamespace(consumers=types.SimpleNamespace(add_notifier=lambda callback: None))
+    broker = types.SimpleNamespace(
+        consumers=types.SimpleNamespace(add_notifier=lambda callback: None), transaction_channels=ProducerChannels()
+    )
     assert set(build_broker_router(broker).codes()) == set(BROKER_REQUEST_HEADERS)
 
 

@@ -1,6 +1,6 @@
-"""The broker's one write path (broker/write_path.py): the timer, revive and the pop engine always write to the same
-place, a role change swaps it for all three at once and back, and a slave that does not act refuses every write
-as its read-only store does. In-process brokers on a ManualClock."""
+"""The broker's one write path (broker/write_path.py): the timer, revive, the pop engine and the transaction service
+always write to the same place, a role change swaps it for all four at once and back, and a slave that does not
+act refuses every write as its read-only store does. In-process brokers on a ManualClock."""
 
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ def parts_in_use(broker: Broker) -> tuple:
     """What each special service writes through now (every pop mode the same as the engine)."""
     pop = broker.pop.writes
     assert broker.pop.staged.writes is pop
-    return broker.timer.writes, broker.pop.revive.writes, pop
+    return broker.timer.writes, broker.pop.revive.writes, pop, broker.transactions.writes
 
 
 def parts_of(path: WritePath) -> tuple:
-    return path.timer, path.revive, path.pop
+    return path.timer, path.revive, path.pop, path.transaction
 
 
 @contextlib.asynccontextmanager
@@ -68,8 +68,10 @@ async def test_a_slave_acting_as_master_escapes_everything_and_stops_writing_whe
         await services.start()
         escaped = slave.write_path.current
         assert isinstance(escaped, EscapedWritePath) and parts_in_use(slave) == parts_of(escaped)
+        assert slave.transactions.table is not None and slave.transactions.writes.escapes  # running, escaping
         await services.stop()
-        # all three back: the timer and revive too (they kept writing through the bridge before)
+        assert slave.transactions.table is None
+        # all four back: the timer, revive and transactions too (they kept writing through the bridge before)
         assert parts_in_use(slave) == parts_of(read_only)
         await services.start()  # acting again (the master went away again)
         assert parts_in_use(slave) == parts_of(slave.write_path.current) == parts_of(escaped)

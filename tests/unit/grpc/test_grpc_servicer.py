@@ -236,7 +236,7 @@ async def test_requests_before_the_broker_started_are_refused_cleanly(tmp_path):
         await h.close()
 
 
-async def test_consumer_rpcs_refuse_a_request_without_group_and_transactions_are_not_implemented(h):
+async def test_consumer_rpcs_refuse_a_request_without_group_and_end_transaction_without_id(h):
     stream = h.stub.ReceiveMessage(spb.ReceiveMessageRequest())
     replies = [r async for r in stream]
     assert [r.status.code for r in replies] == [V2Code.ILLEGAL_CONSUMER_GROUP]
@@ -246,7 +246,7 @@ async def test_consumer_rpcs_refuse_a_request_without_group_and_transactions_are
         (h.stub.ChangeInvisibleDuration, spb.ChangeInvisibleDurationRequest()),
     ):
         assert (await call(request)).status.code == V2Code.ILLEGAL_CONSUMER_GROUP
-    assert (await h.stub.EndTransaction(spb.EndTransactionRequest())).status.code == V2Code.NOT_IMPLEMENTED
+    assert (await h.stub.EndTransaction(spb.EndTransactionRequest())).status.code == V2Code.INVALID_TRANSACTION_ID
 
 
 async def test_stop_ends_open_streams(tmp_path):

@@ -167,7 +167,6 @@ def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
 @pytest.mark.parametrize(
     "overrides",
     [
-        dict(message_type="TRANSACTION"),
         dict(message_type="LITE"),
         dict(message_type="PRIORITY"),
         dict(message_type="42"),
@@ -175,6 +174,10 @@ def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
 )
 def test_types_not_stored_yet_are_not_implemented(overrides):
     assert code_of(validate, msg(**overrides)) == V2Code.NOT_IMPLEMENTED
+
+
+def test_transaction_messages_are_accepted():
+    assert validate(msg(message_type="TRANSACTION")).message_type == "TRANSACTION"
 
 
 def test_delay_messages_are_accepted():

@@ -378,6 +378,7 @@ def acting_services(broker, bridge, tmp_path) -> ActingServices:
         read_only=ReadOnlyWritePath("not acting"),
         timer=broker.timer,
         pop=broker.pop,
+        transactions=broker.transactions,
         offsets=broker.offsets,
         persist_interval_ms=1_000,
         periodic=broker.periodic,

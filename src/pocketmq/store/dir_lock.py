@@ -59,7 +59,10 @@ class DataDirLock:
             os.close(fd)
             raise
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # a full disk: the flock is the lock; the PID only names the owner to a second process
+            pass
         self._fd = fd
 
     def release(self) -> None:

@@ -34,3 +34,19 @@ async def test_a_store_refuses_a_directory_another_store_owns_until_it_shuts_dow
     await first.shutdown()
     third = await open_store(tmp_path / "s")
     assert third.max_phys_offset == 0
+
+
+def test_a_full_disk_still_takes_the_lock_without_the_pid(tmp_path, monkeypatch):
+    def no_space(fd, data, offset):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", no_space)  # the PID write needs a page a full disk cannot give
+    lock = DataDirLock(tmp_path)
+    lock.acquire()
+    monkeypatch.undo()
+    other = DataDirLock(tmp_path)
+    with pytest.raises(DataDirLockedError, match="unknown"):
+        other.acquire()
+    lock.release()
+    other.acquire()
+    other.release()

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import time
-import urllib.request
 
 import pytest
 from tests.integration.remoting_calls import queue_messages
@@ -27,24 +26,11 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
 from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import broker_process, process_cpu_s
+from pocketmq.testing.scrape import metric
 
 TOPIC = "write-faults"
 CKS = (REVIVE_BATCH_CKS + 1) * 8  # pops go round robin over the 8 revive queues: more than a batch in each
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
-
-def metric(proc, name: str, **labels) -> float:
-    """The sum of the samples of ``name`` with ``labels`` in ``proc``'s ``/metrics``."""
-    with urllib.request.urlopen(f"http://{proc.metrics}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
-    wanted = [f'{key}="{value}"' for key, value in labels.items()]
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            head, value = line.rsplit(" ", 1)
-            if all(w in head for w in wanted):
-                total += float(value)
-    return total
 
 
 async def pop_one(client: RemotingClient, addr: str, group: str, topic: str, invisible_ms: int, max_count=1):

@@ -20,11 +20,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
-from tests.integration.test_background_write_faults import metric
 from tests.integration.transaction_support import bodies, open_ended
 
 from pocketmq.client import (
@@ -38,6 +36,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.scrape import metric, wait_rounds
 
 SETTINGS = [
     "--set",
@@ -106,7 +105,7 @@ def test_bad_endings_answer_rocketmq_s_codes_and_change_nothing(broker):
     assert ending(commitOrRollback=12).code == ResponseCode.SUCCESS  # the real rollback
     again = ending(commitOrRollback=8)  # a commit after it: ignored
     assert again.code == ResponseCode.SUCCESS and "ended already" in again.remark
-    time.sleep(1.0)  # two check intervals: ended, so never checked nor delivered
+    wait_rounds(broker, "pocketmq_transaction_check_round_seconds", 2)  # ended, so never checked nor delivered
     assert bodies(config, "tx_bad") == Counter()
     log = broker.log_path.read_text()
     for reason in ("NOT_FOUND", "PRODUCER_GROUP", "TRANSACTION_ID", "QUEUE_OFFSET"):

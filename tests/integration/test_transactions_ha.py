@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import Counter
 
 import pytest
-from tests.integration.transaction_support import bodies
+from tests.integration.transaction_support import bodies, wait_check_rounds
 
 from pocketmq.client import (
     Admin,
@@ -37,7 +36,14 @@ from pocketmq.testing.processes import wait_until
 
 TOPIC = "tx-ha"
 A_LATE_CHECKS = ("--set", "transaction_timeout_ms=60000")
-B_FAST_CHECKS = ("--set", "transaction_timeout_ms=300", "--set", "transaction_check_interval_ms=500")
+B_FAST_CHECKS = (
+    "--set",
+    "transaction_timeout_ms=300",
+    "--set",
+    "transaction_check_interval_ms=500",
+    "--metrics-port",
+    "0",
+)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
 
@@ -108,7 +114,7 @@ def test_the_acting_slave_escapes_open_half_messages_and_another_group_commits_t
             )
             assert set(asked) == {f"h-{i}" for i in range(2, 12)}  # the ended two were not escaped
             settled = dict(asked)
-            time.sleep(1.5)
+            wait_check_rounds(groups.b_master, 3)
             assert asked == settled
         assert bodies(config, TOPIC, with_broker=True) == expected
 

@@ -19,12 +19,11 @@ import asyncio
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.integration.transaction_support import bodies, open_ended
+from tests.integration.transaction_support import bodies, open_ended, wait_check_rounds
 
 from pocketmq.client import (
     Admin,
@@ -37,8 +36,16 @@ from pocketmq.client import (
     TransactionProducer,
 )
 from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.scrape import metric
 
-FAST_CHECKS = ["--set", "transaction_timeout_ms=300", "--set", "transaction_check_interval_ms=500"]
+FAST_CHECKS = [
+    "--set",
+    "transaction_timeout_ms=300",
+    "--set",
+    "transaction_check_interval_ms=500",
+    "--metrics-port",
+    "0",
+]
 HELPER = Path(__file__).with_name("transaction_sdk_client.py")
 
 
@@ -57,6 +64,11 @@ def config(broker) -> ClientConfig:
 def create_topic(config: ClientConfig, topic: str) -> None:
     with Admin(config) as admin:
         admin.create_topic(topic, queues=2)
+
+
+def resolutions(broker, source: str, result: str) -> float:
+    """How many endings from ``source`` (CLIENT or CHECK) had ``result`` on ``broker``."""
+    return metric(broker, "pocketmq_transaction_resolutions_total", source=source, result=result)
 
 
 class Checker:
@@ -78,7 +90,7 @@ class Checker:
         return self.answers.get(body, LocalTransactionState.UNKNOWN)
 
 
-def test_commit_and_rollback_sync(config):
+def test_commit_and_rollback_sync(config, broker):
     create_topic(config, "tx_sync")
     checker = Checker()
     states = {"commit-1": LocalTransactionState.COMMIT, "rollback-1": LocalTransactionState.ROLLBACK}
@@ -89,7 +101,7 @@ def test_commit_and_rollback_sync(config):
             result = producer.send_in_transaction(Message.create("tx_sync", body), body)
             assert result.local_state is states[body] and result.transaction_id == result.msg_id
         wait_until(lambda: bodies(config, "tx_sync") == Counter({"commit-1": 1}), message="the commit visible")
-        time.sleep(1.5)  # three check intervals: nothing more appears, nothing is checked
+        wait_check_rounds(broker, 3)  # nothing more appears, nothing is checked
     assert bodies(config, "tx_sync") == Counter({"commit-1": 1}) and not checker.asked
 
 
@@ -112,7 +124,7 @@ def test_commit_and_rollback_async(config):
     wait_until(lambda: bodies(config, "tx_async") == expected, message="the commits visible")
 
 
-def test_unknown_then_check_then_commit_and_a_raising_checker(config):
+def test_unknown_then_check_then_commit_and_a_raising_checker(config, broker):
     create_topic(config, "tx_check")
     checker = Checker({"later": LocalTransactionState.COMMIT, "flaky": LocalTransactionState.COMMIT}, raises=1)
     with open_ended(config, "tx-check", checker) as producer:
@@ -125,7 +137,7 @@ def test_unknown_then_check_then_commit_and_a_raising_checker(config):
             message="both committed by checks",
         )
         asked = dict(checker.asked)
-        time.sleep(1.5)
+        wait_check_rounds(broker, 3)
         assert checker.asked == asked  # committed: no check after the answer
     assert sum(asked.values()) == 3  # one raised (answered UNKNOWN), so one message was asked twice
 
@@ -160,7 +172,7 @@ def test_a_crashed_producer_s_transaction_is_answered_by_another_producer_of_the
     assert [m.uniq_key for m in found] == [transaction_id]
 
 
-def test_a_late_ending_changes_nothing(config):
+def test_a_late_ending_changes_nothing(config, broker):
     create_topic(config, "tx_late")
     checker = Checker({"late": LocalTransactionState.ROLLBACK})
     release = threading.Event()
@@ -169,19 +181,35 @@ def test_a_late_ending_changes_nothing(config):
         release.wait(20)  # the check comes (and rolls back) while the local transaction still runs
         return LocalTransactionState.COMMIT
 
+    rolled_back_by_checks = resolutions(broker, "CHECK", "ROLLBACK")
+    late_endings = resolutions(broker, "CLIENT", "ALREADY_RESOLVED")
     with TransactionProducer(config, ProducerOptions(group="tx-late"), executor=execute, checker=checker) as producer:
         sender = threading.Thread(target=producer.send_in_transaction, args=(Message.create("tx_late", "late"),))
         sender.start()
-        wait_until(lambda: checker.asked["late"] >= 1, timeout_s=10, message="a check")
-        time.sleep(0.3)
+        wait_until(
+            lambda: resolutions(broker, "CHECK", "ROLLBACK") > rolled_back_by_checks,
+            timeout_s=10,
+            message="a check rolled back",
+        )
         release.set()
         sender.join(10)
-        time.sleep(1.0)
+        assert not sender.is_alive()
+        wait_until(
+            lambda: resolutions(broker, "CLIENT", "ALREADY_RESOLVED") > late_endings,
+            message="the late commit answered as ended already",
+        )
     assert bodies(config, "tx_late") == Counter()  # the rollback held; the late commit was ignored
 
 
 def test_kill_9_with_100_pending_half_messages_resolves_each_exactly_once(tmp_path):
-    slow_first_check = ["--set", "transaction_timeout_ms=4000", "--set", "transaction_check_interval_ms=500"]
+    slow_first_check = [
+        "--set",
+        "transaction_timeout_ms=4000",
+        "--set",
+        "transaction_check_interval_ms=500",
+        "--metrics-port",
+        "0",
+    ]
     proc = broker_process(tmp_path / "crash", "broker-crash", extra_args=slow_first_check).start()
     try:
         config = ClientConfig(namesrv_addr=proc.namesrv)
@@ -201,7 +229,7 @@ def test_kill_9_with_100_pending_half_messages_resolves_each_exactly_once(tmp_pa
             expected = Counter({f"k-{i}": 1 for i in range(0, 100, 2)})
             wait_until(lambda: bodies(config, "tx_kill") == expected, timeout_s=20, message="the even ones committed")
             asked = dict(checker.asked)
-            time.sleep(1.5)  # three check intervals
+            wait_check_rounds(proc, 3)
             assert checker.asked == asked and set(asked.values()) == {1}  # each answered once, never asked again
         assert bodies(config, "tx_kill") == expected
         assert "transactions_rebuilt" in proc.log_path.read_text()

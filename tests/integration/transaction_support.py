@@ -13,6 +13,8 @@ from pocketmq.client import (
     PullStatus,
     TransactionProducer,
 )
+from pocketmq.testing.processes import PocketProcess
+from pocketmq.testing.scrape import wait_rounds
 
 
 def bodies(config: ClientConfig, topic: str, *, with_broker: bool = False) -> Counter:
@@ -43,3 +45,9 @@ def open_ended(config: ClientConfig, group: str, checker=None, **options) -> Tra
         checker=checker or (lambda message: LocalTransactionState.UNKNOWN),
         **options,
     )
+
+
+def wait_check_rounds(broker: PocketProcess, rounds: int) -> None:
+    """Wait for ``rounds`` whole transaction check rounds of ``broker`` (started with ``--metrics-port``): what a
+    test waits for to show that nothing more is checked or delivered."""
+    wait_rounds(broker, "pocketmq_transaction_check_round_seconds", rounds)

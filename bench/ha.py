@@ -9,13 +9,19 @@
 - ``sync_replication``: SDK sends (1 KiB; SYNC_MESSAGES in batches of 32, then SYNC_MESSAGES / 5 single sends
   one at a time) to a SYNC_MASTER with one slave, against the same broker without a slave (ASYNC_MASTER):
   msg/s, and p50 / p99 latency of the single sends.
+- ``sync_ack``: what a POP ack costs when it must reach the slave before it is answered (docs/ha.md): ACK_MESSAGES
+  1 KiB messages popped in batches of 32 by the SDK's ``AsyncSimpleConsumer`` and acked one at a time, each ack
+  awaited, against a SYNC_MASTER with one slave and the same broker without a slave (ASYNC_MASTER); for a normal
+  group and a FIFO (orderly) group, whose acks also carry the FIFO POP state to the slave. Acks per second and
+  p50 / p99 ack latency.
 - ``failover``: a master and its slave; kill -9 of the master, then the SDK pull consumer pulls a message sent
   before, refreshing its route after each failed pull; time from the kill to the first message read through
   the slave.
 
 Each case prints one JSON line; every phase has a deadline.
 
-    python bench/ha.py [--revive-messages 100000] [--sync-messages 5000] [--cases remote_revive,sync,failover]
+    python bench/ha.py [--revive-messages 100000] [--sync-messages 5000] [--ack-messages 2000]
+                       [--cases remote_revive,sync,sync_ack,failover]
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message
+from pocketmq.client import AsyncAdmin, AsyncProducer, AsyncSimpleConsumer, ClientConfig, Message
 from pocketmq.testing.processes import broker_process, namesrv_process
 
 BODY = b"x" * 1024
@@ -183,7 +189,36 @@ async def send_speed(config: ClientConfig, messages: int) -> dict:
     }
 
 
-async def sync_case(tmp: Path, messages: int) -> dict:
+async def ack_speed(config: ClientConfig, messages: int, *, fifo: bool) -> dict:
+    """``messages`` sent in batches, then popped 32 at a time and acked one by one, each ack awaited."""
+    group = f"{GROUP}_{'fifo' if fifo else 'normal'}"
+    async with AsyncAdmin(config) as admin:
+        await admin.create_group(group, consume_message_orderly=fifo)
+    async with AsyncProducer(config) as producer:
+        for start in range(0, messages, BATCH):
+            await producer.send_batch([Message(TOPIC, BODY) for _ in range(min(BATCH, messages - start))])
+    latencies_ms: list[float] = []
+    deadline = time.monotonic() + PHASE_DEADLINE_S
+    async with AsyncSimpleConsumer(group, {TOPIC: "*"}, config) as consumer:
+        while len(latencies_ms) < messages:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(latencies_ms)} of {messages} acked within {PHASE_DEADLINE_S} s")
+            for message in await consumer.receive(BATCH, 60_000, await_duration_ms=1000):
+                acked_at = time.perf_counter()
+                await consumer.ack(message)  # the probes of until_stored too (an open one holds a FIFO queue)
+                if message.body == BODY:
+                    latencies_ms.append((time.perf_counter() - acked_at) * 1000)
+    cuts = statistics.quantiles(latencies_ms, n=100)
+    return {
+        "acks_per_s": round(len(latencies_ms) / (sum(latencies_ms) / 1000)),
+        "ack_p50_ms": round(cuts[49], 2),
+        "ack_p99_ms": round(cuts[98], 2),
+    }
+
+
+async def measure_with_and_without_slave(tmp: Path, measure) -> dict:
+    """``await measure(config)`` against an ASYNC master without a slave, then a SYNC master with one slave (each
+    a fresh name server and group); the results by setup."""
     results = {}
     for label, with_slave in (("async_master_no_slave", False), ("sync_master_one_slave", True)):
         run_dir = tmp / label
@@ -201,11 +236,27 @@ async def sync_case(tmp: Path, messages: int) -> dict:
             async with AsyncAdmin(config) as admin:
                 await admin.create_topic(TOPIC, queues=QUEUES)
             await until_stored(config)
-            results[label] = await send_speed(config, messages)
+            results[label] = await measure(config)
         finally:
             for proc in reversed(procs):
                 proc.kill()
+    return results
+
+
+async def sync_case(tmp: Path, messages: int) -> dict:
+    results = await measure_with_and_without_slave(tmp, lambda config: send_speed(config, messages))
     return {"case": "sync_replication", "messages": messages, "body_bytes": len(BODY), **results}
+
+
+async def sync_ack_case(tmp: Path, messages: int) -> dict:
+    async def both_groups(config: ClientConfig) -> dict:
+        return {
+            "normal": await ack_speed(config, messages, fifo=False),
+            "fifo": await ack_speed(config, messages, fifo=True),
+        }
+
+    results = await measure_with_and_without_slave(tmp, both_groups)
+    return {"case": "sync_ack", "messages": messages, "body_bytes": len(BODY), **results}
 
 
 async def slave_serves(slave_addr: str) -> None:
@@ -292,13 +343,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--revive-messages", type=int, default=100_000)
     parser.add_argument("--sync-messages", type=int, default=5_000)
-    parser.add_argument("--cases", default="remote_revive,sync,failover")
+    parser.add_argument("--ack-messages", type=int, default=2_000)
+    parser.add_argument("--cases", default="remote_revive,sync,sync_ack,failover")
     args = parser.parse_args()
     cases = args.cases.split(",")
     if "remote_revive" in cases:
         print(json.dumps(run_in_tmp(remote_revive_case, args.revive_messages)), flush=True)
     if "sync" in cases:
         print(json.dumps(run_in_tmp(sync_case, args.sync_messages)), flush=True)
+    if "sync_ack" in cases:
+        print(json.dumps(run_in_tmp(sync_ack_case, args.ack_messages)), flush=True)
     if "failover" in cases:
         print(json.dumps(run_in_tmp(failover_case)), flush=True)
 

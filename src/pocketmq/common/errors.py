@@ -84,6 +84,11 @@ class NoPermissionError(PocketMQError):
     refresh_route = True
 
 
+class AccessDeniedError(PocketMQError):
+    """Refused by access control: not authenticated (no, unknown, disabled user; bad signature) or not allowed
+    (no policy grants the right). The message says which, in RocketMQ's words (docs/security.md)."""
+
+
 class ServiceNotAvailableError(PocketMQError):
     retriable = True
 

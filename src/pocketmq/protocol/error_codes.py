@@ -11,6 +11,7 @@ the status of each check, as RocketMQ's proxy does).
 from __future__ import annotations
 
 from pocketmq.common.errors import (
+    AccessDeniedError,
     BadRequestError,
     IllegalDeliveryTimeError,
     IllegalMessageError,
@@ -62,6 +63,7 @@ _RESPONSE_CODES: dict[type[PocketMQError], int] = {
     TopicNotExistError: ResponseCode.TOPIC_NOT_EXIST,
     SubscriptionGroupNotExistError: ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
     NoPermissionError: ResponseCode.NO_PERMISSION,
+    AccessDeniedError: ResponseCode.NO_PERMISSION,  # ACL 2.0's answer (ACL 1.0 answered SYSTEM_ERROR)
     ServiceNotAvailableError: ResponseCode.SERVICE_NOT_AVAILABLE,
     SystemBusyError: ResponseCode.SYSTEM_BUSY,
     ReplicationRefusedError: ResponseCode.ILLEGAL_OPERATION,
@@ -76,6 +78,7 @@ _V2_CODES: dict[type[PocketMQError], int] = {
     InvalidReceiptHandleError: V2StatusCode.INVALID_RECEIPT_HANDLE,
     MessageTypeConflictError: V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
     NoPermissionError: V2StatusCode.FORBIDDEN,
+    AccessDeniedError: V2StatusCode.UNAUTHORIZED,
     TopicNotExistError: V2StatusCode.TOPIC_NOT_FOUND,
     SubscriptionGroupNotExistError: V2StatusCode.CONSUMER_GROUP_NOT_FOUND,
     MessageBodyTooLargeError: V2StatusCode.MESSAGE_BODY_TOO_LARGE,

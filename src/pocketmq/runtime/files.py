@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, private: bool = False) -> None:
+    """``private``: readable by the owner only (0600), for files that hold secrets."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
+        if private:
+            os.fchmod(f.fileno(), 0o600)  # before a byte is written: the secrets are never readable by others
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -29,8 +32,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=1, sort_keys=True).encode())
+def atomic_write_json(path: Path, obj: Any, *, private: bool = False) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=1, sort_keys=True).encode(), private=private)
 
 
 def load_json(path: Path, default: Any) -> Any:

@@ -76,7 +76,7 @@ class ConsumeQueue:
 
     # ---- writing ---------------------------------------------------------------------------------------
 
-    def put(self, queue_offset: int, units: bytes) -> None:
+    def put(self, queue_offset: int, units: bytes | bytearray) -> None:
         """Write packed units starting at ``queue_offset`` (one ``pwrite`` per segment touched)."""
         if not self.segments:
             self.min_queue_offset = queue_offset
@@ -127,8 +127,11 @@ class ConsumeQueue:
         return units[0] if units else None
 
     def _phys_at(self, queue_offset: int) -> int:
+        """The phys offset of a unit in [min, max): its segment exists (segments are contiguous)."""
         pos = queue_offset * UNIT_SIZE
         segment = self._segment_at(pos)
+        if segment is None:
+            raise StoreError(f"consume queue {self.name}: no segment holds unit {queue_offset}")
         return UNIT.unpack_from(segment.view, pos - segment.base_offset)[0]
 
     def first_offset_with_phys_at_least(self, phys_offset: int) -> int:
@@ -162,8 +165,8 @@ class ConsumeQueue:
         ``phys_offset`` or is not a valid unit; returns how many units were cut."""
         keep = self.max_queue_offset
         while keep > self.min_queue_offset:
-            unit_phys, size, _tags = self.unit(keep - 1)
-            if 0 <= unit_phys < phys_offset and size > 0:
+            unit = self.unit(keep - 1)
+            if unit is not None and 0 <= unit[0] < phys_offset and unit[1] > 0:
                 break
             keep -= 1
         cut = self.max_queue_offset - keep

@@ -132,7 +132,7 @@ class MessageStore:
         self._data_dir = Path(config.data_dir)
         self._store_host = _parse_host(config.store_host)
         self._msg_id_prefix = make_offset_msg_id(self._store_host, 0)[:16]  # host + port: the same for all
-        self._commit_log: CommitLog | None = None
+        self._opened_log: CommitLog | None = None  # by start
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._dirty_queues: set[ConsumeQueue] = set()
         self._doomed_queues: list[ConsumeQueue] = []  # deleted while a flush ran; destroyed after it
@@ -181,7 +181,7 @@ class MessageStore:
         return report
 
     def _recover(self) -> RecoveryReport:
-        commit_log = self._commit_log = CommitLog(self._data_dir / "commitlog", self.config.commit_log_segment_bytes)
+        commit_log = self._opened_log = CommitLog(self._data_dir / "commitlog", self.config.commit_log_segment_bytes)
         self._load_queues()
         checkpoint = self._checkpoint.load()
         replay_from = commit_log.min_phys_offset
@@ -202,6 +202,12 @@ class MessageStore:
             queue.delete_below_phys(commit_log.min_phys_offset)
         self._group_commit.durable_phys_offset = commit_log.max_phys_offset  # what a restart reads back
         return report
+
+    @property
+    def _commit_log(self) -> CommitLog:
+        if self._opened_log is None:
+            raise StoreError("store not started")
+        return self._opened_log
 
     def _report_bad_region(self, region: BadRegion) -> None:
         self.corruption.report("recovery", region.phys_offset, region.reason, f"bytes={region.length}")

@@ -104,13 +104,14 @@ class Segment:
         """The read-only mapping (slice it; positions are relative to ``base_offset``)."""
         return self._map
 
-    def write(self, pos: int, data) -> None:
+    def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at relative position ``pos`` (must fit in the segment)."""
         if pos < 0 or pos + len(data) > self.size_bytes:
             raise ValueError(f"write of {len(data)} bytes at {pos} does not fit in {self}")
-        written = os.pwrite(self._writable_fd(), data, pos)
+        fd = self._writable_fd()
+        written = os.pwrite(fd, data, pos)
         while written < len(data):  # pwrite may write short (signals, odd filesystems)
-            written += os.pwrite(self._fd, memoryview(data)[written:], pos + written)
+            written += os.pwrite(fd, memoryview(data)[written:], pos + written)
 
     def read(self, pos: int, length: int) -> bytes:
         return self._map[pos : pos + length]

@@ -7,6 +7,7 @@ subscription's tags with it and, as RocketMQ does, accepts the rare collision. A
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 
 _MASK32 = 0xFFFFFFFF
@@ -16,6 +17,7 @@ _MASK32 = 0xFFFFFFFF
 def tag_hash_code(tag: str) -> int:
     """``tag.hashCode()`` as Java computes it: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units,
     wrapped to a signed 32-bit int."""
+    units: Iterable[int]
     if tag.isascii():
         units = tag.encode("ascii")
     else:

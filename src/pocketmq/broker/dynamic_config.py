@@ -123,7 +123,7 @@ def with_persisted_changes(config: BrokerConfig) -> BrokerConfig:
 
 def persist_changes(new: BrokerConfig, changes: dict[str, str]) -> None:
     """Record the dynamic settings ``changes`` named (as ``new`` holds them) in the data directory's file."""
-    names = {field_name(BrokerConfig, key) for key in changes} & DYNAMIC_FIELDS
+    names = {name for key in changes if (name := field_name(BrokerConfig, key)) in DYNAMIC_FIELDS}
     if not names:
         return
     path = dynamic_config_path(new)

@@ -11,6 +11,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pocketmq.broker.gray_split import GrayRule
 from pocketmq.common.errors import BadRequestError, SubscriptionGroupNotExistError
@@ -60,7 +61,7 @@ def group_config_from_json(obj: dict) -> SubscriptionGroupConfig:
     """Parse RocketMQ's SubscriptionGroupConfig JSON; raises BadRequestError on a missing or bad field."""
     if not isinstance(obj, dict):
         raise BadRequestError("subscription group config must be a JSON object")
-    values = {}
+    values: dict[str, Any] = {}  # field name -> value of that field's type, checked as parsed
     for f in dataclasses.fields(SubscriptionGroupConfig):
         json_name = _JSON_NAMES[f.name]
         if json_name not in obj:

@@ -176,8 +176,11 @@ def check_message(msg: Message, *, max_body_bytes: int, max_properties_bytes: in
         raise MessagePropertiesTooLargeError(f"message properties are {size} bytes, more than {max_properties_bytes}")
 
 
-def is_idempotent(msg: Message) -> bool:
-    return msg.properties.get(IDEMPOTENT_PROPERTY, "").lower() == "true" and bool(msg.uniq_key)
+def idempotency_key(msg: Message) -> str | None:
+    """The UNIQ_KEY a send of ``msg`` is deduplicated by, None when it asks for no idempotency (or has none)."""
+    if msg.properties.get(IDEMPOTENT_PROPERTY, "").lower() != "true":
+        return None
+    return msg.uniq_key or None
 
 
 class MessageService:
@@ -305,6 +308,7 @@ class MessageService:
         for i, stored in plain:
             own_puts = puts[start : start + len(stored)]
             start += len(stored)
+            outcome: list[SendResult] | Awaitable[list[SendResult]]
             if store.sync_flush and own_puts[0].status.stored:
                 outcome = self._results_when_durable(stored, own_puts)
             else:
@@ -353,7 +357,7 @@ class MessageService:
             # a half message waits for its ending in the half topic, a delayed one in the timer topic
             if transactions is None or not transactions.divert(msg, config):
                 self._timer.divert(msg, config)
-        return stored, sorted({(topic, m.uniq_key) for m in messages if is_idempotent(m)})
+        return stored, sorted({(topic, key) for m in messages if (key := idempotency_key(m)) is not None})
 
     def _replicated(self, outcome):
         if self._replication is not None:  # SYNC_MASTER: answer once a slave has the records
@@ -459,29 +463,28 @@ class MessageService:
         )
 
     async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:
-        results: list[SendResult | None] = [None] * len(stored)
-        fresh: list[int] = []
+        originals: dict[int, SendResult] = {}  # index -> the earlier send's result (answered as a duplicate)
         first_of_key: dict[str, int] = {}
+        copy_of: dict[int, int] = {}  # a second copy within this request -> the index of the first
+        fresh: list[int] = []
         for i, msg in enumerate(stored):
-            if not is_idempotent(msg):
+            key = idempotency_key(msg)
+            if key is None:
                 fresh.append(i)
-                continue
-            original = self._find_original(msg.topic, msg.uniq_key)
-            if original is not None:
-                results[i] = original
-            elif msg.uniq_key in first_of_key:
-                continue  # a second copy within this request: answered with the first one's result below
+            elif (original := self._find_original(msg.topic, key)) is not None:
+                originals[i] = original
+            elif key in first_of_key:
+                copy_of[i] = first_of_key[key]
             else:
-                first_of_key[msg.uniq_key] = i
+                first_of_key[key] = i
                 fresh.append(i)
-        for i, result in zip(fresh, await self._append([stored[i] for i in fresh]) if fresh else []):
-            results[i] = result
-            if is_idempotent(stored[i]):
-                self._remember(result)
-        for i, msg in enumerate(stored):
-            if results[i] is None:
-                results[i] = _as_duplicate(results[first_of_key[msg.uniq_key]])
-        return results  # type: ignore[return-value]
+        appended = dict(zip(fresh, await self._append([stored[i] for i in fresh]) if fresh else []))
+        for i in first_of_key.values():
+            self._remember(appended[i])
+        return [
+            appended[i] if i in appended else originals[i] if i in originals else _as_duplicate(appended[copy_of[i]])
+            for i in range(len(stored))
+        ]
 
     def _find_original(self, topic: str, uniq_key: str) -> SendResult | None:
         recent = self._recent.get((topic, uniq_key))

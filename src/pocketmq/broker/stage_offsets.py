@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TypedDict
 
 from pocketmq.broker.json_table import PersistedJsonTable
 from pocketmq.common.errors import BadRequestError
 from pocketmq.runtime.files import load_json
 
 log = logging.getLogger(__name__)
+
+
+class StageOffsetEntry(TypedDict):
+    """One entry of a record's ``stageOffsets`` (the JSON's names)."""
+
+    strategy: str | None
+    stageGroup: str | None
+    stageOffset: int
 
 
 def checked_record(obj) -> dict:
@@ -31,7 +40,7 @@ def checked_record(obj) -> dict:
         raise BadRequestError("stageOffsets must be a list")
     try:
         commit_offset = int(obj["commitOffset"])
-        canonical = [
+        canonical: list[StageOffsetEntry] = [
             {
                 "strategy": None if e.get("strategy") is None else str(e["strategy"]),
                 "stageGroup": None if e.get("stageGroup") is None else str(e["stageGroup"]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
@@ -121,7 +121,7 @@ class TopicManager:
     """
 
     def __init__(
-        self, path: Path, *, auto_create_enabled: bool, default_queue_nums: int, builtin: list[TopicConfig] = ()
+        self, path: Path, *, auto_create_enabled: bool, default_queue_nums: int, builtin: Iterable[TopicConfig] = ()
     ):
         self._path = Path(path)
         self._auto_create_enabled = auto_create_enabled

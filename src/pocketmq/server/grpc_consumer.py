@@ -30,6 +30,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.pop.mode import ChangeNotReplicatedError
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS, PopRequest
 from pocketmq.broker.pop.renewal import RenewalTable
@@ -37,7 +38,6 @@ from pocketmq.common.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
     NoPermissionError,
-    NotReplicatedError,
     PocketMQError,
     ServiceNotAvailableError,
     SubscriptionParseError,
@@ -104,7 +104,7 @@ class ConsumerRpcs:
                     text, await pop.change_invisible(renewal.group, renewal.handle, self.renewals.invisible_ms)
                 )
                 renewed += 1
-            except NotReplicatedError as exc:  # renewed on this master, not on a slave yet: keep renewing
+            except ChangeNotReplicatedError as exc:  # renewed on this master, not on a slave yet: keep renewing
                 log.warning("event=grpc_auto_renew_not_replicated group=%s error=%s", renewal.group, exc)
                 self.renewals.renewed(text, exc.handle)
             except PocketMQError as exc:  # acked elsewhere, revived already, or the store refused: stop here

@@ -105,6 +105,18 @@ async def test_idempotent_sends_keep_their_own_path_beside_merged_ones(broker):
     assert broker.store.max_queue_offset("t", 0) == 3
 
 
+async def test_an_idempotent_batch_stores_each_key_once_and_answers_its_copies_with_the_first(broker):
+    def batch(*keys: str | None) -> SendRequest:
+        props = [{"PMQ_IDEMPOTENT": "true", "UNIQ_KEY": k} if k else {} for k in keys]
+        return SendRequest([Message("t", b"m", properties=p) for p in props], "t", 0, batch=True)
+
+    first = await broker.messages.send_all_nowait([batch("K1", None, "K1", "K2")])[0]
+    assert [(r.duplicate, r.queue_offset) for r in first] == [(False, 0), (False, 1), (True, 0), (False, 2)]
+    again = await broker.messages.send_all_nowait([batch("K2", "K1")])[0]
+    assert [(r.duplicate, r.queue_offset) for r in again] == [(True, 2), (True, 0)]
+    assert broker.store.max_queue_offset("t", 0) == 3
+
+
 async def test_sync_flush_sends_share_one_append_and_answer_once_durable(tmp_path):
     broker = await _started(tmp_path, flush_mode=FlushMode.SYNC)
     try:

@@ -44,7 +44,6 @@ from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.stats import QueuePopStats, group_stats
 from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common.errors import InvalidReceiptHandleError
-from pocketmq.common.read_result import ReadStatus
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
@@ -230,8 +229,8 @@ class PopService:
         read = await self.revive.readers.for_broker(handle.broker_name).read(
             handle.topic, handle.queue_id, handle.queue_offset
         )
-        if read.status is ReadStatus.FOUND:
-            await self.writes.put_messages([copies.dead_letter(read.message, group, copies.REASON_CLIENT_FORWARD)])
+        if (found := read.message) is not None:  # a FOUND read (ReadResult.found)
+            await self.writes.put_messages([copies.dead_letter(found, group, copies.REASON_CLIENT_FORWARD)])
         else:
             log.warning(
                 "event=forward_to_dlq_unreadable group=%s topic=%s queue=%d offset=%d reason=%s",

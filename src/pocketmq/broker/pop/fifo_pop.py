@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.fifo import FifoPopState
-from pocketmq.broker.pop.mode import TIME_RECHECK_MS
+from pocketmq.broker.pop.mode import TIME_RECHECK_MS, ChangeNotReplicatedError
 from pocketmq.broker.pop.orderly import Candidate, OrderlyQueue
 from pocketmq.broker.pop.pop_locks import PopLocks
 from pocketmq.broker.pop.receipt import ReceiptHandle
@@ -159,8 +159,7 @@ class FifoPop:
         try:
             await self.writes.fifo_state()
         except NotReplicatedError as exc:  # changed here, not on a slave: the handle stays good on this broker
-            exc.handle = changed
-            raise
+            raise ChangeNotReplicatedError(exc, changed) from exc
         return changed
 
     def __repr__(self) -> str:

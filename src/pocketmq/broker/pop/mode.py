@@ -21,7 +21,7 @@ from typing import Protocol
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
-from pocketmq.common.errors import InvalidReceiptHandleError
+from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
 
 # A waiting pop of a mode that time alone unblocks (an invisible time passing: FIFO, staged) re-checks this often.
 TIME_RECHECK_MS = 500
@@ -44,6 +44,15 @@ def is_fifo_handle(handle: ReceiptHandle) -> bool:
     return handle.revive_queue_id == ORDERLY_REVIVE_QUEUE_ID
 
 
+class ChangeNotReplicatedError(NotReplicatedError):
+    """A change of invisible time this master stored but no slave acknowledged: ``handle``, the new receipt
+    handle, is good on this broker (the old one, after a failover)."""
+
+    def __init__(self, cause: NotReplicatedError, handle: ReceiptHandle):
+        super().__init__(str(cause), slave_in_sync=cause.slave_in_sync)
+        self.handle = handle
+
+
 class PopMode(Protocol):
     reads_retry_topic: bool  # the pass reads the pop retry topic's queues too, and a waiting pop watches it
     recheck_ms: int | None  # a waiting pop re-checks this often (time alone unblocks it); None: on arrivals only
@@ -59,7 +68,8 @@ class PopMode(Protocol):
     async def change_invisible(
         self, group: str, handle: ReceiptHandle, invisible_ms: int, now_ms: int
     ) -> ReceiptHandle:
-        """A new deadline for one popped message; returns its new handle (the old one is no longer valid)."""
+        """A new deadline for one popped message; returns its new handle (the old one is no longer valid).
+        ChangeNotReplicatedError when a slave did not acknowledge it."""
 
     def check_handle(self, group: str, handle: ReceiptHandle) -> None:
         """InvalidReceiptHandleError unless the handle's message is in flight here (or may be forwarded)."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint, ck_key
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
+from pocketmq.broker.pop.mode import ChangeNotReplicatedError
 from pocketmq.broker.pop.pop_locks import PopLocks
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
@@ -203,8 +204,9 @@ class NormalPop:
         try:
             revive_queue_id = await self.writes.change(queue, ack_of_handle(group, handle), new_ck)
         except NotReplicatedError as exc:  # changed here, not on a slave: the handle stays good on this broker
-            exc.handle = handle.changed(pop_time_ms, invisible_ms, queue.queue_id)
-            raise
+            if queue is None:  # only a write to a revive queue of this broker waits for a slave
+                raise
+            raise ChangeNotReplicatedError(exc, handle.changed(pop_time_ms, invisible_ms, queue.queue_id)) from exc
         return handle.changed(pop_time_ms, invisible_ms, revive_queue_id)
 
     def __repr__(self) -> str:

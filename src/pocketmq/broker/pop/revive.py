@@ -125,8 +125,7 @@ def decide(
     now_ms: int,
 ) -> Decision:
     """What revive does with the un-acked message at ``queue_offset`` of ``ck``, given how its read went."""
-    if read.status is ReadStatus.FOUND:
-        msg = read.message
+    if (msg := read.message) is not None:  # a FOUND read (ReadResult.found)
         if msg.reconsume_times + 1 > retry_limit(retry_max_times):
             return Copy(copies.dead_letter(msg, ck.group, copies.REASON_MAX_ATTEMPTS), True, msg, queue_offset)
         return Copy(copies.retry_copy(msg, ck.group, ck.pop_time_ms), False, msg, queue_offset)

@@ -344,10 +344,14 @@ class StagedPop:
         self._count(group, topic, queue_id, "dead_lettered", len(letters))
 
     async def _redeliver(self, group, topic, queue_id, decision, holders, result) -> list[bytes]:
-        records, gone = [], []
+        records: list[bytes] = []
+        gone: list[int] = []
         for offset in decision.redeliver:
             record = self._read(topic, queue_id, offset)
-            (gone if record is None else records).append(offset if record is None else record)
+            if record is None:
+                gone.append(offset)
+            else:
+                records.append(record)
         if gone:  # removed by retention: nothing to hand out, it is done
             log.warning(
                 "event=staged_redelivery_gone group=%s topic=%s queue=%d offsets=%s", group, topic, queue_id, gone

@@ -135,9 +135,9 @@ def fallback_targets(info: ClusterInfo, cluster_name: str, own_broker_name: str)
     """Queue 0 of every other group of ``cluster_name`` that has a master (for topics without a route there)."""
     names = sorted(n for n in info.cluster_addr_table.get(cluster_name, ()) if n != own_broker_name)
     return [
-        EscapeTarget(n, info.broker_addr_table[n].master_addr, 0)
+        EscapeTarget(n, master_addr, 0)
         for n in names
-        if n in info.broker_addr_table and info.broker_addr_table[n].master_addr
+        if (broker := info.broker_addr_table.get(n)) is not None and (master_addr := broker.master_addr)
     ]
 
 

@@ -325,7 +325,7 @@ class RemoteMessageReader:
             ),
         )
 
-    def _record(self, topic: str, queue_id: int, results: dict[int, ReadResult], latency_ms: int) -> None:
+    def _record(self, topic: str, queue_id: int, results: dict[int, ReadResult], latency_ms: float) -> None:
         """The one place every remote read that went out ends: the breaker, metrics, logs."""
         self._latency.observe(latency_ms / 1000, broker=self.broker_name)
         self._count(list(results.values()))

@@ -131,7 +131,7 @@ def lost(
         sent_ok = all_sent_ok - excused.get(group, set())
         missing = sent_ok - ended(events, dead_letters, group)
         if group in cks_destroyed_at:
-            last_delivery = {}
+            last_delivery: dict[str, float] = {}
             for e in events:
                 if e["e"] == "deliver" and e["group"] == group:
                     last_delivery[e["id"]] = max(last_delivery.get(e["id"], 0.0), e.get("t0", e["t"]))
@@ -226,8 +226,9 @@ def duplicates_after_ack(
     dups: dict[str, list[str]] = defaultdict(list)
     for e in events:
         if e["e"] == "deliver":
-            acked_at, ack_requested_at = first_ack.get((e["group"], e["id"]), (None, None))
-            if acked_at is not None and e["t0"] > acked_at:
+            first = first_ack.get((e["group"], e["id"]))
+            if first is not None and e["t0"] > first[0]:
+                ack_requested_at = first[1]
                 if ack_requested_at < acks_destroyed_at.get(e["group"], float("-inf")):
                     dups["excused"].append(e["id"])
                     continue

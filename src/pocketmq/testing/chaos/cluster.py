@@ -104,8 +104,8 @@ class ChaosCluster:
     # ---- start and stop ----------------------------------------------------------------------------------------
     def start(self) -> None:
         self.peers.set("sdk", os.getpid())
-        self.proxy = ChaosProxy(self.peers)
-        self.proxy.start()
+        proxy = self.proxy = ChaosProxy(self.peers)
+        proxy.start()
         hosts = {name: f"{self.proxy_prefix}.{10 + i}" for i, name in enumerate(SERVERS)}
         ns_port = free_port(hosts[NAMESRV])
         config = self.root / "namesrv.toml"
@@ -113,7 +113,7 @@ class ChaosCluster:
         config.write_text("[namesrv]\nbroker_expire_ms = 2000\nscan_interval_ms = 200\n")
         # a later --port wins over namesrv_process's "--port 0"
         ns = namesrv_process(self.root / NAMESRV, extra_args=["--port", str(ns_port), "--config", str(config)])
-        self._add(Server(NAMESRV, ns, hosts[NAMESRV], {"namesrv": ns_port}))
+        self._add(proxy, Server(NAMESRV, ns, hosts[NAMESRV], {"namesrv": ns_port}))
         namesrv_addr = self.servers[NAMESRV].proxied("namesrv")
         for group, (master, slave) in GROUPS.items():
             for broker_id, name in enumerate((master, slave)):
@@ -147,11 +147,11 @@ class ChaosCluster:
                 )
                 proc.log_path = workdir / f"{name}.log"
                 proc.ready_file = workdir / f"{name}.ready.json"
-                self._add(Server(name, proc, host, ports))
+                self._add(proxy, Server(name, proc, host, ports))
 
-    def _add(self, server: Server) -> None:
+    def _add(self, proxy: ChaosProxy, server: Server) -> None:
         for port in server.ports.values():
-            self.proxy.listen(server.name, server.proxy_host, port)
+            proxy.listen(server.name, server.proxy_host, port)
         server.proc.start()
         self.servers[server.name] = server
         self.peers.set(server.name, server.pid)

@@ -11,7 +11,7 @@ import urllib.request
 from pocketmq.client import ClientConfig, PullConsumer, PullStatus
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.errors import PocketMQError
-from pocketmq.common.message import MessageQueue
+from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample, StoredMessage
 
 DLQ_REASON_PROPERTY = "PMQ_DLQ_REASON"
@@ -20,8 +20,9 @@ _REVIVE_PASSES = re.compile(r'^pocketmq_background_passes_total\{[^}]*service="r
 _REWRITE_ATTEMPT = re.compile(r'^pocketmq_pop_ck_rewrites_total\{[^}]*attempt="(\d+)"[^}]*\} (\S+)$', re.M)
 
 
-def _pull_all(consumer: PullConsumer, queue: MessageQueue) -> list:
-    messages, offset = [], consumer.min_offset(queue)
+def _pull_all(consumer: PullConsumer, queue: MessageQueue) -> list[MessageExt]:
+    messages: list[MessageExt] = []
+    offset = consumer.min_offset(queue)
     while True:
         result = consumer.pull(queue, offset, 32)
         if result.status is not PullStatus.FOUND or not result.messages:

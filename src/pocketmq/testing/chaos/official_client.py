@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from pocketmq.testing.chaos.policy import INVISIBLE_MS, NACK_INVISIBLE_MS, OFFICIAL_GROUP, TOPIC, act
@@ -101,8 +102,8 @@ def main(spec: dict) -> int:
                 msg_id,
                 attempt,
                 settle.exists(),
-                ack=lambda m=msg: consumer.ack(m),
-                nack=lambda m=msg: consumer.change_invisible_duration(m, NACK_INVISIBLE_MS // 1000),
+                ack=partial(consumer.ack, msg),
+                nack=partial(consumer.change_invisible_duration, msg, NACK_INVISIBLE_MS // 1000),
                 errors=(Exception,),
                 unanswered=lambda exc: not isinstance(exc, ClientException),
             )  # the official client raises plain exceptions

@@ -52,8 +52,8 @@ def act(
     attempt: int,
     settling: bool,
     *,
-    ack: Callable[[], None],
-    nack: Callable[[], None],
+    ack: Callable[[], object],  # what the clients' calls return is not used
+    nack: Callable[[], object],
     errors: tuple[type[BaseException], ...],
     unanswered: Callable[[BaseException], bool] = lambda exc: False,
 ) -> None:

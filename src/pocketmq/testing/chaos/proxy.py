@@ -88,6 +88,8 @@ class ChaosProxy:
     async def _listen(self, endpoint: _Endpoint) -> None:
         async def on_accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
+            if task is None:  # start_server runs each connection's callback as a task of its own
+                raise RuntimeError("a connection callback outside a task")
             self._connections.add(task)
             try:
                 await self._serve(endpoint, reader, writer)

@@ -33,6 +33,8 @@ from pocketmq.testing.chaos.workload import OfficialClientProcess, SdkClients
 
 GROUPS = (SDK_GROUP, OFFICIAL_GROUP)
 
+Action = Callable[[], object]  # a fault's apply or heal (what it returns is not used)
+
 
 @dataclass(frozen=True)
 class ProcessControl:
@@ -97,8 +99,20 @@ class ChaosRun:
         prefix = f"127.{40 + schedule.seed % 200}.{random.Random(time.time_ns()).randint(1, 250)}"
         wants_disk = FaultKind.DISK_FULL in schedule.kinds()
         self.cluster = ChaosCluster(workdir, prefix, tmpfs_broker=schedule.disk_broker if wants_disk else None)
-        self.official: OfficialClientProcess | None = None
-        self.sdk: SdkClients | None = None
+        self._official: OfficialClientProcess | None = None  # by _start
+        self._sdk: SdkClients | None = None  # by _start
+
+    @property
+    def official(self) -> OfficialClientProcess:
+        if self._official is None:
+            raise RuntimeError("the official client starts with the run")
+        return self._official
+
+    @property
+    def sdk(self) -> SdkClients:
+        if self._sdk is None:
+            raise RuntimeError("the SDK clients start with the run")
+        return self._sdk
 
     # ---- the run ---------------------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -112,10 +126,10 @@ class ChaosRun:
             return result
         finally:
             self._finished.set()
-            if self.sdk is not None:
-                self.sdk.kill()
-            if self.official is not None:
-                self.official.kill()
+            if self._sdk is not None:
+                self._sdk.kill()
+            if self._official is not None:
+                self._official.kill()
             self.cluster.close(keep_tmpfs_copy=result is None or not result.ok)
 
     def _start(self) -> None:
@@ -129,13 +143,13 @@ class ChaosRun:
             self.cluster = ChaosCluster(self.workdir, self.cluster.proxy_prefix)
             self.cluster.start()
         self._create_resources()
-        self.official = OfficialClientProcess(
+        official = self._official = OfficialClientProcess(
             self.workdir / "official", self.cluster.grpc_endpoints(), self.schedule.seed
         )
-        self.official.start()
-        self.cluster.peers.set("official", self.official.pid)
-        self.sdk = SdkClients(self.cluster.namesrv_addr, self.schedule.seed, self.history, self.settling)
-        self.sdk.start()
+        official.start()
+        self.cluster.peers.set("official", official.pid)
+        sdk = self._sdk = SdkClients(self.cluster.namesrv_addr, self.schedule.seed, self.history, self.settling)
+        sdk.start()
         threading.Thread(target=self._sample_loop, name="chaos-sampler", daemon=True).start()
 
     def _create_resources(self, timeout_s: float = 60.0) -> None:
@@ -190,21 +204,28 @@ class ChaosRun:
             lambda: c.kill(name), lambda: c.restart(name), lambda: c.pause(name), lambda: c.resume(name)
         )
 
-    def _actions(self, fault: Fault) -> tuple[Callable[[], None], Callable[[], None]]:
-        """(apply, heal) of ``fault``."""
-        target, peer, proxy, mount = fault.target, fault.peer, self.cluster.proxy, self.cluster.mounted
-        kind = fault.kind
+    def _actions(self, fault: Fault) -> tuple[Action, Action]:
+        """(apply, heal) of ``fault``; ValueError when this run cannot do it."""
+        target, kind = fault.target, fault.kind
         if kind is FaultKind.KILL:
             control = self._control(target)
             return control.kill, control.start
         if kind is FaultKind.PAUSE:
             control = self._control(target)
+            if control.pause is None or control.resume is None:
+                raise ValueError(f"{target} cannot be paused")
             return control.pause, control.resume
-        if kind is FaultKind.PARTITION:
-            return lambda: proxy.partition(target, peer), lambda: proxy.heal_partition(target, peer)
-        if kind is FaultKind.DELAY:
+        if kind is FaultKind.PARTITION or kind is FaultKind.DELAY:
+            proxy, peer = self.cluster.proxy, fault.peer
+            if proxy is None or peer is None:
+                raise ValueError(f"{fault.describe()}: needs the proxy and a peer")
+            if kind is FaultKind.PARTITION:
+                return lambda: proxy.partition(target, peer), lambda: proxy.heal_partition(target, peer)
             return lambda: proxy.delay(target, peer, fault.delay_ms), lambda: proxy.heal_delay(target, peer)
         if kind is FaultKind.DISK_FULL:
+            mount = self.cluster.mounted
+            if mount is None:
+                raise ValueError(f"{fault.describe()}: no tmpfs is mounted")
             return lambda: disk.fill(mount), lambda: disk.clear(mount)
         return lambda: self._corrupt(fault), self._control(target).start
 
@@ -231,7 +252,8 @@ class ChaosRun:
     def _heal(self, timeout_s: float = 90.0) -> None:
         """Undo whatever is still in effect (a failed restart is tried again) and wait until every server
         answers."""
-        self.cluster.proxy.heal_all()
+        if self.cluster.proxy is not None:
+            self.cluster.proxy.heal_all()
         if self.cluster.mounted is not None:
             disk.clear(self.cluster.mounted)
         for name in SERVERS:

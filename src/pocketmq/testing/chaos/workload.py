@@ -173,9 +173,15 @@ class OfficialClientProcess:
         self.paused = False
         workdir.mkdir(parents=True, exist_ok=True)
 
+    def _running(self) -> subprocess.Popen | None:
+        """The process while it runs (paused counts), else None."""
+        proc = self.proc
+        return proc if proc is not None and proc.poll() is None else None
+
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+        running = self._running()
+        return running.pid if running is not None else None
 
     def start(self) -> None:
         spec = {
@@ -200,13 +206,13 @@ class OfficialClientProcess:
     def kill(self) -> None:
         if self.paused:
             self.resume()
-        if self.pid is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
+        if (running := self._running()) is not None:
+            running.send_signal(signal.SIGKILL)
+            running.wait(timeout=10)
 
     def pause(self) -> None:
-        if self.pid is not None:
-            self.proc.send_signal(signal.SIGSTOP)
+        if (running := self._running()) is not None:
+            running.send_signal(signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:

@@ -112,7 +112,7 @@ class OffsetsGate:
     came with (see the module doc). Only the newest waiting snapshot is kept: offsets move forward only, and a
     newer snapshot of the master holds every offset an older one did."""
 
-    def __init__(self, offsets, store):
+    def __init__(self, offsets, store) -> None:
         self._offsets = offsets
         self._store = store
         self.waiting: tuple[dict, int] | None = None  # (offsets snapshot, master phys offset)

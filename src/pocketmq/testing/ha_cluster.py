@@ -65,7 +65,7 @@ class TwoGroups:
 
     @property
     def ns(self) -> str:
-        return self.namesrv.namesrv  # type: ignore[return-value]
+        return self.namesrv.namesrv
 
     async def ready(self, topics: Iterable[str], timeout_s: float = 15.0) -> None:
         """Create ``topics`` (one queue each) on every master, then wait until a SYNC send to A's master is

@@ -31,16 +31,31 @@ class PocketProcess:
     addresses: dict[str, str | None] = field(default_factory=dict)
 
     @property
+    def pid(self) -> int:
+        """The id of the process of the latest start (it may have exited since)."""
+        if self.proc is None:
+            raise RuntimeError(f"pocketmq {' '.join(self.args)} not started")
+        return self.proc.pid
+
+    def address(self, kind: str) -> str:
+        """The ``kind`` address the process reported; LookupError when it reported none (not started, or it
+        serves no such port: a broker with an outside name server has no "namesrv")."""
+        addr = self.addresses.get(kind)
+        if addr is None:
+            raise LookupError(f"pocketmq {' '.join(self.args)} reported no {kind} address")
+        return addr
+
+    @property
     def remoting(self) -> str:
-        return self.addresses["remoting"]  # type: ignore[return-value]
+        return self.address("remoting")
 
     @property
-    def namesrv(self) -> str | None:
-        return self.addresses.get("namesrv")
+    def namesrv(self) -> str:
+        return self.address("namesrv")
 
     @property
-    def grpc(self) -> str | None:
-        return self.addresses.get("grpc")
+    def grpc(self) -> str:
+        return self.address("grpc")
 
     @property
     def metrics(self) -> str | None:

@@ -17,6 +17,7 @@ import json
 import random
 import string
 from dataclasses import dataclass
+from typing import Any
 
 from pocketmq.protocol.codes import REGISTER_POP_STAGES, UPDATE_STAGE_OFFSETS, RequestCode, ResponseCode
 from pocketmq.protocol.headers import INT64_MIN, Field, RequestHeader, int32, text, topic_name
@@ -36,7 +37,7 @@ class _TopicConfigHeader(RequestHeader):
 
 
 # JSON-body codes: a body of the right shape, and per field values that body must refuse.
-_JSON_BODIES = {
+_JSON_BODIES: dict[int, tuple[dict[str, Any], dict[str, list[Any]]]] = {
     RequestCode.HEART_BEAT: (
         {"clientID": "fz-c", "consumerDataSet": [{"groupName": "fz-g0"}]},
         {
@@ -134,9 +135,24 @@ def remoting_case(seed: int, index: int) -> RemotingCase:
     return RemotingCase(code, fields, body, binary, ResponseCode.INVALID_PARAMETER, "; ".join(whys))
 
 
+def _int_range(f: Field) -> tuple[int, int]:
+    """An int32 or int64 field's [low, high] (``headers.int32``/``int64`` always declare both)."""
+    if f.low is None or f.high is None:
+        raise ValueError(f"integer field {f.name} declares no range")
+    return f.low, f.high
+
+
+def _max_chars(f: Field) -> int:
+    """A text, topic or group field's length limit (``headers`` always declares one)."""
+    if f.max_chars is None:
+        raise ValueError(f"field {f.name} declares no length limit")
+    return f.max_chars
+
+
 def _valid_text(f: Field) -> str:
     if f.kind in ("int32", "int64"):
-        return str(0 if f.low <= 0 <= f.high else f.low)
+        low, high = _int_range(f)
+        return str(0 if low <= 0 <= high else low)
     if f.kind == "bool":
         return "false"
     if f.kind == "topic":
@@ -154,9 +170,10 @@ def _wrong_text(rng: random.Random, f: Field) -> tuple[str | None, str]:
     if f.required:
         options += [(None, "missing"), ("", "blank")]
     if f.kind in ("int32", "int64"):
+        low, high = _int_range(f)
         options += [
-            (str(f.high + 1), "above its range"),
-            (str(f.high + rng.randint(1, 2**70)), "far above"),
+            (str(high + 1), "above its range"),
+            (str(high + rng.randint(1, 2**70)), "far above"),
             ("1e400", "infinite"),
             ("nan", "not a number"),
             ("1.5", "a fraction"),
@@ -164,8 +181,8 @@ def _wrong_text(rng: random.Random, f: Field) -> tuple[str | None, str]:
             ("\u00b2", "a superscript digit"),
             ("z" + _junk_text(rng), "junk"),
         ]
-        if f.low > INT64_MIN:
-            options.append((str(f.low - rng.randint(1, 2**70)), "below its range"))
+        if low > INT64_MIN:
+            options.append((str(low - rng.randint(1, 2**70)), "below its range"))
     elif f.kind == "bool":
         options += [("maybe", "not a boolean"), ("2", "not 0 or 1"), ("\u00fcber", "non-ASCII")]
     elif f.kind in ("topic", "group"):
@@ -174,14 +191,14 @@ def _wrong_text(rng: random.Random, f: Field) -> tuple[str | None, str]:
             ("a/b", "a slash"),
             (FUZZ_PREFIX + "t\n", "a trailing newline"),
             (" ", "blank"),
-            ("x" * (f.max_chars + 1), "too long"),
+            ("x" * (_max_chars(f) + 1), "too long"),
             ("t\u00e9", "non-ASCII"),
             ("a b", "a space"),
         ]
     elif f.kind == "choice":
         options += [("\u00c4" + f.choices[0], "non-ASCII"), ("NOPE", "not a choice"), (f.choices[0] + "\n", "newline")]
     elif f.kind == "text":
-        options.append(("x" * (f.max_chars + 1), "too long"))
+        options.append(("x" * (_max_chars(f) + 1), "too long"))
         if not f.control_ok:
             options += [("a\x00b", "a NUL"), ("line\nbreak", "a newline")]
     return rng.choice(options)

@@ -168,14 +168,14 @@ async def soak(args: argparse.Namespace, workdir: Path) -> int:
         stalled = False
         print(
             f"soak: {args.minutes} min at {args.rate} sends/s, warm-up {args.warmup_minutes} min, retention "
-            f"{args.retention_s} s, broker pid {proc.proc.pid}",
+            f"{args.retention_s} s, broker pid {proc.pid}",
             flush=True,
         )
         print("minute  rss_mib  sent  pulled  popped  acked  errors", flush=True)
         while (elapsed := time.monotonic() - started) < duration_s:
             await asyncio.sleep(min(args.sample_s, max(0.0, duration_s - elapsed)))
             elapsed = time.monotonic() - started
-            rss = rss_bytes(proc.proc.pid)
+            rss = rss_bytes(proc.pid)
             samples.append((elapsed, rss))
             print(
                 f"{elapsed / 60:6.2f}  {rss / MIB:7.1f}  {progress.sent}  {progress.pulled}  {progress.popped}  "

@@ -45,7 +45,7 @@ from pocketmq.testing.sim.config import (
 from pocketmq.testing.sim.disk import SimDisk
 from pocketmq.testing.sim.history import History
 from pocketmq.testing.sim.kernel import Kernel, SimFuture
-from pocketmq.testing.sim.network import Network
+from pocketmq.testing.sim.network import Network, Respond
 from pocketmq.testing.sim.nodes import NAMESRV_ADDR, Node
 from pocketmq.testing.sim.revive import Reviver
 from pocketmq.testing.sim.store import ProcessStore, SimStore
@@ -67,14 +67,14 @@ from pocketmq.testing.sim.wire import (
 @dataclass(slots=True)
 class _SyncWaiter:
     message: MessageExt
-    respond: object
+    respond: Respond
     deadline_ms: int
 
 
 @dataclass(slots=True)
 class _HeldPull:
     phys_offset: int
-    respond: object
+    respond: Respond
     answered: bool = False
 
 
@@ -168,7 +168,7 @@ class SimBroker(Node):
             await self.refresh_view(inc)
             await self.kernel.sleep(self.config.heartbeat_ms)
 
-    def _handle(self, src: str, request, respond) -> None:
+    def _handle(self, src: str, request, respond: Respond) -> None:
         if isinstance(request, Send):
             self._on_send(request, respond)
         elif isinstance(request, HaPull):
@@ -199,7 +199,7 @@ class SimBroker(Node):
         future.add_done(lambda: action() if self.alive(inc) else None)
 
     # -- SYNC sends (master) -------------------------------------------------------------------------------------
-    def _on_send(self, request: Send, respond) -> None:
+    def _on_send(self, request: Send, respond: Respond) -> None:
         if not self.is_master:
             respond(SendReply("SERVICE_NOT_AVAILABLE"))
             return
@@ -208,7 +208,7 @@ class SimBroker(Node):
         )
         self._when_done(self.disk.flush(), self.incarnation, lambda: self._await_replication(stored, respond))
 
-    def _await_replication(self, msg: MessageExt, respond) -> None:
+    def _await_replication(self, msg: MessageExt, respond: Respond) -> None:
         if "sync_ack_before_replication" in self.bugs:
             respond(SendReply("SEND_OK", msg.queue_offset))
             return
@@ -235,7 +235,7 @@ class SimBroker(Node):
         self._sync_waiters = waiting
 
     # -- replication ---------------------------------------------------------------------------------------------
-    def _on_ha_pull(self, request: HaPull, respond) -> None:
+    def _on_ha_pull(self, request: HaPull, respond: Respond) -> None:
         if not self.is_master:
             respond(HaPullReply(refused="not a master"))
             return
@@ -321,7 +321,7 @@ class SimBroker(Node):
                 await self.disk.flush()
 
     # -- POP -----------------------------------------------------------------------------------------------------
-    def _on_pop(self, request: Pop, respond) -> None:
+    def _on_pop(self, request: Pop, respond: Respond) -> None:
         if not self.acting():
             respond(PopReply(error="not serving POP"))
             return
@@ -351,10 +351,11 @@ class SimBroker(Node):
         self._popping.add(key)
         self.kernel.spawn(self._pop(self.incarnation, key, start + len(messages), messages, ck, respond))
 
-    async def _pop(self, inc: int, key, next_offset: int, messages, ck: PopCheckpoint, respond) -> None:
+    async def _pop(self, inc: int, key, next_offset: int, messages, ck: PopCheckpoint, respond: Respond) -> None:
         """Store the CK, then advance the pop offset (as the engine: the offset moves once the CK is stored). A
         master stores it locally; a slave acting master cannot write, so its CK goes to the other group's master."""
         record = checkpoint_message(REVIVE_TOPIC, ck)
+        target: str | None  # the group that stored the CK
         if self.is_master:
             await self.append_flushed([record])
             target = self.group
@@ -386,7 +387,7 @@ class SimBroker(Node):
             return None
         return target.rsplit("-", 1)[0] if reply.ok else None
 
-    def _on_escape(self, request: Escape, respond) -> None:
+    def _on_escape(self, request: Escape, respond: Respond) -> None:
         if not self.is_master:
             respond(EscapeReply(False))
             return
@@ -400,7 +401,7 @@ class SimBroker(Node):
             self._revive_queue = ReviveQueue(self.store_api, REVIVE_TOPIC, REVIVE_QUEUE_ID, self.group, start)
         return self._revive_queue
 
-    def _on_ack(self, request: Ack, respond) -> None:
+    def _on_ack(self, request: Ack, respond: Respond) -> None:
         if not self.is_master:
             respond(AckReply(False, "not a master"))
             return

@@ -54,13 +54,14 @@ def check_sync_sends(
                 )
             reader = final_readers.get(f["group"])
             at = (TOPIC, f["queue_id"], f["queue_offset"])
-            if reader is None or final_logs[reader].get(at) != f["origin"]:
+            held = final_logs[reader].get(at) if reader is not None else None
+            if held != f["origin"]:
                 found.append(
                     Violation(
                         "sync_sends",
                         f"{f['origin']} (SEND_OK, {f['group']} queue {f['queue_id']} "
                         f"offset {f['queue_offset']}) is not what {reader} holds there "
-                        f"at the end: {final_logs.get(reader, {}).get(at)}",
+                        f"at the end: {held}",
                     )
                 )
     return found

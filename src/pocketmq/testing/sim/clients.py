@@ -40,10 +40,10 @@ class SimProducer(_Client):
         rng = self.kernel.rng
         while self.alive(inc):
             await self.kernel.sleep(rng.randint(*self.config.send_interval_ms))
-            writable = [g for g in GROUPS if self.master_addr(g) is not None]
+            writable = [(g, addr) for g in GROUPS if (addr := self.master_addr(g)) is not None]
             if not self.sending or not writable:
                 continue
-            group = rng.choice(writable)
+            group, master_addr = rng.choice(writable)
             self._sent += 1
             origin = f"m{self._sent}"
             msg = MessageExt(
@@ -52,11 +52,11 @@ class SimProducer(_Client):
                 properties={props.UNIQ_KEY: origin},
                 queue_id=rng.randrange(QUEUES_PER_GROUP),
             )
-            self.kernel.spawn(self._send(group, msg))
+            self.kernel.spawn(self._send(group, master_addr, msg))
 
-    async def _send(self, group: str, msg: MessageExt) -> None:
+    async def _send(self, group: str, master_addr: str, msg: MessageExt) -> None:
         try:
-            reply = await self.net.call(self.addr, self.master_addr(group), Send(msg), self.config.send_timeout_ms)
+            reply = await self.net.call(self.addr, master_addr, Send(msg), self.config.send_timeout_ms)
         except RemotingError as exc:
             self.history.record("send_failed", origin=msg.uniq_key, group=group, status=type(exc).__name__)
             return

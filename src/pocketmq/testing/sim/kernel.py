@@ -30,7 +30,7 @@ class SimFuture:
 
     __slots__ = ("done", "_value", "_error", "_callbacks")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.done = False
         self._value: Any = None
         self._error: BaseException | None = None

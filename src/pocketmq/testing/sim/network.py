@@ -17,7 +17,8 @@ from typing import Any
 from pocketmq.common.errors import RemotingError, RemotingTimeoutError
 from pocketmq.testing.sim.kernel import Kernel, SimFuture
 
-Handler = Callable[[str, Any, Callable[[Any], None]], None]  # (source, request, respond)
+Respond = Callable[[Any], None]  # a handler's answer to one request
+Handler = Callable[[str, Any, Respond], None]  # (source, request, respond)
 
 
 @dataclass(slots=True)

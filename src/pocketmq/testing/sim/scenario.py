@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
+from functools import partial
 
 from pocketmq.testing.sim.broker import SimBroker
 from pocketmq.testing.sim.checkers import Violation, run_checkers
@@ -68,7 +69,8 @@ class _World:
         self.settled = False  # faults scheduled during the chaos part do not strike after it
 
     def start(self) -> None:
-        for node in [*self.brokers, self.producer, *self.consumers]:
+        nodes: list[SimBroker | SimProducer | SimConsumer] = [*self.brokers, self.producer, *self.consumers]
+        for node in nodes:
             node.start()
 
     async def inject_faults(self) -> None:
@@ -84,7 +86,7 @@ class _World:
                 if up:
                     broker = rng.choice(up)
                     self._kill(broker)
-                    kernel.after(rng.randint(*config.restart_after_ms), lambda b=broker: self._restart(b))
+                    kernel.after(rng.randint(*config.restart_after_ms), partial(self._restart, broker))
             elif fault == "outage":
                 self._group_outage(rng.choice(GROUPS))
             elif fault == "partition":
@@ -107,7 +109,7 @@ class _World:
                 self.history.record("disk_read_failures", broker=broker.addr)
                 kernel.after(
                     length_ms + rng.randint(0, 3_000),  # a failing disk: longer than other faults
-                    lambda b=broker: setattr(b.disk, "read_failure_probability", 0.0),
+                    partial(setattr, broker.disk, "read_failure_probability", 0.0),
                 )
 
     def _group_outage(self, group: str) -> None:
@@ -119,7 +121,7 @@ class _World:
         self._kill(master)
         self.kernel.after(config.broker_expire_ms + rng.randint(5_000, 9_000), lambda: self._kill(slave))
         for broker in (master, slave):
-            self.kernel.after(config.broker_expire_ms + rng.randint(9_000, 17_000), lambda b=broker: self._restart(b))
+            self.kernel.after(config.broker_expire_ms + rng.randint(9_000, 17_000), partial(self._restart, broker))
 
     def _kill(self, broker: SimBroker) -> None:
         if broker.up and not self.settled:
@@ -186,7 +188,7 @@ def run_seed(seed: int, config: SimConfig = SimConfig(), bugs: Bugs = Bugs()) ->
     else:
         final_logs, final_readers = world.final_state()
         violations = run_checkers(world.history, final_logs, final_readers, config)
-    kinds = {}
+    kinds: dict[str, int] = {}
     for _, kind, _ in world.history.events:
         kinds[kind] = kinds.get(kind, 0) + 1
     stats = {

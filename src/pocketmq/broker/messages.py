@@ -50,6 +50,7 @@ from pocketmq.common.topic import (
     TopicConfig,
     is_group_topic,
     is_system_topic,
+    priority_queue_id,
     topic_name_problem,
 )
 from pocketmq.protocol.codes import ResponseCode
@@ -153,7 +154,23 @@ def infer_message_type(msg: Message) -> MessageType:
         or props.TIMER_DELAY_MS in msg.properties
     ):
         return MessageType.DELAY
+    if props.PRIORITY in msg.properties:
+        return MessageType.PRIORITY
     return MessageType.NORMAL
+
+
+def check_priority(msg: Message) -> int | None:
+    """The level of a priority message, None for another message; BadRequestError for a priority that is not a
+    non-negative integer, or on a FIFO, delayed or transactional message (RocketMQ's types exclude each other)."""
+    if props.PRIORITY not in msg.properties:
+        return None
+    priority = msg.priority
+    if priority is None:
+        raise BadRequestError(f"priority {msg.properties[props.PRIORITY]!r} is not a non-negative integer")
+    kind = infer_message_type(msg)
+    if kind is not MessageType.PRIORITY:
+        raise BadRequestError(f"a {kind.value} message cannot have a priority")
+    return priority
 
 
 def select_queue(topic: TopicConfig, message_group: str | None, round_robin: int, gray: bool = False) -> int:
@@ -390,9 +407,15 @@ class MessageService:
     def _pick_queues(
         self, config: TopicConfig, messages: list[Message], queue_id: int | None, batch: bool
     ) -> list[int]:
+        retry = config.name.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        priorities = [None if retry else check_priority(m) for m in messages]
+        if priorities[0] is not None:  # its level picks the queue, whatever the client chose (RocketMQ's RIP-80)
+            if batch:  # one queue: the first message's
+                return [priority_queue_id(priorities[0], config.write_queue_nums)] * len(messages)
+            return [priority_queue_id(p or 0, config.write_queue_nums) for p in priorities]
         if queue_id is not None:
             return [queue_id] * len(messages)
-        if config.name.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a client's own retry: gray ones stay gray (gray.md)
+        if retry:  # a client's own retry: gray ones stay gray (gray.md)
             return [
                 retry_queue_id(config.write_queue_nums, is_gray_message(m.properties), next(self._round_robin))
                 for m in messages

@@ -1,8 +1,9 @@
-"""``pocketmq send TOPIC [--body TEXT] [--tag T] [--keys K] [--property K=V ...] [--count N] [--json]``.
+"""``pocketmq send TOPIC [--body TEXT] [--tag T] [--keys K] [--property K=V ...] [--message-group G | --priority N]
+[--count N] [--json]``.
 
 Sends one message, or with ``--count N`` N messages whose bodies are ``TEXT-0`` .. ``TEXT-(N-1)``, one at a
 time, each through the SDK's producer (queue chosen round robin over every broker of the route, or by
-``--message-group``). Each acknowledged message prints one line as soon as its reply arrives; with
+``--message-group``; a ``--priority N`` message goes to the queue of its level on the broker). Each acknowledged message prints one line as soon as its reply arrives; with
 ``--json`` an object with ``message_id`` (the producer's UNIQ_KEY), ``topic``, ``broker``, ``queue_id``,
 ``queue_offset``, ``status`` and ``offset_msg_id`` (the broker's id). A failed send stops the command with
 one error line and exit status 1; the lines already printed are the messages stored.
@@ -32,6 +33,11 @@ def register(subparsers) -> None:
         "--property", dest="properties", action="append", default=[], metavar="K=V", help="a user property; repeatable"
     )
     parser.add_argument("--message-group", help="send every message to this message group's queue")
+    parser.add_argument(
+        "--priority",
+        type=int,
+        help="send priority messages of this level (0 or more, higher first; the topic's queue N holds level N)",
+    )
     parser.add_argument("--count", type=int, help="send N messages numbered into the body")
     add_client_options(parser)
     parser.set_defaults(func=run)
@@ -44,6 +50,8 @@ def messages_of(args) -> list[Message]:
         raise IllegalTopicError(problem)
     if args.count is not None and args.count < 1:
         raise BadRequestError(f"--count must be at least 1, got {args.count}")
+    if args.priority is not None and args.priority < 0:
+        raise BadRequestError(f"--priority must be 0 or more, got {args.priority}")
     try:
         properties = parse_key_values(args.properties, "--property")
     except ValueError as exc:
@@ -60,6 +68,7 @@ def messages_of(args) -> list[Message]:
             keys=args.keys.split() if args.keys else None,
             properties=properties,
             message_group=args.message_group,
+            priority=args.priority,
         )
         for body in bodies
     ]

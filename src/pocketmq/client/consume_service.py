@@ -3,7 +3,8 @@
 A consume service is a strategy object the consumer hands every pulled batch to (``submit``); it is started,
 and shut down (waiting for listeners in flight) with the consumer. Two are here:
 
-- ``ConcurrentConsumeService``: batches of ``consume_batch_size`` run on the bounded thread pool in any order.
+- ``ConcurrentConsumeService``: batches of ``consume_batch_size`` run on the bounded thread pool; when batches
+  wait for a thread, the one of the highest message priority goes first (``client/priority_slots.py``).
   Failed messages (RECONSUME_LATER, or after ``ack_index``) are sent back to the broker in clustering mode
   (dropped with a warning in broadcasting mode); a message whose send-back fails stays in its process queue
   and is consumed again locally after ``local_retry_delay_ms`` (5 s), so it is never lost and the committed
@@ -29,6 +30,7 @@ from pocketmq.client.listener import (
     ConsumeOrderlyStatus,
     failed_indexes,
 )
+from pocketmq.client.priority_slots import PrioritySlots, batch_priority
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.runtime.periodic import TaskFailures, watch_task
@@ -55,6 +57,7 @@ class _ServiceBase:
         self._hooks = hooks
         self._listener = listener
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pocketmq-consume")
+        self._slots = PrioritySlots(threads)  # a free thread goes to the waiting batch of the highest priority
         self._batch_size = batch_size
         self._tasks: set[asyncio.Task] = set()
         self._failures = TaskFailures("pocketmq-consume")  # a task of this service ended by an error: reported
@@ -69,7 +72,8 @@ class _ServiceBase:
 
     async def _call_listener(self, messages: list[MessageExt], context):
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
+        async with self._slots.slot(batch_priority(messages)):
+            return await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
 
     def _guarded_call(self, messages, context):
         try:

@@ -40,6 +40,7 @@ class Message:
         keys: list[str] | str | None = None,
         properties: dict[str, str] | None = None,
         message_group: str | None = None,
+        priority: int | None = None,
         flag: int = 0,
     ):
         """A message with its common fields set by name; a ``str`` body is encoded as UTF-8."""
@@ -53,6 +54,7 @@ class Message:
         msg.keys = keys
         if message_group is not None:
             msg.properties[props.SHARDING_KEY] = message_group
+        msg.priority = priority
         return msg
 
     @property
@@ -82,6 +84,19 @@ class Message:
     @property
     def message_group(self) -> str | None:
         return self.properties.get(props.SHARDING_KEY)
+
+    @property
+    def priority(self) -> int | None:
+        """A priority message's level (``_SYS_MSG_PRIORITY_``, higher first), None when it has none or it is not
+        a non-negative integer."""
+        text = self.properties.get(props.PRIORITY)
+        return int(text) if text is not None and text.isascii() and text.isdigit() else None
+
+    @priority.setter
+    def priority(self, value: int | None) -> None:
+        if value is not None and value < 0:
+            raise ValueError(f"priority {value} is negative")
+        _set_or_clear(self.properties, props.PRIORITY, None if value is None else str(value))
 
     @property
     def delay_level(self) -> int:

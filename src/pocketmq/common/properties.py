@@ -34,6 +34,7 @@ TRACE_SWITCH = "TRACE_ON"
 CLUSTER = "CLUSTER"
 DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+PRIORITY = "_SYS_MSG_PRIORITY_"  # a priority message's level, >= 0, higher first (RocketMQ 5's RIP-80)
 IDEMPOTENT = "PMQ_IDEMPOTENT"  # PocketMQ's: "true" asks the broker to store a UNIQ_KEY once (broker/messages.py)
 
 # Names set by the broker or the protocol; a user property may not use them (v2 ILLEGAL_MESSAGE_PROPERTY_KEY).
@@ -63,6 +64,7 @@ SYSTEM_PROPERTY_NAMES = frozenset(
         MSG_REGION,
         TRACE_SWITCH,
         CLUSTER,
+        PRIORITY,
         "TRANSACTION_ID",
         "BORN_HOST",
         "INSTANCE_ID",

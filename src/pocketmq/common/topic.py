@@ -43,6 +43,7 @@ class MessageType(enum.Enum):
     FIFO = "FIFO"
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
+    PRIORITY = "PRIORITY"
     MIXED = "MIXED"
 
     def accepts(self, message_type: MessageType) -> bool:
@@ -55,6 +56,12 @@ class MessageType(enum.Enum):
         except ValueError:
             names = "|".join(t.value.lower() for t in cls)
             raise ValueError(f"unknown message type {text!r} (expected {names})") from None
+
+
+def priority_queue_id(priority: int, queue_nums: int) -> int:
+    """The queue of a priority message (RocketMQ's RIP-80): queue *n* holds level *n*, and a level above the
+    topic's last queue is the highest there is."""
+    return min(priority, queue_nums - 1)
 
 
 def topic_name_problem(topic: str) -> str | None:

@@ -36,9 +36,10 @@ _PB_TYPE_TO_DOMAIN = {
     pb.FIFO: MessageType.FIFO,
     pb.DELAY: MessageType.DELAY,
     pb.TRANSACTION: MessageType.TRANSACTION,
+    pb.PRIORITY: MessageType.PRIORITY,
 }
 _DOMAIN_TYPE_TO_PB = {v: k for k, v in _PB_TYPE_TO_DOMAIN.items()}
-_ALL_ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+_ALL_ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION, pb.PRIORITY)
 
 # The producer retry policy the Apache proxy hands out; Node's client throws without an exponential one.
 PRODUCER_MAX_ATTEMPTS = 3
@@ -77,10 +78,11 @@ class InboundMessage:
     body_encoding: str = "IDENTITY"
     user_properties: dict[str, str] = field(default_factory=dict)
     orphaned_recovery_ms: int | None = None  # a TRANSACTION message's check immunity (no official client sets it)
+    priority: int | None = None  # a PRIORITY message's level
 
     @property
     def domain_type(self) -> MessageType | None:
-        """The PocketMQ message type, or None for one PocketMQ does not know (LITE, PRIORITY, unspecified)."""
+        """The PocketMQ message type, or None for one PocketMQ does not know (LITE, unspecified)."""
         domain = MessageType.__members__.get(self.message_type)
         return None if domain is MessageType.MIXED else domain
 
@@ -96,6 +98,8 @@ class InboundMessage:
             properties[props.SHARDING_KEY] = self.message_group
         if self.delivery_timestamp_ms is not None:
             properties[props.TIMER_DELIVER_MS] = str(self.delivery_timestamp_ms)
+        if self.priority is not None:
+            properties[props.PRIORITY] = str(self.priority)
         return Message(topic=self.topic, body=self.body, properties=properties)
 
 
@@ -147,6 +151,7 @@ def decode_message(message) -> InboundMessage:
             if sp.HasField("orphaned_transaction_recovery_duration")
             else None
         ),
+        priority=sp.priority if sp.HasField("priority") else None,
     )
 
 
@@ -367,6 +372,8 @@ def domain_message_type(msg: Message) -> MessageType:
         return MessageType.FIFO
     if props.TIMER_DELIVER_MS in p or props.DELAY_TIME_LEVEL in p:
         return MessageType.DELAY
+    if props.PRIORITY in p:
+        return MessageType.PRIORITY
     return MessageType.NORMAL
 
 
@@ -412,6 +419,9 @@ def encode_delivered_message(
     group = msg.message_group
     if group:
         sp.message_group = group
+    priority = msg.priority
+    if priority is not None:
+        sp.priority = priority
     if msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         sp.dead_letter_queue.topic = msg.properties.get(props.DLQ_ORIGIN_TOPIC, "")
         sp.dead_letter_queue.message_id = msg.properties.get(props.DLQ_ORIGIN_MESSAGE_ID, "")

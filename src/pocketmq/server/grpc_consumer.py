@@ -3,7 +3,9 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
 
 - ReceiveMessage long-polls until messages arrive or ``min(long_polling_timeout (default 20 s), the client's
   deadline - 500 ms)``, so the answer always beats the client's deadline; the batch is clamped to [1, 32]; the
-  queue id is ignored (any queue) except for FIFO groups, whose clients get one assignment per queue. The
+  queue id is ignored (any queue of the topic, as RocketMQ's proxy pops a topic) except for push consumers
+  (``auto_renew``) of FIFO groups, which get one assignment per queue and receive on each. A simple consumer of
+  a FIFO group names the queue its route rotation picked, and gets messages of any ready queue. The
   invisible time is the request's (auto-renewing push consumers send none: 60 s), at least the broker's
   ``pop_min_invisible_ms`` and at most 12 h (``ILLEGAL_INVISIBLE_TIME`` beyond). Only TAG filters
   (``ILLEGAL_FILTER_EXPRESSION`` for SQL). Each message carries its receipt handle, delivery attempt
@@ -171,12 +173,15 @@ class ConsumerRpcs:
             poll_ms = min(poll_ms, int(remaining_s * 1000) - DEADLINE_MARGIN_MS)
         group_config = self._broker.groups.get(req.group)
         fifo = bool(group_config is not None and group_config.consume_message_orderly)
+        # Only a FIFO push consumer receives per queue (one assignment each); holding any other receive to the
+        # queue it named would long-poll an empty queue while others hold ready messages.
+        per_queue = fifo and req.auto_renew
         return PopRequest(
             req.group,
             req.topic,
             max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)),
             invisible_ms,
-            queue_id=req.queue_id if fifo else -1,
+            queue_id=req.queue_id if per_queue else -1,
             tag_expression=req.filter_expression,
             poll_ms=max(poll_ms, 0),
             client_id=client_id,

@@ -25,7 +25,9 @@ from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
 from pocketmq.protocol.headers import INT64_MAX, has_control_character
 
 # Types this front end stores (DELAY through the broker's timer, TRANSACTION through its transaction service).
-SUPPORTED_TYPES = frozenset({MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION})
+SUPPORTED_TYPES = frozenset(
+    {MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION, MessageType.PRIORITY}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,13 +193,15 @@ def _resolve_type(msg: InboundMessage, topic_type: MessageType) -> MessageType:
 
     An unspecified type is inferred from the properties (as a 4.x client's message would be). A type that
     contradicts the message's properties or the topic's type is MESSAGE_PROPERTY_CONFLICT_WITH_TYPE; a type
-    PocketMQ does not know (LITE, PRIORITY) is NOT_IMPLEMENTED.
+    PocketMQ does not know (LITE) is NOT_IMPLEMENTED.
     """
     if msg.message_type == "MESSAGE_TYPE_UNSPECIFIED":
         if msg.message_group is not None:
             message_type = MessageType.FIFO
         elif msg.delivery_timestamp_ms is not None:
             message_type = MessageType.DELAY
+        elif msg.priority is not None:
+            message_type = MessageType.PRIORITY
         else:
             message_type = MessageType.NORMAL
     else:
@@ -226,6 +230,10 @@ def _property_conflict(msg: InboundMessage, message_type: MessageType) -> str | 
         return f"a {message_type.value} message cannot have a message group"
     if message_type is not MessageType.DELAY and has_delivery:
         return f"a {message_type.value} message cannot have a delivery timestamp"
+    if message_type is MessageType.PRIORITY and (msg.priority is None or msg.priority < 0):
+        return "a PRIORITY message needs a priority of 0 or more"
+    if message_type is not MessageType.PRIORITY and msg.priority is not None:
+        return f"a {message_type.value} message cannot have a priority"
     return None
 
 

@@ -82,7 +82,7 @@ def test_route_response_fills_what_the_clients_filter_on():
     q0 = resp.message_queues[0]
     assert (q0.id, q0.broker.id, q0.permission) == (0, 0, pb.READ_WRITE)
     assert q0.broker.endpoints.scheme == pb.IPv4 and q0.broker.endpoints.addresses[0].port == 8081
-    assert list(q0.accept_message_types) == [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
+    assert list(q0.accept_message_types) == [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION, pb.PRIORITY]
     qb = resp.message_queues[2]
     assert qb.broker.name == "broker-b" and qb.broker.endpoints.scheme == pb.DOMAIN_NAME
     assert list(qb.accept_message_types) == [pb.FIFO]

@@ -168,7 +168,6 @@ def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
     "overrides",
     [
         dict(message_type="LITE"),
-        dict(message_type="PRIORITY"),
         dict(message_type="42"),
     ],
 )
@@ -178,6 +177,15 @@ def test_types_not_stored_yet_are_not_implemented(overrides):
 
 def test_transaction_messages_are_accepted():
     assert validate(msg(message_type="TRANSACTION")).message_type == "TRANSACTION"
+
+
+def test_priority_messages_are_accepted_and_need_their_priority():
+    assert validate(msg(message_type="PRIORITY", priority=3), MessageType.PRIORITY).message_type == "PRIORITY"
+    assert validate(msg(message_type="MESSAGE_TYPE_UNSPECIFIED", priority=0)).message_type == "PRIORITY"
+    assert code_of(validate, msg(message_type="PRIORITY")) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert code_of(validate, msg(message_type="NORMAL", priority=1)) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    conflict = msg(message_type="PRIORITY", priority=1)
+    assert code_of(validate, conflict, MessageType.NORMAL) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
 def test_delay_messages_are_accepted():

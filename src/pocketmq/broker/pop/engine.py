@@ -44,7 +44,7 @@ from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.stats import QueuePopStats, group_stats
 from pocketmq.broker.pop.waiters import PopWaiters
 from pocketmq.common.errors import InvalidReceiptHandleError
-from pocketmq.common.topic import pop_retry_topic
+from pocketmq.common.topic import MessageType, pop_retry_topic
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
 
@@ -179,7 +179,14 @@ class PopService:
             queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
             retry_config = self._topics.get(retry_topic) if mode.reads_retry_topic else None
             retry_queue_ids = share.retry_queue_ids(retry_config.read_queue_nums) if retry_config is not None else []
-            plan = visit_order(req.topic, queue_ids, retry_topic, retry_queue_ids, next(self._pops))
+            plan = visit_order(
+                req.topic,
+                queue_ids,
+                retry_topic,
+                retry_queue_ids,
+                next(self._pops),
+                by_priority=topic_config.message_type is MessageType.PRIORITY,
+            )
             result = PopResult(
                 self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues), self.broker_name
             )

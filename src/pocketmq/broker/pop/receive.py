@@ -158,11 +158,31 @@ def admit(req: PopRequest, groups, topics) -> tuple:
 
 
 def visit_order(
-    topic: str, queue_ids: list[int], retry_topic: str, retry_queue_ids: list[int], turn: int
+    topic: str,
+    queue_ids: list[int],
+    retry_topic: str,
+    retry_queue_ids: list[int],
+    turn: int,
+    *,
+    by_priority: bool = False,
 ) -> list[tuple[str, int]]:
     """The (topic, queue id)s one pass of a pop reads in turn: the topic's queues from a rotating start, and the
-    retry topic's after them, or first on every ``RETRY_FIRST_EVERY``-th turn."""
+    retry topic's after them, or first on every ``RETRY_FIRST_EVERY``-th turn.
+
+    ``by_priority`` (a PRIORITY topic, where queue *n* holds priority *n*): the highest queue first, each followed
+    by the retry topic's queue of the same priority (preceded on every ``RETRY_FIRST_EVERY``-th turn), so that a
+    waiting message of a higher priority, fresh or retried, always goes before every lower one."""
+    retry_first = turn % RETRY_FIRST_EVERY == 0
+    if by_priority:
+        retries = set(retry_queue_ids)
+        plan: list[tuple[str, int]] = []
+        for q in sorted(set(queue_ids) | retries, reverse=True):
+            level = [(topic, q)] if q in queue_ids else []
+            if q in retries:
+                level.insert(0 if retry_first else len(level), (retry_topic, q))
+            plan += level
+        return plan
     start = turn % len(queue_ids) if queue_ids else 0
     plan = [(topic, q) for q in queue_ids[start:] + queue_ids[:start]]
     retry = [(retry_topic, q) for q in retry_queue_ids]
-    return retry + plan if turn % RETRY_FIRST_EVERY == 0 else plan + retry
+    return retry + plan if retry_first else plan + retry

@@ -67,6 +67,7 @@ from pocketmq.broker.pop.revive_queue import (
     checkpoint_message,
 )
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
+from pocketmq.broker.priority import place_priority_retry
 from pocketmq.broker.write_backoff import DEFAULT_MAX_PASS_WAIT_MS, PassPacer, WriteBackoff
 from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
 from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY, DeadLetterReference
@@ -445,7 +446,9 @@ class ReviveService:
             problem = write_problem(copy.message)
             if problem is None and not copy.dead_letter:
                 try:
-                    place_retry_copy(self._topics, copy.message)  # gray retries stay gray (broker/gray.py)
+                    # retries keep their priority (broker/priority.py); gray retries stay gray (broker/gray.py)
+                    if not place_priority_retry(self._topics, copy.message):
+                        place_retry_copy(self._topics, copy.message)
                 except BadRequestError as exc:
                     problem = str(exc)
                 except OSError as exc:  # the retry topic could not be saved (disk full): back off, try again

@@ -7,11 +7,15 @@
   clock passes their invisible time and revive passes run until every one is in the retry topic. Reports the
   revive passes' messages per second (the pops are not timed).
 
+``--topic-type priority`` runs both cases on a PRIORITY topic instead (docs/pop.md): the messages are sent in
+batches of 32 of one priority level each, levels 0..7 in turn (one per queue), so every pop reads the highest
+level that holds messages first. The sdk case also reports the (untimed-before) send rate.
+
 Prints one JSON line per case. ``--profile`` runs cProfile over the broker's pop path in process (pop + ack of
 the revive case's messages) and prints the top functions (total time) to stderr.
 
     python bench/pop.py [--messages 64000] [--consumers 4] [--revive-messages 100000] [--cases sdk,revive]
-                        [--acks overlapped|awaited]
+                        [--acks overlapped|awaited] [--topic-type normal|priority]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 
 from pocketmq.client import Admin, AsyncSimpleConsumer, ClientConfig, Message, Producer
+from pocketmq.common.topic import MessageType, TopicConfig
 from pocketmq.testing.processes import broker_process, process_cpu_s
 
 BODY = b"x" * 1024
@@ -39,12 +44,25 @@ TARGET_MSG_PER_S = 20_000
 
 
 # -- the SDK's receive + ack against a real broker -----------------------------------------------------------------
-def produce(config: ClientConfig, messages: int) -> None:
+def batches(messages: int, priority: bool, make) -> list[list]:
+    """The messages in sends of ``BATCH``; with ``priority`` each batch is of one level, 0..QUEUES-1 in turn."""
+    out = []
+    for n, start in enumerate(range(0, messages, BATCH)):
+        level = n % QUEUES if priority else None
+        out.append([make(TOPIC, BODY, level) for _ in range(min(BATCH, messages - start))])
+    return out
+
+
+def produce(config: ClientConfig, messages: int, priority: bool) -> float:
+    """Sends per second."""
     with Admin(config) as admin:
-        admin.create_topic(TOPIC, queues=QUEUES)
+        admin.create_topic(TOPIC, queues=QUEUES, message_type=MessageType.PRIORITY if priority else MessageType.MIXED)
+    sends = batches(messages, priority, lambda topic, body, level: Message.create(topic, body, priority=level))
     with Producer(config) as producer:
-        for start in range(0, messages, BATCH):
-            producer.send_batch([Message(TOPIC, BODY) for _ in range(min(BATCH, messages - start))])
+        started = time.perf_counter()
+        for batch in sends:
+            producer.send_batch(batch)
+        return messages / (time.perf_counter() - started)
 
 
 async def consume_all(config: ClientConfig, messages: int, consumers: int, overlap_acks: bool) -> float:
@@ -82,12 +100,12 @@ async def consume_all(config: ClientConfig, messages: int, consumers: int, overl
             await client.shutdown()
 
 
-def bench_sdk(messages: int, consumers: int, overlap_acks: bool) -> dict:
+def bench_sdk(messages: int, consumers: int, overlap_acks: bool, priority: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         proc = broker_process(Path(tmp), "broker-bench-pop").start()
         try:
             config = ClientConfig(namesrv_addr=proc.namesrv)
-            produce(config, messages)
+            send_rate = produce(config, messages, priority)
             client_cpu_s, broker_cpu_s = time.process_time(), process_cpu_s(proc.proc.pid)
             elapsed_s = asyncio.run(consume_all(config, messages, consumers, overlap_acks))
             client_cpu_s, broker_cpu_s = time.process_time() - client_cpu_s, process_cpu_s(proc.proc.pid) - broker_cpu_s
@@ -96,7 +114,9 @@ def bench_sdk(messages: int, consumers: int, overlap_acks: bool) -> dict:
     rate = messages / elapsed_s
     return {
         "case": "sdk_receive_ack",
+        "topic_type": "priority" if priority else "normal",
         "messages": messages,
+        "send_msgs_per_s": round(send_rate),
         "consumers": consumers,
         "batch": BATCH,
         "acks": "overlapped" if overlap_acks else "awaited",
@@ -122,11 +142,10 @@ async def pop_everything(broker, messages: int, *, ack: bool) -> None:
         taken += len(delivered)
 
 
-async def revive_case(tmp: Path, messages: int, profile: bool) -> dict:
+async def revive_case(tmp: Path, messages: int, profile: bool, priority: bool) -> dict:
     from pocketmq.broker.broker import Broker
     from pocketmq.broker.config import BrokerConfig
     from pocketmq.common.message import Message as StoredMessage
-    from pocketmq.common.topic import TopicConfig
     from pocketmq.runtime.clock import ManualClock
 
     clock = ManualClock()
@@ -136,11 +155,11 @@ async def revive_case(tmp: Path, messages: int, profile: bool) -> dict:
     broker = Broker(config, clock=clock)
     await broker.start(remoting_port=10911)
     try:
-        broker.topics.create_or_update(TopicConfig(TOPIC, QUEUES, QUEUES))
-        for start in range(0, messages, 1000):
-            await broker.messages.send(
-                [StoredMessage(TOPIC, BODY) for _ in range(min(1000, messages - start))], topic=TOPIC
-            )
+        topic_type = MessageType.PRIORITY if priority else MessageType.MIXED
+        broker.topics.create_or_update(TopicConfig(TOPIC, QUEUES, QUEUES, message_type=topic_type))
+        for batch in batches(messages, priority, lambda t, b, level: StoredMessage.create(t, b, priority=level)):
+            await broker.messages.send(batch, topic=TOPIC)
+        pop_started = time.perf_counter()
         if profile:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -149,6 +168,7 @@ async def revive_case(tmp: Path, messages: int, profile: bool) -> dict:
             pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
             return {"case": "profile_pop_ack", "messages": messages}
         await pop_everything(broker, messages, ack=False)
+        pop_s = time.perf_counter() - pop_started
         clock.advance(10_001)
         revive = broker.pop.revive
         before = revive.metrics.get("retried", 0)
@@ -160,15 +180,17 @@ async def revive_case(tmp: Path, messages: int, profile: bool) -> dict:
         await broker.shutdown()
     return {
         "case": "revive",
+        "topic_type": "priority" if priority else "normal",
         "messages": messages,
+        "pop_msgs_per_s": round(messages / pop_s),
         "seconds": round(elapsed_s, 2),
         "msgs_per_s": round(messages / elapsed_s),
     }
 
 
-def bench_revive(messages: int, profile: bool = False) -> dict:
+def bench_revive(messages: int, profile: bool = False, priority: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        return asyncio.run(revive_case(Path(tmp), messages, profile))
+        return asyncio.run(revive_case(Path(tmp), messages, profile, priority))
 
 
 def main() -> None:
@@ -184,15 +206,17 @@ def main() -> None:
         default="overlapped",
         help="sdk case: ack a batch while receiving the next, or await each ack first",
     )
+    parser.add_argument("--topic-type", choices=("normal", "priority"), default="normal")
     args = parser.parse_args()
+    priority = args.topic_type == "priority"
     if args.profile:
-        print(json.dumps(bench_revive(min(args.revive_messages, 32_000), profile=True)), flush=True)
+        print(json.dumps(bench_revive(min(args.revive_messages, 32_000), True, priority)), flush=True)
         return
     cases = args.cases.split(",")
     if "sdk" in cases:
-        print(json.dumps(bench_sdk(args.messages, args.consumers, args.acks == "overlapped")), flush=True)
+        print(json.dumps(bench_sdk(args.messages, args.consumers, args.acks == "overlapped", priority)), flush=True)
     if "revive" in cases:
-        print(json.dumps(bench_revive(args.revive_messages)), flush=True)
+        print(json.dumps(bench_revive(args.revive_messages, priority=priority)), flush=True)
 
 
 if __name__ == "__main__":

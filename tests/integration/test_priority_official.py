@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.integration.grpc_support import client_env
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.testing.processes import broker_process
@@ -39,16 +40,9 @@ def config(broker) -> ClientConfig:
 
 
 def official(broker, tmp_path: Path, **spec) -> dict:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), json.dumps({"endpoint": broker.grpc, "deadline_s": 30, **spec})],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=90,
-        env={**os.environ, "HOME": str(home)},
-    )
+    """Run ``priority_official_client.py`` with ``spec`` to its end; its JSON result."""
+    command = [sys.executable, str(SCRIPT), json.dumps({"endpoint": broker.grpc, "deadline_s": 30, **spec})]
+    out = subprocess.run(command, env=client_env(tmp_path / "home"), capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -20,8 +20,9 @@ from pocketmq.testing.processes import broker_process
 pytestmark = pytest.mark.slow
 
 STAGES = [10, 20, 70]
-WORK_S = 0.05  # long enough that 20 threads overlap even on a loaded 2-core machine
+WORK_S = 0.05  # the listener's work per message
 STAGE_OF = [0] * 10 + [1] * 20 + [2] * 70
+PEAK_OF_STAGE = {0: 10, 1: 20, 2: 20}  # a stage's size, up to the pool's 20 threads
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +39,18 @@ def config(broker) -> ClientConfig:
 
 class Recorder(StagedConcurrentListener):
     """Works ``WORK_S`` per message and records (index, start, end) of every successful delivery; messages
-    from ``fail_from`` on are suspended (SUSPEND_CURRENT_QUEUE_A_MOMENT) and counted in ``failures``."""
+    from ``fail_from`` on are suspended (SUSPEND_CURRENT_QUEUE_A_MOMENT) and counted in ``failures``.
 
-    def __init__(self, fail_from: int = 100) -> None:
+    ``meet_peaks``: a call waits (up to 10 s) until as many calls of its stage run at once as the stage allows
+    (``PEAK_OF_STAGE``) before it works. A consumer that runs a stage's messages concurrently reaches that peak
+    however slowly the machine schedules its threads; one that does not leaves the peak short."""
+
+    def __init__(self, fail_from: int = 100, *, meet_peaks: bool = False) -> None:
         self.fail_from = fail_from
+        self.meet_peaks = meet_peaks
         self.runs: list[tuple[int, float, float]] = []
         self.failures: list[int] = []
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.in_flight = 0
         self.peak_by_stage: dict[int, int] = {}  # listener calls running at once, by the stage of the newcomer
 
@@ -57,6 +63,9 @@ class Recorder(StagedConcurrentListener):
             self.in_flight += 1
             stage = STAGE_OF[index]
             self.peak_by_stage[stage] = max(self.peak_by_stage.get(stage, 0), self.in_flight)
+            if self.meet_peaks:
+                self.lock.notify_all()
+                self.lock.wait_for(lambda: self.peak_by_stage[stage] >= PEAK_OF_STAGE[stage], timeout=10)
         start = time.monotonic()
         time.sleep(WORK_S)  # the listener's work, not a wait for a condition
         with self.lock:
@@ -111,7 +120,7 @@ def assert_stage_order(runs):
 
 def test_stage_order_and_concurrency(config):
     produce(config, "staged_order")
-    listener = Recorder()
+    listener = Recorder(meet_peaks=True)
     consumer = consumer_of(config, "staged_order", "g_staged_order", listener)
     try:
         wait_until(lambda: len(listener.done()) == 100, timeout_s=20, message="100 messages consumed")

@@ -107,7 +107,9 @@ class NotReplicatedError(PocketMQError):
     def __init__(self, message: str, *, slave_in_sync: bool):
         super().__init__(message)
         self.slave_in_sync = slave_in_sync
-        self.handle = None  # a change of invisible time: the new receipt handle, valid on the master
+        # A change of invisible time: the new receipt handle, valid on the master (a ``broker.pop`` type, which
+        # this layer cannot name).
+        self.handle: object | None = None
 
 
 class ReplicationRefusedError(PocketMQError):

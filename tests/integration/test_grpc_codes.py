@@ -18,7 +18,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from pocketmq.client.admin import Admin
 from pocketmq.client.config import ClientConfig
 from pocketmq.common.topic import MessageType
-from pocketmq.protocol.grpc_codec import V2Code
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.testing.processes import broker_process
 
 MAX_BODY_BYTES = 64 * 1024
@@ -68,84 +68,89 @@ def send(
 # -- QueryRoute ------------------------------------------------------------------------------------------------
 def test_route_ok(v2, broker):
     reply = v2.QueryRoute(route_request("codes_normal", broker.grpc), timeout=5)
-    assert reply.status.code == V2Code.OK and [q.id for q in reply.message_queues] == [0, 1]
+    assert reply.status.code == V2StatusCode.OK and [q.id for q in reply.message_queues] == [0, 1]
     assert [list(q.accept_message_types) for q in reply.message_queues] == [[pb.NORMAL]] * 2
 
 
 def test_route_topic_not_found(v2, broker):
-    assert v2.QueryRoute(route_request("codes_absent", broker.grpc), timeout=5).status.code == V2Code.TOPIC_NOT_FOUND
+    assert (
+        v2.QueryRoute(route_request("codes_absent", broker.grpc), timeout=5).status.code == V2StatusCode.TOPIC_NOT_FOUND
+    )
 
 
 @pytest.mark.parametrize("topic", ["bad topic", "x" * 128, "", "rmq_sys_secret"])
 def test_route_illegal_topic(v2, broker, topic):
-    assert v2.QueryRoute(route_request(topic, broker.grpc), timeout=5).status.code == V2Code.ILLEGAL_TOPIC
+    assert v2.QueryRoute(route_request(topic, broker.grpc), timeout=5).status.code == V2StatusCode.ILLEGAL_TOPIC
 
 
 # -- SendMessage -----------------------------------------------------------------------------------------------
 def test_send_ok_keeps_the_message_id(v2):
     reply = send(v2, message_id="MY-OWN-ID")
-    assert reply.status.code == V2Code.OK and reply.entries[0].message_id == "MY-OWN-ID"
+    assert reply.status.code == V2StatusCode.OK and reply.entries[0].message_id == "MY-OWN-ID"
 
 
 def test_send_topic_not_found(v2):
-    assert send(v2, topic="codes_absent").status.code == V2Code.TOPIC_NOT_FOUND
+    assert send(v2, topic="codes_absent").status.code == V2StatusCode.TOPIC_NOT_FOUND
 
 
 def test_send_illegal_topic(v2):
-    assert send(v2, topic="bad/topic").status.code == V2Code.ILLEGAL_TOPIC
+    assert send(v2, topic="bad/topic").status.code == V2StatusCode.ILLEGAL_TOPIC
 
 
 def test_send_message_body_empty(v2):
-    assert send(v2, body=b"").status.code == V2Code.MESSAGE_BODY_EMPTY
+    assert send(v2, body=b"").status.code == V2StatusCode.MESSAGE_BODY_EMPTY
 
 
 def test_send_message_body_too_large(v2):
-    assert send(v2, body=b"x" * (MAX_BODY_BYTES + 1)).status.code == V2Code.MESSAGE_BODY_TOO_LARGE
+    assert send(v2, body=b"x" * (MAX_BODY_BYTES + 1)).status.code == V2StatusCode.MESSAGE_BODY_TOO_LARGE
 
 
 @pytest.mark.parametrize("tag", ["a|b", "  ", "bad\x01tag"])
 def test_send_illegal_message_tag(v2, tag):
-    assert send(v2, tag=tag).status.code == V2Code.ILLEGAL_MESSAGE_TAG
+    assert send(v2, tag=tag).status.code == V2StatusCode.ILLEGAL_MESSAGE_TAG
 
 
 def test_send_illegal_message_key(v2):
-    assert send(v2, keys=["ok", " "]).status.code == V2Code.ILLEGAL_MESSAGE_KEY
+    assert send(v2, keys=["ok", " "]).status.code == V2StatusCode.ILLEGAL_MESSAGE_KEY
 
 
 def test_send_illegal_message_group(v2):
     reply = send(v2, message_type=pb.FIFO, message_group="g" * 64)
-    assert reply.status.code == V2Code.ILLEGAL_MESSAGE_GROUP
+    assert reply.status.code == V2StatusCode.ILLEGAL_MESSAGE_GROUP
 
 
 def test_send_illegal_message_property_key(v2):
-    assert send(v2, properties={"UNIQ_KEY": "x"}).status.code == V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert send(v2, properties={"UNIQ_KEY": "x"}).status.code == V2StatusCode.ILLEGAL_MESSAGE_PROPERTY_KEY
 
 
 @pytest.mark.parametrize("properties", [{f"k{i}": "v" for i in range(129)}, {"big": "v" * (16 * 1024 + 1)}])
 def test_send_message_properties_too_large(v2, properties):
-    assert send(v2, properties=properties).status.code == V2Code.MESSAGE_PROPERTIES_TOO_LARGE
+    assert send(v2, properties=properties).status.code == V2StatusCode.MESSAGE_PROPERTIES_TOO_LARGE
 
 
 @pytest.mark.parametrize("message_id", ["", "has space", "x" * 129])
 def test_send_illegal_message_id(v2, message_id):
-    assert send(v2, message_id=message_id).status.code == V2Code.ILLEGAL_MESSAGE_ID
+    assert send(v2, message_id=message_id).status.code == V2StatusCode.ILLEGAL_MESSAGE_ID
 
 
 def test_send_illegal_delivery_time(v2):
     four_days_s = 4 * 24 * 3600  # beyond the broker's timer horizon (3 days)
     reply = send(v2, message_type=pb.DELAY, delivery_timestamp_s=int(time.time()) + four_days_s)
-    assert reply.status.code == V2Code.ILLEGAL_DELIVERY_TIME
+    assert reply.status.code == V2StatusCode.ILLEGAL_DELIVERY_TIME
 
 
 def test_send_message_property_conflict_with_type(v2):
     assert (
         send(v2, topic="codes_normal", message_type=pb.FIFO, message_group="g").status.code
-        == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+        == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
     )
     # a type that contradicts the message's own properties
-    assert send(v2, message_type=pb.NORMAL, message_group="g").status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert (
+        send(v2, message_type=pb.NORMAL, message_group="g").status.code
+        == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    )
 
 
 def test_transaction_to_a_normal_topic_is_a_type_conflict(v2):
     reply = send(v2, topic="codes_normal", message_type=pb.TRANSACTION)
-    assert reply.status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert reply.status.code == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE

@@ -18,7 +18,7 @@ from grpc_support import client_env, official_client_command, read_topic, route_
 
 from pocketmq.client.admin import Admin
 from pocketmq.client.config import ClientConfig
-from pocketmq.protocol.grpc_codec import V2Code
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import broker_process, namesrv_process
 
@@ -113,7 +113,7 @@ def test_cluster_routes_carry_each_brokers_own_endpoint_and_sends_spread_over_bo
                     20,
                     message="route over both brokers",
                 )
-            assert answer.status.code == V2Code.OK
+            assert answer.status.code == V2StatusCode.OK
             assert endpoints_by_broker(answer) == {name: {addr} for name, addr in grpc_of.items()}
 
         outcomes = run_official_client(

@@ -11,7 +11,7 @@ import pytest
 from grpc_support import CLIENT_ID, producer_settings, run_official_client, stub
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from pocketmq.protocol.grpc_codec import V2Code
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ class TelemetryStream:
 def test_a_silent_client_is_expired_after_the_heartbeat_timeout(broker):
     stream = TelemetryStream(broker.grpc)
     try:
-        assert stream.first.status.code == V2Code.OK
+        assert stream.first.status.code == V2StatusCode.OK
         assert stream.ended.wait(10), "the stream of an expired client must end"
         assert stream.ended_after_s >= HEARTBEAT_TIMEOUT_MS / 1000 * 0.9
     finally:
@@ -74,12 +74,12 @@ def test_heartbeats_keep_a_client_alive_and_termination_drops_it_at_once(broker)
     try:
         deadline = time.monotonic() + 2 * HEARTBEAT_TIMEOUT_MS / 1000
         while time.monotonic() < deadline:  # beat for twice the timeout
-            assert v2.Heartbeat(spb.HeartbeatRequest(), metadata=CLIENT_ID).status.code == V2Code.OK
+            assert v2.Heartbeat(spb.HeartbeatRequest(), metadata=CLIENT_ID).status.code == V2StatusCode.OK
             assert not stream.ended.wait(0.3)
         goodbye = time.monotonic()
         assert (
             v2.NotifyClientTermination(spb.NotifyClientTerminationRequest(), metadata=CLIENT_ID).status.code
-            == V2Code.OK
+            == V2StatusCode.OK
         )
         assert stream.ended.wait(5)
         assert stream.started + stream.ended_after_s - goodbye < 1.0  # at once, not at the next expiry

@@ -18,7 +18,7 @@ import itertools
 import logging
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -88,7 +88,7 @@ class SendResult:
 class SendRequest:
     """One independent send: the arguments of ``MessageService.send_nowait``."""
 
-    messages: list[Message]
+    messages: Sequence[Message]  # read only: the remoting front end hands its decoded MessageExt list
     topic: str
     queue_id: int | None = None
     born_host: tuple[str, int] = ("127.0.0.1", 0)
@@ -405,7 +405,7 @@ class MessageService:
         return destination
 
     def _pick_queues(
-        self, config: TopicConfig, messages: list[Message], queue_id: int | None, batch: bool
+        self, config: TopicConfig, messages: Sequence[Message], queue_id: int | None, batch: bool
     ) -> list[int]:
         retry = config.name.startswith(RETRY_GROUP_TOPIC_PREFIX)
         priorities = [None if retry else check_priority(m) for m in messages]

@@ -242,8 +242,9 @@ class ReferenceResolver:
         """The real message to resend, or None after one line saying why it could not be read."""
         reader = RemoteMessageReader(ref.broker_name, self._namesrv, self._remoting, breakers=self._breakers)
         read = await reader.read(ref.topic, ref.queue_id, ref.queue_offset)
-        if read.status is ReadStatus.FOUND:
-            return resent_copy(read.message, business_topic(read.message))
+        found = read.message
+        if read.status is ReadStatus.FOUND and found is not None:  # a FOUND read carries its message
+            return resent_copy(found, business_topic(found))
         where = f"{ref.topic}/{ref.queue_id}@{ref.queue_offset} on {ref.broker_name}"
         report(
             args,

@@ -43,7 +43,8 @@ DLQ_LEVEL = -1
 class ConsumerHooks(Protocol):
     """What a consume service needs from its consumer."""
 
-    broadcasting: bool
+    @property
+    def broadcasting(self) -> bool: ...
 
     async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool: ...
 

@@ -401,21 +401,22 @@ class InstanceUser:
         if self._owns_instance:
             self._instance = await acquire_instance(self.config)
         self._started = True
-        self._attach()
+        self._attach(self.instance)
 
     async def shutdown(self) -> None:
         if not self._started:
             return
+        instance = self.instance
         self._started = False
-        self._detach()
+        self._detach(instance)
         if self._owns_instance:
-            await release_instance(self._instance)  # type: ignore[arg-type]
+            await release_instance(instance)
             self._instance = None
 
-    def _attach(self) -> None:
+    def _attach(self, instance: ClientInstance) -> None:
         """Register with the instance (heartbeats carry the client's groups)."""
 
-    def _detach(self) -> None:
+    def _detach(self, instance: ClientInstance) -> None:
         """Leave the instance."""
 
     async def __aenter__(self):

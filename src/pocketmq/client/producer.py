@@ -88,7 +88,7 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-_STATUS_BY_CODE = {
+_STATUS_BY_CODE: dict[int, SendStatus] = {  # looked up by a reply's int code
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -224,7 +224,9 @@ class AsyncProducer(InstanceUser):
         properties = props.encode_properties(message.properties)
 
         def build(mq: MessageQueue) -> RemotingCommand:
-            return self._request(RequestCode.SEND_MESSAGE_V2, mq, properties, sys_flag, message.flag, body)
+            return self._request(
+                RequestCode.SEND_MESSAGE_V2, mq, properties, sys_flag, message.flag, body, instance.clock
+            )
 
         return build
 
@@ -241,7 +243,7 @@ class AsyncProducer(InstanceUser):
             and not is_gray_message(message.properties)
         )
 
-    async def _send_auto_batch(self, messages: list[Message]) -> list[SendResult | Exception]:
+    async def _send_auto_batch(self, messages: list[Message]) -> list[SendResult | BaseException]:
         """An automatic batch (``SendAccumulator``): sent with a batch's retries, one outcome per message. A batch
         refused as a whole (too large once encoded, or a message the broker refuses: nothing of it was stored)
         is sent again message by message, so each gets its own outcome."""
@@ -270,11 +272,11 @@ class AsyncProducer(InstanceUser):
             await self._accumulator.close()  # the sends already started get their results
         await super().shutdown()
 
-    def _attach(self) -> None:
-        self._instance.register_producer(self.options.group)  # type: ignore[union-attr]
+    def _attach(self, instance: ClientInstance) -> None:
+        instance.register_producer(self.options.group)
 
-    def _detach(self) -> None:
-        self._instance.unregister_producer(self.options.group)  # type: ignore[union-attr]
+    def _detach(self, instance: ClientInstance) -> None:
+        instance.unregister_producer(self.options.group)
 
     def send_async(
         self,
@@ -323,8 +325,9 @@ class AsyncProducer(InstanceUser):
             mq = self._selector_for(message).select(
                 route.write_queues, message, self._avoided_brokers(route.write_queues, instance.clock)
             )
+        properties = props.encode_properties(message.properties)
         request = self._request(
-            RequestCode.SEND_MESSAGE_V2, mq, props.encode_properties(message.properties), 0, message.flag, message.body
+            RequestCode.SEND_MESSAGE_V2, mq, properties, 0, message.flag, message.body, instance.clock
         )
         await instance.remoting.invoke_oneway(instance.broker_addr(mq.broker_name), request)
 
@@ -366,7 +369,7 @@ class AsyncProducer(InstanceUser):
             raise IllegalMessageError(f"batch is {len(body)} bytes, over the limit {self.options.max_message_bytes}")
 
         def build(mq: MessageQueue) -> RemotingCommand:
-            return self._request(RequestCode.SEND_BATCH_MESSAGE, mq, "", 0, 0, body, batch=True)
+            return self._request(RequestCode.SEND_BATCH_MESSAGE, mq, "", 0, 0, body, instance.clock, batch=True)
 
         return build, [m.properties[props.UNIQ_KEY] for m in messages]
 
@@ -399,7 +402,15 @@ class AsyncProducer(InstanceUser):
             )
 
     def _request(
-        self, code: int, mq: MessageQueue, properties: str, sys_flag: int, flag: int, body: bytes, batch: bool = False
+        self,
+        code: int,
+        mq: MessageQueue,
+        properties: str,
+        sys_flag: int,
+        flag: int,
+        body: bytes,
+        clock: Clock,
+        batch: bool = False,
     ) -> RemotingCommand:
         # built directly (not via RemotingCommand.request) to skip re-stringifying every field on the hot path
         cmd = RemotingCommand.request(code)
@@ -410,7 +421,7 @@ class AsyncProducer(InstanceUser):
             default_topic_queue_nums=self.options.default_topic_queue_nums,
             queue_id=mq.queue_id,
             sys_flag=sys_flag,
-            born_timestamp_ms=self._instance.clock.now_ms(),
+            born_timestamp_ms=clock.now_ms(),
             flag=flag,
             properties=properties,
             # reconsumeTimes, unitMode and batch are optional and default to 0, false and false on every broker:

@@ -52,7 +52,7 @@ class PullStatus(enum.Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-_STATUS_BY_CODE = {
+_STATUS_BY_CODE: dict[int, PullStatus] = {  # looked up by a reply's int code
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -130,12 +130,12 @@ class AsyncPullConsumer(InstanceUser):
         super().__init__(config, instance=instance)
         self._assigned: tuple[MessageQueue, ...] = ()
 
-    def _attach(self) -> None:
+    def _attach(self, instance: ClientInstance) -> None:
         subscriptions = {mq.topic: "*" for mq in self._assigned}
-        self.instance.register_consumer(ConsumerData(self.group, subscriptions=subscriptions))
+        instance.register_consumer(ConsumerData(self.group, subscriptions=subscriptions))
 
-    def _detach(self) -> None:
-        self._instance.unregister_consumer(self.group)  # type: ignore[union-attr]
+    def _detach(self, instance: ClientInstance) -> None:
+        instance.unregister_consumer(self.group)
 
     # -- queues ---------------------------------------------------------------------------------------------------
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
@@ -146,7 +146,7 @@ class AsyncPullConsumer(InstanceUser):
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         self._assigned = tuple(sorted(set(queues)))
-        self._attach()
+        self._attach(self.instance)
 
     @property
     def assignment(self) -> tuple[MessageQueue, ...]:

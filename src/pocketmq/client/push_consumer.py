@@ -38,6 +38,7 @@ from pathlib import Path
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
 from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
+from pocketmq.client.listener import StagedConcurrentListener
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from pocketmq.client.process_queue import ProcessQueue
@@ -135,11 +136,12 @@ class AsyncPushConsumer:
         self._instance = instance
         self._owns_instance = instance is None
         self._subscriptions: dict[str, str] = {}
-        self._listener: Callable | None = None
+        self._listener: Callable | None = None  # any kind (a StagedConcurrentListener is callable too)
+        self._staged_listener: StagedConcurrentListener | None = None  # when the listener is staged
         self._orderly = False  # queues are locked on the broker (orderly and staged listeners)
-        self._staged = False
-        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | StagedConsumeService | None = None
-        self.offset_store: RemoteOffsetStore | LocalFileOffsetStore | None = None
+        # Built at start (they need the instance); read before it, they are a ClientError.
+        self._consume_service: ConcurrentConsumeService | OrderlyConsumeService | StagedConsumeService | None = None
+        self._offset_store: RemoteOffsetStore | LocalFileOffsetStore | None = None
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._consumer_data: ConsumerData | None = None  # this consumer's heartbeat entry (set at start)
         self._pull_tasks: dict[MessageQueue, asyncio.Task] = {}
@@ -158,6 +160,18 @@ class AsyncPushConsumer:
             raise ClientError("push consumer is not started")
         return self._instance
 
+    @property
+    def consume_service(self) -> ConcurrentConsumeService | OrderlyConsumeService | StagedConsumeService:
+        if self._consume_service is None:
+            raise ClientError("push consumer is not started")
+        return self._consume_service
+
+    @property
+    def offset_store(self) -> RemoteOffsetStore | LocalFileOffsetStore:
+        if self._offset_store is None:
+            raise ClientError("push consumer is not started")
+        return self._offset_store
+
     # -- setup ----------------------------------------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*") -> None:
         problem = topic_name_problem(topic)
@@ -167,16 +181,16 @@ class AsyncPushConsumer:
 
     def register_listener(self, listener) -> None:
         """A concurrent listener: ``listener(messages, ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``."""
-        self._listener, self._orderly, self._staged = listener, False, False
+        self._listener, self._orderly, self._staged_listener = listener, False, None
 
     def register_orderly_listener(self, listener) -> None:
         """An orderly listener: ``listener(messages, ConsumeOrderlyContext) -> ConsumeOrderlyStatus``."""
-        self._listener, self._orderly, self._staged = listener, True, False
+        self._listener, self._orderly, self._staged_listener = listener, True, None
 
-    def register_staged_listener(self, listener) -> None:
+    def register_staged_listener(self, listener: StagedConcurrentListener) -> None:
         """A staged-concurrent listener (``StagedConcurrentListener``, docs/staged.md): order between stages,
         concurrency inside a stage; queues are locked as for orderly listeners."""
-        self._listener, self._orderly, self._staged = listener, True, True
+        self._listener, self._orderly, self._staged_listener = listener, True, listener
 
     @property
     def assignment(self) -> list[MessageQueue]:
@@ -199,18 +213,18 @@ class AsyncPushConsumer:
         instance = self.instance
         opts = self.options
         if self.broadcasting:
-            self.offset_store = LocalFileOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
+            self._offset_store = LocalFileOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
         else:
-            self.offset_store = RemoteOffsetStore(instance, self.group)
-        if self._staged:
+            self._offset_store = RemoteOffsetStore(instance, self.group)
+        if self._staged_listener is not None:
             stage_store = (
                 LocalFileStageOffsetStore(opts.offset_store_dir, instance.client_id, self.group)
                 if self.broadcasting
                 else RemoteStageOffsetStore(instance, self.group)
             )
-            self.consume_service = StagedConsumeService(
+            self._consume_service = StagedConsumeService(
                 self,
-                self._listener,
+                self._staged_listener,
                 stage_store,
                 threads=opts.consume_thread_max,
                 batch_size=opts.consume_batch_size,
@@ -219,7 +233,7 @@ class AsyncPushConsumer:
             )
         elif self._orderly:
             max_times = opts.max_reconsume_times  # -1 stays unlimited
-            self.consume_service = OrderlyConsumeService(
+            self._consume_service = OrderlyConsumeService(
                 self,
                 self._listener,
                 threads=opts.consume_thread_max,
@@ -228,14 +242,14 @@ class AsyncPushConsumer:
                 max_reconsume_times=max_times,
             )
         else:
-            self.consume_service = ConcurrentConsumeService(
+            self._consume_service = ConcurrentConsumeService(
                 self,
                 self._listener,
                 threads=opts.consume_thread_max,
                 batch_size=opts.consume_batch_size,
                 local_retry_delay_ms=opts.local_retry_delay_ms,
             )
-        self._consumer_data = ConsumerData(
+        consumer_data = self._consumer_data = ConsumerData(
             self.group,
             consume_type="CONSUME_PASSIVELY",
             message_model=opts.message_model.value,
@@ -243,7 +257,7 @@ class AsyncPushConsumer:
             subscriptions=self._all_subscriptions(),
             held_queues=[],
         )
-        instance.register_consumer(self._consumer_data)
+        instance.register_consumer(consumer_data)
         instance.add_consumer_ids_listener(self._consumer_ids_changed)
         for topic in self._subscriptions:
             try:
@@ -276,8 +290,8 @@ class AsyncPushConsumer:
             task.cancel()
         await asyncio.gather(*(task.stop() for task in self._tasks), *self._pull_tasks.values(), return_exceptions=True)
         self._tasks, self._pull_tasks, self._rebalancer = [], {}, None
-        await self.consume_service.shutdown()  # type: ignore[union-attr]
-        await self.offset_store.persist(list(self._queues))  # type: ignore[union-attr]
+        await self.consume_service.shutdown()
+        await self.offset_store.persist(list(self._queues))
         if self._orderly and not self.broadcasting:
             await self._unlock(list(self._queues))
         for pq in self._queues.values():
@@ -323,8 +337,11 @@ class AsyncPushConsumer:
             except PocketMQError as exc:
                 complete = False
                 log.info("event=rebalance_incomplete group=%s topic=%s error=%s", self.group, topic, exc)
-        if self._consumer_data.held_queues != self.assignment:  # tell the brokers now (group describe shows it)
-            self._consumer_data.held_queues = self.assignment
+        consumer_data = self._consumer_data
+        if consumer_data is None:
+            raise ClientError("push consumer is not started")
+        if consumer_data.held_queues != self.assignment:  # tell the brokers now (group describe shows it)
+            consumer_data.held_queues = self.assignment
             await self.instance.heartbeat_all()
         return complete
 
@@ -347,9 +364,11 @@ class AsyncPushConsumer:
         """The configured strategy inside a GrayAllocator: without a gray consumer in the group it gives the
         strategy's own result; with one, gray consumers get only gray queues and normal ones only the rest.
         The group's retry topic is split by its gray retry queue (docs/gray.md)."""
-        strategy, ratio = self.options.allocate_strategy, self.config.gray_queue_ratio
-        if isinstance(strategy, GrayAllocator):  # a GrayAllocator given by hand: its strategy and ratio
-            strategy, ratio = strategy.inner, strategy.ratio
+        given = self.options.allocate_strategy
+        if isinstance(given, GrayAllocator):  # a GrayAllocator given by hand: its strategy and ratio
+            strategy, ratio = given.inner, given.ratio
+        else:
+            strategy, ratio = given, self.config.gray_queue_ratio
         return GrayAllocator(strategy, ratio, retry_split=topic == retry_topic(self.group))
 
     async def _consumer_ids(self, broker_names: list[str]) -> list[str]:
@@ -380,22 +399,24 @@ class AsyncPushConsumer:
         task = self._pull_tasks.pop(mq, None)
         if task is not None:
             task.cancel()
-        if self._staged:  # its listeners in flight finish and count before the queue is unlocked
-            await self.consume_service.drain(mq)  # type: ignore[union-attr]
+        service, offset_store = self.consume_service, self.offset_store
+        if isinstance(service, StagedConsumeService):  # its listeners in flight finish and count before the unlock
+            await service.drain(mq)
         pq.dropped = True
-        await self.offset_store.persist([mq])  # type: ignore[union-attr]
-        self.offset_store.remove(mq)  # type: ignore[union-attr]
+        await offset_store.persist([mq])
+        offset_store.remove(mq)
         if self._orderly and not self.broadcasting:
             await self._unlock([mq])
         log.info("event=queue_dropped group=%s mq=%s", self.group, mq)
 
     async def _start_offset(self, mq: MessageQueue) -> int:
-        if self._staged:  # a stage record is valid at its own queue offset: resume there (client/stages.py)
-            resume = await self.consume_service.resume_offset(mq)  # type: ignore[union-attr]
+        service, offset_store = self.consume_service, self.offset_store
+        if isinstance(service, StagedConsumeService):  # a stage record is valid at its own queue offset: resume there
+            resume = await service.resume_offset(mq)  # (client/stages.py)
             if resume is not None:
-                self.offset_store.update(mq, resume, increase_only=False)  # type: ignore[union-attr]
+                offset_store.update(mq, resume, increase_only=False)
                 return resume
-        stored = await self.offset_store.read(mq)  # type: ignore[union-attr]
+        stored = await offset_store.read(mq)
         if stored is not None and stored >= 0:
             return stored
         if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -437,18 +458,18 @@ class AsyncPushConsumer:
                 return
             if result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("event=pull_offset_moved mq=%s from=%d to=%d", mq, offset, result.next_begin_offset)
-                self.offset_store.update(mq, result.next_begin_offset, increase_only=False)  # type: ignore[union-attr]
+                self.offset_store.update(mq, result.next_begin_offset, increase_only=False)
             offset = result.next_begin_offset
             if result.messages:
                 for msg in result.messages:
                     _restore_retry_topic(msg, self.group)
                 pq.add(result.messages)
-                self.consume_service.submit(pq, mq, result.messages)  # type: ignore[union-attr]
+                self.consume_service.submit(pq, mq, result.messages)
             elif pq.count == 0 and result.status is not PullStatus.OFFSET_ILLEGAL:
-                self.offset_store.update(mq, offset)  # type: ignore[union-attr]  # filtered-out messages are passed
+                self.offset_store.update(mq, offset)  # filtered-out messages are passed
 
     def _pull_request(self, mq: MessageQueue, offset: int, expression: str) -> RemotingCommand:
-        commit_offset = -1 if self.broadcasting else self.offset_store.table.get(mq, -1)  # type: ignore[union-attr]
+        commit_offset = -1 if self.broadcasting else self.offset_store.table.get(mq, -1)
         return RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
             PullMessageRequestHeader.ext_fields(
@@ -469,7 +490,7 @@ class AsyncPushConsumer:
     # -- hooks of the consume services ------------------------------------------------------------------------------
     def offset_done(self, mq: MessageQueue, offset: int) -> None:
         if mq in self._queues:
-            self.offset_store.update(mq, offset)  # type: ignore[union-attr]
+            self.offset_store.update(mq, offset)
 
     async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool:
         """Hand ``msg`` back to its broker (CONSUMER_SEND_MSG_BACK), else send the retry copy ourselves."""
@@ -584,7 +605,7 @@ class AsyncPushConsumer:
         await self._lock(list(self._queues))
 
     async def _persist_offsets(self) -> None:
-        await self.offset_store.persist(list(self._queues))  # type: ignore[union-attr]
+        await self.offset_store.persist(list(self._queues))
 
     def __repr__(self) -> str:
         return (

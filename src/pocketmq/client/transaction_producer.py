@@ -112,17 +112,17 @@ class AsyncTransactionProducer(AsyncProducer):
             except PocketMQError as exc:
                 log.warning("event=transaction_topic_route_failed topic=%s error=%s", topic, exc)
 
-    def _attach(self) -> None:
-        super()._attach()
-        _dispatcher_of(self._instance).producers[self.options.group] = self  # type: ignore[arg-type]
+    def _attach(self, instance: ClientInstance) -> None:
+        super()._attach(instance)
+        _dispatcher_of(instance).producers[self.options.group] = self
 
-    def _detach(self) -> None:
-        dispatcher = _dispatcher_of(self._instance)  # type: ignore[arg-type]
+    def _detach(self, instance: ClientInstance) -> None:
+        dispatcher = _dispatcher_of(instance)
         if dispatcher.producers.get(self.options.group) is self:
             del dispatcher.producers[self.options.group]
         for task in self._checks:
             task.cancel()
-        super()._detach()
+        super()._detach(instance)
 
     # -- sending ----------------------------------------------------------------------------------------------------
     async def send_in_transaction(self, message: Message, arg: object = None) -> TransactionSendResult:

@@ -31,7 +31,7 @@ def is_gray_client(client_id: str) -> bool:
 
 def is_gray_message(properties: Mapping[str, str]) -> bool:
     value = properties.get(GRAY_PROPERTY)
-    return bool(value) and value.lower() != "false"
+    return value is not None and value != "" and value.lower() != "false"
 
 
 def retry_queue_id(write_queue_nums: int, gray: bool, spread_hash: int) -> int:

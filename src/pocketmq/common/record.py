@@ -179,7 +179,7 @@ def decode_records_prefix(buf: bytes | memoryview) -> tuple[list[MessageExt], Re
     """The records before the first one that does not decode, and why it does not (None when all do): a
     client keeps the good records of a reply that holds a damaged one (nothing after it can be trusted: its
     size field may be what is damaged)."""
-    messages = []
+    messages: list[MessageExt] = []
     pos = 0
     while pos < len(buf):
         try:

@@ -28,6 +28,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 LabelValues = tuple[str, ...]
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_Series = TypeVar("_Series")  # what a family holds per label set: a float, or a histogram's buckets
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,7 @@ class FamilySnapshot:
     samples: list[Sample]
 
 
-class _Family:
+class _Family(Generic[_Series]):
     kind = ""
 
     def __init__(self, name: str, help_text: str, label_names: tuple[str, ...], max_series: int):
@@ -66,7 +68,7 @@ class _Family:
         self.label_names = label_names
         self._max_series = max_series
         self._lock = threading.Lock()
-        self._series: dict[LabelValues, object] = {}
+        self._series: dict[LabelValues, _Series] = {}
         self._overflow_logged = False
 
     def _key(self, labels: dict[str, object]) -> LabelValues:
@@ -99,25 +101,28 @@ class _Family:
             samples = [s for key, value in sorted(self._series.items()) for s in self._samples(key, value)]
         return FamilySnapshot(self.name, self.kind, self.help, samples)
 
-    def _samples(self, key: LabelValues, value) -> Iterable[Sample]:
-        yield Sample("", self._labels(key), float(value))  # type: ignore[arg-type]
+    def _samples(self, key: LabelValues, series: _Series) -> Iterable[Sample]:
+        raise NotImplementedError
 
 
-class _Scalar(_Family):
+class _Scalar(_Family[float]):
     def _add(self, amount: float, labels: dict) -> None:
         key = self._key(labels)
         with self._lock:
             if self._room_for(key):
-                self._series[key] = self._series.get(key, 0.0) + amount  # type: ignore[operator]
+                self._series[key] = self._series.get(key, 0.0) + amount
 
     def value(self, **labels) -> float:
         with self._lock:
-            return float(self._series.get(self._key(labels), 0.0))  # type: ignore[arg-type]
+            return float(self._series.get(self._key(labels), 0.0))
 
     def values(self) -> dict[LabelValues, float]:
         """Label values (in ``label_names`` order) -> value, for readers that sum over some labels."""
         with self._lock:
-            return dict(self._series)  # type: ignore[arg-type]
+            return dict(self._series)
+
+    def _samples(self, key: LabelValues, series: float) -> Iterable[Sample]:
+        yield Sample("", self._labels(key), float(series))
 
 
 class Counter(_Scalar):
@@ -155,7 +160,7 @@ class _HistogramSeries:
         self.sum = 0.0
 
 
-class Histogram(_Family):
+class Histogram(_Family[_HistogramSeries]):
     """Observations counted into buckets (upper bounds, ascending), with their sum and count."""
 
     kind = "histogram"
@@ -178,21 +183,21 @@ class Histogram(_Family):
                 series = self._series[key] = _HistogramSeries(len(self.buckets))
             index = bisect.bisect_left(self.buckets, value)
             if index < len(self.buckets):
-                series.bucket_counts[index] += 1  # type: ignore[attr-defined]
-            series.count += 1  # type: ignore[attr-defined]
-            series.sum += value  # type: ignore[attr-defined]
+                series.bucket_counts[index] += 1
+            series.count += 1
+            series.sum += value
 
     def count(self, **labels) -> int:
         with self._lock:
             series = self._series.get(self._key(labels))
-            return series.count if series is not None else 0  # type: ignore[attr-defined]
+            return series.count if series is not None else 0
 
     def sum(self, **labels) -> float:
         with self._lock:
             series = self._series.get(self._key(labels))
-            return series.sum if series is not None else 0.0  # type: ignore[attr-defined]
+            return series.sum if series is not None else 0.0
 
-    def _samples(self, key: LabelValues, series) -> Iterable[Sample]:
+    def _samples(self, key: LabelValues, series: _HistogramSeries) -> Iterable[Sample]:
         labels = self._labels(key)
         cumulative = 0
         for bound, n in zip(self.buckets, series.bucket_counts):
@@ -207,30 +212,33 @@ def _bound_text(bound: float) -> str:
     return repr(bound) if bound != int(bound) else f"{bound:.1f}"
 
 
+_F = TypeVar("_F", bound=_Family[Any])
+
+
 class MetricsRegistry:
     """The metric families of one broker (or any component given one)."""
 
     def __init__(self, *, max_series: int = MAX_SERIES_PER_FAMILY):
         self._max_series = max_series
-        self._families: dict[str, _Family] = {}
+        self._families: dict[str, _Family[Any]] = {}
         self._collectors: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
     def counter(self, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Counter:
-        return self._family(Counter, name, help_text, labels)  # type: ignore[return-value]
+        return self._family(Counter, name, help_text, labels)
 
     def gauge(self, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Gauge:
-        return self._family(Gauge, name, help_text, labels)  # type: ignore[return-value]
+        return self._family(Gauge, name, help_text, labels)
 
     def histogram(
         self, name: str, help_text: str, labels: tuple[str, ...] = (), buckets: tuple[float, ...] = LATENCY_BUCKETS_S
     ) -> Histogram:
         family = self._family(Histogram, name, help_text, labels, buckets=buckets)
-        if family.buckets != tuple(float(b) for b in buckets):  # type: ignore[attr-defined]
+        if family.buckets != tuple(float(b) for b in buckets):
             raise ValueError(f"histogram {name} exists with other buckets")
-        return family  # type: ignore[return-value]
+        return family
 
-    def _family(self, cls: type, name: str, help_text: str, labels: tuple[str, ...], **extra) -> _Family:
+    def _family(self, cls: type[_F], name: str, help_text: str, labels: tuple[str, ...], **extra: Any) -> _F:
         labels = tuple(labels)
         with self._lock:
             family = self._families.get(name)
@@ -243,7 +251,7 @@ class MetricsRegistry:
             raise ValueError(f"metric {name} exists as a {family.kind} with labels {list(family.label_names)}")
         return family
 
-    def get(self, name: str) -> _Family | None:
+    def get(self, name: str) -> _Family[Any] | None:
         return self._families.get(name)
 
     def value(self, name: str, **labels) -> float:
@@ -251,9 +259,9 @@ class MetricsRegistry:
         family = self._families.get(name)
         if family is None:
             return 0.0
-        if isinstance(family, Histogram):
+        if not isinstance(family, _Scalar):
             raise ValueError(f"metric {name} is a histogram: use count() / sum()")
-        return family.value(**labels)  # type: ignore[union-attr]
+        return family.value(**labels)
 
     def add_collector(self, collector: Callable[[], None]) -> None:
         """``collector()`` runs before every ``collect()``: it sets the gauges whose values are computed."""

@@ -245,7 +245,7 @@ class RouteTable:
         for name, group in sorted(self._groups.items()):
             master_addr = group.addrs.get(MASTER_ID)
             live = self._live.get((group.cluster, master_addr)) if master_addr else None
-            if live is None:
+            if master_addr is None or live is None:
                 continue
             enabled = live.flags.auto_create_topic_enable
             if enabled is None:

@@ -44,31 +44,65 @@ class ResponseCode(enum.IntEnum):
 
 
 class V2StatusCode(enum.IntEnum):
-    """The gRPC v2 status codes (``apache.rocketmq.v2.Code``) PocketMQ's errors answer with (``error_codes``).
+    """The status codes of the gRPC v2 protocol (``apache.rocketmq.v2.Code``); the values are the wire numbers.
 
-    The gRPC front end reads the whole set from the protobuf module (``grpc_codec.V2Code``, which a unit test
-    checks these against); the ones the error mapping needs are declared here so that it imports no protobuf.
+    Written out rather than read from the protobuf module so that the checker knows every member and the error
+    mapping (``error_codes``) imports no protobuf; a unit test checks the set against the protobuf enum.
     """
 
+    CODE_UNSPECIFIED = 0
     OK = 20000
+    MULTIPLE_RESULTS = 30000
     BAD_REQUEST = 40000
+    ILLEGAL_ACCESS_POINT = 40001
     ILLEGAL_TOPIC = 40002
-    ILLEGAL_FILTER_EXPRESSION = 40010
+    ILLEGAL_CONSUMER_GROUP = 40003
+    ILLEGAL_MESSAGE_TAG = 40004
+    ILLEGAL_MESSAGE_KEY = 40005
+    ILLEGAL_MESSAGE_GROUP = 40006
+    ILLEGAL_MESSAGE_PROPERTY_KEY = 40007
     INVALID_TRANSACTION_ID = 40008
+    ILLEGAL_MESSAGE_ID = 40009
+    ILLEGAL_FILTER_EXPRESSION = 40010
+    ILLEGAL_INVISIBLE_TIME = 40011
     ILLEGAL_DELIVERY_TIME = 40012
     INVALID_RECEIPT_HANDLE = 40013
     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE = 40014
+    UNRECOGNIZED_CLIENT_TYPE = 40015
+    MESSAGE_CORRUPTED = 40016
+    CLIENT_ID_REQUIRED = 40017
+    ILLEGAL_POLLING_TIME = 40018
+    ILLEGAL_OFFSET = 40019
+    ILLEGAL_LITE_TOPIC = 40020
     UNAUTHORIZED = 40100  # access control refused (docs/security.md)
+    PAYMENT_REQUIRED = 40200
     FORBIDDEN = 40300
+    NOT_FOUND = 40400
+    MESSAGE_NOT_FOUND = 40401
     TOPIC_NOT_FOUND = 40402
     CONSUMER_GROUP_NOT_FOUND = 40403
+    OFFSET_NOT_FOUND = 40404
+    REQUEST_TIMEOUT = 40800
+    PAYLOAD_TOO_LARGE = 41300
     MESSAGE_BODY_TOO_LARGE = 41301
     MESSAGE_BODY_EMPTY = 41302
+    PRECONDITION_FAILED = 42800
     TOO_MANY_REQUESTS = 42900
+    LITE_TOPIC_QUOTA_EXCEEDED = 42901
+    LITE_SUBSCRIPTION_QUOTA_EXCEEDED = 42902
+    REQUEST_HEADER_FIELDS_TOO_LARGE = 43100
     MESSAGE_PROPERTIES_TOO_LARGE = 43101
+    INTERNAL_ERROR = 50000
     INTERNAL_SERVER_ERROR = 50001
     HA_NOT_AVAILABLE = 50002
+    NOT_IMPLEMENTED = 50100
+    PROXY_TIMEOUT = 50400
+    MASTER_PERSISTENCE_TIMEOUT = 50401
     SLAVE_PERSISTENCE_TIMEOUT = 50402
+    UNSUPPORTED = 50500
+    VERSION_UNSUPPORTED = 50501
+    VERIFY_FIFO_MESSAGE_UNSUPPORTED = 50502
+    FAILED_TO_CONSUME_MESSAGE = 60000
 
 
 class RequestCode(enum.IntEnum):

@@ -241,8 +241,8 @@ def _decode_json_header(header: bytes | memoryview, max_depth: int) -> RemotingC
         try:
             # The usual header is one object without whitespace around it: scanned directly, that skips the two
             # whitespace matches of JSONDecoder.decode (~0.5 µs a frame). Anything else takes decode(), which
-            # gives the same object or the same error.
-            obj, end = _JSON_HEADER_DECODER.scan_once(text, 0)
+            # gives the same object or the same error. (JSONDecoder sets scan_once in __init__; typeshed omits it.)
+            obj, end = _JSON_HEADER_DECODER.scan_once(text, 0)  # type: ignore[attr-defined]
         except StopIteration:
             end = -1
         if end != len(text):

@@ -10,7 +10,6 @@ parts that make them hang or fail when missing are called out where they are bui
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import ipaddress
 from dataclasses import dataclass, field
@@ -22,9 +21,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc as spb_grpc
 from pocketmq.common import properties as props
 from pocketmq.common.message import Message, MessageExt
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, MessageType
-
-# Every status code of the v2 protocol, as a Python IntEnum (values are the wire numbers).
-V2Code = enum.IntEnum("V2Code", dict(pb.Code.items()))
+from pocketmq.protocol.codes import V2StatusCode
 
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
 add_servicer_to_server = spb_grpc.add_MessagingServiceServicer_to_server
@@ -191,11 +188,11 @@ def decode_client_settings(command) -> ClientSettings:
 
 def status(code: int, message: str = ""):
     """A v2 Status; ``message`` defaults to the code's name (as the proxy answers)."""
-    return pb.Status(code=code, message=message or V2Code(code).name)
+    return pb.Status(code=code, message=message or V2StatusCode(code).name)
 
 
 def ok_status():
-    return status(V2Code.OK)
+    return status(V2StatusCode.OK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,9 +274,9 @@ def send_response(entries: list[SendEntry]):
         only = entries[0]
         resp.status.CopyFrom(status(only.code, only.message))
     elif codes:
-        resp.status.CopyFrom(status(V2Code.MULTIPLE_RESULTS))
+        resp.status.CopyFrom(status(V2StatusCode.MULTIPLE_RESULTS))
     else:
-        resp.status.CopyFrom(status(V2Code.MESSAGE_CORRUPTED, "no message to send"))
+        resp.status.CopyFrom(status(V2StatusCode.MESSAGE_CORRUPTED, "no message to send"))
     return resp
 
 
@@ -288,11 +285,11 @@ def send_error_response(code: int, message: str, message_count: int):
     return send_response([SendEntry(code, message)] * max(message_count, 1))
 
 
-def heartbeat_response(code: int = V2Code.OK, message: str = ""):
+def heartbeat_response(code: int = V2StatusCode.OK, message: str = ""):
     return spb.HeartbeatResponse(status=status(code, message))
 
 
-def termination_response(code: int = V2Code.OK, message: str = ""):
+def termination_response(code: int = V2StatusCode.OK, message: str = ""):
     return spb.NotifyClientTerminationResponse(status=status(code, message))
 
 
@@ -352,7 +349,7 @@ def error_response(method: str, code: int, message: str):
 def not_implemented_response(method: str, message: str):
     """A response of RPC ``method`` (a MessagingService method name) carrying NOT_IMPLEMENTED."""
     cls = getattr(spb, f"{method}Response")
-    return cls(status=status(V2Code.NOT_IMPLEMENTED, message))
+    return cls(status=status(V2StatusCode.NOT_IMPLEMENTED, message))
 
 
 # ------------------------------------------------------------------------------------ delivered messages

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from pocketmq.protocol.grpc_codec import V2Code, make_endpoints, ok_status, status
+from pocketmq.protocol.codes import V2StatusCode
+from pocketmq.protocol.grpc_codec import make_endpoints, ok_status, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +58,8 @@ def decode_receive_request(request) -> ReceiveRequest:
     )
 
 
-def receive_status(code: int = V2Code.OK, message: str = "OK"):
-    return spb.ReceiveMessageResponse(status=status(code, message) if code != V2Code.OK else ok_status())
+def receive_status(code: int = V2StatusCode.OK, message: str = "OK"):
+    return spb.ReceiveMessageResponse(status=status(code, message) if code != V2StatusCode.OK else ok_status())
 
 
 def receive_message(message):
@@ -83,13 +84,13 @@ def ack_response(results: list[tuple[AckEntry, int, str]]):
         response.entries.add(
             message_id=entry.message_id,
             receipt_handle=entry.receipt_handle,
-            status=status(code, message) if code != V2Code.OK else ok_status(),
+            status=status(code, message) if code != V2StatusCode.OK else ok_status(),
         )
     if len(codes) > 1:
-        response.status.CopyFrom(status(V2Code.MULTIPLE_RESULTS, "entries have different results"))
+        response.status.CopyFrom(status(V2StatusCode.MULTIPLE_RESULTS, "entries have different results"))
     else:
-        code, message = (results[0][1], results[0][2]) if results else (V2Code.OK, "OK")
-        response.status.CopyFrom(status(code, message) if code != V2Code.OK else ok_status())
+        code, message = (results[0][1], results[0][2]) if results else (V2StatusCode.OK, "OK")
+        response.status.CopyFrom(status(code, message) if code != V2StatusCode.OK else ok_status())
     return response
 
 
@@ -111,7 +112,7 @@ def decode_change_invisible_request(request) -> tuple[str, str, str, int, str]:
 def change_invisible_response(code: int, message: str, receipt_handle: str):
     """Python overwrites its handle with the reply's before it checks the status: always a usable handle."""
     return spb.ChangeInvisibleDurationResponse(
-        status=status(code, message) if code != V2Code.OK else ok_status(), receipt_handle=receipt_handle
+        status=status(code, message) if code != V2StatusCode.OK else ok_status(), receipt_handle=receipt_handle
     )
 
 
@@ -143,7 +144,7 @@ def decode_forward_request(request) -> tuple[str, str, str, str]:
     return request.group.name, request.topic.name, request.receipt_handle, request.message_id
 
 
-def forward_response(code: int = V2Code.OK, message: str = "OK"):
+def forward_response(code: int = V2StatusCode.OK, message: str = "OK"):
     return spb.ForwardMessageToDeadLetterQueueResponse(
-        status=status(code, message) if code != V2Code.OK else ok_status()
+        status=status(code, message) if code != V2StatusCode.OK else ok_status()
     )

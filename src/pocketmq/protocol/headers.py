@@ -251,11 +251,12 @@ class RequestHeader:
         inherited = {attr: f.renamed(renames[f.wire]) if f.wire in renames else f for attr, f in cls.FIELDS}
         inherited.update((attr, f) for attr, f in vars(cls).items() if isinstance(f, Field))
         cls.FIELDS = tuple(inherited.items())
+        # mypy does not let a class replace a method it inherits; the compiled ones have the declared signatures.
         cls.parse = staticmethod(_compile_parser(cls))  # type: ignore[method-assign]
         cls.ext_fields = staticmethod(_compile_builder(cls))  # type: ignore[method-assign]
 
-    @classmethod
-    def parse(cls, ext_fields: Mapping[str, str]) -> Any:
+    @staticmethod
+    def parse(ext_fields: Mapping[str, str], /) -> Any:
         """The header of ``ext_fields``; BadRequestError naming the first field that is missing or wrong."""
         raise NotImplementedError  # replaced per subclass
 
@@ -276,10 +277,10 @@ class RequestHeader:
         return f"{type(self).__name__}({values})"
 
 
-def _compile_builder(cls: type) -> Callable[..., dict[str, str]]:
+def _compile_builder(cls: type[RequestHeader]) -> Callable[..., dict[str, str]]:
     """``cls.ext_fields`` as one function of keyword-only parameters (a required field's without default, the
     others None): per field a None check and, for integers and booleans, the text."""
-    fields: tuple[tuple[str, Field], ...] = cls.FIELDS  # type: ignore[attr-defined]
+    fields = cls.FIELDS
     params = ", ".join(attr if f.required else f"{attr}=None" for attr, f in fields)
     lines = [f"def ext_fields(*, {params}):" if fields else "def ext_fields():", "    wire_fields = {}"]
     for attr, f in fields:
@@ -296,7 +297,7 @@ def _compile_builder(cls: type) -> Callable[..., dict[str, str]]:
     return namespace["ext_fields"]
 
 
-def _compile_parser(cls: type) -> Callable[[Mapping[str, str]], Any]:
+def _compile_parser(cls: type[RequestHeader]) -> Callable[[Mapping[str, str]], Any]:
     """``cls.parse`` as one function: per field a dict lookup and, in the usual case (a plain integer in range,
     a boolean spelled true/false, text within its bounds), no call beyond ``int()``; anything else goes to the
     field's own ``read_raw``, which gives the value or the error."""

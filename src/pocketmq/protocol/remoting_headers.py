@@ -11,6 +11,7 @@ fields (``AccessKey``, ``Signature``) are simply never read. JSON bodies are par
 
 from __future__ import annotations
 
+import builtins
 import json
 from typing import Any
 
@@ -38,7 +39,8 @@ class HeaderFields:
             return default
         return value
 
-    def int(self, name: str, default: Any = _REQUIRED) -> Any:
+    # Past the method ``str``, the class body names the built-in type as ``builtins.str``.
+    def int(self, name: builtins.str, default: Any = _REQUIRED) -> Any:
         value = self._fields.get(name)
         if value is None or value.strip() == "":
             if default is _REQUIRED:
@@ -46,7 +48,7 @@ class HeaderFields:
             return default
         return lenient_int(value, name)
 
-    def bool(self, name: str, default: bool = False) -> bool:
+    def bool(self, name: builtins.str, default: bool = False) -> bool:
         value = self._fields.get(name)
         if value is None:
             return default

@@ -21,7 +21,8 @@ import inspect
 import logging
 import math
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import cast
 
 from pocketmq.common.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol import limits as limit_names
@@ -190,8 +191,8 @@ class RemotingConnection(asyncio.Protocol):
         self._reporter = reporter or _LOG_ONLY
         self._admit = admit
         self._decoder = FrameDecoder(limits)
-        self._transport: asyncio.Transport | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._transport: asyncio.Transport | None = None  # None until connected
+        self._loop: asyncio.AbstractEventLoop  # set once connected (the loop serving the connection)
         self._pending: dict[int, tuple[asyncio.Future, float]] = {}  # opaque -> (reply, deadline in loop time)
         self._sweeper: asyncio.TimerHandle | None = None  # while calls are pending
         self._sweep_at = 0.0  # when the sweeper runs, in loop time
@@ -214,22 +215,23 @@ class RemotingConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername")
+        # asyncio.Protocol declares the base class; a stream connection is always given a full Transport.
+        stream = self._transport = cast(asyncio.Transport, transport)
+        self._loop = asyncio.get_running_loop()
+        peer = stream.get_extra_info("peername")
         if peer:
             self.remote_host = str(peer[0])
             self.remote_address = f"{peer[0]}:{peer[1]}"
         if self._admit is not None and not self._admit(self):
-            transport.abort()  # type: ignore[attr-defined]
+            stream.abort()
             return
-        self._loop = asyncio.get_running_loop()
         if self._limits.max_reply_buffer_bytes is not None:
             # pause_writing comes once replies past the bound wait to be written: this connection stops reading
-            transport.set_write_buffer_limits(high=self._limits.max_reply_buffer_bytes)  # type: ignore[attr-defined]
+            stream.set_write_buffer_limits(high=self._limits.max_reply_buffer_bytes)
         if self._limits.has_deadlines:
             self._last_active_s = self._loop.time()
             self._on_watchdog()
-        sock = transport.get_extra_info("socket")
+        sock = stream.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -244,7 +246,7 @@ class RemotingConnection(asyncio.Protocol):
             self._drop(exc.limit, f"reason={exc}")
             return
         if self._watchdog is not None:
-            now = self._last_active_s = self._loop.time()  # type: ignore[union-attr]
+            now = self._last_active_s = self._loop.time()
             if not decoder.buffered_bytes:
                 self._frame_started_s = None
             elif commands or self._frame_started_s is None:  # a new frame began in this read
@@ -291,8 +293,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
-        if self._loop is not None:
-            self._last_active_s = self._loop.time()  # the peer reads: not idle
+        self._last_active_s = self._loop.time()  # the peer reads: not idle
         self._room_freed()
 
     # -- serving under the limits -------------------------------------------------------------------------------
@@ -311,21 +312,29 @@ class RemotingConnection(asyncio.Protocol):
         max_in_flight = limits.max_requests_in_flight
         tasks = self._tasks
         transport = self._transport
+        handler, serve_all = self._handler, self._serve_all
+        # Called with requests waiting (never empty): they arrived once connected, kept by a connection serving them.
+        assert transport is not None and handler is not None
         writable = self._writable
-        while start < count and not transport.is_closing():  # type: ignore[union-attr]
+        while start < count and not transport.is_closing():
             room = max_in_flight - len(tasks)
             if room <= 0 or (reply_bound is not None and not writable.is_set()):
                 break
             replies: list[bytes] = []
-            reply_bytes = transport.get_write_buffer_size() if reply_bound is not None else 0  # type: ignore
+            reply_bytes = transport.get_write_buffer_size() if reply_bound is not None else 0
             while start < count and room > 0 and (reply_bound is None or reply_bytes <= reply_bound):
+                run: Sequence[RemotingCommand]
+                outcomes: Sequence[Reply | Awaitable[Reply]]
                 if count - start == 1:  # the usual last (or only) request of a read: no run to look for
                     end, run = count, (backlog[start],)
-                    outcomes = (self._handler(self, run[0]),)  # type: ignore[misc]
+                    outcomes = (handler(self, run[0]),)
                 else:
                     end = min(self._run_end(backlog, start), start + room)
                     run = backlog[start:end]
-                    outcomes = (self._handler(self, run[0]),) if end - start == 1 else self._serve_all(self, run)  # type: ignore
+                    # A plain handler's runs are single requests (_one_request): only a router has serve_all.
+                    outcomes = (
+                        (handler(self, run[0]),) if serve_all is None or end - start == 1 else serve_all(self, run)
+                    )
                 for cmd, outcome in zip(run, outcomes):
                     if outcome is None or isinstance(outcome, RemotingCommand):
                         if outcome is not None and not cmd.is_oneway:
@@ -338,8 +347,8 @@ class RemotingConnection(asyncio.Protocol):
                         task.add_done_callback(self._task_done)
                         room -= 1
                 start = end
-            if replies and not transport.is_closing():  # type: ignore[union-attr]
-                transport.write(b"".join(replies) if len(replies) > 1 else replies[0])  # type: ignore[union-attr]
+            if replies and not transport.is_closing():
+                transport.write(b"".join(replies) if len(replies) > 1 else replies[0])
         if start < count:
             self._backlog = backlog[start:]
             self._update_reading()
@@ -361,7 +370,8 @@ class RemotingConnection(asyncio.Protocol):
 
     def _update_reading(self) -> None:
         """Stop reading while requests wait for room, resume once they are all served (backpressure)."""
-        if self.is_closed:
+        transport = self._open_transport()
+        if transport is None:
             return
         limits = self._limits
         unread_replies = limits.max_reply_buffer_bytes is not None and not self._writable.is_set()
@@ -370,12 +380,12 @@ class RemotingConnection(asyncio.Protocol):
             return
         self._reading_paused = pause
         if pause:
-            self._transport.pause_reading()  # type: ignore[union-attr]
+            transport.pause_reading()
             if unread_replies:
                 self._reporter.exceeded(
                     limit_names.REPLY_BUFFER_BYTES,
                     self.remote_address,
-                    f"buffered={self._transport.get_write_buffer_size()} "  # type: ignore
+                    f"buffered={transport.get_write_buffer_size()} "
                     f"max={limits.max_reply_buffer_bytes} (reading paused)",
                 )
             else:
@@ -385,23 +395,23 @@ class RemotingConnection(asyncio.Protocol):
                     f"in_flight={len(self._tasks)} max={limits.max_requests_in_flight} (reading paused)",
                 )
         else:
-            self._transport.resume_reading()  # type: ignore[union-attr]
+            transport.resume_reading()
             if self._frame_started_s is not None:  # the frame deadline counts while this side reads
-                self._frame_started_s = self._loop.time()  # type: ignore[union-attr]
+                self._frame_started_s = self._loop.time()
 
     # -- deadlines --------------------------------------------------------------------------------------------
     def _arm_watchdog(self, when: float) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
         self._watchdog_at = when
-        self._watchdog = self._loop.call_at(when, self._on_watchdog)  # type: ignore[union-attr]
+        self._watchdog = self._loop.call_at(when, self._on_watchdog)
 
     def _on_watchdog(self) -> None:
         """Close the connection past a deadline (docs/limits.md), else look again at the next one."""
         self._watchdog, self._watchdog_at = None, math.inf
         if self.is_closed:
             return
-        now = self._loop.time()  # type: ignore[union-attr]
+        now = self._loop.time()
         # Requests in flight keep a connection open (a long poll), unless they wait for the peer to read.
         busy = bool(self._tasks or self._pending) and self._writable.is_set()
         verdict = watchdog_verdict(
@@ -425,7 +435,14 @@ class RemotingConnection(asyncio.Protocol):
 
     @property
     def is_closed(self) -> bool:
-        return self._closed.is_set() or self._transport is None or self._transport.is_closing()
+        return self._open_transport() is None
+
+    def _open_transport(self) -> asyncio.Transport | None:
+        """The transport while the connection is open, else None."""
+        transport = self._transport
+        if self._closed.is_set() or transport is None or transport.is_closing():
+            return None
+        return transport
 
     @property
     def writable(self) -> bool:
@@ -436,21 +453,23 @@ class RemotingConnection(asyncio.Protocol):
         self._close_callbacks.append(callback)
 
     def write(self, cmd: RemotingCommand) -> None:
-        if self.is_closed:
+        transport = self._open_transport()
+        if transport is None:
             raise RemotingError(f"connection to {self.remote_address or self.name} is closed")
         if not self._coalesce_writes:
-            self._transport.write(cmd.encode())  # type: ignore[union-attr]
+            transport.write(cmd.encode())
             return
         if self._outbox is None:
-            self._transport.write(cmd.encode())  # type: ignore[union-attr]
+            transport.write(cmd.encode())
             self._outbox = []
             asyncio.get_running_loop().call_soon(self._flush_outbox)
         else:
             self._outbox.append(cmd.encode())
 
     def _flush_outbox(self) -> None:
-        if self._outbox and not self.is_closed:
-            self._transport.write(b"".join(self._outbox))  # type: ignore[union-attr]
+        transport = self._open_transport()
+        if self._outbox and transport is not None:
+            transport.write(b"".join(self._outbox))
         self._outbox = None
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
@@ -564,8 +583,10 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_connection, self._host, self._port, reuse_address=True)
-        self._report_accept_failures(loop)
+        server = self._server = await loop.create_server(
+            self._make_connection, self._host, self._port, reuse_address=True
+        )
+        self._report_accept_failures(loop, server)
 
     def _make_connection(self) -> RemotingConnection:
         return RemotingConnection(self._handler, limits=self._limits, reporter=self._reporter, admit=self._admit)
@@ -599,11 +620,11 @@ class RemotingServer:
         else:
             self._per_host.pop(conn.remote_host, None)
 
-    def _report_accept_failures(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _report_accept_failures(self, loop: asyncio.AbstractEventLoop, server: asyncio.Server) -> None:
         """Count and log (rate-limited) asyncio's failed accepts on this server's sockets (EMFILE ...); asyncio
         itself pauses accepting for a second and resumes, so clients get in once descriptors are free."""
         previous = loop.get_exception_handler()
-        own = {sock.fileno() for sock in self._server.sockets}  # type: ignore[union-attr]
+        own = {sock.fileno() for sock in server.sockets}
 
         def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
             sock = context.get("socket")

@@ -27,7 +27,7 @@ POLL_WHEN_HIT_SHARE = 0.75  # poll while at least this share of the recent waits
 HIT_WEIGHT = 0.25  # the weight of the newest wait in the share
 
 
-class BusyPollSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class BusyPollSelector(selectors.DefaultSelector):
     """The platform's selector (epoll on Linux), polling without sleeping for up to ``poll_s`` while most of its
     recent waits for events ended within that time (module docstring)."""
 

@@ -45,8 +45,9 @@ from pocketmq.common.errors import (
     SubscriptionParseError,
 )
 from pocketmq.protocol import grpc_pop_codec as codec
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
-from pocketmq.protocol.grpc_codec import V2Code, encode_delivered_message
+from pocketmq.protocol.grpc_codec import encode_delivered_message
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers, check_topic
 
@@ -70,7 +71,7 @@ def decode_handle(text: str) -> ReceiptHandle:
 
 def _check_group(group: str) -> None:
     if not group:
-        raise V2StatusError(V2Code.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
+        raise V2StatusError(V2StatusCode.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
 
 
 class ConsumerRpcs:
@@ -141,7 +142,7 @@ class ConsumerRpcs:
         now_ms = self._broker.clock.now_ms()
         delivered = result.delivered()
         if not delivered:
-            yield codec.receive_status(V2Code.MESSAGE_NOT_FOUND, "no new message")
+            yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
         else:
             renew = req.auto_renew and req.invisible_ms is None
             yield codec.receive_status()
@@ -205,7 +206,7 @@ class ConsumerRpcs:
                 results.append((entry, v2_code_of(exc), str(exc)))
         outcomes = await self._broker.pop.ack(group, [h for _, h in handles])
         for (entry, _), error in zip(handles, outcomes):
-            results.append((entry, V2Code.OK, "OK") if error is None else (entry, v2_code_of(error), str(error)))
+            results.append((entry, V2StatusCode.OK, "OK") if error is None else (entry, v2_code_of(error), str(error)))
         return codec.ack_response(results)
 
     # -- change invisible duration ------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ class ConsumerRpcs:
             new = await self._broker.pop.change_invisible(group, await self._current_handle(text), invisible_ms)
         except PocketMQError as exc:
             return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
-        return codec.change_invisible_response(V2Code.OK, "OK", new.encode())
+        return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
 
     # -- assignment -------------------------------------------------------------------------------------------------
     async def query_assignment(self, request, context, client_id: str = ""):

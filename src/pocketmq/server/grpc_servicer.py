@@ -32,8 +32,8 @@ from pocketmq.broker.timer.delay import parse_delay_levels
 from pocketmq.common.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol import grpc_codec as codec
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
-from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
 from pocketmq.server.grpc_consumer import ConsumerRpcs
@@ -55,9 +55,9 @@ log = logging.getLogger(__name__)
 # A message stored with a weaker guarantee is not an OK send (the proxy's mapping): an OK means what a remoting
 # SEND_OK means, on the master's disk and, under SYNC replication, on a slave.
 _SEND_CODE_OF_PUT = {
-    PutStatus.FLUSH_DISK_TIMEOUT: V2Code.MASTER_PERSISTENCE_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT: V2Code.SLAVE_PERSISTENCE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE: V2Code.HA_NOT_AVAILABLE,
+    PutStatus.FLUSH_DISK_TIMEOUT: V2StatusCode.MASTER_PERSISTENCE_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: V2StatusCode.SLAVE_PERSISTENCE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: V2StatusCode.HA_NOT_AVAILABLE,
 }
 
 CLIENT_ID_HEADER = "x-mq-client-id"
@@ -182,7 +182,7 @@ class MessagingServicer:
             return codec.send_error_response(code, message, count)
 
         if self._inflight_sends >= self._max_inflight_sends:
-            return refuse(V2Code.TOO_MANY_REQUESTS, f"more than {self._max_inflight_sends} sends in flight")
+            return refuse(V2StatusCode.TOO_MANY_REQUESTS, f"more than {self._max_inflight_sends} sends in flight")
         self._inflight_sends += 1
         try:
             return await self._guard("SendMessage", self._send(request, context), refuse)
@@ -214,7 +214,7 @@ class MessagingServicer:
         return codec.send_response(
             [
                 codec.SendEntry(
-                    _SEND_CODE_OF_PUT.get(r.status, V2Code.OK),
+                    _SEND_CODE_OF_PUT.get(r.status, V2StatusCode.OK),
                     message_id=r.msg_id,
                     queue_offset=r.queue_offset,
                     transaction_id=r.transaction_id,
@@ -255,7 +255,7 @@ class MessagingServicer:
         if not client_id:
             # Answer the client's first command (never an unsolicited status: Node would reject its startup).
             async for _ in request_iterator:
-                yield codec.telemetry_error(V2Code.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
+                yield codec.telemetry_error(V2StatusCode.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
                 return
             return
         outbox = self._sessions.open_stream(client_id, self._clock.now_ms())
@@ -285,7 +285,7 @@ class MessagingServicer:
     def _telemetry_reply(self, client_id: str, command):
         """The server's answer to one client command, or None when it needs none."""
         if isinstance(command, Malformed):
-            return codec.telemetry_error(V2Code.BAD_REQUEST, f"malformed telemetry command: {command.reason}")
+            return codec.telemetry_error(V2StatusCode.BAD_REQUEST, f"malformed telemetry command: {command.reason}")
         try:
             kind = codec.telemetry_kind(command)
             if kind != "settings":
@@ -294,7 +294,7 @@ class MessagingServicer:
             settings = codec.decode_client_settings(command)
             if settings.client_type not in _KNOWN_CLIENT_TYPES:
                 return codec.telemetry_error(
-                    V2Code.UNRECOGNIZED_CLIENT_TYPE, f"unrecognized client type {settings.client_type}"
+                    V2StatusCode.UNRECOGNIZED_CLIENT_TYPE, f"unrecognized client type {settings.client_type}"
                 )
             self._sessions.update_settings(
                 client_id,
@@ -308,7 +308,7 @@ class MessagingServicer:
             )
         except Exception:  # one bad command never ends the stream
             log.exception("event=grpc_telemetry_command_failed client_id=%s", client_id)
-            return codec.telemetry_error(V2Code.INTERNAL_SERVER_ERROR, "internal error")
+            return codec.telemetry_error(V2StatusCode.INTERNAL_SERVER_ERROR, "internal error")
 
     def _consumer_settings(self, group: str | None) -> dict:
         """The group's FIFO flag and max attempts (retry max times + 1), and the broker's delay levels as the
@@ -373,7 +373,7 @@ class MessagingServicer:
     def _require_client_id(context) -> str:
         client_id = _header(context, CLIENT_ID_HEADER).strip()
         if not client_id:
-            raise V2StatusError(V2Code.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
+            raise V2StatusError(V2StatusCode.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
         return client_id
 
     @staticmethod
@@ -386,7 +386,7 @@ class MessagingServicer:
             return on_error(v2_code_of(exc), str(exc))
         except Exception:
             log.exception("event=grpc_request_failed rpc=%s", rpc)
-            return on_error(V2Code.INTERNAL_SERVER_ERROR, "internal error")
+            return on_error(V2StatusCode.INTERNAL_SERVER_ERROR, "internal error")
 
     def __repr__(self) -> str:
         return f"<MessagingServicer broker={self._broker.broker_name} inflight_sends={self._inflight_sends}>"

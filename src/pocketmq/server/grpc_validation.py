@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pocketmq.common.errors import IllegalTopicError
 from pocketmq.common.properties import SYSTEM_PROPERTY_NAMES
 from pocketmq.common.topic import MessageType, is_system_topic, topic_name_problem
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import V2StatusError
-from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
+from pocketmq.protocol.grpc_codec import InboundMessage
 from pocketmq.protocol.headers import INT64_MAX, has_control_character
 
 # Types this front end stores (DELAY through the broker's timer, TRANSACTION through its transaction service).
@@ -42,7 +43,7 @@ class SendLimits:
     max_message_id_chars: int = 128
 
 
-def _reject(code: V2Code, message: str) -> V2StatusError:
+def _reject(code: V2StatusCode, message: str) -> V2StatusError:
     return V2StatusError(code, message)
 
 
@@ -58,10 +59,10 @@ def check_topic(topic: str) -> None:
 def check_send_request(messages: list[InboundMessage]) -> str:
     """The request's shape: at least one message, all for one legal topic. Returns the topic."""
     if not messages:
-        raise _reject(V2Code.MESSAGE_CORRUPTED, "no message to send")
+        raise _reject(V2StatusCode.MESSAGE_CORRUPTED, "no message to send")
     topic = messages[0].topic
     if any(m.topic != topic for m in messages):
-        raise _reject(V2Code.MESSAGE_CORRUPTED, "messages of one request must share their topic")
+        raise _reject(V2StatusCode.MESSAGE_CORRUPTED, "messages of one request must share their topic")
     check_topic(topic)
     return topic
 
@@ -85,23 +86,29 @@ def validate_message(
     size += sum(len(k.encode()) for k in msg.keys)
     if size > limits.max_user_property_bytes:
         raise _reject(
-            V2Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            V2StatusCode.MESSAGE_PROPERTIES_TOO_LARGE,
             f"user properties, tag and keys are {size} bytes, more than {limits.max_user_property_bytes}",
         )
     _check_message_id(msg.message_id, limits.max_message_id_chars)
     message_type = _resolve_type(msg, topic_type)
     if msg.born_timestamp_ms is not None and not 0 <= msg.born_timestamp_ms <= INT64_MAX:
-        raise _reject(V2Code.BAD_REQUEST, f"born timestamp {msg.born_timestamp_ms} ms is outside [0, {INT64_MAX}]")
+        raise _reject(
+            V2StatusCode.BAD_REQUEST, f"born timestamp {msg.born_timestamp_ms} ms is outside [0, {INT64_MAX}]"
+        )
     if msg.delivery_timestamp_ms is not None and msg.delivery_timestamp_ms < 0:
-        raise _reject(V2Code.ILLEGAL_DELIVERY_TIME, f"delivery timestamp {msg.delivery_timestamp_ms} ms is negative")
+        raise _reject(
+            V2StatusCode.ILLEGAL_DELIVERY_TIME, f"delivery timestamp {msg.delivery_timestamp_ms} ms is negative"
+        )
     if msg.delivery_timestamp_ms is not None and msg.delivery_timestamp_ms - now_ms > limits.max_delay_ms:
         raise _reject(
-            V2Code.ILLEGAL_DELIVERY_TIME, f"delivery time is more than {limits.max_delay_ms} ms ahead (max delay)"
+            V2StatusCode.ILLEGAL_DELIVERY_TIME, f"delivery time is more than {limits.max_delay_ms} ms ahead (max delay)"
         )
     if msg.message_group is not None:
         _check_message_group(msg.message_group, limits.max_message_group_bytes)
     if message_type not in supported_types:
-        raise _reject(V2Code.NOT_IMPLEMENTED, f"{message_type.value} messages are not implemented by this broker yet")
+        raise _reject(
+            V2StatusCode.NOT_IMPLEMENTED, f"{message_type.value} messages are not implemented by this broker yet"
+        )
     return dataclasses.replace(msg, body=body, body_encoding="IDENTITY", message_type=message_type.value)
 
 
@@ -109,45 +116,49 @@ def _decoded_body(msg: InboundMessage, max_body_bytes: int) -> bytes:
     """The body as stored: IDENTITY as is, GZIP inflated (bounded, so a zip bomb costs nothing)."""
     body = msg.body
     if not body:
-        raise _reject(V2Code.MESSAGE_BODY_EMPTY, "message body is empty")
+        raise _reject(V2StatusCode.MESSAGE_BODY_EMPTY, "message body is empty")
     if len(body) > max_body_bytes:
         raise _reject(
-            V2Code.MESSAGE_BODY_TOO_LARGE, f"message body is {len(body)} bytes, more than the max {max_body_bytes}"
+            V2StatusCode.MESSAGE_BODY_TOO_LARGE,
+            f"message body is {len(body)} bytes, more than the max {max_body_bytes}",
         )
     if msg.body_encoding in ("IDENTITY", "ENCODING_UNSPECIFIED"):
         return body
     if msg.body_encoding != "GZIP":
-        raise _reject(V2Code.MESSAGE_CORRUPTED, f"unknown body encoding {msg.body_encoding}")
+        raise _reject(V2StatusCode.MESSAGE_CORRUPTED, f"unknown body encoding {msg.body_encoding}")
     inflater = zlib.decompressobj(wbits=31)
     try:
         plain = inflater.decompress(body, max_body_bytes + 1)
     except zlib.error as exc:
-        raise _reject(V2Code.MESSAGE_CORRUPTED, f"GZIP body does not inflate: {exc}") from None
+        raise _reject(V2StatusCode.MESSAGE_CORRUPTED, f"GZIP body does not inflate: {exc}") from None
     if len(plain) > max_body_bytes:
-        raise _reject(V2Code.MESSAGE_BODY_TOO_LARGE, f"inflated message body is more than the max {max_body_bytes}")
+        raise _reject(
+            V2StatusCode.MESSAGE_BODY_TOO_LARGE, f"inflated message body is more than the max {max_body_bytes}"
+        )
     if not inflater.eof:
-        raise _reject(V2Code.MESSAGE_CORRUPTED, "GZIP body is truncated")
+        raise _reject(V2StatusCode.MESSAGE_CORRUPTED, "GZIP body is truncated")
     if not plain:
-        raise _reject(V2Code.MESSAGE_BODY_EMPTY, "message body is empty")
+        raise _reject(V2StatusCode.MESSAGE_BODY_EMPTY, "message body is empty")
     return plain
 
 
 def _check_user_properties(user_properties: dict[str, str], limits: SendLimits) -> None:
     if len(user_properties) > limits.max_user_properties:
         raise _reject(
-            V2Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            V2StatusCode.MESSAGE_PROPERTIES_TOO_LARGE,
             f"{len(user_properties)} user properties, more than {limits.max_user_properties}",
         )
     for key, value in user_properties.items():
         if key in SYSTEM_PROPERTY_NAMES:
-            raise _reject(V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {key!r} is used by the system")
+            raise _reject(V2StatusCode.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {key!r} is used by the system")
         if not key.strip():
-            raise _reject(V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property key is blank")
+            raise _reject(V2StatusCode.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property key is blank")
         if has_control_character(key):
-            raise _reject(V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property key cannot contain control characters")
+            raise _reject(V2StatusCode.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property key cannot contain control characters")
         if has_control_character(value):
             raise _reject(
-                V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of property {key!r} cannot contain control characters"
+                V2StatusCode.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                f"the value of property {key!r} cannot contain control characters",
             )
 
 
@@ -155,37 +166,38 @@ def _check_tag(tag: str | None) -> None:
     if tag is None:
         return
     if not tag.strip():
-        raise _reject(V2Code.ILLEGAL_MESSAGE_TAG, "tag cannot be whitespace only")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_TAG, "tag cannot be whitespace only")
     if "|" in tag:
-        raise _reject(V2Code.ILLEGAL_MESSAGE_TAG, "tag cannot contain '|'")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_TAG, "tag cannot contain '|'")
     if has_control_character(tag):
-        raise _reject(V2Code.ILLEGAL_MESSAGE_TAG, "tag cannot contain control characters")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_TAG, "tag cannot contain control characters")
 
 
 def _check_key(key: str) -> None:
     if not key.strip():
-        raise _reject(V2Code.ILLEGAL_MESSAGE_KEY, "a message key cannot be blank")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_KEY, "a message key cannot be blank")
     if has_control_character(key):
-        raise _reject(V2Code.ILLEGAL_MESSAGE_KEY, "a message key cannot contain control characters")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_KEY, "a message key cannot contain control characters")
 
 
 def _check_message_id(message_id: str, max_chars: int) -> None:
     if not message_id.strip():
-        raise _reject(V2Code.ILLEGAL_MESSAGE_ID, "message id is empty")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_ID, "message id is empty")
     # Stored verbatim as UNIQ_KEY and answered back: keep it a printable token of bounded length.
     if len(message_id) > max_chars or has_control_character(message_id) or any(c.isspace() for c in message_id):
         raise _reject(
-            V2Code.ILLEGAL_MESSAGE_ID, f"message id must be at most {max_chars} printable characters without spaces"
+            V2StatusCode.ILLEGAL_MESSAGE_ID,
+            f"message id must be at most {max_chars} printable characters without spaces",
         )
 
 
 def _check_message_group(group: str, max_bytes: int) -> None:
     if not group.strip():
-        raise _reject(V2Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be whitespace only")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_GROUP, "message group cannot be whitespace only")
     if len(group.encode()) >= max_bytes:
-        raise _reject(V2Code.ILLEGAL_MESSAGE_GROUP, f"message group must be shorter than {max_bytes} bytes")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_GROUP, f"message group must be shorter than {max_bytes} bytes")
     if has_control_character(group):
-        raise _reject(V2Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control characters")
+        raise _reject(V2StatusCode.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control characters")
 
 
 def _resolve_type(msg: InboundMessage, topic_type: MessageType) -> MessageType:
@@ -205,15 +217,16 @@ def _resolve_type(msg: InboundMessage, topic_type: MessageType) -> MessageType:
         else:
             message_type = MessageType.NORMAL
     else:
-        message_type = msg.domain_type
-        if message_type is None:
-            raise _reject(V2Code.NOT_IMPLEMENTED, f"message type {msg.message_type} is not supported")
+        declared = msg.domain_type
+        if declared is None:
+            raise _reject(V2StatusCode.NOT_IMPLEMENTED, f"message type {msg.message_type} is not supported")
+        message_type = declared
     conflict = _property_conflict(msg, message_type)
     if conflict:
-        raise _reject(V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)
+        raise _reject(V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)
     if not topic_type.accepts(message_type):
         raise _reject(
-            V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
             f"topic {msg.topic} accepts {topic_type.value} messages, not {message_type.value}",
         )
     return message_type
@@ -242,7 +255,7 @@ def check_invisible_ms(invisible_ms: int, max_invisible_ms: int, *, zero_ok: boo
     low = 0 if zero_ok else 1
     if not low <= invisible_ms <= max_invisible_ms:
         raise _reject(
-            V2Code.ILLEGAL_INVISIBLE_TIME,
+            V2StatusCode.ILLEGAL_INVISIBLE_TIME,
             f"invisible duration {invisible_ms} ms is outside [{low}, {max_invisible_ms}]",
         )
 
@@ -251,6 +264,6 @@ def check_receive_numbers(batch_size: int, long_polling_ms: int | None) -> None:
     """A negative batch size is BAD_REQUEST (0, proto3's unset, means the default); a negative long polling
     timeout ILLEGAL_POLLING_TIME. Larger ones are capped by the caller, as the proxy does."""
     if batch_size < 0:
-        raise _reject(V2Code.BAD_REQUEST, f"batch size {batch_size} is negative")
+        raise _reject(V2StatusCode.BAD_REQUEST, f"batch size {batch_size} is negative")
     if long_polling_ms is not None and long_polling_ms < 0:
-        raise _reject(V2Code.ILLEGAL_POLLING_TIME, f"long polling timeout {long_polling_ms} ms is negative")
+        raise _reject(V2StatusCode.ILLEGAL_POLLING_TIME, f"long polling timeout {long_polling_ms} ms is negative")

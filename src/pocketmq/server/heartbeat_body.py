@@ -122,10 +122,13 @@ def _int64(value: Any, name: str) -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise BadRequestError(f"heartbeat field {name}={value!r} is not an integer")
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadRequestError(f"heartbeat field {name}={value[:64]!r} is not an integer") from None
+    if isinstance(value, int):
+        number = value
+    else:
+        try:
+            number = int(value)
+        except ValueError:
+            raise BadRequestError(f"heartbeat field {name}={value[:64]!r} is not an integer") from None
     if not INT64_MIN <= number <= INT64_MAX:
         raise BadRequestError(f"heartbeat field {name}={value!r} is outside the int64 range")
     return number

@@ -193,9 +193,9 @@ class MessagingHandlers:
     @staticmethod
     def _born_host(conn: RemotingConnection) -> tuple[str, int]:
         born_host = conn.attributes.get(_BORN_HOST)
-        if born_host is None:
+        if not isinstance(born_host, tuple):  # the first send on this connection
             born_host = conn.attributes[_BORN_HOST] = host_port(conn.remote_address)
-        return born_host  # type: ignore[return-value]
+        return born_host
 
     # -- pull ---------------------------------------------------------------------------------------------------
     async def pull_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -296,12 +296,22 @@ class MessagingHandlers:
             if is_gray_client(client_id):  # split the retry topic so gray retries stay gray (docs/gray.md)
                 ensure_gray_retry_queues(broker.topics, retry_config)
         self._hook_close(conn)
-        common = {"language": request.language, "version": request.version, "remote_address": conn.remote_address}
+        language, version, remote_address = request.language, request.version, conn.remote_address
         for info, obj in zip(consumers, consumer_data):
-            broker.consumers.heartbeat(info.group, client_id, conn, info=info, **common)
+            broker.consumers.heartbeat(
+                info.group,
+                client_id,
+                conn,
+                info=info,
+                language=language,
+                version=version,
+                remote_address=remote_address,
+            )
             broker.gray.record_held(info.group, client_id, held_queues(obj, broker.broker_name))  # group describe
         for group in producer_groups:
-            broker.producers.heartbeat(group, client_id, conn, **common)
+            broker.producers.heartbeat(
+                group, client_id, conn, language=language, version=version, remote_address=remote_address
+            )
         return request.response(ResponseCode.SUCCESS)
 
     def _hook_close(self, conn: RemotingConnection) -> None:

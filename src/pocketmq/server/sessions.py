@@ -189,7 +189,9 @@ class SessionRegistry:
         self._by_group.clear()
 
     def _unindex(self, session: Session) -> None:
-        members = self._by_group.get(session.group) if session.group is not None else None
+        if session.group is None:
+            return
+        members = self._by_group.get(session.group)
         if members is not None:
             members.pop(session.client_id, None)
             if not members:

@@ -12,6 +12,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import overload
 
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
@@ -197,6 +198,12 @@ class _Options:
                 raise OptionError(key, f"unknown option{hint}; known: {', '.join(known)}")
             self._values[lowered] = value
 
+    @overload
+    def get(self, name: str) -> str | None: ...
+
+    @overload
+    def get(self, name: str, default: str) -> str: ...
+
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._values.get(name.lower(), default)
 
@@ -213,7 +220,7 @@ def _namesrv(opts: _Options) -> str:
 
 
 def _topic_list(opts: _Options) -> tuple[str, ...]:
-    given = [(name, opts.get(name)) for name in ("topic", "topics") if opts.get(name) is not None]
+    given = [(name, text) for name in ("topic", "topics") if (text := opts.get(name)) is not None]
     if len(given) > 1:
         raise OptionError("topics", "give either 'topic' or 'topics' (they are the same option), not both")
     if not given:

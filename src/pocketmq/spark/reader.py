@@ -13,7 +13,7 @@ Progress lives only in Spark's checkpoint: offsets are end-exclusive positions (
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -88,9 +88,16 @@ class QueueCatalog:
         self, spec: OffsetSpec, queues: list[QueueId], bounds: dict[QueueId, QueueBounds], *, unnamed: int
     ) -> dict[QueueId, int]:
         timestamp_offsets = None
-        if spec.kind == "timestamp":
+        if spec.timestamp_ms is not None:  # a "timestamp" spec
             timestamp_offsets = self.client.offsets_for_timestamp(queues, spec.timestamp_ms)
         return resolve_spec(spec, queues, bounds, unnamed=unnamed, timestamp_offsets=timestamp_offsets)
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Read a partition this source planned (Spark hands back the ones ``partitions`` returned)."""
+    if not isinstance(partition, QueueRangePartition):
+        raise TypeError(f"not a PocketMQ partition: {partition!r}")
+    return read_partition(partition)
 
 
 def make_partitions(ranges: list[OffsetRange], options: SourceOptions) -> list[QueueRangePartition]:
@@ -120,7 +127,7 @@ class PocketBatchReader(_PickledWithOptionsOnly, DataSourceReader):
         self._catalog = QueueCatalog(self.options, client_for(self.options.namesrv))
         self._catalog.check_at_start()
 
-    def partitions(self) -> list[InputPartition]:
+    def partitions(self) -> Sequence[InputPartition]:
         queues = self._catalog.queues()
         bounds = self._catalog.client.bounds(queues)
         start = self._catalog.positions(self.options.starting, queues, bounds, unnamed=EARLIEST)
@@ -144,8 +151,8 @@ class PocketBatchReader(_PickledWithOptionsOnly, DataSourceReader):
         # Spark wants at least one partition; an empty one reads nothing.
         return partitions or [QueueRangePartition((), ReadSettings.of(self.options))]
 
-    def read(self, partition: QueueRangePartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
 
 
 class PocketStreamReader(_PickledWithOptionsOnly, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -222,12 +229,12 @@ class PocketStreamReader(_PickledWithOptionsOnly, DataSourceStreamReader, Suppor
         """The queue ends seen by the last ``latestOffset`` (shown in the query's progress)."""
         return self._latest_seen
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         ranges = ranges_between(from_offset_json(start), from_offset_json(end))
         return make_partitions(ranges, self.options)
 
-    def read(self, partition: QueueRangePartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
 
     def commit(self, end: dict) -> None:
         if self.options.commit_to_group is None:

@@ -11,6 +11,7 @@ from pocketmq.cli.tail_cmd import check_args
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.producer import ProducerOptions
 from pocketmq.client.pull_consumer import AsyncPullConsumer
+from pocketmq.client.push_consumer import AsyncPushConsumer, PushConsumerOptions
 from pocketmq.common.errors import BadRequestError, ClientError, ConfigError, IllegalTopicError
 
 
@@ -116,3 +117,13 @@ def test_topic_type_is_one_of_the_message_types():
     assert parse("topic", "create", "t", "--type", "fifo").message_type == "fifo"
     with pytest.raises(SystemExit):
         parse("topic", "create", "t", "--type", "weird")
+
+
+async def test_a_push_consumer_not_started_says_so():
+    consumer = AsyncPushConsumer(PushConsumerOptions("orders-group"))
+    consumer.subscribe("orders")
+    with pytest.raises(ClientError, match="not started"):
+        await consumer.rebalance()  # was an AttributeError on its heartbeat entry
+    for read in (lambda: consumer.offset_store, lambda: consumer.consume_service, lambda: consumer.instance):
+        with pytest.raises(ClientError, match="not started"):
+            read()

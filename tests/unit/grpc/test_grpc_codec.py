@@ -14,16 +14,10 @@ from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol import grpc_codec as codec
 from pocketmq.protocol.codes import V2StatusCode
-from pocketmq.protocol.grpc_codec import V2Code
 
 
-def test_v2code_mirrors_the_wire_enum():
-    assert V2Code.OK == 20000 and V2Code.ILLEGAL_TOPIC == 40002 and V2Code.NOT_IMPLEMENTED == 50100
-    assert len(V2Code) == len(pb.Code.items())
-
-
-def test_the_broker_side_v2_codes_are_the_wire_enums():
-    assert {c.name: int(c) for c in V2StatusCode} == {c.name: int(V2Code[c.name]) for c in V2StatusCode}
+def test_v2_status_codes_are_the_wire_enum():
+    assert {c.name: int(c) for c in V2StatusCode} == dict(pb.Code.items())
 
 
 def test_send_request_decodes_every_system_field():
@@ -78,7 +72,7 @@ def test_route_response_fills_what_the_clients_filter_on():
     queues = [codec.RouteQueue("t", i, "broker-a", (("127.0.0.1", 8081),)) for i in range(2)]
     queues.append(codec.RouteQueue("t", 0, "broker-b", (("localhost", 9091),), message_type=MessageType.FIFO))
     resp = codec.route_response(queues)
-    assert resp.status.code == V2Code.OK and len(resp.message_queues) == 3
+    assert resp.status.code == V2StatusCode.OK and len(resp.message_queues) == 3
     q0 = resp.message_queues[0]
     assert (q0.id, q0.broker.id, q0.permission) == (0, 0, pb.READ_WRITE)
     assert q0.broker.endpoints.scheme == pb.IPv4 and q0.broker.endpoints.addresses[0].port == 8081
@@ -89,13 +83,13 @@ def test_route_response_fills_what_the_clients_filter_on():
 
 
 def test_send_response_sets_entry_and_top_level_status():
-    resp = codec.send_response([codec.SendEntry(V2Code.OK, message_id="m1", queue_offset=7)])
-    assert resp.status.code == V2Code.OK and resp.entries[0].message_id == "m1" and resp.entries[0].offset == 7
-    assert resp.entries[0].status.code == V2Code.OK
-    mixed = codec.send_response([codec.SendEntry(V2Code.OK), codec.SendEntry(V2Code.INTERNAL_SERVER_ERROR)])
-    assert mixed.status.code == V2Code.MULTIPLE_RESULTS
-    refused = codec.send_error_response(V2Code.ILLEGAL_TOPIC, "bad", 2)
-    assert refused.status.code == V2Code.ILLEGAL_TOPIC and [e.status.code for e in refused.entries] == [40002] * 2
+    resp = codec.send_response([codec.SendEntry(V2StatusCode.OK, message_id="m1", queue_offset=7)])
+    assert resp.status.code == V2StatusCode.OK and resp.entries[0].message_id == "m1" and resp.entries[0].offset == 7
+    assert resp.entries[0].status.code == V2StatusCode.OK
+    mixed = codec.send_response([codec.SendEntry(V2StatusCode.OK), codec.SendEntry(V2StatusCode.INTERNAL_SERVER_ERROR)])
+    assert mixed.status.code == V2StatusCode.MULTIPLE_RESULTS
+    refused = codec.send_error_response(V2StatusCode.ILLEGAL_TOPIC, "bad", 2)
+    assert refused.status.code == V2StatusCode.ILLEGAL_TOPIC and [e.status.code for e in refused.entries] == [40002] * 2
 
 
 def _settings_command(client_type, **kwargs):
@@ -110,7 +104,7 @@ def _settings_command(client_type, **kwargs):
 def test_producer_settings_reply_has_what_clients_require():
     publishing = pb.Publishing(topics=[pb.Resource(name="t")], max_body_size=0)
     reply = codec.settings_reply(_settings_command(pb.PRODUCER, publishing=publishing), max_body_bytes=4194304)
-    assert reply.status.code == V2Code.OK
+    assert reply.status.code == V2StatusCode.OK
     s = reply.settings
     assert s.client_type == pb.PRODUCER and s.request_timeout.seconds == 3  # echoed
     assert [t.name for t in s.publishing.topics] == ["t"]
@@ -132,7 +126,7 @@ def test_consumer_settings_reply_has_what_clients_require():
     )
     reply = codec.settings_reply(_settings_command(pb.PUSH_CONSUMER, subscription=sub), max_body_bytes=1, fifo=True)
     s = reply.settings
-    assert reply.status.code == V2Code.OK and s.subscription.fifo and s.subscription.receive_batch_size == 32
+    assert reply.status.code == V2StatusCode.OK and s.subscription.fifo and s.subscription.receive_batch_size == 32
     assert s.subscription.long_polling_timeout.seconds == 20 and s.subscription.long_polling_timeout.nanos == 0
     assert s.backoff_policy.max_attempts == 17
     assert s.backoff_policy.customized_backoff.next[0].seconds == 1
@@ -189,4 +183,4 @@ def test_a_sent_message_comes_back_as_sent(body, tag, user_properties):
 
 def test_not_implemented_response_builds_the_methods_response_type():
     resp = codec.not_implemented_response("AckMessage", "later")
-    assert isinstance(resp, spb.AckMessageResponse) and resp.status.code == V2Code.NOT_IMPLEMENTED
+    assert isinstance(resp, spb.AckMessageResponse) and resp.status.code == V2StatusCode.NOT_IMPLEMENTED

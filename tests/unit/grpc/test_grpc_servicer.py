@@ -16,7 +16,8 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.groups import SubscriptionGroupConfig
-from pocketmq.protocol.grpc_codec import MessagingServiceStub, V2Code
+from pocketmq.protocol.codes import V2StatusCode
+from pocketmq.protocol.grpc_codec import MessagingServiceStub
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.grpc_server import MAX_GRPC_MESSAGE_BYTES, GrpcFrontEnd
 
@@ -98,7 +99,7 @@ async def test_producer_settings_are_completed_and_the_session_remembers_the_top
     call = h.stub.Telemetry(metadata=CLIENT)
     await call.write(producer_settings("a", "b"))
     reply = await next_reply(call)
-    assert reply.status.code == V2Code.OK
+    assert reply.status.code == V2StatusCode.OK
     s = reply.settings
     assert s.publishing.max_body_size == 4 * 1024 * 1024 and s.publishing.validate_message_type
     assert s.backoff_policy.max_attempts == 3 and s.backoff_policy.HasField("exponential_backoff")
@@ -125,20 +126,20 @@ async def test_a_bad_telemetry_command_gets_a_status_and_the_stream_goes_on(h):
     call = h.channel.stream_stream("/apache.rocketmq.v2.MessagingService/Telemetry")(metadata=CLIENT)
     await call.write(b"\xff\xff\xff")  # not a TelemetryCommand
     bad = spb.TelemetryCommand.FromString(await next_reply(call))
-    assert bad.status.code == V2Code.BAD_REQUEST
+    assert bad.status.code == V2StatusCode.BAD_REQUEST
     unknown = producer_settings()
     unknown.settings.client_type = pb.CLIENT_TYPE_UNSPECIFIED
     await call.write(unknown.SerializeToString())
-    assert spb.TelemetryCommand.FromString(await next_reply(call)).status.code == V2Code.UNRECOGNIZED_CLIENT_TYPE
+    assert spb.TelemetryCommand.FromString(await next_reply(call)).status.code == V2StatusCode.UNRECOGNIZED_CLIENT_TYPE
     await call.write(producer_settings("t").SerializeToString())
-    assert spb.TelemetryCommand.FromString(await next_reply(call)).status.code == V2Code.OK
+    assert spb.TelemetryCommand.FromString(await next_reply(call)).status.code == V2StatusCode.OK
     call.cancel()
 
 
 async def test_telemetry_without_a_client_id_is_refused(h):
     call = h.stub.Telemetry()
     await call.write(producer_settings("t"))
-    assert (await next_reply(call)).status.code == V2Code.CLIENT_ID_REQUIRED
+    assert (await next_reply(call)).status.code == V2StatusCode.CLIENT_ID_REQUIRED
     assert await next_reply(call) is grpc.aio.EOF
     assert len(h.front.sessions) == 0
 
@@ -149,7 +150,7 @@ async def test_heartbeat_keeps_a_session_alive_and_silence_expires_it(h):
     await next_reply(call)
     h.clock.advance(100_000)
     beat = await h.stub.Heartbeat(spb.HeartbeatRequest(client_type=pb.PRODUCER), metadata=CLIENT)
-    assert beat.status.code == V2Code.OK and h.front.sessions.get("host@1@0@abc").language == "PYTHON"
+    assert beat.status.code == V2StatusCode.OK and h.front.sessions.get("host@1@0@abc").language == "PYTHON"
     h.clock.advance(100_000)  # 100 s since the heartbeat: still alive
     assert h.front.sessions.expire(h.clock.now_ms()) == [] and "host@1@0@abc" in h.front.sessions
     h.clock.advance(20_000)  # 120 s of silence
@@ -162,14 +163,14 @@ async def test_termination_drops_the_session_and_ends_its_stream_at_once(h):
     await call.write(producer_settings("t"))
     await next_reply(call)
     reply = await h.stub.NotifyClientTermination(spb.NotifyClientTerminationRequest(), metadata=CLIENT)
-    assert reply.status.code == V2Code.OK and len(h.front.sessions) == 0
+    assert reply.status.code == V2StatusCode.OK and len(h.front.sessions) == 0
     assert await next_reply(call) is grpc.aio.EOF
 
 
 async def test_session_rpcs_need_a_client_id(h):
-    assert (await h.stub.Heartbeat(spb.HeartbeatRequest())).status.code == V2Code.CLIENT_ID_REQUIRED
+    assert (await h.stub.Heartbeat(spb.HeartbeatRequest())).status.code == V2StatusCode.CLIENT_ID_REQUIRED
     reply = await h.stub.NotifyClientTermination(spb.NotifyClientTerminationRequest())
-    assert reply.status.code == V2Code.CLIENT_ID_REQUIRED
+    assert reply.status.code == V2StatusCode.CLIENT_ID_REQUIRED
 
 
 @pytest.mark.parametrize("method", ["SendMessage", "QueryRoute", "Heartbeat", "NotifyClientTermination"])
@@ -177,18 +178,18 @@ async def test_garbage_is_invalid_argument_and_the_server_goes_on(h, method):
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await h.raw(method)(b"\x0a\xff\xff\xff\xff", metadata=CLIENT)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert (await h.stub.SendMessage(send_request())).status.code == V2Code.OK
+    assert (await h.stub.SendMessage(send_request())).status.code == V2StatusCode.OK
 
 
 async def test_send_keeps_the_clients_message_id_and_a_4_mib_body_passes(h):
     reply = await h.stub.SendMessage(send_request(body=b"x" * (4 * 1024 * 1024), message_id="MY-ID"))
-    assert reply.status.code == V2Code.OK, reply.status.message
-    assert reply.entries[0].message_id == "MY-ID" and reply.entries[0].status.code == V2Code.OK
+    assert reply.status.code == V2StatusCode.OK, reply.status.message
+    assert reply.entries[0].message_id == "MY-ID" and reply.entries[0].status.code == V2StatusCode.OK
 
 
 async def test_send_keeps_the_clients_message_id(h):
     reply = await h.stub.SendMessage(send_request(body=b"x" * (1024 * 1024), message_id="MY-ID"))
-    assert reply.status.code == V2Code.OK and reply.entries[0].message_id == "MY-ID"
+    assert reply.status.code == V2StatusCode.OK and reply.entries[0].message_id == "MY-ID"
 
 
 async def test_too_many_sends_in_flight_is_too_many_requests(tmp_path):
@@ -207,9 +208,9 @@ async def test_too_many_sends_in_flight_is_too_many_requests(tmp_path):
             while h.front.servicer._inflight_sends == 0:
                 await asyncio.sleep(0.001)
         second = await h.stub.SendMessage(send_request(message_id="B"))
-        assert second.status.code == V2Code.TOO_MANY_REQUESTS and second.entries[0].status.code == 42900
+        assert second.status.code == V2StatusCode.TOO_MANY_REQUESTS and second.entries[0].status.code == 42900
         release.set()
-        assert (await first).status.code == V2Code.OK
+        assert (await first).status.code == V2StatusCode.OK
     finally:
         await h.close()
 
@@ -222,16 +223,16 @@ async def test_an_internal_failure_is_internal_server_error_and_only_that_reques
 
     h.broker.messages.send = broken
     reply = await h.stub.SendMessage(send_request())
-    assert reply.status.code == V2Code.INTERNAL_SERVER_ERROR and "fire" not in reply.status.message
+    assert reply.status.code == V2StatusCode.INTERNAL_SERVER_ERROR and "fire" not in reply.status.message
     h.broker.messages.send = real_send
-    assert (await h.stub.SendMessage(send_request())).status.code == V2Code.OK
+    assert (await h.stub.SendMessage(send_request())).status.code == V2StatusCode.OK
 
 
 async def test_requests_before_the_broker_started_are_refused_cleanly(tmp_path):
     h = await Harness(tmp_path).start(broker=False)
     try:
         reply = await h.stub.SendMessage(send_request())
-        assert reply.status.code == V2Code.INTERNAL_SERVER_ERROR and "starting" in reply.status.message
+        assert reply.status.code == V2StatusCode.INTERNAL_SERVER_ERROR and "starting" in reply.status.message
     finally:
         await h.close()
 
@@ -239,14 +240,14 @@ async def test_requests_before_the_broker_started_are_refused_cleanly(tmp_path):
 async def test_consumer_rpcs_refuse_a_request_without_group_and_end_transaction_without_id(h):
     stream = h.stub.ReceiveMessage(spb.ReceiveMessageRequest())
     replies = [r async for r in stream]
-    assert [r.status.code for r in replies] == [V2Code.ILLEGAL_CONSUMER_GROUP]
+    assert [r.status.code for r in replies] == [V2StatusCode.ILLEGAL_CONSUMER_GROUP]
     for call, request in (
         (h.stub.AckMessage, spb.AckMessageRequest()),
         (h.stub.QueryAssignment, spb.QueryAssignmentRequest()),
         (h.stub.ChangeInvisibleDuration, spb.ChangeInvisibleDurationRequest()),
     ):
-        assert (await call(request)).status.code == V2Code.ILLEGAL_CONSUMER_GROUP
-    assert (await h.stub.EndTransaction(spb.EndTransactionRequest())).status.code == V2Code.INVALID_TRANSACTION_ID
+        assert (await call(request)).status.code == V2StatusCode.ILLEGAL_CONSUMER_GROUP
+    assert (await h.stub.EndTransaction(spb.EndTransactionRequest())).status.code == V2StatusCode.INVALID_TRANSACTION_ID
 
 
 async def test_stop_ends_open_streams(tmp_path):

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.topic import MessageType
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import v2_code_of
-from pocketmq.protocol.grpc_codec import InboundMessage, V2Code
+from pocketmq.protocol.grpc_codec import InboundMessage
 from pocketmq.server.grpc_validation import (
     SendLimits,
     check_send_request,
@@ -42,7 +43,7 @@ def validate(m: InboundMessage, topic_type: MessageType = MessageType.MIXED, lim
 
 @pytest.mark.parametrize("topic", ["", "  ", "a" * 128, "has space", "bad/slash", "TBW102", "rmq_sys_x"])
 def test_illegal_topics_are_40002(topic):
-    assert code_of(check_topic, topic) == V2Code.ILLEGAL_TOPIC
+    assert code_of(check_topic, topic) == V2StatusCode.ILLEGAL_TOPIC
 
 
 def test_legal_topic_names_pass():
@@ -51,8 +52,8 @@ def test_legal_topic_names_pass():
 
 
 def test_empty_request_and_mixed_topics_are_message_corrupted():
-    assert code_of(check_send_request, []) == V2Code.MESSAGE_CORRUPTED
-    assert code_of(check_send_request, [msg(), msg(topic="other")]) == V2Code.MESSAGE_CORRUPTED
+    assert code_of(check_send_request, []) == V2StatusCode.MESSAGE_CORRUPTED
+    assert code_of(check_send_request, [msg(), msg(topic="other")]) == V2StatusCode.MESSAGE_CORRUPTED
     assert check_send_request([msg(), msg()]) == "orders"
 
 
@@ -61,7 +62,9 @@ def test_a_valid_normal_message_passes_unchanged():
     assert out.body == b"hello" and out.message_type == "NORMAL" and out.tag == "TagA"
 
 
-@pytest.mark.parametrize("body,code", [(b"", V2Code.MESSAGE_BODY_EMPTY), (b"x" * 11, V2Code.MESSAGE_BODY_TOO_LARGE)])
+@pytest.mark.parametrize(
+    "body,code", [(b"", V2StatusCode.MESSAGE_BODY_EMPTY), (b"x" * 11, V2StatusCode.MESSAGE_BODY_TOO_LARGE)]
+)
 def test_body_empty_and_too_large(body, code):
     assert code_of(validate, msg(body=body), limits=SendLimits(max_body_bytes=10)) == code
 
@@ -75,29 +78,29 @@ def test_gzip_body_is_inflated_and_bounded():
     bomb = gzip.compress(b"\0" * 1000)
     assert (
         code_of(validate, msg(body=bomb, body_encoding="GZIP"), limits=SendLimits(max_body_bytes=100))
-        == V2Code.MESSAGE_BODY_TOO_LARGE
+        == V2StatusCode.MESSAGE_BODY_TOO_LARGE
     )
-    assert code_of(validate, msg(body=b"not gzip", body_encoding="GZIP")) == V2Code.MESSAGE_CORRUPTED
+    assert code_of(validate, msg(body=b"not gzip", body_encoding="GZIP")) == V2StatusCode.MESSAGE_CORRUPTED
     assert (
         code_of(validate, msg(body=gzip.compress(b"abcdef" * 50)[:-12], body_encoding="GZIP"))
-        == V2Code.MESSAGE_CORRUPTED
+        == V2StatusCode.MESSAGE_CORRUPTED
     )
-    assert code_of(validate, msg(body_encoding="7")) == V2Code.MESSAGE_CORRUPTED
+    assert code_of(validate, msg(body_encoding="7")) == V2StatusCode.MESSAGE_CORRUPTED
 
 
 @pytest.mark.parametrize("tag", [" ", "a|b", "a\x01b", "tab\there", "x\x9f"])
 def test_illegal_tags_are_40004(tag):
-    assert code_of(validate, msg(tag=tag)) == V2Code.ILLEGAL_MESSAGE_TAG
+    assert code_of(validate, msg(tag=tag)) == V2StatusCode.ILLEGAL_MESSAGE_TAG
 
 
 @pytest.mark.parametrize("key", ["", "  ", "a\x02"])
 def test_illegal_keys_are_40005(key):
-    assert code_of(validate, msg(keys=["ok", key])) == V2Code.ILLEGAL_MESSAGE_KEY
+    assert code_of(validate, msg(keys=["ok", key])) == V2StatusCode.ILLEGAL_MESSAGE_KEY
 
 
 @pytest.mark.parametrize("group", [" ", "g" * 64, "é" * 32, "a\nb"])
 def test_illegal_message_groups_are_40006(group):
-    assert code_of(validate, msg(message_type="FIFO", message_group=group)) == V2Code.ILLEGAL_MESSAGE_GROUP
+    assert code_of(validate, msg(message_type="FIFO", message_group=group)) == V2StatusCode.ILLEGAL_MESSAGE_GROUP
 
 
 def test_message_group_of_63_bytes_passes():
@@ -108,25 +111,25 @@ def test_message_group_of_63_bytes_passes():
     "props", [{"TAGS": "x"}, {"UNIQ_KEY": "x"}, {"__SHARDINGKEY": "g"}, {"": "v"}, {"a\x01": "v"}, {"k": "v\x02"}]
 )
 def test_reserved_or_control_property_keys_are_40007(props):
-    assert code_of(validate, msg(user_properties=props)) == V2Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert code_of(validate, msg(user_properties=props)) == V2StatusCode.ILLEGAL_MESSAGE_PROPERTY_KEY
 
 
 def test_too_many_or_too_large_properties_are_43101():
     many = {f"k{i}": "v" for i in range(129)}
-    assert code_of(validate, msg(user_properties=many)) == V2Code.MESSAGE_PROPERTIES_TOO_LARGE
+    assert code_of(validate, msg(user_properties=many)) == V2StatusCode.MESSAGE_PROPERTIES_TOO_LARGE
     validate(msg(user_properties={f"k{i}": "v" for i in range(128)}))
     big = {"k": "v" * (16 * 1024)}
-    assert code_of(validate, msg(user_properties=big)) == V2Code.MESSAGE_PROPERTIES_TOO_LARGE
+    assert code_of(validate, msg(user_properties=big)) == V2StatusCode.MESSAGE_PROPERTIES_TOO_LARGE
     # Tag and keys count towards the 16 KiB.
     assert (
         code_of(validate, msg(user_properties={"k": "v" * 16000}, keys=["x" * 400]))
-        == V2Code.MESSAGE_PROPERTIES_TOO_LARGE
+        == V2StatusCode.MESSAGE_PROPERTIES_TOO_LARGE
     )
 
 
 @pytest.mark.parametrize("message_id", ["", "   ", "a b", "x" * 129, "id\x01"])
 def test_missing_or_illegal_message_ids_are_40009(message_id):
-    assert code_of(validate, msg(message_id=message_id)) == V2Code.ILLEGAL_MESSAGE_ID
+    assert code_of(validate, msg(message_id=message_id)) == V2StatusCode.ILLEGAL_MESSAGE_ID
 
 
 def test_message_id_is_kept_exactly():
@@ -135,7 +138,7 @@ def test_message_id_is_kept_exactly():
 
 def test_delivery_time_more_than_a_day_ahead_is_40012():
     far = NOW_MS + 24 * 3600 * 1000 + 1
-    assert code_of(validate, msg(message_type="DELAY", delivery_timestamp_ms=far)) == V2Code.ILLEGAL_DELIVERY_TIME
+    assert code_of(validate, msg(message_type="DELAY", delivery_timestamp_ms=far)) == V2StatusCode.ILLEGAL_DELIVERY_TIME
 
 
 @pytest.mark.parametrize(
@@ -149,7 +152,7 @@ def test_delivery_time_more_than_a_day_ahead_is_40012():
     ],
 )
 def test_properties_that_contradict_the_type_are_40014(overrides):
-    assert code_of(validate, msg(**overrides)) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert code_of(validate, msg(**overrides)) == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
 @pytest.mark.parametrize(
@@ -161,7 +164,7 @@ def test_properties_that_contradict_the_type_are_40014(overrides):
     ],
 )
 def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
-    assert code_of(validate, msg(**overrides), topic_type) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert code_of(validate, msg(**overrides), topic_type) == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
 @pytest.mark.parametrize(
@@ -172,7 +175,7 @@ def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
     ],
 )
 def test_types_not_stored_yet_are_not_implemented(overrides):
-    assert code_of(validate, msg(**overrides)) == V2Code.NOT_IMPLEMENTED
+    assert code_of(validate, msg(**overrides)) == V2StatusCode.NOT_IMPLEMENTED
 
 
 def test_transaction_messages_are_accepted():
@@ -221,9 +224,9 @@ def test_validation_never_fails_with_anything_but_a_coded_error(tag, keys, user_
 @pytest.mark.parametrize(
     "overrides,code",
     [
-        ({"born_timestamp_ms": 2**70}, V2Code.BAD_REQUEST),
-        ({"born_timestamp_ms": -1}, V2Code.BAD_REQUEST),
-        ({"delivery_timestamp_ms": -1000, "message_type": "DELAY"}, V2Code.ILLEGAL_DELIVERY_TIME),
+        ({"born_timestamp_ms": 2**70}, V2StatusCode.BAD_REQUEST),
+        ({"born_timestamp_ms": -1}, V2StatusCode.BAD_REQUEST),
+        ({"delivery_timestamp_ms": -1000, "message_type": "DELAY"}, V2StatusCode.ILLEGAL_DELIVERY_TIME),
     ],
 )
 def test_timestamps_outside_a_java_long_of_milliseconds_are_refused(overrides, code):
@@ -233,10 +236,10 @@ def test_timestamps_outside_a_java_long_of_milliseconds_are_refused(overrides, c
 def test_receive_and_change_invisible_numbers():
     from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers
 
-    assert code_of(check_invisible_ms, -1, 1000, zero_ok=True) == V2Code.ILLEGAL_INVISIBLE_TIME
-    assert code_of(check_invisible_ms, 0, 1000, zero_ok=False) == V2Code.ILLEGAL_INVISIBLE_TIME
-    assert code_of(check_invisible_ms, 1001, 1000, zero_ok=True) == V2Code.ILLEGAL_INVISIBLE_TIME
+    assert code_of(check_invisible_ms, -1, 1000, zero_ok=True) == V2StatusCode.ILLEGAL_INVISIBLE_TIME
+    assert code_of(check_invisible_ms, 0, 1000, zero_ok=False) == V2StatusCode.ILLEGAL_INVISIBLE_TIME
+    assert code_of(check_invisible_ms, 1001, 1000, zero_ok=True) == V2StatusCode.ILLEGAL_INVISIBLE_TIME
     check_invisible_ms(0, 1000, zero_ok=True)
-    assert code_of(check_receive_numbers, -1, None) == V2Code.BAD_REQUEST
-    assert code_of(check_receive_numbers, 32, -5) == V2Code.ILLEGAL_POLLING_TIME
+    assert code_of(check_receive_numbers, -1, None) == V2StatusCode.BAD_REQUEST
+    assert code_of(check_receive_numbers, 32, -5) == V2StatusCode.ILLEGAL_POLLING_TIME
     check_receive_numbers(0, None)  # proto3's unset batch size: the default

@@ -15,7 +15,7 @@ from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.broker.write_path import LocalWritePath
-from pocketmq.protocol.grpc_codec import V2Code
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.store.api import PutStatus
@@ -75,13 +75,13 @@ async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path
                 await broker.pop.revive.run_once(clock.now_ms())
             assert await pop(broker, GROUP, TOPIC) == []  # nothing came back
         reply = await rpcs.ack(ack_request(handles[0]), None)
-        assert [e.status.code for e in reply.entries] == [V2Code.OK]
+        assert [e.status.code for e in reply.entries] == [V2StatusCode.OK]
         nack = spb.ChangeInvisibleDurationRequest(
             group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), receipt_handle=handles[1], message_id="x"
         )
         nack.invisible_duration.seconds = 1
         reply = await rpcs.change_invisible(nack, None)
-        assert reply.status.code == V2Code.OK
+        assert reply.status.code == V2StatusCode.OK
         assert len(rpcs.renewals) == 1  # acked and nacked messages are no longer renewed
         clock.advance(1_001)
         await broker.pop.revive.run_once(clock.now_ms())
@@ -111,7 +111,7 @@ async def test_renewal_stops_after_max_renew(tmp_path):
         [(msg, _)] = await pop(broker, GROUP, TOPIC)
         assert msg.reconsume_times == 1
         reply = await rpcs.ack(ack_request(handle), None)  # revived already: the first handle is stale
-        assert [e.status.code for e in reply.entries] == [V2Code.INVALID_RECEIPT_HANDLE]
+        assert [e.status.code for e in reply.entries] == [V2StatusCode.INVALID_RECEIPT_HANDLE]
 
 
 class SlaveAway:
@@ -135,4 +135,4 @@ async def test_renewal_goes_on_while_a_sync_master_s_slave_is_away(tmp_path):
         assert len(rpcs.renewals) == 1 and await pop(broker, GROUP, TOPIC) == []
         broker.write_path.use(LocalWritePath(broker.store, broker.topics))  # the slave is back
         reply = await rpcs.ack(ack_request(handle), None)  # the first handle still acks (the current one)
-        assert [e.status.code for e in reply.entries] == [V2Code.OK]
+        assert [e.status.code for e in reply.entries] == [V2StatusCode.OK]

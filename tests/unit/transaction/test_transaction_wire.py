@@ -18,9 +18,8 @@ from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.record import decode_record
 from pocketmq.common.topic import TRANS_HALF_TOPIC, MessageType, TopicConfig
-from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.codes import RequestCode, V2StatusCode
 from pocketmq.protocol.command import RemotingCommand, decode_frame
-from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.server.remoting_broker import _send_reply
 from pocketmq.server.remoting_transaction import check_command
 
@@ -106,46 +105,46 @@ def visible(broker, topic="tx"):
 
 async def test_transaction_send_end_and_bad_endings(h):
     reply = await h.stub.SendMessage(send_request("tx", message_type=pb.TRANSACTION), metadata=CLIENT)
-    assert reply.status.code == V2Code.OK
+    assert reply.status.code == V2StatusCode.OK
     [entry] = reply.entries
     assert entry.transaction_id == entry.message_id == "ID-1"
     conflict = await h.stub.SendMessage(send_request("plain", message_type=pb.TRANSACTION), metadata=CLIENT)
-    assert conflict.status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert conflict.status.code == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
     assert visible(h.broker) == []
 
     unspecified = await h.stub.EndTransaction(end_request(resolution=pb.TRANSACTION_RESOLUTION_UNSPECIFIED))
-    assert unspecified.status.code == V2Code.OK and visible(h.broker) == []
+    assert unspecified.status.code == V2StatusCode.OK and visible(h.broker) == []
     unknown = await h.stub.EndTransaction(end_request("NOT-AN-ID"))
-    assert unknown.status.code == V2Code.INVALID_TRANSACTION_ID
+    assert unknown.status.code == V2StatusCode.INVALID_TRANSACTION_ID
     other_topic = await h.stub.EndTransaction(end_request(topic="plain"))
-    assert other_topic.status.code == V2Code.INVALID_TRANSACTION_ID
+    assert other_topic.status.code == V2StatusCode.INVALID_TRANSACTION_ID
     blank = await h.stub.EndTransaction(end_request(""))
-    assert blank.status.code == V2Code.INVALID_TRANSACTION_ID
+    assert blank.status.code == V2StatusCode.INVALID_TRANSACTION_ID
 
-    assert (await h.stub.EndTransaction(end_request())).status.code == V2Code.OK
+    assert (await h.stub.EndTransaction(end_request())).status.code == V2StatusCode.OK
     [committed] = visible(h.broker)
     assert committed.uniq_key == "ID-1" and committed.properties[props.PRODUCER_GROUP] == "tx"
     again = await h.stub.EndTransaction(end_request(resolution=pb.ROLLBACK))
-    assert again.status.code == V2Code.OK and "ended already" in again.status.message
+    assert again.status.code == V2StatusCode.OK and "ended already" in again.status.message
     assert len(visible(h.broker)) == 1
 
 
 async def test_recovery_duration_is_the_check_immunity_and_bounded(h):
     ok = send_request("tx", message_type=pb.TRANSACTION, message_id="ID-2")
     ok.messages[0].system_properties.orphaned_transaction_recovery_duration.seconds = 90
-    assert (await h.stub.SendMessage(ok, metadata=CLIENT)).status.code == V2Code.OK
+    assert (await h.stub.SendMessage(ok, metadata=CLIENT)).status.code == V2StatusCode.OK
     [half] = h.broker.store.get_messages(TRANS_HALF_TOPIC, 0, 0, 10).messages()
     assert half.properties["CHECK_IMMUNITY_TIME_IN_SECONDS"] == "90"
     too_long = send_request("tx", message_type=pb.TRANSACTION, message_id="ID-3")
     too_long.messages[0].system_properties.orphaned_transaction_recovery_duration.seconds = 7200
-    assert (await h.stub.SendMessage(too_long, metadata=CLIENT)).status.code == V2Code.BAD_REQUEST
+    assert (await h.stub.SendMessage(too_long, metadata=CLIENT)).status.code == V2StatusCode.BAD_REQUEST
 
 
 async def test_a_check_reaches_a_producer_of_the_topic_as_a_recovery_command(h):
     call = h.stub.Telemetry(metadata=CLIENT)
     await call.write(producer_settings("tx"))
     settings_reply = await call.read()
-    assert settings_reply.status.code == V2Code.OK
+    assert settings_reply.status.code == V2StatusCode.OK
     await h.stub.SendMessage(send_request("tx", message_type=pb.TRANSACTION, body=b"orphan"), metadata=CLIENT)
     service = h.broker.transactions
     h.clock.advance(service._settings().timeout_ms)
@@ -157,7 +156,7 @@ async def test_a_check_reaches_a_producer_of_the_topic_as_a_recovery_command(h):
     assert (message.topic, message.message_id, message.body) == ("tx", "ID-1", b"orphan")
     assert not message.corrupted  # its body digest checks out
     answer = end_request(source=pb.SOURCE_SERVER_CHECK)
-    assert (await h.stub.EndTransaction(answer)).status.code == V2Code.OK
+    assert (await h.stub.EndTransaction(answer)).status.code == V2StatusCode.OK
     assert [m.body for m in visible(h.broker)] == [b"orphan"]
     assert h.broker.metrics.value("pocketmq_transaction_resolutions_total", source="CHECK", result="COMMIT") == 1
     call.cancel()

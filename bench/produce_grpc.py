@@ -46,6 +46,7 @@ def run_null_server(ready_file: str) -> None:
     from pocketmq.common.topic import MessageType
     from pocketmq.protocol import grpc_codec as codec
     from pocketmq.protocol import grpc_pop_codec as codec_pop
+    from pocketmq.protocol.codes import V2StatusCode
     from pocketmq.protocol.grpc_service import add_messaging_service
     from pocketmq.server.grpc_server import MAX_GRPC_MESSAGE_BYTES
 
@@ -88,7 +89,7 @@ def run_null_server(ready_file: str) -> None:
 
         async def SendMessage(self, request, context):
             return codec.send_response(
-                [codec.SendEntry(codec.V2Code.OK, message_id=m.system_properties.message_id) for m in request.messages]
+                [codec.SendEntry(V2StatusCode.OK, message_id=m.system_properties.message_id) for m in request.messages]
             )
 
         async def QueryAssignment(self, request, context):
@@ -103,7 +104,7 @@ def run_null_server(ready_file: str) -> None:
 
         async def AckMessage(self, request, context):
             _, _, entries = codec_pop.decode_ack_request(request)
-            return codec_pop.ack_response([(entry, codec.V2Code.OK, "OK") for entry in entries])
+            return codec_pop.ack_response([(entry, V2StatusCode.OK, "OK") for entry in entries])
 
         async def Telemetry(self, request_iterator, context):
             async for command in request_iterator:

@@ -185,10 +185,10 @@ def test_transaction_messages_are_accepted():
 def test_priority_messages_are_accepted_and_need_their_priority():
     assert validate(msg(message_type="PRIORITY", priority=3), MessageType.PRIORITY).message_type == "PRIORITY"
     assert validate(msg(message_type="MESSAGE_TYPE_UNSPECIFIED", priority=0)).message_type == "PRIORITY"
-    assert code_of(validate, msg(message_type="PRIORITY")) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
-    assert code_of(validate, msg(message_type="NORMAL", priority=1)) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert code_of(validate, msg(message_type="PRIORITY")) == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert code_of(validate, msg(message_type="NORMAL", priority=1)) == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
     conflict = msg(message_type="PRIORITY", priority=1)
-    assert code_of(validate, conflict, MessageType.NORMAL) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert code_of(validate, conflict, MessageType.NORMAL) == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
 def test_delay_messages_are_accepted():

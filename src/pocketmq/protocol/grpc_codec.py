@@ -251,6 +251,7 @@ class SendEntry:
     message_id: str = ""
     queue_offset: int = 0
     transaction_id: str = ""
+    recall_handle: str = ""  # a delayed message's
 
 
 def send_response(entries: list[SendEntry]):
@@ -266,6 +267,7 @@ def send_response(entries: list[SendEntry]):
             message_id=e.message_id,
             transaction_id=e.transaction_id,
             offset=e.queue_offset,
+            recall_handle=e.recall_handle,
         )
         codes.add(e.code)
     if len(codes) == 1:
@@ -331,6 +333,15 @@ def settings_reply(
     settings.metric.Clear()
     settings.metric.on = False  # on:true makes the Python client start an OTLP exporter
     return spb.TelemetryCommand(status=ok_status(), settings=settings)
+
+
+def decode_recall_request(request) -> tuple[str, str]:
+    """(topic, recall handle) of a RecallMessageRequest."""
+    return resource_name(request.topic), request.recall_handle
+
+
+def recall_response(message_id: str):
+    return spb.RecallMessageResponse(status=ok_status(), message_id=message_id)
 
 
 def telemetry_error(code: int, message: str):

@@ -3,7 +3,7 @@
 Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage (TRANSACTION entries too), EndTransaction (see
 server/grpc_transaction.py), NotifyClientTermination, and the POP consumer RPCs (ReceiveMessage, Ack,
 ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see server/grpc_consumer.py). The
-RPCs PocketMQ does not serve (the Pull and offset RPCs, RecallMessage, SyncLiteSubscription) answer a
+RPCs PocketMQ does not serve (the Pull and offset RPCs, SyncLiteSubscription) answer a
 NOT_IMPLEMENTED status.
 
 Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
@@ -218,6 +218,7 @@ class MessagingServicer:
                     message_id=r.msg_id,
                     queue_offset=r.queue_offset,
                     transaction_id=r.transaction_id,
+                    recall_handle=r.recall_handle,
                 )
                 for r in results
             ]
@@ -356,12 +357,21 @@ class MessagingServicer:
     async def EndTransaction(self, request, context):
         return await self._consumer_rpc("EndTransaction", self._transactions.end_transaction, request, context)
 
+    # -- recall of delayed messages (broker/timer/recall.py) --------------------------------------------------------
+    async def RecallMessage(self, request, context):
+        return await self._consumer_rpc("RecallMessage", self._recall, request, context)
+
+    async def _recall(self, request, context):
+        topic, handle = codec.decode_recall_request(request)
+        check_topic(topic)
+        message_id, _ = await self._broker.timer.recall_by_handle(handle, topic)
+        return codec.recall_response(message_id)
+
     # -- not implemented yet --------------------------------------------------------------------------------------
     PullMessage = _stream_not_implemented("PullMessage", _POP_LATER)
     UpdateOffset = _unary_not_implemented("UpdateOffset", _POP_LATER)
     GetOffset = _unary_not_implemented("GetOffset", _POP_LATER)
     QueryOffset = _unary_not_implemented("QueryOffset", _POP_LATER)
-    RecallMessage = _unary_not_implemented("RecallMessage", "delay messages are not implemented by this broker yet")
     SyncLiteSubscription = _unary_not_implemented("SyncLiteSubscription", "lite consumers are not supported")
 
     # -- helpers --------------------------------------------------------------------------------------------------

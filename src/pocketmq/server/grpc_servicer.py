@@ -14,8 +14,9 @@ command and the stream goes on. No request can end another request, a stream, or
 Telemetry: each stream is registered in the session registry under the ``x-mq-client-id`` header; what the
 server sends on it (settings replies, transaction checks) goes through the session's outbox, so
 any part of the broker can push a command to a live client with ``sessions.get(client_id).push(cmd)``.
-The stream ends when the client half-closes it, when the session is dropped (NotifyClientTermination,
-heartbeat expiry) or when a newer stream of the same client replaces it.
+The stream ends when the client half-closes it, when the session is dropped (heartbeat expiry) or when a newer
+stream of the same client replaces it. After NotifyClientTermination it waits (up to
+``TERMINATED_STREAM_LINGER_S``) for the client to end it, as the clients do right after.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
 from pocketmq.protocol.grpc_codec import V2Code
 from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
+from pocketmq.server.client_metrics import metric_endpoint
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
 from pocketmq.server.grpc_transaction import TransactionRpcs, as_half_message
@@ -63,6 +65,7 @@ _SEND_CODE_OF_PUT = {
 CLIENT_ID_HEADER = "x-mq-client-id"
 LANGUAGE_HEADER = "x-mq-language"
 DEFAULT_MAX_INFLIGHT_SENDS = 2048
+TERMINATED_STREAM_LINGER_S = 3.0  # how long a terminated client's stream waits for the client to end it
 # The client kinds the v2 protocol defines; a Settings with another one is UNRECOGNIZED_CLIENT_TYPE.
 _KNOWN_CLIENT_TYPES = frozenset(
     {"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER", "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"}
@@ -115,6 +118,7 @@ class MessagingServicer:
         self._sessions = sessions
         self._clock = clock
         self._max_inflight_sends = max_inflight_sends
+        self.terminated_stream_linger_s = TERMINATED_STREAM_LINGER_S
         self._inflight_sends = 0
         self._limits = SendLimits(
             max_body_bytes=broker.config.max_message_bytes, max_delay_ms=broker.config.timer_max_delay_ms
@@ -260,20 +264,25 @@ class MessagingServicer:
                 return
             return
         outbox = self._sessions.open_stream(client_id, self._clock.now_ms())
-        reader = asyncio.ensure_future(self._read_telemetry(client_id, request_iterator, outbox))
+        language = _header(context, LANGUAGE_HEADER)
+        reader = asyncio.ensure_future(self._read_telemetry(client_id, language, request_iterator, outbox))
         try:
             while (command := await outbox.get()) is not None:
                 yield command
+            if outbox.said_goodbye:
+                # The client cancels its stream right after NotifyClientTermination; a stream the server ends
+                # first makes the Python client log "'_EOF' object has no attribute 'HasField'".
+                await asyncio.wait([reader], timeout=self.terminated_stream_linger_s)
         finally:
             reader.cancel()
             await asyncio.wait([reader])
             self._sessions.close_stream(client_id, outbox)
 
-    async def _read_telemetry(self, client_id: str, request_iterator, outbox) -> None:
+    async def _read_telemetry(self, client_id: str, language: str, request_iterator, outbox) -> None:
         """Answer each command of the client; the stream's outbox closes when the client stops writing."""
         try:
             async for command in request_iterator:
-                reply = self._telemetry_reply(client_id, command)
+                reply = self._telemetry_reply(client_id, language, command)
                 if reply is not None and not outbox.offer(reply):
                     log.warning("event=grpc_telemetry_outbox_full client_id=%s", client_id)
         except asyncio.CancelledError:
@@ -283,7 +292,7 @@ class MessagingServicer:
         finally:
             outbox.close()
 
-    def _telemetry_reply(self, client_id: str, command):
+    def _telemetry_reply(self, client_id: str, language: str, command):
         """The server's answer to one client command, or None when it needs none."""
         if isinstance(command, Malformed):
             return codec.telemetry_error(V2Code.BAD_REQUEST, f"malformed telemetry command: {command.reason}")
@@ -304,8 +313,17 @@ class MessagingServicer:
                 group=settings.group,
                 topics=settings.topics,
             )
+            endpoint = metric_endpoint(
+                self._broker.config.client_metrics_endpoint,
+                client_type=settings.client_type,
+                language=language,
+                own_grpc_addr=self._broker.grpc_addr,
+            )
             return codec.settings_reply(
-                command, max_body_bytes=self._limits.max_body_bytes, **self._consumer_settings(settings.group)
+                command,
+                max_body_bytes=self._limits.max_body_bytes,
+                metric_endpoint=endpoint,
+                **self._consumer_settings(settings.group),
             )
         except Exception:  # one bad command never ends the stream
             log.exception("event=grpc_telemetry_command_failed client_id=%s", client_id)

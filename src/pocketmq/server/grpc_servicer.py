@@ -1,10 +1,10 @@
 """The ``apache.rocketmq.v2.MessagingService`` servicer: the v2 front end over the Broker facade.
 
 Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage (TRANSACTION entries too), EndTransaction (see
-server/grpc_transaction.py), NotifyClientTermination, and the POP consumer RPCs (ReceiveMessage, Ack,
-ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see server/grpc_consumer.py). The
-RPCs PocketMQ does not serve (the Pull and offset RPCs, SyncLiteSubscription) answer a
-NOT_IMPLEMENTED status.
+server/grpc_transaction.py), NotifyClientTermination, the POP consumer RPCs (ReceiveMessage, Ack,
+ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see server/grpc_consumer.py), the
+pull consumer RPCs (PullMessage, UpdateOffset, GetOffset, QueryOffset: server/grpc_pull.py) and RecallMessage
+(broker/timer/recall.py). SyncLiteSubscription answers a NOT_IMPLEMENTED status.
 
 Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
 and answered INTERNAL_SERVER_ERROR. Bytes that are not the method's protobuf arrive as ``Malformed`` (see
@@ -39,6 +39,7 @@ from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
 from pocketmq.server.client_metrics import metric_endpoint
 from pocketmq.server.grpc_consumer import ConsumerRpcs
+from pocketmq.server.grpc_pull import PullRpcs
 from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
 from pocketmq.server.grpc_transaction import TransactionRpcs, as_half_message
 from pocketmq.server.grpc_validation import (
@@ -70,7 +71,6 @@ TERMINATED_STREAM_LINGER_S = 3.0  # how long a terminated client's stream waits 
 _KNOWN_CLIENT_TYPES = frozenset(
     {"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER", "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"}
 )
-_POP_LATER = "pull consumers and offsets are not implemented by this broker yet"
 
 
 def peer_address(peer: str) -> tuple[str, int]:
@@ -90,14 +90,6 @@ def _header(context, name: str) -> str:
 def _unary_not_implemented(method: str, what: str):
     async def answer(self, request, context):
         return codec.not_implemented_response(method, what)
-
-    answer.__name__ = method
-    return answer
-
-
-def _stream_not_implemented(method: str, what: str):
-    async def answer(self, request, context):
-        yield codec.not_implemented_response(method, what)
 
     answer.__name__ = method
     return answer
@@ -125,6 +117,7 @@ class MessagingServicer:
         )  # the timer's horizon
         self.consumers = self._consumers = ConsumerRpcs(broker, sessions)
         self._transactions = TransactionRpcs(broker, sessions)
+        self._pulls = PullRpcs(broker)
         self._consumer_backoff_s = tuple(
             max(1, level_ms // 1000) for level_ms in parse_delay_levels(broker.config.message_delay_level)
         )
@@ -375,6 +368,27 @@ class MessagingServicer:
     async def EndTransaction(self, request, context):
         return await self._consumer_rpc("EndTransaction", self._transactions.end_transaction, request, context)
 
+    # -- pull consumers (server/grpc_pull.py) ---------------------------------------------------------------------
+    async def PullMessage(self, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, "PullMessage", request)
+        if not self._broker.started:
+            yield codec.error_response(
+                "PullMessage", V2Code.INTERNAL_SERVER_ERROR, "the broker is starting or stopping"
+            )
+            return
+        async for response in self._pulls.pull(request, context):
+            yield response
+
+    async def UpdateOffset(self, request, context):
+        return await self._consumer_rpc("UpdateOffset", self._pulls.update_offset, request, context)
+
+    async def GetOffset(self, request, context):
+        return await self._consumer_rpc("GetOffset", self._pulls.get_offset, request, context)
+
+    async def QueryOffset(self, request, context):
+        return await self._consumer_rpc("QueryOffset", self._pulls.query_offset, request, context)
+
     # -- recall of delayed messages (broker/timer/recall.py) --------------------------------------------------------
     async def RecallMessage(self, request, context):
         return await self._consumer_rpc("RecallMessage", self._recall, request, context)
@@ -386,10 +400,6 @@ class MessagingServicer:
         return codec.recall_response(message_id)
 
     # -- not implemented yet --------------------------------------------------------------------------------------
-    PullMessage = _stream_not_implemented("PullMessage", _POP_LATER)
-    UpdateOffset = _unary_not_implemented("UpdateOffset", _POP_LATER)
-    GetOffset = _unary_not_implemented("GetOffset", _POP_LATER)
-    QueryOffset = _unary_not_implemented("QueryOffset", _POP_LATER)
     SyncLiteSubscription = _unary_not_implemented("SyncLiteSubscription", "lite consumers are not supported")
 
     # -- helpers --------------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from pocketmq.protocol.grpc_codec import V2Code, ok_status, resource_name, status
+from pocketmq.protocol.codes import V2StatusCode
+from pocketmq.protocol.grpc_codec import ok_status, resource_name, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +55,8 @@ def decode_pull_request(request) -> PullRequest:
     )
 
 
-def pull_status(code: int = V2Code.OK, message: str = ""):
-    return spb.PullMessageResponse(status=status(code, message) if code != V2Code.OK else ok_status())
+def pull_status(code: int = V2StatusCode.OK, message: str = ""):
+    return spb.PullMessageResponse(status=status(code, message) if code != V2StatusCode.OK else ok_status())
 
 
 def pull_message(message):

@@ -23,8 +23,9 @@ from pocketmq.broker.messages import PullStatus
 from pocketmq.common.errors import IllegalQueueIdError, PocketMQError, SubscriptionParseError, TopicNotExistError
 from pocketmq.common.record import decode_record
 from pocketmq.protocol import grpc_pull_codec as codec
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
-from pocketmq.protocol.grpc_codec import V2Code, encode_delivered_message
+from pocketmq.protocol.grpc_codec import encode_delivered_message
 from pocketmq.server.grpc_validation import check_receive_numbers, check_topic
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ DEADLINE_MARGIN_MS = 500
 
 
 def _illegal_offset(message: str) -> V2StatusError:
-    return V2StatusError(V2Code.ILLEGAL_OFFSET, message)
+    return V2StatusError(V2StatusCode.ILLEGAL_OFFSET, message)
 
 
 class PullRpcs:
@@ -55,7 +56,7 @@ class PullRpcs:
     @staticmethod
     def _check_group(group: str) -> None:
         if not group:
-            raise V2StatusError(V2Code.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
+            raise V2StatusError(V2StatusCode.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
 
     # -- pull -----------------------------------------------------------------------------------------------------
     async def pull(self, request, context):
@@ -91,12 +92,12 @@ class PullRpcs:
                 yield codec.pull_message(encode_delivered_message(decode_record(record)[0]))
         elif outcome.status is PullStatus.OFFSET_MOVED:
             yield codec.pull_status(
-                V2Code.ILLEGAL_OFFSET,
+                V2StatusCode.ILLEGAL_OFFSET,
                 f"offset {req.queue_offset} is outside [{outcome.min_offset}, {outcome.max_offset}] of the queue: "
                 f"continue at {outcome.next_begin_offset}",
             )
         else:  # nothing new, or nothing that matches the filter (the next offset skips what did not)
-            yield codec.pull_status(V2Code.MESSAGE_NOT_FOUND, "no new message")
+            yield codec.pull_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
         yield codec.pull_next_offset(outcome.next_begin_offset)
 
     # -- offsets --------------------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ class PullRpcs:
         queue_offset = self._broker.offsets.query(group, queue.topic, queue.queue_id)
         if queue_offset is None:
             raise V2StatusError(
-                V2Code.OFFSET_NOT_FOUND, f"group {group} has no offset for {queue.topic}/{queue.queue_id}"
+                V2StatusCode.OFFSET_NOT_FOUND, f"group {group} has no offset for {queue.topic}/{queue.queue_id}"
             )
         return codec.offset_response("GetOffset", queue_offset)
 
@@ -132,5 +133,7 @@ class PullRpcs:
         elif policy == "TIMESTAMP" and timestamp_ms is not None:
             queue_offset = store.queue_offset_by_time(queue.topic, queue.queue_id, timestamp_ms)
         else:
-            raise V2StatusError(V2Code.BAD_REQUEST, f"query offset policy {policy} needs a timestamp or is unknown")
+            raise V2StatusError(
+                V2StatusCode.BAD_REQUEST, f"query offset policy {policy} needs a timestamp or is unknown"
+            )
         return codec.offset_response("QueryOffset", queue_offset)

@@ -41,7 +41,6 @@ def _queue(mq) -> QueueRef:
 
 def decode_pull_request(request) -> PullRequest:
     fe = request.filter_expression
-    polling = request.long_polling_timeout
     return PullRequest(
         group=resource_name(request.group),
         queue=_queue(request.message_queue),
@@ -49,7 +48,7 @@ def decode_pull_request(request) -> PullRequest:
         batch_size=request.batch_size,
         filter_type=pb.FilterType.Name(fe.type) if fe.type else "TAG",
         filter_expression=fe.expression or "*",
-        long_polling_ms=polling.seconds * 1000 + polling.nanos // 1_000_000
+        long_polling_ms=request.long_polling_timeout.ToMilliseconds()
         if request.HasField("long_polling_timeout")
         else None,
     )
@@ -77,8 +76,7 @@ def decode_get_offset_request(request) -> tuple[str, QueueRef]:
 
 def decode_query_offset_request(request) -> tuple[QueueRef, str, int | None]:
     """(queue, policy name BEGINNING|END|TIMESTAMP, timestamp ms or None) of a QueryOffsetRequest."""
-    timestamp = request.timestamp
-    timestamp_ms = timestamp.seconds * 1000 + timestamp.nanos // 1_000_000 if request.HasField("timestamp") else None
+    timestamp_ms = request.timestamp.ToMilliseconds() if request.HasField("timestamp") else None
     policy = request.query_offset_policy
     name = pb.QueryOffsetPolicy.Name(policy) if policy in pb.QueryOffsetPolicy.values() else str(policy)
     return _queue(request.message_queue), name, timestamp_ms

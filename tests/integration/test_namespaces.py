@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from grpc_support import client_env, official_client_command, read_topic
-from test_recall import run_recall_client
+from test_recall_official import run_recall_client
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer
 from pocketmq.testing.processes import broker_process

@@ -11,7 +11,8 @@ midway still knows exactly which sends returned OK:
 SPEC: {"endpoint": "127.0.0.1:P", "topic": "t", "count": N, "prefix": "n", "groups": G (0: NORMAL),
 "declare_topic": true, "stop_after_failures": K (stop once K sends in a row failed; 0: never),
 "delay_s": D (send DELAY messages due in D seconds; optional), "body_bytes": B (optional),
-"properties": {name: value} (more user properties on every message, e.g. PMQ_GRAY; optional)}.
+"properties": {name: value} (more user properties on every message, e.g. PMQ_GRAY; optional),
+"namespace": the client's namespace (optional)}.
 The messages are ``expected_message(prefix, i, groups)``: the tests rebuild them to check what was stored.
 """
 
@@ -36,7 +37,9 @@ def expected_message(prefix: str, i: int, groups: int) -> dict:
 def main(spec: dict) -> int:
     from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
-    config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=spec.get("timeout_s", 5))
+    config = ClientConfiguration(
+        spec["endpoint"], Credentials(), request_timeout=spec.get("timeout_s", 5), namespace=spec.get("namespace", "")
+    )
     topics = [spec["topic"]] if spec.get("declare_topic", True) else None
     producer = Producer(config, topics)
     producer.startup()

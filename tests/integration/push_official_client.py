@@ -1,7 +1,8 @@
 """Drive the unmodified official RocketMQ 5 Python client's PushConsumer in its own process.
 
 Run as ``python push_official_client.py SPEC_JSON`` with HOME set to a temporary directory. SPEC:
-{"endpoint": "127.0.0.1:P", "topic": T, "group": G, "expect": N, "mode": M, "deadline_s": D, "idle_s": I}.
+{"endpoint": "127.0.0.1:P", "topic": T, "group": G, "expect": N, "mode": M, "deadline_s": D, "idle_s": I,
+"namespace": NS (optional)}.
 
 Modes of the listener:
 - ``ok``: every message succeeds;
@@ -62,7 +63,9 @@ def main(spec: dict) -> int:
                     running["all"] -= 1
                     running["groups"][group] -= 1
 
-    config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=5)
+    config = ClientConfiguration(
+        spec["endpoint"], Credentials(), request_timeout=5, namespace=spec.get("namespace", "")
+    )
     consumer = PushConsumer(
         config,
         spec["group"],

@@ -2,7 +2,8 @@
 
 Run as ``python receive_official_client.py SPEC_JSON`` with HOME set to a temporary directory. SPEC:
 {"endpoint": "127.0.0.1:P", "topic": T (or "topics": [T, ...]), "group": G, "count": N, "deadline_s": D,
-"invisible_s": S (default 60), "skip_ack": [bodies not to ack] (default none), "linger_s": L (default 0)}. It
+"invisible_s": S (default 60), "skip_ack": [bodies not to ack] (default none), "linger_s": L (default 0),
+"namespace": the client's namespace (default none)}. It
 receives and acks (all but the skipped bodies) until N distinct bodies came or D passed, then L seconds more
 (whatever else comes), and prints one JSON line: the bodies, their attempts, each body's attempt, the acked
 bodies and every delivery (seconds since start, body, attempt).
@@ -27,7 +28,9 @@ RECEIVE_INVISIBLE_S = 120  # longer than any deadline_s: nothing comes back duri
 def main(spec: dict) -> int:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 
-    config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=5)
+    config = ClientConfiguration(
+        spec["endpoint"], Credentials(), request_timeout=5, namespace=spec.get("namespace", "")
+    )
     topics = spec.get("topics") or [spec["topic"]]
     consumer = SimpleConsumer(config, spec["group"], {t: FilterExpression("*") for t in topics}, await_duration=1)
     consumer.startup()

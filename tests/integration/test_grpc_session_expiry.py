@@ -1,5 +1,6 @@
 """Client sessions of a real ``pocketmq serve``: a silent client is expired after the heartbeat timeout (here
-1.5 s, set by config), a client that says goodbye is dropped at once; either way its Telemetry stream ends."""
+1.5 s, set by config), a client that says goodbye is dropped at once; either way its Telemetry stream ends (after a
+goodbye, when the client ends it, as the clients do)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,11 @@ class TelemetryStream:
         self.ended_after_s = time.monotonic() - self.started
         self.ended.set()
 
-    def close(self) -> None:
+    def done_writing(self) -> None:
         self._outgoing.put(None)
+
+    def close(self) -> None:
+        self.done_writing()
         self.replies.cancel()
         self.channel.close()
 
@@ -81,6 +85,7 @@ def test_heartbeats_keep_a_client_alive_and_termination_drops_it_at_once(broker)
             v2.NotifyClientTermination(spb.NotifyClientTerminationRequest(), metadata=CLIENT_ID).status.code
             == V2StatusCode.OK
         )
+        stream.done_writing()  # as the clients do right after: the server leaves the stream's end to them
         assert stream.ended.wait(5)
         assert stream.started + stream.ended_after_s - goodbye < 1.0  # at once, not at the next expiry
     finally:

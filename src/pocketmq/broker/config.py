@@ -93,6 +93,12 @@ def _address(value: str | None) -> str | None:
     return None
 
 
+def _one_address(value: str | None) -> str | None:
+    if value is not None and ";" in value:
+        return "one HOST:PORT only"
+    return _address(value)
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Everything one broker process needs; ``load_config(BrokerConfig, ...)`` builds it."""
@@ -168,6 +174,9 @@ class BrokerConfig:
         default=3_600, metadata={"aliases": ("maxTransactionRecoverySecond",), "check": _positive}
     )
     reject_transaction_message: bool = field(default=False, metadata={"aliases": ("rejectTransactionMessage",)})
+    # Where the official RocketMQ 5 clients export their own metrics (an OpenTelemetry collector's OTLP/gRPC
+    # "host:port"); the Settings reply hands it out (docs/grpc.md, "Client metrics"). None: client metrics off.
+    client_metrics_endpoint: str | None = field(default=None, metadata={"check": _one_address})
     queue_lock_max_live_ms: int = field(
         default=60_000, metadata={"aliases": ("rebalanceLockMaxLiveTime",), "check": _positive}
     )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
+from pocketmq.broker.timer.service import TIMER_OUT_MS
 from pocketmq.broker.topics import TopicManager
 from pocketmq.common import properties as props
 from pocketmq.common.errors import (
@@ -82,6 +83,7 @@ class SendResult:
     topic: str = ""
     duplicate: bool = False  # an idempotent resend answered with the original's position
     transaction_id: str = ""  # a half message's: what its END_TRANSACTION names it by
+    recall_handle: str = ""  # a delayed message's: what cancels it before it is due (broker.timer.recall)
 
 
 @dataclass(slots=True)
@@ -463,15 +465,20 @@ class MessageService:
             _raise_put_failure(put)
         offset_msg_id = put.offset_msg_id or make_offset_msg_id(msg.store_host, put.phys_offset)
         topic, queue_id = msg.topic, msg.queue_id
-        transaction_id = ""
+        transaction_id = recall_handle = ""
         # Delayed and half messages answer with their real topic and queue; a half message with its half queue
-        # offset and transaction id, which its END_TRANSACTION names.
+        # offset and transaction id, which its END_TRANSACTION names; a delayed one with its recall handle.
         if topic == TIMER_TOPIC or topic == TRANS_HALF_TOPIC:
+            real_topic = msg.properties[props.REAL_TOPIC]
             if topic == TRANS_HALF_TOPIC:
                 transaction_id = msg.uniq_key or offset_msg_id
                 if self._transactions is not None:  # its END_TRANSACTION, which usually comes next, reads no record
                     self._transactions.stored(msg)
-            topic, queue_id = msg.properties[props.REAL_TOPIC], int(msg.properties[props.REAL_QUEUE_ID])
+            elif not real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a retry is the broker's own, not recallable
+                recall_handle = self._timer.recall_handle(
+                    real_topic, msg.uniq_key or offset_msg_id, int(msg.properties[TIMER_OUT_MS]), put.queue_offset
+                )
+            topic, queue_id = real_topic, int(msg.properties[props.REAL_QUEUE_ID])
         # status, msg_id, offset_msg_id, queue_id, queue_offset, phys_offset, topic: positional is ~0.3 µs cheaper
         return SendResult(
             put.status,
@@ -483,6 +490,7 @@ class MessageService:
             topic,
             False,
             transaction_id,
+            recall_handle,
         )
 
     async def _send_idempotent(self, stored: list[MessageExt]) -> list[SendResult]:

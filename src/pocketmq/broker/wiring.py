@@ -34,6 +34,7 @@ from pocketmq.broker.pop.fifo import FifoPopState
 from pocketmq.broker.pop.setup import build_pop_service
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
+from pocketmq.broker.timer.recall import RecallHandles
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.transaction.service import TransactionService
 from pocketmq.broker.write_path import LocalWritePath, ReadOnlyWritePath, WritePathSwitch
@@ -42,6 +43,7 @@ from pocketmq.cluster.acting_master import ActingMasterElection
 from pocketmq.cluster.escape import EscapeBridge
 from pocketmq.cluster.ha_master import HaMaster
 from pocketmq.common.topic import revive_topic
+from pocketmq.runtime.files import load_or_create_secret
 from pocketmq.store.message_store import MessageStore
 
 if TYPE_CHECKING:
@@ -103,6 +105,9 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         config.metadata_dir() / "timer_progress.json",
         broker.clock,
         write_path=write_path,
+        recall_handles=RecallHandles(
+            load_or_create_secret(config.metadata_dir() / "recall_secret"), broker_name=broker.broker_name
+        ),
         metrics=broker.metrics,
     )
     transactions = TransactionService(

@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.namesrv_cmd",  # namesrv
     "pocketmq.cli.topic_cmd",  # topic create|update|delete|list|describe
     "pocketmq.cli.send_cmd",  # send
+    "pocketmq.cli.message_cmd",  # message recall
     "pocketmq.cli.tail_cmd",  # tail
     "pocketmq.cli.cluster_cmd",  # cluster
     "pocketmq.cli.group_cmd",  # group

@@ -1,11 +1,12 @@
 """``pocketmq send TOPIC [--body TEXT] [--tag T] [--keys K] [--property K=V ...] [--message-group G | --priority N]
-[--count N] [--json]``.
+[--count N] [--delay-ms N] [--json]``.
 
 Sends one message, or with ``--count N`` N messages whose bodies are ``TEXT-0`` .. ``TEXT-(N-1)``, one at a
 time, each through the SDK's producer (queue chosen round robin over every broker of the route, or by
 ``--message-group``; a ``--priority N`` message goes to the queue of its level on the broker). Each acknowledged message prints one line as soon as its reply arrives; with
 ``--json`` an object with ``message_id`` (the producer's UNIQ_KEY), ``topic``, ``broker``, ``queue_id``,
-``queue_offset``, ``status`` and ``offset_msg_id`` (the broker's id). A failed send stops the command with
+``queue_offset``, ``status`` and ``offset_msg_id`` (the broker's id); a message delayed by ``--delay-ms`` also
+prints its ``recall_handle`` (``pocketmq message recall``). A failed send stops the command with
 one error line and exit status 1; the lines already printed are the messages stored.
 """
 
@@ -19,6 +20,7 @@ from pocketmq.common.errors import BadRequestError, IllegalTopicError
 from pocketmq.common.message import Message
 from pocketmq.common.properties import SYSTEM_PROPERTY_NAMES
 from pocketmq.common.topic import topic_name_problem
+from pocketmq.runtime.clock import SystemClock
 
 DEFAULT_BODY = "hello from pocketmq"
 
@@ -39,6 +41,9 @@ def register(subparsers) -> None:
         help="send priority messages of this level (0 or more, higher first; the topic's queue N holds level N)",
     )
     parser.add_argument("--count", type=int, help="send N messages numbered into the body")
+    parser.add_argument(
+        "--delay-ms", type=int, help="deliver each message this many ms after it is sent (prints its recall handle)"
+    )
     add_client_options(parser)
     parser.set_defaults(func=run)
 
@@ -52,6 +57,8 @@ def messages_of(args) -> list[Message]:
         raise BadRequestError(f"--count must be at least 1, got {args.count}")
     if args.priority is not None and args.priority < 0:
         raise BadRequestError(f"--priority must be 0 or more, got {args.priority}")
+    if args.delay_ms is not None and args.delay_ms < 1:
+        raise BadRequestError(f"--delay-ms must be at least 1, got {args.delay_ms}")
     try:
         properties = parse_key_values(args.properties, "--property")
     except ValueError as exc:
@@ -84,14 +91,16 @@ def result_to_json(result: SendResult) -> dict:
         "queue_offset": result.queue_offset,
         "status": result.status.value,
         "offset_msg_id": result.offset_msg_id,
+        **({"recall_handle": result.recall_handle} if result.recall_handle else {}),
     }
 
 
 def result_to_text(result: SendResult) -> str:
     mq = result.message_queue
+    recall = f" recall handle {result.recall_handle}" if result.recall_handle else ""
     return (
         f"{result.status.value} {result.msg_id} -> {mq.topic}@{mq.broker_name}/{mq.queue_id} "
-        f"offset {result.queue_offset}"
+        f"offset {result.queue_offset}{recall}"
     )
 
 
@@ -101,7 +110,9 @@ def run(args) -> int:
     async def send_all() -> None:
         async with AsyncProducer(client_config(args)) as producer:
             for message in messages:
-                result = await producer.send(message)
+                delay_ms = args.delay_ms
+                deliver_at_ms = None if delay_ms is None else SystemClock().now_ms() + delay_ms
+                result = await producer.send(message, deliver_at_ms=deliver_at_ms)
                 emit(json_line(result_to_json(result)) if args.json else result_to_text(result))
 
     asyncio.run(send_all())

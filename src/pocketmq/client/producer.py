@@ -38,6 +38,7 @@ from pocketmq.client.instance import ClientInstance, InstanceUser
 from pocketmq.client.latency_fault import LatencyFaultTolerance
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector
+from pocketmq.client.recall import recall_message
 from pocketmq.client.route_view import TopicRouteView
 from pocketmq.client.send_accumulator import SendAccumulator
 from pocketmq.common import properties as props
@@ -110,6 +111,7 @@ class SendResult:
     message_queue: MessageQueue
     queue_offset: int
     message_ids: tuple[str, ...] = field(default=())
+    recall_handle: str | None = None  # a delayed message's: ``recall_message`` cancels it before it is due
 
     @property
     def queue_id(self) -> int:
@@ -266,6 +268,12 @@ class AsyncProducer(InstanceUser):
             SendResult(result.status, key, offset_id, result.message_queue, result.queue_offset + index, (key,))
             for index, (key, offset_id) in enumerate(zip(uniq_keys, offset_ids))
         ]
+
+    async def recall_message(self, topic: str, recall_handle: str, *, timeout_s: float | None = None) -> str:
+        """Cancel a delayed message of ``topic`` before it is due, by its send's ``recall_handle``; returns its
+        message id. ``RemoteServerError`` (ILLEGAL_OPERATION) when it is due already or the handle is not valid."""
+        timeout_s = timeout_s or self.options.send_timeout_s
+        return await recall_message(self.instance, self.options.group, topic, recall_handle, timeout_s)
 
     async def shutdown(self) -> None:
         if self._accumulator is not None and self._started:
@@ -536,6 +544,7 @@ class AsyncProducer(InstanceUser):
             message_queue=mq,
             queue_offset=queue_offset,
             message_ids=tuple(uniq_keys),
+            recall_handle=fields.get("recallHandle") or None,
         )
 
     def __repr__(self) -> str:
@@ -661,6 +670,9 @@ class Producer(SyncFacade):
                 messages[0], build, queue, timeout_s, core.options.retry_times_when_send_failed, uniq_keys, io=self._io
             )
         )
+
+    def recall_message(self, topic: str, recall_handle: str, *, timeout_s: float | None = None) -> str:
+        return self._loop.run(self.core.recall_message(topic, recall_handle, timeout_s=timeout_s))
 
     def start(self) -> Producer:
         super().start()

@@ -68,6 +68,14 @@ class IllegalDeliveryTimeError(IllegalMessageError):
     """A delay or delivery time that is not a number, too far ahead or too far in the past."""
 
 
+class InvalidRecallHandleError(BadRequestError):
+    """A recall handle this broker did not issue: malformed, forged, edited, or of another broker or topic."""
+
+
+class RecallTooLateError(IllegalDeliveryTimeError):
+    """A recall of a delayed message whose delivery time has come: it is (or is being) delivered."""
+
+
 class TopicNotExistError(PocketMQError):
     refresh_route = True
 

@@ -17,6 +17,7 @@ from pocketmq.common.errors import (
     IllegalMessageError,
     IllegalQueueIdError,
     IllegalTopicError,
+    InvalidRecallHandleError,
     InvalidReceiptHandleError,
     MessageBodyEmptyError,
     MessageBodyTooLargeError,
@@ -25,6 +26,7 @@ from pocketmq.common.errors import (
     NoPermissionError,
     NotReplicatedError,
     PocketMQError,
+    RecallTooLateError,
     ReplicationRefusedError,
     ServiceNotAvailableError,
     SubscriptionGroupNotExistError,
@@ -67,6 +69,8 @@ _RESPONSE_CODES: dict[type[PocketMQError], int] = {
     ServiceNotAvailableError: ResponseCode.SERVICE_NOT_AVAILABLE,
     SystemBusyError: ResponseCode.SYSTEM_BUSY,
     ReplicationRefusedError: ResponseCode.ILLEGAL_OPERATION,
+    InvalidRecallHandleError: ResponseCode.ILLEGAL_OPERATION,  # RocketMQ's RecallMessageProcessor answers
+    RecallTooLateError: ResponseCode.ILLEGAL_OPERATION,
 }
 
 _V2_CODES: dict[type[PocketMQError], int] = {

@@ -253,6 +253,7 @@ class SendEntry:
     message_id: str = ""
     queue_offset: int = 0
     transaction_id: str = ""
+    recall_handle: str = ""  # a delayed message's
 
 
 def send_response(entries: list[SendEntry]):
@@ -268,6 +269,7 @@ def send_response(entries: list[SendEntry]):
             message_id=e.message_id,
             transaction_id=e.transaction_id,
             offset=e.queue_offset,
+            recall_handle=e.recall_handle,
         )
         codes.add(e.code)
     if len(codes) == 1:
@@ -300,13 +302,15 @@ def settings_reply(
     fifo: bool = False,
     consumer_max_attempts: int = CONSUMER_MAX_ATTEMPTS,
     consumer_backoff_seconds: tuple[int, ...] = CONSUMER_BACKOFF_SECONDS,
+    metric_endpoint: tuple[str, int] | None = None,
 ):
     """The server's answer to a client's Settings: the client's own Settings echoed, completed per client kind.
 
     Python ignores Settings unless the status is OK; both clients reject every send when max_body_size is 0;
     Node's producer throws without an exponential backoff (reference §3). Consumers get their group's FIFO
     flag, max attempts (retry max times + 1) and the customized backoff a push consumer's nack uses as the
-    message's next invisible duration (whole seconds: the Python client reads only the seconds).
+    message's next invisible duration (whole seconds: the Python client reads only the seconds). Client metrics
+    are on, towards ``metric_endpoint`` (OTLP/gRPC), when it is given.
     """
     settings = pb.Settings()
     settings.CopyFrom(command.settings)
@@ -331,8 +335,19 @@ def settings_reply(
         sub.long_polling_timeout.Clear()
         sub.long_polling_timeout.seconds = CONSUMER_LONG_POLLING_TIMEOUT_S
     settings.metric.Clear()
-    settings.metric.on = False  # on:true makes the Python client start an OTLP exporter
+    settings.metric.on = metric_endpoint is not None  # on: the client starts an OTLP exporter to the endpoint
+    if metric_endpoint is not None:
+        settings.metric.endpoints.CopyFrom(make_endpoints([metric_endpoint]))
     return spb.TelemetryCommand(status=ok_status(), settings=settings)
+
+
+def decode_recall_request(request) -> tuple[str, str]:
+    """(topic, recall handle) of a RecallMessageRequest."""
+    return resource_name(request.topic), request.recall_handle
+
+
+def recall_response(message_id: str):
+    return spb.RecallMessageResponse(status=ok_status(), message_id=message_id)
 
 
 def telemetry_error(code: int, message: str):

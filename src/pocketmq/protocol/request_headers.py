@@ -13,6 +13,7 @@ from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
 from pocketmq.protocol.headers import (
     INT64_MAX,
+    TEXT_MAX_CHARS,
     RequestHeader,
     boolean,
     choice,
@@ -280,6 +281,16 @@ class EndTransactionRequestHeader(RequestHeader):
     msg_id: str = text("msgId", max_chars=MESSAGE_ID_MAX_CHARS)
     transaction_id: str | None = text("transactionId", None, max_chars=MESSAGE_ID_MAX_CHARS)
     topic: str | None = text("topic", None, max_chars=NAME_MAX_CHARS)
+    broker_name: str | None = text("bname", None, max_chars=NAME_MAX_CHARS)
+
+
+class RecallMessageRequestHeader(RequestHeader):
+    """RECALL_MESSAGE (370), producer -> broker: RocketMQ 5's ``RecallMessageRequestHeader`` (``bname``, the
+    broker the handle names, as its ``RpcRequestHeader`` spells it)."""
+
+    producer_group: str | None = text("producerGroup", None, max_chars=NAME_MAX_CHARS)
+    topic: str = topic_name("topic")
+    recall_handle: str = text("recallHandle", max_chars=TEXT_MAX_CHARS)
     broker_name: str | None = text("bname", None, max_chars=NAME_MAX_CHARS)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +43,17 @@ def load_json(path: Path, default: Any) -> Any:
         return json.loads(Path(path).read_bytes())
     except FileNotFoundError:
         return default
+
+
+def load_or_create_secret(path: Path, size_bytes: int = 32) -> bytes:
+    """The random secret kept in ``path``, made (from the OS's CSPRNG) and saved atomically on first use."""
+    path = Path(path)
+    try:
+        secret = path.read_bytes()
+    except FileNotFoundError:
+        secret = b""
+    if len(secret) < size_bytes:  # absent (or too short to be one of ours: a new one replaces it)
+        secret = secrets.token_bytes(size_bytes)
+        atomic_write_bytes(path, secret)
+        os.chmod(path, 0o600)
+    return secret

@@ -46,6 +46,7 @@ from pocketmq.protocol.request_headers import (
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     QueueRequestHeader,
+    RecallMessageRequestHeader,
     RegisterPopStagesRequestHeader,
     ResumeCheckHalfMessageRequestHeader,
     SearchOffsetRequestHeader,
@@ -115,4 +116,5 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
     RequestCode.RESUME_CHECK_HALF_MESSAGE: ResumeCheckHalfMessageRequestHeader,
     GET_TRANSACTION_STATUS: GetTransactionStatusRequestHeader,
+    RequestCode.RECALL_MESSAGE: RecallMessageRequestHeader,
 }

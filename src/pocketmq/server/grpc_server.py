@@ -22,6 +22,7 @@ import grpc
 from pocketmq.protocol.grpc_service import add_messaging_service
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.periodic import PeriodicTask
+from pocketmq.server.client_metrics import MetricsSink
 from pocketmq.server.grpc_servicer import DEFAULT_MAX_INFLIGHT_SENDS, MessagingServicer
 from pocketmq.server.sessions import SessionRegistry
 
@@ -52,6 +53,7 @@ class GrpcFrontEnd:
         self.sessions = SessionRegistry(heartbeat_timeout_ms or broker.config.client_channel_expire_ms)
         broker.gray.add_member_source(self.sessions.consumers_of)  # POP clients count in their group's gray split
         self.servicer = MessagingServicer(broker, self.sessions, self._clock, max_inflight_sends=max_inflight_sends)
+        self.metrics_sink = MetricsSink()
         self._server: grpc.aio.Server | None = None
         self._expiry = PeriodicTask(
             "grpc-session-expiry",
@@ -72,6 +74,7 @@ class GrpcFrontEnd:
             ]
         )
         add_messaging_service(self.servicer, server)
+        self.metrics_sink.add_to(server)  # what Python push consumers export to when no collector is configured
         host = f"[{self._host}]" if ":" in self._host else self._host
         self.port = server.add_insecure_port(f"{host}:{self._requested_port}")
         if not self.port:  # older grpc versions report a failed bind as port 0

@@ -1,10 +1,10 @@
 """The ``apache.rocketmq.v2.MessagingService`` servicer: the v2 front end over the Broker facade.
 
 Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage (TRANSACTION entries too), EndTransaction (see
-server/grpc_transaction.py), NotifyClientTermination, and the POP consumer RPCs (ReceiveMessage, Ack,
-ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see server/grpc_consumer.py). The
-RPCs PocketMQ does not serve (the Pull and offset RPCs, RecallMessage, SyncLiteSubscription) answer a
-NOT_IMPLEMENTED status.
+server/grpc_transaction.py), NotifyClientTermination, the POP consumer RPCs (ReceiveMessage, Ack,
+ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see server/grpc_consumer.py), the
+pull consumer RPCs (PullMessage, UpdateOffset, GetOffset, QueryOffset: server/grpc_pull.py) and RecallMessage
+(broker/timer/recall.py). SyncLiteSubscription answers a NOT_IMPLEMENTED status.
 
 Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
 and answered INTERNAL_SERVER_ERROR. Bytes that are not the method's protobuf arrive as ``Malformed`` (see
@@ -14,8 +14,9 @@ command and the stream goes on. No request can end another request, a stream, or
 Telemetry: each stream is registered in the session registry under the ``x-mq-client-id`` header; what the
 server sends on it (settings replies, transaction checks) goes through the session's outbox, so
 any part of the broker can push a command to a live client with ``sessions.get(client_id).push(cmd)``.
-The stream ends when the client half-closes it, when the session is dropped (NotifyClientTermination,
-heartbeat expiry) or when a newer stream of the same client replaces it.
+The stream ends when the client half-closes it, when the session is dropped (heartbeat expiry) or when a newer
+stream of the same client replaces it. After NotifyClientTermination it waits (up to
+``TERMINATED_STREAM_LINGER_S``) for the client to end it, as the clients do right after.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
 from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
+from pocketmq.server.client_metrics import metric_endpoint
 from pocketmq.server.grpc_consumer import ConsumerRpcs
+from pocketmq.server.grpc_pull import PullRpcs
 from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
 from pocketmq.server.grpc_transaction import TransactionRpcs, as_half_message
 from pocketmq.server.grpc_validation import (
@@ -63,11 +66,11 @@ _SEND_CODE_OF_PUT = {
 CLIENT_ID_HEADER = "x-mq-client-id"
 LANGUAGE_HEADER = "x-mq-language"
 DEFAULT_MAX_INFLIGHT_SENDS = 2048
+TERMINATED_STREAM_LINGER_S = 3.0  # how long a terminated client's stream waits for the client to end it
 # The client kinds the v2 protocol defines; a Settings with another one is UNRECOGNIZED_CLIENT_TYPE.
 _KNOWN_CLIENT_TYPES = frozenset(
     {"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER", "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"}
 )
-_POP_LATER = "pull consumers and offsets are not implemented by this broker yet"
 
 
 def peer_address(peer: str) -> tuple[str, int]:
@@ -92,14 +95,6 @@ def _unary_not_implemented(method: str, what: str):
     return answer
 
 
-def _stream_not_implemented(method: str, what: str):
-    async def answer(self, request, context):
-        yield codec.not_implemented_response(method, what)
-
-    answer.__name__ = method
-    return answer
-
-
 class MessagingServicer:
     """One broker's v2 service; methods are named as the RPCs (grpc binds them by name)."""
 
@@ -115,12 +110,14 @@ class MessagingServicer:
         self._sessions = sessions
         self._clock = clock
         self._max_inflight_sends = max_inflight_sends
+        self.terminated_stream_linger_s = TERMINATED_STREAM_LINGER_S
         self._inflight_sends = 0
         self._limits = SendLimits(
             max_body_bytes=broker.config.max_message_bytes, max_delay_ms=broker.config.timer_max_delay_ms
         )  # the timer's horizon
         self.consumers = self._consumers = ConsumerRpcs(broker, sessions)
         self._transactions = TransactionRpcs(broker, sessions)
+        self._pulls = PullRpcs(broker)
         self._consumer_backoff_s = tuple(
             max(1, level_ms // 1000) for level_ms in parse_delay_levels(broker.config.message_delay_level)
         )
@@ -218,6 +215,7 @@ class MessagingServicer:
                     message_id=r.msg_id,
                     queue_offset=r.queue_offset,
                     transaction_id=r.transaction_id,
+                    recall_handle=r.recall_handle,
                 )
                 for r in results
             ]
@@ -259,20 +257,25 @@ class MessagingServicer:
                 return
             return
         outbox = self._sessions.open_stream(client_id, self._clock.now_ms())
-        reader = asyncio.ensure_future(self._read_telemetry(client_id, request_iterator, outbox))
+        language = _header(context, LANGUAGE_HEADER)
+        reader = asyncio.ensure_future(self._read_telemetry(client_id, language, request_iterator, outbox))
         try:
             while (command := await outbox.get()) is not None:
                 yield command
+            if outbox.said_goodbye:
+                # The client cancels its stream right after NotifyClientTermination; a stream the server ends
+                # first makes the Python client log "'_EOF' object has no attribute 'HasField'".
+                await asyncio.wait([reader], timeout=self.terminated_stream_linger_s)
         finally:
             reader.cancel()
             await asyncio.wait([reader])
             self._sessions.close_stream(client_id, outbox)
 
-    async def _read_telemetry(self, client_id: str, request_iterator, outbox) -> None:
+    async def _read_telemetry(self, client_id: str, language: str, request_iterator, outbox) -> None:
         """Answer each command of the client; the stream's outbox closes when the client stops writing."""
         try:
             async for command in request_iterator:
-                reply = self._telemetry_reply(client_id, command)
+                reply = self._telemetry_reply(client_id, language, command)
                 if reply is not None and not outbox.offer(reply):
                     log.warning("event=grpc_telemetry_outbox_full client_id=%s", client_id)
         except asyncio.CancelledError:
@@ -282,7 +285,7 @@ class MessagingServicer:
         finally:
             outbox.close()
 
-    def _telemetry_reply(self, client_id: str, command):
+    def _telemetry_reply(self, client_id: str, language: str, command):
         """The server's answer to one client command, or None when it needs none."""
         if isinstance(command, Malformed):
             return codec.telemetry_error(V2StatusCode.BAD_REQUEST, f"malformed telemetry command: {command.reason}")
@@ -303,8 +306,17 @@ class MessagingServicer:
                 group=settings.group,
                 topics=settings.topics,
             )
+            endpoint = metric_endpoint(
+                self._broker.config.client_metrics_endpoint,
+                client_type=settings.client_type,
+                language=language,
+                own_grpc_addr=self._broker.grpc_addr,
+            )
             return codec.settings_reply(
-                command, max_body_bytes=self._limits.max_body_bytes, **self._consumer_settings(settings.group)
+                command,
+                max_body_bytes=self._limits.max_body_bytes,
+                metric_endpoint=endpoint,
+                **self._consumer_settings(settings.group),
             )
         except Exception:  # one bad command never ends the stream
             log.exception("event=grpc_telemetry_command_failed client_id=%s", client_id)
@@ -356,12 +368,38 @@ class MessagingServicer:
     async def EndTransaction(self, request, context):
         return await self._consumer_rpc("EndTransaction", self._transactions.end_transaction, request, context)
 
+    # -- pull consumers (server/grpc_pull.py) ---------------------------------------------------------------------
+    async def PullMessage(self, request, context):
+        if isinstance(request, Malformed):
+            await _abort_malformed(context, "PullMessage", request)
+        if not self._broker.started:
+            yield codec.error_response(
+                "PullMessage", V2StatusCode.INTERNAL_SERVER_ERROR, "the broker is starting or stopping"
+            )
+            return
+        async for response in self._pulls.pull(request, context):
+            yield response
+
+    async def UpdateOffset(self, request, context):
+        return await self._consumer_rpc("UpdateOffset", self._pulls.update_offset, request, context)
+
+    async def GetOffset(self, request, context):
+        return await self._consumer_rpc("GetOffset", self._pulls.get_offset, request, context)
+
+    async def QueryOffset(self, request, context):
+        return await self._consumer_rpc("QueryOffset", self._pulls.query_offset, request, context)
+
+    # -- recall of delayed messages (broker/timer/recall.py) --------------------------------------------------------
+    async def RecallMessage(self, request, context):
+        return await self._consumer_rpc("RecallMessage", self._recall, request, context)
+
+    async def _recall(self, request, context):
+        topic, handle = codec.decode_recall_request(request)
+        check_topic(topic)
+        message_id, _ = await self._broker.timer.recall_by_handle(handle, topic)
+        return codec.recall_response(message_id)
+
     # -- not implemented yet --------------------------------------------------------------------------------------
-    PullMessage = _stream_not_implemented("PullMessage", _POP_LATER)
-    UpdateOffset = _unary_not_implemented("UpdateOffset", _POP_LATER)
-    GetOffset = _unary_not_implemented("GetOffset", _POP_LATER)
-    QueryOffset = _unary_not_implemented("QueryOffset", _POP_LATER)
-    RecallMessage = _unary_not_implemented("RecallMessage", "delay messages are not implemented by this broker yet")
     SyncLiteSubscription = _unary_not_implemented("SyncLiteSubscription", "lite consumers are not supported")
 
     # -- helpers --------------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from pocketmq.server.remoting_admin import AdminHandlers
 from pocketmq.server.remoting_gray import GrayHandlers
 from pocketmq.server.remoting_ha import HaHandlers
 from pocketmq.server.remoting_pop import PopHandlers
+from pocketmq.server.remoting_recall import RecallHandlers
 from pocketmq.server.remoting_retry import RetryHandlers
 from pocketmq.server.remoting_stages import StageOffsetHandlers
 from pocketmq.server.remoting_transaction import TransactionHandlers
@@ -115,6 +116,7 @@ def build_broker_router(broker: Broker) -> BrokerRequestRouter:
     StageOffsetHandlers(broker).register(router)
     GrayHandlers(broker).register(router)
     TransactionHandlers(broker).register(router)
+    RecallHandlers(broker).register(router)
     return router
 
 
@@ -437,14 +439,19 @@ def _send_reply(request: RemotingCommand, results: list[SendResult]) -> Remoting
         if status_code != ResponseCode.SUCCESS:
             code = status_code
     msg_id = first.offset_msg_id if len(results) == 1 else ",".join(r.offset_msg_id for r in results)
-    if first.transaction_id:  # a half message: its END_TRANSACTION names it by this id (5.x brokers send it)
+    # A half message: its END_TRANSACTION names it by this id; a delayed one: its handle recalls it (5.x brokers
+    # send both).
+    if first.transaction_id or first.recall_handle:
+        special = {"transactionId": first.transaction_id} if first.transaction_id else {}
+        if first.recall_handle and len(results) == 1:
+            special["recallHandle"] = first.recall_handle
         return request.response(
             code,
             {
                 "msgId": msg_id,
                 "queueId": first.queue_id,
                 "queueOffset": first.queue_offset,
-                "transactionId": first.transaction_id,
+                **special,
                 "MSG_REGION": _MSG_REGION,
                 "TRACE_ON": "true",
             },

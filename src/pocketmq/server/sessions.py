@@ -37,6 +37,7 @@ class Outbox:
         self._items: deque[Any] = deque()
         self._ready = asyncio.Event()
         self.closed = False
+        self.said_goodbye = False  # closed because the client ended its session (NotifyClientTermination)
 
     def offer(self, command: Any) -> bool:
         if self.closed or len(self._items) >= self._capacity:
@@ -152,6 +153,8 @@ class SessionRegistry:
         session = self._sessions.pop(client_id, None)
         if session is not None:
             self._unindex(session)
+            if session.outbox is not None:
+                session.outbox.said_goodbye = True
             self._close(session)
             log.info("event=grpc_client_terminated client_id=%s client_type=%s", client_id, session.client_type)
         return session

@@ -158,12 +158,22 @@ async def test_heartbeat_keeps_a_session_alive_and_silence_expires_it(h):
     assert "host@1@0@abc" not in h.front.sessions
 
 
-async def test_termination_drops_the_session_and_ends_its_stream_at_once(h):
+async def test_termination_drops_the_session_at_once_and_the_client_ends_its_stream(h):
     call = h.stub.Telemetry(metadata=CLIENT)
     await call.write(producer_settings("t"))
     await next_reply(call)
     reply = await h.stub.NotifyClientTermination(spb.NotifyClientTerminationRequest(), metadata=CLIENT)
     assert reply.status.code == V2StatusCode.OK and len(h.front.sessions) == 0
+    await call.done_writing()  # the server left the ending to the client (the Python client logs an error else)
+    assert await next_reply(call) is grpc.aio.EOF
+
+
+async def test_a_terminated_stream_the_client_keeps_open_ends_after_the_linger(h):
+    h.front.servicer.terminated_stream_linger_s = 0.05
+    call = h.stub.Telemetry(metadata=CLIENT)
+    await call.write(producer_settings("t"))
+    await next_reply(call)
+    await h.stub.NotifyClientTermination(spb.NotifyClientTerminationRequest(), metadata=CLIENT)
     assert await next_reply(call) is grpc.aio.EOF
 
 

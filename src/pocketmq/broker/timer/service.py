@@ -15,6 +15,10 @@ tails from the persisted progress offset, so every record that was never tombsto
 nothing tombstoned is delivered twice. (A crash that tears the one batch between the real message and its
 tombstone redelivers that message: at least once, never lost.)
 
+A **recall** (``timer.recall``) cancels a timer before it is due: it leaves the wheel and its tombstone is
+written at once, so the message is never delivered, now or after a restart. Send receipts carry the handle
+that names it (``timer.recall``'s ``RecallHandles``: signed, so it cannot be forged).
+
 Delivered messages lose ``DELAY`` and the timer properties, so nothing delays them again (#2724), and keep
 everything else: body, flag, sys_flag, born time and host, reconsume times, the user's properties.
 
@@ -42,11 +46,12 @@ from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_FAILED, REASON_W
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
 from pocketmq.broker.timer import dead_letter
 from pocketmq.broker.timer.delay import TIMER_PROPERTIES, TimerLimits, deliver_time_ms, is_delayed
+from pocketmq.broker.timer.recall import RecallHandles
 from pocketmq.broker.timer.wheel import TimerWheel
 from pocketmq.broker.write_backoff import PassPacer, WriteBackoff
 from pocketmq.broker.write_metrics import ENDING_DLQ, ENDING_PARKED, ENDING_UNWRITABLE, INVALID, BackgroundWriteMetrics
 from pocketmq.common import properties as props
-from pocketmq.common.errors import MessageTypeConflictError, PocketMQError
+from pocketmq.common.errors import MessageTypeConflictError, PocketMQError, RecallTooLateError, ServiceNotAvailableError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_record
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, TIMER_TOPIC, MessageType, TopicConfig
@@ -86,6 +91,7 @@ class TimerService:
         clock: Clock,
         *,
         write_path: WritePathSwitch,
+        recall_handles: RecallHandles,
         deliver_batch: int = 512,
         write_backoff_ms: tuple[int, ...] = DEFAULT_CK_REWRITE_BACKOFF_MS,
         metrics: MetricsRegistry | None = None,
@@ -100,6 +106,7 @@ class TimerService:
         self._loaded_until = 0  # next timer queue offset to read
         self._last_persist_ms = 0
         self._in_flight: list[tuple[int, int]] = []  # popped from the wheel, being delivered
+        self._recalling: set[int] = set()  # out of the wheel, their tombstones being written (a recall)
         self._delivered_untombstoned: set[int] = set()  # delivered here; their tombstones not read back yet
         self._retrying: dict[int, int] = {}  # timer queue offset -> due ms: failed deliveries, out of the wheel
         self._round = asyncio.Lock()
@@ -116,9 +123,11 @@ class TimerService:
             immediately=True,
             jitter=0,
         )
+        self.recall_handles = recall_handles
         self._write_path = write_path  # the broker's: its store, or the escape bridge of a slave acting as master
         self.delivered_total = 0
         self.scheduled_total = 0
+        self.recalled_total = 0
 
     @property
     def writes(self) -> TimerWrites:
@@ -362,6 +371,43 @@ class TimerService:
         record.queue_id = queue_id
         return record
 
+    def recall_handle(self, topic: str, message_id: str, deliver_ms: int, queue_offset: int) -> str:
+        """The recall handle of the delayed message of ``topic`` stored as timer record ``queue_offset``."""
+        return self.recall_handles.issue(topic, deliver_ms, message_id, queue_offset)
+
+    async def recall_by_handle(self, handle: str, topic: str | None = None) -> tuple[str, bool]:
+        """Recall the message ``handle`` names (of ``topic``, when given): (its message id, whether this call
+        recalled it; False: recalled before). InvalidRecallHandleError for a handle this broker did not issue."""
+        target = self.recall_handles.open(handle, topic)
+        return target.message_id, await self.recall(target.deliver_ms, target.timer_queue_offset)
+
+    async def recall(self, deliver_ms: int, queue_offset: int) -> bool:
+        """Cancel the timer ``queue_offset`` due at ``deliver_ms``: it leaves the wheel and its tombstone (marked
+        recalled) is written, so neither this run nor a restart delivers it. Returns False when it was recalled
+        already. RecallTooLateError once it is due (delivered, being delivered, or about to be).
+
+        Taking it out of the wheel and the due check happen in one step of the event loop, so a delivery round
+        either popped it before (too late) or never will; a failed tombstone write puts it back.
+        """
+        if deliver_ms <= self._clock.now_ms():
+            raise RecallTooLateError(f"the message was due at {deliver_ms} ms: too late to recall it")
+        self.load_new()  # a recall right after its send: the record may not be in the wheel yet
+        if not self._wheel.remove(deliver_ms, queue_offset):
+            return False
+        self._recalling.add(queue_offset)  # holds the progress offset below it until the tombstone is stored
+        try:
+            results = await self.writes.deliver([(deliver_ms, queue_offset)], [None])
+        except BaseException:
+            self._wheel.add(deliver_ms, queue_offset)
+            raise
+        finally:
+            self._recalling.discard(queue_offset)
+        if not results[0].stored:
+            self._wheel.add(deliver_ms, queue_offset)
+            raise ServiceNotAvailableError(f"the recall could not be stored: {results[0]}")
+        self.recalled_total += 1
+        return True
+
     def forget_delivered(self, deliver_ms: int, queue_offset: int) -> None:
         """A timer delivered elsewhere (by this slave while acting, see broker.acting_progress): not pending,
         and its tombstone, when the master writes it, is not news."""
@@ -420,7 +466,11 @@ class TimerService:
     def progress_offset(self) -> int:
         """The smallest timer queue offset that may still be pending (where a restart starts reading)."""
         smallest = self._wheel.min_key()
-        for low in (min((key for _, key in self._in_flight), default=None), min(self._retrying, default=None)):
+        for low in (
+            min((key for _, key in self._in_flight), default=None),
+            min(self._retrying, default=None),
+            min(self._recalling, default=None),
+        ):
             if low is not None:
                 smallest = low if smallest is None else min(smallest, low)
         return self._loaded_until if smallest is None else min(smallest, self._loaded_until)

@@ -4,7 +4,8 @@
 frame from its first to its last byte with ``integrity.walk_log`` and returns the bad regions, each with the
 consume queue records that point into it (topic, queue id, queue offset: what a consumer will find skipped).
 The zeros after the last frame are the end of the log, not damage; a torn tail is reported (recovery would
-drop it). The segment size is read from the files (they all have it), so no broker config is needed.
+drop it). Holes (a slave's stand-ins for records its master could not hand on, hole.py) are valid frames, listed
+apart with the queue records they stand for. The segment size is read from the files (they all have it), so no broker config is needed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.common.errors import StoreError
-from pocketmq.store.commit_log import CommitLog
+from pocketmq.store.commit_log import CommitLog, Frame
 from pocketmq.store.consume_queue import UNIT, UNIT_SIZE
 from pocketmq.store.integrity import BadRegion, walk_log
 from pocketmq.store.recovery import data_end
@@ -35,6 +36,7 @@ class StoreVerification:
     segments: int = 0
     records_ok: int = 0
     bad_regions: list[BadRegion] = field(default_factory=list)
+    holes: list[Frame] = field(default_factory=list)  # hole frames (their ``hole``: the queue slots lost)
     records_hit: dict[int, list[QueueRecord]] = field(default_factory=dict)  # region phys offset -> records
 
     @property
@@ -58,6 +60,8 @@ def verify_store(data_dir: Path) -> StoreVerification:
         for item in walk_log(commit_log, start, commit_log.readable_end()):
             if not isinstance(item, BadRegion):
                 result.records_ok += item.record is not None
+                if item.hole is not None:
+                    result.holes.append(item)
             elif item.phys_offset < end_of_data:  # from there on only zeros: the end of the log
                 result.bad_regions.append(item)
     finally:

@@ -16,7 +16,6 @@ import pytest
 from tests.integration.remoting_calls import queue_messages
 from tests.integration.test_ha_acting_master import send
 from tests.integration.test_ha_failover_acks import _all_readable
-from tests.integration.test_ha_ops import sample, scrape
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
@@ -26,6 +25,7 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.store.commit_log import FRAME_HEADER, FRAME_HEADER_SIZE
 from pocketmq.testing.ha_cluster import GROUP_A, fast_namesrv, ha_broker
 from pocketmq.testing.polling import eventually
+from pocketmq.testing.scrape import metric
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 TOPIC = "holes"
@@ -64,9 +64,9 @@ async def test_a_corrupt_master_record_reaches_the_slave_as_a_hole_and_sync_send
         valid = [body for body in stored if body != victim]
 
         assert [m.body.decode() for m in await queue_messages(client, slave.remoting, TOPIC)] == valid
-        corrupt_total = 'pocketmq_store_corrupt_records_total{found_by="%s"}'
-        assert sample(scrape(master.metrics), corrupt_total % "replication_source") == 1
-        assert sample(scrape(slave.metrics), corrupt_total % "replication") == 1
+        corrupt_total = "pocketmq_store_corrupt_records_total"
+        assert metric(master, corrupt_total, found_by="replication_source") == 1
+        assert metric(slave, corrupt_total, found_by="replication") == 1
         assert f"phys_offset={victim_at} reason=hole_from_master" in slave.log_tail(400)
 
         master.kill()  # failover: the slave serves the group, without the lost record

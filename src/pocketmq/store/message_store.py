@@ -689,7 +689,8 @@ class MessageStore:
     def read_commit_log(self, phys_offset: int, max_bytes: int, *, durable_only: bool = False) -> bytes:
         """Whole frames from ``phys_offset`` (a frame boundary a reader got from ``max_phys_offset`` or a
         previous read), at most ``max_bytes`` unless one frame is larger; empty at the end of the log (with
-        ``durable_only``, at ``durable_phys_offset``: what a master may hand its slaves)."""
+        ``durable_only``, at ``durable_phys_offset``: what a master may hand its slaves). Where the log holds no
+        valid frame, a hole frame of the same length instead (hole.py), alone in its answer."""
         end = self._group_commit.durable_phys_offset if durable_only else self._commit_log.max_phys_offset
         try:
             return bytes(self._commit_log.read_frames(phys_offset, max_bytes, end))

@@ -33,7 +33,8 @@ MAX_SLOTS = 32_767
 
 @dataclass(frozen=True, slots=True)
 class QueueSlot:
-    """A queue offset the record a hole replaces held."""
+    """Where a record sits in its consume queue: one a hole stands for, or one a corrupt stretch holds
+    (``verify.py``)."""
 
     topic: str
     queue_id: int

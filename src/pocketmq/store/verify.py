@@ -17,18 +17,12 @@ from pathlib import Path
 from pocketmq.common.errors import StoreError
 from pocketmq.store.commit_log import CommitLog, Frame
 from pocketmq.store.consume_queue import UNIT, UNIT_SIZE
+from pocketmq.store.hole import QueueSlot
 from pocketmq.store.integrity import BadRegion, walk_log
 from pocketmq.store.recovery import data_end
 from pocketmq.store.segment import list_segment_bases, segment_name
 
 _UNIT_READ_BYTES = UNIT_SIZE * 65_536
-
-
-@dataclass(frozen=True, slots=True)
-class QueueRecord:
-    topic: str
-    queue_id: int
-    queue_offset: int
 
 
 @dataclass
@@ -37,7 +31,7 @@ class StoreVerification:
     records_ok: int = 0
     bad_regions: list[BadRegion] = field(default_factory=list)
     holes: list[Frame] = field(default_factory=list)  # hole frames (their ``hole``: the queue slots lost)
-    records_hit: dict[int, list[QueueRecord]] = field(default_factory=dict)  # region phys offset -> records
+    records_hit: dict[int, list[QueueSlot]] = field(default_factory=dict)  # region phys offset -> records
 
     @property
     def corrupt(self) -> bool:
@@ -71,10 +65,10 @@ def verify_store(data_dir: Path) -> StoreVerification:
     return result
 
 
-def _records_in(root: Path, regions: list[BadRegion]) -> dict[int, list[QueueRecord]]:
+def _records_in(root: Path, regions: list[BadRegion]) -> dict[int, list[QueueSlot]]:
     """The consume queue units that point into ``regions`` (ascending, disjoint), by region."""
     starts = [r.phys_offset for r in regions]
-    hit: dict[int, list[QueueRecord]] = {}
+    hit: dict[int, list[QueueSlot]] = {}
     if not root.is_dir():
         return hit
     for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -88,7 +82,7 @@ def _records_in(root: Path, regions: list[BadRegion]) -> dict[int, list[QueueRec
                                 index = bisect.bisect_right(starts, phys_offset) - 1
                                 if index >= 0 and phys_offset < starts[index] + regions[index].length:
                                     hit.setdefault(starts[index], []).append(
-                                        QueueRecord(topic_dir.name, int(queue_dir.name), position // UNIT_SIZE)
+                                        QueueSlot(topic_dir.name, int(queue_dir.name), position // UNIT_SIZE)
                                     )
                             position += UNIT_SIZE
     return hit

@@ -15,11 +15,11 @@ from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus, PutStatus
 from pocketmq.store.checkpoint import CHECKPOINT_FILE
 from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CorruptRecordError
-from pocketmq.store.hole import HOLE_MARK
+from pocketmq.store.hole import HOLE_MARK, QueueSlot
 from pocketmq.store.integrity import LogLimiter
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.segment import Segment, segment_name
-from pocketmq.store.verify import QueueRecord, verify_store
+from pocketmq.store.verify import verify_store
 
 
 async def _fill(store, count: int = 25, queue_id: int = 0):
@@ -104,8 +104,8 @@ async def test_recovery_verifies_from_the_last_verified_point_and_resyncs_after_
     verified = verify_store(tmp_path / "s")
     assert [r.phys_offset for r in verified.bad_regions] == [first[3].phys_offset, second[4].phys_offset]
     assert verified.records_hit == {
-        first[3].phys_offset: [QueueRecord("orders", 0, 3)],
-        second[4].phys_offset: [QueueRecord("orders", 1, 4)],
+        first[3].phys_offset: [QueueSlot("orders", 0, 3)],
+        second[4].phys_offset: [QueueSlot("orders", 1, 4)],
     }
     assert verified.records_ok == 18 and verified.segments == 1
 

@@ -1,7 +1,8 @@
 """``pocketmq store verify --data-dir DIR``: check every record of a stopped broker's store.
 
 Prints one line per corrupt stretch of the commit log (its phys offset, length, the check that failed and the
-queue records that point into it, which consumers will find skipped), then a summary. Exit status 0 when
+queue records that point into it, which consumers will find skipped), one per hole (a slave's stand-in for
+records its master's copy of was corrupt: valid, but those records are lost here), then a summary. Exit status 0 when
 everything verifies, 1 when anything is corrupt (2 for usage errors, as every command). Reads only: it changes
 nothing in the store. Logic: ``pocketmq.store.verify``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from pocketmq.store.hole import slots_text
 from pocketmq.store.verify import verify_store
 
 _RECORDS_SHOWN = 10  # per corrupt stretch; the rest are counted
@@ -42,9 +44,12 @@ def run_verify(args: argparse.Namespace) -> int:
             f"corrupt phys_offset={region.phys_offset} bytes={region.length} reason={region.reason} "
             f"records={shown or '-'}{more}"
         )
+    for hole in result.holes:
+        print(f"hole phys_offset={hole.phys_offset} bytes={hole.size} records={slots_text(hole.hole)}")
     verdict = "CORRUPT" if result.corrupt else "OK"
     print(
         f"store verify {verdict}: {result.segments} commit log segment(s), {result.records_ok} record(s) ok, "
-        f"{len(result.bad_regions)} corrupt stretch(es), {corrupt_bytes} corrupt byte(s)"
+        f"{len(result.bad_regions)} corrupt stretch(es), {corrupt_bytes} corrupt byte(s), "
+        f"{len(result.holes)} hole(s)"
     )
     return 1 if result.corrupt else 0

@@ -3,7 +3,8 @@
 A slave's HA_PULL_COMMIT_LOG asks for the commit log from the phys offset where its own log ends (which is
 also its ack, see ``ha_state``) and names its last record; the master refuses a slave whose log is not a
 prefix of its own (``replication_start``). It answers with whole records read by ``read_commit_log``, only
-those durable on its disk (``pull_step``): a record a power loss could take from the master never reaches a
+those durable on its disk (``pull_step``), a hole of the same length in place of a record that fails its
+CRC32C (``store/hole.py``: the slave stays aligned and replication goes on): a record a power loss could take from the master never reaches a
 slave, so the master never writes a different record where a slave holds one. When the slave is caught up
 the pull is held up to its ``suspendMillis``: until new records arrive (long polling) and are flushed, and
 it asks the store's group commit for that flush at once (under ASYNC_FLUSH too, rather than waiting for the

@@ -22,7 +22,8 @@ Contract of ``MessageStore`` (pocketmq.store.message_store), which the broker re
   reach a consume queue (long polling wakes on it).
 - ``delete_topic(topic)``; ``queues() -> dict[str, list[int]]``.
 - Replication (a slave follows its master by phys offset): ``max_phys_offset``, ``min_phys_offset``,
-  ``read_commit_log(phys_offset, max_bytes, *, durable_only) -> bytes`` (whole records only; with
+  ``read_commit_log(phys_offset, max_bytes, *, durable_only) -> bytes`` (whole records only, a hole frame in place
+  of corrupt bytes (hole.py); with
   ``durable_only`` only below ``durable_phys_offset``, what survives a power loss), ``await
   wait_durable(phys_offset, timeout_ms)`` (asks the group commit for a round now), and
   ``await append_replicated(phys_offset, data)`` which appends records read from a master at exactly that

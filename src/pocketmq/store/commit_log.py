@@ -4,6 +4,7 @@ Byte layout (big-endian). The log is a sequence of *frames*; a frame never cross
 
     record frame   int32 frame_size (> 0)   uint32 crc32c(record)   record (RocketMQ 4.x layout, frame_size - 8 bytes)
     blank frame    int32 -frame_size (< 0)  uint32 BLANK_MARK       zeros (frame_size - 8 bytes)
+    hole frame     int32 -frame_size (< 0)  uint32 HOLE_MARK        the queue slots it stands for, zeros (hole.py)
     end of data    int32 0                  (a segment is preallocated with zeros)
 
 - A message's ``phys_offset`` is the log position of its frame; the 4.x record starts 8 bytes later, and its
@@ -13,6 +14,8 @@ Byte layout (big-endian). The log is a sequence of *frames*; a frame never cross
   and goes at the start of the next segment. If fewer than 8 bytes (one frame header) would remain after a
   frame, the write position moves to the next segment at once and readers skip such a tail.
 - A blank frame also pads the start of a replica's first segment up to the master's offset it began at.
+- A hole frame is what a slave holds where its master's bytes were corrupt (hole.py): no record, but the queue
+  offsets of the records it replaces stay taken.
 
 Validation (recovery, replication): size in range, crc32c of the record, record magic, the record's total
 size and phys offset fields. The valid log is the longest prefix of valid frames; ``truncate(phys_offset)``
@@ -21,7 +24,8 @@ cuts it there (the rest of the segment zeroed, later segments deleted).
 Every read verifies: ``read_record`` (what consume queue reads hand out) checks the frame header's size and
 CRC32C and the record's phys offset field, ``read_frames`` (what a master serves its slaves) validates each
 frame, ``append_frames`` (what a slave accepts) validates all before writing. A failed check raises
-``CorruptRecordError``; the store skips and reports the record (store/integrity.py).
+``CorruptRecordError``; the store skips and reports the record (store/integrity.py), and a master sends its
+slave a hole in place of it (``bad_region_end`` finds where the corrupt stretch ends).
 
 Crash behaviour: frames reach the page cache with one ``pwrite`` per append batch and segment, so a process
 crash loses nothing written; a power loss keeps what ``flush()`` covered. Recovery finds the valid prefix.
@@ -43,6 +47,7 @@ from crc32c import crc32c
 
 from pocketmq.common.errors import StoreError
 from pocketmq.common.record import MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, STORE_TIMESTAMP_POS, record_size
+from pocketmq.store.hole import HOLE_MARK, QueueSlot, parse_hole_slots
 from pocketmq.store.segment import Segment, open_segments, segment_at
 
 log = logging.getLogger(__name__)
@@ -55,16 +60,20 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _RECORD_CHECK = struct.Struct(">ii")  # total_size, magic
 _EMPTY_HEADER = bytes(FRAME_HEADER_SIZE)
+_MAGIC = MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True)
+_MAGIC_IN_FRAME = FRAME_HEADER_SIZE + 4  # the record's total size field precedes its magic
 
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One valid frame found by a scan: ``record`` is None for a blank frame."""
+    """One valid frame found by a scan: ``record`` is None for a blank or hole frame; ``hole`` is the queue
+    slots of a hole frame (None for the others)."""
 
     phys_offset: int
     size: int
     record: bytes | None
     crc32c: int = 0  # of the record (the frame header's second field); 0 for a blank frame
+    hole: tuple[QueueSlot, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,9 +274,10 @@ class CommitLog:
         segment = self.segment_for(phys_offset)
         if segment is None:
             return -1
-        return _I64.unpack_from(
-            segment.view, phys_offset - segment.base_offset + FRAME_HEADER_SIZE + STORE_TIMESTAMP_POS
-        )[0]
+        rel = phys_offset - segment.base_offset
+        if _I32.unpack_from(segment.view, rel)[0] <= 0:  # a hole (what a slave holds for a lost record) has no time
+            return -1
+        return _I64.unpack_from(segment.view, rel + FRAME_HEADER_SIZE + STORE_TIMESTAMP_POS)[0]
 
     def read_frames(self, phys_offset: int, max_bytes: int, end_phys_offset: int | None = None) -> bytes:
         """Whole frames from ``phys_offset`` (a frame boundary) within one segment and before
@@ -287,7 +297,7 @@ class CommitLog:
             frame = self._frame_at(segment, end)
             if frame is None:
                 if end == rel:
-                    raise CorruptRecordError(phys_offset, "no_valid_frame")
+                    raise CorruptRecordError(phys_offset, frame_problem(segment.view, rel, limit - rel, phys_offset))
                 break
             if end > rel and end + frame.size - rel > max_bytes:
                 break
@@ -295,6 +305,16 @@ class CommitLog:
             if segment.size_bytes - end < FRAME_HEADER_SIZE:
                 break
         return segment.view[rel:end]
+
+    def bad_region_end(self, phys_offset: int, end_phys_offset: int) -> int:
+        """Where the stretch without a valid frame that starts at ``phys_offset`` ends: the next valid record
+        frame of its segment, else the segment's end or ``end_phys_offset`` (a frame boundary), if nearer."""
+        segment = self.segment_for(phys_offset)
+        if segment is None:
+            raise StoreError(f"phys offset {phys_offset} is outside the commit log")
+        limit = min(segment.size_bytes, end_phys_offset - segment.base_offset)
+        found = next_valid_frame(segment.view, phys_offset - segment.base_offset + 1, limit, segment.base_offset)
+        return segment.base_offset + (found if found is not None else limit)
 
     def last_record(self) -> RecordMark | None:
         """The mark of the log's last record (None when it holds none). Known after every append; after an
@@ -322,22 +342,35 @@ class CommitLog:
 
     def last_record_crc32c(self, record_phys_offset: int, end_phys_offset: int) -> int | None:
         """The CRC32C of the record at ``record_phys_offset`` when it is this log's last record before
-        ``end_phys_offset`` (only blank frames between its end and there), else None: then a log that ends at
-        ``end_phys_offset`` with that record last is not a prefix of this one."""
+        ``end_phys_offset`` (only blank or hole frames, or corrupt stretches a slave got as holes, between its
+        end and there), else None: then a log that ends at ``end_phys_offset`` with that record last is not a
+        prefix of this one. A record of this log whose only fault is its CRC32C (the frame header, magic, size
+        and phys offset fields intact) counts by its header: a slave may hold the good copy of it."""
         if not record_phys_offset < end_phys_offset <= self.max_phys_offset:
             return None
         segment = self.segment_for(record_phys_offset)
-        frame = self._frame_at(segment, record_phys_offset - segment.base_offset) if segment is not None else None
-        if frame is None or frame.record is None:
+        if segment is None:
             return None
-        pos = self.next_position(record_phys_offset + frame.size)
-        while pos < end_phys_offset:  # a blank frame filling a segment may follow the last record
-            segment = self.segment_for(pos)
-            blank = self._frame_at(segment, pos - segment.base_offset) if segment is not None else None
-            if blank is None or blank.record is not None:
+        rel = record_phys_offset - segment.base_offset
+        if frame_problem(segment.view, rel, segment.size_bytes - rel, record_phys_offset) != "crc32c_mismatch":
+            frame = self._frame_at(segment, rel)
+            if frame is None or frame.record is None:
                 return None
-            pos = self.next_position(pos + blank.size)
-        return frame.crc32c if pos == end_phys_offset else None
+        frame_size, crc = FRAME_HEADER.unpack_from(segment.view, rel)
+        pos = self.next_position(record_phys_offset + frame_size)
+        while pos < end_phys_offset:  # a blank frame filling a segment, or holes, may follow the last record
+            segment = self.segment_for(pos)
+            if segment is None:
+                return None
+            frame = self._frame_at(segment, pos - segment.base_offset)
+            if frame is None:  # corrupt bytes: the slave got them as a hole, maybe cut into pieces
+                region_end = self.bad_region_end(pos, self.max_phys_offset)
+                pos = end_phys_offset if region_end >= end_phys_offset else self.next_position(region_end)
+                continue
+            if frame.record is not None:
+                return None
+            pos = self.next_position(pos + frame.size)
+        return crc if pos == end_phys_offset else None
 
     def scan(self, from_phys_offset: int, end_phys_offset: int | None = None) -> Iterator[Frame]:
         """Valid frames from ``from_phys_offset`` on that end at or before ``end_phys_offset`` (default the log's
@@ -434,9 +467,12 @@ def parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
     size, crc = FRAME_HEADER.unpack_from(buf, pos)
     if size < 0:
         size = -size
-        if size < FRAME_HEADER_SIZE or size > room or crc != BLANK_MARK:
+        if size < FRAME_HEADER_SIZE or size > room:
             return None
-        return Frame(phys_offset, size, None)
+        if crc == BLANK_MARK:
+            return Frame(phys_offset, size, None)
+        slots = parse_hole_slots(buf, pos, size) if crc == HOLE_MARK else None
+        return Frame(phys_offset, size, None, hole=slots) if slots is not None else None
     record_len = size - FRAME_HEADER_SIZE
     if record_len < MIN_RECORD_SIZE or size > room:
         return None
@@ -460,7 +496,7 @@ def frame_problem(buf, pos: int, room: int, phys_offset: int) -> str:
     if size == 0:
         return "zero_frame_header_before_data(torn_write)"
     if size < 0:
-        return "bad_blank_frame" if mark == BLANK_MARK else "bad_frame_size"
+        return {BLANK_MARK: "bad_blank_frame", HOLE_MARK: "bad_hole_frame"}.get(mark, "bad_frame_size")
     if size - FRAME_HEADER_SIZE < MIN_RECORD_SIZE or size > room:
         return f"frame_size_out_of_range({size})"
     total, magic = _RECORD_CHECK.unpack_from(buf, pos + FRAME_HEADER_SIZE)
@@ -471,3 +507,19 @@ def frame_problem(buf, pos: int, room: int, phys_offset: int) -> str:
     if _I64.unpack_from(buf, pos + FRAME_HEADER_SIZE + PHYS_OFFSET_POS)[0] != phys_offset:
         return "phys_offset_field_differs"
     return "crc32c_mismatch"
+
+
+def next_valid_frame(buf, rel: int, limit: int, base_offset: int) -> int | None:
+    """The position of the first valid record frame at or after ``buf[rel]`` below ``limit`` (``buf`` a segment
+    whose first byte is at phys offset ``base_offset``), else None: a search for the record magic, each
+    candidate validated fully (its phys offset field must be its own position, which body bytes cannot fake
+    by accident)."""
+    search = rel + _MAGIC_IN_FRAME
+    while True:
+        found = buf.find(_MAGIC, search, limit)
+        if found < 0:
+            return None
+        candidate = found - _MAGIC_IN_FRAME
+        if parse_frame(buf, candidate, limit - candidate, base_offset + candidate) is not None:
+            return candidate
+        search = found + 1

@@ -11,6 +11,8 @@ Byte layout (big-endian), as RocketMQ's consume queue::
   byte position of its first unit (20 digits, RocketMQ's naming). Seeking a queue offset is arithmetic: O(1).
 - Units are written contiguously; a unit whose ``size`` is 0 was never written (segments are sparse), so the
   first zero unit of the last segment is ``max_queue_offset`` (the next offset to write).
+- A *hole unit* (``size`` is ``HOLE_UNIT_SIZE``, ``phys_offset`` the hole frame's) keeps a queue offset taken
+  whose record a slave never got (its master's copy was corrupt: hole.py); readers pass over it.
 - Units are in ascending ``phys_offset`` order, which makes "first unit at or past a phys offset" and "first
   unit stored at or after a time" binary searches.
 
@@ -38,6 +40,7 @@ UNIT = struct.Struct(">qiq")
 UNIT_SIZE = UNIT.size  # 20
 _SIZE_FIELD = struct.Struct(">i")
 _SIZE_FIELD_POS = 8
+HOLE_UNIT_SIZE = -1  # the size field of a unit that holds a queue offset for a record replication lost
 
 
 class ConsumeQueue:
@@ -166,7 +169,7 @@ class ConsumeQueue:
         keep = self.max_queue_offset
         while keep > self.min_queue_offset:
             unit = self.unit(keep - 1)
-            if unit is not None and 0 <= unit[0] < phys_offset and unit[1] > 0:
+            if unit is not None and 0 <= unit[0] < phys_offset and (unit[1] > 0 or unit[1] == HOLE_UNIT_SIZE):
                 break
             keep -= 1
         cut = self.max_queue_offset - keep

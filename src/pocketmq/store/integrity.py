@@ -2,7 +2,7 @@
 
 ``walk_log(commit_log, start, end)`` yields, in log order, every valid frame of ``[start, end)`` and a
 ``BadRegion`` for every stretch between them that holds no valid frame. After a bad byte it does not trust
-any size field: it resynchronises on the next valid frame, found by searching the segment for the record
+any size field: it resynchronises on the next valid frame (``CommitLog.bad_region_end``), found by searching the segment for the record
 magic code (a candidate frame starts 12 bytes before it) and validating the candidate fully (size, CRC32C,
 magic, total size, and a phys offset field equal to its own position, which bytes inside a body cannot
 fake by accident). Frames never cross a segment, so a segment without a valid frame after the bad byte ends
@@ -24,16 +24,13 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pocketmq.common.record import MESSAGE_MAGIC_CODE
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CommitLog, Frame, frame_problem, parse_frame
+from pocketmq.store.commit_log import CommitLog, Frame, frame_problem, parse_frame
 
 log = logging.getLogger(__name__)
 
 LOG_INTERVAL_MS = 10_000
 REMEMBERED_RECORDS = 4096  # distinct corrupt phys offsets kept to count each record once
-_MAGIC = MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True)
-_MAGIC_IN_FRAME = FRAME_HEADER_SIZE + 4  # the record's total size field precedes its magic
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,24 +56,9 @@ def walk_log(commit_log: CommitLog, start: int, end: int) -> Iterator[Frame | Ba
             yield frame
             pos = commit_log.next_position(pos + frame.size)
             continue
-        resync = _next_valid_frame(segment, rel + 1, limit)
-        stop = resync if resync is not None else limit
-        yield BadRegion(pos, stop - rel, frame_problem(segment.view, rel, limit - rel, pos))
-        pos = commit_log.next_position(segment.base_offset + stop)
-
-
-def _next_valid_frame(segment, rel: int, limit: int) -> int | None:
-    """The relative position of the first valid frame at or after ``rel`` below ``limit``, else None."""
-    view = segment.view
-    search = rel + _MAGIC_IN_FRAME
-    while True:
-        found = view.find(_MAGIC, search, limit)
-        if found < 0:
-            return None
-        candidate = found - _MAGIC_IN_FRAME
-        if parse_frame(view, candidate, limit - candidate, segment.base_offset + candidate) is not None:
-            return candidate
-        search = found + 1
+        stop = commit_log.bad_region_end(pos, end)
+        yield BadRegion(pos, stop - pos, frame_problem(segment.view, rel, limit - rel, pos))
+        pos = commit_log.next_position(stop)
 
 
 class LogLimiter:

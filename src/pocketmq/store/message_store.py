@@ -15,7 +15,8 @@ batch), index keys, and the arrival listeners once per touched queue. A batch is
 
 Integrity: every read verifies the record's frame (commit_log.py); a corrupt record is skipped and its queue
 offset passed over, like a record a tag filter drops, and reported (integrity.py: log, metric). Recovery
-verifies what was written since the last start (recovery.py).
+verifies what was written since the last start (recovery.py). Replication ships a hole of the same length for
+it (hole.py); a slave keeps the hole's queue offsets taken with hole units, which reads pass over.
 
 Full disk: a write that fails (ENOSPC) is undone (the commit log and consume queues cut back to where they
 were, freeing what it had allocated) and answered SERVICE_NOT_AVAILABLE "disk full"; reads go on.
@@ -67,9 +68,10 @@ from pocketmq.store.api import (
 )
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commit_log import CommitLog, CorruptRecordError, Frame, RecordMark
-from pocketmq.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from pocketmq.store.consume_queue import HOLE_UNIT_SIZE, UNIT, UNIT_SIZE, ConsumeQueue
 from pocketmq.store.dir_lock import DataDirLock
 from pocketmq.store.group_commit import GroupCommit
+from pocketmq.store.hole import HOLE_MIN_SIZE, QueueSlot, encode_hole, hole_piece_end, slots_text
 from pocketmq.store.index import MessageIndex
 from pocketmq.store.integrity import BadRegion, CorruptionReporter
 from pocketmq.store.recovery import recover_commit_log
@@ -396,15 +398,29 @@ class MessageStore:
                 listener(queue.topic, queue.queue_id, queue.max_queue_offset)
 
     def _dispatch_frames(self, frames: list[Frame]) -> None:
-        """Dispatch records read back from the commit log (recovery, replication)."""
+        """Dispatch records read back from the commit log (recovery, replication), and the queue slots of hole
+        frames, in log order (a queue's units must go in in order)."""
         msgs = []
         for frame in frames:
-            if frame.record is None:
-                continue
-            msg, _ = decode_record(frame.record)
-            msg.phys_offset, msg.store_size = frame.phys_offset, len(frame.record)
-            msgs.append(msg)
+            if frame.record is not None:
+                msg, _ = decode_record(frame.record)
+                msg.phys_offset, msg.store_size = frame.phys_offset, len(frame.record)
+                msgs.append(msg)
+            elif frame.hole:
+                self._dispatch(msgs)
+                msgs = []
+                self._dispatch_hole(frame.phys_offset, frame.hole)
         self._dispatch(msgs)
+
+    def _dispatch_hole(self, phys_offset: int, slots: tuple[QueueSlot, ...]) -> None:
+        """A hole unit for each queue offset the hole at ``phys_offset`` stands for (hole.py): taken, never read."""
+        unit = UNIT.pack(phys_offset, HOLE_UNIT_SIZE, 0)
+        for slot in slots:
+            queue = self._queue(slot.topic, slot.queue_id)
+            queue.put(slot.queue_offset, unit)
+            self._dirty_queues.add(queue)
+            for listener in self._listeners:
+                listener(queue.topic, queue.queue_id, queue.max_queue_offset)
 
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = self._queues.get((topic, queue_id))
@@ -526,6 +542,8 @@ class MessageStore:
                     break
                 if phys_offset < min_phys:
                     removed = True
+                elif size == HOLE_UNIT_SIZE:
+                    pass  # a record replication lost (hole.py): reported when the hole came, passed over here
                 elif tag_filter is None or tag_filter(tags_code):
                     if records and total_bytes + size > max_bytes:
                         return records, next_offset, GetStatus.FOUND
@@ -671,13 +689,50 @@ class MessageStore:
     def read_commit_log(self, phys_offset: int, max_bytes: int, *, durable_only: bool = False) -> bytes:
         """Whole frames from ``phys_offset`` (a frame boundary a reader got from ``max_phys_offset`` or a
         previous read), at most ``max_bytes`` unless one frame is larger; empty at the end of the log (with
-        ``durable_only``, at ``durable_phys_offset``: what a master may hand its slaves)."""
-        end = self._group_commit.durable_phys_offset if durable_only else None
+        ``durable_only``, at ``durable_phys_offset``: what a master may hand its slaves). Where the log holds no
+        valid frame, a hole frame of the same length instead (hole.py), alone in its answer."""
+        end = self._group_commit.durable_phys_offset if durable_only else self._commit_log.max_phys_offset
         try:
             return bytes(self._commit_log.read_frames(phys_offset, max_bytes, end))
-        except CorruptRecordError as exc:  # a slave must not get it; replication stops here, visibly
-            self.corruption.report("replication_source", exc.phys_offset, exc.reason)
-            raise
+        except CorruptRecordError as exc:  # a slave must not get the bytes: it gets a hole of their length
+            return self._hole_for(exc, max_bytes, end)
+
+    def _hole_for(self, corrupt: CorruptRecordError, max_bytes: int, end: int) -> bytes:
+        """The hole frame (hole.py) that replaces the corrupt stretch starting at ``corrupt.phys_offset`` (or its
+        first ``max_bytes``), naming the queue offsets of the records in it; reported and logged."""
+        start = corrupt.phys_offset
+        piece_end = hole_piece_end(start, self._commit_log.bad_region_end(start, end), max_bytes)
+        if piece_end - start < HOLE_MIN_SIZE:  # not a stretch one of our records left: nothing to stand for
+            self.corruption.report("replication_source", start, corrupt.reason)
+            raise corrupt
+        slots = self._queue_slots_in(start, piece_end)
+        data, kept = encode_hole(piece_end - start, slots)
+        self.corruption.report(
+            "replication_source",
+            start,
+            corrupt.reason,
+            f"action=shipped_as_hole bytes={piece_end - start} records={slots_text(kept)}",
+        )
+        if len(kept) < len(slots):
+            log.warning(
+                "store.hole_slots_left_out phys_offset=%d bytes=%d left_out=%s",
+                start,
+                piece_end - start,
+                slots_text(slots[len(kept) :]),
+            )
+        return data
+
+    def _queue_slots_in(self, start: int, end: int) -> list[QueueSlot]:
+        """The queue offsets whose units point into ``[start, end)`` of the commit log (a binary search per
+        queue: units are in phys offset order)."""
+        slots = []
+        for queue in self._queues.values():
+            queue_offset = queue.first_offset_with_phys_at_least(start)
+            while (unit := queue.unit(queue_offset)) is not None and unit[0] < end:
+                slots.append(QueueSlot(queue.topic, queue.queue_id, queue_offset))
+                queue_offset += 1
+        slots.sort(key=lambda slot: (slot.topic, slot.queue_id, slot.queue_offset))
+        return slots
 
     def last_record(self) -> RecordMark | None:
         """The phys offset and CRC32C of the log's last record (None when empty): how a slave names its end."""
@@ -703,7 +758,17 @@ class MessageStore:
             self._dispatch_frames(frames)
         except OSError:
             self._commit_log.truncate(phys_offset)
+            for queue in self._queues.values():
+                queue.truncate_from_phys(phys_offset)
             raise
+        for frame in frames:
+            if frame.hole is not None:  # the master's copy was corrupt: this slave holds a hole for it
+                self.corruption.report(
+                    "replication",
+                    frame.phys_offset,
+                    "hole_from_master",
+                    f"bytes={frame.size} records={slots_text(frame.hole)}",
+                )
         if self.config.flush_mode is FlushMode.SYNC:
             await self._group_commit.wait_durable(self._commit_log.max_phys_offset, self.config.sync_flush_timeout_ms)
         return self._commit_log.max_phys_offset

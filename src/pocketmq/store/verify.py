@@ -4,7 +4,8 @@
 frame from its first to its last byte with ``integrity.walk_log`` and returns the bad regions, each with the
 consume queue records that point into it (topic, queue id, queue offset: what a consumer will find skipped).
 The zeros after the last frame are the end of the log, not damage; a torn tail is reported (recovery would
-drop it). The segment size is read from the files (they all have it), so no broker config is needed.
+drop it). Holes (a slave's stand-ins for records its master could not hand on, hole.py) are valid frames, listed
+apart with the queue records they stand for. The segment size is read from the files (they all have it), so no broker config is needed.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.common.errors import StoreError
-from pocketmq.store.commit_log import CommitLog
+from pocketmq.store.commit_log import CommitLog, Frame
 from pocketmq.store.consume_queue import UNIT, UNIT_SIZE
+from pocketmq.store.hole import QueueSlot
 from pocketmq.store.integrity import BadRegion, walk_log
 from pocketmq.store.recovery import data_end
 from pocketmq.store.segment import list_segment_bases, segment_name
@@ -23,19 +25,13 @@ from pocketmq.store.segment import list_segment_bases, segment_name
 _UNIT_READ_BYTES = UNIT_SIZE * 65_536
 
 
-@dataclass(frozen=True, slots=True)
-class QueueRecord:
-    topic: str
-    queue_id: int
-    queue_offset: int
-
-
 @dataclass
 class StoreVerification:
     segments: int = 0
     records_ok: int = 0
     bad_regions: list[BadRegion] = field(default_factory=list)
-    records_hit: dict[int, list[QueueRecord]] = field(default_factory=dict)  # region phys offset -> records
+    holes: list[Frame] = field(default_factory=list)  # hole frames (their ``hole``: the queue slots lost)
+    records_hit: dict[int, list[QueueSlot]] = field(default_factory=dict)  # region phys offset -> records
 
     @property
     def corrupt(self) -> bool:
@@ -58,6 +54,8 @@ def verify_store(data_dir: Path) -> StoreVerification:
         for item in walk_log(commit_log, start, commit_log.readable_end()):
             if not isinstance(item, BadRegion):
                 result.records_ok += item.record is not None
+                if item.hole is not None:
+                    result.holes.append(item)
             elif item.phys_offset < end_of_data:  # from there on only zeros: the end of the log
                 result.bad_regions.append(item)
     finally:
@@ -67,10 +65,10 @@ def verify_store(data_dir: Path) -> StoreVerification:
     return result
 
 
-def _records_in(root: Path, regions: list[BadRegion]) -> dict[int, list[QueueRecord]]:
+def _records_in(root: Path, regions: list[BadRegion]) -> dict[int, list[QueueSlot]]:
     """The consume queue units that point into ``regions`` (ascending, disjoint), by region."""
     starts = [r.phys_offset for r in regions]
-    hit: dict[int, list[QueueRecord]] = {}
+    hit: dict[int, list[QueueSlot]] = {}
     if not root.is_dir():
         return hit
     for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -84,7 +82,7 @@ def _records_in(root: Path, regions: list[BadRegion]) -> dict[int, list[QueueRec
                                 index = bisect.bisect_right(starts, phys_offset) - 1
                                 if index >= 0 and phys_offset < starts[index] + regions[index].length:
                                     hit.setdefault(starts[index], []).append(
-                                        QueueRecord(topic_dir.name, int(queue_dir.name), position // UNIT_SIZE)
+                                        QueueSlot(topic_dir.name, int(queue_dir.name), position // UNIT_SIZE)
                                     )
                             position += UNIT_SIZE
     return hit

@@ -7,8 +7,10 @@ from pathlib import Path
 
 from pocketmq.common.message import MessageExt
 from pocketmq.store.api import FlushMode, StoreConfig
+from pocketmq.store.segment import segment_name
 
 SMALL_SEGMENT_BYTES = 4096
+BIG_SEGMENT = 1 << 20  # every record of a test in one segment file
 
 
 def small_config(data_dir: Path, **overrides) -> StoreConfig:
@@ -49,3 +51,13 @@ def message(
         born_timestamp_ms=1_700_000_000_000,
         born_host=("10.0.0.7", 51000),
     )
+
+
+def flip_byte(data_dir: Path, phys_offset: int, segment_bytes: int = BIG_SEGMENT) -> None:
+    """Corrupt one byte of the commit log under ``data_dir`` (XOR 0x5A)."""
+    base = phys_offset - phys_offset % segment_bytes
+    with open(Path(data_dir) / "commitlog" / segment_name(base), "r+b") as f:
+        f.seek(phys_offset - base)
+        byte = f.read(1)[0]
+        f.seek(phys_offset - base)
+        f.write(bytes([byte ^ 0x5A]))

@@ -1,5 +1,5 @@
 """Corrupt records: reads skip them and report them, recovery verifies what was written since the last start,
-replication refuses them, ``verify_store`` lists them; a write that fails for lack of room is undone."""
+replication refuses them (a master ships a hole instead: test_store_holes.py), ``verify_store`` lists them; a write that fails for lack of room is undone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import errno
 import logging
 
 import pytest
-from store_helpers import message, small_config
+from store_helpers import BIG_SEGMENT, flip_byte, message, small_config
 
 from pocketmq.common.record import RecordFormatError, decode_record, decode_records, encode_record
 from pocketmq.metrics import MetricsRegistry
@@ -15,21 +15,11 @@ from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus, PutStatus
 from pocketmq.store.checkpoint import CHECKPOINT_FILE
 from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CorruptRecordError
+from pocketmq.store.hole import HOLE_MARK, QueueSlot
 from pocketmq.store.integrity import LogLimiter
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.segment import Segment, segment_name
-from pocketmq.store.verify import QueueRecord, verify_store
-
-BIG_SEGMENT = 1 << 20  # every record of these tests in one segment file
-
-
-def _flip(data_dir, phys_offset: int, segment_bytes: int = BIG_SEGMENT) -> None:
-    base = phys_offset - phys_offset % segment_bytes
-    with open(data_dir / "commitlog" / segment_name(base), "r+b") as f:
-        f.seek(phys_offset - base)
-        byte = f.read(1)[0]
-        f.seek(phys_offset - base)
-        f.write(bytes([byte ^ 0x5A]))
+from pocketmq.store.verify import verify_store
 
 
 async def _fill(store, count: int = 25, queue_id: int = 0):
@@ -49,7 +39,7 @@ async def test_a_read_skips_a_corrupt_record_keeps_the_others_and_reports_it_onc
     store.start()
     try:
         puts = await _fill(store)
-        _flip(tmp_path / "s", puts[10].phys_offset + FRAME_HEADER_SIZE + 60)  # a body byte of offset 10
+        flip_byte(tmp_path / "s", puts[10].phys_offset + FRAME_HEADER_SIZE + 60)  # a body byte of offset 10
         got = store.get_messages("orders", 0, 0, 100, max_bytes=1 << 20)
         assert got.status is GetStatus.FOUND and got.next_begin_offset == 25
         assert [m.queue_offset for m in got.messages()] == [o for o in range(25) if o != 10]
@@ -64,7 +54,7 @@ async def test_a_read_skips_a_corrupt_record_keeps_the_others_and_reports_it_onc
 async def test_a_read_of_only_corrupt_records_moves_past_them(open_store, tmp_path):
     store = await open_store(tmp_path / "s", commit_log_segment_bytes=BIG_SEGMENT)
     puts = await _fill(store)
-    _flip(tmp_path / "s", puts[24].phys_offset + 2)  # the frame size of the last record
+    flip_byte(tmp_path / "s", puts[24].phys_offset + 2)  # the frame size of the last record
     got = store.get_messages("orders", 0, 24, 10)
     assert got.status is GetStatus.NO_MATCHED_MESSAGE and got.next_begin_offset == 25 and not got.records
     assert len(store.get_messages("orders", 0, 0, 100, max_bytes=1 << 20).records) == 24
@@ -76,7 +66,7 @@ async def test_clean_stop_then_a_corrupt_tail_is_found_by_recovery_and_never_ser
     end = store.max_phys_offset
     await store.shutdown()
     for position in range(end - 100, end):  # the last 100 bytes of the log
-        _flip(tmp_path / "s", position)
+        flip_byte(tmp_path / "s", position)
     again = MessageStore(small_config(tmp_path / "s", commit_log_segment_bytes=BIG_SEGMENT))
     report = again.start()
     try:
@@ -99,8 +89,8 @@ async def test_recovery_verifies_from_the_last_verified_point_and_resyncs_after_
     store = await open_store(tmp_path / "s", commit_log_segment_bytes=BIG_SEGMENT)  # verifies the 10
     second = [await store.put_message(message(body=bytes(300), queue_id=1)) for _ in range(10)]
     await store.shutdown()
-    _flip(tmp_path / "s", first[3].phys_offset + FRAME_HEADER_SIZE + 50)  # verified before: not looked at again
-    _flip(tmp_path / "s", second[4].phys_offset + 1)  # the frame size field: no size to trust after it
+    flip_byte(tmp_path / "s", first[3].phys_offset + FRAME_HEADER_SIZE + 50)  # verified before: not looked at again
+    flip_byte(tmp_path / "s", second[4].phys_offset + 1)  # the frame size field: no size to trust after it
     again = MessageStore(small_config(tmp_path / "s", commit_log_segment_bytes=BIG_SEGMENT))
     report = again.start()
     try:
@@ -114,8 +104,8 @@ async def test_recovery_verifies_from_the_last_verified_point_and_resyncs_after_
     verified = verify_store(tmp_path / "s")
     assert [r.phys_offset for r in verified.bad_regions] == [first[3].phys_offset, second[4].phys_offset]
     assert verified.records_hit == {
-        first[3].phys_offset: [QueueRecord("orders", 0, 3)],
-        second[4].phys_offset: [QueueRecord("orders", 1, 4)],
+        first[3].phys_offset: [QueueSlot("orders", 0, 3)],
+        second[4].phys_offset: [QueueSlot("orders", 1, 4)],
     }
     assert verified.records_ok == 18 and verified.segments == 1
 
@@ -142,7 +132,7 @@ async def test_a_torn_tail_is_reported_by_verify_store(open_store, tmp_path):
     assert [(r.phys_offset, r.reason) for r in verified.bad_regions] == [(puts[4].phys_offset, "crc32c_mismatch")]
 
 
-async def test_replication_refuses_a_corrupt_frame_and_the_master_does_not_serve_one(open_store, tmp_path):
+async def test_replication_refuses_a_corrupt_frame_and_the_master_ships_a_hole_instead(open_store, tmp_path):
     metrics = MetricsRegistry()
     master = await open_store(tmp_path / "m", commit_log_segment_bytes=BIG_SEGMENT)
     replica = MessageStore(small_config(tmp_path / "r", commit_log_segment_bytes=BIG_SEGMENT), metrics=metrics)
@@ -156,11 +146,11 @@ async def test_replication_refuses_a_corrupt_frame_and_the_master_does_not_serve
         assert refused.value.phys_offset == puts[2].phys_offset
         assert replica.max_phys_offset == 0  # nothing written
         assert metrics.value("pocketmq_store_corrupt_records_total", found_by="replication") == 1
-        _flip(tmp_path / "m", puts[2].phys_offset + 30)
+        flip_byte(tmp_path / "m", puts[2].phys_offset + 30)
         served = master.read_commit_log(0, 1 << 20)
         assert len(served) == puts[2].phys_offset  # the valid frames before it
-        with pytest.raises(CorruptRecordError):
-            master.read_commit_log(puts[2].phys_offset, 1 << 20)
+        hole = master.read_commit_log(puts[2].phys_offset, 1 << 20)  # not the bytes: a hole of their length
+        assert len(hole) == puts[3].phys_offset - puts[2].phys_offset and int.from_bytes(hole[4:8]) == HOLE_MARK
         await replica.append_replicated(0, served)
         assert len(replica.get_messages("orders", 0, 0, 10).records) == 2
     finally:
@@ -179,7 +169,7 @@ async def test_reports_are_logged_at_most_once_per_interval(open_store, tmp_path
     store = await open_store(tmp_path / "s", commit_log_segment_bytes=BIG_SEGMENT)
     puts = await _fill(store, 5)
     for put in puts[1:4]:
-        _flip(tmp_path / "s", put.phys_offset + FRAME_HEADER_SIZE + 60)
+        flip_byte(tmp_path / "s", put.phys_offset + FRAME_HEADER_SIZE + 60)
     with caplog.at_level(logging.WARNING, logger="pocketmq.store.integrity"):
         for _ in range(5):
             store.get_messages("orders", 0, 0, 10)

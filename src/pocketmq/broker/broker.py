@@ -400,6 +400,7 @@ class Broker:
         self.breakers.configure(new.breaker_settings())
         if self._services is not None:
             self._services.pop.revive.policy = new.ck_rewrite_policy()
+            self._services.pop.revive.settings_changed()  # e.g. escape turned on: a blocked revive tries again now
             self._services.transactions.wake()  # its next round reads the new check settings now
         self.topics.set_auto_create(new.auto_create_topic_enable, new.default_topic_queue_nums)
         self.groups.set_auto_create(new.auto_create_subscription_group)

@@ -112,3 +112,8 @@ class PassPacer:
         self.blocked = bool(failed and not stored)
         self.wait_ms = min(self.wait_ms * 2, self.max_wait_ms) if self.blocked else self.interval_ms
         return self.wait_ms
+
+    def reset(self) -> None:
+        """Forget the blocked passes: something that may let the writes work changed (an operator's setting)."""
+        self.blocked = False
+        self.wait_ms = self.interval_ms

@@ -19,6 +19,7 @@ from pocketmq.common.topic import TopicConfig, dlq_topic, pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import PutStatus
 from pocketmq.testing.loop_lag import MAX_LOOP_BLOCK_MS, measure_loop_lag
+from pocketmq.testing.polling import eventually
 
 INVISIBLE_MS = 10_000
 pytestmark = pytest.mark.timeout(60)
@@ -226,3 +227,22 @@ async def test_a_retry_topic_that_cannot_be_saved_backs_off_and_loses_nothing(tm
         clock.advance(10_000)  # the first backoff step
         assert await revive.run_once(clock.now_ms()) == 1
         assert [m.body for m in messages_of(broker, pop_retry_topic("G", "T"))] == [b"m0"]
+
+
+async def test_an_operator_s_setting_change_ends_a_blocked_revive_s_long_wait(tmp_path):
+    # the passes are an hour apart here: only the change can bring the next one
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000, 2_000)) as broker:
+        store = await one_due_ck_on_a_full_disk(broker, clock)
+        revive = broker.pop.revive
+        await revive.run_once(clock.now_ms())
+        assert store.refused_puts == 1 and revive.pacer.blocked
+        store.full = False
+        clock.advance(1_000)  # the CK's backoff step is over; the next pass is not due for an hour
+        assert messages_of(broker, pop_retry_topic("G", "T")) == []
+        broker.update_config({"enable_remote_escape": "true"})
+        assert not revive.pacer.blocked and revive.pacer.wait_ms == revive.pacer.interval_ms
+        [retried] = await eventually(
+            lambda: messages_of(broker, pop_retry_topic("G", "T")), 5, "the retry copy written at once"
+        )
+        assert retried.body == b"m0" and sum(len(q.ledger) for q in revive.queues) == 0

@@ -301,6 +301,13 @@ class ReviveService:
     def start(self) -> None:
         self._passes.start()
 
+    def settings_changed(self) -> None:
+        """An operator changed a setting that may let failed writes work (escape turned on, a new backoff table):
+        the next pass comes soon instead of after the blocked passes' longer wait (up to 30 s). Each CK still
+        waits its own backoff step, so this never makes a failing write spin."""
+        self.pacer.reset()
+        self._passes.wake()
+
     async def stop(self) -> None:
         """Stop the passes (after the pass in progress)."""
         await self._passes.stop()

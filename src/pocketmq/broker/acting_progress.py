@@ -7,10 +7,13 @@ that changed it:
 
 - ``acks``: per revive queue, the ACK records (RocketMQ's JSON) the slave would have appended there: the one
   that closes each CK it revived, and each ack a consumer sent it for a CK of its replica;
-- ``timers``: (timer queue offset, due ms) of each delay message the slave delivered through the escape bridge.
+- ``timers``: (timer queue offset, due ms) of each delay message the slave delivered through the escape bridge;
+- ``stages``: the staged-POP registrations changed on the slave while it acted (registered again, unregistered,
+  a queue's first origin, a group deleted), the last change of each (group, topic): newer than the master's
+  entry, so the master takes them over its own.
 
 The handover body also carries the slave's consumer offsets, FIFO POP state and staged-POP registrations
-(its own while it acts), which the master merges into its own (forward only).
+(its own while it acts), which the master merges into its own (forward only; registrations it lacks).
 
 Uses: a restart of the acting slave applies it again (those acks to its ledger, drops those timers from
 its wheel), so it does not repeat its work; and the returning master takes it over (``snapshot`` over
@@ -31,7 +34,7 @@ from pathlib import Path
 
 from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.broker.pop.fifo import parse_fifo_state
-from pocketmq.broker.pop.staged import parse_pop_stages
+from pocketmq.broker.pop.staged import StagedTopic, parse_pop_stages
 from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
@@ -43,17 +46,20 @@ class ActingProgress:
         self.version = 0  # raised by every change; a handover confirms up to one version
         self._acks: list[dict] = []  # {"reviveQueueId", "ack" (JSON text), "v"}
         self._timers: list[dict] = []  # {"queueOffset", "deliverMs", "v"}
+        self._stages: list[dict] = []  # {"group", "topic", "staged" (StagedTopic JSON, None: removed), "v"}
 
     def load(self) -> None:
         obj = load_json(self._path, {})
         self.version = int(obj.get("version", 0))
         self._acks = list(obj.get("acks", []))
         self._timers = list(obj.get("timers", []))
-        if self._acks or self._timers:
+        self._stages = list(obj.get("stages", []))
+        if len(self):
             log.info(
-                "event=acting_progress_loaded acks=%d timers=%d version=%d",
+                "event=acting_progress_loaded acks=%d timers=%d stages=%d version=%d",
                 len(self._acks),
                 len(self._timers),
+                len(self._stages),
                 self.version,
             )
 
@@ -61,7 +67,7 @@ class ActingProgress:
         atomic_write_json(self._path, self._obj())
 
     def _obj(self) -> dict:
-        return {"version": self.version, "acks": self._acks, "timers": self._timers}
+        return {"version": self.version, "acks": self._acks, "timers": self._timers, "stages": self._stages}
 
     # -- recording ------------------------------------------------------------------------------------------------
     def record_ack(self, revive_queue_id: int, ack: AckRecord) -> None:
@@ -71,6 +77,15 @@ class ActingProgress:
     def record_delivered(self, queue_offset: int, deliver_ms: int) -> None:
         self.version += 1
         self._timers.append({"queueOffset": queue_offset, "deliverMs": deliver_ms, "v": self.version})
+
+    def record_stages(self, key: tuple[str, str], staged: StagedTopic | None) -> None:
+        """A staged-POP registration changed here (None: removed); saved at once, as the registry is."""
+        self.version += 1
+        group, topic = key
+        self._stages = [e for e in self._stages if (e["group"], e["topic"]) != key]
+        entry = staged.to_json() if staged is not None else None
+        self._stages.append({"group": group, "topic": topic, "staged": entry, "v": self.version})
+        self.save()
 
     # -- reading --------------------------------------------------------------------------------------------------
     def acks(self, revive_queue_id: int | None = None) -> list[tuple[int, AckRecord]]:
@@ -98,14 +113,15 @@ class ActingProgress:
 
     def applied(self, version: int) -> int:
         """The master has taken everything up to ``version``: forget it; returns how many entries went."""
-        before = len(self._acks) + len(self._timers)
+        before = len(self)
         self._acks = [e for e in self._acks if int(e["v"]) > version]
         self._timers = [e for e in self._timers if int(e["v"]) > version]
+        self._stages = [e for e in self._stages if int(e["v"]) > version]
         self.save()
-        return before - len(self._acks) - len(self._timers)
+        return before - len(self)
 
     def __len__(self) -> int:
-        return len(self._acks) + len(self._timers)
+        return len(self._acks) + len(self._timers) + len(self._stages)
 
     def __repr__(self) -> str:
         return f"<ActingProgress acks={len(self._acks)} timers={len(self._timers)} version={self.version}>"
@@ -119,6 +135,12 @@ def _timers(entries: list[dict]) -> list[tuple[int, int]]:
     return [(int(e["queueOffset"]), int(e["deliverMs"])) for e in entries]
 
 
+def _stages(entries: list[dict]) -> dict[tuple[str, str], StagedTopic | None]:
+    return {
+        (e["group"], e["topic"]): None if e["staged"] is None else StagedTopic.from_json(e["staged"]) for e in entries
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Handover:
     version: int
@@ -127,6 +149,8 @@ class Handover:
     consumer_offsets: dict
     pop_fifo: dict = field(default_factory=dict)  # (group, topic, queue id) -> OrderlyQueue; {} from an older slave
     pop_stages: dict = field(default_factory=dict)  # (group, topic) -> StagedTopic
+    # (group, topic) -> StagedTopic or None (removed): changed on the slave while it acted; {} from an older slave
+    stage_changes: dict = field(default_factory=dict)
 
 
 def parse_snapshot(body: bytes) -> Handover:
@@ -143,6 +167,7 @@ def parse_snapshot(body: bytes) -> Handover:
             offsets,
             parse_fifo_state(obj.get("popFifo", {})),
             parse_pop_stages(obj.get("popStages", {})),
+            _stages(obj.get("stages", [])),
         )
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"acting progress does not parse: {exc}") from None

@@ -13,7 +13,8 @@ timer and revive run): it asks each slave of its group in the name server for it
 record for every CK the slave closed or a consumer acked there and a tombstone for every timer it delivered to
 its own store, moves its consumer offsets forward to the slave's (pops and commits made on the slave), merges the slave's FIFO POP
 state into its own (``FifoPopState.merge``: what the slave delivered stays in flight with its attempt and
-deadline, what was acked there stays done, so a message group continues in order) and adds staged-POP
+deadline, what was acked there stays done, so a message group continues in order), takes the staged-POP
+registrations the slave changed while acting over its own (registered again, unregistered) and adds the
 registrations and queue origins it lacks, saves both, then confirms (ACTING_PROGRESS_APPLIED,
 30111) so the slave forgets them. Its revive and timer then read those records like any others: what the
 slave did is not done twice. A slave that cannot be reached is skipped (logged): if it acted, its CKs are
@@ -88,6 +89,8 @@ class ActingServices:
     async def start(self) -> None:
         timer, revive = self._timer, self._pop.revive
         self._write_path.use(self._escaped)  # the timer, revive and pops: all through the escape bridge
+        # Registrations changed here are newer than the master's: kept for it (its own would win otherwise).
+        self._pop.staged.registry.watch(self.progress.record_stages)
         timer.load_new()
         delivered = self.progress.delivered_timers()
         for queue_offset, deliver_ms in delivered:
@@ -129,6 +132,7 @@ class ActingServices:
         # A pop still escaping its CK moves its offset when the escape returns: that offset must be in what the
         # master takes over (handover_body), or the master hands those messages out again beside the CK.
         await self._pop.settle()
+        self._pop.staged.registry.watch(None)
         self._persist_pop_state()
 
     def _persist_pop_state(self) -> None:
@@ -203,7 +207,10 @@ async def _take_from(master: ReturningMaster, broker_id: int, addr: str) -> None
     fifo.load()  # before the POP service starts (it loads the file then; merged here, saved below)
     fifo_merged = fifo.merge(handover.pop_fifo)
     fifo.persist()
-    stages_added = master.pop.staged.registry.merge_missing(handover.pop_stages)
+    registry = master.pop.staged.registry
+    # What the slave changed while acting replaces the master's entry; of the rest, what the master lacks is added.
+    stages_taken = registry.apply_changes(handover.stage_changes)
+    stages_added = registry.merge_missing(handover.pop_stages)
     if handover.acks or handover.timers:
         records = [ack_message(master.revive_topic, queue_id, ack) for queue_id, ack in handover.acks]
         records += [tombstone(queue_offset, deliver_ms) for queue_offset, deliver_ms in handover.timers]
@@ -213,13 +220,14 @@ async def _take_from(master: ReturningMaster, broker_id: int, addr: str) -> None
     await master.slaves.progress_applied(addr, handover.version)
     log.warning(
         "event=acting_services_taken_back slave=%s/%d acks=%d timers=%d offsets_moved=%d "
-        "fifo_queues_merged=%d pop_stages_added=%d version=%d",
+        "fifo_queues_merged=%d pop_stages_changed=%d pop_stages_added=%d version=%d",
         master.broker_name,
         broker_id,
         len(handover.acks),
         len(handover.timers),
         offsets_moved,
         fifo_merged,
+        stages_taken,
         stages_added,
         handover.version,
     )

@@ -105,3 +105,44 @@ def test_the_handover_body_carries_the_fifo_state_and_the_registrations(tmp_path
     assert handover.pop_stages == {("g", "s"): StagedTopic([2], {0: 1})}
     older = parse_snapshot(ActingProgress(tmp_path / "acting.json").snapshot({}))  # an older slave sends neither
     assert older.pop_fifo == {} and older.pop_stages == {}
+
+
+def test_registrations_changed_while_acting_are_kept_handed_back_and_replace_the_master_s(tmp_path):
+    """The slave's registry tells the side file of every change while it acts; the master takes those over its
+    own entries (a registration again, an unregistration), and what the slave did not change stays the master's."""
+    master = PopStageRegistry(tmp_path / "master.json")
+    master.put("g", "again", StagedTopic([2], {0: 0}))
+    master.put("g", "gone", StagedTopic([2], {0: 0}))
+    master.put("g", "kept", StagedTopic([5], {0: 7}))
+    slave = PopStageRegistry(tmp_path / "slave.json")
+    slave.replace({key: master.get(*key) for key in (("g", "again"), ("g", "gone"))})  # one sync behind "kept"
+    progress = ActingProgress(tmp_path / "acting.json")
+    slave.watch(progress.record_stages)
+    slave.put("g", "again", StagedTopic([3, 3], {0: 4}))
+    slave.put("g", "again", StagedTopic([3, 3], {0: 4, 1: 0}))  # its second queue first seen: the last change counts
+    slave.put("g", "gone", None)
+    slave.watch(None)
+    slave.put("g", "after", StagedTopic([1], {0: 0}))  # not acting any more: not kept
+    restarted = ActingProgress(tmp_path / "acting.json")  # saved at once: a kill -9 of the slave keeps them
+    restarted.load()
+    assert len(restarted) == 2
+
+    handover = parse_snapshot(restarted.snapshot({}, None, slave.to_json()))
+    assert handover.stage_changes == {("g", "again"): StagedTopic([3, 3], {0: 4, 1: 0}), ("g", "gone"): None}
+    assert master.apply_changes(handover.stage_changes) == 2
+    assert master.merge_missing(handover.pop_stages) == 1  # "after", which the master lacks
+    assert master.get("g", "again") == StagedTopic([3, 3], {0: 4, 1: 0})
+    assert master.get("g", "gone") is None
+    assert master.get("g", "kept") == StagedTopic([5], {0: 7})  # the slave never had it: the master's stays
+    assert master.apply_changes(handover.stage_changes) == 0
+    assert restarted.applied(handover.version) == 2 and len(restarted) == 0
+
+
+def test_a_deleted_group_s_registrations_are_removals_for_the_watcher(tmp_path):
+    registry = PopStageRegistry(tmp_path / "pop_stages.json")
+    registry.put("g", "a", StagedTopic([1], {}))
+    registry.put("h", "b", StagedTopic([1], {}))
+    seen = []
+    registry.watch(lambda key, staged: seen.append((key, staged)))
+    registry.remove_group("g")
+    assert seen == [(("g", "a"), None)]

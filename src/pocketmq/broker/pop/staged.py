@@ -75,6 +75,18 @@ class PopStageRegistry(PersistedJsonTable):
     def __init__(self, path: Path):
         super().__init__(path)
         self._table: dict[tuple[str, str], StagedTopic] = {}
+        # Told of every change made here (a registration, a queue's first origin, an unregistration, a group
+        # deleted): a slave acting as master keeps them for its master (broker.acting_services).
+        self._watcher: Callable[[tuple[str, str], StagedTopic | None], None] | None = None
+
+    def watch(self, watcher: Callable[[tuple[str, str], StagedTopic | None], None] | None) -> None:
+        """Call ``watcher`` with (group, topic) and the new entry (None: removed) after every change made
+        through ``put`` or ``remove_group``; None stops it."""
+        self._watcher = watcher
+
+    def _changed(self, key: tuple[str, str], staged: StagedTopic | None) -> None:
+        if self._watcher is not None:
+            self._watcher(key, staged)
 
     def load(self) -> None:
         self._table.update(parse_pop_stages(load_json(self._path, {})))
@@ -109,6 +121,24 @@ class PopStageRegistry(PersistedJsonTable):
         self.persist()
         return changed
 
+    def apply_changes(self, changes: dict[tuple[str, str], StagedTopic | None]) -> int:
+        """Take ``changes`` (made on an acting slave while this broker was away: newer than what it has) over
+        its own entries: each replaces or removes the entry of its (group, topic); saves; returns how many
+        entries changed."""
+        changed = 0
+        with self._lock:
+            for key, theirs in changes.items():
+                if self._table.get(key) == theirs:
+                    continue
+                if theirs is None:
+                    del self._table[key]
+                else:
+                    self._table[key] = StagedTopic(list(theirs.definitions), dict(theirs.origins))
+                changed += 1
+            self._dirty = self._dirty or changed > 0
+        self.persist()
+        return changed
+
     def get(self, group: str, topic: str) -> StagedTopic | None:
         return self._table.get((group, topic))
 
@@ -124,13 +154,17 @@ class PopStageRegistry(PersistedJsonTable):
                 self._table[(group, topic)] = staged
             self._dirty = True
         self.persist()
+        self._changed((group, topic), staged)
 
     def remove_group(self, group: str) -> None:
         with self._lock:
-            before = len(self._table)
-            self._table = {key: staged for key, staged in self._table.items() if key[0] != group}
-            self._dirty = self._dirty or len(self._table) != before
+            removed = [key for key in self._table if key[0] == group]
+            for key in removed:
+                del self._table[key]
+            self._dirty = self._dirty or bool(removed)
         self.persist()
+        for key in removed:
+            self._changed(key, None)
 
     def _document_locked(self) -> dict:
         return {"popStageTable": [{"group": g, "topic": t, **s.to_json()} for (g, t), s in sorted(self._table.items())]}

@@ -9,7 +9,8 @@ the queue's commit offset. No CK is written: receipt handles name revive queue 9
 offset. The pop retry topic is not read (redeliveries stay in place, in order).
 
 An ack marks the message done (its message group may deliver its next message: waiting pops are woken); a
-change of invisible time moves its deadline, the attempt unchanged. Under SYNC replication both answer once a
+change of invisible time moves its deadline, the attempt unchanged. Both are journaled before they answer
+(``FifoPopState.promised``: a restart after a ``kill -9`` keeps them) and, under SYNC replication, answer once a
 slave holds the FIFO state with them (``writes.fifo_state``).
 """
 
@@ -26,7 +27,7 @@ from pocketmq.broker.pop.pop_locks import PopLocks
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
 from pocketmq.broker.pop.start_offset import start_offset
-from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
+from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError, StoreError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.store.api import GetStatus
@@ -143,7 +144,7 @@ class FifoPop:
             except InvalidReceiptHandleError as exc:
                 outcome.append(exc)
                 continue
-            self._state.promised()
+            self._promised(group, handle)
             self._notify(handle.topic)  # the message group may deliver its next message now
             outcome.append(None)
         if any(error is None for error in outcome):
@@ -154,13 +155,19 @@ class FifoPop:
         self, group: str, handle: ReceiptHandle, invisible_ms: int, now_ms: int
     ) -> ReceiptHandle:
         self._in_flight(group, handle).change_invisible(handle.queue_offset, now_ms, invisible_ms)
-        self._state.promised()
+        self._promised(group, handle)
         changed = handle.changed(now_ms, invisible_ms, handle.revive_queue_id)
         try:
             await self.writes.fifo_state()
         except NotReplicatedError as exc:  # changed here, not on a slave: the handle stays good on this broker
             raise ChangeNotReplicatedError(exc, changed) from exc
         return changed
+
+    def _promised(self, group: str, handle: ReceiptHandle) -> None:
+        try:
+            self._state.promised(group, handle.topic, handle.queue_id)
+        except OSError as exc:  # done in memory (it holds while this broker runs), not journaled: say so
+            raise StoreError(f"FIFO POP state not journaled: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"<FifoPop {self._state!r}>"

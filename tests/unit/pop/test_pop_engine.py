@@ -133,3 +133,18 @@ async def test_fifo_one_in_flight_per_message_group(tmp_path):
         after = await pop(broker, "F", "T")  # both past their max attempts: dead letters; m3, m4 next
         assert [body(m) for m, _ in after] == ["m3", "m4"]
         assert len(broker.store.get_messages("%DLQ%F", 0, 0, 10).records) == 2
+
+
+@pytest.mark.parametrize("queues", [2, 4])
+async def test_each_pass_starts_at_the_next_queue_and_uses_the_next_revive_queue(tmp_path, queues):
+    """One turn per pass: with 2 or 4 queues every queue starts a pass in turn (two draws per pass made every
+    turn even, so the odd queues never started one), and the CKs spread over every revive queue."""
+    async with running_broker(tmp_path) as broker:
+        await send(broker, "T", 8 * queues, queues=queues)
+        firsts, revive_queues = [], set()
+        for _ in range(8):
+            [(msg, handle)] = await pop(broker, "G", "T", max_count=1)
+            firsts.append(msg.queue_id)
+            revive_queues.add(handle.revive_queue_id)
+        assert firsts == [i % queues for i in range(8)]
+        assert revive_queues == set(range(8))

@@ -179,17 +179,18 @@ class PopService:
             queue_ids = allowed if req.queue_id < 0 else [q for q in allowed if q == req.queue_id]
             retry_config = self._topics.get(retry_topic) if mode.reads_retry_topic else None
             retry_queue_ids = share.retry_queue_ids(retry_config.read_queue_nums) if retry_config is not None else []
+            # One turn per pass for both rotations: two draws per pass made every turn even, so with 2 or 4
+            # queues the odd ones never started a pass (and only odd revive queues took CKs).
+            turn = next(self._pops)
             plan = visit_order(
                 req.topic,
                 queue_ids,
                 retry_topic,
                 retry_queue_ids,
-                next(self._pops),
+                turn,
                 by_priority=topic_config.message_type is MessageType.PRIORITY,
             )
-            result = PopResult(
-                self._clock.now_ms(), invisible_ms, next(self._pops) % len(self._revive_queues), self.broker_name
-            )
+            result = PopResult(self._clock.now_ms(), invisible_ms, turn % len(self._revive_queues), self.broker_name)
             for topic, queue_id in plan:
                 wanted = req.max_count - result.count
                 if wanted <= 0:

@@ -16,8 +16,11 @@ made of the four below:
   other master refuses for good (MESSAGE_ILLEGAL) is replaced by its dead letter, as on a master.
 - ``ActingPopWrites``: POP on the acting slave. A pop's CK escapes to the revive topic of another group
   (``put_to_specific_queue``: the queue ``floorMod(hash(revive topic + storeHost), #queues)``, which is also
-  the revive queue id its receipt handles carry); an ack or change of such a handle is forwarded the same
-  way, so it lands in the same revive queue as its CK (RocketMQ's rule). Dead letters of the pop path (a
+  the revive queue id its receipt handles carry); the slave remembers where each went. An ack or change of such
+  a handle goes to exactly that queue (``put_to``), and only while it can still be stored there before the CK
+  falls due (its revive time is more than the escape timeout away), so an ack answered OK always closes its CK
+  before that broker's revive could pick it; any other handle whose CK is not here is refused (invalid): its
+  message comes back, and the client learns that the ack did not hold. Dead letters of the pop path (a
   client's forward to the DLQ, FIFO past its max attempts) escape with ``put_to_specific_queue`` too. An ack
   of a CK of the replica (popped from the master before it went away) is kept in ``ActingProgress`` and
   applied to the local ledger. A failed escape fails the pop (nothing is handed out, the offset does not
@@ -32,13 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
 from pocketmq.broker.transaction.writes import EscapedTransactionWrites
-from pocketmq.cluster.escape import EscapeBridge, EscapeResult, EscapeTarget, Routes
-from pocketmq.common.errors import ServiceNotAvailableError
+from pocketmq.cluster.escape import DEFAULT_ESCAPE_TIMEOUT_MS, EscapeBridge, EscapeResult, EscapeTarget, Routes
+from pocketmq.common.errors import InvalidReceiptHandleError, ServiceNotAvailableError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX
 from pocketmq.runtime.clock import Clock, SystemClock
@@ -147,29 +151,71 @@ class EscapedReviveWrites:
         self._progress.save()
 
 
-class ActingPopWrites:
-    forwards_unknown_handles = True  # a handle of this group whose CK is not here may have escaped elsewhere
+@dataclass(slots=True)
+class _EscapedCk:
+    """A CK a pop on this slave escaped: where it went and which of its messages are not acked yet."""
 
-    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str, clock: Clock | None = None):
+    ck: PopCheckpoint
+    target: EscapeTarget
+    open_offsets: set[int]
+
+
+class ActingPopWrites:
+    def __init__(
+        self,
+        bridge: EscapeBridge,
+        progress: ActingProgress,
+        revive_topic: str,
+        clock: Clock | None = None,
+        escape_timeout_ms: int = DEFAULT_ESCAPE_TIMEOUT_MS,
+    ):
         self._bridge = bridge
         self._progress = progress
         self._revive_topic = revive_topic
         self._clock = clock if clock is not None else SystemClock()
+        self._escape_timeout_ms = escape_timeout_ms
         self._log = _FailureLog("pop")
+        # CK key -> the CKs popped here that escaped (in memory: after a restart of the slave their handles are
+        # refused, and their messages come back through the revive of the broker holding them: at least once).
+        self._escaped: dict[str, _EscapedCk] = {}
+
+    def forwardable(self, ck_key: str, queue_offset: int) -> bool:
+        """Whether an ack or change of the message at ``queue_offset`` of the CK ``ck_key`` (not open here) goes
+        on: the CK escaped from here, the message is not acked, and an ack sent now is stored where the CK is
+        before the CK falls due there (an escape that arrives later than its timeout is refused), so that
+        broker's revive never hands the message back after the ack answered OK."""
+        escaped = self._escaped.get(ck_key)
+        return (
+            escaped is not None
+            and queue_offset in escaped.open_offsets
+            and self._clock.now_ms() + self._escape_timeout_ms <= escaped.ck.revive_time_ms
+        )
 
     async def _escape(self, msg: MessageExt, routes: Routes | None = None, ck: PopCheckpoint | None = None) -> int:
         result = await self._bridge.put_to_specific_queue(msg, routes)
+        target = self._stored(result, msg)
+        if result.target is not None and not result.stored and ck is not None and result.deadline_ms is not None:
+            await self._withdraw(ck, result.target, result.deadline_ms)  # no answer: it may be stored
+        if target is None:
+            raise _not_escaped(result)
+        if ck is not None:
+            self._remember(ck, target)
+        return target.queue_id
+
+    def _stored(self, result: EscapeResult, msg: MessageExt) -> EscapeTarget | None:
         if not result.stored:
             self._log.failed(result, msg.topic)
-            if ck is not None and result.target is not None and result.deadline_ms is not None:
-                await self._withdraw(ck, result.target, result.deadline_ms)  # no answer: it may be stored
-            raise ServiceNotAvailableError(
-                f"the master of this group is away and its CK/ACK could not be escaped: "
-                f"{result.reason} {result.description}"
-            )
+            return None
         self._log.stored()
         assert result.target is not None  # a stored escape names where it went
-        return result.target.queue_id
+        return result.target
+
+    def _remember(self, ck: PopCheckpoint, target: EscapeTarget) -> None:
+        now_ms = self._clock.now_ms()
+        # CKs past their revive time are the other broker's revive's now: nothing here can ack them any more.
+        for key in [k for k, e in self._escaped.items() if e.ck.revive_time_ms < now_ms]:
+            del self._escaped[key]
+        self._escaped[ck.key] = _EscapedCk(ck, target, set(ck.queue_offsets))
 
     async def _withdraw(self, ck: PopCheckpoint, target: EscapeTarget, deadline_ms: int) -> None:
         """Close ``ck`` where its escape may have stored it without an answer: an ACK of all its messages to the
@@ -210,9 +256,20 @@ class ActingPopWrites:
         """A FIFO ack here holds in this slave's own FIFO state (handed back to its master at the handover)."""
 
     async def forward_acks(self, acks: list[AckRecord]) -> None:
-        routes: Routes = {}
+        """Acks of handles ``forwardable`` found good: each to the queue its CK went to."""
         for ack in acks:
-            await self._escape(ack_message(self._revive_topic, 0, ack), routes)
+            escaped = self._escaped.get(ack.ck_key)
+            if escaped is None or not all(self.forwardable(ack.ck_key, o) for o in ack.acked_offsets):
+                raise InvalidReceiptHandleError("the receipt handle's CK is not open on this broker any more")
+            msg = ack_message(self._revive_topic, escaped.target.queue_id, ack)
+            if self._stored(await self._bridge.put_to(msg, escaped.target), msg) is None:
+                raise ServiceNotAvailableError(
+                    f"the master of this group is away and the ack could not reach {escaped.target.broker_name}, "
+                    "where its CK is"
+                )
+            escaped.open_offsets.difference_update(ack.acked_offsets)
+            if not escaped.open_offsets:
+                del self._escaped[ack.ck_key]
 
     async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         # The new CK first: should the ack fail after it, the message is tracked twice (at least once), never
@@ -230,14 +287,20 @@ class ActingPopWrites:
         return revive_queue_id
 
 
+def _not_escaped(result: EscapeResult) -> ServiceNotAvailableError:
+    return ServiceNotAvailableError(
+        f"the master of this group is away and its CK/ACK could not be escaped: {result.reason} {result.description}"
+    )
+
+
 class EscapedWritePath:
     """A slave acting as master: every special service writes through ``bridge``; what it closed is kept in
     ``progress`` (the side file its master takes over)."""
 
     name = "escaped"
 
-    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str):
+    def __init__(self, bridge: EscapeBridge, progress: ActingProgress, revive_topic: str, clock: Clock | None = None):
         self.timer = EscapedTimerWrites(bridge, progress)
         self.revive = EscapedReviveWrites(bridge, progress)
-        self.pop = ActingPopWrites(bridge, progress, revive_topic)
+        self.pop = ActingPopWrites(bridge, progress, revive_topic, clock)
         self.transaction = EscapedTransactionWrites(bridge)

@@ -71,8 +71,10 @@ class ReviveWrites(Protocol):
 
 
 class PopWrites(Protocol):
-    # Whether an ack or change of a handle whose CK is not open here goes on to where its CK may be.
-    forwards_unknown_handles: bool
+    def forwardable(self, ck_key: str, queue_offset: int) -> bool:
+        """Whether an ack or change of a handle whose CK is not open here goes on to where its CK is (a slave
+        acting as master, for the CKs its pops escaped); False: the handle is invalid."""
+        ...
 
     async def put_messages(self, messages: list[MessageExt]) -> None:
         """Dead letters of the pop path (forwarded by a client, FIFO past its max attempts)."""
@@ -85,7 +87,7 @@ class PopWrites(Protocol):
     async def acks(self, queue: ReviveQueue, acks: list[AckRecord]) -> None: ...
 
     async def forward_acks(self, acks: list[AckRecord]) -> None:
-        """Acks of handles whose CKs live elsewhere (only when ``forwards_unknown_handles``)."""
+        """Acks of handles whose CKs live elsewhere (only ``forwardable`` ones)."""
         ...
 
     async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
@@ -145,8 +147,10 @@ class ReadOnlyWritePath:
         self._reason = reason
         self.timer = self.revive = self.pop = self.transaction = self
 
-    forwards_unknown_handles = False  # a handle whose CK is not open here is invalid, as on a master
     escapes = False
+
+    def forwardable(self, ck_key: str, queue_offset: int) -> bool:
+        return False  # a handle whose CK is not open here is invalid, as on a master
 
     def _refusal(self) -> WriteResult:
         return WriteResult.transient(PutStatus.SERVICE_NOT_AVAILABLE.value, self._reason)

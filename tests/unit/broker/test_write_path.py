@@ -93,7 +93,7 @@ async def test_a_slave_that_does_not_act_refuses_writes_as_its_read_only_store(t
         assert await read_only.timer.deliver(due, [None]) == await over_store.timer.deliver(due, [None])
         assert await read_only.revive.put_copies([copy]) == await over_store.revive.put_copies([copy])
         for path in (read_only, over_store):
-            assert not path.pop.forwards_unknown_handles
+            assert not path.pop.forwardable(ck.key, 0)
             await path.pop.fifo_state()  # a FIFO ack waits for no slave
         attempts = [
             lambda path: path.pop.checkpoint(queue, ck),

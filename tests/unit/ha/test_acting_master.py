@@ -5,6 +5,7 @@ nothing is written to the local store, a failed escape keeps the timer pending a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
@@ -16,7 +17,7 @@ from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.broker.write_path import ReadOnlyWritePath
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
-from pocketmq.common.errors import ServiceNotAvailableError
+from pocketmq.common.errors import InvalidReceiptHandleError, ServiceNotAvailableError
 from pocketmq.common.message import Message
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
@@ -177,13 +178,16 @@ class FakeBridge:
     async def put_to_specific_queue(self, msg, routes=None):
         return await self._put("specific", msg)
 
+    async def put_to(self, msg, target):
+        return await self._put("to", msg)
+
 
 async def test_escaped_timer_keeps_pending_until_the_escape_works(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock, message_delay_level="1s 2s") as broker:
         await broker.messages.send([Message.create("T", "late", properties={"DELAY": "1"})], topic="T", queue_id=0)
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic, clock))
         store_end = broker.store.max_phys_offset
         clock.advance(1000)
         broker.timer.load_new()
@@ -208,7 +212,7 @@ async def test_escaped_revive_keeps_the_ck_open_until_the_escape_works(tmp_path)
         assert len(popped) == 3
         revive = broker.pop.revive
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic, clock))
         store_end = broker.store.max_phys_offset
         clock.advance(5_001)
         await revive.run_once(clock.now_ms())
@@ -237,7 +241,7 @@ async def test_a_rewritten_ck_escapes_too_and_a_failure_keeps_it_open(tmp_path):
         revive = broker.pop.revive
         revive.readers.local = FailingReader(clock)
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic, clock))
         clock.advance(5_001)
         assert await revive.run_once(clock.now_ms()) == 0  # the CK stays open, in the write backoff
         assert sum(len(q.ledger) for q in revive.queues) == 1 and progress.acks() == []
@@ -256,7 +260,7 @@ async def test_pop_on_the_acting_slave_escapes_its_ck_and_forwards_acks_and_chan
         await send(broker, "T", 4)
         [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)  # popped before the master went away
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
-        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic, clock))
         store_end = broker.store.max_phys_offset
         with pytest.raises(ServiceNotAvailableError):  # no escape: no pop (the offset does not move)
             await pop(broker, "G", "T")
@@ -268,7 +272,7 @@ async def test_pop_on_the_acting_slave_escapes_its_ck_and_forwards_acks_and_chan
         assert all(h.revive_queue_id == 0 for _, h in popped)  # the queue the escape chose (FakeBridge: 0)
         # an ack of an escaped CK follows it; an ack of a replica CK is kept here, in the side file
         assert await broker.pop.ack("G", [popped[0][1], replica_handle]) == [None, None]
-        assert [k for k, _ in bridge.sent] == ["specific", "specific"] and b'"ao":1' in bridge.sent[1][1].body
+        assert [k for k, _ in bridge.sent] == ["specific", "to"] and b'"ao":1' in bridge.sent[1][1].body
         [(queue_id, replica_ack)] = progress.acks()
         assert replica_ack.acked_offsets == (0,) and sum(len(q.ledger) for q in broker.pop.revive.queues) == 0
         # a change: the new CK escapes first, then the old message's ack
@@ -305,7 +309,7 @@ async def test_forward_to_the_dlq_on_the_acting_slave_escapes_the_dead_letter_an
         [(_, replica_handle)] = await pop(broker, "G", "T", max_count=1)
         bridge, progress = FakeBridge(), ActingProgress(tmp_path / "acting.json")
         bridge.up = True
-        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic))
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic, clock))
         store_end = broker.store.max_phys_offset
         [(_, escaped_handle)] = await pop(broker, "G", "T")
         await broker.pop.forward_to_dead_letter("G", replica_handle)
@@ -423,3 +427,47 @@ async def test_a_handover_during_a_pop_escaping_its_ck_hands_over_that_pops_offs
         popped, body = await popping, await handing_over
         assert [m.body for m, _ in popped] == [b"m0", b"m1"] and len(bridge.sent) == 1  # the CK escaped
         assert parse_snapshot(body).consumer_offsets["T@G"] == {"0": 2}
+
+
+class TargetBridge(FakeBridge):
+    """Each CK escapes to the next queue of broker b; ``put_to`` records where it was sent."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = True
+        self.queue = 0
+        self.sent_to: list[tuple[EscapeTarget, Message]] = []
+
+    async def put_to_specific_queue(self, msg, routes=None):
+        self.queue += 1
+        self.sent.append(("specific", msg))
+        return EscapeResult(True, EscapeTarget("b", "b:0", self.queue))
+
+    async def put_to(self, msg, target):
+        self.sent_to.append((target, msg))
+        return EscapeResult(True, target)
+
+
+async def test_the_acting_slave_forwards_only_acks_it_can_vouch_for(tmp_path):
+    """An ack of a handle whose CK is not here answers OK only when the CK escaped from here, the message is not
+    acked yet, and the ack can be stored where the CK went before the CK falls due there; it goes to exactly that
+    queue. Any other handle is refused (before, each was escaped to the hashed queue and answered OK, also when
+    nothing there would ever honour it)."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 3)
+        bridge, progress = TargetBridge(), ActingProgress(tmp_path / "acting.json")
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic, clock))
+        [(_, first)] = await pop(broker, "G", "T", max_count=1, invisible_ms=60_000)
+        [(_, second)] = await pop(broker, "G", "T", max_count=1, invisible_ms=60_000)
+        assert (first.revive_queue_id, second.revive_queue_id) == (1, 2)
+        assert await broker.pop.ack("G", [second]) == [None]
+        [(target, ack_msg)] = bridge.sent_to
+        assert target.queue_id == 2 and ack_msg.queue_id == 2 and ack_msg.properties["TAGS"] == "ack"
+        [again] = await broker.pop.ack("G", [second])  # acked already
+        assert isinstance(again, InvalidReceiptHandleError)
+        forged = dataclasses.replace(first, start_offset=7, queue_offset=7)  # a CK that never escaped from here
+        assert isinstance((await broker.pop.ack("G", [forged]))[0], InvalidReceiptHandleError)
+        clock.advance(60_000 - 2_000)  # 2 s before its revive time: an ack might land after the CK fell due
+        [late] = await broker.pop.ack("G", [first])
+        assert isinstance(late, InvalidReceiptHandleError) and len(bridge.sent_to) == 1

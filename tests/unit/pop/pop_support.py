@@ -70,8 +70,6 @@ class FaultyStore:
 
 def acting_path(bridge, progress, clock=None):
     """The write path of a slave acting as master whose escapes go through ``bridge`` (``broker.write_path.use``)."""
-    from pocketmq.broker.acting_writes import ActingPopWrites, EscapedWritePath
+    from pocketmq.broker.acting_writes import EscapedWritePath
 
-    path = EscapedWritePath(bridge, progress, "rmq_sys_REVIVE_LOG_test")
-    path.pop = ActingPopWrites(bridge, progress, "rmq_sys_REVIVE_LOG_test", clock)
-    return path
+    return EscapedWritePath(bridge, progress, "rmq_sys_REVIVE_LOG_test", clock)

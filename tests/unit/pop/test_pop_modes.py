@@ -120,10 +120,12 @@ class Refusing:
     """A write path whose pop part refuses every CK."""
 
     name = "refusing"
-    forwards_unknown_handles = False
 
     def __init__(self):
         self.timer = self.revive = self.pop = self
+
+    def forwardable(self, ck_key, queue_offset):
+        return False
 
     async def checkpoint(self, queue, ck):
         raise RuntimeError("refused")

@@ -11,8 +11,9 @@ caught up first: a handle of another broker, of a CK that is closed (acked, chan
 an offset that is not in its CK is ``InvalidReceiptHandleError``. An ack appends an ACK record (one append per
 revive queue for a batch); a change appends an ACK of the old handle and a one-message CK with the new deadline
 (pop time = now) in one store call, and returns the new handle; the attempt does not change. On a slave acting
-as master, a handle of this group whose CK is not here was escaped with its CK to another group: its ack or
-change is forwarded there (``writes.forwards_unknown_handles``).
+as master, a handle of this group whose CK is not here may be one whose CK a pop here escaped to another
+group: its ack or change goes there when the write path vouches for it (``writes.forwardable``), else the
+handle is invalid.
 
 The staged mode (``pop/staged.py``) uses this mode for its pop retry topic and for its handles.
 """
@@ -122,20 +123,21 @@ class NormalPop:
             )
         return queue, ck
 
-    def _forwardable(self, handle: ReceiptHandle) -> bool:
+    def _forwardable(self, group: str, handle: ReceiptHandle) -> bool:
         """A handle of this group whose CK is not here may still be good on a slave acting as master: its CK was
         escaped to another group, where its ack goes too."""
+        key = ck_key(handle.topic, group, handle.queue_id, handle.start_offset, handle.pop_time_ms, handle.broker_name)
         return (
-            self.writes.forwards_unknown_handles
-            and handle.broker_name == self._broker_name
+            handle.broker_name == self._broker_name
             and handle.revive_queue_id != ORDERLY_REVIVE_QUEUE_ID
+            and self.writes.forwardable(key, handle.queue_offset)
         )
 
     def check_handle(self, group: str, handle: ReceiptHandle) -> None:
         try:
             self._open_checkpoint(group, handle)
         except InvalidReceiptHandleError:
-            if not self._forwardable(handle):
+            if not self._forwardable(group, handle):
                 raise  # else its CK lives on another broker, where its ack goes
 
     async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
@@ -159,7 +161,7 @@ class NormalPop:
                 acks.setdefault((queue.queue_id, ck.key), (queue, ck, []))[2].append(handle.queue_offset)
                 outcome.append(None)
             except InvalidReceiptHandleError as exc:
-                if not self._forwardable(handle):
+                if not self._forwardable(group, handle):
                     outcome.append(exc)
                     continue
                 forwarded.append(ack_of_handle(group, handle))  # its CK lives on another broker
@@ -184,7 +186,7 @@ class NormalPop:
         try:
             queue, _ = self._open_checkpoint(group, handle)
         except InvalidReceiptHandleError:
-            if not self._forwardable(handle):
+            if not self._forwardable(group, handle):
                 raise
             queue = None  # its CK lives on another broker: the acting slave forwards the change there
         # The new CK must not have the old one's key, which a change in the pop's millisecond at the CK's start

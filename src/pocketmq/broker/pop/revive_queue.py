@@ -181,12 +181,13 @@ class LocalPopWrites:
     behind it too (``broker.ha_metadata.OffsetsGate``) and the message is delivered again (at least once); nor
     does a FIFO pop (without it the slave delivers that message again at once, attempt 1: at least once)."""
 
-    forwards_unknown_handles = False  # a handle whose CK is not open here is invalid
-
     def __init__(self, store, topics, replication: Replication | None = None):
         self._store = store
         self._topics = topics
         self._replication = replication
+
+    def forwardable(self, ck_key: str, queue_offset: int) -> bool:
+        return False  # a handle whose CK is not open here is invalid: a master's CKs are its own
 
     async def put_messages(self, messages: list[MessageExt]) -> None:
         await store_copies(self._store, self._topics, messages)
@@ -201,7 +202,7 @@ class LocalPopWrites:
         await replicated(self._replication, results)
 
     async def forward_acks(self, acks: list[AckRecord]) -> None:
-        raise _not_here()  # a master forwards nothing (forwards_unknown_handles): its handles' CKs are its own
+        raise _not_here()  # a master forwards nothing (forwardable): its handles' CKs are its own
 
     async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         """Close a message in its CK and open a one-message CK with the new deadline, in one store call."""

@@ -145,3 +145,44 @@ async def test_a_change_on_the_acting_slave_keeps_revive_off_the_old_ck_while_it
         await changing
         assert await broker.pop.revive.run_once(clock.now_ms()) == 0  # closed by the change's ack
         assert broker.store.get_messages("%RETRY%G_T", 0, 0, 10).records == []
+
+
+def _dead_letters(broker) -> list:
+    return broker.store.get_messages("%DLQ%G", 0, 0, 10).messages() if broker.topics.get("%DLQ%G") else []
+
+
+async def test_a_forward_to_the_dlq_and_revive_never_both_write_a_copy(tmp_path):
+    """Revive picked the CK first (its retry copy is being written): the forward is refused and writes no dead
+    letter. The forward holds the CK first (its dead letter is being written): the revive pass leaves it alone.
+    Before, the forward checked the handle, then wrote the dead letter after a read, and a revive pass in
+    between wrote the retry copy too."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 2)
+        [(_, revived_first), (_, forwarded_first)] = await pop(broker, "G", "T", invisible_ms=INVISIBLE_MS)
+        assert await broker.pop.ack("G", [forwarded_first]) == [None]  # one message per CK below
+        gated = GatedStore(broker.store)
+        broker.pop.revive.writes._store = gated
+        clock.advance(INVISIBLE_MS)
+        revive = asyncio.ensure_future(broker.pop.revive.run_once(clock.now_ms()))
+        await gated.entered.wait()  # the pass picked the CK and is writing its retry copy
+        with pytest.raises(InvalidReceiptHandleError):
+            await broker.pop.forward_to_dead_letter("G", revived_first)
+        gated.gate.set()
+        assert await revive == 1
+        assert _dead_letters(broker) == []
+
+        [(msg, handle)] = await pop(broker, "G", "T")  # the retry copy, attempt 2
+        assert msg.body == b"m0"
+        gated = GatedStore(broker.store)
+        broker.pop.writes._store = gated  # the dead letter waits: the forward holds the CK meanwhile
+        clock.advance(INVISIBLE_MS)
+        forward = asyncio.ensure_future(broker.pop.forward_to_dead_letter("G", handle))
+        await gated.entered.wait()
+        assert await broker.pop.revive.run_once(clock.now_ms()) == 0  # held: no retry copy
+        gated.gate.set()
+        await forward
+        assert [m.body for m in _dead_letters(broker)] == [b"m0"]
+        clock.advance(3_600_000)
+        assert await broker.pop.revive.run_once(clock.now_ms()) == 0  # acked: never a retry copy after
+        assert await pop(broker, "G", "T") == []

@@ -232,23 +232,30 @@ class PopService:
         return await self._mode_of(group, handle).change_invisible(group, handle, invisible_ms, self._clock.now_ms())
 
     async def forward_to_dead_letter(self, group: str, handle: ReceiptHandle) -> None:
-        """Move a popped message to ``%DLQ%<group>`` now (a client gave up on it) and count it as acked."""
-        self._mode_of(group, handle).check_handle(group, handle)
-        read = await self.revive.readers.for_broker(handle.broker_name).read(
-            handle.topic, handle.queue_id, handle.queue_offset
-        )
-        if (found := read.message) is not None:  # a FOUND read (ReadResult.found)
-            await self.writes.put_messages([copies.dead_letter(found, group, copies.REASON_CLIENT_FORWARD)])
-        else:
-            log.warning(
-                "event=forward_to_dlq_unreadable group=%s topic=%s queue=%d offset=%d reason=%s",
-                group,
-                handle.topic,
-                handle.queue_id,
-                handle.queue_offset,
-                read.reason,
+        """Move a popped message to ``%DLQ%<group>`` now (a client gave up on it) and count it as acked.
+
+        The handle's CK is held against revive from the check to the ack: a CK a revive pass picked already is
+        refused (its retry copy may be written), and one held here is not picked, so the message ends as a dead
+        letter or as a retry copy, never both. (A dead letter stored whose ack then fails, e.g. a full disk,
+        leaves the CK open: its retry copy comes too, at least once.)"""
+        with self._mode_of(group, handle).hold_handle(group, handle):
+            read = await self.revive.readers.for_broker(handle.broker_name).read(
+                handle.topic, handle.queue_id, handle.queue_offset
             )
-        await self.ack(group, [handle])
+            if (found := read.message) is not None:  # a FOUND read (ReadResult.found)
+                await self.writes.put_messages([copies.dead_letter(found, group, copies.REASON_CLIENT_FORWARD)])
+            else:
+                log.warning(
+                    "event=forward_to_dlq_unreadable group=%s topic=%s queue=%d offset=%d reason=%s",
+                    group,
+                    handle.topic,
+                    handle.queue_id,
+                    handle.queue_offset,
+                    read.reason,
+                )
+            [error] = await self.ack(group, [handle])
+        if error is not None:
+            raise error
 
     # -- observability ----------------------------------------------------------------------------------------------
     def group_stats(self, group: str) -> dict[tuple[str, int], QueuePopStats]:

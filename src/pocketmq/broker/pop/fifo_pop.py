@@ -16,7 +16,9 @@ slave holds the FIFO state with them (``writes.fifo_state``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop import copies
@@ -133,8 +135,9 @@ class FifoPop:
             raise InvalidReceiptHandleError("the FIFO receipt handle is stale: its message is not in flight")
         return orderly
 
-    def check_handle(self, group: str, handle: ReceiptHandle) -> None:
+    def hold_handle(self, group: str, handle: ReceiptHandle) -> AbstractContextManager[None]:
         self._in_flight(group, handle)
+        return contextlib.nullcontext()  # no revive: an expired FIFO message comes back only through a pop
 
     async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
         outcome: list[InvalidReceiptHandleError | None] = []

@@ -16,6 +16,7 @@ FIFO handles name revive queue 999, the others are the normal or staged mode's b
 from __future__ import annotations
 
 import enum
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
@@ -71,5 +72,7 @@ class PopMode(Protocol):
         """A new deadline for one popped message; returns its new handle (the old one is no longer valid).
         ChangeNotReplicatedError when a slave did not acknowledge it."""
 
-    def check_handle(self, group: str, handle: ReceiptHandle) -> None:
-        """InvalidReceiptHandleError unless the handle's message is in flight here (or may be forwarded)."""
+    def hold_handle(self, group: str, handle: ReceiptHandle) -> AbstractContextManager[None]:
+        """InvalidReceiptHandleError unless the handle's message is in flight here (or may be forwarded); inside,
+        revive leaves its CK alone (a forward to the DLQ writes the dead letter, then acks: revive must not
+        write a retry copy in between)."""

@@ -20,6 +20,8 @@ The staged mode (``pop/staged.py``) uses this mode for its pop retry topic and f
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint, ck_key
@@ -133,12 +135,24 @@ class NormalPop:
             and self.writes.forwardable(key, handle.queue_offset)
         )
 
-    def check_handle(self, group: str, handle: ReceiptHandle) -> None:
+    @contextlib.contextmanager
+    def hold_handle(self, group: str, handle: ReceiptHandle) -> Iterator[None]:
+        """Checked and held in one step (no await between): a CK revive picked already is refused here, and one
+        held here is not picked until the block ends."""
         try:
-            self._open_checkpoint(group, handle)
+            queue, ck = self._open_checkpoint(group, handle)
         except InvalidReceiptHandleError:
             if not self._forwardable(group, handle):
-                raise  # else its CK lives on another broker, where its ack goes
+                raise
+            queue = None  # its CK lives on another broker, where its ack goes
+        if queue is None:
+            yield
+            return
+        queue.ledger.hold(ck.key)
+        try:
+            yield
+        finally:
+            queue.ledger.unhold(ck.key)
 
     async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
         outcome, _ = await self.close(group, handles)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -448,8 +449,8 @@ class StagedPop:
         return records
 
     # -- handles ------------------------------------------------------------------------------------------------------
-    def check_handle(self, group: str, handle: ReceiptHandle) -> None:
-        self._plain.check_handle(group, handle)
+    def hold_handle(self, group: str, handle: ReceiptHandle) -> AbstractContextManager[None]:
+        return self._plain.hold_handle(group, handle)
 
     async def ack(self, group: str, handles: list[ReceiptHandle]) -> list[InvalidReceiptHandleError | None]:
         outcome, topics = await self._plain.close(group, handles)

@@ -191,6 +191,17 @@ class ActingPopWrites:
             and self._clock.now_ms() + self._escape_timeout_ms <= escaped.ck.revive_time_ms
         )
 
+    def escaped_in_flight(self, group: str, topic: str, queue_id: int) -> list[PopCheckpoint]:
+        """The escaped CKs of one queue not past their revive time, with their acks so far: for the staged gate,
+        which sees only the CKs of this broker's revive queues. Past its revive time a CK is the revive of the
+        broker holding it (a retry copy), no longer this broker's."""
+        now_ms = self._clock.now_ms()
+        return [
+            e.ck.with_acks(set(e.ck.queue_offsets) - e.open_offsets)
+            for e in self._escaped.values()
+            if (e.ck.group, e.ck.topic, e.ck.queue_id) == (group, topic, queue_id) and now_ms < e.ck.revive_time_ms
+        ]
+
     async def _escape(self, msg: MessageExt, routes: Routes | None = None, ck: PopCheckpoint | None = None) -> int:
         result = await self._bridge.put_to_specific_queue(msg, routes)
         target = self._stored(result, msg)

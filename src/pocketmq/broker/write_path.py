@@ -90,6 +90,11 @@ class PopWrites(Protocol):
         """Acks of handles whose CKs live elsewhere (only ``forwardable`` ones)."""
         ...
 
+    def escaped_in_flight(self, group: str, topic: str, queue_id: int) -> list[PopCheckpoint]:
+        """The CKs of pops made here that live elsewhere and are still this broker's to track (a slave acting as
+        master: escaped, not past their revive time), with their acks so far; the staged gate counts them."""
+        ...
+
     async def change(self, queue: ReviveQueue | None, old_ack: AckRecord, new_ck: PopCheckpoint) -> int:
         """Close a message in its CK and open a one-message CK with the new deadline; returns its revive queue id."""
         ...
@@ -151,6 +156,9 @@ class ReadOnlyWritePath:
 
     def forwardable(self, ck_key: str, queue_offset: int) -> bool:
         return False  # a handle whose CK is not open here is invalid, as on a master
+
+    def escaped_in_flight(self, group: str, topic: str, queue_id: int) -> list[PopCheckpoint]:
+        return []
 
     def _refusal(self) -> WriteResult:
         return WriteResult.transient(PutStatus.SERVICE_NOT_AVAILABLE.value, self._reason)

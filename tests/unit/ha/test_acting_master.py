@@ -13,7 +13,8 @@ from tests.unit.pop.pop_support import pop, running_broker, send
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
 from pocketmq.broker.acting_services import ActingServices
 from pocketmq.broker.acting_writes import EscapedWritePath
-from pocketmq.broker.pop.checkpoint import AckRecord
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+from pocketmq.broker.pop.revive_queue import checkpoint_message
 from pocketmq.broker.write_path import ReadOnlyWritePath
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
@@ -471,3 +472,51 @@ async def test_the_acting_slave_forwards_only_acks_it_can_vouch_for(tmp_path):
         clock.advance(60_000 - 2_000)  # 2 s before its revive time: an ack might land after the CK fell due
         [late] = await broker.pop.ack("G", [first])
         assert isinstance(late, InvalidReceiptHandleError) and len(bridge.sent_to) == 1
+
+
+async def test_staged_pops_on_the_acting_slave_escape_their_cks_and_keep_the_stages(tmp_path):
+    """A staged queue on the acting slave: its CKs escape like normal POP's (before, they were appended to the
+    slave's read-only store and the pop failed), the gate counts the escaped CKs in flight, acks follow them, an
+    expired replica CK comes back in place with its ACK kept in the side file, and the store is never written."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 6)
+        broker.pop.staged.register("G", "T", [1, 2, 3])
+        [(replica_msg, _)] = await pop(broker, "G", "T", invisible_ms=5_000)  # stage 0, popped on the master
+        bridge, progress = TargetBridge(), ActingProgress(tmp_path / "acting.json")
+        broker.write_path.use(EscapedWritePath(bridge, progress, broker.pop.revive.queues[0].topic, clock))
+        store_end = broker.store.max_phys_offset
+        assert await pop(broker, "G", "T") == []  # stage 0 in flight (the replica CK)
+        clock.advance(5_000)
+        [(again, again_handle)] = await pop(broker, "G", "T", invisible_ms=60_000)  # in place, attempt 2
+        assert (again.body, again.reconsume_times) == (replica_msg.body, 1)
+        assert [a.acked_offsets for _, a in progress.acks()] == [(0,)]  # the replica CK closed in the side file
+        assert await pop(broker, "G", "T") == []  # its escaped CK holds stage 0 back
+        assert await broker.pop.ack("G", [again_handle]) == [None]
+        stage1 = await pop(broker, "G", "T", invisible_ms=60_000)
+        assert [m.body for m, _ in stage1] == [b"m1", b"m2"]
+        assert await pop(broker, "G", "T") == []  # stage 1 in flight on escaped CKs only
+        assert await broker.pop.ack("G", [h for _, h in stage1]) == [None, None]
+        assert [m.body for m, _ in await pop(broker, "G", "T")] == [b"m3", b"m4", b"m5"]
+        assert [k for k, m in bridge.sent if m.properties["TAGS"] == "ck"] == ["specific"] * 3
+        assert len(bridge.sent_to) == 3  # the acks, each to its CK's queue
+        assert broker.store.max_phys_offset == store_end
+
+
+async def test_revive_takes_a_staged_ck_escaped_here_from_another_group(tmp_path):
+    """A staged CK this broker's own pops wrote comes back in place through the gate; one another group's acting
+    slave escaped here names that group, which no gate here reads: revive copies it like any other CK."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        await send(broker, "T", 1)
+        broker.pop.staged.register("G", "T", [1])
+        queue = broker.pop.revive.queues[0]
+        foreign = PopCheckpoint.of_offsets("T", "G", 0, [0], clock.now_ms(), 1_000, "group-other", 0)
+        await queue.append([checkpoint_message(queue.topic, foreign)])
+        readers = broker.pop.revive.readers
+        readers._remote["group-other"] = readers.local  # that group's message, read back (here: the same store)
+        clock.advance(1_000)
+        assert await broker.pop.revive.run_once(clock.now_ms()) == 1
+        # a retry copy (a CK of this group's own pops would have stayed for the gate to hand back in place)
+        [copy] = broker.store.get_messages(pop_retry_topic("G", "T"), 0, 0, 10).messages()
+        assert copy.reconsume_times == 1

@@ -189,6 +189,9 @@ class LocalPopWrites:
     def forwardable(self, ck_key: str, queue_offset: int) -> bool:
         return False  # a handle whose CK is not open here is invalid: a master's CKs are its own
 
+    def escaped_in_flight(self, group: str, topic: str, queue_id: int) -> list[PopCheckpoint]:
+        return []  # every CK of a master's pops is in its own revive queues
+
     async def put_messages(self, messages: list[MessageExt]) -> None:
         await store_copies(self._store, self._topics, messages)
 

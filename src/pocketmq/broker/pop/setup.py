@@ -46,7 +46,9 @@ def build_pop_service(
         policy=config.ck_rewrite_policy(),
         interval_ms=config.pop_revive_interval_ms,
         write_path=write_path,
-        handled_elsewhere=stages.handled_elsewhere,
+        # A staged queue's own CKs come back in place through its gate; one escaped here from another group
+        # (its slave acting as master) is this broker's to revive like any other: nothing else would.
+        handled_elsewhere=lambda ck: ck.broker_name in ("", broker.broker_name) and stages.handled_elsewhere(ck),
         metrics=broker.metrics,
     )
     return PopService(

@@ -33,16 +33,15 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.json_table import PersistedJsonTable
 from pocketmq.broker.pop import copies
-from pocketmq.broker.pop.checkpoint import PopCheckpoint
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.mode import TIME_RECHECK_MS
 from pocketmq.broker.pop.normal import NormalPop
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
-from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
+from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.stage_gate import InFlight, decide
 from pocketmq.broker.pop.start_offset import start_offset
-from pocketmq.common.errors import BadRequestError, InvalidReceiptHandleError
-from pocketmq.common.message import MessageExt
+from pocketmq.common.errors import BadRequestError, InvalidReceiptHandleError, NotReplicatedError
 from pocketmq.common.record import decode_record, record_queue_offset
 from pocketmq.common.stages import check_definitions
 from pocketmq.runtime.files import load_json
@@ -212,7 +211,8 @@ class StagedPop:
         self._offsets = offsets
         self._revive_queues = revive_queues
         self._broker_name = broker_name
-        # Dead letters go through ``writes``; the CKs of staged pops are appended to this broker's revive queues.
+        # CKs, their ACKs and dead letters go through ``writes``, as normal POP's: on a slave acting as master
+        # they escape to another group (``escaped_in_flight`` then shows the gate what it cannot read here).
         self._write_path = write_path
         self._plain = plain
         self._notify = notify  # wakes the pops waiting on a topic
@@ -314,42 +314,43 @@ class StagedPop:
                 return PoppedQueue(topic, queue_id, record_queue_offset(records[0]), records, retry=False)
 
     def _in_flight(self, group: str, topic: str, queue_id: int):
-        """Offset -> ``InFlight`` from the open CKs of the queue, and the (revive queue, CK)s holding each."""
+        """Offset -> ``InFlight`` from the open CKs of the queue, and the (revive queue, CK)s holding each (none
+        for a CK that escaped: its ack goes with the consumer's, through the write path)."""
         by_offset: dict[int, InFlight] = {}
         holders: dict[int, list[tuple[ReviveQueue, PopCheckpoint]]] = {}
+        open_cks: list[tuple[ReviveQueue | None, PopCheckpoint]] = []
         for queue in self._revive_queues:
             queue.catch_up()  # acks, changes and this pop's own writes
-            for ck in queue.ledger.open_of_queue(group, topic, queue_id):
-                for offset in ck.unacked_offsets():
-                    seen = by_offset.get(offset)
-                    # In two open CKs only after a crash between a redelivery's two writes: the later wins.
-                    by_offset[offset] = InFlight(
-                        offset,
-                        max(ck.revive_time_ms, seen.deadline_ms if seen else 0),
-                        max(ck.attempt, seen.attempt if seen else 0),
-                    )
-                    holders.setdefault(offset, []).append((queue, ck))
+            open_cks += [(queue, ck) for ck in queue.ledger.open_of_queue(group, topic, queue_id)]
+        open_cks += [(None, ck) for ck in self.writes.escaped_in_flight(group, topic, queue_id)]
+        for holder, ck in open_cks:
+            for offset in ck.unacked_offsets():
+                seen = by_offset.get(offset)
+                # In two open CKs only after a crash between a redelivery's two writes: the later wins.
+                by_offset[offset] = InFlight(
+                    offset,
+                    max(ck.revive_time_ms, seen.deadline_ms if seen else 0),
+                    max(ck.attempt, seen.attempt if seen else 0),
+                )
+                if holder is not None:
+                    holders.setdefault(offset, []).append((holder, ck))
         return by_offset, holders
 
-    async def _close(
-        self, offsets, holders, first: list[MessageExt] | None = None, first_queue: ReviveQueue | None = None
-    ) -> None:
-        """ACK every open CK holding ``offsets``; ``first`` records go ahead of the ACKs of ``first_queue``
-        (a redelivery's new CK: in one append with them, before them)."""
+    async def _close(self, offsets, holders) -> None:
+        """ACK every open CK of this broker's revive queues holding ``offsets`` (through the write path: an acting
+        slave keeps them in its side file)."""
         acked: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
         for offset in offsets:
             for queue, ck in holders.get(offset, ()):
                 acked.setdefault((queue.queue_id, ck.key), (queue, ck, []))[2].append(offset)
-        by_queue: dict[int, tuple[ReviveQueue, list[MessageExt]]] = {}
-        if first_queue is not None:
-            by_queue[first_queue.queue_id] = (first_queue, list(first or []))
+        by_queue: dict[int, tuple[ReviveQueue, list[AckRecord]]] = {}
         for queue, ck, done in acked.values():
-            by_queue.setdefault(queue.queue_id, (queue, []))[1].append(
-                ack_message(queue.topic, queue.queue_id, ck.ack_of(done))
-            )
-        for queue, records in by_queue.values():  # first_queue's entry was put in first
-            if records:
-                await queue.append(records)
+            by_queue.setdefault(queue.queue_id, (queue, []))[1].append(ck.ack_of(done))
+        for queue, acks in by_queue.values():
+            try:
+                await self.writes.acks(queue, acks)
+            except NotReplicatedError:
+                pass  # stored here; a slave lacking it sees the message in two CKs, and the later one wins
 
     def _read(self, topic: str, queue_id: int, offset: int) -> bytes | None:
         got = self._store.get_messages(topic, queue_id, offset, 1)
@@ -408,7 +409,8 @@ class StagedPop:
         )
         if queue.ledger.is_open(ck.key):
             return []  # the old CK's key (a 0 ms invisible time, popped again in its millisecond): next pop
-        await self._close(ck.queue_offsets, holders, [checkpoint_message(queue.topic, ck)], queue)
+        result.revive_queue_id = await self.writes.checkpoint(queue, ck)  # the new CK first: never in no CK
+        await self._close(ck.queue_offsets, holders)
         return records
 
     async def _fresh(self, group, topic, queue_id, decision, result, keep) -> list[bytes]:
@@ -443,7 +445,7 @@ class StagedPop:
                 self._broker_name,
                 queue.queue_id,
             )
-            await queue.append_checkpoint(ck)
+            result.revive_queue_id = await self.writes.checkpoint(queue, ck)
             result.rest_num += max(got.max_offset - next_offset, 0)
         self._offsets.commit(group, topic, queue_id, next_offset)
         return records

@@ -191,7 +191,10 @@ class ReadOnlyWritePath:
         raise self._refuse(f"revive queue {queue.queue_id if queue is not None else '?'}")
 
     async def fifo_state(self) -> None:
-        """Nothing to wait for: a FIFO ack writes no record, and a slave has no slave of its own."""
+        """Refused: a slave that does not act follows its master's FIFO state (the next metadata sync replaces
+        its own), so an ack or change of invisible time made here would not hold, and answering OK would say it
+        does. The client gets the error and the message stays in flight on the master."""
+        raise self._refuse("FIFO POP state")
 
     def end_nowait(self, half: MessageExt, resolution: Resolution, source: Source) -> WriteResult:
         return self._refusal()

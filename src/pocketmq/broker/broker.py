@@ -64,6 +64,7 @@ from pocketmq.store.message_store import MessageStore
 
 if TYPE_CHECKING:
     from pocketmq.broker.ha_slave import HaSlave
+    from pocketmq.broker.lite.service import LiteService
     from pocketmq.broker.pop.engine import PopService
     from pocketmq.broker.send_back import SendBackService
     from pocketmq.broker.transaction.service import TransactionService
@@ -172,6 +173,11 @@ class Broker:
         return self.services.pop
 
     @property
+    def lite(self) -> LiteService:
+        """Lite topics under LITE parent topics (docs/lite.md)."""
+        return self.services.lite
+
+    @property
     def write_path(self) -> WritePathSwitch:
         """Where the timer, revive and the pop engine write (broker.write_path)."""
         return self.services.write_path
@@ -224,6 +230,8 @@ class Broker:
         store.add_arrival_listener(self.holds.notify_arrival)
         self.topics.add_listener(self._topics_changed)
         services = self._services = build_services(self, store)
+        services.lite.start()
+        store.add_arrival_listener(services.lite.on_arrival)
         services.timer.start()
         if self.config.is_slave:  # delay delivery and revive run only while it acts as master (acting_services)
             self._start_slave(services)
@@ -237,6 +245,7 @@ class Broker:
         self._every("persist-offsets", self.config.offset_persist_interval_ms, self._persist_offsets_durably)
         self._every("save-epochs", EPOCH_SAVE_INTERVAL_MS, self._save_epochs)
         self._every("expire-clients", self.config.client_scan_interval_ms, self._expire_clients)
+        self._every("lite-expiry", self.config.client_scan_interval_ms, self._lite_round)
         if self._namesrv.addrs:
             self._registrar = self._make_registrar()
             await self._registrar.start()
@@ -249,6 +258,13 @@ class Broker:
             self.config.namesrv_addr,
             len(self.topics.names()),
         )
+
+    def _lite_round(self) -> None:
+        """Expire idle lite topics and silent lite subscribers, save the groups' lite progress."""
+        services = self.services
+        services.lite.expire()
+        if not self.config.is_slave:
+            services.lite.persist()
 
     def _start_master(self, services: BrokerServices) -> None:
         assert services.ha_master is not None  # a master's services have one
@@ -322,6 +338,8 @@ class Broker:
             await _persisting("pop", services.pop.stop)
         await services.store.shutdown()  # flushed first: the offsets below stand on it
         await _persisting("offsets", self._persist_offsets)
+        if not self.config.is_slave:
+            await _persisting("lite offsets", services.lite.persist)
         await _persisting("epochs", self.epochs.save_if_changed)
         await self.remoting_client.close()
         log.info("event=broker_stopped name=%s", self.broker_name)

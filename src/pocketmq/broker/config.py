@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocketmq.broker.lite.service import LiteSettings
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS, CkEnding, CkRewritePolicy
 from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_problem
 from pocketmq.broker.transaction.decision import CheckSettings
@@ -180,6 +181,13 @@ class BrokerConfig:
     queue_lock_max_live_ms: int = field(
         default=60_000, metadata={"aliases": ("rebalanceLockMaxLiveTime",), "check": _positive}
     )
+    # Lite topics (broker/lite, docs/lite.md): the distinct lite topics one consumer group may subscribe (the
+    # Settings' lite_subscription_quota), the longest lite topic name (max_lite_topic_size), how long a lite
+    # topic lives without a message, and how many one LITE parent topic may hold.
+    lite_subscription_quota: int = field(default=2_000, metadata={"check": _positive})
+    lite_topic_max_name_length: int = field(default=64, metadata={"check": _positive})
+    lite_topic_expire_ms: int = field(default=86_400_000, metadata={"check": _positive})
+    lite_topic_max_per_parent: int = field(default=1_000_000, metadata={"check": _positive})
     # Replication (cluster/ha_*.py, docs/ha.md). broker_id 0 is a master; a slave (id > 0) follows the master of
     # its cluster and broker name, found through the name server.
     broker_role: BrokerRole = field(default=BrokerRole.ASYNC_MASTER, metadata={"aliases": ("brokerRole",)})
@@ -308,6 +316,15 @@ class BrokerConfig:
 
     def breaker_settings(self) -> BreakerSettings:
         return BreakerSettings(self.breaker_failure_threshold, self.breaker_cool_down_ms)
+
+    def lite_settings(self) -> LiteSettings:
+        return LiteSettings(
+            subscription_quota=self.lite_subscription_quota,
+            max_name_length=self.lite_topic_max_name_length,
+            expire_ms=self.lite_topic_expire_ms,
+            max_per_parent=self.lite_topic_max_per_parent,
+            client_expire_ms=self.client_channel_expire_ms,
+        )
 
     def metadata_dir(self) -> Path:
         """Where topics, groups and consumer offsets are persisted."""

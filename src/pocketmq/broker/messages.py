@@ -59,6 +59,7 @@ from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
 from pocketmq.store.tags import tag_hash_code
 
 if TYPE_CHECKING:
+    from pocketmq.broker.lite.service import LiteService
     from pocketmq.broker.timer.service import TimerService
     from pocketmq.broker.transaction.service import TransactionService
     from pocketmq.broker.write_path import Replication
@@ -220,6 +221,7 @@ class MessageService:
         transactions: TransactionService | None = None,
         replication: Replication | None = None,
         read_only_reason: str | None = None,
+        lite: LiteService | None = None,
     ):
         self._store = store
         self._topics = topics
@@ -239,6 +241,7 @@ class MessageService:
         self._transactions = transactions  # half messages are diverted to it
         self._replication = replication  # the HaMaster of a SYNC_MASTER: sends wait for a slave's ack
         self._read_only_reason = read_only_reason  # a slave's: sends are refused (SERVICE_NOT_AVAILABLE)
+        self._lite = lite  # checks messages to LITE parent topics and picks their queue (docs/lite.md)
 
     def configure(self, *, max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int) -> None:
         """Apply changed settings of a running broker (UPDATE_BROKER_CONFIG)."""
@@ -362,10 +365,14 @@ class MessageService:
         message_type = send.message_type
         for msg in messages:
             check_message(msg, max_body_bytes=self._max_body_bytes, max_properties_bytes=self._max_properties_bytes)
+            if message_type is None and props.LITE_TOPIC in msg.properties:
+                message_type = MessageType.LITE  # remoting senders declare no type: a lite topic says it
             if message_type is not None and not config.message_type.accepts(message_type):
                 raise MessageTypeConflictError(
                     f"topic {topic!r} accepts {config.message_type.value} messages, not {message_type.value}"
                 )
+        if config.message_type is MessageType.LITE and self._lite is not None:
+            self._lite.admit(config, messages)
         queue_ids = self._pick_queues(config, messages, queue_id, send.batch)
         stored = [
             self._to_stored(m, topic, q, send.born_host, send.born_timestamp_ms, send.producer_group)
@@ -409,6 +416,8 @@ class MessageService:
     def _pick_queues(
         self, config: TopicConfig, messages: Sequence[Message], queue_id: int | None, batch: bool
     ) -> list[int]:
+        if config.message_type is MessageType.LITE and self._lite is not None:  # a lite topic keeps to one queue
+            return [self._lite.queue_of(config, m) for m in messages]
         retry = config.name.startswith(RETRY_GROUP_TOPIC_PREFIX)
         priorities = [None if retry else check_priority(m) for m in messages]
         if priorities[0] is not None:  # its level picks the queue, whatever the client chose (RocketMQ's RIP-80)

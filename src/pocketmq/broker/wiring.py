@@ -28,6 +28,7 @@ from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.ha_metadata import metadata_version
 from pocketmq.broker.ha_services import ServiceStateFollower, ServiceTables
 from pocketmq.broker.ha_slave import HaSlave
+from pocketmq.broker.lite.service import LiteService
 from pocketmq.broker.messages import MessageService
 from pocketmq.broker.pop.engine import PopService
 from pocketmq.broker.pop.fifo import FifoPopState
@@ -73,6 +74,7 @@ class BrokerServices:
     transactions: TransactionService  # half messages, their endings and checks
     send_back: SendBackService  # consumer retries and the DLQ
     pop: PopService
+    lite: LiteService  # lite topics: their index, subscriptions and delivery
     tables: ServiceTables  # the service state a master sends its slaves with its metadata
     ha_master: HaMaster | None = None  # a master: serves its slaves
     ha_slave: HaSlave | None = None  # a slave: follows its master
@@ -123,6 +125,9 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         read_only_reason=reason,
         metrics=broker.metrics,
     )
+    lite = LiteService(
+        store, broker.topics, broker.clock, config.lite_settings(), config.metadata_dir() / "lite_offsets.json"
+    )
     messages = MessageService(
         store,
         broker.topics,
@@ -136,6 +141,7 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         transactions=transactions,
         replication=replication,
         read_only_reason=reason,
+        lite=lite,
     )
     pop = build_pop_service(broker, store, write_path, fifo)
     tables = ServiceTables(
@@ -157,6 +163,7 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         transactions=transactions,
         send_back=SendBackService(store, broker.topics, broker.groups, timer),
         pop=pop,
+        lite=lite,
         tables=tables,
         ha_master=ha_master,
         ha_slave=ha_slave,

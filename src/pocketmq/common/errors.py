@@ -64,6 +64,18 @@ class MessageTypeConflictError(IllegalMessageError):
     """A message of a type its topic does not accept (a delayed message to a NORMAL topic ...)."""
 
 
+class IllegalLiteTopicError(IllegalMessageError):
+    """A lite topic name that is blank, too long or has characters a topic name may not have."""
+
+
+class LiteTopicQuotaExceededError(PocketMQError):
+    """A send that would create a lite topic beyond its parent's limit (``lite_topic_max_per_parent``)."""
+
+
+class LiteSubscriptionQuotaExceededError(PocketMQError):
+    """A lite subscription beyond its consumer group's quota (``lite_subscription_quota``)."""
+
+
 class IllegalDeliveryTimeError(IllegalMessageError):
     """A delay or delivery time that is not a number, too far ahead or too far in the past."""
 

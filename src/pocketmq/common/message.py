@@ -41,6 +41,7 @@ class Message:
         properties: dict[str, str] | None = None,
         message_group: str | None = None,
         priority: int | None = None,
+        lite_topic: str | None = None,
         flag: int = 0,
     ):
         """A message with its common fields set by name; a ``str`` body is encoded as UTF-8."""
@@ -55,6 +56,8 @@ class Message:
         if message_group is not None:
             msg.properties[props.SHARDING_KEY] = message_group
         msg.priority = priority
+        if lite_topic is not None:
+            msg.properties[props.LITE_TOPIC] = lite_topic
         return msg
 
     @property
@@ -97,6 +100,11 @@ class Message:
         if value is not None and value < 0:
             raise ValueError(f"priority {value} is negative")
         _set_or_clear(self.properties, props.PRIORITY, None if value is None else str(value))
+
+    @property
+    def lite_topic(self) -> str | None:
+        """The lite topic of a message to a LITE parent topic (docs/lite.md)."""
+        return self.properties.get(props.LITE_TOPIC)
 
     @property
     def delay_level(self) -> int:

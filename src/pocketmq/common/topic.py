@@ -44,9 +44,13 @@ class MessageType(enum.Enum):
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
     PRIORITY = "PRIORITY"
+    LITE = "LITE"  # a parent of lite topics (docs/lite.md): only messages that name a lite topic
     MIXED = "MIXED"
 
     def accepts(self, message_type: MessageType) -> bool:
+        # A lite message needs its lite parent: elsewhere nobody could consume it by its lite topic.
+        if message_type is MessageType.LITE:
+            return self is MessageType.LITE
         return self is MessageType.MIXED or self is message_type
 
     @classmethod
@@ -72,6 +76,20 @@ def topic_name_problem(topic: str) -> str | None:
         return f"topic name is longer than {TOPIC_MAX_LENGTH} characters"
     if not NAME_PATTERN.fullmatch(topic):
         return f"topic name {topic!r} has characters outside [%|a-zA-Z0-9_-]"
+    return None
+
+
+LITE_TOPIC_MAX_LENGTH = 64  # RocketMQ 5's default max lite topic size (the Settings' max_lite_topic_size)
+
+
+def lite_topic_name_problem(lite_topic: str, max_length: int = LITE_TOPIC_MAX_LENGTH) -> str | None:
+    """Why ``lite_topic`` is not a legal lite topic name (the characters of a topic name), or None."""
+    if not lite_topic or not lite_topic.strip():
+        return "lite topic name is blank"
+    if len(lite_topic) > max_length:
+        return f"lite topic name is longer than {max_length} characters"
+    if not NAME_PATTERN.fullmatch(lite_topic):
+        return f"lite topic name {lite_topic!r} has characters outside [%|a-zA-Z0-9_-]"
     return None
 
 

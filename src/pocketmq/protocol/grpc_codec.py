@@ -34,8 +34,10 @@ _PB_TYPE_TO_DOMAIN = {
     pb.DELAY: MessageType.DELAY,
     pb.TRANSACTION: MessageType.TRANSACTION,
     pb.PRIORITY: MessageType.PRIORITY,
+    pb.LITE: MessageType.LITE,
 }
 _DOMAIN_TYPE_TO_PB = {v: k for k, v in _PB_TYPE_TO_DOMAIN.items()}
+# A MIXED topic's (LITE needs a LITE parent).
 _ALL_ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION, pb.PRIORITY)
 
 # The producer retry policy the Apache proxy hands out; Node's client throws without an exponential one.
@@ -76,10 +78,11 @@ class InboundMessage:
     user_properties: dict[str, str] = field(default_factory=dict)
     orphaned_recovery_ms: int | None = None  # a TRANSACTION message's check immunity (no official client sets it)
     priority: int | None = None  # a PRIORITY message's level
+    lite_topic: str | None = None  # a LITE message's lite topic under its (parent) topic
 
     @property
     def domain_type(self) -> MessageType | None:
-        """The PocketMQ message type, or None for one PocketMQ does not know (LITE, unspecified)."""
+        """The PocketMQ message type, or None for one PocketMQ does not know (unspecified)."""
         domain = MessageType.__members__.get(self.message_type)
         return None if domain is MessageType.MIXED else domain
 
@@ -97,6 +100,8 @@ class InboundMessage:
             properties[props.TIMER_DELIVER_MS] = str(self.delivery_timestamp_ms)
         if self.priority is not None:
             properties[props.PRIORITY] = str(self.priority)
+        if self.lite_topic is not None:
+            properties[props.LITE_TOPIC] = self.lite_topic
         return Message(topic=self.topic, body=self.body, properties=properties)
 
 
@@ -149,6 +154,7 @@ def decode_message(message) -> InboundMessage:
             else None
         ),
         priority=sp.priority if sp.HasField("priority") else None,
+        lite_topic=sp.lite_topic if sp.HasField("lite_topic") and sp.lite_topic != "" else None,
     )
 
 
@@ -184,6 +190,26 @@ def decode_client_settings(command) -> ClientSettings:
 
 
 # --------------------------------------------------------------------------------------------- responses
+
+
+def decode_sync_lite_request(request) -> tuple[str, str, str, set[str]]:
+    """(action name, parent topic, group, lite topics) of a SyncLiteSubscriptionRequest.
+
+    The official Python client (5.1.2) sends ``subscribe_lite(name)`` as a PARTIAL_ADD whose lite topics are
+    the name's characters, in order (it extends the repeated field with the string). A PARTIAL_ADD of two or
+    more one-character names is read as that one name: joined back, it is what the client subscribed (and
+    keeps in the set its periodic COMPLETE_ADD sends); no other client sends such a request for one-character
+    lite topics in practice.
+    """
+    action = _enum_name(pb.LiteSubscriptionAction, request.action)
+    names = list(request.lite_topic_set)
+    if action == "PARTIAL_ADD" and len(names) > 1 and all(len(n) == 1 for n in names):
+        names = ["".join(names)]
+    return action, request.topic.name, request.group.name, set(names)
+
+
+def sync_lite_response():
+    return spb.SyncLiteSubscriptionResponse(status=ok_status())
 
 
 def status(code: int, message: str = ""):
@@ -303,14 +329,17 @@ def settings_reply(
     consumer_max_attempts: int = CONSUMER_MAX_ATTEMPTS,
     consumer_backoff_seconds: tuple[int, ...] = CONSUMER_BACKOFF_SECONDS,
     metric_endpoint: tuple[str, int] | None = None,
+    lite_subscription_quota: int = 0,
+    max_lite_topic_size: int = 0,
 ):
     """The server's answer to a client's Settings: the client's own Settings echoed, completed per client kind.
 
     Python ignores Settings unless the status is OK; both clients reject every send when max_body_size is 0;
     Node's producer throws without an exponential backoff (reference §3). Consumers get their group's FIFO
     flag, max attempts (retry max times + 1) and the customized backoff a push consumer's nack uses as the
-    message's next invisible duration (whole seconds: the Python client reads only the seconds). Client metrics
-    are on, towards ``metric_endpoint`` (OTLP/gRPC), when it is given.
+    message's next invisible duration (whole seconds: the Python client reads only the seconds), and the lite
+    limits (the group's lite subscription quota, the longest lite topic name), which a lite consumer waits for.
+    Client metrics are on, towards ``metric_endpoint`` (OTLP/gRPC), when it is given.
     """
     settings = pb.Settings()
     settings.CopyFrom(command.settings)
@@ -334,6 +363,8 @@ def settings_reply(
         sub.receive_batch_size = CONSUMER_RECEIVE_BATCH_SIZE
         sub.long_polling_timeout.Clear()
         sub.long_polling_timeout.seconds = CONSUMER_LONG_POLLING_TIMEOUT_S
+        sub.lite_subscription_quota = lite_subscription_quota
+        sub.max_lite_topic_size = max_lite_topic_size
     settings.metric.Clear()
     settings.metric.on = metric_endpoint is not None  # on: the client starts an OTLP exporter to the endpoint
     if metric_endpoint is not None:
@@ -361,12 +392,6 @@ def error_response(method: str, code: int, message: str):
     return getattr(spb, f"{method}Response")(status=status(code, message))
 
 
-def not_implemented_response(method: str, message: str):
-    """A response of RPC ``method`` (a MessagingService method name) carrying NOT_IMPLEMENTED."""
-    cls = getattr(spb, f"{method}Response")
-    return cls(status=status(V2StatusCode.NOT_IMPLEMENTED, message))
-
-
 # ------------------------------------------------------------------------------------ delivered messages
 
 
@@ -386,6 +411,8 @@ def domain_message_type(msg: Message) -> MessageType:
         return MessageType.DELAY
     if props.PRIORITY in p:
         return MessageType.PRIORITY
+    if props.LITE_TOPIC in p:
+        return MessageType.LITE
     return MessageType.NORMAL
 
 
@@ -434,6 +461,9 @@ def encode_delivered_message(
     priority = msg.priority
     if priority is not None:
         sp.priority = priority
+    lite_topic = msg.properties.get(props.LITE_TOPIC)
+    if lite_topic:
+        sp.lite_topic = lite_topic
     if msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         sp.dead_letter_queue.topic = msg.properties.get(props.DLQ_ORIGIN_TOPIC, "")
         sp.dead_letter_queue.message_id = msg.properties.get(props.DLQ_ORIGIN_MESSAGE_ID, "")

@@ -24,6 +24,9 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
   and normal clients alive (broker/gray_split.py), each client gets one assignment per queue of its share
   (gray: the gray queues; normal: the rest), and ReceiveMessage pops only from that share.
 - ForwardMessageToDeadLetterQueue: the message goes to ``%DLQ%<group>`` (reason CLIENT_FORWARD), acked.
+- Lite topics (broker/lite, docs/lite.md): a receive on a LITE parent topic serves the lite topics the client
+  subscribed with SyncLiteSubscription, in order per lite topic (no auto renew: the invisible time is the
+  request's, else 60 s); ack, nack and forward recognise lite receipt handles by their form.
 """
 
 from __future__ import annotations
@@ -32,10 +35,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.lite.delivery import is_lite_handle
+from pocketmq.broker.lite.subscriptions import SyncAction
 from pocketmq.broker.pop.mode import ChangeNotReplicatedError
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS, PopRequest
 from pocketmq.broker.pop.renewal import RenewalTable
+from pocketmq.common import properties as props
 from pocketmq.common.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
@@ -44,10 +50,16 @@ from pocketmq.common.errors import (
     ServiceNotAvailableError,
     SubscriptionParseError,
 )
+from pocketmq.common.message import Message
+from pocketmq.common.topic import MessageType, dlq_topic
 from pocketmq.protocol import grpc_pop_codec as codec
 from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
-from pocketmq.protocol.grpc_codec import encode_delivered_message
+from pocketmq.protocol.grpc_codec import (
+    decode_sync_lite_request,
+    encode_delivered_message,
+    sync_lite_response,
+)
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers, check_topic
 
@@ -135,6 +147,19 @@ class ConsumerRpcs:
                 raise ServiceNotAvailableError("the broker is starting or stopping")
             req = codec.decode_receive_request(request)
             pop_request = self._pop_request(req, context, client_id)
+            config = self._broker.topics.get(req.topic)
+            if config is not None and config.message_type is MessageType.LITE:
+                lite = await self._broker.lite.receive(
+                    req.group,
+                    req.topic,
+                    client_id,
+                    pop_request.max_count,
+                    pop_request.invisible_ms,
+                    pop_request.poll_ms,
+                )
+                async for response in self._lite_responses(lite, pop_request.invisible_ms):
+                    yield response
+                return
             result = await self._broker.pop.pop(pop_request)
         except PocketMQError as exc:
             yield codec.receive_status(v2_code_of(exc), str(exc))
@@ -159,6 +184,22 @@ class ConsumerRpcs:
                     )
                 )
         yield codec.receive_delivery_timestamp(now_ms)
+
+    async def _lite_responses(self, delivered, invisible_ms: int):
+        if not delivered:
+            yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
+        else:
+            yield codec.receive_status()
+            for lite in delivered:
+                yield codec.receive_message(
+                    encode_delivered_message(
+                        lite.message,
+                        receipt_handle=lite.handle,
+                        delivery_attempt=lite.attempt,
+                        invisible_duration_ms=invisible_ms,
+                    )
+                )
+        yield codec.receive_delivery_timestamp(self._broker.clock.now_ms())
 
     def _pop_request(self, req: codec.ReceiveRequest, context, client_id: str) -> PopRequest:
         _check_group(req.group)
@@ -200,6 +241,13 @@ class ConsumerRpcs:
             return codec.ack_error_response(v2_code_of(exc), str(exc))
         handles, results = [], []
         for entry in entries:
+            if is_lite_handle(entry.receipt_handle):
+                try:
+                    self._broker.lite.ack(group, entry.receipt_handle)
+                    results.append((entry, V2StatusCode.OK, "OK"))
+                except PocketMQError as exc:
+                    results.append((entry, v2_code_of(exc), str(exc)))
+                continue
             try:
                 handles.append((entry, await self._current_handle(entry.receipt_handle)))
             except InvalidReceiptHandleError as exc:
@@ -216,6 +264,10 @@ class ConsumerRpcs:
             _check_group(group)
             check_topic(topic)
             check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
+            if is_lite_handle(text):
+                return codec.change_invisible_response(
+                    V2StatusCode.OK, "OK", self._broker.lite.change_invisible(group, text, invisible_ms)
+                )
             new = await self._broker.pop.change_invisible(group, await self._current_handle(text), invisible_ms)
         except PocketMQError as exc:
             return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
@@ -245,7 +297,38 @@ class ConsumerRpcs:
             group, topic, text, _ = codec.decode_forward_request(request)
             _check_group(group)
             check_topic(topic)
-            await self._broker.pop.forward_to_dead_letter(group, await self._current_handle(text))
+            if is_lite_handle(text):
+                await self._forward_lite(group, text)
+            else:
+                await self._broker.pop.forward_to_dead_letter(group, await self._current_handle(text))
         except PocketMQError as exc:
             return codec.forward_response(v2_code_of(exc), str(exc))
         return codec.forward_response()
+
+    async def _forward_lite(self, group: str, text: str) -> None:
+        """A lite message to ``%DLQ%<group>`` (its lite topic kept as a property), then acked."""
+        found = self._broker.lite.delivered_message(group, text)
+        if found is not None:
+            msg, attempt = found
+            properties = dict(msg.properties)
+            properties[props.DLQ_ORIGIN_TOPIC] = msg.topic
+            properties[props.DLQ_ORIGIN_MESSAGE_ID] = msg.msg_id
+            properties[props.RECONSUME_TIME] = str(attempt)
+            dlq = dlq_topic(group)
+            await self._broker.messages.send([Message(topic=dlq, body=msg.body, properties=properties)], topic=dlq)
+        self._broker.lite.ack(group, text)
+
+    # -- lite subscriptions -----------------------------------------------------------------------------------------
+    async def sync_lite_subscription(self, request, context, client_id: str = ""):
+        action, topic, group, lite_topics = decode_sync_lite_request(request)
+        _check_group(group)
+        check_topic(topic)
+        config = self._broker.topics.require(topic)
+        if config.message_type is not MessageType.LITE:
+            raise V2StatusError(V2StatusCode.ILLEGAL_TOPIC, f"topic {topic!r} is {config.message_type.value}, not LITE")
+        if not client_id:
+            raise V2StatusError(V2StatusCode.CLIENT_ID_REQUIRED, "header x-mq-client-id is required")
+        if action not in SyncAction.__members__:
+            raise BadRequestError(f"unknown lite subscription action {action}")
+        self._broker.lite.sync(group, topic, client_id, SyncAction[action], lite_topics)
+        return sync_lite_response()

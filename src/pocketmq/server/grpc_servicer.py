@@ -2,9 +2,9 @@
 
 Implemented: QueryRoute, Heartbeat, Telemetry, SendMessage (TRANSACTION entries too), EndTransaction (see
 server/grpc_transaction.py), NotifyClientTermination, the POP consumer RPCs (ReceiveMessage, Ack,
-ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue: see server/grpc_consumer.py), the
-pull consumer RPCs (PullMessage, UpdateOffset, GetOffset, QueryOffset: server/grpc_pull.py) and RecallMessage
-(broker/timer/recall.py). SyncLiteSubscription answers a NOT_IMPLEMENTED status.
+ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue, and SyncLiteSubscription for lite
+consumers: see server/grpc_consumer.py), the pull consumer RPCs (PullMessage, UpdateOffset, GetOffset,
+QueryOffset: server/grpc_pull.py) and RecallMessage (broker/timer/recall.py).
 
 Every RPC answers with a v2 status: a ``PocketMQError`` becomes its ``v2_code``; anything else is logged
 and answered INTERNAL_SERVER_ERROR. Bytes that are not the method's protobuf arrive as ``Malformed`` (see
@@ -85,14 +85,6 @@ def _header(context, name: str) -> str:
         if key == name:
             return value
     return ""
-
-
-def _unary_not_implemented(method: str, what: str):
-    async def answer(self, request, context):
-        return codec.not_implemented_response(method, what)
-
-    answer.__name__ = method
-    return answer
 
 
 class MessagingServicer:
@@ -323,14 +315,18 @@ class MessagingServicer:
             return codec.telemetry_error(V2StatusCode.INTERNAL_SERVER_ERROR, "internal error")
 
     def _consumer_settings(self, group: str | None) -> dict:
-        """The group's FIFO flag and max attempts (retry max times + 1), and the broker's delay levels as the
-        consumers' customized backoff (a push consumer nacks with the level of the message's attempt)."""
+        """The group's FIFO flag and max attempts (retry max times + 1), the broker's delay levels as the
+        consumers' customized backoff (a push consumer nacks with the level of the message's attempt), and the
+        lite limits (broker/lite)."""
         config = self._broker.groups.get(group) if group else None
         retry_max_times = config.retry_max_times if config is not None else -1
+        broker_config = self._broker.config
         return {
             "fifo": bool(config is not None and config.consume_message_orderly),
             "consumer_max_attempts": retry_limit(retry_max_times) + 1,
             "consumer_backoff_seconds": self._consumer_backoff_s,
+            "lite_subscription_quota": broker_config.lite_subscription_quota,
+            "max_lite_topic_size": broker_config.lite_topic_max_name_length,
         }
 
     # -- consumers (server/grpc_consumer.py) ----------------------------------------------------------------------
@@ -350,6 +346,11 @@ class MessagingServicer:
 
     async def ChangeInvisibleDuration(self, request, context):
         return await self._consumer_rpc("ChangeInvisibleDuration", self._consumers.change_invisible, request, context)
+
+    async def SyncLiteSubscription(self, request, context):
+        client_id = _header(context, CLIENT_ID_HEADER).strip()  # subscriptions are per client
+        sync = functools.partial(self._consumers.sync_lite_subscription, client_id=client_id)
+        return await self._consumer_rpc("SyncLiteSubscription", sync, request, context)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return await self._consumer_rpc(
@@ -398,9 +399,6 @@ class MessagingServicer:
         check_topic(topic)
         message_id, _ = await self._broker.timer.recall_by_handle(handle, topic)
         return codec.recall_response(message_id)
-
-    # -- not implemented yet --------------------------------------------------------------------------------------
-    SyncLiteSubscription = _unary_not_implemented("SyncLiteSubscription", "lite consumers are not supported")
 
     # -- helpers --------------------------------------------------------------------------------------------------
     def _require_started(self) -> None:

@@ -25,9 +25,17 @@ from pocketmq.protocol.error_codes import V2StatusError
 from pocketmq.protocol.grpc_codec import InboundMessage
 from pocketmq.protocol.headers import INT64_MAX, has_control_character
 
-# Types this front end stores (DELAY through the broker's timer, TRANSACTION through its transaction service).
+# Types this front end stores (DELAY through the broker's timer, TRANSACTION through its transaction service,
+# LITE under a LITE parent topic: broker/lite).
 SUPPORTED_TYPES = frozenset(
-    {MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION, MessageType.PRIORITY}
+    {
+        MessageType.NORMAL,
+        MessageType.FIFO,
+        MessageType.DELAY,
+        MessageType.TRANSACTION,
+        MessageType.PRIORITY,
+        MessageType.LITE,
+    }
 )
 
 
@@ -205,10 +213,12 @@ def _resolve_type(msg: InboundMessage, topic_type: MessageType) -> MessageType:
 
     An unspecified type is inferred from the properties (as a 4.x client's message would be). A type that
     contradicts the message's properties or the topic's type is MESSAGE_PROPERTY_CONFLICT_WITH_TYPE; a type
-    PocketMQ does not know (LITE) is NOT_IMPLEMENTED.
+    PocketMQ does not know is NOT_IMPLEMENTED.
     """
     if msg.message_type == "MESSAGE_TYPE_UNSPECIFIED":
-        if msg.message_group is not None:
+        if msg.lite_topic is not None:
+            message_type = MessageType.LITE
+        elif msg.message_group is not None:
             message_type = MessageType.FIFO
         elif msg.delivery_timestamp_ms is not None:
             message_type = MessageType.DELAY
@@ -247,6 +257,10 @@ def _property_conflict(msg: InboundMessage, message_type: MessageType) -> str | 
         return "a PRIORITY message needs a priority of 0 or more"
     if message_type is not MessageType.PRIORITY and msg.priority is not None:
         return f"a {message_type.value} message cannot have a priority"
+    if message_type is MessageType.LITE and msg.lite_topic is None:
+        return "a LITE message needs a lite topic"
+    if message_type is not MessageType.LITE and msg.lite_topic is not None:
+        return f"a {message_type.value} message cannot have a lite topic"
     return None
 
 

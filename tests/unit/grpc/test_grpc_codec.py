@@ -181,6 +181,3 @@ def test_a_sent_message_comes_back_as_sent(body, tag, user_properties):
     assert back.user_properties == user_properties
 
 
-def test_not_implemented_response_builds_the_methods_response_type():
-    resp = codec.not_implemented_response("AckMessage", "later")
-    assert isinstance(resp, spb.AckMessageResponse) and resp.status.code == V2StatusCode.NOT_IMPLEMENTED

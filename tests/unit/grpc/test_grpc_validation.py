@@ -167,15 +167,27 @@ def test_a_type_the_topic_does_not_accept_is_40014(topic_type, overrides):
     assert code_of(validate, msg(**overrides), topic_type) == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
+def test_a_type_the_protocol_does_not_know_is_not_implemented():
+    assert code_of(validate, msg(message_type="42")) == V2StatusCode.NOT_IMPLEMENTED
+
+
 @pytest.mark.parametrize(
-    "overrides",
+    ("topic_type", "overrides"),
     [
-        dict(message_type="LITE"),
-        dict(message_type="42"),
+        (MessageType.LITE, dict(message_type="LITE")),  # no lite topic
+        (MessageType.MIXED, dict(message_type="LITE", lite_topic="s1")),  # a lite message needs a LITE parent
+        (MessageType.LITE, dict(message_type="NORMAL", lite_topic="s1")),
+        (MessageType.LITE, dict(message_type="NORMAL")),
     ],
 )
-def test_types_not_stored_yet_are_not_implemented(overrides):
-    assert code_of(validate, msg(**overrides)) == V2StatusCode.NOT_IMPLEMENTED
+def test_lite_messages_need_a_lite_topic_and_a_lite_parent(topic_type, overrides):
+    assert code_of(validate, msg(**overrides), topic_type) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+
+
+def test_lite_messages_are_accepted_and_an_unspecified_type_with_a_lite_topic_is_lite():
+    assert validate(msg(message_type="LITE", lite_topic="s1"), MessageType.LITE).message_type == "LITE"
+    unspecified = msg(message_type="MESSAGE_TYPE_UNSPECIFIED", lite_topic="s1")
+    assert validate(unspecified, MessageType.LITE).to_domain().lite_topic == "s1"
 
 
 def test_transaction_messages_are_accepted():

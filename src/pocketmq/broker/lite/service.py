@@ -192,13 +192,16 @@ class LiteService:
         return msg if msg.queue_offset == queue_offset else None
 
     async def _wait_arrival(self, parent: str, wait_ms: int) -> None:
+        """Until a message arrives under ``parent`` or ``wait_ms`` passed (on the service's clock)."""
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(parent, []).append(waiter)
+        waiters = self._waiters.setdefault(parent, [])
+        waiters.append(waiter)
+        timer = self._clock.call_later_ms(wait_ms, lambda: waiter.done() or waiter.set_result(None))
         try:
-            await asyncio.wait_for(waiter, wait_ms / 1000)
-        except TimeoutError:
-            waiters = self._waiters.get(parent)
-            if waiters and waiter in waiters:
+            await waiter
+        finally:
+            timer.cancel()
+            if waiter in waiters:
                 waiters.remove(waiter)
 
     def ack(self, group: str, handle: str) -> None:

@@ -2,15 +2,16 @@
 
 Run as ``python lite_official_client.py SPEC_JSON`` with HOME set to a temporary directory. SPEC:
 {"endpoint": "127.0.0.1:P", "topic": PARENT, "group": G, "consumer": "simple"|"push", "lites": [L1, ...],
- "unsubscribed": U, "per_lite": N, "deadline_s": D}.
+ "unsubscribed": U, "per_lite": N, "deadline_s": D, "send": true}.
 
-It starts the lite consumer (startup returns only once the Settings reply carried the lite limits),
-subscribes the lite topics ``lites``, then sends ``per_lite`` messages to each of them and ``per_lite`` to the
-lite topic ``unsubscribed`` with a Producer (``message.lite_topic``), and consumes until every message of the
-subscribed lite topics came (or D passed), acking each. A simple consumer drops the first message it receives
-once (not acked, invisible 2 s), so it must come back with delivery attempt 2 before the later ones of its
-lite topic. It prints one JSON line: the quota and max name size the consumer was given, the send receipts'
-count, and per lite topic the bodies in the order they came with their attempts.
+It starts the lite consumer, subscribes the lite topics ``lites`` and tries to subscribe ``unsubscribed`` too
+(refused when the broker's quota is ``len(lites)``: the client knows the quota from the Settings reply). Unless
+"send" is false it then sends ``per_lite`` messages to each of ``lites`` and to ``unsubscribed`` with a Producer
+(``message.lite_topic``). It consumes until every message of the subscribed lite topics came (or D passed),
+acking each; a simple consumer leaves the first message it receives unacked (invisible 2 s), so it comes back
+with delivery attempt 2. It prints one JSON line: the exception that refused the extra subscription (or
+null), the sends' count, the dropped body, and per lite topic the bodies in the order they came with their
+attempts.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def main(spec: dict) -> int:
     producer = Producer(config, (spec["topic"],))
     producer.startup()
     sent = 0
-    for lite in [*spec["lites"], spec["unsubscribed"]]:
+    for lite in [*spec["lites"], spec["unsubscribed"]] if spec.get("send", True) else []:
         for i in range(spec["per_lite"]):
             msg = Message()
             msg.topic = spec["topic"]

@@ -1,12 +1,13 @@
-"""``pocketmq send TOPIC [--body TEXT] [--tag T] [--keys K] [--property K=V ...] [--message-group G | --priority N]
-[--count N] [--delay-ms N] [--json]``.
+"""``pocketmq send TOPIC [--body TEXT] [--tag T] [--keys K] [--property K=V ...]
+[--message-group G | --priority N | --lite-topic L] [--count N] [--delay-ms N] [--json]``.
 
 Sends one message, or with ``--count N`` N messages whose bodies are ``TEXT-0`` .. ``TEXT-(N-1)``, one at a
 time, each through the SDK's producer (queue chosen round robin over every broker of the route, or by
-``--message-group``; a ``--priority N`` message goes to the queue of its level on the broker). Each acknowledged message prints one line as soon as its reply arrives; with
-``--json`` an object with ``message_id`` (the producer's UNIQ_KEY), ``topic``, ``broker``, ``queue_id``,
-``queue_offset``, ``status`` and ``offset_msg_id`` (the broker's id); a message delayed by ``--delay-ms`` also
-prints its ``recall_handle`` (``pocketmq message recall``). A failed send stops the command with
+``--message-group``; a ``--priority N`` message goes to the queue of its level on the broker; ``--lite-topic``
+sends to that lite topic of a LITE topic, docs/lite.md). Each acknowledged message prints one line as soon as
+its reply arrives; with ``--json`` an object with ``message_id`` (the producer's UNIQ_KEY), ``topic``,
+``broker``, ``queue_id``, ``queue_offset``, ``status`` and ``offset_msg_id`` (the broker's id); a message delayed
+by ``--delay-ms`` also prints its ``recall_handle`` (``pocketmq message recall``). A failed send stops the command with
 one error line and exit status 1; the lines already printed are the messages stored.
 """
 
@@ -40,6 +41,7 @@ def register(subparsers) -> None:
         type=int,
         help="send priority messages of this level (0 or more, higher first; the topic's queue N holds level N)",
     )
+    parser.add_argument("--lite-topic", help="send every message to this lite topic of the (LITE) topic")
     parser.add_argument("--count", type=int, help="send N messages numbered into the body")
     parser.add_argument(
         "--delay-ms", type=int, help="deliver each message this many ms after it is sent (prints its recall handle)"
@@ -53,6 +55,10 @@ def messages_of(args) -> list[Message]:
     problem = topic_name_problem(args.topic)
     if problem:
         raise IllegalTopicError(problem)
+    if args.lite_topic is not None and (
+        args.message_group is not None or args.priority is not None or args.delay_ms is not None
+    ):
+        raise BadRequestError("--lite-topic excludes --message-group, --priority and --delay-ms")
     if args.count is not None and args.count < 1:
         raise BadRequestError(f"--count must be at least 1, got {args.count}")
     if args.priority is not None and args.priority < 0:
@@ -76,6 +82,7 @@ def messages_of(args) -> list[Message]:
             properties=properties,
             message_group=args.message_group,
             priority=args.priority,
+            lite_topic=args.lite_topic,
         )
         for body in bodies
     ]

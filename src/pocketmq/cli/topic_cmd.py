@@ -1,6 +1,6 @@
 """``pocketmq topic create|update|delete|list|describe``: topics on every master broker of a cluster.
 
-- ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|priority|mixed] [--gray-queue-ratio R] [--cluster C]
+- ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|priority|lite|mixed] [--gray-queue-ratio R] [--cluster C]
   [--update [--force]]``: on every master of the cluster (every cluster when not given); returns once the name
   server's route shows the queues. A topic a master already has is refused there ("already exists") and left
   as it is, unless ``--update`` (RocketMQ's create-or-update).

@@ -75,7 +75,8 @@ class RoundRobinSelector:
 
 
 class MessageGroupSelector:
-    """The queue of the message's group; messages without a group fall back to round robin."""
+    """The queue of the message's group (or lite topic: all of a lite topic's messages go to one broker);
+    messages without either fall back to round robin."""
 
     def __init__(self, fallback: QueueSelector | None = None):
         self._fallback = fallback or RoundRobinSelector()
@@ -83,7 +84,7 @@ class MessageGroupSelector:
     def select(
         self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
     ) -> MessageQueue:
-        group = message.message_group
+        group = message.message_group or message.lite_topic
         if group is None:
             return self._fallback.select(queues, message, avoid_brokers)
         if not queues:

@@ -20,8 +20,8 @@ OFFICIAL_CLIENT = Path(__file__).with_name("grpc_official_client.py")
 CLIENT_ID = (("x-mq-client-id", "itest@1@0@abc"),)
 
 
-def official_client_command(spec: dict) -> list[str]:
-    return [sys.executable, str(OFFICIAL_CLIENT), json.dumps(spec)]
+def official_client_command(spec: dict, script: Path = OFFICIAL_CLIENT) -> list[str]:
+    return [sys.executable, str(script), json.dumps(spec)]
 
 
 def client_env(home: Path) -> dict[str, str]:
@@ -29,10 +29,15 @@ def client_env(home: Path) -> dict[str, str]:
     return dict(os.environ, HOME=str(home))  # the client logs under ~/logs
 
 
-def run_official_client(spec: dict, home: Path, timeout_s: float = 100) -> list[dict]:
-    """Run the official client to the end; one outcome dict per send."""
+def run_official_client(spec: dict, home: Path, timeout_s: float = 100, script: Path = OFFICIAL_CLIENT) -> list[dict]:
+    """Run the official client (``script``) to the end; the JSON lines it printed (one outcome per send for
+    grpc_official_client.py)."""
     out = subprocess.run(
-        official_client_command(spec), env=client_env(home), capture_output=True, text=True, timeout=timeout_s
+        official_client_command(spec, script),
+        env=client_env(home),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]

@@ -9,13 +9,10 @@ consumer does not ack comes back with delivery attempt 2.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.integration.grpc_support import run_official_client
 
 from pocketmq.client import Admin, ClientConfig
 from pocketmq.common.topic import MessageType
@@ -44,18 +41,7 @@ def test_official_lite_producer_and_consumer(tmp_path, consumer):
             "per_lite": PER_LITE,
             "deadline_s": 40,
         }
-        home = tmp_path / "home"
-        home.mkdir()
-        out = subprocess.run(
-            [sys.executable, str(SCRIPT), json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=90,
-            env={**os.environ, "HOME": str(home)},
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+        result = run_official_client(spec, tmp_path / "home", timeout_s=90, script=SCRIPT)[-1]
         assert result["over_quota"] == "LiteSubscriptionQuotaExceededException"
         assert result["sent"] == 3 * PER_LITE
         got = result["got"]

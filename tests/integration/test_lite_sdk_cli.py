@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.integration.grpc_support import run_official_client
 
 from pocketmq.broker.lite.index import lite_queue_id
 from pocketmq.client import ClientConfig, Message, Producer
@@ -52,18 +53,7 @@ def test_cli_and_sdk_send_lite_messages_the_official_lite_consumer_receives(tmp_
             "deadline_s": 30,
             "send": False,
         }
-        home = tmp_path / "home"
-        home.mkdir()
-        out = subprocess.run(
-            [sys.executable, str(SCRIPT), json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=90,
-            env={**os.environ, "HOME": str(home)},
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
-        got = json.loads(out.stdout.strip().splitlines()[-1])["got"]
+        got = run_official_client(spec, tmp_path / "home", timeout_s=90, script=SCRIPT)[-1]["got"]
         firsts = {lite: [body for body, attempt in got[lite] if attempt == 1] for lite in got}
         assert firsts == {
             "cli-a": [f"hello from pocketmq-{i}" for i in range(3)],

@@ -19,7 +19,7 @@ from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_probl
 from pocketmq.broker.transaction.decision import CheckSettings
 from pocketmq.cluster.breaker import BreakerSettings
 from pocketmq.cluster.remote_reader import RetryDelays
-from pocketmq.common.topic import topic_name_problem
+from pocketmq.common.topic import LITE_TOPIC_MAX_LENGTH, topic_name_problem
 from pocketmq.protocol import limits as remoting
 from pocketmq.store.api import FlushMode, StoreConfig
 
@@ -185,7 +185,7 @@ class BrokerConfig:
     # Settings' lite_subscription_quota), the longest lite topic name (max_lite_topic_size), how long a lite
     # topic lives without a message, and how many one LITE parent topic may hold.
     lite_subscription_quota: int = field(default=2_000, metadata={"check": _positive})
-    lite_topic_max_name_length: int = field(default=64, metadata={"check": _positive})
+    lite_topic_max_name_length: int = field(default=LITE_TOPIC_MAX_LENGTH, metadata={"check": _positive})
     lite_topic_expire_ms: int = field(default=86_400_000, metadata={"check": _positive})
     lite_topic_max_per_parent: int = field(default=1_000_000, metadata={"check": _positive})
     # Replication (cluster/ha_*.py, docs/ha.md). broker_id 0 is a master; a slave (id > 0) follows the master of

@@ -467,7 +467,10 @@ class MessageService:
 
     def _results(self, stored: list[MessageExt], puts: list[PutResult]) -> list[SendResult]:
         self.put_messages_total += len(stored)
-        return [self._result(msg, put) for msg, put in zip(stored, puts)]
+        results = [self._result(msg, put) for msg, put in zip(stored, puts)]
+        if self._lite is not None:
+            self._lite.appended(stored)
+        return results
 
     def _result(self, msg: MessageExt, put: PutResult) -> SendResult:
         if not put.status.stored:

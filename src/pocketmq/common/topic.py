@@ -68,15 +68,19 @@ def priority_queue_id(priority: int, queue_nums: int) -> int:
     return min(priority, queue_nums - 1)
 
 
+def _name_problem(kind: str, name: str, max_length: int) -> str | None:
+    if not name or not name.strip():
+        return f"{kind} name is blank"
+    if len(name) > max_length:
+        return f"{kind} name is longer than {max_length} characters"
+    if not NAME_PATTERN.fullmatch(name):
+        return f"{kind} name {name!r} has characters outside [%|a-zA-Z0-9_-]"
+    return None
+
+
 def topic_name_problem(topic: str) -> str | None:
     """Why ``topic`` is not a legal topic name, or None when it is."""
-    if not topic or not topic.strip():
-        return "topic name is blank"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"topic name is longer than {TOPIC_MAX_LENGTH} characters"
-    if not NAME_PATTERN.fullmatch(topic):
-        return f"topic name {topic!r} has characters outside [%|a-zA-Z0-9_-]"
-    return None
+    return _name_problem("topic", topic, TOPIC_MAX_LENGTH)
 
 
 LITE_TOPIC_MAX_LENGTH = 64  # RocketMQ 5's default max lite topic size (the Settings' max_lite_topic_size)
@@ -84,23 +88,11 @@ LITE_TOPIC_MAX_LENGTH = 64  # RocketMQ 5's default max lite topic size (the Sett
 
 def lite_topic_name_problem(lite_topic: str, max_length: int = LITE_TOPIC_MAX_LENGTH) -> str | None:
     """Why ``lite_topic`` is not a legal lite topic name (the characters of a topic name), or None."""
-    if not lite_topic or not lite_topic.strip():
-        return "lite topic name is blank"
-    if len(lite_topic) > max_length:
-        return f"lite topic name is longer than {max_length} characters"
-    if not NAME_PATTERN.fullmatch(lite_topic):
-        return f"lite topic name {lite_topic!r} has characters outside [%|a-zA-Z0-9_-]"
-    return None
+    return _name_problem("lite topic", lite_topic, max_length)
 
 
 def group_name_problem(group: str) -> str | None:
-    if not group or not group.strip():
-        return "group name is blank"
-    if len(group) > GROUP_MAX_LENGTH:
-        return f"group name is longer than {GROUP_MAX_LENGTH} characters"
-    if not NAME_PATTERN.fullmatch(group):
-        return f"group name {group!r} has characters outside [%|a-zA-Z0-9_-]"
-    return None
+    return _name_problem("group", group, GROUP_MAX_LENGTH)
 
 
 def retry_topic(group: str) -> str:

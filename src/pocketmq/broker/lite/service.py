@@ -63,6 +63,7 @@ class LiteService:
         self._waiters: dict[str, list[asyncio.Future]] = {}  # parent -> receives waiting for a message
         self._turn = 0  # rotates the lite topic a receive starts with, so no subscription starves the others
         self._saved_offsets: list[dict] | None = None  # what persist() wrote last
+        self._dirty: set[tuple[str, int]] = set()  # (parent, queue id) with records the index may not have
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -86,17 +87,35 @@ class LiteService:
             atomic_write_json(self._offsets_path, {"offsets": offsets})
             self._saved_offsets = offsets
 
-    # -- the store's arrival notices ---------------------------------------------------------------------------------
+    # -- keeping the index current --------------------------------------------------------------------------------
+    def appended(self, msgs: list[MessageExt]) -> None:
+        """Index messages the send path just stored (from their own properties: no record is read back)."""
+        config = self._topics.get(msgs[0].topic) if msgs else None
+        if config is None or config.message_type is not MessageType.LITE:
+            return
+        index = self.index
+        for msg in msgs:
+            if index.indexed_to(msg.topic, msg.queue_id) == msg.queue_offset:
+                index.add(msg.topic, msg.queue_id, msg.queue_offset, msg.lite_topic, msg.store_timestamp_ms)
+            # else: records before it are not indexed yet; the catch-up of its queue reads them all
+
     def on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
+        """The store's arrival notice: records the send path does not index (replication, a restart's replay)
+        are read back later, when the index is next used; receives waiting under the parent wake."""
         config = self._topics.get(topic)
         if config is None or config.message_type is not MessageType.LITE:
             return
-        self._catch_up(topic, queue_id)
+        self._dirty.add((topic, queue_id))
         for waiter in self._waiters.pop(topic, ()):
-            if not waiter.done():
-                waiter.set_result(None)
+            _release(waiter)
+
+    def _catch_up_dirty(self, parent: str | None = None) -> None:
+        for key in [k for k in self._dirty if parent is None or k[0] == parent]:
+            self._dirty.discard(key)
+            self._catch_up(*key)
 
     def _catch_up(self, parent: str, queue_id: int) -> None:
+        """Index the records of a parent queue the index has not seen, reading them back from the store."""
         store, index = self._store, self.index
         index.skip_to(parent, queue_id, store.min_queue_offset(parent, queue_id))
         end = store.max_queue_offset(parent, queue_id)
@@ -107,9 +126,7 @@ class LiteService:
                 continue
             for record in got.records:
                 msg, _ = decode_record(record)
-                index.add(
-                    parent, queue_id, msg.queue_offset, msg.properties.get(props.LITE_TOPIC), msg.store_timestamp_ms
-                )
+                index.add(parent, queue_id, msg.queue_offset, msg.lite_topic, msg.store_timestamp_ms)
 
     # -- send ---------------------------------------------------------------------------------------------------------
     def queue_of(self, config: TopicConfig, msg: Message) -> int:
@@ -117,6 +134,7 @@ class LiteService:
 
     def admit(self, config: TopicConfig, messages: list[Message]) -> None:
         """Check the lite topics of messages to the LITE parent ``config``."""
+        self._catch_up_dirty(config.name)
         new: set[str] = set()
         for msg in messages:
             lite = msg.properties.get(props.LITE_TOPIC, "")
@@ -149,6 +167,7 @@ class LiteService:
         while True:
             now_ms = clock.now_ms()
             self.subscriptions.touch(group, parent, client_id, now_ms)
+            self._catch_up_dirty(parent)
             lites = sorted(self.subscriptions.of(group, parent, client_id))
             out = self._take(group, parent, lites, max_count, now_ms, invisible_ms)
             if out or now_ms >= poll_end_ms:
@@ -196,7 +215,7 @@ class LiteService:
         waiter = asyncio.get_running_loop().create_future()
         waiters = self._waiters.setdefault(parent, [])
         waiters.append(waiter)
-        timer = self._clock.call_later_ms(wait_ms, lambda: waiter.done() or waiter.set_result(None))
+        timer = self._clock.call_later_ms(wait_ms, lambda: _release(waiter))
         try:
             await waiter
         finally:
@@ -225,6 +244,7 @@ class LiteService:
     def expire(self) -> int:
         """One expiry round (see the module doc); how many lite topics were dropped."""
         now_ms = self._clock.now_ms()
+        self._catch_up_dirty()
         self.subscriptions.expire(now_ms, self.settings.client_expire_ms)
         expired = self.index.expired(now_ms, self.settings.expire_ms)
         for parent, lite in expired:
@@ -245,3 +265,8 @@ class LiteService:
             if low is None:
                 low = mins[lite.queue_id] = self._store.min_queue_offset(parent, lite.queue_id)
             lite.trim_below(low)
+
+
+def _release(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -10,8 +10,9 @@ One broker (ASYNC_FLUSH) with 10 normal topics and one LITE parent topic, 8 queu
 - ``restart``: the broker stopped and started on its data directory (the lite index is rebuilt from the
   store): seconds to ready.
 
-Per phase: msg/s, the broker's CPU seconds and its resident memory (VmRSS) after the phase, and the number of
-consume queue directories on disk (lite topics own none). Prints one JSON line per phase.
+Per phase: msg/s, the broker's CPU seconds and its resident memory after the phase (VmRSS, and its two parts:
+RssAnon, the heap, and RssFile, pages of mapped store files the kernel can drop), and the number of consume
+queue directories on disk (lite topics own none). Prints one JSON line per phase.
 
 ``--queue-per-lite N`` measures instead the design not taken, in this process: N consume queues (the store's
 ``ConsumeQueue``, default segment size) with one unit each, as one queue per lite topic would need: seconds,
@@ -45,9 +46,10 @@ NORMAL_TOPICS = [f"bench_normal_{i}" for i in range(10)]
 PARENT = "bench_lite_parent"
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A resident memory figure of ``pid`` (/proc status: VmRSS, RssAnon = heap, RssFile = mapped file pages)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return round(int(line.split()[1]) / 1024, 1)
     return 0.0
 
@@ -162,6 +164,8 @@ def report(phase: str, messages: int, seconds: float, broker_cpu_s: float, pid: 
         "msg_per_s": round(messages / seconds) if messages else None,
         "broker_cpu_s": round(broker_cpu_s, 2),
         "broker_rss_mib": rss_mib(pid),
+        "broker_rss_anon_mib": rss_mib(pid, "RssAnon"),
+        "broker_rss_file_mib": rss_mib(pid, "RssFile"),
         "consume_queue_dirs": consume_queue_dirs(workdir / "data"),
     }
     print(json.dumps(line), flush=True)

@@ -183,3 +183,21 @@ async def test_a_waiting_receive_gets_a_message_that_arrives_and_ends_at_its_pol
         await asyncio.sleep(0)
         clock.advance(5_000)
         assert await asyncio.wait_for(waiting, 5) == []
+
+
+async def test_the_lite_topics_of_a_deleted_parent_go_at_the_next_round(tmp_path):
+    async with running_broker(tmp_path) as broker:
+        await lite_broker(broker)
+        await send(broker, "s1", "a")
+        broker.topics.delete(PARENT)
+        assert broker.lite.expire() == 1 and broker.lite.index.count() == 0
+
+
+def test_the_lite_topic_is_found_in_encoded_properties():
+    from pocketmq.broker.lite.service import _lite_topic_of
+    from pocketmq.common.properties import encode_properties
+
+    assert _lite_topic_of(encode_properties({"UNIQ_KEY": "x", "__LITE_TOPIC": "s1", "TAGS": "t"}).encode()) == "s1"
+    assert _lite_topic_of(encode_properties({"__LITE_TOPIC": "s-2"}).encode()) == "s-2"
+    assert _lite_topic_of(encode_properties({"k": "v__LITE_TOPIC\x01no"}).encode()) is None
+    assert _lite_topic_of(encode_properties({"UNIQ_KEY": "x"}).encode()) is None

@@ -92,6 +92,9 @@ class LiteIndex:
             if not lites:
                 del self._parents[parent]
 
+    def parents(self) -> list[str]:
+        return list(self._parents)
+
     def expired(self, now_ms: int, ttl_ms: int) -> list[tuple[str, str]]:
         """(parent, lite topic) of every lite topic without a message for longer than ``ttl_ms``."""
         deadline = now_ms - ttl_ms

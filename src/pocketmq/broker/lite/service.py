@@ -6,8 +6,8 @@ delivery with receipts, expiry of idle lite topics, and the groups' saved progre
   record of the parent, in the queue its lite topic hashes to; the store's arrival notice indexes it.
 - Receive: a consumer gets messages of the lite topics it subscribed, in order per lite topic
   (``delivery.py``), long-polling until one arrives, an invisible time ends or its poll time is over.
-- Expiry (every ``client_scan_interval_ms``): a lite topic without a message for ``lite_topic_expire_ms`` is
-  dropped with its subscriptions and progress (its records stay in the parent until retention removes them);
+- Expiry (every ``client_scan_interval_ms``): a lite topic without a message for ``lite_topic_expire_ms``, or
+  whose parent was deleted or is no longer LITE, is dropped with its subscriptions and progress (its records stay in the parent until retention removes them);
   clients that stopped syncing lose their subscriptions after ``client_channel_expire_ms``; the groups'
   progress is saved to ``config/lite_offsets.json``.
 """
@@ -25,13 +25,15 @@ from pocketmq.broker.lite.subscriptions import LiteSubscriptions, SyncAction
 from pocketmq.common import properties as props
 from pocketmq.common.errors import IllegalLiteTopicError, LiteTopicQuotaExceededError
 from pocketmq.common.message import Message, MessageExt
-from pocketmq.common.record import decode_record
+from pocketmq.common.record import decode_record, decode_record_columns
 from pocketmq.common.topic import MessageType, TopicConfig, lite_topic_name_problem
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.files import atomic_write_json, load_json
 
 log = logging.getLogger(__name__)
 _CATCH_UP_BATCH = 256
+_LITE_PROPERTY = f"{props.LITE_TOPIC}{props.NAME_VALUE_SEPARATOR}".encode()
+_PROPERTY_END = props.PROPERTY_SEPARATOR.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +126,11 @@ class LiteService:
             if not got.records:  # a hole (a record removed or unreadable): pass over what the store passed
                 index.skip_to(parent, queue_id, max(got.next_begin_offset, offset + 1))
                 continue
-            for record in got.records:
-                msg, _ = decode_record(record)
-                index.add(parent, queue_id, msg.queue_offset, msg.lite_topic, msg.store_timestamp_ms)
+            columns = decode_record_columns(b"".join(got.records))  # no message objects: a restart reads them all
+            for queue_offset, store_ms, properties in zip(
+                columns.queue_offsets, columns.store_timestamps_ms, columns.properties
+            ):
+                index.add(parent, queue_id, queue_offset, _lite_topic_of(properties), store_ms)
 
     # -- send ---------------------------------------------------------------------------------------------------------
     def queue_of(self, config: TopicConfig, msg: Message) -> int:
@@ -247,6 +251,10 @@ class LiteService:
         self._catch_up_dirty()
         self.subscriptions.expire(now_ms, self.settings.client_expire_ms)
         expired = self.index.expired(now_ms, self.settings.expire_ms)
+        for parent in self.index.parents():  # a parent deleted or no longer LITE: all its lite topics go
+            config = self._topics.get(parent)
+            if config is None or config.message_type is not MessageType.LITE:
+                expired.extend((parent, lite) for lite in self.index.lites(parent))
         for parent, lite in expired:
             self.index.remove(parent, lite)
             self.subscriptions.forget_lite(parent, lite)
@@ -270,3 +278,15 @@ class LiteService:
 def _release(waiter: asyncio.Future) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _lite_topic_of(properties: bytes) -> str | None:
+    """The ``__LITE_TOPIC`` of encoded properties (``name\x01value\x02`` ...), found without parsing them all."""
+    start = properties.find(_LITE_PROPERTY)
+    while start > 0 and properties[start - 1 : start] != _PROPERTY_END:  # inside another property's value
+        start = properties.find(_LITE_PROPERTY, start + 1)
+    if start < 0:
+        return None
+    value_start = start + len(_LITE_PROPERTY)
+    end = properties.find(_PROPERTY_END, value_start)
+    return properties[value_start : end if end >= 0 else len(properties)].decode()

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_LONG_POLLING_MS = 20_000
+DLQ_ORIGIN_LITE_TOPIC = "DLQ_ORIGIN_LITE_TOPIC"  # PocketMQ's: the lite topic of a forwarded lite message
 RENEW_SCAN_MS = 1_000
 DEADLINE_MARGIN_MS = 500
 MAX_BATCH = 32
@@ -306,11 +307,13 @@ class ConsumerRpcs:
         return codec.forward_response()
 
     async def _forward_lite(self, group: str, text: str) -> None:
-        """A lite message to ``%DLQ%<group>`` (its lite topic kept as a property), then acked."""
+        """A lite message to ``%DLQ%<group>``, then acked. The DLQ is no LITE topic: the lite topic moves to the
+        property ``DLQ_ORIGIN_LITE_TOPIC``."""
         found = self._broker.lite.delivered_message(group, text)
         if found is not None:
             msg, attempt = found
             properties = dict(msg.properties)
+            properties[DLQ_ORIGIN_LITE_TOPIC] = properties.pop(props.LITE_TOPIC, "")
             properties[props.DLQ_ORIGIN_TOPIC] = msg.topic
             properties[props.DLQ_ORIGIN_MESSAGE_ID] = msg.msg_id
             properties[props.RECONSUME_TIME] = str(attempt)

@@ -93,3 +93,20 @@ async def test_sync_refusals_quota_name_and_topic_type(h):
     assert wrong.status.code == V2Code.ILLEGAL_TOPIC
     removed = await h.stub.SyncLiteSubscription(sync_request("s1", action=pb.PARTIAL_REMOVE), metadata=CLIENT)
     assert removed.status.code == V2Code.OK and h.broker.lite.subscriptions.group_count("g") == 0
+
+
+async def test_a_lite_message_nacked_then_forwarded_lands_in_the_groups_dlq(h):
+    await h.stub.SendMessage(send_request(PARENT, b"poison", message_type=pb.LITE, lite_topic="s1"))
+    await h.stub.SyncLiteSubscription(sync_request("s1"), metadata=CLIENT)
+    [message] = [r.message for r in await receive(h) if r.WhichOneof("content") == "message"]
+    change = spb.ChangeInvisibleDurationRequest(receipt_handle=message.system_properties.receipt_handle)
+    change.group.name, change.topic.name = "g", PARENT
+    change.invisible_duration.seconds = 60
+    changed = await h.stub.ChangeInvisibleDuration(change, metadata=CLIENT)
+    assert changed.status.code == V2Code.OK and changed.receipt_handle != change.receipt_handle
+    forward = spb.ForwardMessageToDeadLetterQueueRequest(receipt_handle=changed.receipt_handle)
+    forward.group.name, forward.topic.name = "g", PARENT
+    assert (await h.stub.ForwardMessageToDeadLetterQueue(forward, metadata=CLIENT)).status.code == V2Code.OK
+    [dead] = h.broker.store.get_messages("%DLQ%g", 0, 0, 10).messages()
+    assert dead.body == b"poison" and dead.properties["DLQ_ORIGIN_LITE_TOPIC"] == "s1"
+    assert dead.properties["DLQ_ORIGIN_TOPIC"] == PARENT

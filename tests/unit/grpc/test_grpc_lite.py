@@ -9,7 +9,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from tests.unit.grpc.test_grpc_servicer import CLIENT, Harness, next_reply, send_request
 
 from pocketmq.common.topic import MessageType, TopicConfig
-from pocketmq.protocol.grpc_codec import V2Code
+from pocketmq.protocol.codes import V2StatusCode
 
 PARENT = "agents"
 
@@ -58,14 +58,14 @@ async def test_lite_consumer_settings_carry_the_quota_and_the_max_name_size(tmp_
 
 async def test_send_subscribe_receive_and_ack_a_lite_message(h):
     reply = await h.stub.SendMessage(send_request(PARENT, b"hello", message_type=pb.LITE, lite_topic="s1"))
-    assert reply.status.code == V2Code.OK
+    assert reply.status.code == V2StatusCode.OK
     no_lite = await h.stub.SendMessage(send_request(PARENT, b"x", message_type=pb.NORMAL, message_id="ID-2"))
-    assert no_lite.status.code == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert no_lite.status.code == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
     route = await h.stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=PARENT)))
     assert {tuple(q.accept_message_types) for q in route.message_queues} == {(pb.LITE,)}
     # the official Python client sends subscribe_lite("s1") as the name's characters, in order
     synced = await h.stub.SyncLiteSubscription(sync_request("s", "1"), metadata=CLIENT)
-    assert synced.status.code == V2Code.OK
+    assert synced.status.code == V2StatusCode.OK
     assert h.broker.lite.subscriptions.of("g", PARENT, "host@1@0@abc") == {"s1"}
     responses = await receive(h)
     [message] = [r.message for r in responses if r.WhichOneof("content") == "message"]
@@ -76,23 +76,23 @@ async def test_send_subscribe_receive_and_ack_a_lite_message(h):
     ack.entries.add(
         message_id=message.system_properties.message_id, receipt_handle=message.system_properties.receipt_handle
     )
-    assert (await h.stub.AckMessage(ack, metadata=CLIENT)).entries[0].status.code == V2Code.OK
+    assert (await h.stub.AckMessage(ack, metadata=CLIENT)).entries[0].status.code == V2StatusCode.OK
     again = await h.stub.AckMessage(ack, metadata=CLIENT)
-    assert again.entries[0].status.code == V2Code.INVALID_RECEIPT_HANDLE
+    assert again.entries[0].status.code == V2StatusCode.INVALID_RECEIPT_HANDLE
 
 
 async def test_sync_refusals_quota_name_and_topic_type(h):
     h.broker.lite.subscriptions.quota = 1
-    assert (await h.stub.SyncLiteSubscription(sync_request("s1"), metadata=CLIENT)).status.code == V2Code.OK
+    assert (await h.stub.SyncLiteSubscription(sync_request("s1"), metadata=CLIENT)).status.code == V2StatusCode.OK
     over = await h.stub.SyncLiteSubscription(sync_request("s2"), metadata=CLIENT)
-    assert over.status.code == V2Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED
+    assert over.status.code == V2StatusCode.LITE_SUBSCRIPTION_QUOTA_EXCEEDED
     bad = await h.stub.SyncLiteSubscription(sync_request("a b"), metadata=CLIENT)
-    assert bad.status.code == V2Code.ILLEGAL_LITE_TOPIC
+    assert bad.status.code == V2StatusCode.ILLEGAL_LITE_TOPIC
     h.broker.topics.create_or_update(TopicConfig("plain", 1, 1))
     wrong = await h.stub.SyncLiteSubscription(sync_request("s1", topic="plain"), metadata=CLIENT)
-    assert wrong.status.code == V2Code.ILLEGAL_TOPIC
+    assert wrong.status.code == V2StatusCode.ILLEGAL_TOPIC
     removed = await h.stub.SyncLiteSubscription(sync_request("s1", action=pb.PARTIAL_REMOVE), metadata=CLIENT)
-    assert removed.status.code == V2Code.OK and h.broker.lite.subscriptions.group_count("g") == 0
+    assert removed.status.code == V2StatusCode.OK and h.broker.lite.subscriptions.group_count("g") == 0
 
 
 async def test_a_lite_message_nacked_then_forwarded_lands_in_the_groups_dlq(h):
@@ -103,10 +103,10 @@ async def test_a_lite_message_nacked_then_forwarded_lands_in_the_groups_dlq(h):
     change.group.name, change.topic.name = "g", PARENT
     change.invisible_duration.seconds = 60
     changed = await h.stub.ChangeInvisibleDuration(change, metadata=CLIENT)
-    assert changed.status.code == V2Code.OK and changed.receipt_handle != change.receipt_handle
+    assert changed.status.code == V2StatusCode.OK and changed.receipt_handle != change.receipt_handle
     forward = spb.ForwardMessageToDeadLetterQueueRequest(receipt_handle=changed.receipt_handle)
     forward.group.name, forward.topic.name = "g", PARENT
-    assert (await h.stub.ForwardMessageToDeadLetterQueue(forward, metadata=CLIENT)).status.code == V2Code.OK
+    assert (await h.stub.ForwardMessageToDeadLetterQueue(forward, metadata=CLIENT)).status.code == V2StatusCode.OK
     [dead] = h.broker.store.get_messages("%DLQ%g", 0, 0, 10).messages()
     assert dead.body == b"poison" and dead.properties["DLQ_ORIGIN_LITE_TOPIC"] == "s1"
     assert dead.properties["DLQ_ORIGIN_TOPIC"] == PARENT

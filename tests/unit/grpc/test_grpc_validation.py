@@ -181,7 +181,7 @@ def test_a_type_the_protocol_does_not_know_is_not_implemented():
     ],
 )
 def test_lite_messages_need_a_lite_topic_and_a_lite_parent(topic_type, overrides):
-    assert code_of(validate, msg(**overrides), topic_type) == V2Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert code_of(validate, msg(**overrides), topic_type) == V2StatusCode.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
 def test_lite_messages_are_accepted_and_an_unspecified_type_with_a_lite_topic_is_lite():

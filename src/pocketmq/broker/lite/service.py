@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +137,7 @@ class LiteService:
     def queue_of(self, config: TopicConfig, msg: Message) -> int:
         return lite_queue_id(msg.properties.get(props.LITE_TOPIC, ""), config.write_queue_nums)
 
-    def admit(self, config: TopicConfig, messages: list[Message]) -> None:
+    def admit(self, config: TopicConfig, messages: Sequence[Message]) -> None:
         """Check the lite topics of messages to the LITE parent ``config``."""
         self._catch_up_dirty(config.name)
         new: set[str] = set()

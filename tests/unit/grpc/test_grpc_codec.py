@@ -179,5 +179,3 @@ def test_a_sent_message_comes_back_as_sent(body, tag, user_properties):
     back = codec.decode_message(codec.encode_delivered_message(stored))
     assert (back.body, back.tag, back.keys, back.message_id) == (body, tag, ["k"], "MID")
     assert back.user_properties == user_properties
-
-

@@ -19,8 +19,6 @@ from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, NoPermissionError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_record, record_queue_offset
-from pocketmq.common.tag_expression import parse_tag_expression
-from pocketmq.store.tags import tag_hash_code
 
 INIT_MODE_MIN = 0
 INIT_MODE_MAX = 1
@@ -124,13 +122,6 @@ class PopResult:
                 msg.properties[props.POP_CK] = handle.encode()
                 out.append((msg, handle))
         return out
-
-
-def tag_predicate(expression: str | None) -> Callable[[int], bool] | None:
-    tags = parse_tag_expression(expression)
-    if not tags:
-        return None
-    return frozenset(tag_hash_code(t) for t in tags).__contains__
 
 
 def check_invisible_ms(invisible_ms: int) -> None:

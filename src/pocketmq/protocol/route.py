@@ -21,6 +21,7 @@ from typing import Any
 
 from pocketmq.common.gray import GRAY_RATIO_ATTRIBUTE, parse_gray_ratio
 from pocketmq.common.topic import DEFAULT_TOPIC, PERM_READ_WRITE, MessageType, TopicConfig
+from pocketmq.protocol.namesrv_headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 
 MASTER_ID = 0
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"  # RocketMQ 5's topic attribute (sent as "+message.type" on create)
@@ -304,25 +305,26 @@ class BrokerIdentity:
     def is_master(self) -> bool:
         return self.broker_id == MASTER_ID
 
-    def unregister_fields(self) -> dict:
-        return {
-            "clusterName": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerAddr": self.broker_addr,
-            "brokerId": self.broker_id,
-        }
+    def unregister_fields(self) -> dict[str, str]:
+        return UnRegisterBrokerRequestHeader.ext_fields(
+            cluster_name=self.cluster,
+            broker_name=self.broker_name,
+            broker_addr=self.broker_addr,
+            broker_id=self.broker_id,
+        )
 
-    def register_fields(self, body_crc32: int) -> dict:
+    def register_fields(self, body_crc32: int) -> dict[str, str]:
         """REGISTER_BROKER's header; ``body_crc32`` is the CRC32 (zlib's, Java's CRC32) of the JSON body."""
-        fields: dict[str, Any] = {
-            **self.unregister_fields(),
-            "haServerAddr": self.ha_server_addr,
-            "compressed": False,
-            "bodyCrc32": body_crc32,
-        }
-        if self.heartbeat_timeout_ms is not None:
-            fields["heartbeatTimeoutMillis"] = self.heartbeat_timeout_ms
-        return fields
+        return RegisterBrokerRequestHeader.ext_fields(
+            cluster_name=self.cluster,
+            broker_name=self.broker_name,
+            broker_addr=self.broker_addr,
+            broker_id=self.broker_id,
+            ha_server_addr=self.ha_server_addr,
+            compressed=False,
+            body_crc32=body_crc32,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+        )
 
 
 def create_topic_fields(config: TopicConfig, *, auto_create: bool = False) -> dict:

@@ -183,6 +183,13 @@ def _grpc_table_from_obj(obj: dict) -> dict[str, str]:
     return {str(k): str(v) for k, v in _as_dict(obj.get("grpcAddrTable"), "grpcAddrTable").items() if v}
 
 
+def _with_grpc_table(obj: dict[str, Any], grpc_addrs: dict[str, str]) -> dict[str, Any]:
+    """``obj`` with PocketMQ's ``grpcAddrTable`` when there is one (RocketMQ's clients ignore the field)."""
+    if grpc_addrs:
+        obj["grpcAddrTable"] = dict(grpc_addrs)
+    return obj
+
+
 @dataclass(frozen=True, slots=True)
 class TopicRouteData:
     """Where a topic lives: queue data per broker group, and the groups' addresses.
@@ -205,9 +212,7 @@ class TopicRouteData:
         }
         if self.order_topic_conf:
             obj["orderTopicConf"] = self.order_topic_conf
-        if self.grpc_addrs:
-            obj["grpcAddrTable"] = dict(self.grpc_addrs)
-        return obj
+        return _with_grpc_table(obj, self.grpc_addrs)
 
     def to_json(self) -> bytes:
         return dumps(self.to_obj())
@@ -245,9 +250,7 @@ class ClusterInfo:
             "brokerAddrTable": {name: b.to_obj() for name, b in sorted(self.broker_addr_table.items())},
             "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())},
         }
-        if self.grpc_addrs:
-            obj["grpcAddrTable"] = dict(self.grpc_addrs)
-        return obj
+        return _with_grpc_table(obj, self.grpc_addrs)
 
     def to_json(self) -> bytes:
         return dumps(self.to_obj())

@@ -103,12 +103,14 @@ class PopService:
         self._fifo_pop = FifoPop(state=fifo, locks=self._locks, notify=waiters.notify, **shared)
         self.staged = StagedPop(  # (group, topic)s consumed stage by stage
             registry=stages,
+            store=store,
             topics=topics,
+            offsets=offsets,
             revive_queues=revive_queues,
+            write_path=write_path,
             plain=normal,
             notify=waiters.notify,
             count=revive.count_handed_back,
-            **shared,
         )
         self._modes: dict[ModeKind, PopMode] = {
             ModeKind.NORMAL: normal,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pocketmq.broker.pop import copies
-from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
+from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK, PopCheckpoint
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.common import properties as props
@@ -111,6 +111,23 @@ class PopResult:
             popped.queue_id,
             queue_offset,
             phys_offset,
+        )
+
+    def checkpoint(
+        self, group: str, topic: str, queue_id: int, queue_offsets: list[int], attempt: int = 0
+    ) -> PopCheckpoint:
+        """The CK of what this pop hands out at ``queue_offsets`` of one queue (in its revive queue, the key its
+        receipt handles name)."""
+        return PopCheckpoint.of_offsets(
+            topic,
+            group,
+            queue_id,
+            queue_offsets,
+            self.pop_time_ms,
+            self.invisible_ms,
+            self.broker_name,
+            self.revive_queue_id,
+            attempt=attempt,
         )
 
     def delivered(self) -> list[tuple[MessageExt, ReceiptHandle]]:

@@ -199,7 +199,6 @@ class StagedPop:
         topics,
         offsets,
         revive_queues: list[ReviveQueue],
-        broker_name: str,
         write_path: WritePathSwitch,
         plain: NormalPop,
         notify: Callable[[str], None],
@@ -210,7 +209,6 @@ class StagedPop:
         self._topics = topics
         self._offsets = offsets
         self._revive_queues = revive_queues
-        self._broker_name = broker_name
         # CKs, their ACKs and dead letters go through ``writes``, as normal POP's: on a slave acting as master
         # they escape to another group (``escaped_in_flight`` then shows the gate what it cannot read here).
         self._write_path = write_path
@@ -395,7 +393,10 @@ class StagedPop:
             await self._close(gone, holders)
         if not records:
             return []
-        queue, ck = self._checkpoint(group, topic, queue_id, records, result, decision.redeliver_attempt)
+        queue = self._revive_queues[result.revive_queue_id]
+        ck = result.checkpoint(
+            group, topic, queue_id, [record_queue_offset(r) for r in records], decision.redeliver_attempt
+        )
         if queue.ledger.is_open(ck.key):
             return []  # the old CK's key (a 0 ms invisible time, popped again in its millisecond): next pop
         result.revive_queue_id = await self.writes.checkpoint(queue, ck)  # the new CK first: never in no CK
@@ -423,30 +424,11 @@ class StagedPop:
             got.next_begin_offset if got.status is GetStatus.OFFSET_TOO_SMALL else min(got.next_begin_offset, end)
         )
         if records:
-            queue, ck = self._checkpoint(group, topic, queue_id, records, result)
-            result.revive_queue_id = await self.writes.checkpoint(queue, ck)
+            ck = result.checkpoint(group, topic, queue_id, [record_queue_offset(r) for r in records])
+            result.revive_queue_id = await self.writes.checkpoint(self._revive_queues[result.revive_queue_id], ck)
             result.rest_num += max(got.max_offset - next_offset, 0)
         self._offsets.commit(group, topic, queue_id, next_offset)
         return records
-
-    def _checkpoint(
-        self, group: str, topic: str, queue_id: int, records: list[bytes], result: PopResult, attempt: int = 0
-    ) -> tuple[ReviveQueue, PopCheckpoint]:
-        """The CK of ``records`` handed out by this pop (``result``) and the revive queue it goes to."""
-        queue = self._revive_queues[result.revive_queue_id]
-        offsets = [record_queue_offset(r) for r in records]
-        ck = PopCheckpoint.of_offsets(
-            topic,
-            group,
-            queue_id,
-            offsets,
-            result.pop_time_ms,
-            result.invisible_ms,
-            self._broker_name,
-            queue.queue_id,
-            attempt=attempt,
-        )
-        return queue, ck
 
     # -- handles ------------------------------------------------------------------------------------------------------
     def hold_handle(self, group: str, handle: ReceiptHandle) -> AbstractContextManager[None]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from pocketmq.common import properties as props
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_records
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.request_headers import SendMessageRequestHeader
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
 
@@ -31,6 +33,32 @@ async def call(
     client: RemotingClient, addr: str, code: int, fields: dict | None = None, body: bytes = b"", timeout_s: float = 5.0
 ) -> RemotingCommand:
     return await client.invoke(addr, RemotingCommand.request(code, fields, body), timeout_s)
+
+
+async def send(
+    client: RemotingClient,
+    addr: str,
+    topic: str,
+    body: bytes,
+    properties: dict | None = None,
+    *,
+    timeout_s: float = 5.0,
+) -> RemotingCommand:
+    """SEND_MESSAGE of one message to queue 0 of ``topic`` (auto-created with one queue where the broker allows);
+    the reply, whatever its code."""
+    fields = SendMessageRequestHeader.ext_fields(
+        producer_group="raw-producers",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=1,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp_ms=0,
+        flag=0,
+        properties=props.encode_properties(properties or {}),
+        reconsume_times=0,
+    )
+    return await call(client, addr, RequestCode.SEND_MESSAGE, fields, body, timeout_s)
 
 
 async def queue_messages(client: RemotingClient, addr: str, topic: str, queue_id: int = 0) -> list[MessageExt]:

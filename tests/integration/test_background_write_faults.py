@@ -13,15 +13,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.integration.remoting_calls import queue_messages
-from tests.integration.test_ha_acting_master import acting, at_least, call, pull, replicated, send
+from tests.integration.remoting_calls import queue_messages, send
+from tests.integration.test_ha_acting_master import acting, at_least, pop, pull, replicated
 
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
 from pocketmq.broker.pop.revive import REVIVE_BATCH_CKS
 from pocketmq.client import AsyncAdmin, ClientConfig
-from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common.topic import dlq_topic, pop_retry_topic
-from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
 from pocketmq.testing.polling import eventually
@@ -34,29 +33,6 @@ CKS = (REVIVE_BATCH_CKS + 1) * 8  # pops go round robin over the 8 revive queues
 # a loaded machine): a CK the master revived is a copy on A, not one the acting slave has to escape to B.
 POP_INVISIBLE_MS = 15_000
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
-
-async def pop_one(client: RemotingClient, addr: str, group: str, topic: str, invisible_ms: int, max_count=1):
-    reply = await call(
-        client,
-        addr,
-        RequestCode.POP_MESSAGE,
-        {
-            "consumerGroup": group,
-            "topic": topic,
-            "queueId": -1,
-            "maxMsgNums": max_count,
-            "invisibleTime": invisible_ms,
-            "pollTime": 0,
-            "bornTime": int(time.time() * 1000),
-            "initMode": 0,
-            "expType": "TAG",
-            "exp": "*",
-            "order": "false",
-        },
-    )
-    assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
-    return messages_of_pop_reply(reply, "")
 
 
 async def test_an_acting_slave_without_escape_backs_off_and_loses_nothing_once_escape_works(tmp_path):
@@ -72,7 +48,9 @@ async def test_an_acting_slave_without_escape_backs_off_and_loses_nothing_once_e
         for i in range(CKS):
             assert (await send(client, master.remoting, TOPIC, b"m%d" % i)).code == ResponseCode.SUCCESS
         for _ in range(CKS):
-            assert len(await pop_one(client, master.remoting, "readers", TOPIC, invisible_ms=POP_INVISIBLE_MS)) == 1
+            assert (
+                len(await pop(client, master.remoting, "", TOPIC, POP_INVISIBLE_MS, group="readers", max_count=1)) == 1
+            )
         await eventually(lambda: replicated(client, master.remoting, slave.remoting), 15, "slave caught up")
 
         master.kill()
@@ -136,7 +114,7 @@ async def test_a_retry_topic_name_too_long_does_not_block_another_groups_revive(
         for i in range(3):
             assert (await send(client, broker.remoting, topic, b"m%d" % i)).code == ResponseCode.SUCCESS
         for group in (long_group, "short"):
-            assert len(await pop_one(client, broker.remoting, group, topic, 1_000, max_count=32)) == 3
+            assert len(await pop(client, broker.remoting, "", topic, 1_000, group=group)) == 3
         retried = await eventually(
             lambda: at_least(client, broker.remoting, pop_retry_topic("short", topic), 3),
             20,

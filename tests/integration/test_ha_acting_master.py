@@ -31,13 +31,14 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.integration.remoting_calls import call, send
 
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
 from pocketmq.common.record import decode_records
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.request_headers import PopMessageRequestHeader
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
 from pocketmq.testing.polling import eventually
@@ -53,33 +54,6 @@ DELAY_MS = 9000
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
 
-async def call(
-    client: RemotingClient, addr: str, code: int, fields: dict, body: bytes = b"", timeout_s: float = 5.0
-) -> RemotingCommand:
-    return await client.invoke(addr, RemotingCommand.request(code, fields, body), timeout_s)
-
-
-async def send(client: RemotingClient, addr: str, topic: str, body: bytes, properties: dict | None = None):
-    return await call(
-        client,
-        addr,
-        RequestCode.SEND_MESSAGE,
-        {
-            "producerGroup": "acting-producers",
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "defaultTopicQueueNums": 1,
-            "queueId": 0,
-            "sysFlag": 0,
-            "bornTimestamp": 0,
-            "flag": 0,
-            "properties": props.encode_properties(properties or {}),
-            "reconsumeTimes": 0,
-        },
-        body,
-    )
-
-
 async def pop(
     client: RemotingClient,
     addr: str,
@@ -90,25 +64,23 @@ async def pop(
     group: str = GROUP,
     fifo: bool = False,
     poll_ms: int = 0,
+    max_count: int = 32,
 ):
-    reply = await call(
-        client,
-        addr,
-        RequestCode.POP_MESSAGE,
-        {
-            "consumerGroup": group,
-            "topic": topic,
-            "queueId": -1,
-            "maxMsgNums": 32,
-            "invisibleTime": invisible_ms,
-            "pollTime": poll_ms,
-            "bornTime": int(time.time() * 1000),
-            "initMode": 0,
-            "expType": "TAG",
-            "exp": "*",
-            "order": str(fifo).lower(),
-        },
+    """POP_MESSAGE of every queue of ``topic``: the messages ([] when none is there)."""
+    fields = PopMessageRequestHeader.ext_fields(
+        consumer_group=group,
+        topic=topic,
+        queue_id=-1,
+        max_msg_nums=max_count,
+        invisible_time_ms=invisible_ms,
+        poll_time_ms=poll_ms,
+        born_time_ms=int(time.time() * 1000),
+        init_mode=0,
+        exp_type="TAG",
+        exp="*",
+        order=fifo,
     )
+    reply = await call(client, addr, RequestCode.POP_MESSAGE, fields)
     if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
         return []
     assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.integration.remoting_calls import queue_messages
-from tests.integration.test_ha_acting_master import GROUP, acting, call, official_receive, pop, pull, send
+from tests.integration.remoting_calls import call, queue_messages, send
+from tests.integration.test_ha_acting_master import GROUP, acting, official_receive, pop, pull
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig

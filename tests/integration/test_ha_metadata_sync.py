@@ -19,22 +19,13 @@ import json
 import time
 
 import pytest
-from tests.integration.test_ha_acting_master import (
-    GROUP,
-    _last_match,
-    ack,
-    acting,
-    at_least,
-    call,
-    replicated,
-    send,
-    sent_ok,
-)
+from tests.integration.remoting_calls import call, send
+from tests.integration.test_ha_acting_master import GROUP, _last_match, ack, acting, at_least, replicated, sent_ok
+from tests.integration.test_ha_acting_master import pop as pop_of_broker
 from tests.integration.test_ha_ops import sample, scrape
 
-from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common import properties as props
-from pocketmq.protocol.codes import REGISTER_POP_STAGES, UPDATE_STAGE_OFFSETS, RequestCode, ResponseCode
+from pocketmq.protocol.codes import REGISTER_POP_STAGES, UPDATE_STAGE_OFFSETS, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import start_two_groups
 from pocketmq.testing.polling import eventually
@@ -48,28 +39,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 async def pop(client: RemotingClient, addr: str, topic: str, *, fifo: bool = False):
-    reply = await call(
-        client,
-        addr,
-        RequestCode.POP_MESSAGE,
-        {
-            "consumerGroup": GROUP,
-            "topic": topic,
-            "queueId": -1,
-            "maxMsgNums": 32,
-            "invisibleTime": 60_000,
-            "pollTime": 0,
-            "bornTime": int(time.time() * 1000),
-            "initMode": 0,
-            "expType": "TAG",
-            "exp": "*",
-            "order": str(fifo).lower(),
-        },
-    )
-    if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
-        return []
-    assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
-    return messages_of_pop_reply(reply, "group-a")
+    """A pop by GROUP from group A (master or acting slave), invisible for a minute."""
+    return await pop_of_broker(client, addr, "group-a", topic, 60_000, fifo=fifo)
 
 
 def config_file(proc, name: str):

@@ -9,6 +9,7 @@ server keeps routing to them while every connection is refused.
 from __future__ import annotations
 
 import pytest
+from tests.integration.remoting_calls import send as send_message
 
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.namesrv_client import NamesrvClient
@@ -37,25 +38,7 @@ def broker(tmp_path, namesrv: str, dirname: str, group: str, broker_id: int, *ex
 
 
 async def send(remoting: RemotingClient, addr: str, topic: str, body: bytes) -> None:
-    reply = await remoting.invoke(
-        addr,
-        RemotingCommand.request(
-            RequestCode.SEND_MESSAGE,
-            {
-                "producerGroup": "p",
-                "topic": topic,
-                "defaultTopic": "TBW102",
-                "defaultTopicQueueNums": 1,
-                "queueId": 0,
-                "sysFlag": 0,
-                "bornTimestamp": 0,
-                "flag": 0,
-                "properties": "",
-                "reconsumeTimes": 0,
-            },
-            body,
-        ),
-    )
+    reply = await send_message(remoting, addr, topic, body)
     assert reply.code == ResponseCode.SUCCESS, reply
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.integration.remoting_calls import send as send_to
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.pull_consumer import AsyncPullConsumer
@@ -31,26 +32,7 @@ pytestmark = pytest.mark.slow
 
 
 async def send(client: RemotingClient, addr: str, body: bytes) -> RemotingCommand:
-    return await client.invoke(
-        addr,
-        RemotingCommand.request(
-            RequestCode.SEND_MESSAGE,
-            {
-                "producerGroup": "ha-producers",
-                "topic": TOPIC,
-                "defaultTopic": "TBW102",
-                "defaultTopicQueueNums": 1,
-                "queueId": 0,
-                "sysFlag": 0,
-                "bornTimestamp": 0,
-                "flag": 0,
-                "properties": "",
-                "reconsumeTimes": 0,
-            },
-            body,
-        ),
-        10.0,
-    )
+    return await send_to(client, addr, TOPIC, body, timeout_s=10.0)
 
 
 async def pull_bodies(client: RemotingClient, addr: str) -> list[bytes]:

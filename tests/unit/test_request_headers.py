@@ -7,8 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.common.errors import BadRequestError
+from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG
+from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.headers import INT64_MAX, INT64_MIN, RequestHeader, boolean, int32, text
 from pocketmq.protocol.request_headers import (
+    HaPullRequestHeader,
     PopMessageRequestHeader,
     PullMessageRequestHeader,
     PullSysFlag,
@@ -65,6 +68,42 @@ def test_a_v2_send_goes_out_under_the_one_letter_names_in_their_order():
     ]
     h = SendMessageRequestHeaderV2.parse(fields)
     assert (h.producer_group, h.topic, h.queue_id, h.flag, h.batch, h.reconsume_times) == ("pg", "t", 2, 7, True, 0)
+
+
+def test_a_header_may_send_named_fields_first_and_its_subclasses_keep_that_order():
+    class Later(Sample, first=("name", "count")):
+        extra: int = int32("extra", None)
+
+    class Derived(Later):
+        more: str | None = text("more", None)
+
+    assert list(Later.ext_fields(count=1, on=True, name="n", extra=2)) == ["name", "count", "on", "extra"]
+    assert list(Derived.ext_fields(count=1, name="n", more="m")) == ["name", "count", "more"]
+    assert Later.parse({"count": "1", "name": "n"}).name == "n"  # parsing goes by name, as before
+
+
+def test_a_slaves_pull_goes_out_in_the_order_slaves_have_always_sent():
+    fields = HaPullRequestHeader.ext_fields(
+        broker_name="b",
+        broker_id=1,
+        slave_addr="10.0.0.2:10911",
+        phys_offset=300,
+        max_bytes=1024,
+        suspend_ms=5000,
+        last_record_phys_offset=200,
+        last_record_crc32c=4_294_967_295,
+        applied_metadata_version="7.1.2",
+    )
+    request = RemotingCommand.request(HA_PULL_COMMIT_LOG, fields)
+    request.opaque = 9
+    assert request.encode()[8:] == (
+        b'{"code":30100,"language":"PYTHON","version":317,"opaque":9,"flag":0,"serializeTypeCurrentRPC":"JSON",'
+        b'"extFields":{"brokerName":"b","brokerId":"1","slaveAddr":"10.0.0.2:10911","physOffset":"300",'
+        b'"maxBytes":"1024","suspendMillis":"5000","lastRecordPhysOffset":"200","lastRecordCrc32c":"4294967295",'
+        b'"appliedMetadataVersion":"7.1.2"}}'
+    )
+    h = HaPullRequestHeader.parse(fields)
+    assert (h.broker_id, h.slave_addr, h.last_record_crc32c) == (1, "10.0.0.2:10911", 4_294_967_295)
 
 
 def test_unregister_sends_one_group_kind():

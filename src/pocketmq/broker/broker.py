@@ -19,9 +19,10 @@ and requests that arrive before ``start`` returns are answered SERVICE_NOT_AVAIL
 Periodic tasks (``runtime.periodic``, on the broker's clock, failures in its metrics; stopped at shutdown after
 their round in progress): persist consumer offsets every ``offset_persist_interval_ms``; save the replication
 epochs every second; expire silent producers and consumers every ``client_scan_interval_ms``; the timer's
-delivery, POP's revive and state saving, a slave's metadata sync and acting-master election; the registrar
-re-registers every ``register_interval_ms`` and at once after a topic change. A slave's replication stream is a
-task of its own, reported if an error ends it.
+delivery, POP's revive and state saving, the transaction check, a slave's metadata sync and acting-master
+election (and, while it acts, its POP state saving); the registrar re-registers every ``register_interval_ms``
+and at once after a topic change. A slave's replication stream is a task of its own, reported if an error ends
+it.
 """
 
 from __future__ import annotations
@@ -233,7 +234,7 @@ class Broker:
         services.lite.start()
         store.add_arrival_listener(services.lite.on_arrival)
         services.timer.start()
-        if self.config.is_slave:  # delay delivery and revive run only while it acts as master (acting_services)
+        if self.config.is_slave:  # delivery, revive and the transaction check run only while it acts as master
             self._start_slave(services)
         else:
             if self.config.enable_slave_acting_master and self._namesrv.addrs:

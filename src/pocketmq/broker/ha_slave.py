@@ -35,6 +35,7 @@ from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METAD
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError, response_code_of
 from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import BrokerNameRequestHeader, HaPullRequestHeader
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import Clock, SystemClock
 
@@ -104,19 +105,19 @@ class HaSlave:
         master_epochs = await self._align(master)
         tenure = master_epochs[-1].tenure_id if master_epochs else None
         while True:
-            fields = {
-                "brokerName": self._broker_name,
-                "brokerId": self._broker_id,
-                "slaveAddr": self._slave_addr,
-                "physOffset": self._store.max_phys_offset,
-                "maxBytes": self._transfer_max_bytes,
-                "suspendMillis": self._pull_suspend_ms,
-            }
             last = self._store.last_record()  # the master checks our log ends with its record there
-            if last is not None:
-                fields.update(lastRecordPhysOffset=last.phys_offset, lastRecordCrc32c=last.crc32c)
-            if self.metadata_version is not None:  # what we hold: FIFO acks on a SYNC master wait for it
-                fields["appliedMetadataVersion"] = self.metadata_version
+            fields = HaPullRequestHeader.ext_fields(
+                broker_name=self._broker_name,
+                broker_id=self._broker_id,
+                slave_addr=self._slave_addr,
+                phys_offset=self._store.max_phys_offset,
+                max_bytes=self._transfer_max_bytes,
+                suspend_ms=self._pull_suspend_ms,
+                last_record_phys_offset=last.phys_offset if last is not None else None,
+                last_record_crc32c=last.crc32c if last is not None else None,
+                # what we hold: FIFO acks on a SYNC master wait for it
+                applied_metadata_version=self.metadata_version,
+            )
             request = RemotingCommand.request(HA_PULL_COMMIT_LOG, fields)
             response = await self._invoke(master, request, self._pull_suspend_ms / 1000 + self._request_timeout_s)
             version = response.ext_fields.get("metadataVersion")
@@ -137,7 +138,7 @@ class HaSlave:
     async def _align(self, master: str) -> list[Epoch]:
         """Compare epochs with ``master`` and cut what of our log is not its history; the master's epochs
         ([] from an older master: then only the continuity check guards)."""
-        request = RemotingCommand.request(HA_EPOCHS, {"brokerName": self._broker_name, "slaveAddr": self._slave_addr})
+        request = RemotingCommand.request(HA_EPOCHS, self._named())
         try:
             response = await self._invoke(master, request, self._request_timeout_s)
         except RemoteServerError as exc:
@@ -183,9 +184,7 @@ class HaSlave:
             master = master or await self._master()
             response = await self._invoke(
                 master,
-                RemotingCommand.request(
-                    HA_SYNC_METADATA, {"brokerName": self._broker_name, "slaveAddr": self._slave_addr}
-                ),
+                RemotingCommand.request(HA_SYNC_METADATA, self._named()),
                 self._request_timeout_s,
             )
             changes = apply_metadata(response.body, *self._tables, self._services, self._offsets_gate)
@@ -194,6 +193,10 @@ class HaSlave:
             log.info("event=metadata_synced master=%s version=%s changes=%s", master, changes.version, changes)
 
     # -- shared -------------------------------------------------------------------------------------------------
+    def _named(self) -> dict[str, str]:
+        """The header of HA_EPOCHS and HA_SYNC_METADATA: this slave's broker name and address."""
+        return BrokerNameRequestHeader.ext_fields(broker_name=self._broker_name, slave_addr=self._slave_addr)
+
     async def _master(self) -> str:
         """The group master's address from the name server; PocketMQError when there is none now."""
         info = await self._namesrv.cluster_info()

@@ -42,7 +42,6 @@ from pocketmq.common.errors import (
 )
 from pocketmq.common.gray import is_gray_message, placement_queues, retry_queue_id
 from pocketmq.common.message import Message, MessageExt, make_offset_msg_id
-from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import (
     RETRY_GROUP_TOPIC_PREFIX,
     TIMER_TOPIC,
@@ -56,7 +55,7 @@ from pocketmq.common.topic import (
 )
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
-from pocketmq.store.tags import tag_hash_code
+from pocketmq.store.tags import tags_code_filter
 
 if TYPE_CHECKING:
     from pocketmq.broker.lite.service import LiteService
@@ -579,7 +578,7 @@ class MessageService:
         if queue_offset < 0:
             raise BadRequestError(f"queue offset {queue_offset} is negative")
         max_count = max(1, min(max_count, PULL_MAX_COUNT))
-        keep = _tag_predicate(tag_filter)
+        keep = tags_code_filter(tag_filter)
         outcome = self._read(config.name, queue_id, queue_offset, max_count, keep)
         if outcome.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0:
             hold_ms = suspend_timeout_ms if self._long_polling_enable else self._short_polling_ms
@@ -619,14 +618,6 @@ class MessageService:
 
     def __repr__(self) -> str:
         return f"<MessageService held_pulls={self._holds.held} idempotent_recent={len(self._recent)}>"
-
-
-def _tag_predicate(expression: str | None):
-    tags = parse_tag_expression(expression)
-    if not tags:
-        return None
-    hashes = frozenset(tag_hash_code(t) for t in tags)
-    return hashes.__contains__
 
 
 def _as_duplicate(result: SendResult) -> SendResult:

@@ -23,6 +23,7 @@ from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, gro
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, GET_TRANSACTION_STATUS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
+from pocketmq.protocol.namesrv_headers import DeleteTopicFromNamesrvRequestHeader
 from pocketmq.protocol.properties_text import parse_properties_text, properties_text
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import (
@@ -295,7 +296,7 @@ class AsyncAdmin(InstanceUser):
         )
         for response in responses.values():
             expect_success(response)
-        fields = {"topic": topic} if cluster is None else {"topic": topic, "clusterName": cluster}
+        fields = DeleteTopicFromNamesrvRequestHeader.ext_fields(topic=topic, cluster_name=cluster)
         expect_success(
             await self.instance.invoke_namesrv(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields))
         )

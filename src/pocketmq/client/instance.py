@@ -32,6 +32,7 @@ from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
+from pocketmq.protocol.namesrv_headers import GetRouteInfoRequestHeader
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import UnregisterClientRequestHeader
 from pocketmq.protocol.route import TopicRouteData
@@ -174,7 +175,7 @@ class ClientInstance:
     async def fetch_route_data(self, topic: str, *, auto_create: bool = True) -> TopicRouteData:
         """The name server's route of ``topic``; TopicNotExistError when it has none. Without ``auto_create``
         the name server does not create an unknown topic for the lookup (admin reads)."""
-        fields = {"topic": topic} if auto_create else {"topic": topic, "autoCreate": "false"}
+        fields = GetRouteInfoRequestHeader.ext_fields(topic=topic, auto_create=None if auto_create else False)
         response = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, fields))
         if response.code == ResponseCode.TOPIC_NOT_EXIST or (
             response.code == ResponseCode.SUCCESS and not response.body

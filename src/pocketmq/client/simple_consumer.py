@@ -198,23 +198,7 @@ class AsyncSimpleConsumer:
         return messages_of_pop_reply(expect_success(response), broker_name)
 
     async def ack(self, msg: MessageExt) -> None:
-        extra, broker = _pop_ck(msg)
-        offset = extra.rsplit(" ", 1)[1]
-        expect_success(
-            await self.instance.invoke_broker(
-                broker,
-                RemotingCommand.request(
-                    RequestCode.ACK_MESSAGE,
-                    AckMessageRequestHeader.ext_fields(
-                        consumer_group=self.group,
-                        topic=msg.topic,
-                        queue_id=msg.queue_id,
-                        extra_info=extra,
-                        offset=int(offset),
-                    ),
-                ),
-            )
-        )
+        await self._about_receipt(msg, RequestCode.ACK_MESSAGE, AckMessageRequestHeader)
 
     async def ack_batch(self, messages: list[MessageExt]) -> None:
         """Ack many messages in one BATCH_ACK_MESSAGE per broker (stale ones are skipped by the broker)."""
@@ -248,28 +232,33 @@ class AsyncSimpleConsumer:
     async def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> MessageExt:
         """Make ``msg`` invisible for ``invisible_duration_ms`` from now; updates (and returns) ``msg`` with its
         new receipt handle: ack or change it again through the returned message."""
-        extra, broker = _pop_ck(msg)
-        parts = extra.split(" ")
-        response = expect_success(
-            await self.instance.invoke_broker(
-                broker,
-                RemotingCommand.request(
-                    RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
-                    ChangeInvisibleTimeRequestHeader.ext_fields(
-                        consumer_group=self.group,
-                        topic=msg.topic,
-                        queue_id=msg.queue_id,
-                        extra_info=extra,
-                        offset=int(parts[7]),
-                        invisible_time_ms=invisible_duration_ms,
-                    ),
-                ),
-            )
+        response = await self._about_receipt(
+            msg,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+            ChangeInvisibleTimeRequestHeader,
+            invisible_time_ms=invisible_duration_ms,
         )
+        parts = msg.properties[props.POP_CK].split(" ")
         h = response.ext_fields
         parts[0], parts[1], parts[2], parts[3] = parts[7], h["popTime"], h["invisibleTime"], h["reviveQid"]
         msg.properties[props.POP_CK] = " ".join(parts)
         return msg
+
+    async def _about_receipt(
+        self, msg: MessageExt, code: int, header: type[AckMessageRequestHeader], **more: int
+    ) -> RemotingCommand:
+        """Request ``code`` about ``msg``'s receipt handle (an ack or a change of it, ``header`` with ``more``
+        fields) to the broker that handed it out; the reply, SUCCESS."""
+        extra, broker = _pop_ck(msg)
+        fields = header.ext_fields(
+            consumer_group=self.group,
+            topic=msg.topic,
+            queue_id=msg.queue_id,
+            extra_info=extra,
+            offset=int(extra.rsplit(" ", 1)[1]),  # the last of the handle's fields
+            **more,
+        )
+        return expect_success(await self.instance.invoke_broker(broker, RemotingCommand.request(code, fields)))
 
     def __repr__(self) -> str:
         return f"<AsyncSimpleConsumer group={self.group} topics={sorted(self.subscriptions)}>"

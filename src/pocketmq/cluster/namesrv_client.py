@@ -9,6 +9,7 @@ from __future__ import annotations
 from pocketmq.common.errors import RemotingError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.namesrv_headers import GetRouteInfoRequestHeader
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.route import ClusterInfo, TopicRouteData
 from pocketmq.protocol.transport import RemotingClient
@@ -44,7 +45,9 @@ class NamesrvClient:
 
     async def route(self, topic: str) -> TopicRouteData:
         """The topic's route over every broker; TopicNotExistError when the name server has none."""
-        response = await self._invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        response = await self._invoke(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader.ext_fields(topic=topic)
+        )
         if response.code == ResponseCode.TOPIC_NOT_EXIST or (
             response.code == ResponseCode.SUCCESS and not response.body
         ):

@@ -16,7 +16,9 @@ callables the registry runs before every ``collect()``.
 Limits: at most ``max_series`` label sets per family; past that new label sets are not recorded (logged once
 per family), so a bug that puts unbounded values in a label cannot eat the broker's memory.
 
-Thread safety: each family updates under its own lock (gRPC handlers may run on worker threads).
+Thread safety: each family updates under its own lock. PocketMQ updates its broker's registry on the broker's
+event loop only (the gRPC servicer runs there too: docs/architecture.md), but a registry may be read or written
+from another thread: a test's or an embedding application's.
 """
 
 from __future__ import annotations

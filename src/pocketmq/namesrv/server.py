@@ -38,7 +38,14 @@ from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.route_table import RouteTable, TopicCreation
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.remoting_headers import HeaderFields
+from pocketmq.protocol.namesrv_headers import (
+    BrokerAddrRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from pocketmq.protocol.route import (
     BrokerIdentity,
     RegisterBrokerBody,
@@ -128,19 +135,19 @@ class NameServer:
 
     # -- broker requests ------------------------------------------------------------------------------------------
     async def _register_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        fields = HeaderFields(request.ext_fields)
+        h = RegisterBrokerRequestHeader.parse(request.ext_fields)
+        timeout_ms = h.heartbeat_timeout_ms
         identity = BrokerIdentity(
-            _cluster(fields),
-            fields.str("brokerName"),
-            _broker_id(fields),
-            _broker_addr(fields),
-            fields.str("haServerAddr", ""),
-            _positive_or_none(fields, "heartbeatTimeoutMillis"),
+            h.cluster_name,
+            h.broker_name,
+            h.broker_id,
+            _broker_addr(h),
+            h.ha_server_addr,
+            timeout_ms if timeout_ms is not None and timeout_ms > 0 else None,  # else the name server's expiry
         )
-        if fields.bool("compressed"):
+        if h.compressed:
             raise BadRequestError("compressed registration bodies are not supported: set compressedRegister=false")
-        crc = fields.int("bodyCrc32", 0)
-        if crc and crc != zlib.crc32(request.body):
+        if h.body_crc32 and h.body_crc32 != zlib.crc32(request.body):
             return request.response(ResponseCode.SYSTEM_ERROR, remark="crc32 not match")  # RocketMQ's answer
         try:
             body = RegisterBrokerBody.from_json(request.body) if request.body else RegisterBrokerBody()
@@ -163,8 +170,8 @@ class NameServer:
         return request.response(ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr})
 
     async def _unregister_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        fields = HeaderFields(request.ext_fields)
-        identity = self.routes.unregister(_cluster(fields), _broker_addr(fields))
+        h = UnRegisterBrokerRequestHeader.parse(request.ext_fields)
+        identity = self.routes.unregister(h.cluster_name, _broker_addr(h))
         if identity is not None:
             log.info(
                 "event=broker_unregistered cluster=%s broker=%s id=%d addr=%s",
@@ -176,19 +183,17 @@ class NameServer:
         return request.response()
 
     async def _broker_heartbeat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        fields = HeaderFields(request.ext_fields)
+        h = BrokerAddrRequestHeader.parse(request.ext_fields)
         # An unknown broker is not an error (RocketMQ ignores it too): its next registration brings it back.
-        self.routes.heartbeat(_cluster(fields), _broker_addr(fields), now_ms=self.clock.now_ms())
+        self.routes.heartbeat(h.cluster_name, _broker_addr(h), now_ms=self.clock.now_ms())
         return request.response()
 
     # -- client requests ------------------------------------------------------------------------------------------
     async def _route_of_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        fields = HeaderFields(request.ext_fields)
-        topic = fields.str("topic")
+        h = GetRouteInfoRequestHeader.parse(request.ext_fields)
+        topic = h.topic
         # autoCreate=false (PocketMQ's; docs/protocol.md): an admin's look at a topic, which must not create it
-        route = self.routes.route(topic) or (
-            await self._auto_create(topic) if fields.bool("autoCreate", True) else None
-        )
+        route = self.routes.route(topic) or (await self._auto_create(topic) if h.auto_create else None)
         if route is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -204,12 +209,12 @@ class NameServer:
         return request.response(body=topic_list_json(self.routes.topics()))
 
     async def _topics_of_cluster(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        cluster = HeaderFields(request.ext_fields).str("cluster")
+        cluster = GetTopicsByClusterRequestHeader.parse(request.ext_fields).cluster
         return request.response(body=topic_list_json(self.routes.topics_of_cluster(cluster)))
 
     async def _delete_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        fields = HeaderFields(request.ext_fields)
-        topic, cluster = fields.str("topic"), fields.str("clusterName", None)
+        h = DeleteTopicFromNamesrvRequestHeader.parse(request.ext_fields)
+        topic, cluster = h.topic, h.cluster_name
         if self.routes.delete_topic(topic, cluster):
             log.info("event=topic_deleted topic=%s cluster=%s", topic, cluster or "*")
         return request.response()
@@ -278,25 +283,9 @@ class NameServer:
         return f"<NameServer {where} {self.routes!r}>"
 
 
-def _cluster(fields: HeaderFields) -> str:
-    return fields.str("clusterName")
-
-
-def _broker_id(fields: HeaderFields) -> int:
-    broker_id = fields.int("brokerId")
-    if broker_id < 0:
-        raise BadRequestError(f"header field brokerId={broker_id} is negative")
-    return broker_id
-
-
-def _broker_addr(fields: HeaderFields) -> str:
-    addr = fields.str("brokerAddr")
+def _broker_addr(h: BrokerAddrRequestHeader) -> str:
+    addr = h.broker_addr
     host, sep, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise BadRequestError(f"header field brokerAddr={addr!r} is not HOST:PORT")
     return addr
-
-
-def _positive_or_none(fields: HeaderFields, name: str) -> int | None:
-    value = fields.int(name, None)
-    return value if value is not None and value > 0 else None

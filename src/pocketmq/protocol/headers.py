@@ -243,14 +243,19 @@ class RequestHeader:
 
     FIELDS: ClassVar[tuple[tuple[str, Field], ...]] = ()
 
-    def __init_subclass__(cls, wire_names: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls, wire_names: Mapping[str, str] | None = None, first: tuple[str, ...] = (), **kwargs: Any
+    ) -> None:
         """``wire_names`` (long name -> short): the subclass reads and sends the inherited fields under other
-        wire names (``class V2(Header, wire_names={"topic": "b"})``)."""
+        wire names (``class V2(Header, wire_names={"topic": "b"})``). ``first`` (attribute names): these fields
+        go out first, in this order, then the others in declaration order, for a sender whose wire order mixes
+        inherited and own fields (``class Pull(Named, first=("name", "id"))``)."""
         super().__init_subclass__(**kwargs)
         renames = wire_names or {}
-        inherited = {attr: f.renamed(renames[f.wire]) if f.wire in renames else f for attr, f in cls.FIELDS}
-        inherited.update((attr, f) for attr, f in vars(cls).items() if isinstance(f, Field))
-        cls.FIELDS = tuple(inherited.items())
+        fields = {attr: f.renamed(renames[f.wire]) if f.wire in renames else f for attr, f in cls.FIELDS}
+        fields.update((attr, f) for attr, f in vars(cls).items() if isinstance(f, Field))
+        ordered = {attr: fields.pop(attr) for attr in first}
+        cls.FIELDS = tuple({**ordered, **fields}.items())
         # mypy does not let a class replace a method it inherits; the compiled ones have the declared signatures.
         cls.parse = staticmethod(_compile_parser(cls))  # type: ignore[method-assign]
         cls.ext_fields = staticmethod(_compile_builder(cls))  # type: ignore[method-assign]

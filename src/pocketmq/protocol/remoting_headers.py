@@ -1,11 +1,11 @@
 """Reading remoting request headers (``extFields``) the lenient way unmodified 4.x clients need.
 
-The broker's handlers read typed headers (``server.broker_headers``); ``HeaderFields`` is the untyped form the
-name server and the topic admin request still use. Values arrive as JSON strings, numbers or booleans
-depending on the client (``"0"``, ``0``, ``"false"``, ``false``); the frame decoder keeps them all as strings,
-and these helpers coerce them: integers also from ``"3.0"``, booleans from ``true/false/1/0`` in any case. A
-missing or unparsable required field is a ``BadRequestError`` (INVALID_PARAMETER) naming the field; signature
-fields (``AccessKey``, ``Signature``) are simply never read. JSON bodies are parsed with a depth bound
+The broker's handlers and the name server read typed headers (``server.broker_headers``,
+``protocol.namesrv_headers``); ``HeaderFields`` is the untyped form the topic admin request still uses. Values
+arrive as JSON strings, numbers or booleans depending on the client (``"0"``, ``0``, ``"false"``, ``false``); the
+frame decoder keeps them all as strings, and these helpers coerce them: integers also from ``"3.0"``, booleans from
+``true/false/1/0`` in any case. A missing or unparsable required field is a ``BadRequestError``
+(INVALID_PARAMETER) naming the field; signature fields (``AccessKey``, ``Signature``) are simply never read. JSON bodies are parsed with a depth bound
 (``json_body``).
 """
 
@@ -24,7 +24,7 @@ _REQUIRED = object()
 
 
 class HeaderFields:
-    """Lenient access to one request's ``extFields`` by name, untyped (the name server's requests)."""
+    """Lenient access to one request's ``extFields`` by name, untyped (UPDATE_AND_CREATE_TOPIC)."""
 
     __slots__ = ("_fields",)
 

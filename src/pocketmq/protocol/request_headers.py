@@ -254,7 +254,9 @@ class BrokerNameRequestHeader(RequestHeader):
     master_addr: str | None = text("masterAddr", None, max_chars=NAME_MAX_CHARS)
 
 
-class HaPullRequestHeader(BrokerNameRequestHeader):
+class HaPullRequestHeader(BrokerNameRequestHeader, first=("broker_name", "broker_id", "slave_addr")):
+    """HA_PULL_COMMIT_LOG, in the order slaves have always sent it: the broker id before the slave's address."""
+
     broker_id: int = int64("brokerId", 0, low=0)
     phys_offset: int = int64("physOffset", low=0)
     max_bytes: int = int32("maxBytes", low=1, high=CLIENT_MAX_FRAME_BYTES)  # a reply must fit the slave's frames

@@ -21,6 +21,7 @@ from typing import Any
 
 from pocketmq.common.gray import GRAY_RATIO_ATTRIBUTE, parse_gray_ratio
 from pocketmq.common.topic import DEFAULT_TOPIC, PERM_READ_WRITE, MessageType, TopicConfig
+from pocketmq.protocol.namesrv_headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 
 MASTER_ID = 0
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"  # RocketMQ 5's topic attribute (sent as "+message.type" on create)
@@ -182,6 +183,13 @@ def _grpc_table_from_obj(obj: dict) -> dict[str, str]:
     return {str(k): str(v) for k, v in _as_dict(obj.get("grpcAddrTable"), "grpcAddrTable").items() if v}
 
 
+def _with_grpc_table(obj: dict[str, Any], grpc_addrs: dict[str, str]) -> dict[str, Any]:
+    """``obj`` with PocketMQ's ``grpcAddrTable`` when there is one (RocketMQ's clients ignore the field)."""
+    if grpc_addrs:
+        obj["grpcAddrTable"] = dict(grpc_addrs)
+    return obj
+
+
 @dataclass(frozen=True, slots=True)
 class TopicRouteData:
     """Where a topic lives: queue data per broker group, and the groups' addresses.
@@ -204,9 +212,7 @@ class TopicRouteData:
         }
         if self.order_topic_conf:
             obj["orderTopicConf"] = self.order_topic_conf
-        if self.grpc_addrs:
-            obj["grpcAddrTable"] = dict(self.grpc_addrs)
-        return obj
+        return _with_grpc_table(obj, self.grpc_addrs)
 
     def to_json(self) -> bytes:
         return dumps(self.to_obj())
@@ -244,9 +250,7 @@ class ClusterInfo:
             "brokerAddrTable": {name: b.to_obj() for name, b in sorted(self.broker_addr_table.items())},
             "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())},
         }
-        if self.grpc_addrs:
-            obj["grpcAddrTable"] = dict(self.grpc_addrs)
-        return obj
+        return _with_grpc_table(obj, self.grpc_addrs)
 
     def to_json(self) -> bytes:
         return dumps(self.to_obj())
@@ -304,25 +308,26 @@ class BrokerIdentity:
     def is_master(self) -> bool:
         return self.broker_id == MASTER_ID
 
-    def unregister_fields(self) -> dict:
-        return {
-            "clusterName": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerAddr": self.broker_addr,
-            "brokerId": self.broker_id,
-        }
+    def unregister_fields(self) -> dict[str, str]:
+        return UnRegisterBrokerRequestHeader.ext_fields(
+            cluster_name=self.cluster,
+            broker_name=self.broker_name,
+            broker_addr=self.broker_addr,
+            broker_id=self.broker_id,
+        )
 
-    def register_fields(self, body_crc32: int) -> dict:
+    def register_fields(self, body_crc32: int) -> dict[str, str]:
         """REGISTER_BROKER's header; ``body_crc32`` is the CRC32 (zlib's, Java's CRC32) of the JSON body."""
-        fields: dict[str, Any] = {
-            **self.unregister_fields(),
-            "haServerAddr": self.ha_server_addr,
-            "compressed": False,
-            "bodyCrc32": body_crc32,
-        }
-        if self.heartbeat_timeout_ms is not None:
-            fields["heartbeatTimeoutMillis"] = self.heartbeat_timeout_ms
-        return fields
+        return RegisterBrokerRequestHeader.ext_fields(
+            cluster_name=self.cluster,
+            broker_name=self.broker_name,
+            broker_addr=self.broker_addr,
+            broker_id=self.broker_id,
+            ha_server_addr=self.ha_server_addr,
+            compressed=False,
+            body_crc32=body_crc32,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+        )
 
 
 def create_topic_fields(config: TopicConfig, *, auto_create: bool = False) -> dict:

@@ -3,12 +3,15 @@
 RocketMQ stores ``tags.hashCode()`` (a signed 32-bit int, widened to the unit's int64 field) so a pull with
 a tag filter can skip records without reading the commit log; the broker compares the hash codes of the
 subscription's tags with it and, as RocketMQ does, accepts the rare collision. A message without a tag gets 0.
+``tags_code_filter`` turns a TAG subscription into that comparison, for pulls and POP alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
+
+from pocketmq.common.tag_expression import parse_tag_expression
 
 _MASK32 = 0xFFFFFFFF
 
@@ -27,3 +30,12 @@ def tag_hash_code(tag: str) -> int:
     for unit in units:
         h = (31 * h + unit) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_code_filter(expression: str | None) -> Callable[[int], bool] | None:
+    """What a read with tag expression ``expression`` keeps, by a unit's tags code (``get_messages``'s
+    ``tag_filter``); None when it subscribes to every tag."""
+    tags = parse_tag_expression(expression)
+    if tags is None:
+        return None
+    return frozenset(tag_hash_code(t) for t in tags).__contains__

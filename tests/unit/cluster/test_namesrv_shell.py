@@ -99,6 +99,34 @@ async def test_bad_registrations_are_refused_with_their_codes(namesrv, client):
     assert namesrv.routes.cluster_info().broker_addr_table == {}
 
 
+def test_a_brokers_registration_header_goes_out_in_rocketmqs_field_order():
+    identity = BrokerIdentity("c", "b", 1, "127.0.0.1:1", "127.0.0.1:2", heartbeat_timeout_ms=30_000)
+    assert list(identity.register_fields(4_294_967_295).items()) == [
+        ("clusterName", "c"),
+        ("brokerName", "b"),
+        ("brokerAddr", "127.0.0.1:1"),
+        ("brokerId", "1"),
+        ("haServerAddr", "127.0.0.1:2"),
+        ("compressed", "false"),
+        ("bodyCrc32", "4294967295"),
+        ("heartbeatTimeoutMillis", "30000"),
+    ]
+    assert list(BrokerIdentity("c", "b", 0, "127.0.0.1:1").register_fields(0))[-1] == "bodyCrc32"
+    assert list(identity.unregister_fields().items()) == [
+        ("clusterName", "c"),
+        ("brokerName", "b"),
+        ("brokerAddr", "127.0.0.1:1"),
+        ("brokerId", "1"),
+    ]
+
+
+async def test_a_negative_broker_id_is_refused(namesrv, client):
+    fields = BrokerIdentity("c", "b", 0, "127.0.0.1:1").register_fields(0)
+    negative = await ask(client, namesrv, RequestCode.REGISTER_BROKER, {**fields, "brokerId": "-1"})
+    assert negative.code == ResponseCode.INVALID_PARAMETER and "brokerId" in negative.remark
+    assert namesrv.routes.cluster_info().broker_addr_table == {}
+
+
 async def test_unknown_code_is_not_supported(namesrv, client):
     reply = await ask(client, namesrv, RequestCode.SEND_MESSAGE)
     assert reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED

@@ -63,7 +63,7 @@ class Services:
         self.calls.append("stop")
 
 
-def election_of(names, services, clock, **kw) -> ActingMasterElection:
+def election_of(names, services, clock, *, enabled=lambda: True, **kw) -> ActingMasterElection:
     return ActingMasterElection(
         names,
         services,
@@ -71,7 +71,7 @@ def election_of(names, services, clock, **kw) -> ActingMasterElection:
         cluster_name="c",
         broker_name="a",
         broker_id=1,
-        enabled=lambda: True,
+        enabled=enabled,
         check_interval_ms=100,
         **kw,
     )
@@ -326,16 +326,7 @@ async def test_a_disabled_election_asks_nothing_and_a_switch_off_stops_the_servi
     names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
     listing(names, 1)
     enabled = [False]
-    election = ActingMasterElection(
-        names,
-        services,
-        clock,
-        cluster_name="c",
-        broker_name="a",
-        broker_id=1,
-        enabled=lambda: enabled[0],
-        check_interval_ms=100,
-    )
+    election = election_of(names, services, clock, enabled=lambda: enabled[0])
     await election.check_once()
     assert services.calls == [] and names.asked == 0
     enabled[0] = True
@@ -350,17 +341,7 @@ async def test_the_election_counts_into_the_metrics():
     from pocketmq.metrics import MetricsRegistry
 
     names, services, clock, metrics = listing(FakeNameServer(), 0, 1), Services(), ManualClock(), MetricsRegistry()
-    election = ActingMasterElection(
-        names,
-        services,
-        clock,
-        cluster_name="c",
-        broker_name="a",
-        broker_id=1,
-        enabled=lambda: True,
-        check_interval_ms=100,
-        metrics=metrics,
-    )
+    election = election_of(names, services, clock, metrics=metrics)
     await election.check_once()
     assert metrics.value("pocketmq_acting_master") == 0  # a slave that does not act shows 0, not nothing
     listing(names, 1)

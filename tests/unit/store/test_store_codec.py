@@ -1,13 +1,15 @@
-"""Record encode/decode round trips (the commit log's record layout) and Java hash codes of tags."""
+"""Record encode/decode round trips (the commit log's record layout), Java hash codes of tags and the filter over
+them."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_record, encode_record
-from pocketmq.store.tags import tag_hash_code
+from pocketmq.store.tags import tag_hash_code, tags_code_filter
 
 _text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=20)
 _ip = st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t)))
@@ -61,3 +63,23 @@ def test_tag_hash_code_is_javas_string_hash_code():
     assert tag_hash_code("polygenelubricants") == -2147483648
     assert tag_hash_code("日本") == 835047
     assert tag_hash_code("\U0001f600") == 0xD83D * 31 + 0xDE00  # a surrogate pair: two UTF-16 units
+
+
+@pytest.mark.parametrize("expression", [None, "", "*", " * ", "||"])
+def test_a_subscription_to_every_tag_filters_nothing(expression):
+    assert tags_code_filter(expression) is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "kept", "skipped"),
+    [
+        ("TagA", ["TagA"], ["TagB", ""]),
+        (" TagA || TagB ", ["TagA", "TagB"], ["TagC", "", "TagA || TagB"]),
+        ("TagA || *", ["TagA", "*"], ["TagB", ""]),  # a "*" in a list is a tag named "*", not every tag
+    ],
+)
+def test_a_tag_list_keeps_the_units_whose_tags_code_is_one_of_its_tags(expression, kept, skipped):
+    keep = tags_code_filter(expression)
+    assert keep is not None
+    assert all(keep(tag_hash_code(tag)) for tag in kept)
+    assert not any(keep(tag_hash_code(tag)) for tag in skipped)  # "" is an untagged unit's code, 0

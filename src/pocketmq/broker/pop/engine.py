@@ -35,7 +35,6 @@ from pocketmq.broker.pop.receive import (
     Receive,
     admit,
     check_invisible_ms,
-    tag_predicate,
     visit_order,
 )
 from pocketmq.broker.pop.revive import ReviveService, retry_limit
@@ -47,6 +46,7 @@ from pocketmq.common.errors import InvalidReceiptHandleError
 from pocketmq.common.topic import MessageType, pop_retry_topic
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
+from pocketmq.store.tags import tags_code_filter
 
 if TYPE_CHECKING:
     from pocketmq.broker.write_path import PopWrites, WritePathSwitch
@@ -103,12 +103,14 @@ class PopService:
         self._fifo_pop = FifoPop(state=fifo, locks=self._locks, notify=waiters.notify, **shared)
         self.staged = StagedPop(  # (group, topic)s consumed stage by stage
             registry=stages,
+            store=store,
             topics=topics,
+            offsets=offsets,
             revive_queues=revive_queues,
+            write_path=write_path,
             plain=normal,
             notify=waiters.notify,
             count=revive.count_handed_back,
-            **shared,
         )
         self._modes: dict[ModeKind, PopMode] = {
             ModeKind.NORMAL: normal,
@@ -163,7 +165,7 @@ class PopService:
         fifo = group_config.consume_message_orderly if req.fifo is None else req.fifo
         receive = Receive(
             req,
-            keep=tag_predicate(req.tag_expression),
+            keep=tags_code_filter(req.tag_expression),
             max_attempts=retry_limit(group_config.retry_max_times) + 1,
         )
         retry_topic = pop_retry_topic(req.group, req.topic)

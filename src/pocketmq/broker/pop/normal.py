@@ -80,16 +80,7 @@ class NormalPop:
                 popped = PoppedQueue(topic, queue_id, 0, got.records, retry=topic != receive.request.topic)
                 offsets = popped.queue_offsets
                 popped.start_offset = offsets[0]
-                ck = PopCheckpoint.of_offsets(
-                    topic,
-                    group,
-                    queue_id,
-                    offsets,
-                    result.pop_time_ms,
-                    result.invisible_ms,
-                    self._broker_name,
-                    result.revive_queue_id,
-                )
+                ck = result.checkpoint(group, topic, queue_id, offsets)
                 result.revive_queue_id = await self.writes.checkpoint(self._revive_queues[result.revive_queue_id], ck)
                 self._offsets.commit(group, topic, queue_id, got.next_begin_offset)
                 result.rest_num += max(got.max_offset - got.next_begin_offset, 0)

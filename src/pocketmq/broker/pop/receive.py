@@ -12,15 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pocketmq.broker.pop import copies
-from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
+from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK, PopCheckpoint
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, NoPermissionError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_record, record_queue_offset
-from pocketmq.common.tag_expression import parse_tag_expression
-from pocketmq.store.tags import tag_hash_code
 
 INIT_MODE_MIN = 0
 INIT_MODE_MAX = 1
@@ -115,6 +113,23 @@ class PopResult:
             phys_offset,
         )
 
+    def checkpoint(
+        self, group: str, topic: str, queue_id: int, queue_offsets: list[int], attempt: int = 0
+    ) -> PopCheckpoint:
+        """The CK of what this pop hands out at ``queue_offsets`` of one queue (in its revive queue, the key its
+        receipt handles name)."""
+        return PopCheckpoint.of_offsets(
+            topic,
+            group,
+            queue_id,
+            queue_offsets,
+            self.pop_time_ms,
+            self.invisible_ms,
+            self.broker_name,
+            self.revive_queue_id,
+            attempt=attempt,
+        )
+
     def delivered(self) -> list[tuple[MessageExt, ReceiptHandle]]:
         """Every message with its receipt handle (also set as its POP_CK property)."""
         out = []
@@ -124,13 +139,6 @@ class PopResult:
                 msg.properties[props.POP_CK] = handle.encode()
                 out.append((msg, handle))
         return out
-
-
-def tag_predicate(expression: str | None) -> Callable[[int], bool] | None:
-    tags = parse_tag_expression(expression)
-    if not tags:
-        return None
-    return frozenset(tag_hash_code(t) for t in tags).__contains__
 
 
 def check_invisible_ms(invisible_ms: int) -> None:

@@ -199,7 +199,6 @@ class StagedPop:
         topics,
         offsets,
         revive_queues: list[ReviveQueue],
-        broker_name: str,
         write_path: WritePathSwitch,
         plain: NormalPop,
         notify: Callable[[str], None],
@@ -210,7 +209,6 @@ class StagedPop:
         self._topics = topics
         self._offsets = offsets
         self._revive_queues = revive_queues
-        self._broker_name = broker_name
         # CKs, their ACKs and dead letters go through ``writes``, as normal POP's: on a slave acting as master
         # they escape to another group (``escaped_in_flight`` then shows the gate what it cannot read here).
         self._write_path = write_path
@@ -396,16 +394,8 @@ class StagedPop:
         if not records:
             return []
         queue = self._revive_queues[result.revive_queue_id]
-        ck = PopCheckpoint.of_offsets(
-            topic,
-            group,
-            queue_id,
-            [record_queue_offset(r) for r in records],
-            result.pop_time_ms,
-            result.invisible_ms,
-            self._broker_name,
-            queue.queue_id,
-            attempt=decision.redeliver_attempt,
+        ck = result.checkpoint(
+            group, topic, queue_id, [record_queue_offset(r) for r in records], decision.redeliver_attempt
         )
         if queue.ledger.is_open(ck.key):
             return []  # the old CK's key (a 0 ms invisible time, popped again in its millisecond): next pop
@@ -434,18 +424,8 @@ class StagedPop:
             got.next_begin_offset if got.status is GetStatus.OFFSET_TOO_SMALL else min(got.next_begin_offset, end)
         )
         if records:
-            queue = self._revive_queues[result.revive_queue_id]
-            ck = PopCheckpoint.of_offsets(
-                topic,
-                group,
-                queue_id,
-                [record_queue_offset(r) for r in records],
-                result.pop_time_ms,
-                result.invisible_ms,
-                self._broker_name,
-                queue.queue_id,
-            )
-            result.revive_queue_id = await self.writes.checkpoint(queue, ck)
+            ck = result.checkpoint(group, topic, queue_id, [record_queue_offset(r) for r in records])
+            result.revive_queue_id = await self.writes.checkpoint(self._revive_queues[result.revive_queue_id], ck)
             result.rest_num += max(got.max_offset - next_offset, 0)
         self._offsets.commit(group, topic, queue_id, next_offset)
         return records

@@ -58,9 +58,10 @@ class LoopThread:
             self.loop.call_soon_threadsafe(call.cancel)
             raise RemotingTimeoutError(f"call did not finish within {timeout_s:.1f}s")
         task = call.task
-        if task.cancelled():  # type: ignore[union-attr]
+        assert task is not None  # ``done`` is released by the task's own done callback
+        if task.cancelled():
             raise concurrent.futures.CancelledError()
-        return task.result()  # type: ignore[union-attr]
+        return task.result()
 
     def refuse_own_thread(self) -> None:
         """A synchronous call made on the loop thread would block the loop it waits for."""

@@ -122,8 +122,9 @@ def watch_task(task: asyncio.Task, failures: TaskFailures) -> asyncio.Task:
     """Report ``task`` through ``failures`` if it ends with an error (a return or a cancellation is no failure)."""
 
     def ended(done: asyncio.Task) -> None:
-        if not done.cancelled() and done.exception() is not None:
-            failures.ended(done.exception())  # type: ignore[arg-type]
+        error = None if done.cancelled() else done.exception()
+        if error is not None:
+            failures.ended(error)
 
     task.add_done_callback(ended)
     return task
@@ -214,7 +215,8 @@ class PeriodicTask:
             if inspect.isawaitable(outcome):
                 await outcome
         except asyncio.CancelledError as exc:
-            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+            this_task = asyncio.current_task()
+            if this_task is not None and this_task.cancelling():
                 raise  # this task is cancelled: it ends here
             self.failures.failed(exc)  # something the round awaited was cancelled: a failed round
             return self._next_wait(failed=True)

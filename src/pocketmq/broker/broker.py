@@ -109,7 +109,8 @@ class Broker:
         self.transaction_channels = ProducerChannels()  # the front ends add the producers a check can go to
         # What stands on the store (the store too), for this broker's role: built at start (broker.wiring).
         self._services: BrokerServices | None = None
-        self.remoting_client = RemotingClient()  # to the name servers and other brokers
+        # to the name servers and other brokers; TLS when configured (tls_enable, or tls_mode enforcing)
+        self.remoting_client = RemotingClient(ssl_context=config.tls_settings().client_context())
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
         self._registrar: BrokerRegistrar | None = None  # with name servers: registers this broker with them
         self._remoting_port = config.remoting_port

@@ -21,6 +21,7 @@ from pocketmq.cluster.breaker import BreakerSettings
 from pocketmq.cluster.remote_reader import RetryDelays
 from pocketmq.common.topic import LITE_TOPIC_MAX_LENGTH, topic_name_problem
 from pocketmq.protocol import limits as remoting
+from pocketmq.protocol.tls import TlsOptions
 from pocketmq.store.api import FlushMode, StoreConfig
 
 _STORE_FIELDS = {f.name: f for f in dataclasses.fields(StoreConfig)}
@@ -101,7 +102,7 @@ def _one_address(value: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class BrokerConfig:
+class BrokerConfig(TlsOptions):
     """Everything one broker process needs; ``load_config(BrokerConfig, ...)`` builds it."""
 
     cluster_name: str = field(default="DefaultCluster", metadata={"aliases": ("brokerClusterName",), "check": _name})

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 from pocketmq.broker.pop.copies import business_topic
@@ -194,7 +195,7 @@ def resend(args) -> int:
         unresolved = 0
         async with (
             AsyncProducer(admin.config, instance=admin.instance) as producer,
-            ReferenceResolver(admin.config.namesrv_addrs) as resolver,
+            ReferenceResolver(admin.config.namesrv_addrs, admin.config.ssl_context()) as resolver,
         ):
             for msg in chosen:
                 ref = reference_of(msg)
@@ -227,8 +228,8 @@ def resend(args) -> int:
 class ReferenceResolver:
     """Reads the messages dead-letter references point at, from their broker groups (typed remote reads)."""
 
-    def __init__(self, namesrv_addrs: list[str]):
-        self._remoting = RemotingClient()
+    def __init__(self, namesrv_addrs: list[str], ssl_context: ssl.SSLContext | None = None):
+        self._remoting = RemotingClient(ssl_context=ssl_context)
         self._namesrv = NamesrvClient(namesrv_addrs, self._remoting)
         self._breakers = BreakerBoard()
 

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.retry_cmd",  # retry stats
     "pocketmq.cli.config_cmd",  # config set|get
     "pocketmq.cli.store_cmd",  # store verify
+    "pocketmq.cli.tls_cmd",  # tls dev-cert
 )
 
 

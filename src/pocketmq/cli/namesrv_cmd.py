@@ -10,6 +10,7 @@ import argparse
 import asyncio
 
 from pocketmq.cli.running import configure_logging, run_until_signalled, write_ready_file
+from pocketmq.cli.tls_cmd import add_server_tls_options, server_tls_overrides
 from pocketmq.common.config import load_config
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.server import NameServer
@@ -27,12 +28,16 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--ready-file", metavar="PATH", help="once listening, write the addresses here as JSON (atomically)"
     )
+    add_server_tls_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(
-        NamesrvConfig, file=args.config, section="namesrv", overrides={"host": args.host, "port": args.port}
+        NamesrvConfig,
+        file=args.config,
+        section="namesrv",
+        overrides={"host": args.host, "port": args.port, **server_tls_overrides(args)},
     )
     configure_logging()
     namesrv = NameServer(config)

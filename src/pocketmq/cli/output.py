@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
@@ -27,6 +28,8 @@ from pocketmq.common.message import MessageExt
 # Short enough that an unreachable name server fails the command quickly, long enough for a busy broker.
 CLI_CONNECT_TIMEOUT_S = 3.0
 CLI_REQUEST_TIMEOUT_S = 5.0
+TLS_ENV = "POCKETMQ_TLS"
+CA_FILE_ENV = "POCKETMQ_CA_FILE"
 
 
 def add_client_options(parser, *, json_output: bool = True) -> None:
@@ -38,8 +41,26 @@ def add_client_options(parser, *, json_output: bool = True) -> None:
         metavar="HOST:PORT",
         help=f"name server address(es), ';'-separated (default: ${NAMESRV_ENV} or {default_namesrv_addr()})",
     )
+    add_tls_options(parser)
     if json_output:
         parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+
+
+def add_tls_options(parser) -> None:
+    """``--tls``, ``--ca-file`` and the client certificate of mutual TLS (docs/security.md)."""
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        default=None,
+        help=f"TLS to the name server and brokers (default: ${TLS_ENV} when set to 1)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        default=None,
+        help=f"verify the servers' certificates against this CA (implies --tls; default: ${CA_FILE_ENV})",
+    )
+    parser.add_argument("--tls-cert-file", default=None, help="this client's certificate, for mutual TLS")
+    parser.add_argument("--tls-key-file", default=None, help="the key of --tls-cert-file")
 
 
 def add_action(actions, name: str, help_text: str, func, *positionals: str):
@@ -55,11 +76,17 @@ def add_action(actions, name: str, help_text: str, func, *positionals: str):
 
 def client_config(args) -> ClientConfig:
     """The SDK configuration of a CLI command: its name server, short timeouts, its own instance name."""
+    ca_file = args.ca_file or os.environ.get(CA_FILE_ENV) or None
+    tls = args.tls if args.tls is not None else os.environ.get(TLS_ENV) == "1"
     return ClientConfig(
         namesrv_addr=args.namesrv or default_namesrv_addr(),
         instance_name=f"cli-{args.command}",
         connect_timeout_s=CLI_CONNECT_TIMEOUT_S,
         request_timeout_s=CLI_REQUEST_TIMEOUT_S,
+        tls=tls or bool(ca_file) or bool(args.tls_cert_file),
+        ca_file=ca_file,
+        tls_cert_file=args.tls_cert_file,
+        tls_key_file=args.tls_key_file,
     )
 
 

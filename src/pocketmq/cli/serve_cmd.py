@@ -9,7 +9,8 @@ serves Prometheus ``/metrics``, docs/metrics.md). SIGTERM or SIGINT stops it cle
 the reverse order: front ends stop taking requests, the broker unregisters and persists, the name server goes.
 
 Configuration: defaults < ``--config FILE`` (TOML ``[broker]`` section or RocketMQ ``broker.conf``) <
-``POCKETMQ_*`` environment < flags; ``--set key=value`` sets any ``BrokerConfig`` field.
+``POCKETMQ_*`` environment < flags; ``--set key=value`` sets any ``BrokerConfig`` field. ``--tls-*`` flags
+(docs/security.md): one certificate serves every port of the process, reloaded when its files change.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import logging
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
+from pocketmq.cli.tls_cmd import add_server_tls_options, server_tls_overrides
 from pocketmq.common.config import load_config
 from pocketmq.common.errors import ConfigError
 from pocketmq.metrics.http import MetricsHttpServer
+from pocketmq.protocol.tls import ServerTls
 from pocketmq.protocol.transport import RemotingServer
 from pocketmq.runtime import busy_poll
 from pocketmq.runtime.open_files import raise_open_files_limit
@@ -101,6 +104,7 @@ def register(subparsers) -> None:
         help="while requests come close together, poll the sockets this long before sleeping (default 200; 0: never)",
     )
     p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
+    add_server_tls_options(p)
     p.set_defaults(func=run)
 
 
@@ -133,6 +137,7 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
+    overrides.update(server_tls_overrides(args))
     if args.advertise:
         host, sep, port = args.advertise.rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -153,12 +158,15 @@ def run(args: argparse.Namespace) -> int:
 
 async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, ready_file: str | None = None) -> None:
     namesrv = None
+    tls_settings = config.tls_settings()
+    # one certificate for every port of the process (remoting, gRPC, the embedded name server)
+    tls = ServerTls(tls_settings) if tls_settings.serves_tls else None
     if config.namesrv_addr is None:
         from pocketmq.namesrv.config import NamesrvConfig
         from pocketmq.namesrv.server import NameServer
 
         settings = {k: v for k, v in (namesrv_overrides or {}).items() if v is not None}
-        namesrv = NameServer(NamesrvConfig(host=config.host, port=config.namesrv_port, **settings))
+        namesrv = NameServer(NamesrvConfig(host=config.host, port=config.namesrv_port, **settings), tls=tls)
         await namesrv.start()
         config = dataclasses.replace(config, namesrv_addr=namesrv.address)
     broker = Broker(config)
@@ -168,12 +176,15 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         config.remoting_port,
         limits=config.connection_limits(),
         metrics=broker.metrics,
+        tls=tls,
     )
     grpc = None
     metrics = None
     try:
         await remoting.start()
-        grpc = _grpc_front_end(broker, config)
+        if tls is not None:
+            tls.start_reloading(broker.metrics)
+        grpc = _grpc_front_end(broker, config, tls)
         grpc_port = await grpc.start() if grpc is not None else None
         await broker.start(remoting_port=remoting.port, grpc_port=grpc_port)
         if config.metrics_port is not None:
@@ -189,7 +200,8 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
             f"pocketmq broker {config.broker_name} ready: remoting {addresses['remoting']}, "
             f"gRPC {addresses['grpc'] or 'off'}, name server {addresses['namesrv'] or config.namesrv_addr}"
             f"{' (embedded)' if namesrv else ''}, data {config.data_dir}"
-            f"{', metrics http://' + addresses['metrics'] + '/metrics' if addresses['metrics'] else ''}",
+            f"{', metrics http://' + addresses['metrics'] + '/metrics' if addresses['metrics'] else ''}"
+            f"{', TLS ' + tls.mode.value if tls is not None else ''}",
             flush=True,
         )
         if ready_file:
@@ -205,9 +217,11 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         await broker.shutdown()
         if namesrv is not None:
             await namesrv.stop()
+        if tls is not None:
+            await tls.stop_reloading()
 
 
-def _grpc_front_end(broker: Broker, config: BrokerConfig):
+def _grpc_front_end(broker: Broker, config: BrokerConfig, tls: ServerTls | None):
     """The gRPC front end, or None when this build has none yet."""
     try:
         from pocketmq.server.grpc_server import GrpcFrontEnd
@@ -216,4 +230,4 @@ def _grpc_front_end(broker: Broker, config: BrokerConfig):
             raise
         log.info("event=grpc_front_end_absent")
         return None
-    return GrpcFrontEnd(broker, config.host, config.grpc_port)
+    return GrpcFrontEnd(broker, config.host, config.grpc_port, tls=tls)

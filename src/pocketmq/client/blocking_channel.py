@@ -19,7 +19,9 @@ broker busy-polls too (``serve --busy-poll-us``, runtime/busy_poll.py; docs/benc
 from __future__ import annotations
 
 import os
+import select
 import socket
+import ssl
 import struct
 import time
 
@@ -28,22 +30,41 @@ from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, Remotin
 from pocketmq.protocol.transport import connect_errors, host_port
 
 _RECV_BYTES = 256 * 1024
+# A wait ran out: a timeout, or a send or recv that SO_SNDTIMEO/SO_RCVTIMEO cut short (on a TLS socket, as a "want")
+_WAIT_RAN_OUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _TIMEVAL = struct.Struct("@ll")  # struct timeval of SO_RCVTIMEO/SO_SNDTIMEO: seconds, microseconds
 
 
 class BlockingChannel:
     """One TCP connection to ``address``, used by one thread at a time."""
 
-    def __init__(self, address: str, *, connect_timeout_s: float, busy_poll_s: float = 0.0):
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout_s: float,
+        busy_poll_s: float = 0.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ):
+        host, port = host_port(address)
         with connect_errors(address):
-            self._sock = socket.create_connection(host_port(address), timeout=connect_timeout_s)
+            sock = socket.create_connection((host, port), timeout=connect_timeout_s)
+            if ssl_context is not None:
+                try:
+                    sock = ssl_context.wrap_socket(sock, server_hostname=host)  # the handshake, within the timeout
+                except BaseException:
+                    sock.close()
+                    raise
+        self._sock = sock
+        self._tls = ssl_context is not None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # A blocking socket whose waits the kernel bounds (SO_RCVTIMEO/SO_SNDTIMEO): one syscall per recv, where
         # a Python socket timeout would poll before every recv.
         self._sock.settimeout(None)
         self._wait_limit_s = -1.0  # none set yet: the kernel's default waits forever
         self.address = address
-        self._busy_poll_s = busy_poll_s
+        # A TLS socket takes no recv flags (MSG_DONTWAIT): no polling for the reply on it
+        self._busy_poll_s = 0.0 if self._tls else busy_poll_s
         self._decoder = FrameDecoder()
 
     def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
@@ -56,7 +77,7 @@ class BlockingChannel:
                     if command.is_response and command.opaque == request.opaque:
                         return command
                     # anything else is a request of the broker's: this channel serves none (4.x clients ignore them)
-        except (TimeoutError, BlockingIOError):  # BlockingIOError: a wait ran out of its SO_SNDTIMEO/SO_RCVTIMEO
+        except _WAIT_RAN_OUT:
             raise RemotingTimeoutError(
                 f"no reply from {self.address} within {timeout_s:.1f}s (code {request.code})"
             ) from None
@@ -70,7 +91,7 @@ class BlockingChannel:
         request.flag |= 0x2
         try:
             self._send(request.encode(), time.monotonic() + timeout_s)
-        except (TimeoutError, BlockingIOError):
+        except _WAIT_RAN_OUT:
             raise RemotingTimeoutError(f"could not write to {self.address} within {timeout_s:.1f}s") from None
         except OSError as exc:
             raise RemotingError(f"connection to {self.address} failed: {exc.strerror or exc}") from None
@@ -91,12 +112,30 @@ class BlockingChannel:
     def peer_closed(self) -> bool:
         """Has the broker closed this idle channel (a restart, say)? Looked at before reusing it: a send on it
         would fail a message that never reached the broker."""
+        if self._tls:
+            return self._tls_peer_closed()
         try:
             return not self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
             return False  # open, nothing to read: the usual case
         except OSError:
             return True
+
+    def _tls_peer_closed(self) -> bool:
+        """``peer_closed`` on a TLS socket, which cannot peek: bytes waiting on an idle channel are either TLS
+        records the server sends after the handshake (session tickets) or its close; a read without waiting tells
+        which (the broker sends these channels nothing else)."""
+        if not select.select([self._sock], [], [], 0)[0]:
+            return False
+        self._sock.setblocking(False)
+        try:
+            return not self._sock.recv(_RECV_BYTES)  # application data here would be out of turn: not reusable
+        except ssl.SSLWantReadError:
+            return False
+        except OSError:
+            return True
+        finally:
+            self._sock.setblocking(True)
 
     def _receive(self, deadline_s: float) -> bytes:
         """The next bytes from the broker, waited for until the deadline at most."""
@@ -144,9 +183,12 @@ class BlockingChannels:
     when it succeeded. Safe to use from several threads at once. After ``close`` it refuses calls, and a channel
     given back by a call that was running closes."""
 
-    def __init__(self, *, connect_timeout_s: float, busy_poll_s: float = 0.0):
+    def __init__(
+        self, *, connect_timeout_s: float, busy_poll_s: float = 0.0, ssl_context: ssl.SSLContext | None = None
+    ):
         self._connect_timeout_s = connect_timeout_s
         self._busy_poll_s = busy_poll_s
+        self._ssl_context = ssl_context
         self._idle: dict[str, list[BlockingChannel]] = {}
         self._closed = False
 
@@ -162,7 +204,10 @@ class BlockingChannels:
         if self._closed:
             raise ClientError("producer is shut down")
         channel = self._take_idle(address) or BlockingChannel(
-            address, connect_timeout_s=min(self._connect_timeout_s, timeout_s), busy_poll_s=self._busy_poll_s
+            address,
+            connect_timeout_s=min(self._connect_timeout_s, timeout_s),
+            busy_poll_s=self._busy_poll_s,
+            ssl_context=self._ssl_context,
         )
         try:
             reply = call(channel, request, timeout_s)

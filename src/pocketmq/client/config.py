@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass, field, replace
+
+from pocketmq.protocol.tls import client_context
 
 DEFAULT_NAMESRV_ADDR = "127.0.0.1:9876"
 NAMESRV_ENV = "POCKETMQ_NAMESRV"
@@ -42,6 +45,13 @@ class ClientConfig:
     # How long a synchronous send polls its socket for the reply before it sleeps (client/blocking_channel.py);
     # worth it only beside a busy-polling broker on another CPU. 0: sleep at once.
     sync_reply_busy_poll_us: int = 0
+    # TLS on every connection to name servers and brokers (docs/security.md). ``ca_file`` verifies the servers'
+    # certificates (chain and host name); without it any certificate is accepted (RocketMQ's test mode).
+    # ``tls_cert_file``/``tls_key_file``: this client's certificate, for servers that require one (mutual TLS).
+    tls: bool = False
+    ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -59,6 +69,10 @@ class ClientConfig:
             problems.append(f"gray_tag {self.gray_tag!r} must be non-empty and not 'false'")
         if self.sync_reply_busy_poll_us < 0:
             problems.append(f"sync_reply_busy_poll_us {self.sync_reply_busy_poll_us} must not be negative")
+        if not self.tls and (self.ca_file or self.tls_cert_file):
+            problems.append("ca_file and tls_cert_file need tls=True")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            problems.append("tls_cert_file and tls_key_file go together")
         for name in ("request_timeout_s", "connect_timeout_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
@@ -69,6 +83,12 @@ class ClientConfig:
             from pocketmq.common.errors import ConfigError
 
             raise ConfigError("invalid client configuration: " + "; ".join(problems))
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The context every connection of these clients uses, or None for plaintext."""
+        if not self.tls:
+            return None
+        return client_context(self.ca_file, self.tls_cert_file, self.tls_key_file)
 
     @property
     def namesrv_addrs(self) -> list[str]:

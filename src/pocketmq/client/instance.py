@@ -97,7 +97,9 @@ class ClientInstance:
             gray_client_id_suffix(config.gray_queue_ratio) if config.enable_gray_switch else ""
         )
         self.message_ids = MessageIdGenerator.for_this_process(self.client_ip)
-        self.remoting = RemotingClient(self._serve_request, connect_timeout_s=config.connect_timeout_s)
+        self.remoting = RemotingClient(
+            self._serve_request, connect_timeout_s=config.connect_timeout_s, ssl_context=config.ssl_context()
+        )
         self._routes: dict[str, TopicRouteView] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._broker_addrs: dict[str, str] = {}  # broker name -> master address, over every cached route

@@ -622,7 +622,9 @@ class Producer(SyncFacade):
         super().__init__(core or AsyncProducer(config, options, selector=selector))
         config = self.core.config
         self._channels = BlockingChannels(
-            connect_timeout_s=config.connect_timeout_s, busy_poll_s=config.sync_reply_busy_poll_us / 1e6
+            connect_timeout_s=config.connect_timeout_s,
+            busy_poll_s=config.sync_reply_busy_poll_us / 1e6,
+            ssl_context=config.ssl_context(),
         )
         self._io = _BlockingSendIO(self, self._channels)
 

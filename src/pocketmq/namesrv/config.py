@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pocketmq.protocol.tls import TlsOptions
+
 
 def _port(value: int) -> str | None:
     return None if 0 <= value <= 65535 else "must be a port number in [0, 65535] (0: the OS picks)"
@@ -18,7 +20,7 @@ def _positive(value: int) -> str | None:
 
 
 @dataclass(frozen=True)
-class NamesrvConfig:
+class NamesrvConfig(TlsOptions):
     """Everything one name server needs; ``load_config(NamesrvConfig, ...)`` builds it."""
 
     host: str = field(default="127.0.0.1", metadata={"aliases": ("listenHost",)})

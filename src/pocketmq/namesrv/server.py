@@ -56,6 +56,7 @@ from pocketmq.protocol.route import (
     topic_config_from_obj,
     topic_list_json,
 )
+from pocketmq.protocol.tls import ServerTls
 from pocketmq.protocol.transport import RemotingClient, RemotingConnection, RemotingServer, RequestRouter
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask
@@ -66,8 +67,16 @@ _WATCHED = "namesrv_watched"  # RemotingConnection.attributes key: its close alr
 
 
 class NameServer:
-    def __init__(self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK):
+    """``tls``: the TLS of a process that serves other ports too (a broker's embedded name server); without it the
+    name server makes its own from ``config`` (and reloads its certificate files itself)."""
+
+    def __init__(self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK, *, tls: ServerTls | None = None):
         self.config = config
+        settings = config.tls_settings()
+        self._own_tls = tls is None and settings.serves_tls
+        if self._own_tls:
+            tls = ServerTls(settings)
+        self.tls = tls
         self.clock = clock
         self.routes = RouteTable(
             broker_expire_ms=config.broker_expire_ms,
@@ -85,8 +94,11 @@ class NameServer:
             (RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic),
         ):
             router.register(code, handler)
-        self._server = RemotingServer(router, config.host, config.port)
-        self._brokers = RemotingClient(connect_timeout_s=config.auto_create_timeout_ms / 1000)
+        self._server = RemotingServer(router, config.host, config.port, tls=tls)
+        self._brokers = RemotingClient(
+            connect_timeout_s=config.auto_create_timeout_ms / 1000,
+            ssl_context=(tls.settings if tls is not None else settings).client_context(),
+        )
         self._creations: dict[str, asyncio.Task] = {}  # topic -> its auto-creation in flight
         self._scan = PeriodicTask("namesrv-scan", self.expire_inactive_brokers, config.scan_interval_ms, clock=clock)
 
@@ -94,6 +106,8 @@ class NameServer:
     async def start(self) -> None:
         await self._server.start()
         self._scan.start()
+        if self._own_tls and self.tls is not None:
+            self.tls.start_reloading()
         log.info("event=namesrv_started address=%s broker_expire_ms=%d", self.address, self.config.broker_expire_ms)
 
     async def stop(self) -> None:
@@ -103,6 +117,8 @@ class NameServer:
         await asyncio.gather(self._scan.stop(), *tasks, return_exceptions=True)
         await self._server.stop()
         await self._brokers.close()
+        if self._own_tls and self.tls is not None:
+            await self.tls.stop_reloading()
         log.info("event=namesrv_stopped")
 
     @property

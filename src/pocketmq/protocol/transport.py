@@ -21,6 +21,7 @@ import inspect
 import logging
 import math
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
@@ -36,6 +37,8 @@ from pocketmq.protocol.limits import (
     LimitReporter,
     watchdog_verdict,
 )
+from pocketmq.protocol.tls import ServerTls
+from pocketmq.protocol.tls_listener import SniffingListener
 
 log = logging.getLogger(__name__)
 
@@ -568,10 +571,17 @@ class RemotingServer:
         *,
         limits: ConnectionLimits | None = None,
         metrics=None,
+        tls: ServerTls | None = None,
     ):
         self._handler = handler
         self._host = host
         self._port = port
+        # TLS served (permissive or enforcing): connections come through a listener that looks at their first byte
+        self._tls_listener = (
+            SniffingListener(self._make_connection, tls, host, port)
+            if tls is not None and tls.settings.serves_tls
+            else None
+        )
         self._limits = limits or ConnectionLimits()
         self._reporter = LimitReporter(metrics)
         self._server: asyncio.base_events.Server | None = None
@@ -582,6 +592,9 @@ class RemotingServer:
             metrics.add_collector(lambda: gauge.set(len(self.connections), port=self._port_label()))
 
     async def start(self) -> None:
+        if self._tls_listener is not None:
+            await self._tls_listener.start()
+            return
         loop = asyncio.get_running_loop()
         server = self._server = await loop.create_server(
             self._make_connection, self._host, self._port, reuse_address=True
@@ -642,10 +655,16 @@ class RemotingServer:
         loop.set_exception_handler(handle)
 
     def _port_label(self) -> str:
-        return str(self.port) if self._server is not None else "stopped"
+        return str(self.port) if self._listening else "stopped"
+
+    @property
+    def _listening(self) -> bool:
+        return self._server is not None or (self._tls_listener is not None and self._tls_listener.running)
 
     @property
     def port(self) -> int:
+        if self._tls_listener is not None:
+            return self._tls_listener.port
         assert self._server is not None, "server not started"
         return self._server.sockets[0].getsockname()[1]
 
@@ -654,16 +673,18 @@ class RemotingServer:
         return self._host
 
     async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
+        if self._tls_listener is not None:
+            await self._tls_listener.stop()
+        if self._server is not None:
+            self._server.close()
         for conn in list(self.connections):
             conn.close()
-        await self._server.wait_closed()
-        self._server = None
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
 
     def __repr__(self) -> str:
-        where = f"{self._host}:{self.port}" if self._server else "stopped"
+        where = f"{self._host}:{self.port}" if self._listening else "stopped"
         return f"<RemotingServer {where} connections={len(self.connections)}>"
 
 
@@ -693,9 +714,16 @@ class RemotingClient:
     CHECK_TRANSACTION_STATE ...).
     """
 
-    def __init__(self, handler: Handler | None = None, *, connect_timeout_s: float = 3.0):
+    def __init__(
+        self,
+        handler: Handler | None = None,
+        *,
+        connect_timeout_s: float = 3.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ):
         self._handler = handler
         self._connect_timeout_s = connect_timeout_s
+        self._ssl_context = ssl_context  # every connection is TLS with it (protocol/tls.py), or plaintext
         self._connections: dict[str, RemotingConnection] = {}
         self._connecting: dict[str, asyncio.Future] = {}
 
@@ -726,7 +754,11 @@ class RemotingClient:
         with connect_errors(address):
             async with asyncio.timeout(self._connect_timeout_s):
                 _, conn = await loop.create_connection(
-                    lambda: RemotingConnection(self._handler, name=address, coalesce_writes=True), host, port
+                    lambda: RemotingConnection(self._handler, name=address, coalesce_writes=True),
+                    host,
+                    port,
+                    ssl=self._ssl_context,
+                    server_hostname=host if self._ssl_context is not None else None,
                 )
         conn.remote_address = address
         return conn

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 import grpc
 
 from pocketmq.protocol.grpc_service import add_messaging_service
+from pocketmq.protocol.tls import ServerTls
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.client_metrics import MetricsSink
 from pocketmq.server.grpc_servicer import DEFAULT_MAX_INFLIGHT_SENDS, MessagingServicer
+from pocketmq.server.grpc_tls_front import GrpcTlsFront
 from pocketmq.server.sessions import SessionRegistry
 
 if TYPE_CHECKING:
@@ -45,8 +47,11 @@ class GrpcFrontEnd:
         heartbeat_timeout_ms: int | None = None,
         scan_interval_ms: int | None = None,
         max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS,
+        tls: ServerTls | None = None,
     ):
         self._broker = broker
+        # TLS served: the public port is a front that sniffs each connection (server/grpc_tls_front.py)
+        self._front = GrpcTlsFront(tls, host, port) if tls is not None and tls.settings.serves_tls else None
         self._host = host
         self._requested_port = port
         self._clock = clock or broker.clock
@@ -76,11 +81,13 @@ class GrpcFrontEnd:
         add_messaging_service(self.servicer, server)
         self.metrics_sink.add_to(server)  # what Python push consumers export to when no collector is configured
         host = f"[{self._host}]" if ":" in self._host else self._host
-        self.port = server.add_insecure_port(f"{host}:{self._requested_port}")
-        if not self.port:  # older grpc versions report a failed bind as port 0
-            raise RuntimeError(f"cannot bind gRPC to {host}:{self._requested_port}")
+        address = self._front.internal_address if self._front else f"{host}:{self._requested_port}"
+        bound = server.add_insecure_port(address)
+        if not bound:  # older grpc versions report a failed bind as port 0
+            raise RuntimeError(f"cannot bind gRPC to {address}")
         await server.start()
         self._server = server
+        self.port = await self._front.start() if self._front is not None else bound
         self._expiry.start()
         self.servicer.consumers.start()  # auto-renewed invisibility of push consumers' messages
         log.info(
@@ -96,6 +103,8 @@ class GrpcFrontEnd:
         await self._expiry.stop()
         await self.servicer.consumers.stop()
         self.sessions.close_all()
+        if self._front is not None:
+            await self._front.stop()
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None

@@ -1,0 +1,128 @@
+"""TLS and plaintext gRPC on one port, in front of a grpc.aio server that cannot tell them apart by itself.
+
+A grpcio server's port is either secure or insecure. RocketMQ's proxy serves both on one port, choosing per
+connection by its first bytes, and the official clients count on it: the Java client starts TLS by default, the
+Python and Node clients speak plaintext unless told otherwise. So with TLS on, the gRPC server listens on a Unix
+socket in a private directory (reachable by this user only, never from the network), and this front owns the
+public port: a ``SniffingListener`` looks at each connection's first byte, finishes the TLS handshake itself
+(ALPN ``h2``, the process's certificate, client certificates when asked for) or refuses plaintext under
+``enforcing``, and pipes the decrypted HTTP/2 bytes to the Unix socket and back.
+
+What it costs: the bytes of every gRPC call cross the event loop twice more (docs/benchmarks.md). What it hides:
+the gRPC server sees every call come from the Unix socket, not from the client's address (the servicer falls
+back to the address a client reports of itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+from pocketmq.protocol.tls import ServerTls
+from pocketmq.protocol.tls_listener import SniffingListener
+
+log = logging.getLogger(__name__)
+
+
+class _PipeEnd(asyncio.Protocol):
+    """One end of a byte pipe: what arrives here is written to the other end. Either end closing closes both;
+    a full write buffer on one end stops reading on the other (backpressure both ways)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.other: _PipeEnd | None = None
+        self._early: list[bytes] = []  # what arrived before the other end was connected
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        other = self.other
+        if other is None or other.transport is None:
+            self._early.append(data)
+            return
+        other.transport.write(data)
+
+    def joined(self, other: _PipeEnd) -> None:
+        """``other`` is connected: pass on what arrived meanwhile, and from now on as it comes."""
+        self.other = other
+        if self._early and other.transport is not None:
+            other.transport.write(b"".join(self._early))
+        self._early = []
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.close()
+
+    def pause_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.resume_reading()
+
+
+class _ClientEnd(_PipeEnd):
+    """The end facing a gRPC client; connecting it opens the end facing the gRPC server's Unix socket."""
+
+    def __init__(self, front: GrpcTlsFront):
+        super().__init__()
+        self._front = front
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        transport.pause_reading()  # type: ignore[attr-defined]  # until the server end is open: bounded early bytes
+        self._front.track(asyncio.get_running_loop().create_task(self._open_server_end()))
+
+    async def _open_server_end(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, server_end = await loop.create_unix_connection(_PipeEnd, self._front.socket_path)
+        except OSError as exc:
+            log.warning("event=grpc_front_connect_failed reason=%s", exc)
+            if self.transport is not None:
+                self.transport.close()
+            return
+        if self.transport is None:  # the client left meanwhile
+            server_end.transport.close()  # type: ignore[union-attr]
+            return
+        server_end.joined(self)
+        self.joined(server_end)
+        self.transport.resume_reading()
+
+
+class GrpcTlsFront:
+    """The public gRPC port with TLS (``start`` returns it); the gRPC server binds ``internal_address``."""
+
+    def __init__(self, tls: ServerTls, host: str, port: int):
+        self._dir = Path(tempfile.mkdtemp(prefix="pocketmq-grpc-"))  # mode 0700: this user only
+        self.socket_path = str(self._dir / "grpc.sock")
+        self._listener = SniffingListener(lambda: _ClientEnd(self), tls, host, port, alpn_h2=True)
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def internal_address(self) -> str:
+        return f"unix:{self.socket_path}"
+
+    def track(self, task: asyncio.Task) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def start(self) -> int:
+        await self._listener.start()
+        return self._listener.port
+
+    async def stop(self) -> None:
+        await self._listener.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"<GrpcTlsFront {self._listener!r} -> {self.internal_address}>"

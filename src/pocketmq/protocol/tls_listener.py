@@ -19,6 +19,7 @@ import logging
 import socket
 from collections.abc import Callable
 
+from pocketmq.protocol.limits import OPEN_FILES, LimitReporter
 from pocketmq.protocol.tls import TLS_HANDSHAKE_RECORD, ServerTls, TlsMode
 from pocketmq.runtime.rate_limited_log import RateLimitedLog
 
@@ -44,6 +45,7 @@ class SniffingListener:
         *,
         alpn_h2: bool = False,
         max_pending: int = DEFAULT_MAX_PENDING,
+        reporter: LimitReporter | None = None,
     ):
         self._protocol_factory = protocol_factory
         self._tls = tls
@@ -55,6 +57,7 @@ class SniffingListener:
         self._accepting: asyncio.Task | None = None
         self._pending: set[asyncio.Task] = set()
         self._log = RateLimitedLog(log, 10.0)
+        self._reporter = reporter or LimitReporter()  # failed accepts count as the open files limit, as elsewhere
         self.plaintext_connections = 0
         self.tls_connections = 0
         self.refused_connections = 0
@@ -84,7 +87,9 @@ class SniffingListener:
                 conn, _ = await loop.sock_accept(listener)
             except OSError as exc:
                 if exc.errno in _OUT_OF_RESOURCES:
-                    self._log.warning("accept", "event=accept_failed port=%d reason=%r retry_s=%s", self.port, exc, 1)
+                    self._reporter.exceeded(
+                        OPEN_FILES, f"{self._host}:{self.port}", f"reason={exc!r} (accepting again in 1 s)"
+                    )
                     await asyncio.sleep(ACCEPT_RETRY_S)
                 continue  # a connection reset before it was accepted: nothing to do
             if len(self._pending) >= self._max_pending:

@@ -576,14 +576,14 @@ class RemotingServer:
         self._handler = handler
         self._host = host
         self._port = port
+        self._limits = limits or ConnectionLimits()
+        self._reporter = LimitReporter(metrics)
         # TLS served (permissive or enforcing): connections come through a listener that looks at their first byte
         self._tls_listener = (
-            SniffingListener(self._make_connection, tls, host, port)
+            SniffingListener(self._make_connection, tls, host, port, reporter=self._reporter)
             if tls is not None and tls.settings.serves_tls
             else None
         )
-        self._limits = limits or ConnectionLimits()
-        self._reporter = LimitReporter(metrics)
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[RemotingConnection] = set()
         self._per_host: dict[str, int] = {}  # open connections per client IP address

@@ -10,6 +10,9 @@ own 4 MiB default would refuse it with RESOURCE_EXHAUSTED); at most ``max_inflig
 requests at once, beyond which a send is answered TOO_MANY_REQUESTS. Sessions of clients that stop sending
 heartbeats expire after the broker's ``client_channel_expire_ms`` (120 s by default), checked every
 ``client_scan_interval_ms`` (a periodic task, ``grpc-session-expiry``, on the front end's clock).
+
+TLS (``tls``, docs/security.md): the grpc server then binds a private Unix socket and the public port is a
+``GrpcTlsFront`` that serves TLS and plaintext clients on it (server/grpc_tls_front.py).
 """
 
 from __future__ import annotations

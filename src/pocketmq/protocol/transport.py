@@ -560,7 +560,9 @@ class RemotingServer:
 
     Connections past ``max_connections``, or past ``max_connections_per_host`` from one IP address, are closed as
     they open. When accepting fails for want of file descriptors, asyncio stops accepting for a second and tries
-    again; the server counts and logs that (rate-limited) instead of a traceback a second.
+    again; the server counts and logs that (rate-limited) instead of a traceback a second. With ``tls`` serving
+    TLS (permissive or enforcing), connections come through a ``SniffingListener`` (protocol/tls_listener.py),
+    TLS or plaintext as each one's first byte says.
     """
 
     def __init__(

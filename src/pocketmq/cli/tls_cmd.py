@@ -11,8 +11,6 @@ import argparse
 import os
 from pathlib import Path
 
-from pocketmq.runtime.certificates import DEFAULT_SERVER_NAMES, make_ca, make_server_certificate
-
 SERVER_TLS_FLAGS = ("tls_mode", "tls_cert_file", "tls_key_file", "tls_ca_file", "tls_client_auth", "tls_enable")
 
 
@@ -63,6 +61,9 @@ def server_tls_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def dev_cert(args: argparse.Namespace) -> int:
+    # imported here: every ``pocketmq`` command registers this module, and ``cryptography`` is slow to import
+    from pocketmq.runtime.certificates import DEFAULT_SERVER_NAMES, make_ca, make_server_certificate
+
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {name: out / name for name in ("ca.pem", "ca-key.pem", "server.pem", "server-key.pem")}

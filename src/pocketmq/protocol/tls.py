@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.common.errors import ConfigError
-from pocketmq.runtime.certificates import make_server_certificate
 from pocketmq.runtime.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
@@ -195,6 +194,10 @@ class ServerTls:
         self._stamps = self._file_stamps()
         self._self_signed: tuple[bytes, bytes] | None = None
         if settings.cert_file is None:
+            # imported here: ``cryptography`` takes ~0.2 s to import, which every process that loads the transport
+            # (each SDK client) would pay otherwise
+            from pocketmq.runtime.certificates import make_server_certificate
+
             made = make_server_certificate(None, names=_self_signed_names())
             self._self_signed = (made.cert_pem, made.key_pem)
             log.warning(

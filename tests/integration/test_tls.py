@@ -9,7 +9,7 @@
 - mutual TLS (``--tls-client-auth require``): a client without a certificate is refused, one with a certificate
   of the CA works.
 - a replaced certificate is served to new connections without a restart.
-- a name server, a SYNC master and its slave, all enforcing: registration and replication run over TLS.
+- a SYNC master and its slave, both enforcing: registration and replication run over TLS.
 """
 
 from __future__ import annotations
@@ -32,12 +32,11 @@ from pocketmq.protocol.tls import client_context
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.certificates import KeyAndCertificate, make_ca, make_server_certificate
 from pocketmq.testing.polling import eventually, wait_until
-from pocketmq.testing.processes import broker_process, namesrv_process
+from pocketmq.testing.processes import broker_process
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 DRIVER = Path(__file__).with_name("tls_official_client.py")
-HA_ROLES = (("master", "sync_master"), ("slave", "slave"))
 
 
 @pytest.fixture(scope="module")
@@ -227,24 +226,22 @@ def test_a_replaced_certificate_is_served_without_a_restart(certs, tmp_path):
 
 
 async def test_replication_and_registration_run_over_tls_between_enforcing_members(tmp_path):
-    """A name server, a SYNC master and its slave, all TLS only: the slave registers, follows and acknowledges
-    SYNC sends, so every connection between them spoke TLS (a plaintext one would have been closed)."""
+    """A SYNC master (with its embedded name server) and its slave, both TLS only: the slave registers, follows
+    and acknowledges SYNC sends, so every connection between them spoke TLS (a plaintext one is closed)."""
     from test_ha_replication import _has_all, _sent_ok
     from test_ha_replication import broker as ha_broker
 
-    enforcing = ["--tls-mode", "enforcing"]
-    namesrv = namesrv_process(tmp_path / "ns", extra_args=enforcing).start()
-    members = [ha_broker(tmp_path, namesrv.namesrv, name, i, role) for i, (name, role) in enumerate(HA_ROLES)]
-    for member in members:
-        member.args += enforcing
-        member.start()
-    master, slave = members
+    master = ha_broker(tmp_path, "", "master", 0, "sync_master")
+    master.args += ["--tls-mode", "enforcing"]
+    master.start()
+    slave = ha_broker(tmp_path, master.namesrv, "slave", 1, "slave")
+    slave.args += ["--tls-mode", "enforcing"]
     client = RemotingClient(ssl_context=client_context())
     try:
+        slave.start()
         await eventually(lambda: _sent_ok(client, master.remoting, b"probe"), 20, "a SYNC send acknowledged")
         assert await eventually(lambda: _has_all(client, slave.remoting, [b"probe"]), 10, "the slave has it")
     finally:
         await client.close()
-        for member in reversed(members):
+        for member in (slave, master):
             assert member.stop() == 0, member.log_tail()
-        assert namesrv.stop() == 0, namesrv.log_tail()

@@ -51,8 +51,7 @@ def _choice(enum_type: type[enum.Enum], text: str, what: str):
     try:
         return enum_type(text.strip().lower())
     except ValueError:
-        names = "|".join(str(member.value) for member in enum_type)
-        raise ValueError(f"unknown {what} {text!r} (expected {names})") from None
+        raise ValueError(f"unknown {what} {text!r} ({_choices(enum_type)})") from None
 
 
 @dataclass(frozen=True)

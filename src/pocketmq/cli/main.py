@@ -1,7 +1,10 @@
 """Entry point of the ``pocketmq`` command.
 
 Each sub-command lives in its own module exposing ``register(subparsers)``; that function adds the
-sub-parser and sets ``func`` to a callable taking the parsed args and returning the exit status.
+sub-parser and sets ``func`` to a callable taking the parsed args and returning the exit status. Command ``X``
+lives in ``pocketmq.cli.X_cmd``, and a command line that names one imports that module alone: ``pocketmq topic
+list`` does not import the broker that ``serve`` needs (seconds of start-up on a busy machine). Help and unknown
+commands import them all.
 """
 
 from __future__ import annotations
@@ -31,10 +34,16 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(module: str) -> str:
+    return module.rsplit(".", 1)[1].removesuffix("_cmd")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of ``command``'s alone when it is one."""
     parser = argparse.ArgumentParser(prog="pocketmq", description="PocketMQ: RocketMQ's messaging model in Python")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    only = [name for name in COMMAND_MODULES if command_of(name) == command]
+    for name in only or COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -46,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

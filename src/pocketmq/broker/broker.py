@@ -34,6 +34,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.access import AccessControl
 from pocketmq.broker.acting_services import take_services_back
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerRegistry
@@ -80,7 +81,7 @@ EPOCH_SAVE_INTERVAL_MS = 1_000  # how stale the saved confirmed offset may be af
 
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, *, metrics: MetricsRegistry | None = None):
-        problem = config.role_problem()
+        problem = config.role_problem() or config.access_problem()
         if problem:
             raise ConfigError(problem)
         config = with_persisted_changes(config)  # run-time changes (UPDATE_BROKER_CONFIG) outlive restarts
@@ -109,8 +110,13 @@ class Broker:
         self.transaction_channels = ProducerChannels()  # the front ends add the producers a check can go to
         # What stands on the store (the store too), for this broker's role: built at start (broker.wiring).
         self._services: BrokerServices | None = None
-        # to the name servers and other brokers; TLS when configured (tls_enable, or tls_mode enforcing)
-        self.remoting_client = RemotingClient(ssl_context=config.tls_settings().client_context())
+        self.access = AccessControl(config, self.metrics)  # users, ACLs, the check both front ends make
+        self.access.bootstrap()
+        # to the name servers and other brokers: TLS when configured (tls_enable, or tls_mode enforcing), signed
+        # with the cluster's inner credentials when it has them
+        self.remoting_client = RemotingClient(
+            ssl_context=config.tls_settings().client_context(), credentials=config.inner_credentials()
+        )
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
         self._registrar: BrokerRegistrar | None = None  # with name servers: registers this broker with them
         self._remoting_port = config.remoting_port

@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocketmq.auth.signature import Credentials, credentials_or_none
 from pocketmq.broker.lite.service import LiteSettings
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS, CkEnding, CkRewritePolicy
 from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_problem
@@ -244,6 +245,17 @@ class BrokerConfig(TlsOptions):
     remoting_max_connections_per_host: int = field(
         default=remoting.DEFAULT_MAX_CONNECTIONS_PER_HOST, metadata={"check": _positive}
     )
+    # Access control (docs/security.md); neither changes at run time. Authentication: every request names a user
+    # and is signed with its secret; authorization: the user's policies must allow what the request does.
+    authentication_enabled: bool = field(default=False, metadata={"aliases": ("authenticationEnabled",)})
+    authorization_enabled: bool = field(default=False, metadata={"aliases": ("authorizationEnabled",)})
+    # The bootstrap Super user, created at start when missing (env POCKETMQ_ACL_ROOT_USER / _PASSWORD).
+    acl_root_user: str | None = None
+    acl_root_password: str | None = field(default=None, repr=False, metadata={"secret": True})
+    # What this cluster's brokers and name servers sign their own requests with (replication, remote reads,
+    # escaped writes, registration); created as a Super user. Every member of the cluster needs the same pair.
+    inner_access_key: str | None = None
+    inner_secret_key: str | None = field(default=None, repr=False, metadata={"secret": True})
     # Store settings, passed on to StoreConfig.
     data_dir: Path = field(default=Path("data"), metadata={"aliases": ("storePathRootDir",)})
     flush_mode: FlushMode = _store_field("flush_mode")
@@ -254,6 +266,13 @@ class BrokerConfig(TlsOptions):
     file_reserved_hours: float = _store_field("file_reserved_hours")
     disk_max_used_ratio: float = _store_field("disk_max_used_ratio")
     cleanup_interval_ms: int = _store_field("cleanup_interval_ms")
+
+    @property
+    def access_control_enabled(self) -> bool:
+        return self.authentication_enabled or self.authorization_enabled
+
+    def inner_credentials(self) -> Credentials | None:
+        return credentials_or_none(self.inner_access_key, self.inner_secret_key)
 
     @property
     def public_host(self) -> str:
@@ -283,6 +302,17 @@ class BrokerConfig(TlsOptions):
             return "a slave needs --broker-id > 0 (0 is the master of its group)"
         if not self.is_slave and self.broker_id != 0:
             return f"broker id {self.broker_id} is a slave id: use --role slave, or --broker-id 0 for a master"
+        return None
+
+    def access_problem(self) -> str | None:
+        """Why the access control settings do not fit together, or None."""
+        if bool(self.acl_root_user) != bool(self.acl_root_password):
+            return "acl_root_user and acl_root_password go together: set both or neither"
+        if bool(self.inner_access_key) != bool(self.inner_secret_key):
+            return "inner_access_key and inner_secret_key go together: set both or neither"
+        if self.access_control_enabled and not self.inner_access_key:
+            # without them a broker's own requests (registration, replication) would be refused like anyone's
+            return "access control needs the cluster's inner_access_key and inner_secret_key"
         return None
 
     def store_config(self, remoting_port: int | None = None) -> StoreConfig:

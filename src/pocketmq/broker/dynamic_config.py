@@ -74,6 +74,8 @@ def config_properties(config: BrokerConfig) -> dict[str, str]:
     """Every setting as text, RocketMQ's GET_BROKER_CONFIG form (``key=value`` lines)."""
     result = {}
     for f in dataclasses.fields(BrokerConfig):
+        if f.metadata.get("secret"):
+            continue  # secrets are never printed back (docs/security.md)
         value = getattr(config, f.name)
         if isinstance(value, bool):
             text = "true" if value else "false"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
+from pocketmq.auth.signature import Credentials
 from pocketmq.broker.pop.copies import business_topic
 from pocketmq.cli.output import add_action, body_fields, emit, json_line, print_rows, report, run_admin
 from pocketmq.client.admin import AsyncAdmin
@@ -195,7 +196,9 @@ def resend(args) -> int:
         unresolved = 0
         async with (
             AsyncProducer(admin.config, instance=admin.instance) as producer,
-            ReferenceResolver(admin.config.namesrv_addrs, admin.config.ssl_context()) as resolver,
+            ReferenceResolver(
+                admin.config.namesrv_addrs, admin.config.ssl_context(), admin.config.credentials
+            ) as resolver,
         ):
             for msg in chosen:
                 ref = reference_of(msg)
@@ -228,8 +231,13 @@ def resend(args) -> int:
 class ReferenceResolver:
     """Reads the messages dead-letter references point at, from their broker groups (typed remote reads)."""
 
-    def __init__(self, namesrv_addrs: list[str], ssl_context: ssl.SSLContext | None = None):
-        self._remoting = RemotingClient(ssl_context=ssl_context)
+    def __init__(
+        self,
+        namesrv_addrs: list[str],
+        ssl_context: ssl.SSLContext | None = None,
+        credentials: Credentials | None = None,
+    ):
+        self._remoting = RemotingClient(ssl_context=ssl_context, credentials=credentials)
         self._namesrv = NamesrvClient(namesrv_addrs, self._remoting)
         self._breakers = BreakerBoard()
 

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.config_cmd",  # config set|get
     "pocketmq.cli.store_cmd",  # store verify
     "pocketmq.cli.tls_cmd",  # tls dev-cert
+    "pocketmq.cli.acl_cmd",  # acl user|policy
 )
 
 

@@ -30,6 +30,9 @@ CLI_CONNECT_TIMEOUT_S = 3.0
 CLI_REQUEST_TIMEOUT_S = 5.0
 TLS_ENV = "POCKETMQ_TLS"
 CA_FILE_ENV = "POCKETMQ_CA_FILE"
+# Access control's credentials of the client commands (docs/security.md).
+ACCESS_KEY_ENV = "POCKETMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "POCKETMQ_SECRET_KEY"
 
 
 def add_client_options(parser, *, json_output: bool = True) -> None:
@@ -42,6 +45,14 @@ def add_client_options(parser, *, json_output: bool = True) -> None:
         help=f"name server address(es), ';'-separated (default: ${NAMESRV_ENV} or {default_namesrv_addr()})",
     )
     add_tls_options(parser)
+    parser.add_argument(
+        "--access-key", default=None, help=f"sign every request as this user (default: ${ACCESS_KEY_ENV})"
+    )
+    parser.add_argument(
+        "--secret-key",
+        default=None,
+        help=f"the user's secret (default: ${SECRET_KEY_ENV}; the environment keeps it out of the process list)",
+    )
     if json_output:
         parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
 
@@ -87,6 +98,8 @@ def client_config(args) -> ClientConfig:
         ca_file=ca_file,
         tls_cert_file=args.tls_cert_file,
         tls_key_file=args.tls_key_file,
+        access_key=args.access_key or os.environ.get(ACCESS_KEY_ENV) or None,
+        secret_key=args.secret_key or os.environ.get(SECRET_KEY_ENV) or None,
     )
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import ipaddress
 import logging
+import sys
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -156,7 +158,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+OPEN_BROKER_WARNING = (
+    "WARNING: access control is off and this broker listens on {host}, beyond this machine: anyone who reaches "
+    "its ports can delete topics holding messages (DELETE_TOPIC_IN_BROKER), move any group's offsets, change and "
+    "persist settings (UPDATE_BROKER_CONFIG), remove or fake brokers in the name server's routes "
+    "(UNREGISTER_BROKER, REGISTER_BROKER), read the whole commit log (HA_PULL_COMMIT_LOG) and forge POP acks "
+    "(ESCAPE_PUT_MESSAGE). Turn on authentication_enabled and authorization_enabled (docs/security.md)."
+)
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def warn_if_open(config: BrokerConfig) -> None:
+    """At every start: a broker reachable from other machines without access control says what that allows."""
+    if not config.access_control_enabled and not is_loopback(config.host):
+        print(OPEN_BROKER_WARNING.format(host=config.host), file=sys.stderr, flush=True)
+        log.warning("event=access_control_off host=%s", config.host)
+
+
 async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, ready_file: str | None = None) -> None:
+    warn_if_open(config)
     namesrv = None
     tls_settings = config.tls_settings()
     # one certificate for every port of the process (remoting, gRPC, the embedded name server)
@@ -166,7 +192,17 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         from pocketmq.namesrv.server import NameServer
 
         settings = {k: v for k, v in (namesrv_overrides or {}).items() if v is not None}
-        namesrv = NameServer(NamesrvConfig(host=config.host, port=config.namesrv_port, **settings), tls=tls)
+        namesrv = NameServer(
+            NamesrvConfig(
+                host=config.host,
+                port=config.namesrv_port,
+                authentication_enabled=config.access_control_enabled,
+                inner_access_key=config.inner_access_key,
+                inner_secret_key=config.inner_secret_key,
+                **settings,
+            ),
+            tls=tls,
+        )
         await namesrv.start()
         config = dataclasses.replace(config, namesrv_addr=namesrv.address)
     broker = Broker(config)

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import InstanceUser
@@ -459,6 +460,26 @@ class AsyncAdmin(InstanceUser):
         )
         expect_success(response)
         return dict(json_body(response).get("table") or {})
+
+    # -- users and ACLs (docs/security.md) ---------------------------------------------------------------------------
+    async def auth_change(self, code: int, fields: dict[str, str], body: object = None) -> list[str]:
+        """A user or ACL change (AUTH_CREATE_USER ... AUTH_DELETE_ACL) on every master; returns the broker names.
+        ``body``: the UserInfo or AclInfo JSON."""
+        raw = json.dumps(body).encode() if body is not None else b""
+        responses = await self._on_masters(lambda: RemotingCommand.request(code, fields, raw), None)
+        for response in responses.values():
+            expect_success(response)
+        return sorted(responses)
+
+    async def auth_read(self, code: int, fields: dict[str, str]) -> Any:
+        """A user or ACL read (AUTH_GET_USER, AUTH_LIST_USER, AUTH_GET_ACL, AUTH_LIST_ACL) of one master."""
+        masters = await self.master_addrs()
+        addr = masters[min(masters)]
+        response = await self.instance.remoting.invoke(
+            addr, RemotingCommand.request(code, fields), self.config.request_timeout_s
+        )
+        expect_success(response)
+        return json.loads(response.body) if response.body else None
 
     def __repr__(self) -> str:
         return f"<AsyncAdmin namesrv={self.config.namesrv_addr} started={self._started}>"

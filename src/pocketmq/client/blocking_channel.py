@@ -25,6 +25,7 @@ import ssl
 import struct
 import time
 
+from pocketmq.auth.signature import Credentials
 from pocketmq.common.errors import ClientError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
 from pocketmq.protocol.transport import connect_errors, host_port
@@ -184,8 +185,14 @@ class BlockingChannels:
     given back by a call that was running closes."""
 
     def __init__(
-        self, *, connect_timeout_s: float, busy_poll_s: float = 0.0, ssl_context: ssl.SSLContext | None = None
+        self,
+        *,
+        connect_timeout_s: float,
+        busy_poll_s: float = 0.0,
+        ssl_context: ssl.SSLContext | None = None,
+        credentials: Credentials | None = None,
     ):
+        self._credentials = credentials  # signs every request (docs/security.md)
         self._connect_timeout_s = connect_timeout_s
         self._busy_poll_s = busy_poll_s
         self._ssl_context = ssl_context
@@ -203,6 +210,8 @@ class BlockingChannels:
         """``call(channel, request, timeout_s)`` on an idle channel to ``address`` (or a new one), given back after."""
         if self._closed:
             raise ClientError("producer is shut down")
+        if self._credentials is not None:
+            self._credentials.sign(request.ext_fields, request.body)
         channel = self._take_idle(address) or BlockingChannel(
             address,
             connect_timeout_s=min(self._connect_timeout_s, timeout_s),

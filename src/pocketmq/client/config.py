@@ -6,6 +6,7 @@ import os
 import ssl
 from dataclasses import dataclass, field, replace
 
+from pocketmq.auth.signature import Credentials, credentials_or_none
 from pocketmq.protocol.tls import client_context
 
 DEFAULT_NAMESRV_ADDR = "127.0.0.1:9876"
@@ -52,6 +53,9 @@ class ClientConfig:
     ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    # Access control (docs/security.md): with both set, every request is signed with them.
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         problems = []
@@ -67,6 +71,8 @@ class ClientConfig:
             problems.append(f"gray_queue_ratio {self.gray_queue_ratio} is outside [0, 1]")
         if not self.gray_tag or self.gray_tag.lower() == "false":
             problems.append(f"gray_tag {self.gray_tag!r} must be non-empty and not 'false'")
+        if bool(self.access_key) != bool(self.secret_key):
+            problems.append("access_key and secret_key go together: set both or neither")
         if self.sync_reply_busy_poll_us < 0:
             problems.append(f"sync_reply_busy_poll_us {self.sync_reply_busy_poll_us} must not be negative")
         if not self.tls and (self.ca_file or self.tls_cert_file):
@@ -89,6 +95,10 @@ class ClientConfig:
         if not self.tls:
             return None
         return client_context(self.ca_file, self.tls_cert_file, self.tls_key_file)
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return credentials_or_none(self.access_key, self.secret_key)
 
     @property
     def namesrv_addrs(self) -> list[str]:

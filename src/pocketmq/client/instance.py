@@ -98,7 +98,10 @@ class ClientInstance:
         )
         self.message_ids = MessageIdGenerator.for_this_process(self.client_ip)
         self.remoting = RemotingClient(
-            self._serve_request, connect_timeout_s=config.connect_timeout_s, ssl_context=config.ssl_context()
+            self._serve_request,
+            connect_timeout_s=config.connect_timeout_s,
+            ssl_context=config.ssl_context(),
+            credentials=config.credentials,
         )
         self._routes: dict[str, TopicRouteView] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}

@@ -625,6 +625,7 @@ class Producer(SyncFacade):
             connect_timeout_s=config.connect_timeout_s,
             busy_poll_s=config.sync_reply_busy_poll_us / 1e6,
             ssl_context=config.ssl_context(),
+            credentials=config.credentials,
         )
         self._io = _BlockingSendIO(self, self._channels)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pocketmq.auth.signature import Credentials, credentials_or_none
 from pocketmq.protocol.tls import TlsOptions
 
 
@@ -39,3 +40,20 @@ class NamesrvConfig(TlsOptions):
     delete_topic_with_broker_registration: bool = field(
         default=False, metadata={"aliases": ("deleteTopicWithBrokerRegistration",)}
     )
+    # Access control (docs/security.md): with it on, the commands that change routes (REGISTER_BROKER,
+    # UNREGISTER_BROKER, BROKER_HEARTBEAT, DELETE_TOPIC_IN_NAMESRV) must be signed with the cluster's inner
+    # credentials, the pair its brokers sign with; the name server signs its own requests to brokers with them.
+    authentication_enabled: bool = field(default=False, metadata={"aliases": ("authenticationEnabled",)})
+    inner_access_key: str | None = None
+    inner_secret_key: str | None = field(default=None, repr=False, metadata={"secret": True})
+
+    def __post_init__(self) -> None:
+        from pocketmq.common.errors import ConfigError
+
+        if bool(self.inner_access_key) != bool(self.inner_secret_key):
+            raise ConfigError("inner_access_key and inner_secret_key go together: set both or neither")
+        if self.authentication_enabled and not self.inner_access_key:
+            raise ConfigError("authentication_enabled needs the cluster's inner_access_key and inner_secret_key")
+
+    def inner_credentials(self) -> Credentials | None:
+        return credentials_or_none(self.inner_access_key, self.inner_secret_key)

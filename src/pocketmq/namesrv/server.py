@@ -14,6 +14,9 @@ has the full list):
 | 224 | GET_TOPICS_BY_CLUSTER | cluster | reply: TopicList JSON |
 | 216 | DELETE_TOPIC_IN_NAMESRV | topic, clusterName? | |
 
+With ``authentication_enabled``, the codes that change routes (103, 104, 904, 216) must be signed with the
+cluster's inner credentials (docs/security.md); others get NO_PERMISSION and change nothing.
+
 Any other code gets REQUEST_CODE_NOT_SUPPORTED (``RequestRouter``); a missing or malformed field gets
 INVALID_PARAMETER naming it.
 
@@ -33,6 +36,7 @@ import asyncio
 import logging
 import zlib
 
+from pocketmq.auth.signature import ACCESS_KEY_FIELD, Credentials, remoting_signature_matches
 from pocketmq.common.errors import BadRequestError, RemotingError
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.route_table import RouteTable, TopicCreation
@@ -57,7 +61,7 @@ from pocketmq.protocol.route import (
     topic_list_json,
 )
 from pocketmq.protocol.tls import ServerTls
-from pocketmq.protocol.transport import RemotingClient, RemotingConnection, RemotingServer, RequestRouter
+from pocketmq.protocol.transport import Handler, RemotingClient, RemotingConnection, RemotingServer, RequestRouter
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask
 
@@ -83,21 +87,23 @@ class NameServer:
             delete_topic_with_broker_registration=config.delete_topic_with_broker_registration,
         )
         router = RequestRouter()
-        for code, handler in (
-            (RequestCode.REGISTER_BROKER, self._register_broker),
-            (RequestCode.UNREGISTER_BROKER, self._unregister_broker),
-            (RequestCode.BROKER_HEARTBEAT, self._broker_heartbeat),
-            (RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_of_topic),
-            (RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info),
-            (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._all_topics),
-            (RequestCode.GET_TOPICS_BY_CLUSTER, self._topics_of_cluster),
-            (RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic),
+        inner = config.inner_credentials() if config.authentication_enabled else None
+        for code, handler, changes_routes in (
+            (RequestCode.REGISTER_BROKER, self._register_broker, True),
+            (RequestCode.UNREGISTER_BROKER, self._unregister_broker, True),
+            (RequestCode.BROKER_HEARTBEAT, self._broker_heartbeat, True),
+            (RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_of_topic, False),
+            (RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info, False),
+            (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._all_topics, False),
+            (RequestCode.GET_TOPICS_BY_CLUSTER, self._topics_of_cluster, False),
+            (RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic, True),
         ):
-            router.register(code, handler)
+            router.register(code, cluster_members_only(handler, inner) if changes_routes and inner else handler)
         self._server = RemotingServer(router, config.host, config.port, tls=tls)
         self._brokers = RemotingClient(
             connect_timeout_s=config.auto_create_timeout_ms / 1000,
             ssl_context=(tls.settings if tls is not None else settings).client_context(),
+            credentials=config.inner_credentials(),
         )
         self._creations: dict[str, asyncio.Task] = {}  # topic -> its auto-creation in flight
         self._scan = PeriodicTask("namesrv-scan", self.expire_inactive_brokers, config.scan_interval_ms, clock=clock)
@@ -297,6 +303,23 @@ class NameServer:
     def __repr__(self) -> str:
         where = self.address if self._scan.running else "stopped"
         return f"<NameServer {where} {self.routes!r}>"
+
+
+def cluster_members_only(handler: Handler, inner: Credentials) -> Handler:
+    """``handler`` for requests signed with the cluster's inner credentials; NO_PERMISSION for the others."""
+
+    def guarded(conn: RemotingConnection, request: RemotingCommand):
+        fields = request.ext_fields
+        if fields.get(ACCESS_KEY_FIELD) != inner.access_key or not remoting_signature_matches(
+            inner.secret_key, fields, request.body
+        ):
+            log.warning("event=access_denied code=%d remote=%s", request.code, conn.remote_address)
+            return request.response(
+                ResponseCode.NO_PERMISSION, remark=f"request code {request.code} is for the cluster's members only"
+            )
+        return handler(conn, request)
+
+    return guarded
 
 
 def _broker_addr(h: BrokerAddrRequestHeader) -> str:

@@ -157,6 +157,19 @@ class RequestCode(enum.IntEnum):
     BATCH_ACK_MESSAGE = 200151
 
 
+# RocketMQ 5's user and ACL admin requests (ACL 2.0; server/remoting_auth_admin.py, docs/security.md).
+AUTH_CREATE_USER = 3001
+AUTH_UPDATE_USER = 3002
+AUTH_DELETE_USER = 3003
+AUTH_GET_USER = 3004
+AUTH_LIST_USER = 3005
+AUTH_CREATE_ACL = 3006
+AUTH_UPDATE_ACL = 3007
+AUTH_DELETE_ACL = 3008
+AUTH_GET_ACL = 3009
+AUTH_LIST_ACL = 3010
+AUTH_READ_CODES = frozenset({AUTH_GET_USER, AUTH_LIST_USER, AUTH_GET_ACL, AUTH_LIST_ACL})
+
 # The binary header's code is an int16; some sources send the POP codes as their int16 truncations.
 INT16_ALIASES = {
     3442: RequestCode.POP_MESSAGE,

@@ -321,3 +321,35 @@ class GetTransactionStatusRequestHeader(RequestHeader):
     """GET_TRANSACTION_STATUS (PocketMQ's 30500): how many put-aside messages to list at most."""
 
     max_discarded: int = int32("maxDiscarded", 1000, low=0, high=100_000)
+
+
+class UserRequestHeader(RequestHeader):
+    """AUTH_CREATE_USER, AUTH_UPDATE_USER, AUTH_DELETE_USER, AUTH_GET_USER (3001-3004); blank is refused later."""
+
+    username: str = text("username", "", max_chars=NAME_MAX_CHARS)
+
+
+class ListUsersRequestHeader(RequestHeader):
+    """AUTH_LIST_USER (3005): names containing ``filter``."""
+
+    name_filter: str = text("filter", "", max_chars=NAME_MAX_CHARS)
+
+
+class AclRequestHeader(RequestHeader):
+    """AUTH_CREATE_ACL, AUTH_UPDATE_ACL, AUTH_GET_ACL (3006, 3007, 3009): ``User:<name>``."""
+
+    subject: str = text("subject", "", max_chars=NAME_MAX_CHARS)
+
+
+class DeleteAclRequestHeader(AclRequestHeader):
+    """AUTH_DELETE_ACL (3008): the whole ACL, or one policy type, or the entries of some resources."""
+
+    policy_type: str = text("policyType", "", max_chars=NAME_MAX_CHARS)
+    resource: str = text("resource", "", max_chars=NAME_MAX_CHARS * 8)
+
+
+class ListAclsRequestHeader(RequestHeader):
+    """AUTH_LIST_ACL (3010)."""
+
+    subject_filter: str = text("subjectFilter", "", max_chars=NAME_MAX_CHARS)
+    resource_filter: str = text("resourceFilter", "", max_chars=NAME_MAX_CHARS)

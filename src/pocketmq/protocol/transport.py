@@ -25,6 +25,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
+from pocketmq.auth.signature import Credentials
 from pocketmq.common.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode, canonical_request_code
@@ -713,7 +714,8 @@ class RemotingClient:
     """A pool of one connection per address, (re)connected on demand.
 
     ``handler`` serves requests the remote side initiates on these connections (NOTIFY_CONSUMER_IDS_CHANGED,
-    CHECK_TRANSACTION_STATE ...).
+    CHECK_TRANSACTION_STATE ...). With ``credentials`` every request sent is signed (``AccessKey`` and
+    ``Signature`` fields, docs/security.md).
     """
 
     def __init__(
@@ -722,8 +724,10 @@ class RemotingClient:
         *,
         connect_timeout_s: float = 3.0,
         ssl_context: ssl.SSLContext | None = None,
+        credentials: Credentials | None = None,
     ):
         self._handler = handler
+        self.credentials = credentials
         self._connect_timeout_s = connect_timeout_s
         self._ssl_context = ssl_context  # every connection is TLS with it (protocol/tls.py), or plaintext
         self._connections: dict[str, RemotingConnection] = {}
@@ -766,6 +770,8 @@ class RemotingClient:
         return conn
 
     async def invoke(self, address: str, request: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
+        if self.credentials is not None:
+            self.credentials.sign(request.ext_fields, request.body)
         conn = self._connections.get(address)
         if conn is None or conn.is_closed:  # the usual case, an open connection, skips a coroutine call
             conn = await self.connection(address)
@@ -778,6 +784,8 @@ class RemotingClient:
             raise
 
     async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
+        if self.credentials is not None:
+            self.credentials.sign(request.ext_fields, request.body)
         conn = await self.connection(address)
         conn.invoke_oneway(request)
 

@@ -13,6 +13,16 @@ from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,
+    AUTH_CREATE_ACL,
+    AUTH_CREATE_USER,
+    AUTH_DELETE_ACL,
+    AUTH_DELETE_USER,
+    AUTH_GET_ACL,
+    AUTH_GET_USER,
+    AUTH_LIST_ACL,
+    AUTH_LIST_USER,
+    AUTH_UPDATE_ACL,
+    AUTH_UPDATE_USER,
     ESCAPE_PUT_MESSAGE,
     GET_GROUP_GRAY_CLIENTS,
     GET_TRANSACTION_STATUS,
@@ -28,10 +38,12 @@ from pocketmq.protocol.codes import (
 from pocketmq.protocol.headers import RequestHeader
 from pocketmq.protocol.request_headers import (
     AckMessageRequestHeader,
+    AclRequestHeader,
     ActingProgressAppliedRequestHeader,
     BrokerNameRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ConsumerSendMsgBackRequestHeader,
+    DeleteAclRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     EndTransactionRequestHeader,
     EscapePutMessageRequestHeader,
@@ -41,6 +53,8 @@ from pocketmq.protocol.request_headers import (
     GroupRequestHeader,
     GroupTopicRequestHeader,
     HaPullRequestHeader,
+    ListAclsRequestHeader,
+    ListUsersRequestHeader,
     PopMessageRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
@@ -55,6 +69,7 @@ from pocketmq.protocol.request_headers import (
     TopicRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    UserRequestHeader,
     ViewMessageRequestHeader,
 )
 
@@ -117,4 +132,14 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     RequestCode.RESUME_CHECK_HALF_MESSAGE: ResumeCheckHalfMessageRequestHeader,
     GET_TRANSACTION_STATUS: GetTransactionStatusRequestHeader,
     RequestCode.RECALL_MESSAGE: RecallMessageRequestHeader,
+    AUTH_CREATE_USER: UserRequestHeader,  # and a UserInfo JSON body
+    AUTH_UPDATE_USER: UserRequestHeader,
+    AUTH_DELETE_USER: UserRequestHeader,
+    AUTH_GET_USER: UserRequestHeader,
+    AUTH_LIST_USER: ListUsersRequestHeader,
+    AUTH_CREATE_ACL: AclRequestHeader,  # and an AclInfo JSON body
+    AUTH_UPDATE_ACL: AclRequestHeader,
+    AUTH_DELETE_ACL: DeleteAclRequestHeader,
+    AUTH_GET_ACL: AclRequestHeader,
+    AUTH_LIST_ACL: ListAclsRequestHeader,
 }

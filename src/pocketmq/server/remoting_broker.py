@@ -58,7 +58,9 @@ from pocketmq.protocol.request_headers import (
 )
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.server.heartbeat_body import heartbeat_from_json
+from pocketmq.server.remoting_access import RemotingAccessGate
 from pocketmq.server.remoting_admin import AdminHandlers
+from pocketmq.server.remoting_auth_admin import AuthAdminHandlers
 from pocketmq.server.remoting_gray import GrayHandlers
 from pocketmq.server.remoting_ha import HaHandlers
 from pocketmq.server.remoting_pop import PopHandlers
@@ -83,21 +85,34 @@ _BORN_HOST = "pocketmq.broker.born_host"
 
 
 class BrokerRequestRouter(RequestRouter):
-    """A RequestRouter that answers SERVICE_NOT_AVAILABLE while its broker is not serving."""
+    """A RequestRouter that answers SERVICE_NOT_AVAILABLE while its broker is not serving, and NO_PERMISSION to
+    what access control refuses (``remoting_access``), before any handler sees it."""
 
     def __init__(self, broker: Broker) -> None:
         super().__init__()
         self._broker = broker
+        access = broker.access
+        self._gate = RemotingAccessGate(access, broker.config.cluster_name) if access.enabled else None
 
     def __call__(self, conn: RemotingConnection, request: RemotingCommand):
         if not self._broker.started:
             return _not_serving(request)
+        if self._gate is not None:
+            refusal = self._gate.refusal(conn, request)
+            if refusal is not None:
+                return refusal
         return super().__call__(conn, request)
 
     def serve_all(self, conn: RemotingConnection, requests: list[RemotingCommand]):
         if not self._broker.started:
             return [_not_serving(request) for request in requests]
-        return super().serve_all(conn, requests)
+        if self._gate is None:
+            return super().serve_all(conn, requests)
+        refusals = [self._gate.refusal(conn, request) for request in requests]
+        if not any(refusals):
+            return super().serve_all(conn, requests)
+        served = iter(super().serve_all(conn, [r for r, refusal in zip(requests, refusals) if refusal is None]))
+        return [refusal if refusal is not None else next(served) for refusal in refusals]
 
 
 def _not_serving(request: RemotingCommand) -> RemotingCommand:
@@ -110,6 +125,7 @@ def build_broker_router(broker: Broker) -> BrokerRequestRouter:
     router = BrokerRequestRouter(broker)
     MessagingHandlers(broker).register(router)
     AdminHandlers(broker).register(router)
+    AuthAdminHandlers(broker).register(router)
     PopHandlers(broker).register(router)
     RetryHandlers(broker).register(router)
     HaHandlers(broker).register(router)

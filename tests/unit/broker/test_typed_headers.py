@@ -88,7 +88,9 @@ def test_send_headers_in_both_forms_name_the_long_field():
 
 def test_every_served_code_has_its_header_declared():
     broker = types.SimpleNamespace(
-        consumers=types.SimpleNamespace(add_notifier=lambda callback: None), transaction_channels=ProducerChannels()
+        consumers=types.SimpleNamespace(add_notifier=lambda callback: None),
+        transaction_channels=ProducerChannels(),
+        access=types.SimpleNamespace(enabled=False),
     )
     assert set(build_broker_router(broker).codes()) == set(BROKER_REQUEST_HEADERS)
 

@@ -1,0 +1,155 @@
+"""Access control with real processes (docs/security.md): a broker with authentication and authorization on, a
+Super user from the environment, a normal user made with ``pocketmq acl``; the SDK and the CLI with right and
+wrong credentials; a user without admin rights cannot delete a topic or set config; the attacks a raw socket
+could make on an open broker are each refused, counted, and change nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tests.integration.remoting_calls import call
+from tests.integration.test_cli import json_lines, pocketmq
+
+from pocketmq.client.config import ClientConfig
+from pocketmq.client.producer import Producer
+from pocketmq.common.errors import PocketMQError
+from pocketmq.common.message import Message
+from pocketmq.protocol.codes import (
+    ESCAPE_PUT_MESSAGE,
+    HA_PULL_COMMIT_LOG,
+    RequestCode,
+    ResponseCode,
+)
+from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.processes import broker_process
+from pocketmq.testing.scrape import metric
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT, ROOT_SECRET = "root", "root-secret-1"
+INNER, INNER_SECRET = "cluster-inner", "inner-secret-1"
+ALICE, ALICE_SECRET = "alice", "alice-secret-1"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = broker_process(
+        tmp_path_factory.mktemp("acl"),
+        "broker-acl",
+        extra_args=[
+            "--metrics-port",
+            "0",
+            "--set",
+            "authentication_enabled=true",
+            "--set",
+            "authorization_enabled=true",
+        ],
+    )
+    proc.env.update(
+        POCKETMQ_ACL_ROOT_USER=ROOT,
+        POCKETMQ_ACL_ROOT_PASSWORD=ROOT_SECRET,
+        POCKETMQ_INNER_ACCESS_KEY=INNER,
+        POCKETMQ_INNER_SECRET_KEY=INNER_SECRET,
+    )
+    proc.start()
+    ns = proc.namesrv
+    for args in (
+        ("topic", "create", "orders", "--queues", "2"),
+        ("topic", "create", "secret_topic", "--queues", "1"),
+        ("acl", "user", "create", ALICE, "--password", ALICE_SECRET),
+        (
+            "acl",
+            "policy",
+            "create",
+            ALICE,
+            "--resource",
+            "Topic:orders",
+            "--resource",
+            "Group:g1",
+            "--resource",
+            "Group:pocketmq-cli-tail",
+            "--actions",
+            "Pub,Sub",
+        ),
+    ):
+        done = pocketmq(*args, "-n", ns, "--access-key", ROOT, "--secret-key", ROOT_SECRET)
+        assert done.returncode == 0, done.stderr
+    yield proc
+    assert proc.stop() == 0, proc.log_tail()
+    assert ROOT_SECRET not in proc.log_tail(10_000) and ALICE_SECRET not in proc.log_tail(10_000)
+
+
+def as_user(user: str, secret: str, *args: str, broker) -> object:
+    return pocketmq(*args, "-n", broker.namesrv, "--access-key", user, "--secret-key", secret)
+
+
+def test_sdk_sends_as_its_policy_allows_and_refuses_the_rest(broker):
+    alice = ClientConfig(namesrv_addr=broker.namesrv, access_key=ALICE, secret_key=ALICE_SECRET, instance_name="alice")
+    with Producer(alice) as producer:
+        assert producer.send(Message("orders", b"allowed")).msg_id
+        with pytest.raises(PocketMQError, match="no permission to access Topic:secret_topic"):
+            producer.send(Message("secret_topic", b"refused"))
+    wrong = ClientConfig(namesrv_addr=broker.namesrv, access_key=ALICE, secret_key="wrong", instance_name="mallory")
+    with Producer(wrong) as producer, pytest.raises(PocketMQError, match="check signature failed"):
+        producer.send(Message("orders", b"refused"))
+    assert metric(broker, "pocketmq_access_denied_total", user=ALICE, resource="Topic:secret_topic") >= 1
+
+
+def test_cli_send_and_tail_follow_the_policy(broker):
+    sent = as_user(ALICE, ALICE_SECRET, "send", "orders", "--body", "hi", "--json", broker=broker)
+    assert sent.returncode == 0, sent.stderr
+    tailed = as_user(ALICE, ALICE_SECRET, "tail", "orders", "--from-beginning", "--max", "1", "--json", broker=broker)
+    assert tailed.returncode == 0 and json_lines(tailed.stdout)[0]["topic"] == "orders", tailed.stderr
+    refused = as_user(ALICE, ALICE_SECRET, "send", "secret_topic", "--body", "no", broker=broker)
+    assert refused.returncode == 1 and "no permission" in refused.stderr, refused
+    anonymous = pocketmq("send", "orders", "--body", "no", "-n", broker.namesrv)
+    assert anonymous.returncode == 1 and "username cannot be null" in anonymous.stderr, anonymous
+
+
+def test_a_user_without_admin_rights_cannot_delete_a_topic_or_set_config(broker):
+    deleted = as_user(ALICE, ALICE_SECRET, "topic", "delete", "orders", broker=broker)
+    assert deleted.returncode == 1 and "Cluster:DefaultCluster" in deleted.stderr, deleted
+    configured = as_user(ALICE, ALICE_SECRET, "config", "set", "auto_create_topic_enable", "false", broker=broker)
+    assert configured.returncode == 1 and "no permission" in configured.stderr, configured
+    super_user = as_user(
+        ALICE, ALICE_SECRET, "acl", "user", "create", "evil", "--password", "x", "--super", broker=broker
+    )
+    assert super_user.returncode == 1, super_user
+    listed = as_user(ROOT, ROOT_SECRET, "topic", "list", "--json", broker=broker)
+    assert "orders" in listed.stdout, listed.stderr
+    users = as_user(ROOT, ROOT_SECRET, "acl", "user", "list", "--json", broker=broker)
+    assert {u["username"] for u in json_lines(users.stdout)} == {ROOT, INNER, ALICE}
+    assert ALICE_SECRET not in users.stdout and ROOT_SECRET not in users.stdout
+
+
+@pytest.mark.parametrize(
+    ("port", "code", "fields"),
+    [
+        ("remoting", RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "orders"}),
+        (
+            "remoting",
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": "g1", "topic": "orders", "queueId": "0", "commitOffset": str(10**18)},
+        ),
+        ("remoting", RequestCode.UPDATE_BROKER_CONFIG, {}),
+        ("namesrv", RequestCode.UNREGISTER_BROKER, {"clusterName": "DefaultCluster", "brokerName": "broker-acl"}),
+        ("namesrv", RequestCode.REGISTER_BROKER, {"clusterName": "DefaultCluster", "brokerName": "broker-acl"}),
+        ("remoting", HA_PULL_COMMIT_LOG, {"brokerName": "broker-acl", "brokerId": "1", "physOffset": "0"}),
+        ("remoting", ESCAPE_PUT_MESSAGE, {"b": "rmq_sys_REVIVE_LOG_DefaultCluster", "escapeDeadlineMs": "0"}),
+    ],
+)
+def test_attacks_from_a_raw_socket_are_refused(broker, port, code, fields):
+    async def attack():
+        client = RemotingClient()
+        try:
+            return await call(client, getattr(broker, port), code, fields, b"autoCreateTopicEnable=false")
+        finally:
+            await client.close()
+
+    reply = asyncio.run(attack())
+    assert reply.code == ResponseCode.NO_PERMISSION, (reply.code, reply.remark)
+    # nothing changed: the topic and its route are there, the group did not jump, the broker is still registered
+    listed = as_user(ROOT, ROOT_SECRET, "topic", "describe", "orders", "--json", broker=broker)
+    assert listed.returncode == 0 and json_lines(listed.stdout), listed.stderr
+    assert all(row["broker"] == "broker-acl" for row in json_lines(listed.stdout))

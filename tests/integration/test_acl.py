@@ -6,8 +6,13 @@ could make on an open broker are each refused, counted, and change nothing."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from tests.integration.grpc_support import client_env
 from tests.integration.remoting_calls import call
 from tests.integration.test_cli import json_lines, pocketmq
 
@@ -30,6 +35,7 @@ pytestmark = pytest.mark.timeout(120)
 ROOT, ROOT_SECRET = "root", "root-secret-1"
 INNER, INNER_SECRET = "cluster-inner", "inner-secret-1"
 ALICE, ALICE_SECRET = "alice", "alice-secret-1"
+OFFICIAL_ACL_CLIENT = Path(__file__).with_name("acl_official_client.py")
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +159,37 @@ def test_attacks_from_a_raw_socket_are_refused(broker, port, code, fields):
     listed = as_user(ROOT, ROOT_SECRET, "topic", "describe", "orders", "--json", broker=broker)
     assert listed.returncode == 0 and json_lines(listed.stdout), listed.stderr
     assert all(row["broker"] == "broker-acl" for row in json_lines(listed.stdout))
+
+
+def official_client(broker, tmp_path, access_key: str, secret_key: str, topic: str) -> dict[str, dict]:
+    spec = {
+        "endpoint": broker.grpc,
+        "access_key": access_key,
+        "secret_key": secret_key,
+        "topic": topic,
+        "group": "g1",
+        "deadline_s": 15,
+    }
+    out = subprocess.run(
+        [sys.executable, str(OFFICIAL_ACL_CLIENT), json.dumps(spec)],
+        env=client_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {line["step"]: line for line in map(json.loads, out.stdout.splitlines()) if "step" in line}
+
+
+def test_official_client_with_right_credentials_sends_receives_and_acks(broker, tmp_path):
+    steps = official_client(broker, tmp_path, ALICE, ALICE_SECRET, "orders")
+    assert steps["send"]["ok"] and steps["receive"]["ok"] and steps["ack"]["ok"], steps
+
+
+def test_official_client_is_refused_with_a_wrong_secret_or_outside_its_policy(broker, tmp_path):
+    steps = official_client(broker, tmp_path / "wrong", ALICE, "not-the-secret", "orders")
+    assert not steps["send"]["ok"], steps
+    steps = official_client(broker, tmp_path / "outside", ALICE, ALICE_SECRET, "secret_topic")
+    assert not steps["send"]["ok"], steps  # its route is refused already (QueryRoute needs Pub or Sub)
+    assert metric(broker, "pocketmq_access_denied_total", protocol="grpc", resource="Topic:secret_topic") >= 1
+    assert metric(broker, "pocketmq_access_denied_total", protocol="grpc", resource="-") >= 1  # the wrong secret

@@ -7,7 +7,8 @@ Snapshot body (JSON)::
     {"topics": [TopicConfig JSON, ...], "groups": [SubscriptionGroupConfig JSON, ...],
      "offsets": {"topic@group": {"queueId": queue offset}},
      "version": the master's metadata version (below), "physOffset": the master's commit log end,
-     "stageOffsets": ..., "popFifo": ..., "popStages": ..., "timer": ...}   # ha_services; absent before
+     "stageOffsets": ..., "popFifo": ..., "popStages": ..., "timer": ...,   # ha_services; absent before
+     "auth": the master's users and ACLs (broker/auth_table.py; absent from older masters)}
 
 Applying it makes the slave's topic and group tables equal to the master's (creating, updating, deleting;
 deleting a topic here drops only its config: its records come and go with the replicated commit log).
@@ -92,6 +93,7 @@ def metadata_snapshot(
     *,
     version: str | None = None,
     phys_offset: int | None = None,
+    auth: dict | None = None,
 ) -> bytes:
     """The master's snapshot; ``phys_offset``: its commit log end now (every CK behind an offset is below it)."""
     snapshot = {
@@ -104,6 +106,8 @@ def metadata_snapshot(
         snapshot["version"] = version
     if phys_offset is not None:
         snapshot["physOffset"] = phys_offset
+    if auth is not None:
+        snapshot["auth"] = auth
     return json.dumps(snapshot).encode()
 
 
@@ -145,9 +149,12 @@ def apply_metadata(
     offsets,
     services: ServiceStateFollower | None = None,
     offsets_gate: OffsetsGate | None = None,
+    auth=None,
 ) -> MetadataChanges:
     """Make the slave's tables follow the master's snapshot ``body``; ValueError when it does not parse (then
-    nothing changed). With ``offsets_gate`` the offsets go through it (a replica), else they apply at once."""
+    nothing changed). With ``offsets_gate`` the offsets go through it (a replica), else they apply at once.
+    ``auth``: the slave's AuthTable, which takes the master's users and ACLs whole (written first: a snapshot
+    whose users do not parse changes nothing)."""
     try:
         snapshot = json.loads(body)
         master_topics = [topic_config_from_json(obj) for obj in snapshot["topics"]]
@@ -162,6 +169,11 @@ def apply_metadata(
         master_offsets = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in master_offsets.items()}
     except (ValueError, KeyError, TypeError, AttributeError, PocketMQError) as exc:
         raise ValueError(f"metadata snapshot does not parse: {exc}") from None
+    if auth is not None and "auth" in snapshot:
+        try:
+            auth.replace(snapshot["auth"])
+        except PocketMQError as exc:
+            raise ValueError(f"metadata snapshot's users and ACLs do not parse: {exc}") from None
     topics_changed = _upsert(topics, master_topics, lambda c: c.name)
     topic_names = {c.name for c in master_topics}
     topics_deleted = sum(topics.delete(name) for name in topics.names() if name not in topic_names)

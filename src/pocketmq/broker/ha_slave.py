@@ -64,7 +64,9 @@ class HaSlave:
         epochs: EpochFile | None = None,
         after_cut: Callable[[], None] | None = None,
         clock: Clock | None = None,
+        auth=None,
     ):
+        self._auth = auth  # the AuthTable that follows the master's users and ACLs
         self._store = store
         self._clock = clock if clock is not None else SystemClock()
         # When the master last answered a request of ours (monotonic ms; a refusal is an answer too): the acting
@@ -187,7 +189,7 @@ class HaSlave:
                 RemotingCommand.request(HA_SYNC_METADATA, self._named()),
                 self._request_timeout_s,
             )
-            changes = apply_metadata(response.body, *self._tables, self._services, self._offsets_gate)
+            changes = apply_metadata(response.body, *self._tables, self._services, self._offsets_gate, auth=self._auth)
             self.metadata_version = changes.version
         if changes.any:
             log.info("event=metadata_synced master=%s version=%s changes=%s", master, changes.version, changes)

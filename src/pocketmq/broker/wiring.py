@@ -260,6 +260,7 @@ def _ha_slave(
         broker.offsets,
         broker.namesrv_client(),
         broker.remoting_client,
+        auth=broker.access.table,
         cluster_name=config.cluster_name,
         broker_name=broker.broker_name,
         broker_id=config.broker_id,

@@ -164,6 +164,17 @@ def decode_heartbeat(request) -> tuple[str, str | None]:
     return _client_type_name(request.client_type), group
 
 
+def group_and_topic(request) -> tuple[str | None, str | None]:
+    """The consumer group and topic a consumer RPC or EndTransaction names (access control's resources)."""
+    fields = request.DESCRIPTOR.fields_by_name
+    group = request.group.name if "group" in fields and request.HasField("group") else None
+    if "message_queue" in fields:  # ReceiveMessage
+        topic = request.message_queue.topic.name if request.HasField("message_queue") else None
+    else:
+        topic = request.topic.name if "topic" in fields and request.HasField("topic") else None
+    return group or None, topic or None
+
+
 def decode_termination(request) -> str | None:
     return request.group.name if request.HasField("group") and request.group.name else None
 

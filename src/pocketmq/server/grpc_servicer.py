@@ -30,14 +30,16 @@ import grpc
 
 from pocketmq.broker.pop.revive import retry_limit
 from pocketmq.broker.timer.delay import parse_delay_levels
-from pocketmq.common.errors import PocketMQError, ServiceNotAvailableError, TopicNotExistError
+from pocketmq.common.errors import AccessDeniedError, PocketMQError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol import grpc_codec as codec
 from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
 from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
+from pocketmq.server.access_contexts import PUB, group_context, topic_contexts
 from pocketmq.server.client_metrics import metric_endpoint
+from pocketmq.server.grpc_access import PUB_OR_SUB, GrpcAccessGate, consumer_contexts, settings_contexts
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.server.grpc_pull import PullRpcs
 from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
@@ -110,6 +112,7 @@ class MessagingServicer:
         self.consumers = self._consumers = ConsumerRpcs(broker, sessions)
         self._transactions = TransactionRpcs(broker, sessions)
         self._pulls = PullRpcs(broker)
+        self._gate = GrpcAccessGate(broker.access) if broker.access.enabled else None  # None: access control off
         self._consumer_backoff_s = tuple(
             max(1, level_ms // 1000) for level_ms in parse_delay_levels(broker.config.message_delay_level)
         )
@@ -118,12 +121,13 @@ class MessagingServicer:
     async def QueryRoute(self, request, context):
         if isinstance(request, Malformed):
             await _abort_malformed(context, "QueryRoute", request)
-        return await self._guard("QueryRoute", self._query_route(request), codec.route_error_response)
+        return await self._guard("QueryRoute", self._query_route(request, context), codec.route_error_response)
 
-    async def _query_route(self, request):
+    async def _query_route(self, request, context):
         topic, dialled, dialled_domain = codec.decode_route_request(request)
         check_topic(topic)
         self._require_started()
+        self._authorize(context, topic_contexts(topic, PUB_OR_SUB))
         route = await self._route(topic)
         local = self._broker.topics.get(topic)
         queues = route_queues(
@@ -182,6 +186,7 @@ class MessagingServicer:
         inbound = codec.decode_send_request(request)
         topic = check_send_request(inbound)
         self._require_started()
+        self._authorize(context, topic_contexts(topic, PUB))
         config = self._broker.topics.get_or_create(topic)
         now_ms = self._clock.now_ms()
         valid = [
@@ -222,6 +227,7 @@ class MessagingServicer:
     async def _heartbeat(self, request, context):
         client_id = self._require_client_id(context)
         client_type, group = codec.decode_heartbeat(request)
+        self._authorize(context, [group_context(group)] if group else [])
         self._sessions.heartbeat(
             client_id,
             self._clock.now_ms(),
@@ -234,9 +240,13 @@ class MessagingServicer:
     async def NotifyClientTermination(self, request, context):
         if isinstance(request, Malformed):
             await _abort_malformed(context, "NotifyClientTermination", request)
-        return await self._guard("NotifyClientTermination", self._terminate(context), codec.termination_response)
+        return await self._guard(
+            "NotifyClientTermination", self._terminate(request, context), codec.termination_response
+        )
 
-    async def _terminate(self, context):
+    async def _terminate(self, request, context):
+        group = codec.decode_termination(request)
+        self._authorize(context, [group_context(group)] if group else [])
         self._sessions.remove(self._require_client_id(context))
         return codec.termination_response()
 
@@ -248,9 +258,16 @@ class MessagingServicer:
                 yield codec.telemetry_error(V2StatusCode.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
                 return
             return
+        try:
+            self._authorize(context, [])  # who opens the stream; its settings are checked as they come
+        except AccessDeniedError as exc:
+            async for _ in request_iterator:
+                yield codec.telemetry_error(V2StatusCode.UNAUTHORIZED, str(exc))
+                return
+            return
         outbox = self._sessions.open_stream(client_id, self._clock.now_ms())
         language = _header(context, LANGUAGE_HEADER)
-        reader = asyncio.ensure_future(self._read_telemetry(client_id, language, request_iterator, outbox))
+        reader = asyncio.ensure_future(self._read_telemetry(client_id, language, request_iterator, outbox, context))
         try:
             while (command := await outbox.get()) is not None:
                 yield command
@@ -263,11 +280,11 @@ class MessagingServicer:
             await asyncio.wait([reader])
             self._sessions.close_stream(client_id, outbox)
 
-    async def _read_telemetry(self, client_id: str, language: str, request_iterator, outbox) -> None:
+    async def _read_telemetry(self, client_id: str, language: str, request_iterator, outbox, context) -> None:
         """Answer each command of the client; the stream's outbox closes when the client stops writing."""
         try:
             async for command in request_iterator:
-                reply = self._telemetry_reply(client_id, language, command)
+                reply = self._telemetry_reply(client_id, language, command, context)
                 if reply is not None and not outbox.offer(reply):
                     log.warning("event=grpc_telemetry_outbox_full client_id=%s", client_id)
         except asyncio.CancelledError:
@@ -277,7 +294,7 @@ class MessagingServicer:
         finally:
             outbox.close()
 
-    def _telemetry_reply(self, client_id: str, language: str, command):
+    def _telemetry_reply(self, client_id: str, language: str, command, context):
         """The server's answer to one client command, or None when it needs none."""
         if isinstance(command, Malformed):
             return codec.telemetry_error(V2StatusCode.BAD_REQUEST, f"malformed telemetry command: {command.reason}")
@@ -291,6 +308,10 @@ class MessagingServicer:
                 return codec.telemetry_error(
                     V2StatusCode.UNRECOGNIZED_CLIENT_TYPE, f"unrecognized client type {settings.client_type}"
                 )
+            try:
+                self._authorize(context, settings_contexts(settings.is_consumer, settings.group, settings.topics))
+            except AccessDeniedError as exc:
+                return codec.telemetry_error(V2StatusCode.UNAUTHORIZED, str(exc))
             self._sessions.update_settings(
                 client_id,
                 self._clock.now_ms(),
@@ -333,6 +354,11 @@ class MessagingServicer:
     async def ReceiveMessage(self, request, context):
         if isinstance(request, Malformed):
             await _abort_malformed(context, "ReceiveMessage", request)
+        try:
+            self._authorize(context, consumer_contexts(*codec.group_and_topic(request)))
+        except AccessDeniedError as exc:
+            yield codec.receive_status(V2StatusCode.UNAUTHORIZED, str(exc))
+            return
         async for response in self._consumers.receive(request, context, _header(context, CLIENT_ID_HEADER).strip()):
             yield response
 
@@ -357,17 +383,26 @@ class MessagingServicer:
             "ForwardMessageToDeadLetterQueue", self._consumers.forward_to_dead_letter, request, context
         )
 
-    async def _consumer_rpc(self, method: str, rpc, request, context):
+    async def _consumer_rpc(self, method: str, rpc, request, context, *, publishes: bool = False):
+        """``publishes``: the RPC ends a producer's transaction (Pub on the topic), else a consumer's (Sub)."""
         if isinstance(request, Malformed):
             await _abort_malformed(context, method, request)
         self._require_started()
+
+        async def authorized():
+            group, topic = codec.group_and_topic(request)
+            self._authorize(context, topic_contexts(topic or "", PUB) if publishes else consumer_contexts(group, topic))
+            return await rpc(request, context)
+
         return await self._guard(
-            method, rpc(request, context), lambda code, message: codec.error_response(method, code, message)
+            method, authorized(), lambda code, message: codec.error_response(method, code, message)
         )
 
     # -- transactions (server/grpc_transaction.py) ---------------------------------------------------------------
     async def EndTransaction(self, request, context):
-        return await self._consumer_rpc("EndTransaction", self._transactions.end_transaction, request, context)
+        return await self._consumer_rpc(
+            "EndTransaction", self._transactions.end_transaction, request, context, publishes=True
+        )
 
     # -- pull consumers (server/grpc_pull.py) ---------------------------------------------------------------------
     async def PullMessage(self, request, context):
@@ -377,6 +412,11 @@ class MessagingServicer:
             yield codec.error_response(
                 "PullMessage", V2StatusCode.INTERNAL_SERVER_ERROR, "the broker is starting or stopping"
             )
+            return
+        try:
+            self._authorize(context, consumer_contexts(*codec.group_and_topic(request)))
+        except AccessDeniedError as exc:
+            yield codec.error_response("PullMessage", V2StatusCode.UNAUTHORIZED, str(exc))
             return
         async for response in self._pulls.pull(request, context):
             yield response
@@ -392,7 +432,7 @@ class MessagingServicer:
 
     # -- recall of delayed messages (broker/timer/recall.py) --------------------------------------------------------
     async def RecallMessage(self, request, context):
-        return await self._consumer_rpc("RecallMessage", self._recall, request, context)
+        return await self._consumer_rpc("RecallMessage", self._recall, request, context, publishes=True)
 
     async def _recall(self, request, context):
         topic, handle = codec.decode_recall_request(request)
@@ -401,6 +441,11 @@ class MessagingServicer:
         return codec.recall_response(message_id)
 
     # -- helpers --------------------------------------------------------------------------------------------------
+    def _authorize(self, context, contexts) -> None:
+        """AccessDeniedError unless the caller may do all of ``contexts`` (nothing checked with access control off)."""
+        if self._gate is not None:
+            self._gate.check(context.invocation_metadata(), context.peer() or "", contexts)
+
     def _require_started(self) -> None:
         if not self._broker.started:
             raise ServiceNotAvailableError("the broker is starting or stopping")

@@ -132,6 +132,7 @@ class HaHandlers:
                 broker.services.tables,
                 version=str(master.metadata_version()),
                 phys_offset=broker.store.max_phys_offset,
+                auth=broker.access.table.to_json(),
             ),
         )
 

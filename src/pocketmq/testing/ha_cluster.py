@@ -62,6 +62,9 @@ class TwoGroups:
     a_master: PocketProcess
     a_slave: PocketProcess
     b_master: PocketProcess
+    # what ready() signs with when access control is on (docs/security.md)
+    access_key: str | None = None
+    secret_key: str | None = None
 
     @property
     def ns(self) -> str:
@@ -70,7 +73,7 @@ class TwoGroups:
     async def ready(self, topics: Iterable[str], timeout_s: float = 15.0) -> None:
         """Create ``topics`` (one queue each) on every master, then wait until a SYNC send to A's master is
         acknowledged by its slave (so the slave follows); the probe messages go to PROBE_TOPIC."""
-        config = ClientConfig(namesrv_addr=self.ns)
+        config = ClientConfig(namesrv_addr=self.ns, access_key=self.access_key, secret_key=self.secret_key)
         async with AsyncAdmin(config) as admin:
             for topic in (*topics, PROBE_TOPIC):
                 await admin.create_topic(topic, queues=1)

@@ -22,9 +22,13 @@ send itself (docs/benchmarks.md).
 ``--client-busy-poll-us N`` gives the SDK ``ClientConfig(sync_reply_busy_poll_us=N)`` (default 0). Both poll
 their sockets up to that long before sleeping (docs/broker.md, docs/benchmarks.md).
 
+``--access-control off,on`` runs the cases without access control, then on a broker with authentication and
+authorization on, sending as a normal user whose policy allows Pub on the topic (docs/security.md): every
+request signed by the SDK, its signature and the policy checked by the broker.
+
     python bench/produce.py [--messages 20000] [--flush async,sync] [--cases one_at_a_time,in_flight_100,batch_32]
                             [--placement any|same-cpu|split-cpus] [--broker-busy-poll-us N]
-                            [--client-busy-poll-us 0]
+                            [--client-busy-poll-us 0] [--access-control off|on|off,on]
 """
 
 from __future__ import annotations
@@ -38,9 +42,11 @@ import pstats
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pocketmq.client import Admin, AsyncProducer, ClientConfig, Message, Producer, ProducerOptions
+from pocketmq.protocol.codes import AUTH_CREATE_ACL, AUTH_CREATE_USER
 from pocketmq.testing.processes import broker_process, process_cpu_s
 
 BODY = b"x" * 1024
@@ -54,6 +60,16 @@ TARGETS_MSG_PER_S = {
     "in_flight_100": 40_000,
     "in_flight_100_auto_batch": 40_000,
     "batch_32": 40_000,
+}
+ROOT, ROOT_SECRET = "bench-root", "bench-root-secret"
+USER, USER_SECRET = "bench-user", "bench-user-secret"
+ACCESS_CONTROL_ENV = {
+    "POCKETMQ_AUTHENTICATION_ENABLED": "true",
+    "POCKETMQ_AUTHORIZATION_ENABLED": "true",
+    "POCKETMQ_ACL_ROOT_USER": ROOT,
+    "POCKETMQ_ACL_ROOT_PASSWORD": ROOT_SECRET,
+    "POCKETMQ_INNER_ACCESS_KEY": "bench-inner",
+    "POCKETMQ_INNER_SECRET_KEY": "bench-inner-secret",
 }
 PLACEMENTS = {"any": None, "same-cpu": ({0}, {0}), "split-cpus": ({0}, {1})}  # (broker CPUs, client CPUs)
 
@@ -133,20 +149,29 @@ def bench_flush_mode(
     placement: str,
     broker_busy_poll_us: int | None,
     client_busy_poll_us: int,
+    access_control: str,
 ) -> None:
     broker_args = ["--flush", flush]
     if broker_busy_poll_us is not None:
         broker_args += ["--busy-poll-us", str(broker_busy_poll_us)]
     with tempfile.TemporaryDirectory(prefix="pocketmq-bench-") as tmp:
-        broker = broker_process(Path(tmp), "bench", extra_args=broker_args).start()
+        broker = broker_process(Path(tmp), "bench", extra_args=broker_args)
+        if access_control == "on":
+            broker.env.update(ACCESS_CONTROL_ENV)
+        broker.start()
         try:
             if PLACEMENTS[placement]:
                 broker_cpus, client_cpus = PLACEMENTS[placement]
                 pin(broker.proc.pid, broker_cpus)
                 pin(0, client_cpus)
             config = ClientConfig(namesrv_addr=broker.namesrv, sync_reply_busy_poll_us=client_busy_poll_us)
+            if access_control == "on":
+                config = replace(config, access_key=ROOT, secret_key=ROOT_SECRET)
             with Admin(config) as admin:
                 admin.create_topic(TOPIC, queues=QUEUES)
+                if access_control == "on":
+                    make_sender(admin)
+                    config = replace(config, access_key=USER, secret_key=USER_SECRET)
             for name in cases:
                 count = messages - messages % BATCH if name == "batch_32" else messages
                 timing = run_case(name, config, count, broker.proc.pid, profile_case == name)
@@ -162,6 +187,7 @@ def bench_flush_mode(
                             "placement": placement,
                             "broker_busy_poll_us": broker_busy_poll_us,
                             "client_busy_poll_us": client_busy_poll_us,
+                            "access_control": access_control,
                             **timing,
                             "msg_per_s": round(count / elapsed_s),
                             "mb_per_s": round(count * len(BODY) / elapsed_s / 2**20, 1),
@@ -172,6 +198,15 @@ def bench_flush_mode(
                 )
         finally:
             broker.stop()
+
+
+def make_sender(admin: Admin) -> None:
+    """The normal user the cases send as: Pub on the topic, nothing else."""
+    user = {"username": USER, "password": USER_SECRET, "userType": "Normal", "userStatus": "enable"}
+    admin.auth_change(AUTH_CREATE_USER, {"username": USER}, user)
+    entry = {"resource": f"Topic:{TOPIC}", "actions": ["Pub"], "sourceIps": [], "decision": "Allow"}
+    acl = {"subject": f"User:{USER}", "policies": [{"policyType": "Custom", "entries": [entry]}]}
+    admin.auth_change(AUTH_CREATE_ACL, {"subject": f"User:{USER}"}, acl)
 
 
 def main() -> None:
@@ -198,21 +233,26 @@ def main() -> None:
         default=0,
         help="sync sends poll their socket this long for the reply before sleeping (default 0)",
     )
+    parser.add_argument(
+        "--access-control", default="off", help="off, on, or off,on: both, one after the other (default off)"
+    )
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
     if unknown:
         parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     for flush in args.flush.split(","):
-        bench_flush_mode(
-            flush,
-            cases,
-            args.messages,
-            args.profile,
-            args.placement,
-            args.broker_busy_poll_us,
-            args.client_busy_poll_us,
-        )
+        for access_control in args.access_control.split(","):
+            bench_flush_mode(
+                flush,
+                cases,
+                args.messages,
+                args.profile,
+                args.placement,
+                args.broker_busy_poll_us,
+                args.client_busy_poll_us,
+                access_control,
+            )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -56,7 +55,7 @@ def credentials_or_none(access_key: str | None, secret_key: str | None) -> Crede
 
 
 def _hmac_sha1(secret_key: str, content: bytes) -> bytes:
-    return hmac.new(secret_key.encode(), content, hashlib.sha1).digest()
+    return hmac.digest(secret_key.encode(), content, "sha1")  # the one-shot C path: half of hmac.new's time
 
 
 def field_text(value: Any) -> str:
@@ -86,7 +85,9 @@ def remoting_content(fields: Mapping[str, Any], body: bytes | None, *, exclude: 
     """The bytes a remoting signature covers: field values by key (``Signature`` and ``exclude`` left out), body."""
     left_out = _SIGNATURE_ONLY.union(exclude) if exclude else _SIGNATURE_ONLY
     keys = _signed_keys(tuple(fields), left_out)
-    return "".join([field_text(fields[key]) for key in keys]).encode() + (body or b"")
+    values = [fields[key] for key in keys]
+    text = "".join([v if v.__class__ is str else field_text(v) for v in values])  # str: as received, the usual
+    return text.encode() + body if body else text.encode()
 
 
 def remoting_signature(secret_key: str, fields: Mapping[str, Any], body: bytes | None, **content_options) -> str:

@@ -7,6 +7,8 @@
 - ``policy create|update NAME --resource R [--resource R ...] --actions Pub,Sub [--decision allow|deny]
   [--source-ips CIDR,...] [--policy-type custom|default]``: entries for those resources are added or replaced.
 - ``policy delete NAME [--resource R ...] [--policy-type T]``, ``policy list [--user NAME] [--resource TEXT]``.
+- ``import plain_acl.yml``: ACL 1.0 accounts as users and policies (auth/acl1.py); an existing user is updated.
+  What has no ACL 2.0 form (address white lists, address ranges) is named on stderr.
 
 The command signs its requests with ``--access-key/--secret-key`` (or ``$POCKETMQ_ACCESS_KEY`` /
 ``$POCKETMQ_SECRET_KEY``): a Super user's, in practice.
@@ -15,7 +17,10 @@ The command signs its requests with ``--access-key/--secret-key`` (or ``$POCKETM
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
+from pocketmq.auth.acl1 import convert_plain_acl
 from pocketmq.cli.output import add_action, print_rows, report, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.common.errors import BadRequestError
@@ -67,6 +72,7 @@ def register(subparsers) -> None:
     p = add_action(policies, "delete", "delete a user's policies, or some of their entries", policy_delete, "username")
     p.add_argument("--resource", action="append", default=[], help="only the entries of this resource")
     p.add_argument("--policy-type", default="", help="only this policy type")
+    add_action(kinds, "import", "convert an ACL 1.0 plain_acl.yml into users and policies", acl_import, "file")
     p = add_action(policies, "list", "list policies", policy_list)
     p.add_argument("--user", default="", help="only users whose name contains this")
     p.add_argument("--resource", default="", help="only entries whose resource contains this")
@@ -187,5 +193,30 @@ def policy_list(args) -> int:
             for entry in policy.get("entries") or []
         ]
         print_rows(args, rows, POLICY_COLUMNS)
+
+    return run_admin(args, action)
+
+
+def acl_import(args) -> int:
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadRequestError(f"cannot read {args.file}: {exc.strerror}") from None
+    converted = convert_plain_acl(text)
+    for warning in converted.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+    async def action(admin: AsyncAdmin) -> None:
+        existing = {u.get("username") for u in await admin.auth_read(AUTH_LIST_USER, {"filter": ""}) or []}
+        for user in converted.users:
+            code = AUTH_UPDATE_USER if user.username in existing else AUTH_CREATE_USER
+            await admin.auth_change(code, {"username": user.username}, user.to_json())
+        for acl in converted.acls:
+            await admin.auth_change(AUTH_CREATE_ACL, {"subject": acl.subject}, acl.to_json())
+        report(
+            args,
+            {"users": len(converted.users), "acls": len(converted.acls), "warnings": converted.warnings},
+            f"imported {len(converted.users)} user(s) and {len(converted.acls)} policy set(s) from {args.file}",
+        )
 
     return run_admin(args, action)

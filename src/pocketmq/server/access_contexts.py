@@ -154,6 +154,7 @@ _BY_CODE: dict[int, Callable[[RemotingCommand], list[Context]]] = {
     RequestCode.SEND_MESSAGE_V2: _send,
     RequestCode.SEND_BATCH_MESSAGE: _send,
     RequestCode.END_TRANSACTION: _end_transaction,
+    RequestCode.RECALL_MESSAGE: _topic(PUB),
     RequestCode.CONSUMER_SEND_MSG_BACK: _group("group", SUB),
     RequestCode.PULL_MESSAGE: _group_topic(SUB, SUB),
     RequestCode.QUERY_MESSAGE: _topic(SUB_GET),

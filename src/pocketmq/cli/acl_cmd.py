@@ -93,13 +93,7 @@ def user_create(args) -> int:
         "userStatus": "disable" if args.disabled else "enable",
     }
 
-    async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.auth_change(AUTH_CREATE_USER, {"username": args.username}, user)
-        report(
-            args, {"user": args.username, "brokers": brokers}, f"created user {args.username} on {', '.join(brokers)}"
-        )
-
-    return run_admin(args, action)
+    return _user_change(args, AUTH_CREATE_USER, "created", user)
 
 
 def user_update(args) -> int:
@@ -112,20 +106,18 @@ def user_update(args) -> int:
     if args.status:
         changes["userStatus"] = args.status
 
-    async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.auth_change(AUTH_UPDATE_USER, {"username": args.username}, changes)
-        report(
-            args, {"user": args.username, "brokers": brokers}, f"updated user {args.username} on {', '.join(brokers)}"
-        )
-
-    return run_admin(args, action)
+    return _user_change(args, AUTH_UPDATE_USER, "updated", changes)
 
 
 def user_delete(args) -> int:
+    return _user_change(args, AUTH_DELETE_USER, "deleted", None)
+
+
+def _user_change(args, code: int, done: str, body: dict | None) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.auth_change(AUTH_DELETE_USER, {"username": args.username})
+        brokers = await admin.auth_change(code, {"username": args.username}, body)
         report(
-            args, {"user": args.username, "brokers": brokers}, f"deleted user {args.username} on {', '.join(brokers)}"
+            args, {"user": args.username, "brokers": brokers}, f"{done} user {args.username} on {', '.join(brokers)}"
         )
 
     return run_admin(args, action)

@@ -96,25 +96,22 @@ def _heartbeat(request: RemotingCommand) -> list[Context]:
     found: list[Context] = []
     consumers = body.get("consumerDataSet") if isinstance(body, dict) else None
     for consumer in consumers if isinstance(consumers, list) else ():
-        if not isinstance(consumer, dict):
-            continue
-        found.append(group_context(str(consumer.get("groupName", ""))))
-        subscriptions = consumer.get("subscriptionDataSet")
-        for sub in subscriptions if isinstance(subscriptions, list) else ():
-            topic = str(sub.get("topic", "")) if isinstance(sub, dict) else ""
-            if group_of_system_topic(topic) is None:
-                found.append((Resource(ResourceType.TOPIC, topic), SUB))
+        if isinstance(consumer, dict):
+            found.extend(_group_and_topics(consumer, "groupName", "subscriptionDataSet"))
     return found
 
 
 def _lock_batch(request: RemotingCommand) -> list[Context]:
     body = _json(request)
-    if not isinstance(body, dict):
-        return [group_context("")]
-    found = [group_context(str(body.get("consumerGroup", "")))]
-    queues = body.get("mqSet")
-    for mq in queues if isinstance(queues, list) else ():
-        topic = str(mq.get("topic", "")) if isinstance(mq, dict) else ""
+    return _group_and_topics(body, "consumerGroup", "mqSet") if isinstance(body, dict) else [group_context("")]
+
+
+def _group_and_topics(obj: dict, group_key: str, list_key: str) -> list[Context]:
+    """Sub on ``obj[group_key]`` and on the ``topic`` of each item of ``obj[list_key]`` but its retry topics."""
+    found = [group_context(str(obj.get(group_key, "")))]
+    items = obj.get(list_key)
+    for item in items if isinstance(items, list) else ():
+        topic = str(item.get("topic", "")) if isinstance(item, dict) else ""
         if group_of_system_topic(topic) is None:
             found.append((Resource(ResourceType.TOPIC, topic), SUB))
     return found

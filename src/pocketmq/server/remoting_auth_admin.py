@@ -83,10 +83,7 @@ class AuthAdminHandlers:
     # -- users ------------------------------------------------------------------------------------------------------
     def _user_of(self, request: RemotingCommand) -> User:
         username = _username(request)
-        obj = json_body(request.body, "user")
-        if isinstance(obj, dict) and not obj.get("username"):
-            obj = {**obj, "username": username}
-        user = User.from_json(obj)
+        user = User.from_json(_body_naming(request, "user", "username", username))
         if user.username != username:
             raise BadRequestError(f"header username {username!r} and body username {user.username!r} differ")
         return user
@@ -101,12 +98,7 @@ class AuthAdminHandlers:
         return request.response(ResponseCode.SYSTEM_ERROR, remark=SUPER_BY_SUPER_ONLY)
 
     async def create_user(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        user = self._user_of(request)
-        refusal = self._super_refusal(request, user)
-        if refusal is not None:
-            return refusal
-        self._writable_table().create_user(user)
-        return request.response(ResponseCode.SUCCESS)
+        return self._put_user(request, create=True)
 
     async def update_user(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         # what the body leaves out stays as it is (a new status without the secret, say)
@@ -115,11 +107,15 @@ class AuthAdminHandlers:
             obj = json_body(request.body, "user")
             if isinstance(obj, dict):
                 request.body = json_bytes({**old.to_json(), **{k: v for k, v in obj.items() if v}})
+        return self._put_user(request, create=False)
+
+    def _put_user(self, request: RemotingCommand, *, create: bool) -> RemotingCommand:
         user = self._user_of(request)
         refusal = self._super_refusal(request, user)
         if refusal is not None:
             return refusal
-        self._writable_table().update_user(user)
+        table = self._writable_table()
+        (table.create_user if create else table.update_user)(user)
         return request.response(ResponseCode.SUCCESS)
 
     async def delete_user(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -141,10 +137,7 @@ class AuthAdminHandlers:
     # -- ACLs -------------------------------------------------------------------------------------------------------
     async def put_acl(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         subject = _subject(request)
-        obj = json_body(request.body, "acl")
-        if isinstance(obj, dict) and not obj.get("subject"):
-            obj = {**obj, "subject": subject}
-        acl = Acl.from_json(obj)
+        acl = Acl.from_json(_body_naming(request, "acl", "subject", subject))
         if acl.subject != subject:
             raise BadRequestError(f"header subject {subject!r} and body subject {acl.subject!r} differ")
         if self._table.user(subject[len(USER_SUBJECT_PREFIX) :]) is None:
@@ -175,6 +168,12 @@ class AuthAdminHandlers:
         h = ListAclsRequestHeader.parse(request.ext_fields)
         acls = self._table.acls(h.subject_filter, h.resource_filter)
         return request.response(ResponseCode.SUCCESS, body=json_bytes([acl.to_json() for acl in acls]))
+
+
+def _body_naming(request: RemotingCommand, what: str, key: str, name: str):
+    """The JSON body, with ``key`` set to the header's ``name`` when the body leaves it out."""
+    obj = json_body(request.body, what)
+    return {**obj, key: name} if isinstance(obj, dict) and not obj.get(key) else obj
 
 
 def _username(request: RemotingCommand) -> str:

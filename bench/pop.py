@@ -6,6 +6,11 @@
 - ``revive``: in process, on a ManualClock: REVIVE_MESSAGES messages popped (batches of 32) and never acked; the
   clock passes their invisible time and revive passes run until every one is in the retry topic. Reports the
   revive passes' messages per second (the pops are not timed).
+- ``lateness``: against ``pocketmq serve``: LATENESS_RATE messages a second for LATENESS_SECONDS seconds, received
+  by two ``AsyncSimpleConsumer``s (long polling) with an invisible time of INVISIBLE_MS and never acked on their
+  first delivery; each redelivery is acked and its lateness recorded: (received again - received first -
+  INVISIBLE_MS), as the client sees it. Reports p50 / p99 / max, the broker's CPU per message over the run and
+  its idle CPU afterwards (a share of one core: no busy waiting).
 
 ``--topic-type priority`` runs both cases on a PRIORITY topic instead (docs/pop.md): the messages are sent in
 batches of 32 of one priority level each, levels 0..7 in turn (one per queue), so every pop reads the highest
@@ -14,8 +19,8 @@ level that holds messages first. The sdk case also reports the (untimed-before) 
 Prints one JSON line per case. ``--profile`` runs cProfile over the broker's pop path in process (pop + ack of
 the revive case's messages) and prints the top functions (total time) to stderr.
 
-    python bench/pop.py [--messages 64000] [--consumers 4] [--revive-messages 100000] [--cases sdk,revive]
-                        [--acks overlapped|awaited] [--topic-type normal|priority]
+    python bench/pop.py [--messages 64000] [--consumers 4] [--revive-messages 100000] [--cases sdk,revive,lateness]
+                        [--acks overlapped|awaited] [--topic-type normal|priority] [--lateness-seconds 10]
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 from pocketmq.client import Admin, AsyncSimpleConsumer, ClientConfig, Message, Producer
 from pocketmq.common.topic import MessageType, TopicConfig
 from pocketmq.testing.processes import broker_process, process_cpu_s
+from pocketmq.testing.scrape import metric
 
 BODY = b"x" * 1024
 TOPIC = "bench_pop"
@@ -41,6 +47,10 @@ GROUP = "bench_pop_group"
 QUEUES = 8
 BATCH = 32
 TARGET_MSG_PER_S = 20_000
+INVISIBLE_MS = 1000  # the broker's pop_min_invisible_ms default: the shortest invisible time it takes
+LATENESS_RATE = 200  # messages a second in the lateness case
+LATENESS_METRIC = "pocketmq_pop_revive_lateness_seconds"  # the broker's own view: CK revive time to its close
+IDLE_S = 5.0  # how long the broker's idle CPU is measured after a case
 
 
 # -- the SDK's receive + ack against a real broker -----------------------------------------------------------------
@@ -193,6 +203,90 @@ def bench_revive(messages: int, profile: bool = False, priority: bool = False) -
         return asyncio.run(revive_case(Path(tmp), messages, profile, priority))
 
 
+# -- redelivery lateness against a real broker ----------------------------------------------------------------------
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+async def redeliveries(config: ClientConfig, seconds: float) -> list[float]:
+    """Send LATENESS_RATE messages a second for ``seconds``; the lateness of each redelivery, in ms."""
+    from pocketmq.client import AsyncProducer
+
+    total = int(LATENESS_RATE * seconds)
+    first_seen: dict[bytes, float] = {}
+    late_ms: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def produce_paced(producer: AsyncProducer) -> None:
+        started = loop.time()
+        for n in range(total):
+            await asyncio.sleep(max(0.0, started + n / LATENESS_RATE - loop.time()))
+            await producer.send(Message(TOPIC, b"%d" % n))
+
+    async def consume(client: AsyncSimpleConsumer) -> None:
+        deadline = loop.time() + seconds + 30
+        while len(late_ms) < total and loop.time() < deadline:
+            got = await client.receive(BATCH, INVISIBLE_MS, await_duration_ms=1000)
+            now = loop.time()
+            again = []
+            for msg in got:
+                if msg.reconsume_times == 0:
+                    first_seen.setdefault(msg.body, now)
+                elif msg.body in first_seen:
+                    late_ms.append((now - first_seen.pop(msg.body)) * 1000 - INVISIBLE_MS)
+                    again.append(msg)
+            if again:
+                await client.ack_batch(again)
+
+    clients = [AsyncSimpleConsumer(GROUP, {TOPIC: "*"}, config) for _ in range(2)]
+    for client in clients:
+        await client.start()
+    try:
+        async with AsyncProducer(config) as producer:
+            await asyncio.gather(produce_paced(producer), *(consume(c) for c in clients))
+    finally:
+        for client in clients:
+            await client.shutdown()
+    return late_ms
+
+
+def bench_lateness(seconds: float, broker_args: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        extra_args = ["--metrics-port", "0", *broker_args]
+        proc = broker_process(Path(tmp), "broker-bench-lateness", extra_args=extra_args).start()
+        try:
+            config = ClientConfig(namesrv_addr=proc.namesrv)
+            with Admin(config) as admin:
+                admin.create_topic(TOPIC, queues=QUEUES)
+            broker_cpu_s = process_cpu_s(proc.pid)
+            late_ms = asyncio.run(redeliveries(config, seconds))
+            broker_cpu_s = process_cpu_s(proc.pid) - broker_cpu_s
+            idle_cpu_s = process_cpu_s(proc.pid)
+            time.sleep(IDLE_S)
+            idle_cpu_s = process_cpu_s(proc.pid) - idle_cpu_s
+            closed = metric(proc, f"{LATENESS_METRIC}_count")
+            within_50ms = metric(proc, f"{LATENESS_METRIC}_bucket", le="0.05") / closed if closed else None
+        finally:
+            proc.stop()
+    messages = int(LATENESS_RATE * seconds)
+    return {
+        "case": "redelivery_lateness",
+        "messages": messages,
+        "redelivered": len(late_ms),
+        "invisible_ms": INVISIBLE_MS,
+        "rate_per_s": LATENESS_RATE,
+        "broker_args": broker_args,
+        "late_ms_p50": round(percentile(late_ms, 0.5), 1) if late_ms else None,
+        "late_ms_p99": round(percentile(late_ms, 0.99), 1) if late_ms else None,
+        "late_ms_max": round(max(late_ms), 1) if late_ms else None,
+        "early_ms_min": round(min(late_ms), 1) if late_ms else None,
+        "broker_cks_within_50ms": round(within_50ms, 3) if within_50ms is not None else None,
+        "broker_cpu_us_per_msg": round(broker_cpu_s / messages * 1e6),
+        "broker_idle_cpu_pct": round(idle_cpu_s / IDLE_S * 100, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=64_000)
@@ -207,6 +301,8 @@ def main() -> None:
         help="sdk case: ack a batch while receiving the next, or await each ack first",
     )
     parser.add_argument("--topic-type", choices=("normal", "priority"), default="normal")
+    parser.add_argument("--lateness-seconds", type=float, default=10.0)
+    parser.add_argument("--broker-set", action="append", default=[], help="lateness case: a broker KEY=VALUE")
     args = parser.parse_args()
     priority = args.topic_type == "priority"
     if args.profile:
@@ -217,6 +313,9 @@ def main() -> None:
         print(json.dumps(bench_sdk(args.messages, args.consumers, args.acks == "overlapped", priority)), flush=True)
     if "revive" in cases:
         print(json.dumps(bench_revive(args.revive_messages, priority=priority)), flush=True)
+    if "lateness" in cases:
+        broker_args = [arg for setting in args.broker_set for arg in ("--set", setting)]
+        print(json.dumps(bench_lateness(args.lateness_seconds, broker_args)), flush=True)
 
 
 if __name__ == "__main__":

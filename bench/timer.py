@@ -6,7 +6,13 @@ the last due time and runs the timer's load + deliver steps, which append every 
 tombstone. Also reports the wheel's size and the rebuild time after a restart with the timers
 still pending.
 
-    python bench/timer.py [--timers 100000]
+``--cases lateness`` runs against ``pocketmq serve`` instead: LATENESS_RATE timers a second come due for
+``--lateness-seconds`` (sent first in batches of 100, 8 in flight, each with its delivery time in its body); once every
+one is delivered they are pulled back and each one's lateness is its store time in the real topic minus its
+delivery time (both the broker's clock). Reports p50 / p99 / max, the broker's CPU per timer from the first due
+time to the last delivery, and its idle CPU afterwards (a share of one core: no busy waiting).
+
+    python bench/timer.py [--timers 100000] [--cases throughput,lateness] [--lateness-seconds 5]
 """
 
 from __future__ import annotations
@@ -16,13 +22,23 @@ import asyncio
 import json
 import tempfile
 import time
+from pathlib import Path
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.client import Admin, AsyncProducer, AsyncPullConsumer, ClientConfig
 from pocketmq.common.message import Message
+from pocketmq.common.properties import TIMER_DELIVER_MS
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.processes import broker_process, process_cpu_s
 
 SEND_BATCH = 100
+LATENESS_TOPIC = "bench_timer_lateness"
+LATENESS_QUEUES = 8
+LATENESS_RATE = 10_000  # timers coming due per second
+LEAD_MS = 30_000  # from the start of the sends to the first due time: every send is done by then
+SENDS_IN_FLIGHT = 8
+IDLE_S = 5.0
 
 
 async def schedule(broker: Broker, count: int) -> float:
@@ -74,11 +90,101 @@ async def run(count: int) -> dict:
     }
 
 
+# -- lateness against a real broker --------------------------------------------------------------------------------
+def percentile(values: list[int], share: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+async def schedule_due(config: ClientConfig, count: int) -> tuple[int, int]:
+    """Send ``count`` delayed messages due LATENESS_RATE a second from LEAD_MS on, in batches of SEND_BATCH (the
+    broker diverts each message of a batch on its own); (first due ms, sends done ms)."""
+    first_due_ms = int(time.time() * 1000) + LEAD_MS
+    starts = iter(range(0, count, SEND_BATCH))
+    async with AsyncProducer(config) as producer:
+
+        async def worker() -> None:
+            for start in starts:
+                batch = []
+                for n in range(start, min(count, start + SEND_BATCH)):
+                    due_ms = first_due_ms + n * 1000 // LATENESS_RATE
+                    batch.append(
+                        Message.create(LATENESS_TOPIC, b"%d" % due_ms, properties={TIMER_DELIVER_MS: str(due_ms)})
+                    )
+                await producer.send_batch(batch)
+
+        await asyncio.gather(*(worker() for _ in range(SENDS_IN_FLIGHT)))
+    return first_due_ms, int(time.time() * 1000)
+
+
+async def delivered_count(consumer: AsyncPullConsumer, queues) -> int:
+    return sum([await consumer.max_offset(queue) for queue in queues])
+
+
+async def lateness_of_all(config: ClientConfig, count: int, pid: int) -> dict:
+    first_due_ms, sent_ms = await schedule_due(config, count)
+    consumer = AsyncPullConsumer("bench_timer_reader", config)
+    await consumer.start()
+    try:
+        queues = await consumer.fetch_queues(LATENESS_TOPIC)
+        await asyncio.sleep(max(0.0, first_due_ms / 1000 - time.time()))
+        cpu_s = process_cpu_s(pid)
+        deadline = time.time() + count / LATENESS_RATE + 60
+        while await delivered_count(consumer, queues) < count and time.time() < deadline:
+            await asyncio.sleep(0.05)
+        cpu_s = process_cpu_s(pid) - cpu_s
+        idle_cpu_s = process_cpu_s(pid)
+        await asyncio.sleep(IDLE_S)
+        idle_cpu_s = process_cpu_s(pid) - idle_cpu_s
+        late_ms = []
+        for queue in queues:
+            offset = 0
+            while True:
+                got = await consumer.pull(queue, offset, 1024)
+                if not got.messages:
+                    break
+                late_ms += [msg.store_timestamp_ms - int(msg.body) for msg in got.messages]
+                offset = got.next_begin_offset
+    finally:
+        await consumer.shutdown()
+    return {
+        "case": "timer_lateness",
+        "timers": count,
+        "due_per_s": LATENESS_RATE,
+        "sends_done_before_first_due": sent_ms < first_due_ms,
+        "delivered": len(late_ms),
+        "late_ms_p50": percentile(late_ms, 0.5) if late_ms else None,
+        "late_ms_p99": percentile(late_ms, 0.99) if late_ms else None,
+        "late_ms_max": max(late_ms) if late_ms else None,
+        "early_ms_min": min(late_ms) if late_ms else None,
+        "broker_cpu_us_per_timer": round(cpu_s / count * 1e6),
+        "broker_idle_cpu_pct": round(idle_cpu_s / IDLE_S * 100, 1),
+    }
+
+
+def bench_lateness(seconds: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = broker_process(Path(tmp), "broker-bench-timer").start()
+        try:
+            config = ClientConfig(namesrv_addr=proc.namesrv)
+            with Admin(config) as admin:
+                admin.create_topic(LATENESS_TOPIC, queues=LATENESS_QUEUES)
+            return asyncio.run(lateness_of_all(config, int(LATENESS_RATE * seconds), proc.pid))
+        finally:
+            proc.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timers", type=int, default=100_000)
+    parser.add_argument("--cases", default="throughput")
+    parser.add_argument("--lateness-seconds", type=float, default=5.0)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.timers))), flush=True)
+    cases = args.cases.split(",")
+    if "throughput" in cases:
+        print(json.dumps(asyncio.run(run(args.timers))), flush=True)
+    if "lateness" in cases:
+        print(json.dumps(bench_lateness(args.lateness_seconds)), flush=True)
 
 
 if __name__ == "__main__":

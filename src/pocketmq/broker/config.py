@@ -51,6 +51,15 @@ def _not_negative(value) -> str | None:
     return None if value >= 0 else "must not be negative"
 
 
+# The lowest pop_min_invisible_ms: revive hands a message back within a 10 ms tick and a pass of its invisible
+# time, so a shorter one is mostly that; and a client that nacks with ~0 ms redelivers at most 10 times a second.
+POP_MIN_INVISIBLE_FLOOR_MS = 100
+
+
+def _min_invisible(value: int) -> str | None:
+    return None if value >= POP_MIN_INVISIBLE_FLOOR_MS else f"must be at least {POP_MIN_INVISIBLE_FLOOR_MS} ms"
+
+
 def _queue_nums(value: int) -> str | None:
     return None if 1 <= value <= 1024 else "must be in [1, 1024]"
 
@@ -154,7 +163,7 @@ class BrokerConfig(TlsOptions):
         default=DEFAULT_CK_REWRITE_BACKOFF_MS, metadata={"check": _backoff}
     )
     pop_ck_rewrite_ending: str = field(default="dlq", metadata={"check": _ending})  # dlq | drop
-    pop_min_invisible_ms: int = field(default=1000, metadata={"check": _not_negative})
+    pop_min_invisible_ms: int = field(default=1000, metadata={"check": _min_invisible})
     pop_state_persist_interval_ms: int = field(default=500, metadata={"check": _positive})
     # Delayed messages and consumer retries (broker/timer, broker/send_back; docs/retry.md).
     message_delay_level: str = field(

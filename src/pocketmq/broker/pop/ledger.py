@@ -5,6 +5,13 @@ queue in order and feeds every record to the ledger, which pairs ACKs with their
 *closed* when every message of it is acked, or when revive has handled it (revived, rewritten or ended:
 ``close``). ``due(now_ms)`` lists the open CKs whose revive time has come, oldest revive offset first.
 
+Open CKs wait in a heap keyed by revive time, so ``due`` and ``next_revive_time_ms`` cost a few heap steps per
+CK coming due, not a look at every open CK: revive asks them each time it wakes, which is as often as CKs come
+due (``revive.ReviveService``). A CK whose time came moves from the heap to the *due* set, where it stays until
+closed (revive may leave it for later: held by an ack, waiting after a failed write, handled elsewhere). Closed
+CKs leave the heap lazily; it is rebuilt when more than half of it is closed CKs, so it stays within twice
+the open CKs.
+
 Unlike RocketMQ, CKs are not timer messages that surface near their revive time: they are appended at once
 and the ledger keeps every open CK in memory (bounded by the messages in flight, which the pop path bounds).
 That is what lets ``commit_offset`` be exact: it is the revive offset of the oldest open CK (or the next
@@ -26,6 +33,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,9 +55,16 @@ class QueuePopState:
     waiting_to_revive: int  # popped, not acked, past their invisible time
 
 
+_COMPACT_MIN = 1024  # a heap smaller than this is never rebuilt
+
+
 class ReviveLedger:
     def __init__(self, start_offset: int = 0):
         self._open: dict[str, _OpenCk] = {}
+        # (revive time, revive offset, entry) of open CKs not due yet, and closed ones not dropped yet: an item
+        # counts while its entry is the open one of its key (the revive offset, unique, breaks ties)
+        self._waiting: list[tuple[int, int, _OpenCk]] = []
+        self._due: dict[str, _OpenCk] = {}  # open CKs whose revive time came, by key
         # (group, topic, queue id) -> keys of its open CKs: staged pops read a queue's in-flight messages here
         self._by_queue: dict[tuple[str, str, int], set[str]] = defaultdict(set)
         self._next_offset = start_offset  # the next revive offset to read
@@ -69,8 +84,12 @@ class ReviveLedger:
     def on_checkpoint(self, ck: PopCheckpoint, revive_offset: int) -> None:
         self._advance(revive_offset)
         if not ck.all_acked:
-            self._open[ck.key] = _OpenCk(ck, revive_offset)
+            entry = self._open[ck.key] = _OpenCk(ck, revive_offset)
+            self._due.pop(ck.key, None)
+            heapq.heappush(self._waiting, (ck.revive_time_ms, revive_offset, entry))
             self._by_queue[(ck.group, ck.topic, ck.queue_id)].add(ck.key)
+            if len(self._waiting) > _COMPACT_MIN and len(self._waiting) > 2 * len(self._open):
+                self._compact()
 
     def on_ack(self, ack: AckRecord, revive_offset: int) -> None:
         self._advance(revive_offset)
@@ -95,10 +114,16 @@ class ReviveLedger:
         self, now_ms: int, limit: int | None = None, skip: Callable[[PopCheckpoint], bool] | None = None
     ) -> list[PopCheckpoint]:
         """Open CKs past their revive time, oldest first; ``skip`` leaves out CKs another service hands back."""
+        waiting, open_ = self._waiting, self._open
+        while waiting and waiting[0][0] <= now_ms:
+            entry = heapq.heappop(waiting)[2]
+            key = entry.checkpoint.key
+            if open_.get(key) is entry:
+                self._due[key] = entry
         entries = sorted(
             (
                 e
-                for e in self._open.values()
+                for e in self._due.values()
                 if e.checkpoint.revive_time_ms <= now_ms
                 and e.checkpoint.key not in self._held
                 and not (skip is not None and skip(e.checkpoint))
@@ -108,10 +133,19 @@ class ReviveLedger:
         return [e.checkpoint for e in entries[:limit]]
 
     def next_revive_time_ms(self) -> int | None:
-        return min((e.checkpoint.revive_time_ms for e in self._open.values()), default=None)
+        """The earliest revive time of the open CKs ``due`` has not listed yet (those past it are in ``due``)."""
+        waiting, open_ = self._waiting, self._open
+        while waiting and open_.get(waiting[0][2].checkpoint.key) is not waiting[0][2]:
+            heapq.heappop(waiting)  # closed since it was pushed
+        return waiting[0][0] if waiting else None
+
+    def _compact(self) -> None:
+        self._waiting = [item for item in self._waiting if self._open.get(item[2].checkpoint.key) is item[2]]
+        heapq.heapify(self._waiting)
 
     def close(self, key: str) -> None:
         entry = self._open.pop(key, None)
+        self._due.pop(key, None)
         if entry is not None:
             ck = entry.checkpoint
             keys = self._by_queue[(ck.group, ck.topic, ck.queue_id)]

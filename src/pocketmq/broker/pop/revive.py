@@ -32,9 +32,12 @@ Writes fail too, and are typed like reads (``store.write_result``):
   cannot be written the CK stays open (*parked*) and tries again every last step of the table: nothing is
   lost. A pass whose writes all failed ends there and the next one waits longer (``PassPacer``, up to 30 s).
 
-``decide`` and ``fallback`` are pure; ``ReviveService`` is the async shell: one pass over every revive queue
-each ``interval_ms`` (a periodic task, ``broker-pop-revive``, on the broker's clock; ``run_once(now_ms)`` for
-tests that drive passes by hand). A pass yields to the event loop after each batch, so a long one never holds
+``decide`` and ``fallback`` are pure; ``ReviveService`` is the async shell: passes over the revive queues (a
+periodic task, ``broker-pop-revive``, on the broker's clock; ``run_once(now_ms)`` for tests that drive passes by
+hand). ``ReviveSchedule`` says when: a full pass every ``interval_ms``, and in between a wake-up at the tick of
+the earliest due CK that visits only the revive queues with a CK due, so a CK comes back within a tick and a
+pass of its revive time. After a blocked pass (``PassPacer``) or a failed one (``runtime.periodic``) revive waits
+as they say, whatever is due: nothing spins. A pass yields to the event loop after each batch, so a long one never holds
 the loop. Whatever it reads and writes comes in through its constructor (the revive queues, readers, store,
 tables, clock, and ``write_path``: where its output goes), so the deterministic simulation
 (``pocketmq.testing.sim``) runs this shell itself on its simulated stores and network, and learns each CK
@@ -66,6 +69,7 @@ from pocketmq.broker.pop.revive_queue import (
     ack_message,
     checkpoint_message,
 )
+from pocketmq.broker.pop.revive_schedule import ReviveSchedule
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
 from pocketmq.broker.priority import place_priority_retry
 from pocketmq.broker.write_backoff import DEFAULT_MAX_PASS_WAIT_MS, PassPacer, WriteBackoff
@@ -86,6 +90,9 @@ log = logging.getLogger(__name__)
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
 DEFAULT_RETRY_MAX_TIMES = 16
 REVIVE_BATCH_CKS = 64  # CKs handled per revive queue and pass: bounds one pass's work
+# Seconds: how late past its revive time a CK was closed (most within a tick and a pass; failed writes add their
+# backoff, CKs read after they were due their wait for a full pass)
+LATENESS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
 # Seconds; the default backoff table runs from 10 s to 2 h.
 REWRITE_WAIT_BUCKETS_S = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
 
@@ -223,6 +230,11 @@ class ReviveMetrics:
             (*self.QUEUE_LABELS, "ending"),
         )
         self.cks = registry.counter("pocketmq_pop_revive_cks_total", "CKs revive closed")
+        self.lateness = registry.histogram(
+            "pocketmq_pop_revive_lateness_seconds",
+            "How long after its revive time revive closed a CK (its messages came back)",
+            buckets=LATENESS_BUCKETS_S,
+        )
         self.writes = BackgroundWriteMetrics(registry, "revive")
 
     def message(self, ck: PopCheckpoint, outcome: str) -> None:
@@ -263,18 +275,21 @@ class ReviveService:
         self._write_backoff: WriteBackoff[str] = WriteBackoff(policy.backoff_ms)
         self.policy = policy
         self.pacer = PassPacer(interval_ms, max(interval_ms, DEFAULT_MAX_PASS_WAIT_MS))
+        self.schedule = ReviveSchedule(interval_ms)
         self._pass = asyncio.Lock()
         self._write_path = write_path  # the broker's: its store, or the escape bridge of a slave acting as master
         # Told of each CK a pass closed, once the writes that close it are done (the simulation traces it).
         self._on_closed = on_closed
         self._metrics = ReviveMetrics(metrics if metrics is not None else MetricsRegistry())
         # A pass that raised leaves its CKs open: the task backs off and a later pass retries them.
+        # jitter 0: the wait is computed to the next due CK
         self._passes = PeriodicTask(
             "broker-pop-revive",
-            lambda: self.run_once(self._clock.now_ms()),
-            lambda: self.pacer.wait_ms,
+            self._scheduled_pass,
+            self._next_wait_ms,
             clock=clock,
             metrics=metrics,
+            jitter=0,
         )
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
         self._handled_elsewhere = handled_elsewhere
@@ -312,18 +327,28 @@ class ReviveService:
         """Stop the passes (after the pass in progress)."""
         await self._passes.stop()
 
-    async def run_once(self, now_ms: int) -> int:
-        """One pass over every revive queue, until none has a due CK ready to write or every write of a round
-        failed; returns the number of CKs closed. Sets ``pacer`` (the wait before the next pass). One pass at a
-        time: a pass yields between batches, and a second caller (a test) waits for it."""
+    async def run_once(self, now_ms: int, queues: list[ReviveQueue] | None = None) -> int:
+        """One pass over every revive queue (or over ``queues``), until none has a due CK ready to write or every
+        write of a round failed; returns the number of CKs closed. Sets ``pacer`` (the wait before the next
+        pass). One pass at a time: a pass yields between batches, and a second caller (a test) waits for it."""
         async with self._pass:
-            return await self._run_once(now_ms)
+            return await self._run_once(now_ms, self._queues if queues is None else queues)
 
-    async def _run_once(self, now_ms: int) -> int:
+    async def _scheduled_pass(self) -> None:
+        """The periodic task's round: a full pass, or a wake-up over the revive queues with a CK due."""
+        now_ms = self._clock.now_ms()
+        if self.schedule.full_pass(now_ms):
+            await self.run_once(now_ms)
+            return
+        due = [q for q in self._queues if (t := q.ledger.next_revive_time_ms()) is not None and t <= now_ms]
+        if due:
+            await self.run_once(now_ms, due)
+
+    async def _run_once(self, now_ms: int, queues: list[ReviveQueue]) -> int:
         self._write_backoff.retain(self._is_open)  # CKs acked (or taken back) while they waited
         skip = self._skipper(now_ms)
         total = PassResult()
-        pending = list(self._queues)
+        pending = list(queues)
         while pending:
             # A batch of due CKs from every revive queue, read together: pops of one queue spread over the
             # revive queues, so reading them together makes one read (one RPC for a remote group) cover up to
@@ -342,9 +367,10 @@ class ReviveService:
                         done = await self._revive(queue, due, reads, now_ms)
                         round_result = PassResult(round_result.closed + done.closed, round_result.failed + done.failed)
                         queue.ledger.release(ck.key for ck in due)
-                    queue.catch_up()
+                        queue.catch_up()
                     self._offsets.commit(REVIVE_GROUP, queue.topic, queue.queue_id, queue.ledger.commit_offset())
-                    await asyncio.sleep(0)  # a long pass lets the loop serve between batches
+                    if due:
+                        await asyncio.sleep(0)  # a long pass lets the loop serve between batches
             finally:  # a pass that raised or was stopped: its CKs stay open and take acks again
                 for queue, due in batches:
                     queue.ledger.release(ck.key for ck in due)
@@ -357,6 +383,14 @@ class ReviveService:
         self._metrics.writes.passed(stored=total.closed, failed=total.failed, wait_ms=wait_ms)
         self._metrics.writes.backlog(self._write_backoff)
         return total.closed
+
+    def _next_wait_ms(self) -> float:
+        """Until the next pass: the pacer's (or the task's) wait after a blocked (or failed) pass, else what the
+        schedule says for the earliest revive time the ledgers hold."""
+        if self.pacer.blocked or self._passes.failures.in_a_row:
+            return self.pacer.wait_ms
+        times = [t for t in (queue.ledger.next_revive_time_ms() for queue in self._queues) if t is not None]
+        return self.schedule.wait_ms(self._clock.now_ms(), min(times, default=None))
 
     def _skipper(self, now_ms: int) -> Callable[[PopCheckpoint], bool]:
         """CKs a pass leaves alone: another service's (staged queues), and those waiting after failed writes."""
@@ -387,8 +421,10 @@ class ReviveService:
                     plan.failure = failure
                 closing = []
         failing = [plan for plan in plans if plan.failure is not None]
+        closed_ms = self._clock.now_ms()
         for plan in closing:
             self._write_backoff.succeeded(plan.ck.key)
+            self._metrics.lateness.observe(max(closed_ms - plan.ck.revive_time_ms, 0) / 1000)
             self._count(plan)
             if self._on_closed is not None:
                 self._on_closed(plan)

@@ -1,0 +1,54 @@
+"""When revive wakes, and whether a wake-up is a full pass (every revive queue) or visits only the queues with a
+CK due.
+
+- A *full pass* every ``interval_ms`` (the first one ``interval_ms`` after start): every revive queue is caught
+  up (that is how revive learns of new CKs), its due CKs are handed back, CKs left for later (waiting after a
+  failed write, held by an ack being written, handled elsewhere) are tried again, and the revive offsets are
+  committed.
+- In between, a *wake-up* at the first ``tick_ms`` boundary at or after the earliest revive time the ledgers
+  know of: it visits only the revive queues that have a CK due by then, so its work is that of the CKs due,
+  not of the whole set of revive queues. CKs due within one tick share a wake-up (and its two writes per revive
+  queue).
+
+A CK is learnt of by the first full pass after it was appended, so it is in a ledger before it is due whenever
+its invisible time is at least ``interval_ms`` (the broker's ``pop_min_invisible_ms`` and
+``pop_revive_interval_ms`` are both 1 s by default). A shorter one can be up to an interval late.
+
+Pure: the caller gives ``now_ms`` and the ledgers' earliest revive time; the caller's pacing after blocked or
+failed passes (``write_backoff.PassPacer``, ``runtime.periodic``) comes before this.
+"""
+
+from __future__ import annotations
+
+REVIVE_TICK_MS = 10
+
+
+class ReviveSchedule:
+    def __init__(self, interval_ms: int, tick_ms: int = REVIVE_TICK_MS):
+        if interval_ms <= 0 or tick_ms <= 0:
+            raise ValueError("a revive interval and tick are > 0 ms")
+        self.interval_ms = interval_ms
+        self.tick_ms = tick_ms
+        self._last_full_ms: int | None = None  # when the last full pass started; None before the first
+
+    def full_pass(self, now_ms: int) -> bool:
+        """Whether the wake-up at ``now_ms`` is a full pass (the first, or an interval after the last); it is
+        counted as one when so."""
+        if self._last_full_ms is None or now_ms - self._last_full_ms >= self.interval_ms:
+            self._last_full_ms = now_ms
+            return True
+        return False
+
+    def wait_ms(self, now_ms: int, next_due_ms: int | None) -> int:
+        """After a pass: until the next wake-up, given the earliest revive time the ledgers know of and have not
+        listed as due (None: no CK waits)."""
+        if self._last_full_ms is None:
+            return self.interval_ms
+        wait_ms = self._last_full_ms + self.interval_ms - now_ms
+        if next_due_ms is not None:
+            tick_ms = -(-next_due_ms // self.tick_ms) * self.tick_ms
+            wait_ms = min(wait_ms, tick_ms - now_ms)
+        return max(wait_ms, 0)
+
+    def __repr__(self) -> str:
+        return f"<ReviveSchedule interval_ms={self.interval_ms} tick_ms={self.tick_ms} last_full={self._last_full_ms}>"

@@ -1,0 +1,46 @@
+"""Redelivery precision against a real ``pocketmq serve`` with the default revive settings: un-acked POP messages
+come back close to their invisible time, by the broker's own measure (``pocketmq_pop_revive_lateness_seconds``),
+not a pass period (1 s) later. The bound is generous (the machine may be busy); the benchmark measures it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
+from pocketmq.testing.polling import wait_until
+from pocketmq.testing.processes import broker_process
+from pocketmq.testing.scrape import metric
+
+pytestmark = pytest.mark.timeout(60)
+LATENESS = "pocketmq_pop_revive_lateness_seconds"
+MESSAGES = 5
+INVISIBLE_MS = 1_000
+MEAN_BOUND_S = 0.3  # a 1 s pass period gives 0.5 s on average
+
+
+def test_unacked_messages_come_back_within_a_bounded_lateness(tmp_path):
+    proc = broker_process(tmp_path, "broker-redelivery", extra_args=["--metrics-port", "0"]).start()
+    try:
+        config = ClientConfig(namesrv_addr=proc.namesrv)
+        with Admin(config) as admin:
+            admin.create_topic("redelivery", queues=4)
+        with Producer(config) as producer:
+            for i in range(MESSAGES):
+                producer.send(Message.create("redelivery", f"{i}"))
+        with SimpleConsumer("redelivery_group", {"redelivery": "*"}, config) as consumer:
+            first, again = [], []
+            deadline = time.monotonic() + 30
+            while len(again) < MESSAGES and time.monotonic() < deadline:
+                # one message a receive: CKs of their own, due at different times; the first deliveries are not acked
+                for msg in consumer.receive(1, INVISIBLE_MS, await_duration_ms=1000):
+                    (first if msg.reconsume_times == 0 else again).append(msg)
+                    if msg.reconsume_times:
+                        consumer.ack(msg)
+        assert sorted(m.body for m in again) == sorted(m.body for m in first) == [b"%d" % i for i in range(MESSAGES)]
+        wait_until(lambda: metric(proc, f"{LATENESS}_count") >= MESSAGES, 10, "revive's lateness of every CK")
+        mean_s = metric(proc, f"{LATENESS}_sum") / metric(proc, f"{LATENESS}_count")
+        assert mean_s < MEAN_BOUND_S, f"revive closed CKs {mean_s:.3f} s after their revive time on average"
+    finally:
+        assert proc.stop() == 0, proc.log_tail()

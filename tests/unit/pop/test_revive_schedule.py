@@ -1,0 +1,161 @@
+"""Revive's wake-ups in virtual time: the ledger's heap of revive times, ``ReviveSchedule`` (full passes every
+interval, wake-ups at the tick of the earliest due CK over the revive queues with a CK due), and the revive
+service's periodic task on a ManualClock: a message comes back at its revive time's tick, CKs revive leaves for
+later and failing writes make it wait (no spinning), and the pending heap stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tests.unit.pop.pop_support import FaultyStore, pop, running_broker, send
+
+from pocketmq.broker.config import POP_MIN_INVISIBLE_FLOOR_MS, BrokerConfig
+from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
+from pocketmq.broker.pop.ledger import ReviveLedger
+from pocketmq.broker.pop.revive_schedule import REVIVE_TICK_MS, ReviveSchedule
+from pocketmq.broker.write_backoff import PassPacer
+from pocketmq.common.config import load_config
+from pocketmq.common.errors import ConfigError
+from pocketmq.common.topic import pop_retry_topic
+from pocketmq.runtime.clock import ManualClock
+from pocketmq.store.api import PutStatus
+
+pytestmark = pytest.mark.timeout(60)
+INTERVAL_MS = 1_000
+
+
+def ck(start: int, pop_ms: int, invisible_ms: int) -> PopCheckpoint:
+    return PopCheckpoint.of_offsets("T", "G", 0, [start], pop_ms, invisible_ms, "b")
+
+
+def ack_of(c: PopCheckpoint) -> AckRecord:
+    return AckRecord("T", "G", 0, c.start_offset, c.pop_time_ms, "b", (c.start_offset,))
+
+
+# -- the ledger's heap ----------------------------------------------------------------------------------------------
+def test_due_lists_by_revive_offset_and_next_revive_time_skips_closed_and_listed():
+    ledger = ReviveLedger()
+    late, early, middle = ck(0, 1_000, 900), ck(1, 1_000, 100), ck(2, 1_000, 500)
+    for offset, c in enumerate((late, early, middle)):
+        ledger.on_checkpoint(c, offset)
+    assert ledger.next_revive_time_ms() == 1_100
+    ledger.on_ack(ack_of(early), 3)  # acked: no longer the earliest
+    assert ledger.next_revive_time_ms() == 1_500
+    assert ledger.due(1_899) == [middle]
+    assert ledger.next_revive_time_ms() == 1_900  # middle is listed as due now
+    assert ledger.due(1_900) == [late, middle]  # oldest revive offset first, middle still open
+    assert ledger.next_revive_time_ms() is None
+    assert ledger.due(1_600) == [middle]  # a smaller now_ms lists only what was due then
+
+
+def test_a_ck_rewritten_under_its_key_is_due_at_its_new_time_only():
+    ledger = ReviveLedger()
+    first = ck(0, 1_000, 100)
+    ledger.on_checkpoint(first, 0)
+    assert ledger.due(1_100) == [first]
+    rewritten = ck(0, 1_000, 10_000)  # keeps the pop time: the same key
+    ledger.on_ack(ack_of(first), 1)  # revive closes it, then opens its rewrite (same key)
+    ledger.on_checkpoint(rewritten, 2)
+    assert ledger.due(1_100) == [] and ledger.next_revive_time_ms() == rewritten.revive_time_ms
+    assert ledger.due(rewritten.revive_time_ms) == [rewritten]
+
+
+def test_the_heap_stays_within_twice_the_open_cks():
+    ledger = ReviveLedger()
+    offset = 0
+    for n in range(20_000):  # each CK acked at once: only the heap would remember it
+        c = ck(n, 1_000 + n, 60_000)
+        ledger.on_checkpoint(c, offset)
+        ledger.on_ack(ack_of(c), offset + 1)
+        offset += 2
+    assert len(ledger) == 0 and len(ledger._waiting) <= 2 * 1024 + 1
+    assert ledger.next_revive_time_ms() is None
+
+
+# -- the schedule -------------------------------------------------------------------------------------------------
+def test_the_first_pass_is_a_full_one_an_interval_after_start():
+    schedule = ReviveSchedule(INTERVAL_MS)
+    assert schedule.wait_ms(0, 5) == INTERVAL_MS  # nothing is known before the first pass
+    assert schedule.full_pass(1_000)
+    assert not schedule.full_pass(1_010) and not schedule.full_pass(1_999)
+    assert schedule.full_pass(2_000)
+
+
+def test_a_wake_up_falls_on_the_tick_of_the_earliest_due_ck_within_the_interval():
+    schedule = ReviveSchedule(INTERVAL_MS, tick_ms=10)
+    schedule.full_pass(1_000)
+    assert schedule.wait_ms(1_003, None) == 997  # the next full pass
+    assert schedule.wait_ms(1_003, 1_500) == 497  # 1,500 is a tick
+    assert schedule.wait_ms(1_003, 1_501) == 507  # the tick after it: CKs due within a tick share a wake-up
+    assert schedule.wait_ms(1_003, 5_000) == 997  # the full pass comes first
+    assert schedule.wait_ms(1_003, 900) == 0  # due already (during the pass): at once
+    with pytest.raises(ValueError):
+        ReviveSchedule(0)
+
+
+def test_invisible_times_may_go_down_to_the_floor_and_no_lower():
+    floor = POP_MIN_INVISIBLE_FLOOR_MS
+    assert load_config(BrokerConfig, env={}, overrides={"pop_min_invisible_ms": floor}).pop_min_invisible_ms == floor
+    with pytest.raises(ConfigError, match="pop_min_invisible_ms"):
+        load_config(BrokerConfig, env={}, overrides={"pop_min_invisible_ms": floor - 1})
+
+
+# -- the service in virtual time ---------------------------------------------------------------------------------
+async def advance(clock: ManualClock, until_ms: int, step_ms: int = 1) -> None:
+    """Move virtual time to ``until_ms`` in steps, letting the loop run what each step made ready."""
+    while clock.now_ms() < until_ms:
+        clock.advance(min(step_ms, until_ms - clock.now_ms()))
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+
+async def passes_every(revive, interval_ms: int) -> None:
+    """Restart ``revive``'s passes with ``interval_ms`` (pop_support's brokers run none on their own)."""
+    await revive.stop()
+    revive.pacer = PassPacer(interval_ms, 30_000)
+    revive.schedule = ReviveSchedule(interval_ms)
+    revive.start()
+
+
+def retried(broker, group: str = "G", topic: str = "T") -> int:
+    return broker.store.max_queue_offset(pop_retry_topic(group, topic), 0)
+
+
+async def test_a_message_comes_back_at_the_tick_of_its_revive_time_not_at_the_next_pass(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        revive = broker.pop.revive
+        await passes_every(revive, INTERVAL_MS)
+        await send(broker, "T", 1)
+        popped_ms = clock.now_ms()
+        await pop(broker, "G", "T", invisible_ms=1_500)
+        await advance(clock, popped_ms + 1_500 - 1)
+        assert retried(broker) == 0
+        await advance(clock, popped_ms + 1_500 + REVIVE_TICK_MS)
+        assert retried(broker) == 1
+        lateness = broker.metrics.get("pocketmq_pop_revive_lateness_seconds")
+        assert lateness is not None and lateness.count() == 1 and lateness.sum() <= REVIVE_TICK_MS / 1000
+        await revive.stop()
+
+
+async def test_failing_writes_and_cks_left_for_later_do_not_make_revive_spin(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        revive = broker.pop.revive
+        await passes_every(revive, INTERVAL_MS)
+        await send(broker, "T", 2)
+        await pop(broker, "G", "T", max_count=1, invisible_ms=1_000)
+        await pop(broker, "G", "T", max_count=1, invisible_ms=1_000)
+        faulty = FaultyStore(broker.store)
+        faulty.refuse = lambda msgs: PutStatus.SERVICE_NOT_AVAILABLE  # a full disk
+        revive.writes._store = faulty
+        for queue in revive.queues:
+            queue._store = faulty
+        start_ms = clock.now_ms()
+        await advance(clock, start_ms + 20_000, step_ms=5)
+        # 20 s of virtual time in 5 ms steps: a full pass an interval at most (longer while blocked), each CK
+        # tried again after its backoff (10 s); not a wake-up per tick (2,000)
+        assert revive._passes.rounds <= 20_000 // INTERVAL_MS + 2, revive._passes
+        assert faulty.refused_puts <= 4 and sum(len(q.ledger) for q in revive.queues) == 2
+        await revive.stop()

@@ -6,13 +6,13 @@ the last due time and runs the timer's load + deliver steps, which append every 
 tombstone. Also reports the wheel's size and the rebuild time after a restart with the timers
 still pending.
 
-``--cases lateness`` runs against ``pocketmq serve`` instead: LATENESS_RATE timers a second come due for
+``--cases lateness`` runs against ``pocketmq serve`` instead: ``--rate`` timers a second (10,000) come due for
 ``--lateness-seconds`` (sent first in batches of 100, 8 in flight, each with its delivery time in its body); once every
 one is delivered they are pulled back and each one's lateness is its store time in the real topic minus its
 delivery time (both the broker's clock). Reports p50 / p99 / max, the broker's CPU per timer from the first due
 time to the last delivery, and its idle CPU afterwards (a share of one core: no busy waiting).
 
-    python bench/timer.py [--timers 100000] [--cases throughput,lateness] [--lateness-seconds 5]
+    python bench/timer.py [--timers 100000] [--cases throughput,lateness] [--lateness-seconds 5] [--rate 10000]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pocketmq.testing.processes import broker_process, process_cpu_s
 SEND_BATCH = 100
 LATENESS_TOPIC = "bench_timer_lateness"
 LATENESS_QUEUES = 8
-LATENESS_RATE = 10_000  # timers coming due per second
+DEFAULT_RATE = 10_000  # timers coming due per second
 LEAD_MS = 30_000  # from the start of the sends to the first due time: every send is done by then
 SENDS_IN_FLIGHT = 8
 IDLE_S = 5.0
@@ -96,8 +96,8 @@ def percentile(values: list[int], share: float) -> int:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-async def schedule_due(config: ClientConfig, count: int) -> tuple[int, int]:
-    """Send ``count`` delayed messages due LATENESS_RATE a second from LEAD_MS on, in batches of SEND_BATCH (the
+async def schedule_due(config: ClientConfig, count: int, rate: int) -> tuple[int, int]:
+    """Send ``count`` delayed messages due ``rate`` a second from LEAD_MS on, in batches of SEND_BATCH (the
     broker diverts each message of a batch on its own); (first due ms, sends done ms)."""
     first_due_ms = int(time.time() * 1000) + LEAD_MS
     starts = iter(range(0, count, SEND_BATCH))
@@ -107,7 +107,7 @@ async def schedule_due(config: ClientConfig, count: int) -> tuple[int, int]:
             for start in starts:
                 batch = []
                 for n in range(start, min(count, start + SEND_BATCH)):
-                    due_ms = first_due_ms + n * 1000 // LATENESS_RATE
+                    due_ms = first_due_ms + n * 1000 // rate
                     batch.append(
                         Message.create(LATENESS_TOPIC, b"%d" % due_ms, properties={TIMER_DELIVER_MS: str(due_ms)})
                     )
@@ -121,15 +121,15 @@ async def delivered_count(consumer: AsyncPullConsumer, queues) -> int:
     return sum([await consumer.max_offset(queue) for queue in queues])
 
 
-async def lateness_of_all(config: ClientConfig, count: int, pid: int) -> dict:
-    first_due_ms, sent_ms = await schedule_due(config, count)
+async def lateness_of_all(config: ClientConfig, count: int, rate: int, pid: int) -> dict:
+    first_due_ms, sent_ms = await schedule_due(config, count, rate)
     consumer = AsyncPullConsumer("bench_timer_reader", config)
     await consumer.start()
     try:
         queues = await consumer.fetch_queues(LATENESS_TOPIC)
         await asyncio.sleep(max(0.0, first_due_ms / 1000 - time.time()))
         cpu_s = process_cpu_s(pid)
-        deadline = time.time() + count / LATENESS_RATE + 60
+        deadline = time.time() + count / rate + 60
         while await delivered_count(consumer, queues) < count and time.time() < deadline:
             await asyncio.sleep(0.05)
         cpu_s = process_cpu_s(pid) - cpu_s
@@ -150,7 +150,7 @@ async def lateness_of_all(config: ClientConfig, count: int, pid: int) -> dict:
     return {
         "case": "timer_lateness",
         "timers": count,
-        "due_per_s": LATENESS_RATE,
+        "due_per_s": rate,
         "sends_done_before_first_due": sent_ms < first_due_ms,
         "delivered": len(late_ms),
         "late_ms_p50": percentile(late_ms, 0.5) if late_ms else None,
@@ -162,14 +162,14 @@ async def lateness_of_all(config: ClientConfig, count: int, pid: int) -> dict:
     }
 
 
-def bench_lateness(seconds: float) -> dict:
+def bench_lateness(seconds: float, rate: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         proc = broker_process(Path(tmp), "broker-bench-timer").start()
         try:
             config = ClientConfig(namesrv_addr=proc.namesrv)
             with Admin(config) as admin:
                 admin.create_topic(LATENESS_TOPIC, queues=LATENESS_QUEUES)
-            return asyncio.run(lateness_of_all(config, int(LATENESS_RATE * seconds), proc.pid))
+            return asyncio.run(lateness_of_all(config, int(rate * seconds), rate, proc.pid))
         finally:
             proc.stop()
 
@@ -179,12 +179,13 @@ def main() -> None:
     parser.add_argument("--timers", type=int, default=100_000)
     parser.add_argument("--cases", default="throughput")
     parser.add_argument("--lateness-seconds", type=float, default=5.0)
+    parser.add_argument("--rate", type=int, default=DEFAULT_RATE, help="lateness: timers coming due per second")
     args = parser.parse_args()
     cases = args.cases.split(",")
     if "throughput" in cases:
         print(json.dumps(asyncio.run(run(args.timers))), flush=True)
     if "lateness" in cases:
-        print(json.dumps(bench_lateness(args.lateness_seconds)), flush=True)
+        print(json.dumps(bench_lateness(args.lateness_seconds, args.rate)), flush=True)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,8 @@ def test_the_first_pass_is_a_full_one_an_interval_after_start():
     assert schedule.full_pass(1_000)
     assert not schedule.full_pass(1_010) and not schedule.full_pass(1_999)
     assert schedule.full_pass(2_000)
+    schedule.want_full_pass()  # an operator's change: the next wake-up is a full pass, once
+    assert schedule.full_pass(2_100) and not schedule.full_pass(2_200)
 
 
 def test_a_wake_up_falls_on_the_tick_of_the_earliest_due_ck_within_the_interval():

@@ -319,8 +319,10 @@ class ReviveService:
     def settings_changed(self) -> None:
         """An operator changed a setting that may let failed writes work (escape turned on, a new backoff table):
         the next pass comes soon instead of after the blocked passes' longer wait (up to 30 s). Each CK still
-        waits its own backoff step, so this never makes a failing write spin."""
+        waits its own backoff step, so this never makes a failing write spin. The pass is a full one: the CKs
+        waiting after failed writes are tried only by those."""
         self.pacer.reset()
+        self.schedule.want_full_pass()
         self._passes.wake()
 
     async def stop(self) -> None:

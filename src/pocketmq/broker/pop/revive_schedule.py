@@ -30,14 +30,21 @@ class ReviveSchedule:
         self.interval_ms = interval_ms
         self.tick_ms = tick_ms
         self._last_full_ms: int | None = None  # when the last full pass started; None before the first
+        self._full_next = False
 
     def full_pass(self, now_ms: int) -> bool:
-        """Whether the wake-up at ``now_ms`` is a full pass (the first, or an interval after the last); it is
-        counted as one when so."""
-        if self._last_full_ms is None or now_ms - self._last_full_ms >= self.interval_ms:
+        """Whether the wake-up at ``now_ms`` is a full pass (the first, an interval after the last, or asked for);
+        it is counted as one when so."""
+        if self._full_next or self._last_full_ms is None or now_ms - self._last_full_ms >= self.interval_ms:
             self._last_full_ms = now_ms
+            self._full_next = False
             return True
         return False
+
+    def want_full_pass(self) -> None:
+        """Make the next wake-up a full pass: something changed that may let the CKs left for later go now (an
+        operator's setting)."""
+        self._full_next = True
 
     def wait_ms(self, now_ms: int, next_due_ms: int | None) -> int:
         """After a pass: until the next wake-up, given the earliest revive time the ledgers know of and have not

@@ -337,12 +337,18 @@ class ReviveService:
             return await self._run_once(now_ms, self._queues if queues is None else queues)
 
     async def _scheduled_pass(self) -> None:
-        """The periodic task's round: a full pass, or a wake-up over the revive queues with a CK due."""
+        """The periodic task's round: a full pass, or a wake-up over the revive queues with an open CK due (a
+        wake-up whose CKs were all acked meanwhile runs no pass: passes that close nothing stay one an interval)."""
         now_ms = self._clock.now_ms()
         if self.schedule.full_pass(now_ms):
             await self.run_once(now_ms)
             return
-        due = [q for q in self._queues if (t := q.ledger.next_revive_time_ms()) is not None and t <= now_ms]
+        due = []
+        for queue in self._queues:
+            if (t := queue.ledger.next_revive_time_ms()) is not None and t <= now_ms:
+                queue.catch_up()  # an ack read now closes its CK: no pass for it
+                if (t := queue.ledger.next_revive_time_ms()) is not None and t <= now_ms:
+                    due.append(queue)
         if due:
             await self.run_once(now_ms, due)
 

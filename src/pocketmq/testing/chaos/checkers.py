@@ -68,7 +68,7 @@ class MetricSample:
     t: float
     broker: str
     pid: int
-    revive_passes: float  # revive passes so far (every result): each waits at least the pass interval
+    revive_passes: float  # revive passes so far that closed nothing (idle, blocked): each waits the pass interval
     max_rewrite_attempt: int
 
 
@@ -248,11 +248,12 @@ def duplicates_after_ack(
 
 
 def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int, jitter: float = 0.0) -> list[Finding]:
-    """Revive waits at least its pass interval after every pass (less up to ``jitter`` of it: a periodic task
-    spreads its rounds), longer after one whose writes all failed, and a CK whose write failed waits its backoff
-    step (both tested in virtual time in the unit tests). So a process whose revive passes grew beyond
-    ``2 + life / shortest wait`` over its sampled life runs them without waiting (a spin: thousands a second). A
-    CK rewrite attempt above the backoff table's length is an endless rewrite."""
+    """Revive runs a pass that closes nothing at most once a pass interval (less up to ``jitter`` of it: a
+    periodic task spreads its rounds), longer after one whose writes all failed, and a CK whose write failed
+    waits its backoff step (tested in virtual time in the unit tests); it wakes in between only for a CK that
+    is due and open, and closes it. So a process whose passes that closed nothing (``revive_passes``) grew
+    beyond ``2 + life / shortest wait`` over its sampled life runs them without waiting (a spin: thousands a
+    second). A CK rewrite attempt above the backoff table's length is an endless rewrite."""
     shortest_wait_ms = pass_interval_ms * (1 - jitter)
     findings = []
     by_process: dict[tuple[str, int], list[MetricSample]] = defaultdict(list)

@@ -6,6 +6,7 @@ later and failing writes make it wait (no spinning), and the pending heap stays 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from tests.unit.pop.pop_support import FaultyStore, pop, running_broker, send
@@ -112,12 +113,19 @@ async def advance(clock: ManualClock, until_ms: int, step_ms: int = 1) -> None:
             await asyncio.sleep(0)
 
 
-async def passes_every(revive, interval_ms: int) -> None:
-    """Restart ``revive``'s passes with ``interval_ms`` (pop_support's brokers run none on their own)."""
-    await revive.stop()
-    revive.pacer = PassPacer(interval_ms, 30_000)
-    revive.schedule = ReviveSchedule(interval_ms)
-    revive.start()
+@contextlib.asynccontextmanager
+async def revive_running(tmp_path):
+    """An in-process broker on a ManualClock whose revive runs its own passes, ``INTERVAL_MS`` apart
+    (pop_support's brokers run none): (broker, clock)."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        revive = broker.pop.revive
+        await revive.stop()
+        revive.pacer = PassPacer(INTERVAL_MS, 30_000)
+        revive.schedule = ReviveSchedule(INTERVAL_MS)
+        revive.start()
+        yield broker, clock
+        await revive.stop()
 
 
 def retried(broker, group: str = "G", topic: str = "T") -> int:
@@ -125,10 +133,7 @@ def retried(broker, group: str = "G", topic: str = "T") -> int:
 
 
 async def test_a_message_comes_back_at_the_tick_of_its_revive_time_not_at_the_next_pass(tmp_path):
-    clock = ManualClock()
-    async with running_broker(tmp_path, clock) as broker:
-        revive = broker.pop.revive
-        await passes_every(revive, INTERVAL_MS)
+    async with revive_running(tmp_path) as (broker, clock):
         await send(broker, "T", 1)
         popped_ms = clock.now_ms()
         await pop(broker, "G", "T", invisible_ms=1_500)
@@ -138,14 +143,11 @@ async def test_a_message_comes_back_at_the_tick_of_its_revive_time_not_at_the_ne
         assert retried(broker) == 1
         lateness = broker.metrics.get("pocketmq_pop_revive_lateness_seconds")
         assert lateness is not None and lateness.count() == 1 and lateness.sum() <= REVIVE_TICK_MS / 1000
-        await revive.stop()
 
 
 async def test_failing_writes_and_cks_left_for_later_do_not_make_revive_spin(tmp_path):
-    clock = ManualClock()
-    async with running_broker(tmp_path, clock) as broker:
+    async with revive_running(tmp_path) as (broker, clock):
         revive = broker.pop.revive
-        await passes_every(revive, INTERVAL_MS)
         await send(broker, "T", 2)
         await pop(broker, "G", "T", max_count=1, invisible_ms=1_000)
         await pop(broker, "G", "T", max_count=1, invisible_ms=1_000)
@@ -160,4 +162,3 @@ async def test_failing_writes_and_cks_left_for_later_do_not_make_revive_spin(tmp
         # tried again after its backoff (10 s); not a wake-up per tick (2,000)
         assert revive._passes.rounds <= 20_000 // INTERVAL_MS + 2, revive._passes
         assert faulty.refused_puts <= 4 and sum(len(q.ledger) for q in revive.queues) == 2
-        await revive.stop()

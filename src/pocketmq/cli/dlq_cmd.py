@@ -78,17 +78,18 @@ async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None =
     """Min/max offsets (and ``group``'s committed offset) of every queue of ``topic``; [] when it has no route
     (a group's retry or DLQ topic is not created by looking at it)."""
     try:
-        route = await admin.instance.route(topic, refresh=True, auto_create=False)
+        route = await admin.instance.route(admin.namespace.wrap(topic), refresh=True, auto_create=False)
     except TopicNotExistError:
         return []
     reader = AsyncPullConsumer(group or READER_GROUP, admin.config, instance=admin.instance)
     await reader.start()
     try:
+        queues = [admin.namespace.unwrap_queue(q) for q in route.read_queues]
         return [
             QueueOffsets(
                 q, await reader.min_offset(q), await reader.max_offset(q), await reader.committed(q) if group else None
             )
-            for q in route.read_queues
+            for q in queues
         ]
     finally:
         await reader.shutdown()

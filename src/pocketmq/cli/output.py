@@ -22,7 +22,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from pocketmq.client.admin import AsyncAdmin
-from pocketmq.client.config import NAMESRV_ENV, ClientConfig, default_namesrv_addr
+from pocketmq.client.config import NAMESPACE_ENV, NAMESRV_ENV, ClientConfig, default_namesrv_addr
 from pocketmq.common.message import MessageExt
 
 # Short enough that an unreachable name server fails the command quickly, long enough for a busy broker.
@@ -36,7 +36,7 @@ SECRET_KEY_ENV = "POCKETMQ_SECRET_KEY"
 
 
 def add_client_options(parser, *, json_output: bool = True) -> None:
-    """``-n/--namesrv`` (and ``--json`` for commands with an output) on a client sub-command."""
+    """``-n/--namesrv``, ``--namespace`` (and ``--json`` for commands with an output) on a client sub-command."""
     parser.add_argument(
         "-n",
         "--namesrv",
@@ -52,6 +52,12 @@ def add_client_options(parser, *, json_output: bool = True) -> None:
         "--secret-key",
         default=None,
         help=f"the user's secret (default: ${SECRET_KEY_ENV}; the environment keeps it out of the process list)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        metavar="NS",
+        help=f"the namespace of the topics and groups named (default: ${NAMESPACE_ENV}, else none)",
     )
     if json_output:
         parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
@@ -86,11 +92,13 @@ def add_action(actions, name: str, help_text: str, func, *positionals: str):
 
 
 def client_config(args) -> ClientConfig:
-    """The SDK configuration of a CLI command: its name server, short timeouts, its own instance name."""
+    """The SDK configuration of a CLI command: its name server and namespace, TLS, short timeouts, its own
+    instance name."""
     ca_file = args.ca_file or os.environ.get(CA_FILE_ENV) or None
     tls = args.tls if args.tls is not None else os.environ.get(TLS_ENV) == "1"
     return ClientConfig(
         namesrv_addr=args.namesrv or default_namesrv_addr(),
+        namespace=args.namespace or os.environ.get(NAMESPACE_ENV, ""),
         instance_name=f"cli-{args.command}",
         connect_timeout_s=CLI_CONNECT_TIMEOUT_S,
         request_timeout_s=CLI_REQUEST_TIMEOUT_S,

@@ -10,16 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.instance import InstanceUser
+from pocketmq.client.instance import ClientInstance, InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, json_body, offset_of
 from pocketmq.client.route_view import MASTER_ID
 from pocketmq.common.errors import BadRequestError, ClientError, SubscriptionGroupNotExistError, TopicNotExistError
 from pocketmq.common.message import MessageQueue
+from pocketmq.common.namespace import Namespace
 from pocketmq.common.topic import PERM_READ_WRITE, MessageType, TopicConfig, group_name_problem
 from pocketmq.protocol.codes import GET_GROUP_GRAY_CLIENTS, GET_TRANSACTION_STATUS, RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -146,7 +147,14 @@ def route_shows_queues(route: TopicRouteData, brokers: list[str], queues: int) -
 
 
 class AsyncAdmin(InstanceUser):
+    """Administration of topics, groups and brokers. With a ``namespace`` in its config, the topics and groups it
+    names, creates and lists are those of the namespace, by the names its users know."""
+
     _kind = "admin client"
+
+    def __init__(self, config: ClientConfig | None = None, *, instance: ClientInstance | None = None):
+        super().__init__(config, instance=instance)
+        self.namespace = Namespace(self.config.namespace)
 
     # -- cluster --------------------------------------------------------------------------------------------------
     async def cluster_info(self) -> ClusterInfo:
@@ -216,6 +224,7 @@ class AsyncAdmin(InstanceUser):
         _check_gray_ratio(gray_queue_ratio)
         if force and not update:
             raise BadRequestError("force applies to an existing topic: use it with update")
+        topic = self.namespace.wrap(topic)
         fields = create_topic_fields(TopicConfig(topic, queues, queues, perm, message_type, order, gray_queue_ratio))
         fields.update(_intent_fields(create_only=not update, force=force))
         brokers = await self._topic_request(fields, cluster)
@@ -243,6 +252,7 @@ class AsyncAdmin(InstanceUser):
         if queues is not None:
             _check_queues(queues)
         _check_gray_ratio(gray_queue_ratio)
+        topic = self.namespace.wrap(topic)
         fields = update_topic_fields(
             topic, queues=queues, perm=perm, order=order, message_type=message_type, gray_queue_ratio=gray_queue_ratio
         )
@@ -289,6 +299,7 @@ class AsyncAdmin(InstanceUser):
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from every master of the cluster, then from the name server."""
         check_topic(topic)
+        topic = self.namespace.wrap(topic)
         responses = await self._on_masters(
             lambda: RemotingCommand.request(
                 RequestCode.DELETE_TOPIC_IN_BROKER, TopicRequestHeader.ext_fields(topic=topic)
@@ -308,16 +319,23 @@ class AsyncAdmin(InstanceUser):
             RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         )
         expect_success(response)
-        return sorted(json_body(response).get("topicList", []))
+        return self._own_names(json_body(response).get("topicList", []))
+
+    def _own_names(self, names) -> list[str]:
+        """The names of this admin's namespace among the broker's ``names`` (all of them without one), as its
+        users know them."""
+        if not self.namespace.name:
+            return sorted(names)
+        return sorted(self.namespace.unwrap(n) for n in names if self.namespace.unwrap(n) != n)
 
     async def describe_topic(self, topic: str) -> TopicStatus:
         """Per queue min and max offsets, from each broker of the topic's route; TopicNotExistError for a topic
         without one (never created by this look)."""
         check_topic(topic)
-        route = await self.instance.route(topic, refresh=True, auto_create=False)
+        route = await self.instance.route(self.namespace.wrap(topic), refresh=True, auto_create=False)
 
         async def status(mq: MessageQueue) -> QueueStatus:
-            fields = QueueRequestHeader.ext_fields(topic=topic, queue_id=mq.queue_id)
+            fields = QueueRequestHeader.ext_fields(topic=mq.topic, queue_id=mq.queue_id)
             min_r, max_r = await asyncio.gather(
                 self.instance.invoke_broker(
                     mq.broker_name, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, fields)
@@ -326,7 +344,7 @@ class AsyncAdmin(InstanceUser):
                     mq.broker_name, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, fields)
                 ),
             )
-            return QueueStatus(mq, offset_of(min_r), offset_of(max_r))
+            return QueueStatus(self.namespace.unwrap_queue(mq), offset_of(min_r), offset_of(max_r))
 
         queues = sorted(set(route.read_queues) | set(route.write_queues))
         statuses = await asyncio.gather(*(status(mq) for mq in queues))
@@ -347,6 +365,7 @@ class AsyncAdmin(InstanceUser):
         problem = group_name_problem(group)
         if problem:
             raise BadRequestError(problem)
+        group = self.namespace.wrap(group)
         extra = {"attributes": dict(attributes)} if attributes else {}
         body = json.dumps(
             GroupConfig(
@@ -371,7 +390,7 @@ class AsyncAdmin(InstanceUser):
             for obj in (json_body(response).get("subscriptionGroupTable") or {}).values():
                 config = GroupConfig.from_json(obj)
                 groups.setdefault(config.group, config)
-        return dict(sorted(groups.items()))
+        return {name: replace(groups[self.namespace.wrap(name)], group=name) for name in self._own_names(groups)}
 
     async def describe_group(self, group: str, *, cluster: str | None = None) -> GroupConfig:
         groups = await self.list_groups(cluster=cluster)
@@ -383,13 +402,15 @@ class AsyncAdmin(InstanceUser):
         self, group: str, topic: str | None = None, *, cluster: str | None = None
     ) -> dict[str, dict]:
         """GET_CONSUME_STATS of ``group`` from every master: broker name -> the broker's JSON answer."""
-        fields = GetConsumeStatsRequestHeader.ext_fields(consumer_group=group, topic=topic)
+        fields = GetConsumeStatsRequestHeader.ext_fields(
+            consumer_group=self.namespace.wrap(group), topic=None if topic is None else self.namespace.wrap(topic)
+        )
         return await self._json_from_masters(RequestCode.GET_CONSUME_STATS, fields, cluster)
 
     async def gray_clients(self, group: str, *, cluster: str | None = None) -> dict[str, dict]:
         """GET_GROUP_GRAY_CLIENTS of ``group`` from every master: broker name -> its JSON answer (the live
         clients, whether each is gray, and the queues each holds or may pop there: docs/gray.md)."""
-        fields = GroupRequestHeader.ext_fields(consumer_group=group)
+        fields = GroupRequestHeader.ext_fields(consumer_group=self.namespace.wrap(group))
         return await self._json_from_masters(GET_GROUP_GRAY_CLIENTS, fields, cluster)
 
     async def _json_from_masters(self, code: int, fields: dict[str, str], cluster: str | None) -> dict[str, dict]:

@@ -7,10 +7,12 @@ import ssl
 from dataclasses import dataclass, field, replace
 
 from pocketmq.auth.signature import Credentials, credentials_or_none
+from pocketmq.common.namespace import namespace_problem
 from pocketmq.protocol.tls import client_context
 
 DEFAULT_NAMESRV_ADDR = "127.0.0.1:9876"
 NAMESRV_ENV = "POCKETMQ_NAMESRV"
+NAMESPACE_ENV = "POCKETMQ_NAMESPACE"  # the CLI's default namespace
 
 
 def default_namesrv_addr() -> str:
@@ -30,6 +32,10 @@ class ClientConfig:
     ``@gray``, its producers mark messages gray (property ``PMQ_GRAY`` = ``gray_tag``) and send them to gray
     queues. ``gray_queue_ratio`` says which queues are gray (per broker the last ceil(n * ratio)); every
     client of a gray rollout (gray or not, producers and consumers) must use the same ratio.
+
+    ``namespace``: the topics and groups every client of this config names are the broker's ``namespace%name``
+    (``%RETRY%namespace%group`` ...: RocketMQ's rules, common/namespace.py); what the clients hand back (messages,
+    queues, results) carries the names without it. "" is no namespace.
     """
 
     namesrv_addr: str = field(default_factory=default_namesrv_addr)
@@ -40,6 +46,7 @@ class ClientConfig:
     poll_name_server_interval_ms: int = 30_000  # route refresh period
     heartbeat_broker_interval_ms: int = 30_000
     unit_mode: bool = False
+    namespace: str = ""
     enable_gray_switch: bool = False
     gray_tag: str = "gray"  # the value of the PMQ_GRAY property a gray producer stamps
     gray_queue_ratio: float = 0.1
@@ -67,6 +74,8 @@ class ClientConfig:
                 problems.append(f"name server address {addr!r} is not HOST:PORT")
         if not self.instance_name or "@" in self.instance_name:
             problems.append(f"instance_name {self.instance_name!r} must be non-empty and without '@'")
+        if problem := namespace_problem(self.namespace):
+            problems.append(problem)
         if not 0.0 <= self.gray_queue_ratio <= 1.0:
             problems.append(f"gray_queue_ratio {self.gray_queue_ratio} is outside [0, 1]")
         if not self.gray_tag or self.gray_tag.lower() == "false":

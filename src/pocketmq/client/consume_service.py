@@ -33,6 +33,7 @@ from pocketmq.client.listener import (
 from pocketmq.client.priority_slots import PrioritySlots, batch_priority
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.common.namespace import Namespace
 from pocketmq.runtime.periodic import TaskFailures, watch_task
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ class ConsumerHooks(Protocol):
 
     @property
     def broadcasting(self) -> bool: ...
+
+    @property
+    def namespace(self) -> Namespace: ...  # the listener's context shows queues by the user's names
 
     async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool: ...
 
@@ -73,6 +77,7 @@ class _ServiceBase:
 
     async def _call_listener(self, messages: list[MessageExt], context):
         loop = asyncio.get_running_loop()
+        context.message_queue = self._hooks.namespace.unwrap_queue(context.message_queue)
         async with self._slots.slot(batch_priority(messages)):
             return await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
 

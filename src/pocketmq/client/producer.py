@@ -29,7 +29,7 @@ import enum
 import logging
 import zlib
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from pocketmq.client.blocking_channel import BlockingChannels
@@ -52,6 +52,7 @@ from pocketmq.common.errors import (
 )
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
+from pocketmq.common.namespace import Namespace
 from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
 from pocketmq.protocol.batch_codec import encode_batch
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -168,7 +169,9 @@ class AsyncProducer(InstanceUser):
         instance: ClientInstance | None = None,
     ):
         super().__init__(config, instance=instance)
-        self.options = options or ProducerOptions()
+        self.namespace = Namespace(self.config.namespace)
+        options = options or ProducerOptions()
+        self.options = replace(options, group=self.namespace.wrap(options.group))
         self.selector = selector or MessageGroupSelector()
         self._gray_selector: GraySelector | None = None  # built on the first gray message
         self.faults = LatencyFaultTolerance()  # used when options.send_latency_fault_enable
@@ -273,7 +276,9 @@ class AsyncProducer(InstanceUser):
         """Cancel a delayed message of ``topic`` before it is due, by its send's ``recall_handle``; returns its
         message id. ``RemoteServerError`` (ILLEGAL_OPERATION) when it is due already or the handle is not valid."""
         timeout_s = timeout_s or self.options.send_timeout_s
-        return await recall_message(self.instance, self.options.group, topic, recall_handle, timeout_s)
+        return await recall_message(
+            self.instance, self.options.group, self.namespace.wrap(topic), recall_handle, timeout_s
+        )
 
     async def shutdown(self) -> None:
         if self._accumulator is not None and self._started:
@@ -325,7 +330,7 @@ class AsyncProducer(InstanceUser):
         self._mark_gray(message)
         if props.UNIQ_KEY not in message.properties:
             message.properties[props.UNIQ_KEY] = instance.message_ids.next_id(instance.clock.now_ms())
-        mq = queue
+        mq = None if queue is None else self.namespace.wrap_queue(queue)
         if mq is None:
             route = instance.cached_route(message.topic) or await instance.route(message.topic)
             if not route.write_queues:
@@ -396,6 +401,9 @@ class AsyncProducer(InstanceUser):
         return self._gray_selector
 
     def _check_message(self, message: Message) -> None:
+        """Every send path's check; it also gives ``message`` the broker's name of its topic (in place, as
+        RocketMQ's producers do: wrapping is idempotent, so a message may be sent again)."""
+        message.topic = self.namespace.wrap(message.topic)
         if message.topic not in self._legal_topics:
             problem = topic_name_problem(message.topic)
             if problem:
@@ -453,6 +461,8 @@ class AsyncProducer(InstanceUser):
         """One send with its retries. Its I/O is the client loop's (``instance.route``, ``instance.remoting``)
         unless ``io`` gives other awaitables: the synchronous facade's never suspend (``_BlockingSendIO``)."""
         instance = self.instance
+        if queue is not None:
+            queue = self.namespace.wrap_queue(queue)
         route_of, invoke = (instance.route, instance.remoting.invoke) if io is None else (io.route, io.invoke)
         clock = instance.clock
         timeout_s = timeout_s or self.options.send_timeout_s
@@ -541,7 +551,7 @@ class AsyncProducer(InstanceUser):
             status=status,
             msg_id=",".join(uniq_keys),
             offset_msg_id=fields.get("msgId", ""),
-            message_queue=mq,
+            message_queue=self.namespace.unwrap_queue(mq),
             queue_offset=queue_offset,
             message_ids=tuple(uniq_keys),
             recall_handle=fields.get("recallHandle") or None,

@@ -23,6 +23,7 @@ from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, offset_of
 from pocketmq.common.errors import BadRequestError, ClientError
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
+from pocketmq.common.namespace import Namespace
 from pocketmq.common.record import decode_records_prefix
 from pocketmq.common.tag_expression import SUBSCRIBE_ALL, parse_tag_expression
 from pocketmq.common.topic import group_name_problem
@@ -126,8 +127,9 @@ class AsyncPullConsumer(InstanceUser):
         problem = group_name_problem(group)
         if problem:
             raise ClientError(f"consumer group: {problem}")
-        self.group = group
         super().__init__(config, instance=instance)
+        self.namespace = Namespace(self.config.namespace)
+        self.group = self.namespace.wrap(group)
         self._assigned: tuple[MessageQueue, ...] = ()
 
     def _attach(self, instance: ClientInstance) -> None:
@@ -141,16 +143,16 @@ class AsyncPullConsumer(InstanceUser):
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` from a fresh route; TopicNotExistError when it has none."""
         check_topic(topic)
-        route = await self.instance.route(topic, refresh=True)
-        return list(route.read_queues)
+        route = await self.instance.route(self.namespace.wrap(topic), refresh=True)
+        return [self.namespace.unwrap_queue(mq) for mq in route.read_queues]
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
-        self._assigned = tuple(sorted(set(queues)))
+        self._assigned = tuple(sorted({self.namespace.wrap_queue(mq) for mq in queues}))
         self._attach(self.instance)
 
     @property
     def assignment(self) -> tuple[MessageQueue, ...]:
-        return self._assigned
+        return tuple(self.namespace.unwrap_queue(mq) for mq in self._assigned)
 
     # -- pulling --------------------------------------------------------------------------------------------------
     async def pull(
@@ -170,6 +172,7 @@ class AsyncPullConsumer(InstanceUser):
         if queue_offset < 0 or long_poll_ms < 0:
             raise BadRequestError("queue_offset and long_poll_ms must not be negative")
         tags = parse_tag_expression(tag_expression)
+        queue = self.namespace.wrap_queue(queue)
         request = RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
             PullMessageRequestHeader.ext_fields(
@@ -188,13 +191,17 @@ class AsyncPullConsumer(InstanceUser):
         )
         timeout_s = timeout_s or (long_poll_ms / 1000 + self.config.request_timeout_s)
         response = await self._invoke(queue, request, timeout_s)
-        return pull_result_from_response(response, tags, queue_offset)
+        result = pull_result_from_response(response, tags, queue_offset)
+        for msg in result.messages:
+            self.namespace.unwrap_message(msg)
+        return result
 
     # -- offsets --------------------------------------------------------------------------------------------------
     async def commit(self, queue: MessageQueue, queue_offset: int) -> None:
         """Store ``queue_offset`` (the next offset to consume) for this group on the queue's broker."""
         if queue_offset < 0:
             raise BadRequestError("a committed offset is never negative")
+        queue = self.namespace.wrap_queue(queue)
         response = await self._invoke(
             queue,
             RemotingCommand.request(
@@ -208,6 +215,7 @@ class AsyncPullConsumer(InstanceUser):
 
     async def committed(self, queue: MessageQueue) -> int | None:
         """This group's committed offset of ``queue``, or None when it never committed one."""
+        queue = self.namespace.wrap_queue(queue)
         response = await self._invoke(
             queue,
             RemotingCommand.request(
@@ -222,22 +230,25 @@ class AsyncPullConsumer(InstanceUser):
         return offset_of(response)
 
     async def min_offset(self, queue: MessageQueue) -> int:
-        fields = QueueRequestHeader.ext_fields(topic=queue.topic, queue_id=queue.queue_id)
-        return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue, fields)
+        return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue)
 
     async def max_offset(self, queue: MessageQueue) -> int:
         """One past the last message's queue offset (the offset the next message will get)."""
-        fields = QueueRequestHeader.ext_fields(topic=queue.topic, queue_id=queue.queue_id)
-        return await self._offset_query(RequestCode.GET_MAX_OFFSET, queue, fields)
+        return await self._offset_query(RequestCode.GET_MAX_OFFSET, queue)
 
     async def offset_for_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``."""
-        fields = SearchOffsetRequestHeader.ext_fields(
-            topic=queue.topic, queue_id=queue.queue_id, timestamp_ms=timestamp_ms
-        )
-        return await self._offset_query(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, fields)
+        return await self._offset_query(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp_ms)
 
-    async def _offset_query(self, code: int, queue: MessageQueue, fields: dict[str, str]) -> int:
+    async def _offset_query(self, code: int, queue: MessageQueue, timestamp_ms: int | None = None) -> int:
+        queue = self.namespace.wrap_queue(queue)
+        fields = (
+            QueueRequestHeader.ext_fields(topic=queue.topic, queue_id=queue.queue_id)
+            if timestamp_ms is None
+            else SearchOffsetRequestHeader.ext_fields(
+                topic=queue.topic, queue_id=queue.queue_id, timestamp_ms=timestamp_ms
+            )
+        )
         return offset_of(await self._invoke(queue, RemotingCommand.request(code, fields)))
 
     async def _invoke(

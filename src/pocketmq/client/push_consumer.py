@@ -49,6 +49,7 @@ from pocketmq.client.staged_consume_service import StagedConsumeService
 from pocketmq.common import properties as props
 from pocketmq.common.errors import ClientError, PocketMQError
 from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.common.namespace import Namespace
 from pocketmq.common.properties import encode_properties
 from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import (
@@ -131,8 +132,9 @@ class AsyncPushConsumer:
         instance: ClientInstance | None = None,
     ):
         self.options = options
-        self.group = options.group
         self.config = config or ClientConfig()
+        self.namespace = Namespace(self.config.namespace)
+        self.group = self.namespace.wrap(options.group)
         self._instance = instance
         self._owns_instance = instance is None
         self._subscriptions: dict[str, str] = {}
@@ -177,7 +179,7 @@ class AsyncPushConsumer:
         problem = topic_name_problem(topic)
         if problem:
             raise ClientError(problem)
-        self._subscriptions[topic] = expression.strip() or "*"
+        self._subscriptions[self.namespace.wrap(topic)] = expression.strip() or "*"
 
     def register_listener(self, listener) -> None:
         """A concurrent listener: ``listener(messages, ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``."""
@@ -194,7 +196,7 @@ class AsyncPushConsumer:
 
     @property
     def assignment(self) -> list[MessageQueue]:
-        return sorted(self._queues)
+        return sorted(self.namespace.unwrap_queue(mq) for mq in self._queues)
 
     def _all_subscriptions(self) -> dict[str, str]:
         subscriptions = dict(self._subscriptions)
@@ -463,6 +465,7 @@ class AsyncPushConsumer:
             if result.messages:
                 for msg in result.messages:
                     _restore_retry_topic(msg, self.group)
+                    self.namespace.unwrap_message(msg)
                 pq.add(result.messages)
                 self.consume_service.submit(pq, mq, result.messages)
             elif pq.count == 0 and result.status is not PullStatus.OFFSET_ILLEGAL:
@@ -502,7 +505,7 @@ class AsyncPushConsumer:
                 group=self.group,
                 delay_level=delay_level,
                 origin_msg_id=msg.msg_id,
-                origin_topic=msg.topic,
+                origin_topic=self.namespace.wrap(msg.topic),
                 unit_mode=False,
                 max_reconsume_times=max_times,
             ),
@@ -521,7 +524,7 @@ class AsyncPushConsumer:
     async def _send_retry_copy(self, msg: MessageExt, delay_level: int, mq: MessageQueue, max_times: int) -> bool:
         """RocketMQ's client fallback: a plain send to ``%RETRY%<group>`` carrying the retry properties."""
         properties = dict(msg.properties)
-        properties.setdefault(props.RETRY_TOPIC, msg.topic)
+        properties.setdefault(props.RETRY_TOPIC, self.namespace.wrap(msg.topic))
         properties.setdefault(props.ORIGIN_MESSAGE_ID, msg.msg_id)
         properties[props.MAX_RECONSUME_TIMES] = str(max_times)
         properties[props.DELAY_TIME_LEVEL] = str(

@@ -36,6 +36,7 @@ from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, ClientError
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
+from pocketmq.common.namespace import Namespace
 from pocketmq.common.record import decode_records_prefix
 from pocketmq.common.tag_expression import SUBSCRIBE_ALL
 from pocketmq.common.topic import group_name_problem, topic_name_problem
@@ -118,9 +119,10 @@ class AsyncSimpleConsumer:
             raise ClientError(problem)
         if not subscriptions:
             raise ClientError("a simple consumer subscribes to at least one topic")
-        self.group = group
-        self.subscriptions = dict(subscriptions)
         self.config = config or ClientConfig()
+        self.namespace = Namespace(self.config.namespace)
+        self.group = self.namespace.wrap(group)
+        self.subscriptions = {self.namespace.wrap(topic): expr for topic, expr in subscriptions.items()}
         self.await_duration_ms = await_duration_ms
         self._instance: ClientInstance | None = None
         self._turn = itertools.count()
@@ -195,7 +197,9 @@ class AsyncSimpleConsumer:
         response = await instance.invoke_broker(broker_name, request, wait_ms / 1000 + self.config.request_timeout_s)
         if response.code in _NOTHING:
             return []
-        return messages_of_pop_reply(expect_success(response), broker_name)
+        return [
+            self.namespace.unwrap_message(msg) for msg in messages_of_pop_reply(expect_success(response), broker_name)
+        ]
 
     async def ack(self, msg: MessageExt) -> None:
         await self._about_receipt(msg, RequestCode.ACK_MESSAGE, AckMessageRequestHeader)
@@ -206,7 +210,15 @@ class AsyncSimpleConsumer:
         for msg in messages:
             extra, broker = _pop_ck(msg)
             start, pop_time, invisible, revive_qid, retry, _, queue_id, offset = extra.split(" ")
-            key = (msg.topic, retry, int(start), int(queue_id), int(revive_qid), int(pop_time), int(invisible))
+            key = (
+                self.namespace.wrap(msg.topic),
+                retry,
+                int(start),
+                int(queue_id),
+                int(revive_qid),
+                int(pop_time),
+                int(invisible),
+            )
             bits = by_broker.setdefault(broker, {})
             bits[key] = bits.get(key, 0) | 1 << (int(offset) - int(start))
         for broker, entries in by_broker.items():
@@ -252,7 +264,7 @@ class AsyncSimpleConsumer:
         extra, broker = _pop_ck(msg)
         fields = header.ext_fields(
             consumer_group=self.group,
-            topic=msg.topic,
+            topic=self.namespace.wrap(msg.topic),
             queue_id=msg.queue_id,
             extra_info=extra,
             offset=int(extra.rsplit(" ", 1)[1]),  # the last of the handle's fields

@@ -72,7 +72,8 @@ class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
     def stage_of(self, msg: MessageExt) -> int:
         """The stage of a received message (``len(stage_definitions)``: the unbounded last stage)."""
         broker_name = msg.properties.get(BROKER_NAME_PROPERTY)
-        origin = self._origins.get((broker_name, msg.topic, msg.queue_id)) if broker_name is not None else None
+        topic = self.namespace.wrap(msg.topic)
+        origin = self._origins.get((broker_name, topic, msg.queue_id)) if broker_name is not None else None
         if origin is None:
             raise ClientError("the message was not received by this staged consumer")
         return -1 if msg.queue_offset < origin else stage_index(self.stage_definitions, msg.queue_offset - origin)

@@ -108,7 +108,7 @@ class AsyncTransactionProducer(AsyncProducer):
         await super().start()
         for topic in self.topics:  # routes, so the brokers of these topics get heartbeats and send checks here
             try:
-                await self.instance.route(topic)
+                await self.instance.route(self.namespace.wrap(topic))
             except PocketMQError as exc:
                 log.warning("event=transaction_topic_route_failed topic=%s error=%s", topic, exc)
 
@@ -156,7 +156,7 @@ class AsyncTransactionProducer(AsyncProducer):
         if result.status is not SendStatus.SEND_OK:  # stored with a weaker guarantee: not worth a transaction
             return LocalTransactionState.ROLLBACK, f"half message stored with {result.status.value}"
         try:
-            state = self.executor(message, arg)
+            state = self.executor(self.namespace.unwrap_message(message), arg)  # the user's topic
             if inspect.isawaitable(state):
                 state = await state
             return _checked_state(state), None
@@ -177,7 +177,7 @@ class AsyncTransactionProducer(AsyncProducer):
             from_transaction_check=False,
             msg_id=uniq_key,
             transaction_id=uniq_key,
-            topic=message.topic,
+            topic=self.namespace.wrap(message.topic),
             broker_name=result.message_queue.broker_name,
         )
         request = RemotingCommand.request(RequestCode.END_TRANSACTION, fields)
@@ -229,7 +229,7 @@ class AsyncTransactionProducer(AsyncProducer):
         conn.invoke_oneway(answer)
 
     async def _run_checker(self, message: MessageExt) -> LocalTransactionState:
-        state = self.checker(message)
+        state = self.checker(self.namespace.unwrap_message(message))
         if inspect.isawaitable(state):
             state = await state
         return _checked_state(state)

@@ -5,6 +5,7 @@ from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyCon
 from pocketmq.client.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, failed_indexes
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.common.namespace import Namespace
 from pocketmq.testing.polling import eventually
 
 MQ = MessageQueue("t", "broker-a", 0)
@@ -13,6 +14,7 @@ MQ = MessageQueue("t", "broker-a", 0)
 class FakeHooks:
     def __init__(self, broadcasting=False, send_back_ok=True):
         self.broadcasting = broadcasting
+        self.namespace = Namespace()
         self.send_back_ok = send_back_ok
         self.sent_back: list[tuple[int, int]] = []  # (queue offset, level)
         self.offsets: list[int] = []

@@ -87,7 +87,7 @@ def test_commit_rollback_and_an_open_transaction_resolved_by_the_check(broker):
                 {"body": "o-flaky", "end": "none"},
             ],
             "answers": {"o-open": "COMMIT", "o-flaky": "RAISE_ONCE"},
-            "linger_s": 6,
+            "until_answered": ["o-open", "o-flaky"],
         },
     )
     events = client.finish()
@@ -113,7 +113,7 @@ def test_a_killed_producer_s_transaction_is_committed_by_another_producer_of_the
         first.wait_for(lambda e: e.get("ended") == "o-orphan")
     finally:
         first.kill()
-    second = OfficialClient(broker, {"answers": {"o-orphan": "COMMIT"}, "linger_s": 8})
+    second = OfficialClient(broker, {"answers": {"o-orphan": "COMMIT"}, "hang": True})  # killed below
     try:
         second.wait_for(lambda e: e.get("checked") == "o-orphan", timeout_s=30)
         wait_until(

@@ -2,14 +2,15 @@
 
 Run as ``python transaction_official_client.py SPEC_JSON``. SPEC: ``{"endpoint": "127.0.0.1:P", "topic": "t",
 "sends": [{"body": "b", "end": "commit" | "rollback" | "none"}], "answers": {body: "COMMIT" | "ROLLBACK" |
-"RAISE_ONCE"}, "linger_s": S, "hang": false}``. Each half message is sent in its own transaction and ended as
+"RAISE_ONCE"}, "until_answered": [body, ...], "deadline_s": D, "hang": false}``. Each half message is sent in its own transaction and ended as
 its ``end`` says ("none": left open). The checker answers each body as ``answers`` says (RAISE_ONCE: raises the
 first time, then COMMIT; a body not named: ROLLBACK). Every event is one JSON line on stdout, flushed:
 
     {"sent": "b", "message_id": "...", "transaction_id": "..."}   {"ended": "b", "end": "commit"}
     {"checked": "b", "answer": "COMMIT"}                          {"ready": true} (after startup)
 
-Then it stays ``linger_s`` seconds for checks, or forever with ``hang`` (the test kills it).
+Then it stays until its checker has answered (COMMIT or ROLLBACK) a check of every body of ``until_answered``
+(or ``deadline_s``, default 30, passed), or forever with ``hang`` (the test kills it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def main(spec: dict) -> int:
 
     answers = spec.get("answers", {})
     raised: set[str] = set()
+    answered: set[str] = set()
     lock = threading.Lock()
 
     class Checker(TransactionChecker):
@@ -50,6 +52,8 @@ def main(spec: dict) -> int:
                     raise RuntimeError("database unavailable")
             name = "ROLLBACK" if answer == "ROLLBACK" else "COMMIT"
             emit({"checked": body, "answer": name})
+            with lock:
+                answered.add(body)
             return TransactionResolution.ROLLBACK if name == "ROLLBACK" else TransactionResolution.COMMIT
 
     config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=5)
@@ -73,7 +77,12 @@ def main(spec: dict) -> int:
             emit({"ended": send["body"], "end": send["end"]})
         if spec.get("hang"):
             threading.Event().wait()
-        time.sleep(spec.get("linger_s", 0))
+        deadline = time.monotonic() + spec.get("deadline_s", 30)
+        while time.monotonic() < deadline:
+            with lock:
+                if answered >= set(spec.get("until_answered", [])):
+                    break
+            time.sleep(0.05)  # polling the checker's answers, which arrive on the client's own threads
     finally:
         producer.shutdown()
     return 0

@@ -1,8 +1,9 @@
 """One local[2] SparkSession per test run, and a two-broker PocketMQ cluster of real processes.
 
-Java 17 is required: a missing ``java`` fails every Spark test with a clear message (never a silent
-skip). Workers run this interpreter (``PYSPARK_PYTHON``), so they import the same ``pocketmq`` and find
-``pyspark_pocketmq`` (the data source registers itself: no ``register`` call anywhere in these tests).
+Java 17+ is required (``pocketmq.testing.java``): without it every Spark test is skipped with the reason in the
+summary, except in CI (``CI=true``), where a missing Java fails them. Workers run this interpreter
+(``PYSPARK_PYTHON``), so they import the same ``pocketmq`` and find ``pyspark_pocketmq`` (the data source
+registers itself: no ``register`` call anywhere in these tests).
 The master is ``local[2,2]``: two cores, and a failed task is tried once more (the sink tests need that).
 """
 
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from pocketmq.client.admin import Admin
 from pocketmq.client.config import ClientConfig
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.spark.clients import client_for
+from pocketmq.testing.java import MIN_JAVA_MAJOR, java_problem, java_required
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import PocketProcess, broker_process
 
@@ -29,20 +29,20 @@ QUEUES_PER_BROKER = 2
 _topic_numbers = itertools.count()
 
 
-def _require_java() -> None:
-    java = shutil.which("java")
-    if java is None:
-        pytest.fail(
-            "Spark tests need Java 17+ on PATH (java not found); install a JDK, e.g. openjdk-17-jre", pytrace=False
-        )
-    version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-    if not any(f'"{v}' in version for v in range(17, 30)):
-        pytest.fail(f"Spark tests need Java 17+, found: {version}", pytrace=False)
+@pytest.fixture(scope="session", autouse=True)
+def java():
+    """Before any other fixture of these tests (no broker starts for a test that cannot run)."""
+    problem = java_problem()
+    if problem is None:
+        return
+    reason = f"Spark tests need Java {MIN_JAVA_MAJOR}+: {problem}"
+    if java_required():
+        pytest.fail(f"{reason} (CI is set: a missing Java is an error here)", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def spark():
-    _require_java()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession

@@ -4,13 +4,11 @@ JSON lines on stdout, one error line and exit status 1 on failure."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import run_cli as pocketmq
 
 
 @pytest.fixture(scope="module")
@@ -18,16 +16,6 @@ def broker(tmp_path_factory):
     proc = broker_process(tmp_path_factory.mktemp("cli"), "broker-cli").start()
     yield proc
     assert proc.stop() == 0, proc.log_tail()
-
-
-def pocketmq(*args: str, namesrv: str | None = None, timeout_s: float = 30) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.pop("POCKETMQ_NAMESRV", None)
-    if namesrv:
-        env["POCKETMQ_NAMESRV"] = namesrv
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=timeout_s, env=env
-    )
 
 
 def json_lines(text: str) -> list[dict]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
+from pocketmq.cli.namesrv_check import explain_failure
 from pocketmq.common.errors import PocketMQError
 
 # module name -> sub-commands it registers
@@ -56,6 +58,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A command reports its own outcome; the SDK's warnings (a malformed frame, a retry) would be stray lines.
+    # The long-running commands configure logging, and their records still reach that handler.
+    logging.getLogger("pocketmq").addHandler(logging.NullHandler())
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
@@ -67,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except (PocketMQError, OSError, ValueError) as exc:
-        print(f"pocketmq {args.command}: error: {exc}", file=sys.stderr)
+        print(f"pocketmq {args.command}: error: {explain_failure(args, exc) or exc}", file=sys.stderr)
         return 1
 
 

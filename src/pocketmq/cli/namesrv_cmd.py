@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from pocketmq.cli.listening import listening
 from pocketmq.cli.running import configure_logging, run_until_signalled, write_ready_file
 from pocketmq.cli.tls_cmd import add_server_tls_options, server_tls_overrides
 from pocketmq.common.config import load_config
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     namesrv = NameServer(config)
 
     async def start() -> None:
-        await namesrv.start()
+        with listening("the name server", "--port", config.host, config.port):
+            await namesrv.start()
         print(f"namesrv listening on {namesrv.address}", flush=True)
         if args.ready_file:
             write_ready_file(args.ready_file, {"namesrv": namesrv.address})

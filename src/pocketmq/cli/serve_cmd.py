@@ -24,6 +24,7 @@ import sys
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.cli.listening import listening
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
 from pocketmq.cli.tls_cmd import add_server_tls_options, server_tls_overrides
 from pocketmq.common.config import load_config
@@ -203,7 +204,8 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
             ),
             tls=tls,
         )
-        await namesrv.start()
+        with listening("the embedded name server", "--namesrv-port", config.host, config.namesrv_port):
+            await namesrv.start()
         config = dataclasses.replace(config, namesrv_addr=namesrv.address)
     broker = Broker(config)
     remoting = RemotingServer(
@@ -217,15 +219,18 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
     grpc = None
     metrics = None
     try:
-        await remoting.start()
+        with listening("remoting", "--remoting-port", config.host, config.remoting_port):
+            await remoting.start()
         if tls is not None:
             tls.start_reloading(broker.metrics)
         grpc = _grpc_front_end(broker, config, tls)
-        grpc_port = await grpc.start() if grpc is not None else None
+        with listening("gRPC", "--port", config.host, config.grpc_port):
+            grpc_port = await grpc.start() if grpc is not None else None
         await broker.start(remoting_port=remoting.port, grpc_port=grpc_port)
         if config.metrics_port is not None:
             metrics = MetricsHttpServer(broker.metrics, config.host, config.metrics_port)
-            await metrics.start()
+            with listening("metrics", "--metrics-port", config.host, config.metrics_port):
+                await metrics.start()
         addresses = {
             "remoting": f"{config.host}:{remoting.port}",
             "namesrv": namesrv.address if namesrv is not None else None,

@@ -173,3 +173,21 @@ def process_cpu_s(pid: int) -> float:
 
 # ``--set`` arguments for ``broker_process`` giving delay level n a wait of n * 100 ms, so retries come back fast
 FAST_DELAY_LEVEL_ARGS = ["--set", "message_delay_level=" + " ".join(f"{100 * i}ms" for i in range(1, 19))]
+
+
+def run_cli(
+    *args: str, namesrv: str | None = None, stdin: str | None = None, env: dict[str, str] | None = None, timeout_s=30.0
+) -> subprocess.CompletedProcess:
+    """One ``pocketmq`` client command to its end, its output captured as text; ``POCKETMQ_NAMESRV`` is
+    ``namesrv`` (unset when ``None``), ``env`` adds variables."""
+    full_env = {k: v for k, v in os.environ.items() if k != "POCKETMQ_NAMESRV"}
+    full_env.update({"POCKETMQ_NAMESRV": namesrv} if namesrv else {})
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=full_env,
+    )

@@ -1,0 +1,69 @@
+"""The errors a new user meets first, from real processes: one line on stderr that says what is wrong and
+which flag changes it, exit status 1."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from pocketmq.testing.processes import broker_process, run_cli
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = broker_process(tmp_path_factory.mktemp("cli-errors"), "broker-e", extra_args=["--metrics-port", "0"])
+    proc.start()
+    yield proc
+    assert proc.stop() == 0, proc.log_tail()
+
+
+@pytest.fixture
+def taken_port():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def error_line(result) -> str:
+    """The error a server command ended with (its log lines come before it), never a traceback."""
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("flag, what", [("--port", "gRPC"), ("--remoting-port", "remoting")])
+def test_a_port_in_use_is_one_line_naming_its_flag(tmp_path, taken_port, flag, what):
+    ports = {"--remoting-port": "0", "--port": "0", "--namesrv-port": "0", flag: str(taken_port)}
+    argv = ["serve", "--data-dir", str(tmp_path / "data"), *(x for item in ports.items() for x in item)]
+    line = error_line(run_cli(*argv))
+    assert line == (
+        f"pocketmq serve: error: cannot listen on 127.0.0.1:{taken_port} for {what}: address already in use "
+        f"(stop what listens there or choose another port with {flag})"
+    )
+
+
+def test_a_name_server_port_in_use_names_port(taken_port):
+    line = error_line(run_cli("namesrv", "--port", str(taken_port)))
+    assert f"127.0.0.1:{taken_port} for the name server: address already in use" in line
+    assert line.endswith("choose another port with --port)")
+
+
+def test_pointing_n_at_a_brokers_remoting_port_names_its_name_server(broker):
+    result = run_cli("topic", "list", "-n", broker.remoting)
+    assert result.stderr == (
+        f"pocketmq topic: error: {broker.remoting} is a broker's remoting port, not a name server; "
+        f"its name server is {broker.namesrv} (-n {broker.namesrv})\n"
+    )
+
+
+@pytest.mark.parametrize("kind, says", [("grpc", "speaks HTTP/2"), ("metrics", "is an HTTP server")])
+def test_pointing_n_at_a_grpc_or_http_port_says_what_it_is(broker, kind, says):
+    addr = broker.address(kind)
+    result = run_cli("cluster", "-n", addr)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"pocketmq cluster: error: {addr} {says}"), result.stderr
+    assert "not a name server" in result.stderr and len(result.stderr.splitlines()) == 1

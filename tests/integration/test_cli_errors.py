@@ -67,3 +67,11 @@ def test_pointing_n_at_a_grpc_or_http_port_says_what_it_is(broker, kind, says):
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"pocketmq cluster: error: {addr} {says}"), result.stderr
     assert "not a name server" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_a_set_error_names_the_setting_and_no_python_message(tmp_path):
+    result = run_cli("serve", "--data-dir", str(tmp_path / "data"), "--set", "foo=1", "--set", "remoting_port=ten")
+    assert result.stderr == (
+        "pocketmq serve: error: invalid configuration: --set foo: unknown setting 'foo'; "
+        "--set remoting_port: remoting_port='ten': expected an integer\n"
+    )

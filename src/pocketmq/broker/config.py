@@ -12,6 +12,7 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pocketmq.auth.signature import Credentials, credentials_or_none
 from pocketmq.broker.lite.service import LiteSettings
@@ -111,9 +112,34 @@ def _one_address(value: str | None) -> str | None:
     return _address(value)
 
 
+# Keys of RocketMQ's shipped broker.conf files (and common tuning keys) that name nothing here: a file written for
+# RocketMQ starts with a note that they are ignored, and why, instead of being refused.
+ROCKETMQ_KEYS_IGNORED = {
+    "deleteWhen": "expired segments go once older than file_reserved_hours, at any hour",
+    "brokerIP2": "a slave replicates from the master's remoting address",
+    "haListenPort": "replication uses the remoting port",
+    "storePathCommitLog": "the whole store lives under data_dir, storePathRootDir",
+    "storePathConsumeQueue": "the whole store lives under data_dir, storePathRootDir",
+    "storePathIndex": "the whole store lives under data_dir, storePathRootDir",
+    "storeCheckpoint": "the whole store lives under data_dir, storePathRootDir",
+    "abortFile": "the whole store lives under data_dir, storePathRootDir",
+    "mapedFileSizeConsumeQueue": "consume queue segments are sized by consume_queue_segment_units",
+    "mappedFileSizeConsumeQueue": "consume queue segments are sized by consume_queue_segment_units",
+    "sendMessageThreadPoolNums": "one event loop serves every request",
+    "pullMessageThreadPoolNums": "one event loop serves every request",
+    "useReentrantLockWhenPutMessage": "one event loop serves every request",
+    "flushCommitLogLeastPages": "a flush writes whatever is dirty every flush_interval_ms",
+    "transientStorePoolEnable": "there is no off-heap write pool",
+    "diskMaxUsedSpaceRatio": "set disk_max_used_ratio, a ratio in (0, 1], instead of a percentage",
+}
+
+
 @dataclass(frozen=True)
 class BrokerConfig(TlsOptions):
     """Everything one broker process needs; ``load_config(BrokerConfig, ...)`` builds it."""
+
+    # load_config: these keys are accepted, noted and ignored
+    IGNORED_KEYS: ClassVar[dict[str, str]] = ROCKETMQ_KEYS_IGNORED
 
     cluster_name: str = field(default="DefaultCluster", metadata={"aliases": ("brokerClusterName",), "check": _name})
     broker_name: str = field(default="broker-a", metadata={"aliases": ("brokerName",), "check": _name})

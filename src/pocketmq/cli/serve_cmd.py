@@ -113,11 +113,13 @@ def register(subparsers) -> None:
 
 def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
     overrides: dict[str, object] = {}
+    sources: dict[str, str] = {}
     for item in args.settings:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
         overrides[key.strip()] = value.strip()
+        sources[key.strip()] = f"--set {key.strip()}"
     for name in (
         "remoting_port",
         "grpc_port",
@@ -146,7 +148,7 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
         if not sep or not host or not port.isdigit():
             raise ConfigError(f"--advertise {args.advertise!r}: expected HOST:PORT")
         overrides["advertise_host"], overrides["advertise_port"] = host, port
-    return load_config(BrokerConfig, file=args.config, section="broker", overrides=overrides)
+    return load_config(BrokerConfig, file=args.config, section="broker", overrides=overrides, override_sources=sources)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,13 +2,16 @@
 
 Every problem is collected and reported at once, each with where the value came from; invalid values are
 rejected, never clamped. Fields may carry ``metadata={"aliases": (...)}`` for RocketMQ ``broker.conf`` keys
-and ``metadata={"check": callable}`` returning a problem string or None.
+and ``metadata={"check": callable}`` returning a problem string or None. A class may name keys it accepts and
+ignores in a file (``IGNORED_KEYS``, key -> why): RocketMQ's keys that mean nothing here, so that a RocketMQ
+``broker.conf`` starts, with one warning line naming them; a flag or a run-time change naming one is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import tomllib
 import typing
@@ -17,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from pocketmq.common.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def load_config(
@@ -27,23 +32,30 @@ def load_config(
     env: Mapping[str, str] | None = None,
     env_prefix: str = "POCKETMQ_",
     overrides: Mapping[str, Any] | None = None,
+    override_sources: Mapping[str, str] | None = None,
 ):
     """Build ``cls`` (a frozen dataclass) from its layered sources.
 
     ``file`` is TOML (a ``section`` table of it when given) or a RocketMQ-style ``key=value`` .conf/.properties
     file; env names are ``env_prefix + FIELD_NAME_UPPER``; ``overrides`` are typed values from CLI flags
-    (None values are ignored, so unset flags fall through).
+    (None values are ignored, so unset flags fall through); a problem names an override's source as
+    ``override_sources[key]`` (``--set foo``), else as ``option --foo``.
     """
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     problems: list[str] = []
+    known_ignored: Mapping[str, str] = getattr(cls, "IGNORED_KEYS", {})
+    ignored: list[str] = []  # the ignored keys the file gave
 
-    def put(key: str, raw: Any, source: str) -> None:
+    def put(key: str, raw: Any, source: str, *, from_file: bool = False) -> None:
         name = field_name(cls, key)
         if name is None:
-            problems.append(f"{source}: unknown setting {key!r}")
+            if from_file and key in known_ignored:
+                ignored.append(key)
+            else:
+                problems.append(f"{source}: unknown setting {key!r}")
             return
         try:
             values[name] = _coerce(raw, hints[name])
@@ -53,7 +65,7 @@ def load_config(
 
     if file is not None:
         for key, raw in _read_file(Path(file), section, problems).items():
-            put(key, raw, f"file {file}")
+            put(key, raw, f"file {file}", from_file=True)
     environ = os.environ if env is None else env
     for name in fields:
         env_name = env_prefix + name.upper()
@@ -61,7 +73,7 @@ def load_config(
             put(name, environ[env_name], f"env {env_name}")
     for key, raw in (overrides or {}).items():
         if raw is not None:
-            put(key, raw, f"option --{key.replace('_', '-')}")
+            put(key, raw, (override_sources or {}).get(key) or f"option --{key.replace('_', '-')}")
 
     for name, value in values.items():
         check = fields[name].metadata.get("check")
@@ -70,6 +82,9 @@ def load_config(
             problems.append(f"{sources[name]}: {name}={value!r}: {problem}")
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
+    if ignored:
+        notes = "; ".join(f"{key}: {known_ignored[key]}" for key in ignored)
+        log.warning("file %s: RocketMQ settings PocketMQ does not use, ignored: %s", file, notes)
     return cls(**values)
 
 
@@ -142,10 +157,12 @@ def _coerce(raw: Any, hint: Any) -> Any:
             return False
         raise ValueError("expected true or false")
     if hint is int:
-        if isinstance(raw, bool):
+        if isinstance(raw, bool) or not _is_number(raw, int):
             raise ValueError("expected an integer")
         return int(raw)
     if hint is float:
+        if isinstance(raw, bool) or not _is_number(raw, float):
+            raise ValueError("expected a number")
         return float(raw)
     if hint is str:
         return str(raw)
@@ -157,3 +174,11 @@ def _coerce(raw: Any, hint: Any) -> Any:
     if isinstance(hint, type) and hasattr(hint, "parse"):
         return raw if isinstance(raw, hint) else hint.parse(str(raw))
     return raw
+
+
+def _is_number(raw: Any, kind: type) -> bool:
+    try:
+        kind(raw)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -116,6 +116,7 @@ def test_looking_at_a_topic_or_a_dead_letter_queue_creates_nothing(broker):
     described = pocketmq("topic", "describe", "cli_never_created", "-n", broker.namesrv)
     assert described.returncode == 1
     assert len(described.stderr.strip().splitlines()) == 1 and "cli_never_created" in described.stderr
+    assert pocketmq("group", "create", "cli-quiet-group", "-n", broker.namesrv).returncode == 0
     listed = pocketmq("dlq", "list", "cli-quiet-group", "--json", "-n", broker.namesrv)
     assert listed.returncode == 0 and listed.stdout == ""
     stats = pocketmq("retry", "stats", "cli-quiet-group", "--json", "-n", broker.namesrv)

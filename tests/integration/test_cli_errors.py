@@ -3,6 +3,7 @@ which flag changes it, exit status 1."""
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -75,3 +76,57 @@ def test_a_set_error_names_the_setting_and_no_python_message(tmp_path):
         "pocketmq serve: error: invalid configuration: --set foo: unknown setting 'foo'; "
         "--set remoting_port: remoting_port='ten': expected an integer\n"
     )
+
+
+def topics(broker) -> set[str]:
+    listed = run_cli("topic", "list", "--all", "--json", "-n", broker.namesrv)
+    assert listed.returncode == 0, listed.stderr
+    return {json.loads(line)["topic"] for line in listed.stdout.splitlines()}
+
+
+def test_reads_never_create_and_tail_leaves_no_trace(broker):
+    missing = run_cli("tail", "errors_never_made", "--timeout", "1", "-n", broker.namesrv)
+    assert missing.stderr == (
+        "pocketmq tail: error: topic 'errors_never_made' does not exist (no route on the name server)\n"
+    )
+    assert run_cli("topic", "create", "errors_tailed", "--queues", "1", "-n", broker.namesrv).returncode == 0
+    assert run_cli("send", "errors_tailed", "--body", "b", "-n", broker.namesrv).returncode == 0
+    tailed = run_cli("tail", "errors_tailed", "--from-beginning", "--max", "1", "--json", "-n", broker.namesrv)
+    assert tailed.returncode == 0 and json.loads(tailed.stdout)["body"] == "b", tailed.stderr
+    names = topics(broker)
+    assert "errors_tailed" in names and "errors_never_made" not in names
+    assert not {name for name in names if name.startswith(("%RETRY%", "%DLQ%"))}, names
+    groups = run_cli("group", "list", "--json", "-n", broker.namesrv).stdout
+    assert "TOOLS_CONSUMER" not in groups
+
+
+def test_a_send_that_creates_its_topic_says_so_once(broker):
+    sent = run_cli("send", "errors_auto", "--count", "2", "--json", "-n", broker.namesrv)
+    assert sent.returncode == 0 and len(sent.stdout.splitlines()) == 2
+    assert sent.stderr == (
+        "pocketmq send: note: topic errors_auto did not exist and was created with the broker's defaults "
+        "(auto_create_topic_enable); `pocketmq topic create` chooses queues and type\n"
+    )
+    again = run_cli("send", "errors_auto", "-n", broker.namesrv)
+    assert again.returncode == 0 and again.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["topic", "delete", "errors_absent"], "pocketmq topic: error: topic 'errors_absent' does not exist"),
+        (["dlq", "list", "errors-absent"], "pocketmq dlq: error: subscription group 'errors-absent' does not exist"),
+        (
+            ["retry", "stats", "errors-absent"],
+            "pocketmq retry: error: subscription group 'errors-absent' does not exist",
+        ),
+        (
+            ["group", "describe", "errors-absent"],
+            "pocketmq group: error: subscription group 'errors-absent' does not exist",
+        ),
+    ],
+)
+def test_not_found_is_one_error_line_and_exit_1_for_every_command(broker, argv, error):
+    result = run_cli(*argv, "-n", broker.namesrv)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(error) and len(result.stderr.splitlines()) == 1, result.stderr

@@ -15,7 +15,7 @@ from typing import Any
 
 from pocketmq.broker.gray_split import GrayRule
 from pocketmq.common.errors import BadRequestError, SubscriptionGroupNotExistError
-from pocketmq.common.topic import group_name_problem
+from pocketmq.common.topic import TOOLS_CONSUMER_GROUP, group_name_problem
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, lenient_int
 from pocketmq.runtime.files import atomic_write_json, load_json
 
@@ -137,6 +137,8 @@ class SubscriptionGroupManager:
         config = self._groups.get(group)
         if config is not None:
             return config
+        if group == TOOLS_CONSUMER_GROUP:
+            return SubscriptionGroupConfig(group)  # the admin tools' reads: served by defaults, never stored
         problem = group_name_problem(group)
         if problem:
             raise BadRequestError(problem)

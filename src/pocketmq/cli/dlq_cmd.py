@@ -175,6 +175,7 @@ def matches(msg: MessageExt, wanted: str) -> bool:
 
 def list_dead(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
+        await admin.describe_group(args.group)  # a mistyped group is an error, as in `group describe`
         rows = [dead_row(broker, m) for broker, m in await dead_messages(admin, args.group, args.max)]
         if not args.json:
             emit(f"group {args.group}: {len(rows)} dead message(s)")
@@ -185,6 +186,7 @@ def list_dead(args) -> int:
 
 def resend(args) -> int:
     async def action(admin: AsyncAdmin) -> int:
+        await admin.describe_group(args.group)
         dead = [m for _, m in await dead_messages(admin, args.group, 1_000_000)]
         chosen = dead if args.all else [m for m in dead if matches(m, args.id)][:1]
         if not chosen:

@@ -41,6 +41,7 @@ def stats_rows(retry_offsets, dlq_offsets) -> list[dict]:
 
 def stats(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
+        await admin.describe_group(args.group)  # a mistyped group is an error, as in `group describe`
         rows = stats_rows(
             await group_topic_offsets(admin, retry_topic(args.group), args.group),
             await group_topic_offsets(admin, dlq_topic(args.group)),

@@ -8,16 +8,18 @@ sends to that lite topic of a LITE topic, docs/lite.md). Each acknowledged messa
 its reply arrives; with ``--json`` an object with ``message_id`` (the producer's UNIQ_KEY), ``topic``,
 ``broker``, ``queue_id``, ``queue_offset``, ``status`` and ``offset_msg_id`` (the broker's id); a message delayed
 by ``--delay-ms`` also prints its ``recall_handle`` (``pocketmq message recall``). A failed send stops the command with
-one error line and exit status 1; the lines already printed are the messages stored.
+one error line and exit status 1; the lines already printed are the messages stored. A topic that did not exist
+is created by the broker (``auto_create_topic_enable``), and a note on stderr says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 
 from pocketmq.cli.output import add_client_options, client_config, emit, json_line, parse_key_values
 from pocketmq.client.producer import AsyncProducer, SendResult
-from pocketmq.common.errors import BadRequestError, IllegalTopicError
+from pocketmq.common.errors import BadRequestError, IllegalTopicError, TopicNotExistError
 from pocketmq.common.message import Message
 from pocketmq.common.properties import SYSTEM_PROPERTY_NAMES
 from pocketmq.common.topic import topic_name_problem
@@ -111,16 +113,32 @@ def result_to_text(result: SendResult) -> str:
     )
 
 
+async def topic_exists(producer: AsyncProducer, topic: str) -> bool:
+    try:
+        await producer.instance.fetch_route_data(topic, auto_create=False)
+    except TopicNotExistError:
+        return False
+    return True
+
+
 def run(args) -> int:
     messages = messages_of(args)
 
     async def send_all() -> None:
         async with AsyncProducer(client_config(args)) as producer:
+            new_topic = not await topic_exists(producer, args.topic)
             for message in messages:
                 delay_ms = args.delay_ms
                 deliver_at_ms = None if delay_ms is None else SystemClock().now_ms() + delay_ms
                 result = await producer.send(message, deliver_at_ms=deliver_at_ms)
                 emit(json_line(result_to_json(result)) if args.json else result_to_text(result))
+                if new_topic:
+                    new_topic = False
+                    print(
+                        f"pocketmq send: note: topic {args.topic} did not exist and was created with the broker's "
+                        f"defaults (auto_create_topic_enable); `pocketmq topic create` chooses queues and type",
+                        file=sys.stderr,
+                    )
 
     asyncio.run(send_all())
     return 0

@@ -3,8 +3,9 @@
 Reads every readable queue of the topic on every broker of its route, from the newest message (or, with
 ``--from-beginning``, from each queue's min offset), printing each message as it arrives: per queue in
 queue-offset order; queues interleave. It stops after ``--max`` messages, or once ``--timeout`` seconds pass
-without a new one (default: follow until interrupted). Nothing is committed: tail is a reader, not a member
-of a consumer group. JSON lines are ``pocketmq.cli.output.message_to_json``.
+without a new one (default: follow until interrupted). Nothing is committed and nothing is created: tail is a
+reader under RocketMQ's admin tools' group, which brokers keep no trace of, and a topic that does not exist is
+an error. JSON lines are ``pocketmq.cli.output.message_to_json``.
 
 One task per queue long-polls its broker and hands messages to the printer through a bounded queue, so a
 slow terminal slows the pulls rather than growing memory.
@@ -18,8 +19,8 @@ from pocketmq.cli.output import add_client_options, client_config, emit, json_li
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullStatus
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import MessageExt, MessageQueue
+from pocketmq.common.topic import TOOLS_CONSUMER_GROUP
 
-TAIL_GROUP = "pocketmq-cli-tail"  # the group of the pull requests; tail never commits under it
 PULL_BATCH = 256
 LONG_POLL_MS = 2_000
 PRINT_BUFFER_MESSAGES = 4096
@@ -68,7 +69,7 @@ async def _follow(
 
 
 async def tail(args) -> int:
-    async with AsyncPullConsumer(TAIL_GROUP, client_config(args)) as consumer:
+    async with AsyncPullConsumer(TOOLS_CONSUMER_GROUP, client_config(args)) as consumer:
         queues = await consumer.fetch_queues(args.topic)
         start = consumer.min_offset if args.from_beginning else consumer.max_offset
         offsets = await asyncio.gather(*(start(q) for q in queues))

@@ -7,7 +7,8 @@
 - ``update TOPIC [--queues N] [--type T] [--gray-queue-ratio R] [--cluster C] [--force]``: changes only the
   options given on every master that has the topic (one that does not refuses). Fewer queues than a topic has
   are refused while the queues dropped still store messages, which would be hidden, unless ``--force``.
-- ``delete TOPIC [--cluster C]``: from every master, then from the name server.
+- ``delete TOPIC [--cluster C]``: from every master, then from the name server; a topic the name server does
+  not know is an error.
 - ``list [--all]``: the topics the name server knows; system topics, and the cluster and broker names that
   brokers register as topics (RocketMQ does the same), only with ``--all``.
 - ``describe TOPIC``: per queue, its broker, min and max queue offsets and the messages still stored; for a
@@ -20,6 +21,7 @@ from __future__ import annotations
 from pocketmq.cli.output import add_action, emit, print_rows, report, run_admin
 from pocketmq.cli.transaction_cmd import pending_half_messages
 from pocketmq.client.admin import AsyncAdmin
+from pocketmq.common.errors import TopicNotExistError
 from pocketmq.common.topic import MessageType, is_system_topic
 
 TYPE_CHOICES = [t.value.lower() for t in MessageType]
@@ -136,6 +138,8 @@ def update(args) -> int:
 
 def delete(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
+        if args.topic not in await admin.list_topics():
+            raise TopicNotExistError(f"topic {args.topic!r} does not exist (nothing deleted)")
         brokers = await admin.delete_topic(args.topic, cluster=args.cluster)
         report(
             args,

@@ -141,9 +141,10 @@ class AsyncPullConsumer(InstanceUser):
 
     # -- queues ---------------------------------------------------------------------------------------------------
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
-        """The readable queues of ``topic`` from a fresh route; TopicNotExistError when it has none."""
+        """The readable queues of ``topic`` from a fresh route; TopicNotExistError when it has none (a read
+        never creates the topic it names)."""
         check_topic(topic)
-        route = await self.instance.route(self.namespace.wrap(topic), refresh=True)
+        route = await self.instance.route(self.namespace.wrap(topic), refresh=True, auto_create=False)
         return [self.namespace.unwrap_queue(mq) for mq in route.read_queues]
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:

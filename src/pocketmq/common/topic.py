@@ -20,6 +20,9 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+# The group RocketMQ's admin tools read under (``pocketmq tail``): a reader, never a member. A broker keeps no
+# trace of it: it creates neither a subscription group nor a retry topic for it.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
 # Tags of the revive topic's records (RocketMQ's PopAckConstants): a checkpoint, an ack of one message, of several.
 CK_TAG = "ck"

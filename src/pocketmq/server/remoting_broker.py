@@ -36,7 +36,7 @@ from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.record import RecordFormatError, encode_record
-from pocketmq.common.topic import revive_topic
+from pocketmq.common.topic import TOOLS_CONSUMER_GROUP, revive_topic
 from pocketmq.protocol.batch_codec import decode_batch
 from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE, RequestCode, ResponseCode
 from pocketmq.protocol.command import FLAG_RESPONSE, SERIALIZE_JSON, RemotingCommand, encode_frame
@@ -310,6 +310,8 @@ class MessagingHandlers:
         broker = self._broker
         for info in consumers:
             broker.groups.get_or_create(info.group)  # SUBSCRIPTION_GROUP_NOT_EXIST when auto-creation is off
+            if info.group == TOOLS_CONSUMER_GROUP:
+                continue  # a reader, never sent back a message: no retry topic
             retry_config = broker.topics.get_or_create(f"%RETRY%{info.group}")  # consumers pull it on their own
             if is_gray_client(client_id):  # split the retry topic so gray retries stay gray (docs/gray.md)
                 ensure_gray_retry_queues(broker.topics, retry_config)

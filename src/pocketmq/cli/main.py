@@ -12,9 +12,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import signal
 import sys
 
+import pocketmq
+from pocketmq.cli import parsing
 from pocketmq.cli.namesrv_check import explain_failure
+from pocketmq.cli.terminal import print_error
 from pocketmq.common.errors import PocketMQError
 
 # module name -> sub-commands it registers
@@ -34,6 +39,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.store_cmd",  # store verify
     "pocketmq.cli.tls_cmd",  # tls dev-cert
     "pocketmq.cli.acl_cmd",  # acl user|policy
+    "pocketmq.cli.completion_cmd",  # completion bash|zsh|fish
 )
 
 
@@ -44,6 +50,7 @@ def command_of(module: str) -> str:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or of ``command``'s alone when it is one."""
     parser = argparse.ArgumentParser(prog="pocketmq", description="PocketMQ: RocketMQ's messaging model in Python")
+    parser.add_argument("--version", action="version", version=f"pocketmq {pocketmq.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     only = [name for name in COMMAND_MODULES if command_of(name) == command]
     for name in only or COMMAND_MODULES:
@@ -54,6 +61,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    parsing.finish(parser)
     return parser
 
 
@@ -63,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("pocketmq").addHandler(logging.NullHandler())
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    args = parsing.parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -71,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`pocketmq topic list | head`): stop as quietly as `seq` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (PocketMQError, OSError, ValueError) as exc:
-        print(f"pocketmq {args.command}: error: {explain_failure(args, exc) or exc}", file=sys.stderr)
+        print_error(args, explain_failure(args, exc) or str(exc))
         return 1
 
 

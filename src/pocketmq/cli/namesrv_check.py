@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pocketmq.client.config import default_namesrv_addr
+from pocketmq.client.config import NAMESRV_ENV, default_namesrv_addr
 from pocketmq.common.errors import PocketMQError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -48,7 +48,8 @@ async def _probe_all(addrs: list[str]) -> list[str | None]:
 
 
 async def what_is_at(addr: str) -> str | None:
-    """Why ``addr`` is not a name server, ``None`` when it may be one (or nothing answers)."""
+    """Why ``addr`` is not a name server (nothing listens there, or another server does), ``None`` when it
+    may be one, or does not answer."""
     client = RemotingClient(connect_timeout_s=PROBE_TIMEOUT_S)
     try:
         reply = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG), PROBE_TIMEOUT_S)
@@ -71,6 +72,11 @@ async def _http_kind(addr: str) -> str | None:
     host, _, port = addr.rpartition(":")
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), PROBE_TIMEOUT_S)
+    except ConnectionRefusedError:
+        return (
+            f"nothing listens on {addr}: start a broker (`pocketmq serve` runs one with its name server) "
+            f"or give the name server's address with -n HOST:PORT or ${NAMESRV_ENV}"
+        )
     except (OSError, ValueError, TimeoutError):
         return None
     try:

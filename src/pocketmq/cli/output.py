@@ -21,6 +21,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from pocketmq.cli.terminal import paint
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import NAMESPACE_ENV, NAMESRV_ENV, ClientConfig, default_namesrv_addr
 from pocketmq.common.message import MessageExt
@@ -150,7 +151,8 @@ def print_rows(args, rows: Sequence[dict], columns: Sequence[str]) -> None:
         for row in rows:
             emit(json_line(row))
     else:
-        emit(format_table(rows, columns))
+        header, _, body = format_table(rows, columns).partition("\n")
+        emit(paint(header, "bold", sys.stdout) + (f"\n{body}" if body else ""))
 
 
 def body_fields(body: bytes) -> dict:

@@ -1,15 +1,16 @@
-"""``pocketmq send TOPIC [--body TEXT] [--tag T] [--keys K] [--property K=V ...]
+"""``pocketmq send TOPIC [--body TEXT|- | --file PATH] [--tag T] [--keys K] [--property K=V ...]
 [--message-group G | --priority N | --lite-topic L] [--count N] [--delay-ms N] [--json]``.
 
-Sends one message, or with ``--count N`` N messages whose bodies are ``TEXT-0`` .. ``TEXT-(N-1)``, one at a
-time, each through the SDK's producer (queue chosen round robin over every broker of the route, or by
-``--message-group``; a ``--priority N`` message goes to the queue of its level on the broker; ``--lite-topic``
-sends to that lite topic of a LITE topic, docs/lite.md). Each acknowledged message prints one line as soon as
-its reply arrives; with ``--json`` an object with ``message_id`` (the producer's UNIQ_KEY), ``topic``,
-``broker``, ``queue_id``, ``queue_offset``, ``status`` and ``offset_msg_id`` (the broker's id); a message delayed
-by ``--delay-ms`` also prints its ``recall_handle`` (``pocketmq message recall``). A failed send stops the command with
-one error line and exit status 1; the lines already printed are the messages stored. A topic that did not exist
-is created by the broker (``auto_create_topic_enable``), and a note on stderr says so.
+Sends one message, or with ``--count N`` N messages whose bodies are ``TEXT-0`` .. ``TEXT-(N-1)`` (a body
+read from a file or stdin is sent as it is, N times), one at a time, each through the SDK's producer (queue
+chosen round robin over every broker of the route, or by ``--message-group``; a ``--priority N`` message goes
+to the queue of its level on the broker; ``--lite-topic`` sends to that lite topic of a LITE topic,
+docs/lite.md). Each acknowledged message prints one line as soon as its reply arrives; with ``--json`` an
+object with ``message_id`` (the producer's UNIQ_KEY), ``topic``, ``broker``, ``queue_id``, ``queue_offset``,
+``status`` and ``offset_msg_id`` (the broker's id); a message delayed by ``--delay-ms`` also prints its
+``recall_handle`` (``pocketmq message recall``). A failed send stops the command with one error line and exit
+status 1; the lines already printed are the messages stored. A topic that did not exist is created by the
+broker (``auto_create_topic_enable``), and a note on stderr says so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import sys
 
 from pocketmq.cli.output import add_client_options, client_config, emit, json_line, parse_key_values
+from pocketmq.cli.terminal import print_note
 from pocketmq.client.producer import AsyncProducer, SendResult
 from pocketmq.common.errors import BadRequestError, IllegalTopicError, TopicNotExistError
 from pocketmq.common.message import Message
@@ -31,7 +33,11 @@ DEFAULT_BODY = "hello from pocketmq"
 def register(subparsers) -> None:
     parser = subparsers.add_parser("send", help="send messages to a topic", description=__doc__.split("\n\n")[0])
     parser.add_argument("topic")
-    parser.add_argument("--body", default=DEFAULT_BODY, help=f"message body text (default {DEFAULT_BODY!r})")
+    body = parser.add_mutually_exclusive_group()
+    body.add_argument(
+        "--body", default=DEFAULT_BODY, help=f"message body text, '-' reads it from stdin (default {DEFAULT_BODY!r})"
+    )
+    body.add_argument("--file", metavar="PATH", help="the message body is this file's bytes")
     parser.add_argument("--tag", help="the message's tag")
     parser.add_argument("--keys", help="the message's keys, space-separated")
     parser.add_argument(
@@ -50,6 +56,17 @@ def register(subparsers) -> None:
     )
     add_client_options(parser)
     parser.set_defaults(func=run)
+
+
+def body_of(args) -> str | bytes:
+    """The text of ``--body``, or the bytes of ``--file`` or of stdin (``--body -``)."""
+    if args.file is not None:
+        try:
+            with open(args.file, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise BadRequestError(f"--file {args.file}: {exc.strerror}") from None
+    return sys.stdin.buffer.read() if args.body == "-" else args.body
 
 
 def messages_of(args) -> list[Message]:
@@ -74,7 +91,9 @@ def messages_of(args) -> list[Message]:
     reserved = sorted(set(properties) & SYSTEM_PROPERTY_NAMES)
     if reserved:
         raise BadRequestError(f"--property {reserved[0]} is a system property name; use --tag/--keys")
-    bodies = [args.body] if args.count is None else [f"{args.body}-{i}" for i in range(args.count)]
+    body = body_of(args)
+    count = 1 if args.count is None else args.count
+    bodies = [body] * count if isinstance(body, bytes) or args.count is None else [f"{body}-{i}" for i in range(count)]
     return [
         Message.create(
             args.topic,
@@ -134,10 +153,10 @@ def run(args) -> int:
                 emit(json_line(result_to_json(result)) if args.json else result_to_text(result))
                 if new_topic:
                     new_topic = False
-                    print(
-                        f"pocketmq send: note: topic {args.topic} did not exist and was created with the broker's "
-                        f"defaults (auto_create_topic_enable); `pocketmq topic create` chooses queues and type",
-                        file=sys.stderr,
+                    print_note(
+                        "send",
+                        f"topic {args.topic} did not exist and was created with the broker's defaults "
+                        f"(auto_create_topic_enable); `pocketmq topic create` chooses queues and type",
                     )
 
     asyncio.run(send_all())

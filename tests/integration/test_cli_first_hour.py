@@ -1,13 +1,20 @@
-"""The errors a new user meets first, from real processes: one line on stderr that says what is wrong and
-which flag changes it, exit status 1."""
+"""The first hour of a new user, from real processes: errors that say what is wrong and which flag changes it
+(one line on stderr, exit status 1), reads that create nothing, and the shell around the commands."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import pty
+import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 
+import pocketmq
 from pocketmq.testing.processes import broker_process, run_cli
 
 pytestmark = pytest.mark.timeout(60)
@@ -130,3 +137,77 @@ def test_not_found_is_one_error_line_and_exit_1_for_every_command(broker, argv, 
     result = run_cli(*argv, "-n", broker.namesrv)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(error) and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_send_reads_the_body_from_stdin_or_a_file(broker, tmp_path):
+    assert run_cli("topic", "create", "first_bodies", "--queues", "1", "-n", broker.namesrv).returncode == 0
+    piped = run_cli("send", "first_bodies", "--body", "-", "-n", broker.namesrv, stdin='{"id": 42}\n')
+    assert piped.returncode == 0, piped.stderr
+    path = tmp_path / "body.bin"
+    path.write_bytes(b"\x00\xffbinary")
+    filed = run_cli("send", "first_bodies", "--file", str(path), "--count", "2", "-n", broker.namesrv)
+    assert filed.returncode == 0, filed.stderr
+    tailed = run_cli("tail", "first_bodies", "--from-beginning", "--max", "3", "--json", "-n", broker.namesrv)
+    bodies = [json.loads(line) for line in tailed.stdout.splitlines()]
+    assert [(m["body"], m.get("body_encoding")) for m in bodies] == [
+        ('{"id": 42}\n', None),
+        *[(base64.b64encode(b"\x00\xffbinary").decode(), "base64")] * 2,
+    ]
+    missing = run_cli("send", "first_bodies", "--file", str(tmp_path / "nope"), "-n", broker.namesrv)
+    assert missing.stderr == f"pocketmq send: error: --file {tmp_path / 'nope'}: No such file or directory\n"
+
+
+def test_json_errors_are_json_too(broker):
+    result = run_cli("topic", "describe", "first_absent", "--json", "-n", broker.namesrv)
+    assert result.returncode == 1 and result.stdout == ""
+    assert json.loads(result.stderr) == {
+        "command": "topic",
+        "error": "topic 'first_absent' does not exist (no route on the name server)",
+    }
+
+
+def cli_process(*args: str, **streams) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | streams.pop("env", {})
+    return subprocess.Popen([sys.executable, "-m", "pocketmq.cli.main", *args], env=env, **streams)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(broker):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `| head` does once it has its lines
+    with os.fdopen(write_end, "wb") as closed_pipe:
+        proc = cli_process("topic", "list", "-n", broker.namesrv, stdout=closed_pipe, stderr=subprocess.PIPE)
+    _, err = proc.communicate(timeout=30)
+    assert (proc.returncode, err) == (128 + signal.SIGPIPE, b"")
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_colour_on_a_terminal_unless_no_color(broker, no_color):
+    leader, follower = pty.openpty()
+    env = {"NO_COLOR": "1", "TERM": "xterm"} if no_color else {"TERM": "xterm"}
+    proc = cli_process("topic", "list", "-n", broker.namesrv, stdout=follower, env=env)
+    os.close(follower)
+    assert proc.wait(timeout=30) == 0
+    shown = os.read(leader, 4096)
+    os.close(leader)
+    assert shown.startswith(b"TOPIC" if no_color else b"\x1b[1mTOPIC\x1b[0m"), shown
+    piped = run_cli("topic", "list", "-n", broker.namesrv, env={"TERM": "xterm"})
+    assert "\x1b[" not in piped.stdout
+
+
+def test_version_and_bash_completion():
+    assert run_cli("--version").stdout == f"pocketmq {pocketmq.__version__}\n"
+    script = run_cli("completion", "bash").stdout
+    complete = (
+        'comp() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _pocketmq; echo "${COMPREPLY[*]}"; }'
+    )
+    shell = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"{script}\n{complete}\ncomp pocketmq to\ncomp pocketmq topic cr\ncomp pocketmq topic create t --qu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert shell.stdout.splitlines() == ["topic", "create", "--queues"], shell.stderr

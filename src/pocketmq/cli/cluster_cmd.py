@@ -1,6 +1,7 @@
 """``pocketmq cluster``: the brokers registered with the name server, one row per broker address.
 
-Columns: cluster, broker name, broker id (0 is the master), role, remoting address, gRPC address, and from
+Columns: cluster, broker name, broker id (0 is the master), role (``master``, ``slave``, or ``acting master``
+for a slave that runs its gone master's services), remoting address, gRPC address, and from
 each broker's GET_BROKER_RUNTIME_INFO: a slave's replication lag as its master sees it (``lag_bytes``,
 ``lag_s``: age of the oldest record it has not acked) and the states of the broker's circuit breakers per
 remote broker (``breakers``; ``-`` when it has none, ``?`` when the broker did not answer).
@@ -44,7 +45,8 @@ def broker_rows(info: ClusterInfo) -> list[dict]:
 
 
 def add_runtime_columns(rows: list[dict], runtime: dict[str, dict[str, str] | None]) -> list[dict]:
-    """``rows`` with lag and breaker columns from the runtime info of each address (None: no answer)."""
+    """``rows`` with lag and breaker columns from the runtime info of each address (None: no answer), and the
+    role of a slave that acts for its gone master as ``acting master``."""
     masters = {row["broker"]: row["address"] for row in rows if row["broker_id"] == 0}
     result = []
     for row in rows:
@@ -52,9 +54,11 @@ def add_runtime_columns(rows: list[dict], runtime: dict[str, dict[str, str] | No
         master = runtime.get(masters.get(row["broker"], "")) or {}
         lag = json.loads(master.get("haSlaveLag") or "{}").get(row["address"]) if row["broker_id"] else None
         breakers = json.loads(own.get("breakerStates") or "{}") if own is not None else None
+        acting = own is not None and own.get("actingMaster") == "true"
         result.append(
             {
                 **row,
+                "role": "acting master" if acting else row["role"],
                 "lag_bytes": lag["lagBytes"] if lag else None,
                 "lag_s": lag["lagMs"] / 1000 if lag else None,
                 "breakers": breakers,

@@ -61,7 +61,10 @@ def register(subparsers) -> None:
         "--retry-max-times",
         type=int,
         default=16,
-        help="deliveries of a failing message before its dead-letter queue (default 16)",
+        help="retries of a message the group fails to consume before it goes to the group's dead-letter queue, "
+        "%%DLQ%%GROUP (default 16; -1: RocketMQ's 16): a message is delivered at most N+1 times. POP consumers "
+        "(RocketMQ 5 SimpleConsumer and PushConsumer, the SDK's SimpleConsumer) always use it; a remoting push "
+        "consumer uses it unless it sends its own max reconsume times",
     )
     p.add_argument("--fifo", action="store_true", help="consume each message group in order")
     p.add_argument(

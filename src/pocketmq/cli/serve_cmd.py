@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import ipaddress
 import logging
+import os
 import sys
 
 from pocketmq.broker.broker import Broker
@@ -27,6 +28,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli.listening import listening
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
 from pocketmq.cli.tls_cmd import add_server_tls_options, server_tls_overrides
+from pocketmq.client.config import default_namesrv_addr
 from pocketmq.common.config import load_config
 from pocketmq.common.errors import ConfigError
 from pocketmq.metrics.http import MetricsHttpServer
@@ -239,14 +241,8 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
             "grpc": f"{config.host}:{grpc_port}" if grpc_port is not None else None,
             "metrics": metrics.address if metrics is not None else None,
         }
-        print(
-            f"pocketmq broker {config.broker_name} ready: remoting {addresses['remoting']}, "
-            f"gRPC {addresses['grpc'] or 'off'}, name server {addresses['namesrv'] or config.namesrv_addr}"
-            f"{' (embedded)' if namesrv else ''}, data {config.data_dir}"
-            f"{', metrics http://' + addresses['metrics'] + '/metrics' if addresses['metrics'] else ''}"
-            f"{', TLS ' + tls.mode.value if tls is not None else ''}",
-            flush=True,
-        )
+        tls_mode = tls.mode.value if tls is not None else None
+        print(ready_message(config, addresses, embedded=namesrv is not None, tls_mode=tls_mode), flush=True)
         if ready_file:
             write_ready_file(ready_file, addresses)
         await wait_for_stop_signal()
@@ -262,6 +258,32 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
             await namesrv.stop()
         if tls is not None:
             await tls.stop_reloading()
+
+
+def ready_message(
+    config: BrokerConfig, addresses: dict[str, str | None], *, embedded: bool, tls_mode: str | None = None
+) -> str:
+    """What a person starting a broker reads: where each protocol listens, and a first command to try (not when
+    TLS is enforced: a plaintext command would be refused)."""
+    namesrv = addresses["namesrv"] or str(config.namesrv_addr)
+    rows = [
+        ("name server", namesrv + (" (embedded)" if embedded else "")),
+        ("remoting", f"{addresses['remoting']} (RocketMQ 4 clients, the PocketMQ SDK and CLI)"),
+        ("gRPC", f"{addresses['grpc']} (RocketMQ 5 clients)" if addresses["grpc"] else "off"),
+    ]
+    if addresses["metrics"]:
+        rows.append(("metrics", f"http://{addresses['metrics']}/metrics"))
+    if tls_mode is not None:
+        rows.append(("TLS", tls_mode))
+    cli = sys.argv[0] if os.path.basename(sys.argv[0]) == "pocketmq" else "pocketmq"  # .venv/bin/pocketmq
+    n = "" if namesrv == default_namesrv_addr() else f" -n {namesrv}"
+    lines = [
+        f"pocketmq broker {config.broker_name} ready, data in {config.data_dir}",
+        *(f"  {name:<12} {value}" for name, value in rows),
+    ]
+    if tls_mode != "enforcing":
+        lines.append(f"try: {cli} send hello --body 'hi'{n} && {cli} tail hello --from-beginning --max 1{n}")
+    return "\n".join(lines)
 
 
 def _grpc_front_end(broker: Broker, config: BrokerConfig, tls: ServerTls | None):

@@ -11,9 +11,9 @@ from pocketmq.cli.config_cmd import checked_change, setting_name
 from pocketmq.common.errors import BadRequestError
 
 ROWS = [
-    {"broker": "a", "broker_id": 0, "address": "m:1"},
-    {"broker": "a", "broker_id": 1, "address": "s:1"},
-    {"broker": "b", "broker_id": 0, "address": "b:1"},
+    {"broker": "a", "broker_id": 0, "role": "master", "address": "m:1"},
+    {"broker": "a", "broker_id": 1, "role": "slave", "address": "s:1"},
+    {"broker": "b", "broker_id": 0, "role": "master", "address": "b:1"},
 ]
 
 
@@ -38,6 +38,12 @@ def test_slave_rows_get_the_lag_their_master_reports_and_every_row_its_breakers(
 def test_a_slave_whose_master_is_gone_shows_no_lag():
     rows = add_runtime_columns(ROWS[1:2], {"s:1": {"breakerStates": "{}"}})
     assert rows[0]["lag_bytes"] is None
+
+
+def test_a_slave_acting_for_its_gone_master_shows_as_acting_master():
+    runtime = {"s:1": {"breakerStates": "{}", "actingMaster": "true"}, "b:1": {"actingMaster": "false"}}
+    rows = add_runtime_columns([*ROWS[1:2], ROWS[2]], runtime)
+    assert [r["role"] for r in rows] == ["acting master", "master"]
 
 
 def test_config_set_is_checked_before_anything_is_sent():

@@ -9,11 +9,21 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.java import MIN_JAVA_MAJOR, java_problem, java_required
 from pocketmq.testing.fakes import FakePeer, Script
 
 # Property tests run on a 2-core CI machine: bounded examples, no wall-clock deadline per example.
 settings.register_profile("pocketmq", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "pocketmq"))
+
+
+def pytest_report_header(config) -> str:
+    """Said first: whether the Spark tests (tests/spark) can run here, and what happens when they cannot."""
+    problem = java_problem()
+    if problem is None:
+        return f"java: {MIN_JAVA_MAJOR}+ found, the Spark tests run"
+    then = "fail (CI is set)" if java_required() else "are skipped"
+    return f"java: {problem}; the Spark tests {then}"
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from pocketmq.protocol.transport import RemotingClient
-from pocketmq.testing.java import MIN_JAVA_MAJOR, java_problem, java_required
 from pocketmq.testing.fakes import FakePeer, Script
+from pocketmq.testing.java import MIN_JAVA_MAJOR, java_problem, java_required
 
 # Property tests run on a 2-core CI machine: bounded examples, no wall-clock deadline per example.
 settings.register_profile("pocketmq", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

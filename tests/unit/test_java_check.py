@@ -28,7 +28,7 @@ def test_ci_makes_java_required(monkeypatch, value, required):
 
 def test_an_old_java_is_a_problem_that_says_how_to_fix_it(tmp_path, monkeypatch):
     java = tmp_path / "java"
-    java.write_text('#!/bin/sh\necho \'java version "1.8.0_402"\' >&2\n')
+    java.write_text("#!/bin/sh\necho 'java version \"1.8.0_402\"' >&2\n")
     java.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     problem = java_problem()

@@ -29,13 +29,12 @@ from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
 from pocketmq.common.dead_letter_reference import DeadLetterReference
-from pocketmq.common.errors import ClientError, TopicNotExistError
+from pocketmq.common.errors import ClientError, SubscriptionGroupNotExistError, TopicNotExistError
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.read_result import ReadStatus
-from pocketmq.common.topic import dlq_topic
+from pocketmq.common.topic import TOOLS_CONSUMER_GROUP, dlq_topic, retry_topic
 from pocketmq.protocol.transport import RemotingClient
 
-READER_GROUP = "CLI_DLQ_READER"
 LIST_COLUMNS = ["message_id", "kind", "origin_topic", "reconsume_times", "broker", "queue_offset", "body"]
 # Retry bookkeeping a resent message starts without.
 _RETRY_PROPERTIES = (
@@ -81,7 +80,7 @@ async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None =
         route = await admin.instance.route(admin.namespace.wrap(topic), refresh=True, auto_create=False)
     except TopicNotExistError:
         return []
-    reader = AsyncPullConsumer(group or READER_GROUP, admin.config, instance=admin.instance)
+    reader = AsyncPullConsumer(group or TOOLS_CONSUMER_GROUP, admin.config, instance=admin.instance)
     await reader.start()
     try:
         queues = [admin.namespace.unwrap_queue(q) for q in route.read_queues]
@@ -98,7 +97,7 @@ async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None =
 async def dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple[str, MessageExt]]:
     """Up to ``limit`` (broker name, message) of ``%DLQ%<group>``, queue by queue, oldest first."""
     found: list[tuple[str, MessageExt]] = []
-    reader = AsyncPullConsumer(READER_GROUP, admin.config, instance=admin.instance)
+    reader = AsyncPullConsumer(TOOLS_CONSUMER_GROUP, admin.config, instance=admin.instance)
     await reader.start()
     try:
         for offsets in await group_topic_offsets(admin, dlq_topic(group)):
@@ -173,9 +172,20 @@ def matches(msg: MessageExt, wanted: str) -> bool:
     return wanted in (msg.msg_id, msg.offset_msg_id, msg.properties.get(props.ORIGIN_MESSAGE_ID))
 
 
+async def require_group(admin: AsyncAdmin, group: str) -> None:
+    """SubscriptionGroupNotExistError for a group with neither a config nor a dead-letter or retry topic (a
+    mistyped name is an error, as in `group describe`; the timer's PMQ_SYS_TIMER has only a DLQ)."""
+    try:
+        await admin.describe_group(group)
+    except SubscriptionGroupNotExistError:
+        topics = await admin.list_topics()
+        if dlq_topic(group) not in topics and retry_topic(group) not in topics:
+            raise
+
+
 def list_dead(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        await admin.describe_group(args.group)  # a mistyped group is an error, as in `group describe`
+        await require_group(admin, args.group)
         rows = [dead_row(broker, m) for broker, m in await dead_messages(admin, args.group, args.max)]
         if not args.json:
             emit(f"group {args.group}: {len(rows)} dead message(s)")
@@ -186,7 +196,7 @@ def list_dead(args) -> int:
 
 def resend(args) -> int:
     async def action(admin: AsyncAdmin) -> int:
-        await admin.describe_group(args.group)
+        await require_group(admin, args.group)
         dead = [m for _, m in await dead_messages(admin, args.group, 1_000_000)]
         chosen = dead if args.all else [m for m in dead if matches(m, args.id)][:1]
         if not chosen:

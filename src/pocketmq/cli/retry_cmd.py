@@ -7,7 +7,7 @@ are due), and the dead messages in ``%DLQ%<group>``.
 
 from __future__ import annotations
 
-from pocketmq.cli.dlq_cmd import group_topic_offsets
+from pocketmq.cli.dlq_cmd import group_topic_offsets, require_group
 from pocketmq.cli.output import add_action, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.common.topic import dlq_topic, retry_topic
@@ -41,7 +41,7 @@ def stats_rows(retry_offsets, dlq_offsets) -> list[dict]:
 
 def stats(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        await admin.describe_group(args.group)  # a mistyped group is an error, as in `group describe`
+        await require_group(admin, args.group)
         rows = stats_rows(
             await group_topic_offsets(admin, retry_topic(args.group), args.group),
             await group_topic_offsets(admin, dlq_topic(args.group)),

@@ -1,8 +1,10 @@
-"""The README's Python quickstarts run as written against a real broker (ports swapped for the test's)."""
+"""The README's Python and CLI quickstarts run as written against a real broker (ports swapped for the test's)."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.client import ClientConfig, PullConsumer
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, run_cli
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -44,3 +46,26 @@ def test_quickstart_block_runs(broker, index, tmp_path):
             for m in consumer.pull(q, consumer.min_offset(q), max_count=32).messages
         ]
     assert b"order 1" in bodies
+
+
+def cli_block() -> list[str]:
+    """The command lines of the README's CLI quickstart."""
+    section = README.read_text().split("### With the CLI", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, flags=re.S).group(1)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_cli_quickstart_runs(broker):
+    lines = cli_block()
+    assert lines and all(line.startswith("pocketmq ") for line in lines), lines
+    for line in lines:
+        # its own topic: the Python quickstarts may have made `orders` already
+        argv = shlex.split(line.replace(" orders ", " readme_cli_orders "))[1:]
+        result = run_cli(*argv, namesrv=broker.namesrv)
+        assert result.returncode == 0, (line, result.stderr)
+        if argv[0] == "tail":
+            assert sorted(json.loads(m)["body"] for m in result.stdout.splitlines()) == [
+                "hello-0",
+                "hello-1",
+                "hello-2",
+            ]

@@ -68,7 +68,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     # A command reports its own outcome; the SDK's warnings (a malformed frame, a retry) would be stray lines.
     # The long-running commands configure logging, and their records still reach that handler.
-    logging.getLogger("pocketmq").addHandler(logging.NullHandler())
+    sdk_log = logging.getLogger("pocketmq")
+    if not sdk_log.handlers:  # once per process (tests call main() many times)
+        sdk_log.addHandler(logging.NullHandler())
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
     args = parsing.parse(parser, argv)

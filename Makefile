@@ -16,6 +16,8 @@ ARGS ?=
 venv: $(BROKER_STAMP)
 
 $(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+		{ echo "PocketMQ needs Python 3.11+: $(PYTHON) is $$($(PYTHON) --version 2>&1); run make PYTHON=python3.11 ..."; exit 1; }
 	@echo "== creating the virtualenv $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 

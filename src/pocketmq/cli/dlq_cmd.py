@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pocketmq.auth.signature import Credentials
 from pocketmq.broker.pop.copies import business_topic
 from pocketmq.cli.output import add_action, body_fields, emit, json_line, print_rows, report, run_admin
+from pocketmq.cli.terminal import ProgressBar
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullStatus
@@ -207,6 +208,7 @@ def resend(args) -> int:
             )
             return 0 if args.all else 1
         unresolved = 0
+        progress = ProgressBar(f"resending {args.group}'s dead messages", len(chosen), lines=args.json)
         async with (
             AsyncProducer(admin.config, instance=admin.instance) as producer,
             ReferenceResolver(
@@ -214,6 +216,7 @@ def resend(args) -> int:
             ) as resolver,
         ):
             for msg in chosen:
+                progress.advance()
                 ref = reference_of(msg)
                 copy = resent_copy(msg) if ref is None else await resolver.resolve(msg, ref, args)
                 if copy is None:
@@ -231,6 +234,7 @@ def resend(args) -> int:
                             }
                         )
                     )
+        progress.close()
         if not args.json:
             emit(
                 f"resent {len(chosen) - unresolved} message(s) of group {args.group} to their original topics"

@@ -2,10 +2,11 @@
 
 A broker's remoting port answers a name server request with REQUEST_CODE_NOT_SUPPORTED, a gRPC port drops
 the connection, an HTTP server answers text that reads as a huge frame: none of it tells a user that ``-n``
-is wrong. ``explain_failure(args, exc)`` asks each address after a failure (never before: a working command
-pays nothing) and returns a sentence such as ``127.0.0.1:10911 is a broker's remoting port, not a name
-server; its name server is 127.0.0.1:9876 (-n 127.0.0.1:9876)``, or ``None`` when every address is a name
-server, or silent.
+is wrong, nor does a refused connection say how to get a name server. ``explain_failure(args, exc)`` asks each
+address after a failure (never before: a working command pays nothing) and returns a sentence such as
+``127.0.0.1:10911 is a broker's remoting port, not a name server; its name server is 127.0.0.1:9876 (-n
+127.0.0.1:9876)`` or ``nothing listens on ...: start a broker ...``, or ``None`` when every address may be a
+name server, or is silent.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import asyncio
 import sys
 
 from pocketmq.cli.output import add_client_options, client_config, emit, json_line, parse_key_values
-from pocketmq.cli.terminal import print_note
+from pocketmq.cli.terminal import ProgressBar, print_note
 from pocketmq.client.producer import AsyncProducer, SendResult
 from pocketmq.common.errors import BadRequestError, IllegalTopicError, TopicNotExistError
 from pocketmq.common.message import Message
@@ -142,6 +142,7 @@ async def topic_exists(producer: AsyncProducer, topic: str) -> bool:
 
 def run(args) -> int:
     messages = messages_of(args)
+    progress = ProgressBar(f"sending to {args.topic}", len(messages), lines=True)
 
     async def send_all() -> None:
         async with AsyncProducer(client_config(args)) as producer:
@@ -151,13 +152,17 @@ def run(args) -> int:
                 deliver_at_ms = None if delay_ms is None else SystemClock().now_ms() + delay_ms
                 result = await producer.send(message, deliver_at_ms=deliver_at_ms)
                 emit(json_line(result_to_json(result)) if args.json else result_to_text(result))
-                if new_topic:
+                if new_topic:  # said before the progress bar is drawn, on a line of its own
                     new_topic = False
                     print_note(
                         "send",
                         f"topic {args.topic} did not exist and was created with the broker's defaults "
                         f"(auto_create_topic_enable); `pocketmq topic create` chooses queues and type",
                     )
+                progress.advance()
 
-    asyncio.run(send_all())
+    try:
+        asyncio.run(send_all())
+    finally:
+        progress.close()
     return 0

@@ -211,3 +211,27 @@ def test_version_and_bash_completion():
         timeout=30,
     )
     assert shell.stdout.splitlines() == ["topic", "create", "--queues"], shell.stderr
+
+
+def test_a_long_send_shows_progress_on_a_terminal_while_its_lines_go_to_a_file(broker):
+    assert run_cli("topic", "create", "first_progress", "--queues", "1", "-n", broker.namesrv).returncode == 0
+    leader, follower = pty.openpty()
+    proc = cli_process(
+        "send",
+        "first_progress",
+        "--count",
+        "5",
+        "--json",
+        "-n",
+        broker.namesrv,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+    )
+    os.close(follower)
+    out, _ = proc.communicate(timeout=30)
+    shown = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert proc.returncode == 0 and len(out.splitlines()) == 5
+    assert shown.startswith("\rsending to first_progress  [") and shown.endswith("]  5/5\r\n"), shown
+    quiet = run_cli("send", "first_progress", "--count", "3", "-n", broker.namesrv)
+    assert quiet.returncode == 0 and quiet.stderr == ""  # stderr not a terminal: no bar

@@ -30,7 +30,7 @@ from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
 from pocketmq.common.dead_letter_reference import DeadLetterReference
-from pocketmq.common.errors import ClientError, SubscriptionGroupNotExistError, TopicNotExistError
+from pocketmq.common.errors import ClientError, TopicNotExistError
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.read_result import ReadStatus
 from pocketmq.common.topic import TOOLS_CONSUMER_GROUP, dlq_topic, retry_topic
@@ -174,14 +174,12 @@ def matches(msg: MessageExt, wanted: str) -> bool:
 
 
 async def require_group(admin: AsyncAdmin, group: str) -> None:
-    """SubscriptionGroupNotExistError for a group with neither a config nor a dead-letter or retry topic (a
-    mistyped name is an error, as in `group describe`; the timer's PMQ_SYS_TIMER has only a DLQ)."""
-    try:
+    """SubscriptionGroupNotExistError for a group with neither a dead-letter or retry topic nor a config (a
+    mistyped name is an error, as in `group describe`). The topics are asked of the name server first: that
+    answers with a master down, and the timer's PMQ_SYS_TIMER has only a DLQ."""
+    topics = await admin.list_topics()
+    if dlq_topic(group) not in topics and retry_topic(group) not in topics:
         await admin.describe_group(group)
-    except SubscriptionGroupNotExistError:
-        topics = await admin.list_topics()
-        if dlq_topic(group) not in topics and retry_topic(group) not in topics:
-            raise
 
 
 def list_dead(args) -> int:

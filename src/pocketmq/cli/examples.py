@@ -43,5 +43,7 @@ EXAMPLES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("config", "get"): ("pocketmq config get pop_ck_rewrite_backoff_ms",),
     ("store",): ("pocketmq store verify --data-dir data",),
     ("store", "verify"): ("pocketmq store verify --data-dir data",),
+    ("tls",): ("pocketmq tls dev-cert certs",),
+    ("tls", "dev-cert"): ("pocketmq tls dev-cert certs --name broker.example.internal",),
     ("completion",): ('eval "$(pocketmq completion bash)"', "pocketmq completion fish | source"),
 }

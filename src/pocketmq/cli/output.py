@@ -1,7 +1,8 @@
 """What the client commands (topic, send, tail, cluster, group) share: the name server option, the client
 configuration, and their output.
 
-Output contract: tables for people (``format_table``: a header row, columns padded to their widest cell), one
+Output contract: tables for people (``format_table``: a header row, columns padded to their widest cell, cut to
+fit a terminal), one
 JSON object per line for scripts (``--json``, ``json_line``), flushed as each line is printed so that a script
 reading a pipe sees a message as soon as it is acknowledged or received. Errors are one line on stderr and a
 non-zero exit status (``pocketmq.cli.main``).
@@ -18,6 +19,7 @@ import asyncio
 import base64
 import json
 import os
+import shutil
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
@@ -122,12 +124,29 @@ def run_admin(args, action: Callable[[AsyncAdmin], Awaitable[int | None]]) -> in
     return asyncio.run(main()) or 0
 
 
-def format_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
-    """``rows`` as a text table with ``columns`` as the header; a missing cell prints as ``-``."""
+# A column is never cut below this many characters to fit a terminal
+MIN_FITTED_COLUMN = 8
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[str], max_width: int | None = None) -> str:
+    """``rows`` as a text table with ``columns`` as the header; a missing cell prints as ``-``. With
+    ``max_width`` (a terminal's), the widest columns are cut, their long cells ending in ``~``, until the table
+    fits or every column is down to MIN_FITTED_COLUMN; a pipe gets whole cells."""
     cells = [[str(c).upper() for c in columns]]
     cells += [["-" if row.get(c) is None else str(row[c]) for c in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells)
+    while max_width is not None and sum(widths) + 2 * (len(widths) - 1) > max_width:
+        widest = max(range(len(widths)), key=widths.__getitem__)
+        if widths[widest] <= MIN_FITTED_COLUMN:
+            break
+        widths[widest] -= 1
+    return "\n".join(
+        "  ".join(_cut(cell, width).ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells
+    )
+
+
+def _cut(cell: str, width: int) -> str:
+    return cell if len(cell) <= width else cell[: width - 1] + "~"
 
 
 def json_line(obj: dict) -> str:
@@ -151,7 +170,8 @@ def print_rows(args, rows: Sequence[dict], columns: Sequence[str]) -> None:
         for row in rows:
             emit(json_line(row))
     else:
-        header, _, body = format_table(rows, columns).partition("\n")
+        max_width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        header, _, body = format_table(rows, columns, max_width).partition("\n")
         emit(paint(header, "bold", sys.stdout) + (f"\n{body}" if body else ""))
 
 

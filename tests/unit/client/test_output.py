@@ -25,6 +25,15 @@ def stored(body: bytes, **props) -> MessageExt:
     return msg
 
 
+def test_a_table_is_cut_to_fit_a_terminal_widest_column_first():
+    rows = [{"id": "7F0000017F7DA4199DCF888E88A00000", "body": "x" * 60, "n": 1}]
+    assert format_table(rows, ["id", "body", "n"], max_width=60).splitlines() == [
+        "ID                           BODY                          N",
+        "7F0000017F7DA4199DCF888E88~  " + "x" * 27 + "~  1",
+    ]
+    assert format_table(rows, ["id", "body", "n"]).splitlines()[1].endswith("x" * 60 + "  1")  # a pipe: whole
+
+
 def test_table_pads_columns_and_prints_missing_cells_as_dashes():
     text = format_table([{"a": 1, "bb": "long value"}, {"a": 22}], ["a", "bb"])
     assert text.splitlines() == ["A   BB", "1   long value", "22  -"]

@@ -33,7 +33,6 @@ from pocketmq.client import (
     Message,
     ProducerOptions,
 )
-from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.pull_consumer import PullStatus
 from pocketmq.testing.processes import broker_process
 
@@ -153,8 +152,6 @@ async def soak(args: argparse.Namespace, workdir: Path) -> int:
     ).start()
     try:
         config = ClientConfig(namesrv_addr=proc.namesrv)
-        async with AsyncAdmin(config) as admin:
-            await admin.create_topic(TOPIC)  # before the readers: looking at a topic does not create it
         progress, stop = Progress(), asyncio.Event()
         load = [
             asyncio.create_task(coro)

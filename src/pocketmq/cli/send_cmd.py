@@ -134,7 +134,7 @@ def result_to_text(result: SendResult) -> str:
 
 async def topic_exists(producer: AsyncProducer, topic: str) -> bool:
     try:
-        await producer.instance.fetch_route_data(topic, auto_create=False)
+        await producer.instance.fetch_route_data(producer.namespace.wrap(topic), auto_create=False)
     except TopicNotExistError:
         return False
     return True

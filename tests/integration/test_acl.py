@@ -74,7 +74,7 @@ def broker(tmp_path_factory):
             "--resource",
             "Group:g1",
             "--resource",
-            "Group:pocketmq-cli-tail",
+            "Group:TOOLS_CONSUMER",
             "--actions",
             "Pub,Sub",
         ),

@@ -2,7 +2,8 @@
 ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
 
 - ReceiveMessage long-polls until messages arrive or ``min(long_polling_timeout (default 20 s), the client's
-  deadline - 500 ms)``, so the answer always beats the client's deadline; the batch is clamped to [1, 32]; the
+  deadline - 500 ms)``, so the answer always beats the client's deadline, or until its client's session ends
+  (NotifyClientTermination answers after the client's long polls did, before the client closes its channel); the batch is clamped to [1, 32]; the
   queue id is ignored (any queue of the topic, as RocketMQ's proxy pops a topic) except for push consumers
   (``auto_renew``) of FIFO groups, which get one assignment per queue and receive on each. A simple consumer of
   a FIFO group names the queue its route rotation picked, and gets messages of any ready queue. The
@@ -32,6 +33,7 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -143,48 +145,50 @@ class ConsumerRpcs:
     # -- receive ----------------------------------------------------------------------------------------------------
     async def receive(self, request, context, client_id: str = ""):
         """The ReceiveMessage stream (an async generator of responses)."""
-        try:
-            if not self._broker.started:
-                raise ServiceNotAvailableError("the broker is starting or stopping")
-            req = codec.decode_receive_request(request)
-            pop_request = self._pop_request(req, context, client_id)
-            config = self._broker.topics.get(req.topic)
-            if config is not None and config.message_type is MessageType.LITE:
-                lite = await self._broker.lite.receive(
-                    req.group,
-                    req.topic,
-                    client_id,
-                    pop_request.max_count,
-                    pop_request.invisible_ms,
-                    pop_request.poll_ms,
-                )
-                async for response in self._lite_responses(lite, pop_request.invisible_ms):
-                    yield response
-                return
-            result = await self._broker.pop.pop(pop_request)
-        except PocketMQError as exc:
-            yield codec.receive_status(v2_code_of(exc), str(exc))
-            return
-        now_ms = self._broker.clock.now_ms()
-        delivered = result.delivered()
-        if not delivered:
-            yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
-        else:
-            renew = req.auto_renew and req.invisible_ms is None
-            yield codec.receive_status()
-            for msg, handle in delivered:
-                text = handle.encode()
-                if renew:
-                    self.renewals.track(text, client_id, req.group, handle, now_ms)
-                yield codec.receive_message(
-                    encode_delivered_message(
-                        msg,
-                        receipt_handle=text,
-                        delivery_attempt=msg.reconsume_times + 1,
-                        invisible_duration_ms=result.invisible_ms,
+        receiving = self._sessions.receiving(client_id) if self._sessions is not None else contextlib.nullcontext()
+        with receiving as client_gone:
+            try:
+                if not self._broker.started:
+                    raise ServiceNotAvailableError("the broker is starting or stopping")
+                req = codec.decode_receive_request(request)
+                pop_request = self._pop_request(req, context, client_id, client_gone)
+                config = self._broker.topics.get(req.topic)
+                if config is not None and config.message_type is MessageType.LITE:
+                    lite = await self._broker.lite.receive(
+                        req.group,
+                        req.topic,
+                        client_id,
+                        pop_request.max_count,
+                        pop_request.invisible_ms,
+                        pop_request.poll_ms,
                     )
-                )
-        yield codec.receive_delivery_timestamp(now_ms)
+                    async for response in self._lite_responses(lite, pop_request.invisible_ms):
+                        yield response
+                    return
+                result = await self._broker.pop.pop(pop_request)
+            except PocketMQError as exc:
+                yield codec.receive_status(v2_code_of(exc), str(exc))
+                return
+            now_ms = self._broker.clock.now_ms()
+            delivered = result.delivered()
+            if not delivered:
+                yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
+            else:
+                renew = req.auto_renew and req.invisible_ms is None
+                yield codec.receive_status()
+                for msg, handle in delivered:
+                    text = handle.encode()
+                    if renew:
+                        self.renewals.track(text, client_id, req.group, handle, now_ms)
+                    yield codec.receive_message(
+                        encode_delivered_message(
+                            msg,
+                            receipt_handle=text,
+                            delivery_attempt=msg.reconsume_times + 1,
+                            invisible_duration_ms=result.invisible_ms,
+                        )
+                    )
+            yield codec.receive_delivery_timestamp(now_ms)
 
     async def _lite_responses(self, delivered, invisible_ms: int):
         if not delivered:
@@ -202,7 +206,7 @@ class ConsumerRpcs:
                 )
         yield codec.receive_delivery_timestamp(self._broker.clock.now_ms())
 
-    def _pop_request(self, req: codec.ReceiveRequest, context, client_id: str) -> PopRequest:
+    def _pop_request(self, req: codec.ReceiveRequest, context, client_id: str, client_gone) -> PopRequest:
         _check_group(req.group)
         check_topic(req.topic)
         if req.filter_type != "TAG":
@@ -228,6 +232,7 @@ class ConsumerRpcs:
             tag_expression=req.filter_expression,
             poll_ms=max(poll_ms, 0),
             client_id=client_id,
+            client_gone=client_gone,
         )
 
     # -- ack --------------------------------------------------------------------------------------------------------

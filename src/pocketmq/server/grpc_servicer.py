@@ -69,6 +69,8 @@ CLIENT_ID_HEADER = "x-mq-client-id"
 LANGUAGE_HEADER = "x-mq-language"
 DEFAULT_MAX_INFLIGHT_SENDS = 2048
 TERMINATED_STREAM_LINGER_S = 3.0  # how long a terminated client's stream waits for the client to end it
+# A goodbye answers once the receives the client left open have (they end at once), or after this long.
+TERMINATION_RECEIVES_WAIT_S = 1.0
 # The client kinds the v2 protocol defines; a Settings with another one is UNRECOGNIZED_CLIENT_TYPE.
 _KNOWN_CLIENT_TYPES = frozenset(
     {"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER", "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"}
@@ -247,7 +249,9 @@ class MessagingServicer:
     async def _terminate(self, request, context):
         group = codec.decode_termination(request)
         self._authorize(context, [group_context(group)] if group else [])
-        self._sessions.remove(self._require_client_id(context))
+        session = self._sessions.remove(self._require_client_id(context))
+        if session is not None:
+            await session.receives_closed(TERMINATION_RECEIVES_WAIT_S)
         return codec.termination_response()
 
     async def Telemetry(self, request_iterator, context):

@@ -12,8 +12,10 @@ that calls ``expire``. It lives on the event loop thread and needs no lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +82,14 @@ class Session:
     topics: tuple[str, ...] = ()
     language: str = ""
     outbox: Outbox | None = field(default=None, repr=False)
+    # done when the session ends; made by the first receive, on the event loop (``SessionRegistry.receiving``)
+    ended: asyncio.Future | None = field(default=None, repr=False)
+    open_receives: set[asyncio.Future] = field(default_factory=set, repr=False)  # each done when its call ends
+
+    async def receives_closed(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the receives open when the session ended have answered."""
+        if self.open_receives:
+            await asyncio.wait(list(self.open_receives), timeout=timeout_s)
 
     def push(self, command: Any) -> bool:
         """Queue ``command`` for the client's Telemetry stream; False when it has none or it is full."""
@@ -140,6 +150,27 @@ class SessionRegistry:
             session.outbox.close()
         session.outbox = Outbox(self._outbox_capacity)
         return session.outbox
+
+    @contextlib.contextmanager
+    def receiving(self, client_id: str) -> Iterator[asyncio.Future | None]:
+        """Held while a receive of ``client_id`` is open: yields a future done when the client's session ends
+        (goodbye or expiry; None without a session), which ends the receive's long poll. A goodbye answers
+        after the receives open then (``Session.receives_closed``), so they reach the client before it closes
+        its channel: the official Python client logs an error for a receive still open when it shuts down."""
+        session = self._sessions.get(client_id)
+        if session is None:
+            yield None
+            return
+        loop = asyncio.get_running_loop()
+        if session.ended is None:
+            session.ended = loop.create_future()
+        call = loop.create_future()
+        session.open_receives.add(call)
+        try:
+            yield session.ended
+        finally:
+            session.open_receives.discard(call)
+            call.set_result(None)
 
     def close_stream(self, client_id: str, outbox: Outbox) -> None:
         """The stream that owned ``outbox`` ended; forget it unless a newer stream replaced it."""
@@ -205,6 +236,8 @@ class SessionRegistry:
         if session.outbox is not None:
             session.outbox.close()
             session.outbox = None
+        if session.ended is not None and not session.ended.done():
+            session.ended.set_result(None)
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -7,6 +7,7 @@ gone the message comes back after its deadline.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -18,19 +19,17 @@ from pocketmq.broker.write_path import LocalWritePath
 from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.grpc_consumer import ConsumerRpcs
+from pocketmq.server.sessions import SessionRegistry
 from pocketmq.store.api import PutStatus
 
 GROUP, TOPIC = "G", "T"
 
 
-class AliveClients:
-    """The part of the session registry the renewal reads: a live client has a session."""
-
-    def __init__(self, clients: set[str]):
-        self.clients = clients
-
-    def get(self, client_id: str):
-        return client_id if client_id in self.clients else None
+def sessions_of(*client_ids: str) -> SessionRegistry:
+    sessions = SessionRegistry()
+    for client_id in client_ids:
+        sessions.heartbeat(client_id, 0)
+    return sessions
 
 
 def receive_request(batch: int = 32) -> spb.ReceiveMessageRequest:
@@ -64,7 +63,7 @@ async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         await send(broker, TOPIC, 3)
-        alive = AliveClients({"c1"})
+        alive = sessions_of("c1")
         rpcs = ConsumerRpcs(broker, alive, RenewalTable(invisible_ms=60_000, ahead_ms=10_000))
         handles = await receive(rpcs, "c1")
         assert len(handles) == 3 and len(rpcs.renewals) == 3
@@ -89,7 +88,7 @@ async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path
         assert [m.body for m, _ in again] == [b"m1"] and again[0][0].reconsume_times == 1
         assert await broker.pop.ack(GROUP, [again[0][1]]) == [None]
         # The client goes away: its last message is not renewed any more and comes back after its deadline.
-        alive.clients.clear()
+        alive.remove("c1")
         clock.advance(60_000)
         await rpcs.renew_due()
         assert len(rpcs.renewals) == 0
@@ -125,7 +124,7 @@ async def test_renewal_goes_on_while_a_sync_master_s_slave_is_away(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         await send(broker, TOPIC, 1)
-        rpcs = ConsumerRpcs(broker, AliveClients({"c1"}), RenewalTable(invisible_ms=60_000, ahead_ms=10_000))
+        rpcs = ConsumerRpcs(broker, sessions_of("c1"), RenewalTable(invisible_ms=60_000, ahead_ms=10_000))
         [handle] = await receive(rpcs, "c1")
         broker.write_path.use(LocalWritePath(broker.store, broker.topics, SlaveAway()))
         for _ in range(24):  # two minutes: renewed on the master each time, though not on a slave
@@ -136,3 +135,30 @@ async def test_renewal_goes_on_while_a_sync_master_s_slave_is_away(tmp_path):
         broker.write_path.use(LocalWritePath(broker.store, broker.topics))  # the slave is back
         reply = await rpcs.ack(ack_request(handle), None)  # the first handle still acks (the current one)
         assert [e.status.code for e in reply.entries] == [V2StatusCode.OK]
+
+
+async def test_a_goodbye_ends_the_clients_long_poll_first_and_pops_nothing_for_it(tmp_path):
+    """The official Python client closes its channel right after NotifyClientTermination answers: a receive still
+    open then is cancelled on its side and logged as an error. Its long poll ends at once, before the goodbye
+    answers, and nothing arriving later is popped for a client that left."""
+    async with running_broker(tmp_path) as broker:
+        await send(broker, TOPIC, 0)
+        sessions = sessions_of("c1")
+        rpcs = ConsumerRpcs(broker, sessions, RenewalTable(invisible_ms=60_000, ahead_ms=10_000))
+        request = receive_request()
+        request.long_polling_timeout.seconds = 20
+        responses = asyncio.ensure_future(collect(rpcs.receive(request, None, "c1")))
+        async with asyncio.timeout(5):
+            while broker.pop._waiters.waiting == 0:
+                await asyncio.sleep(0.01)
+            session = sessions.remove("c1")
+            await session.receives_closed(timeout_s=5)
+            assert responses.done() and not session.open_receives
+            statuses = [r.status.code for r in responses.result() if r.WhichOneof("content") == "status"]
+            assert statuses == [V2StatusCode.MESSAGE_NOT_FOUND]
+        await send(broker, TOPIC, 1)
+        assert len(await pop(broker, GROUP, TOPIC)) == 1  # still there for the clients that stay
+
+
+async def collect(stream) -> list:
+    return [response async for response in stream]

@@ -204,7 +204,9 @@ class PopService:
             if result.queues or remaining_ms <= 0 or not self.running:
                 return result
             watched = (req.topic, retry_topic) if mode.reads_retry_topic else (req.topic,)
-            await self._waiters.wait(watched, min(remaining_ms, mode.recheck_ms or remaining_ms))
+            await self._waiters.wait(watched, min(remaining_ms, mode.recheck_ms or remaining_ms), req.client_gone)
+            if req.client_gone is not None and req.client_gone.done():
+                return result  # empty: nothing is popped for a client that left
 
     async def settle(self) -> None:
         """Wait for the queue pops under way (``PopLocks.settle``): whoever changes the write path and then reads

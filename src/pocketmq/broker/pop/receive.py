@@ -8,6 +8,7 @@ the pop modes (``pop/mode.py``) get it for every queue they pop.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,9 @@ class PopRequest:
     init_mode: int = INIT_MODE_MIN
     fifo: bool | None = None  # None: the group's consumeMessageOrderly
     client_id: str = ""  # who pops: the group's gray split decides its queues (broker/gray_split.py)
+    # done when the client leaves: its long poll ends at once, so the answer reaches it before it closes its
+    # channel (the official Python client logs an error for a receive still open when it shuts down)
+    client_gone: asyncio.Future | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,17 @@
 """Gray release against a real ``pocketmq serve`` (docs/gray.md): 8 queues, ratio 0.25 (queues 6 and 7 gray),
 2 normal and 1 gray push consumers, a gray and a normal producer. Gray messages reach only the gray consumer,
 normal ones only normal consumers, retries included; when the gray consumer leaves, normal consumers take the
-gray queues over and nothing is lost; when it comes back, the gray queues move back to it."""
+gray queues over and nothing is lost; when it comes back, the gray queues move back to it.
+
+Settings every SDK client follows without being told: the topic's ``gray.queue.ratio`` (set with ``pocketmq
+topic create``) travels with the route, so producers with no selector and consumers with the default
+``gray_queue_ratio`` (0.1) split by the topic's 0.25; a ratio that leaves no normal queue is refused by the CLI.
+A gray consumer joining a running group gets its gray retry queue at once, not at the next 20 s rebalance."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -15,10 +21,12 @@ from pocketmq.client.push_consumer import PushConsumer, PushConsumerOptions
 from pocketmq.client.queue_select import GraySelector
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import FAST_DELAY_LEVEL_ARGS, broker_process
+from pocketmq.testing.processes import run_cli as pocketmq
 
 TOPIC, GROUP, RATIO = "gray_orders", "g_gray", 0.25
-GRAY_QUEUE_IDS = {6, 7}
+GRAY_QUEUE_IDS, NORMAL_QUEUE_IDS = {6, 7}, set(range(6))
 REBALANCE_INTERVAL_MS = 500
+DEFAULT_REBALANCE_INTERVAL_MS = 20_000  # RocketMQ's: the tests of settings followed at once never wait for it
 
 pytestmark = pytest.mark.slow
 
@@ -31,16 +39,16 @@ def broker(tmp_path_factory):
 
 
 class Deliveries:
-    """Every delivery as (body, consumer name, reconsume_times); bodies ending in ``-fail`` fail once."""
+    """Every delivery as (body, consumer name, reconsume_times, when); bodies ending in ``-fail`` fail once."""
 
     def __init__(self):
-        self.seen: list[tuple[str, str, int]] = []
+        self.seen: list[tuple[str, str, int, float]] = []
         self.lock = threading.Lock()
 
     def listener(self, name: str):
         def consume(msgs, ctx):
             with self.lock:
-                self.seen.extend((m.body.decode(), name, m.reconsume_times) for m in msgs)
+                self.seen.extend((m.body.decode(), name, m.reconsume_times, time.monotonic()) for m in msgs)
             if any(m.body.endswith(b"-fail") and m.reconsume_times == 0 for m in msgs):
                 return ConsumeConcurrentlyStatus.RECONSUME_LATER
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
@@ -49,29 +57,44 @@ class Deliveries:
 
     def consumers_of(self, body: str) -> set[str]:
         with self.lock:
-            return {name for b, name, _ in self.seen if b == body}
+            return {name for b, name, _, _ in self.seen if b == body}
 
     def done(self, bodies) -> bool:
         """Every body consumed successfully (a ``-fail`` body needs its retry)."""
         with self.lock:
-            final = {b for b, _, rt in self.seen if not b.endswith("-fail") or rt >= 1}
+            final = {b for b, _, rt, _ in self.seen if not b.endswith("-fail") or rt >= 1}
         return set(bodies) <= final
 
+    def retried_at(self, body: str) -> float | None:
+        """When ``body`` came back as a retry (monotonic seconds)."""
+        with self.lock:
+            return next((at for b, _, rt, at in self.seen if b == body and rt >= 1), None)
 
-def config(broker, name: str, gray: bool = False) -> ClientConfig:
-    return ClientConfig(
-        namesrv_addr=broker.namesrv, instance_name=name, enable_gray_switch=gray, gray_queue_ratio=RATIO
-    )
+
+def config(broker, name: str, gray: bool = False, ratio: float | None = RATIO) -> ClientConfig:
+    """``ratio`` None: the client's default (0.1), for topics that carry their own."""
+    own = {} if ratio is None else {"gray_queue_ratio": ratio}
+    return ClientConfig(namesrv_addr=broker.namesrv, instance_name=name, enable_gray_switch=gray, **own)
 
 
-def consumer(broker, deliveries: Deliveries, name: str, gray: bool = False) -> PushConsumer:
+def consumer(
+    broker,
+    deliveries: Deliveries,
+    name: str,
+    gray: bool = False,
+    *,
+    topic: str = TOPIC,
+    group: str = GROUP,
+    ratio: float | None = RATIO,
+    rebalance_interval_ms: int = REBALANCE_INTERVAL_MS,
+) -> PushConsumer:
     c = PushConsumer(
         PushConsumerOptions(
-            GROUP, rebalance_interval_ms=REBALANCE_INTERVAL_MS, persist_interval_ms=200, long_poll_ms=500
+            group, rebalance_interval_ms=rebalance_interval_ms, persist_interval_ms=200, long_poll_ms=500
         ),
-        config(broker, name, gray),
+        config(broker, name, gray, ratio),
     )
-    c.subscribe(TOPIC)
+    c.subscribe(topic)
     c.register_listener(deliveries.listener(name))
     return c.start()
 
@@ -154,3 +177,77 @@ def test_gray_split_retries_switch_over_and_back(broker):
             c.shutdown()
         gray_producer.shutdown()
         normal_producer.shutdown()
+
+
+def create_topic_by_cli(broker, topic: str) -> None:
+    done = pocketmq("topic", "create", topic, "--queues", "8", "--gray-queue-ratio", str(RATIO), namesrv=broker.namesrv)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_ratio_that_leaves_no_normal_queue_is_refused_by_the_cli(broker):
+    refused = pocketmq(
+        "topic", "create", "gray_tiny", "--queues", "1", "--gray-queue-ratio", "0.25", namesrv=broker.namesrv
+    )
+    assert refused.returncode != 0 and "makes all 1 queues gray" in refused.stderr, refused.stderr
+    create_topic_by_cli(broker, "gray_kept")
+    for args in (["--gray-queue-ratio", "1"], ["--queues", "1"]):  # a new ratio, or fewer queues under the kept one
+        refused = pocketmq("topic", "update", "gray_kept", *args, namesrv=broker.namesrv)
+        assert refused.returncode != 0 and "leaving none for normal messages" in refused.stderr, refused.stderr
+    ended = pocketmq("topic", "update", "gray_kept", "--gray-queue-ratio", "0", namesrv=broker.namesrv)
+    assert ended.returncode == 0, ended.stderr  # 0 ends a rollout
+
+
+def test_producers_and_consumers_split_by_the_topic_ratio_with_no_setting_of_their_own(broker):
+    topic, group = "gray_route", "g_gray_route"
+    create_topic_by_cli(broker, topic)
+    deliveries = Deliveries()
+    own = {"topic": topic, "group": group, "ratio": None, "rebalance_interval_ms": DEFAULT_REBALANCE_INTERVAL_MS}
+    normal = consumer(broker, deliveries, "normal", **own)
+    gray = consumer(broker, deliveries, "gray", gray=True, **own)
+    gray_producer = Producer(config(broker, "gray-producer", gray=True, ratio=None)).start()
+    normal_producer = Producer(config(broker, "normal-producer", ratio=None)).start()  # no selector
+    try:
+        wait_until(
+            lambda: (
+                topic_queue_ids(gray, topic) == GRAY_QUEUE_IDS and topic_queue_ids(normal, topic) == NORMAL_QUEUE_IDS
+            ),
+            timeout_s=10,
+            message="consumers split by the topic's ratio",
+        )
+        gray_bodies, normal_bodies = [f"gray-{i}" for i in range(8)], [f"normal-{i}" for i in range(12)]
+        gray_queues = {gray_producer.send(Message.create(topic, body)).queue_id for body in gray_bodies}
+        normal_queues = {normal_producer.send(Message.create(topic, body)).queue_id for body in normal_bodies}
+        assert (gray_queues, normal_queues) == (GRAY_QUEUE_IDS, NORMAL_QUEUE_IDS)
+        wait_until(lambda: deliveries.done(gray_bodies + normal_bodies), timeout_s=10, message="all consumed")
+        assert all(deliveries.consumers_of(b) == {"gray"} for b in gray_bodies)
+        assert all(deliveries.consumers_of(b) == {"normal"} for b in normal_bodies)
+    finally:
+        for closeable in (gray, normal, gray_producer, normal_producer):
+            closeable.shutdown()
+
+
+def test_a_gray_consumer_joining_a_running_group_gets_gray_retries_at_once(broker):
+    """Its heartbeat grows the retry topic to 2 queues after its first rebalance has read the route; the broker
+    tells the group once the name server has the new queues, so nobody waits for the 20 s rebalance."""
+    topic, group = "gray_join", "g_gray_join"
+    create_topic_by_cli(broker, topic)
+    deliveries = Deliveries()
+    own = {"topic": topic, "group": group, "rebalance_interval_ms": DEFAULT_REBALANCE_INTERVAL_MS}
+    normal = consumer(broker, deliveries, "normal", **own)
+    gray = None
+    producer = Producer(config(broker, "gray-producer", gray=True)).start()
+    try:
+        assert topic_queue_ids(normal, topic) == GRAY_QUEUE_IDS | NORMAL_QUEUE_IDS
+        joined_at = time.monotonic()
+        gray = consumer(broker, deliveries, "gray", gray=True, **own)
+        wait_until(lambda: not topic_queue_ids(normal, topic) & GRAY_QUEUE_IDS, timeout_s=5, message="handed over")
+        producer.send(Message.create(topic, "gray-fail"))
+        retried_at = wait_until(lambda: deliveries.retried_at("gray-fail"), timeout_s=8, message="the gray retry")
+        assert deliveries.consumers_of("gray-fail") == {"gray"}
+        assert retried_at - joined_at < DEFAULT_REBALANCE_INTERVAL_MS / 1000 / 3
+        retry = f"%RETRY%{group}"
+        assert (topic_queue_ids(gray, retry), topic_queue_ids(normal, retry)) == ({1}, {0})
+    finally:
+        for closeable in (gray, normal, producer):
+            if closeable is not None:
+                closeable.shutdown()

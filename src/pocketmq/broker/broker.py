@@ -394,6 +394,11 @@ class Broker:
         """RocketMQ's DataVersion of a table of this broker."""
         return {"timestamp": self.boot_timestamp_ms, "counter": counter, "stateVersion": 0}
 
+    async def register_now(self) -> None:
+        """One registration round with the name servers now (none without them): routes show the topics after."""
+        if self._registrar is not None:
+            await self._registrar.register_once()
+
     def _topics_changed(self) -> None:
         # TopicManager may call from a gRPC worker thread; the registrar lives on the loop.
         if self._registrar is not None and self._loop is not None and not self._loop.is_closed():

@@ -81,6 +81,10 @@ class ConsumerTable:
             log.info("event=consumer_left groups=%s reason=expired", ",".join(groups))
         return self._after_leave(groups)
 
+    def routes_changed(self, group: str) -> list[Notification]:
+        """The queues the group's members split changed (its retry topic grew): every member is told."""
+        return self._notify(group, exclude=None)
+
     def _after_leave(self, groups: list[str]) -> list[Notification]:
         notifications = []
         for group in groups:
@@ -155,6 +159,10 @@ class ConsumerRegistry:
 
     def client_ids(self, group: str) -> list[str]:
         return self.table.client_ids(group)
+
+    def notify_group(self, group: str) -> None:
+        """Tell every member of ``group`` to rebalance (its queues changed)."""
+        self._dispatch(self.table.routes_changed(group))
 
     def subscribers(self, group: str) -> dict[str, tuple[str, ...]]:
         """Client id -> the topics the group subscribes (remoting heartbeats carry them per group)."""

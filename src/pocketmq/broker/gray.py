@@ -2,7 +2,8 @@
 
 RocketMQ's RIP-72 left ``%RETRY%<group>`` with one queue shared by everyone, so a failed gray message could be
 retried on a normal consumer and the other way round. Here the first heartbeat of a gray consumer grows its
-group's retry topic to ``GRAY_RETRY_QUEUE_NUMS`` queues; send-back then puts the retry copy of a gray message
+group's retry topic to ``GRAY_RETRY_QUEUE_NUMS`` queues (and the group is told once the routes show it:
+``notify_group_once_routed``); send-back then puts the retry copy of a gray message
 (property ``PMQ_GRAY``, which the copy keeps) into the last queue and every other retry into the others
 (``common.gray.retry_queue_id``), and consumers split the retry topic by the same rule. A topic that already
 has 2 queues or more is left as it is. POP retries (``%RETRY%<group>_<topic>``: ``place_retry_copy``) and a
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import zlib
+from collections.abc import Awaitable, Callable
 
 from pocketmq.common import properties as props
 from pocketmq.common.gray import GRAY_RETRY_QUEUE_NUMS, is_gray_message, retry_queue_id
@@ -35,6 +37,15 @@ def ensure_gray_retry_queues(topics, retry_config: TopicConfig) -> TopicConfig:
     )
     log.info("event=gray_retry_topic_split topic=%s queues=%d", grown.name, grown.write_queue_nums)
     return topics.create_or_update(grown)
+
+
+async def notify_group_once_routed(register: Callable[[], Awaitable[object]], consumers, group: str) -> None:
+    """A gray consumer's heartbeat grew ``group``'s retry topic: once the name servers have the new queues
+    (``register``: a registration round), tell every member of the group (NOTIFY_CONSUMER_IDS_CHANGED), so each
+    rebalances the retry topic now and the gray consumer takes its gray retry queue at once; the consumer's own
+    first rebalance ran right after its heartbeat, on the route from before."""
+    await register()
+    consumers.notify_group(group)
 
 
 def place_retry_copy(topics, msg: MessageExt) -> None:

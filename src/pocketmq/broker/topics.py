@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
+from pocketmq.common.gray import gray_ratio_problem
 from pocketmq.common.topic import (
     DEFAULT_TOPIC,
     PERM_INHERIT,
@@ -59,6 +60,11 @@ def validate_topic_config(config: TopicConfig) -> None:
             raise BadRequestError(f"{what} queue nums {nums} outside [1, {MAX_QUEUE_NUMS}]")
     if config.perm & ~0x7:
         raise BadRequestError(f"perm {config.perm} has bits outside read|write|inherit")
+    if config.gray_queue_ratio is not None:
+        for nums in sorted({config.read_queue_nums, config.write_queue_nums}):
+            problem = gray_ratio_problem(nums, config.gray_queue_ratio)
+            if problem:
+                raise BadRequestError(f"topic {config.name!r}: {problem}")
 
 
 def topic_change_refusal(

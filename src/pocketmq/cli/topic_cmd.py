@@ -69,8 +69,9 @@ def _gray_and_cluster_options(parser) -> None:
     parser.add_argument(
         "--gray-queue-ratio",
         type=float,
-        help="gray queues are the last ceil(n * R) of each "
-        "broker's (topic attribute gray.queue.ratio, R in [0, 1]; docs/gray.md)",
+        help="gray queues are the last ceil(n * R) of each broker's (topic attribute gray.queue.ratio, R in "
+        "[0, 1]; SDK clients follow it through the route; a ratio making every queue gray is refused, 0 ends a "
+        "rollout; docs/gray.md)",
     )
     parser.add_argument("--cluster", help="only the masters of this cluster")
 

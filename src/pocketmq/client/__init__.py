@@ -29,6 +29,7 @@ from pocketmq.client.push_consumer import (
 )
 from pocketmq.client.queue_select import (
     FunctionSelector,
+    GraySelector,
     KeyHashSelector,
     MessageGroupSelector,
     QueueSelector,
@@ -37,6 +38,7 @@ from pocketmq.client.queue_select import (
 )
 from pocketmq.client.rebalance import (
     ConsistentHashAllocator,
+    GrayAllocator,
     allocate_averagely,
     allocate_averagely_by_circle,
 )
@@ -48,6 +50,7 @@ from pocketmq.client.transaction_producer import (
     TransactionProducer,
     TransactionSendResult,
 )
+from pocketmq.common.gray import GRAY_PROPERTY
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.topic import MessageType
 
@@ -60,6 +63,9 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "FunctionSelector",
+    "GRAY_PROPERTY",
+    "GrayAllocator",
+    "GraySelector",
     "KeyHashSelector",
     "MessageModel",
     "PushConsumer",

@@ -11,7 +11,8 @@ a result, unless ``retry_another_broker_when_not_store_ok`` asks to try another 
 brokers sitting out are avoided by the selector. ``send_oneway`` waits for nothing and never retries.
 
 Gray release (docs/gray.md): a gray producer (``ClientConfig.enable_gray_switch``) marks its messages gray;
-a gray message (from it, or marked by hand) goes to a gray queue through ``GraySelector``.
+a gray message (from it, or marked by hand) goes to a gray queue through ``GraySelector``, and on a topic with
+a gray ratio of its own (carried by the route) every other message to a normal queue.
 
 Bodies of ``compress_over_bytes`` and more are zlib-compressed (sys_flag bit 0), as 4.x clients do; batches
 are never compressed.
@@ -335,7 +336,7 @@ class AsyncProducer(InstanceUser):
             route = instance.cached_route(message.topic) or await instance.route(message.topic)
             if not route.write_queues:
                 raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
-            mq = self._selector_for(message).select(
+            mq = self._selector_for(message, route).select(
                 route.write_queues, message, self._avoided_brokers(route.write_queues, instance.clock)
             )
         properties = props.encode_properties(message.properties)
@@ -391,14 +392,18 @@ class AsyncProducer(InstanceUser):
         if self.config.enable_gray_switch:
             message.properties.setdefault(GRAY_PROPERTY, self.config.gray_tag)
 
-    def _selector_for(self, message: Message) -> QueueSelector:
-        """A gray message always goes through a gray selector (the configured one picks within the gray
-        queues); other messages use the configured selector, which is a ``GraySelector`` in a gray rollout."""
-        if isinstance(self.selector, GraySelector) or not is_gray_message(message.properties):
+    def _selector_for(self, message: Message, route: TopicRouteView) -> QueueSelector:
+        """On a topic with a gray ratio of its own (the route carries it) every message goes through a gray
+        selector by that ratio, so normal messages keep off the gray queues with no selector set; elsewhere a
+        gray message does (by ``gray_queue_ratio``) and other messages use the configured selector. The
+        configured selector picks within the message's part (docs/gray.md)."""
+        if isinstance(self.selector, GraySelector):
+            return self.selector.for_route(route.gray_ratios)
+        if not route.gray_ratios and not is_gray_message(message.properties):
             return self.selector
         if self._gray_selector is None:
             self._gray_selector = GraySelector(self.config.gray_queue_ratio, inner=self.selector)
-        return self._gray_selector
+        return self._gray_selector.for_route(route.gray_ratios)
 
     def _check_message(self, message: Message) -> None:
         """Every send path's check; it also gives ``message`` the broker's name of its topic (in place, as
@@ -486,7 +491,7 @@ class AsyncProducer(InstanceUser):
                     if not route.write_queues:
                         raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
                     avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues, clock)
-                    mq = self._selector_for(message).select(route.write_queues, message, avoid)
+                    mq = self._selector_for(message, route).select(route.write_queues, message, avoid)
                     # from the route the queue came from: a sync send runs beside the loop thread, which may
                     # rebuild the instance's broker table meanwhile
                     address = route.master_addrs.get(mq.broker_name) or instance.broker_addr(mq.broker_name)

@@ -31,7 +31,7 @@ import enum
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,8 +268,10 @@ class AsyncPushConsumer:
                 log.warning("event=route_failed topic=%s error=%s", topic, exc)
         await instance.heartbeat_all()
         self._started = True
-        self._rebalance_complete = await self.rebalance()  # queues are assigned when start() returns
+        # made before the first rebalance so that a NOTIFY_CONSUMER_IDS_CHANGED during it still makes a round (a
+        # gray consumer's own heartbeat grows the retry topic, and the broker notifies once routes show it)
         self._rebalancer = self._periodic("rebalance", self._rebalance_round, self._rebalance_wait_ms)
+        self._rebalance_complete = await self.rebalance()  # queues are assigned when start() returns
         self._tasks = [self._rebalancer, self._periodic("persist", self._persist_offsets, opts.persist_interval_ms)]
         if self._orderly and not self.broadcasting:
             self._tasks.append(self._periodic("lock", self._lock_assigned, opts.lock_renew_interval_ms))
@@ -356,22 +358,23 @@ class AsyncPushConsumer:
             ids = await self._consumer_ids(route.broker_names)
             if not ids:
                 return
-            mine = set(self._allocator(topic)(queues, ids).get(self.instance.client_id, []))
+            mine = set(self._allocator(topic, route.gray_ratios)(queues, ids).get(self.instance.client_id, []))
         for mq in [mq for mq in self._queues if mq.topic == topic and mq not in mine]:
             await self._drop_queue(mq)
         for mq in sorted(mine - set(self._queues)):
             await self._add_queue(mq)
 
-    def _allocator(self, topic: str) -> AllocateStrategy:
+    def _allocator(self, topic: str, topic_ratios: Mapping[str, float]) -> AllocateStrategy:
         """The configured strategy inside a GrayAllocator: without a gray consumer in the group it gives the
-        strategy's own result; with one, gray consumers get only gray queues and normal ones only the rest.
-        The group's retry topic is split by its gray retry queue (docs/gray.md)."""
+        strategy's own result; with one, gray consumers get only gray queues and normal ones only the rest, by
+        the topic's own ratio where its route carries one (``topic_ratios``). The group's retry topic is split
+        by its gray retry queue (docs/gray.md)."""
         given = self.options.allocate_strategy
         if isinstance(given, GrayAllocator):  # a GrayAllocator given by hand: its strategy and ratio
             strategy, ratio = given.inner, given.ratio
         else:
             strategy, ratio = given, self.config.gray_queue_ratio
-        return GrayAllocator(strategy, ratio, retry_split=topic == retry_topic(self.group))
+        return GrayAllocator(strategy, ratio, retry_split=topic == retry_topic(self.group), topic_ratios=topic_ratios)
 
     async def _consumer_ids(self, broker_names: list[str]) -> list[str]:
         for broker in broker_names:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Protocol
 
 from pocketmq.client.rebalance import gray_queues
@@ -144,25 +145,39 @@ class FunctionSelector:
 class GraySelector:
     """RIP-72's SelectMessageQueueByGray: a gray message (property ``PMQ_GRAY``, common/gray.py) goes to a gray
     queue, any other to a normal one; ``inner`` (round robin by default) picks within that part. Gray queues
-    are, per broker, the last ceil(n * ratio) queues. With ratio 1 there is no normal queue, with ratio 0 no
-    gray one: sending the message that needs the missing kind raises ClientError saying so."""
+    are, per broker, the last ceil(n * r) queues, r being the topic's own ratio on that broker when the route
+    carries one (``topic_ratios``: ``for_route``), else ``ratio``. When ``ratio`` leaves no queue of the kind a
+    message needs (ratio 1: no normal queue, 0: no gray one), the send raises ClientError saying so; when the
+    topic's own ratio does (0 ends a rollout), the message may go to any queue, as the broker places it."""
 
-    def __init__(self, ratio: float = 0.1, inner: QueueSelector | None = None):
+    def __init__(
+        self,
+        ratio: float = 0.1,
+        inner: QueueSelector | None = None,
+        topic_ratios: Mapping[str, float] = MappingProxyType({}),
+    ):
         if not 0.0 <= ratio <= 1.0:
             raise ClientError(f"gray queue ratio {ratio} is outside [0, 1]")
         self.ratio = ratio
-        self._inner = inner or RoundRobinSelector()
+        self.inner = inner or RoundRobinSelector()
+        self.topic_ratios = topic_ratios
+
+    def for_route(self, topic_ratios: Mapping[str, float]) -> GraySelector:
+        """This selector (same ``inner``, so its round robin goes on) splitting by the topic's ratios."""
+        return self if topic_ratios == self.topic_ratios else GraySelector(self.ratio, self.inner, topic_ratios)
 
     def select(
         self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
     ) -> MessageQueue:
         gray = is_gray_message(message.properties)
-        gray_set = gray_queues(list(queues), self.ratio)
+        gray_set = gray_queues(list(queues), self.ratio, self.topic_ratios)
         part = [q for q in queues if (q in gray_set) == gray]
+        if not part and self.topic_ratios:
+            part = list(queues)
         if not part:
             kind = "gray" if gray else "normal"
             raise ClientError(
                 f"no {kind} queues: topic {message.topic!r} has {len(queues)} writable queues and "
                 f"gray queue ratio {self.ratio} leaves none {kind}"
             )
-        return self._inner.select(part, message, avoid_brokers)
+        return self.inner.select(part, message, avoid_brokers)

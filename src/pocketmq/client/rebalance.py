@@ -12,7 +12,8 @@ Strategies (RocketMQ's names):
 - ``ConsistentHashAllocator``: each consumer owns ``virtual_nodes`` points on a hash ring; a queue goes to
   the first point at or after its hash. A consumer joining or leaving moves only the queues it takes or gave.
 - ``GrayAllocator`` (RocketMQ's RIP-72): wraps any strategy. Gray queues are, per broker, the last
-  ``ceil(n * ratio)`` queues of the broker's sorted queues; while any gray consumer (client id containing
+  ``ceil(n * ratio)`` queues of the broker's sorted queues (the ratio: the topic's own where the route carries
+  one, else the consumer's setting); while any gray consumer (client id containing
   ``@gray``) is in the group, gray consumers share the gray queues and normal consumers the rest; with none,
   the wrapped strategy's plain result, so normal consumers take the gray queues over at once.
 
@@ -24,8 +25,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from pocketmq.common.gray import gray_queue_count, is_gray_client
 from pocketmq.common.message import MessageQueue
@@ -82,16 +84,19 @@ class ConsistentHashAllocator:
         return result
 
 
-def gray_queues(queues: list[MessageQueue], ratio: float) -> set[MessageQueue]:
-    """Per broker (and topic), the last ceil(n * ratio) of its sorted queues."""
+def gray_queues(
+    queues: list[MessageQueue], ratio: float, topic_ratios: Mapping[str, float] = MappingProxyType({})
+) -> set[MessageQueue]:
+    """Per broker (and topic), the last ceil(n * r) of its sorted queues: r is the topic's own ratio on that
+    broker (``topic_ratios``, by broker name, from the route) when it has one, else ``ratio``."""
     if not 0.0 <= ratio <= 1.0:
         raise ValueError(f"gray queue ratio {ratio} is outside [0, 1]")  # even for an empty topic
     by_broker: dict[tuple[str, str], list[MessageQueue]] = defaultdict(list)
     for mq in _sorted_queues(queues):
         by_broker[(mq.topic, mq.broker_name)].append(mq)
     result: set[MessageQueue] = set()
-    for mqs in by_broker.values():
-        count = gray_queue_count(len(mqs), ratio)
+    for (_, broker_name), mqs in by_broker.items():
+        count = gray_queue_count(len(mqs), topic_ratios.get(broker_name, ratio))
         result.update(mqs[len(mqs) - count :] if count else ())
     return result
 
@@ -106,17 +111,19 @@ def gray_retry_queues(queues: list[MessageQueue]) -> set[MessageQueue]:
 
 @dataclass(frozen=True)
 class GrayAllocator:
-    """``retry_split``: split by ``gray_retry_queues`` (a retry topic) instead of ``gray_queues(ratio)``."""
+    """``retry_split``: split by ``gray_retry_queues`` (a retry topic) instead of ``gray_queues``.
+    ``topic_ratios``: the topic's own ratio by broker name (the route's), which wins over ``ratio``."""
 
     inner: AllocateStrategy = allocate_averagely
     ratio: float = 0.1
     retry_split: bool = False
+    topic_ratios: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     def __call__(self, queues: list[MessageQueue], consumer_ids: list[str]) -> Assignment:
         gray_ids = [cid for cid in consumer_ids if is_gray_client(cid)]
         if not gray_ids:
             return self.inner(queues, consumer_ids)
-        gray = gray_retry_queues(queues) if self.retry_split else gray_queues(queues, self.ratio)
+        gray = gray_retry_queues(queues) if self.retry_split else gray_queues(queues, self.ratio, self.topic_ratios)
         normal_ids = [cid for cid in consumer_ids if not is_gray_client(cid)]
         result = self.inner([q for q in queues if q in gray], gray_ids)
         if normal_ids:

@@ -1,4 +1,5 @@
-"""What a client needs from a topic's route: broker masters and the queues to write to and read from.
+"""What a client needs from a topic's route: broker masters, the queues to write to and read from, and the
+topic's gray ratio on each broker that has one.
 
 A group whose master is gone (the name server lists only its slaves, as RocketMQ's does) stays readable
 through its lowest-id slave: its queues are in ``read_queues`` and ``broker_addrs`` names the slave, but it
@@ -28,6 +29,8 @@ class TopicRouteView:
     broker_addrs: dict[str, str] = field(default_factory=dict)
     write_queues: tuple[MessageQueue, ...] = ()  # interleaved by broker, for round robin
     read_queues: tuple[MessageQueue, ...] = ()  # sorted
+    # broker name -> the topic's gray ratio there, for brokers where it has one (docs/gray.md): clients split by it
+    gray_ratios: dict[str, float] = field(default_factory=dict)
 
     @property
     def broker_names(self) -> list[str]:
@@ -57,11 +60,16 @@ def build_route_view(topic: str, queue_datas, broker_datas) -> TopicRouteView:
         if broker.broker_addrs:
             reachable[broker.broker_name] = addr or broker.broker_addrs[min(broker.broker_addrs)]
     write, read = [], []
+    gray_ratios: dict[str, float] = {}
     for qd in queue_datas:
         if qd.broker_name not in reachable:
             continue
+        if qd.gray_queue_ratio is not None:
+            gray_ratios[qd.broker_name] = qd.gray_queue_ratio
         if qd.perm & PERM_WRITE and qd.broker_name in masters:
             write += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums)]
         if qd.perm & PERM_READ:
             read += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums)]
-    return TopicRouteView(topic, masters, reachable, tuple(interleave_by_broker(write)), tuple(sorted(read)))
+    return TopicRouteView(
+        topic, masters, reachable, tuple(interleave_by_broker(write)), tuple(sorted(read)), gray_ratios
+    )

@@ -73,6 +73,18 @@ def gray_queue_count(queue_nums: int, ratio: float) -> int:
     return math.ceil(queue_nums * ratio)
 
 
+def gray_ratio_problem(queue_nums: int, ratio: float) -> str | None:
+    """Why a topic of ``queue_nums`` queues (per broker) cannot have gray ratio ``ratio``: a ratio that makes
+    every queue gray leaves normal messages nowhere to go and normal consumers nothing to read. None when it can
+    (ratio 0, no gray queue, ends a rollout)."""
+    if gray_queue_count(queue_nums, ratio) < queue_nums:
+        return None
+    return (
+        f"{GRAY_RATIO_ATTRIBUTE}={ratio:g} makes all {queue_nums} queues gray (the last ceil({queue_nums} * "
+        f"{ratio:g})), leaving none for normal messages: use a smaller ratio or more queues"
+    )
+
+
 def parse_gray_ratio(text: str) -> float:
     """A ratio setting (``gray.queue.ratio``): a number in [0, 1], else ValueError saying so."""
     try:

@@ -186,7 +186,11 @@ class RouteTable:
         """Group ``broker_name`` serves ``topic`` as ``config`` says (ignored if the group is gone)."""
         if broker_name in self._groups:
             self._topics.setdefault(topic, {})[broker_name] = QueueData(
-                broker_name, config.read_queue_nums, config.write_queue_nums, config.perm
+                broker_name,
+                config.read_queue_nums,
+                config.write_queue_nums,
+                config.perm,
+                gray_queue_ratio=config.gray_queue_ratio,  # clients split by it (docs/gray.md)
             )
 
     def route(self, topic: str) -> TopicRouteData | None:

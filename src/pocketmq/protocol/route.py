@@ -8,8 +8,8 @@ unquoted (``"brokerAddrs":{0:"10.0.0.1:10911"}``, not valid JSON); numbers may a
 ``"true"``. Encoding is strict JSON with quoted keys. Unknown fields are ignored on the way in.
 
 PocketMQ additions travel as extra fields that 4.x peers ignore: ``"pocketmq"`` in a registration body (the
-broker's gRPC endpoint and auto-create flags) and ``"grpcAddrTable"`` (remoting address -> gRPC address) in a
-route and in cluster info.
+broker's gRPC endpoint and auto-create flags), ``"grpcAddrTable"`` (remoting address -> gRPC address) in a
+route and in cluster info, and a queue data's ``"attributes"`` (the topic's gray ratio on that broker).
 """
 
 from __future__ import annotations
@@ -119,34 +119,47 @@ def _load_object(data: bytes | str | dict, what: str) -> dict:
 # -- route -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class QueueData:
-    """One broker group's queues of a topic."""
+    """One broker group's queues of a topic.
+
+    ``gray_queue_ratio`` (PocketMQ) is the topic's attribute ``gray.queue.ratio`` on that broker, so that
+    clients split by it (docs/gray.md); it travels as ``"attributes": {"gray.queue.ratio": "0.25"}``, which
+    RocketMQ's clients ignore, and only when the topic has one."""
 
     broker_name: str
     read_queue_nums: int
     write_queue_nums: int
     perm: int = PERM_READ_WRITE
     topic_sys_flag: int = 0
+    gray_queue_ratio: float | None = None
 
     def to_obj(self) -> dict:
-        return {
+        obj: dict[str, Any] = {
             "brokerName": self.broker_name,
             "readQueueNums": self.read_queue_nums,
             "writeQueueNums": self.write_queue_nums,
             "perm": self.perm,
             "topicSysFlag": self.topic_sys_flag,
         }
+        if self.gray_queue_ratio is not None:
+            obj["attributes"] = {GRAY_RATIO_ATTRIBUTE: f"{self.gray_queue_ratio:g}"}
+        return obj
 
     @classmethod
     def from_obj(cls, obj: Any) -> QueueData:
         obj = _as_dict(obj, "queueData")
         # "topicSynFlag" is the field's name in RocketMQ 3.x/early 4.x.
         sys_flag = obj.get("topicSysFlag", obj.get("topicSynFlag"))
+        try:
+            gray_queue_ratio = topic_gray_ratio(_as_dict(obj.get("attributes"), "queueData.attributes"))
+        except ValueError:
+            gray_queue_ratio = None  # not a ratio (written by something else): clients do not split by it
         return cls(
             _as_str(obj.get("brokerName"), "queueData.brokerName"),
             as_int(obj.get("readQueueNums"), "readQueueNums"),
             as_int(obj.get("writeQueueNums"), "writeQueueNums"),
             as_int(obj.get("perm"), "perm", PERM_READ_WRITE),
             as_int(sys_flag, "topicSysFlag", 0),
+            gray_queue_ratio,
         )
 
 

@@ -18,11 +18,12 @@ Rules every handler follows:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.consumers import Notification
-from pocketmq.broker.gray import ensure_gray_retry_queues
+from pocketmq.broker.gray import ensure_gray_retry_queues, notify_group_once_routed
 from pocketmq.broker.gray_split import held_queues
 from pocketmq.broker.messages import SendRequest, SendResult
 from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
@@ -57,6 +58,7 @@ from pocketmq.protocol.request_headers import (
     send_header,
 )
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.runtime.periodic import spawn_watched
 from pocketmq.server.heartbeat_body import heartbeat_from_json
 from pocketmq.server.remoting_access import RemotingAccessGate
 from pocketmq.server.remoting_admin import AdminHandlers
@@ -140,6 +142,7 @@ class MessagingHandlers:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         broker.consumers.add_notifier(self._notify_consumer_ids_changed)
+        self._notify_tasks: set[asyncio.Task] = set()  # held: the loop keeps only weak references to tasks
 
     def register(self, router: RequestRouter) -> None:
         for code, handler in (
@@ -308,13 +311,15 @@ class MessagingHandlers:
     async def heart_beat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         client_id, consumer_data, consumers, producer_groups = heartbeat_from_json(json_body(request.body, "heartbeat"))
         broker = self._broker
+        grown: list[str] = []  # groups whose retry topic this heartbeat split
         for info in consumers:
             broker.groups.get_or_create(info.group)  # SUBSCRIPTION_GROUP_NOT_EXIST when auto-creation is off
             if info.group == TOOLS_CONSUMER_GROUP:
                 continue  # a reader, never sent back a message: no retry topic
             retry_config = broker.topics.get_or_create(f"%RETRY%{info.group}")  # consumers pull it on their own
-            if is_gray_client(client_id):  # split the retry topic so gray retries stay gray (docs/gray.md)
-                ensure_gray_retry_queues(broker.topics, retry_config)
+            # split the retry topic so gray retries stay gray (docs/gray.md)
+            if is_gray_client(client_id) and ensure_gray_retry_queues(broker.topics, retry_config) != retry_config:
+                grown.append(info.group)
         self._hook_close(conn)
         language, version, remote_address = request.language, request.version, conn.remote_address
         for info, obj in zip(consumers, consumer_data):
@@ -328,6 +333,12 @@ class MessagingHandlers:
                 remote_address=remote_address,
             )
             broker.gray.record_held(info.group, client_id, held_queues(obj, broker.broker_name))  # group describe
+        for group in grown:  # after the heartbeat, so the newcomer is a member and is told too
+            task = spawn_watched(
+                notify_group_once_routed(broker.register_now, broker.consumers, group), f"broker-gray-notify-{group}"
+            )
+            self._notify_tasks.add(task)
+            task.add_done_callback(self._notify_tasks.discard)
         for group in producer_groups:
             broker.producers.heartbeat(
                 group, client_id, conn, language=language, version=version, remote_address=remote_address

@@ -12,9 +12,10 @@ from tests.unit.pop.pop_support import pop, running_broker
 from pocketmq.broker.gray_split import GrayRule, GraySplit
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.messages import select_queue
+from pocketmq.broker.topics import validate_topic_config
 from pocketmq.client.rebalance import gray_queues
 from pocketmq.common.errors import BadRequestError
-from pocketmq.common.gray import GRAY_PROPERTY, gray_queue_count, placement_queues
+from pocketmq.common.gray import GRAY_PROPERTY, gray_queue_count, gray_ratio_problem, placement_queues
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.common.topic import TopicConfig
 from pocketmq.protocol.remoting_headers import HeaderFields
@@ -152,3 +153,17 @@ def test_a_bad_topic_ratio_is_refused(ratio):
         topic_config_from_header(h, current=None, default_queue_nums=8)
     stored = topic_config_to_obj(TopicConfig("T", 8, 8)) | {"attributes": {"gray.queue.ratio": ratio}}
     assert topic_config_from_obj("T", stored).gray_queue_ratio is None  # a stored bad one: not split
+
+
+@pytest.mark.parametrize(
+    "queues, ratio",
+    [(1, 0.1), (4, 1.0), (8, 0.9), (2, 0.6)],  # ceil(n * ratio) == n: every queue gray
+)
+def test_a_ratio_that_leaves_no_normal_queue_is_refused(queues, ratio):
+    with pytest.raises(BadRequestError, match=f"makes all {queues} queues gray"):
+        validate_topic_config(TopicConfig("T", queues, queues, gray_queue_ratio=ratio))
+    with pytest.raises(BadRequestError, match="makes all 1 queues gray"):  # fewer queues under a kept ratio
+        validate_topic_config(TopicConfig("T", 1, 8, gray_queue_ratio=0.25))
+    for fine in (TopicConfig("T", queues, queues, gray_queue_ratio=0.0), TopicConfig("T", 8, 8, gray_queue_ratio=0.8)):
+        validate_topic_config(fine)  # 0 ends a rollout; 0.8 of 8 leaves 1 normal queue
+    assert gray_ratio_problem(queues, ratio) is not None and gray_ratio_problem(queues + 8, ratio / 2) is None

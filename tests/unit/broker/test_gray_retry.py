@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.pop.pop_support import running_broker
 
-from pocketmq.broker.gray import ensure_gray_retry_queues
+from pocketmq.broker.consumers import ConsumerRegistry
+from pocketmq.broker.gray import ensure_gray_retry_queues, notify_group_once_routed
 from pocketmq.broker.send_back import retry_copy
 from pocketmq.common.gray import GRAY_PROPERTY, retry_queue_id
 from pocketmq.common.message import Message, MessageExt
@@ -53,3 +54,18 @@ async def test_a_clients_own_retry_send_keeps_the_gray_placement(tmp_path):
                 msg = Message.create("%RETRY%g", f"m{i}", properties={GRAY_PROPERTY: "v2"} if gray else {})
                 [result] = await broker.messages.send([msg], topic="%RETRY%g")
                 assert (result.queue_id == 2) == gray
+
+
+async def test_the_group_is_told_of_the_grown_retry_topic_only_after_the_name_servers_have_it():
+    events: list[str] = []
+    registry = ConsumerRegistry(expire_ms=1000)
+    registry.add_notifier(lambda n: events.append(f"notify {n.client_id}"))
+    registry.heartbeat("g", "normal", object())
+    registry.heartbeat("g", "x@gray", object())  # the join tells the other member at once
+    events.clear()
+
+    async def register() -> None:
+        events.append("registered")
+
+    await notify_group_once_routed(register, registry, "g")
+    assert events == ["registered", "notify normal", "notify x@gray"]  # the newcomer too: it rebalanced too early

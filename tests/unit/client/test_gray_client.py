@@ -12,11 +12,15 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.queue_select import GraySelector, RoundRobinSelector
 from pocketmq.client.rebalance import GrayAllocator, gray_queues, gray_retry_queues
+from pocketmq.client.route_view import TopicRouteView
 from pocketmq.common.errors import ClientError, ConfigError
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import Message, MessageQueue
 
 QUEUES = [MessageQueue("T", b, q) for b in ("a", "b") for q in range(8)]
+
+
+ROUTE = TopicRouteView("T", write_queues=tuple(QUEUES))  # a topic without a gray ratio of its own
 
 
 def message(gray: bool) -> Message:
@@ -62,7 +66,7 @@ def test_gray_producer_marks_messages_and_uses_gray_queues():
     msg = Message.create("T", b"x")
     producer._mark_gray(msg)
     assert msg.properties[GRAY_PROPERTY] == "v2"
-    assert producer._selector_for(msg).select(QUEUES, msg, frozenset()) in gray_queues(QUEUES, 0.25)
+    assert producer._selector_for(msg, ROUTE).select(QUEUES, msg, frozenset()) in gray_queues(QUEUES, 0.25)
 
 
 def test_normal_producer_routes_only_marked_messages_through_the_gray_selector():
@@ -70,8 +74,46 @@ def test_normal_producer_routes_only_marked_messages_through_the_gray_selector()
     plain = Message.create("T", b"x")
     producer._mark_gray(plain)
     assert GRAY_PROPERTY not in plain.properties
-    assert producer._selector_for(plain) is producer.selector  # no gray rollout: all queues, as before
-    assert producer._selector_for(message(True)).select(QUEUES, message(True), frozenset()) in gray_queues(QUEUES, 0.25)
+    assert producer._selector_for(plain, ROUTE) is producer.selector  # no gray rollout: all queues, as before
+    chosen = producer._selector_for(message(True), ROUTE).select(QUEUES, message(True), frozenset())
+    assert chosen in gray_queues(QUEUES, 0.25)
+
+
+TOPIC_RATIOS = {"a": 0.25, "b": 0.5}  # the topic's own ratio on each broker, as its route carries it
+
+
+@pytest.mark.parametrize("selector", [None, GraySelector(0.1)])
+@pytest.mark.parametrize("config", [ClientConfig(), ClientConfig(enable_gray_switch=True, gray_queue_ratio=0.1)])
+def test_on_a_topic_with_a_ratio_every_producer_splits_by_it(selector, config):
+    """No selector set, a gray or a normal producer, a GraySelector of another ratio: the topic's ratio wins."""
+    producer = AsyncProducer(config, selector=selector)
+    route = TopicRouteView("T", write_queues=tuple(QUEUES), gray_ratios=TOPIC_RATIOS)
+    topic_gray = gray_queues(QUEUES, 0.1, TOPIC_RATIOS)
+    assert {(q.broker_name, q.queue_id) for q in topic_gray} == {("a", 6), ("a", 7), *(("b", i) for i in range(4, 8))}
+    for gray in (False, True):
+        msg = message(gray)
+        chosen = {producer._selector_for(msg, route).select(QUEUES, msg, frozenset()) for _ in range(40)}
+        assert chosen == (topic_gray if gray else set(QUEUES) - topic_gray)
+
+
+def test_a_topic_ratio_of_zero_ends_the_rollout_so_gray_messages_go_anywhere():
+    producer = AsyncProducer(ClientConfig(enable_gray_switch=True))
+    route = TopicRouteView("T", write_queues=tuple(QUEUES), gray_ratios={"a": 0.0, "b": 0.0})
+    msg = message(True)
+    assert {producer._selector_for(msg, route).select(QUEUES, msg, frozenset()) for _ in range(40)} == set(QUEUES)
+
+
+def test_consumers_allocate_by_the_topic_ratio_over_their_own():
+    assignment = GrayAllocator(ratio=0.1, topic_ratios=TOPIC_RATIOS)(QUEUES, ["n1", "n2", "x@g@gray"])
+    assert set(assignment["x@g@gray"]) == gray_queues(QUEUES, 0.1, TOPIC_RATIOS)
+    assert set(assignment["n1"] + assignment["n2"]) == set(QUEUES) - gray_queues(QUEUES, 0.1, TOPIC_RATIOS)
+
+
+def test_public_gray_names_come_from_the_client_package():
+    import pocketmq.client as client
+
+    assert client.GraySelector is GraySelector and client.GrayAllocator is GrayAllocator
+    assert client.GRAY_PROPERTY == GRAY_PROPERTY
 
 
 def test_retry_topic_split_is_the_last_queue_of_brokers_with_two_or_more():

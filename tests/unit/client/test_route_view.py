@@ -60,3 +60,13 @@ def test_route_shows_queues_needs_every_broker_with_the_count():
     assert route_shows_queues(data, ["a"], 4)
     assert not route_shows_queues(data, ["a", "b"], 4)
     assert not route_shows_queues(data, ["a", "c"], 4)
+
+
+def test_the_view_carries_the_topic_s_gray_ratio_of_each_reachable_broker():
+    data = route(
+        QueueData("a", 4, 4, gray_queue_ratio=0.25),
+        QueueData("b", 4, 4),
+        QueueData("gone", 4, 4, gray_queue_ratio=0.5),
+        masters=("a", "b"),
+    )
+    assert build_route_view("T", data.queue_datas, data.broker_datas).gray_ratios == {"a": 0.25}

@@ -220,3 +220,23 @@ def test_repr_shows_state():
     routes = table()
     routes.register(A, body("orders"), now_ms=0)
     assert repr(routes) == "<RouteTable clusters=['DefaultCluster'] groups=['broker-a'] brokers=1 topics=1>"
+
+
+def test_a_topic_s_gray_ratio_travels_with_its_route_per_broker():
+    """Clients split by the topic's own gray ratio (docs/gray.md): the route carries it as a queue data's
+    attributes, only for brokers where the topic has one; a registration that changes it changes the route."""
+    routes = table()
+    routes.register(
+        A, RegisterBrokerBody((TopicConfig("orders", 8, 8, gray_queue_ratio=0.25),), {"counter": 1}), now_ms=0
+    )
+    routes.register(B, body("orders"), now_ms=0)
+    obj = json.loads(routes.route("orders").to_json())
+    assert [q.get("attributes") for q in obj["queueDatas"]] == [{"gray.queue.ratio": "0.25"}, None]
+    parsed = TopicRouteData.from_json(routes.route("orders").to_json())
+    assert [q.gray_queue_ratio for q in parsed.queue_datas] == [0.25, None]
+    routes.register(
+        A, RegisterBrokerBody((TopicConfig("orders", 8, 8, gray_queue_ratio=0.0),), {"counter": 2}), now_ms=1
+    )
+    assert routes.route("orders").queue_datas[0].gray_queue_ratio == 0.0
+    bad = dict(obj["queueDatas"][0], attributes={"gray.queue.ratio": "2"})  # not a ratio: clients do not split by it
+    assert TopicRouteData.from_json({"queueDatas": [bad], "brokerDatas": []}).queue_datas[0].gray_queue_ratio is None

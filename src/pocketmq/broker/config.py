@@ -20,7 +20,7 @@ from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS, CkEnding,
 from pocketmq.broker.timer.delay import DEFAULT_DELAY_LEVELS, delay_levels_problem
 from pocketmq.broker.transaction.decision import CheckSettings
 from pocketmq.cluster.breaker import BreakerSettings
-from pocketmq.cluster.remote_reader import RetryDelays
+from pocketmq.cluster.remote_reader import RemoteReadSettings, RetryDelays
 from pocketmq.common.topic import LITE_TOPIC_MAX_LENGTH, topic_name_problem
 from pocketmq.protocol import limits as remoting
 from pocketmq.protocol.tls import TlsOptions
@@ -189,6 +189,8 @@ class BrokerConfig(TlsOptions):
         default=DEFAULT_CK_REWRITE_BACKOFF_MS, metadata={"check": _backoff}
     )
     pop_ck_rewrite_ending: str = field(default="dlq", metadata={"check": _ending})  # dlq | drop
+    # A CK also ends at its first failed read this long after its pop (0: only the table's length ends it).
+    pop_ck_rewrite_max_total_ms: int = field(default=0, metadata={"check": _not_negative})
     pop_min_invisible_ms: int = field(default=1000, metadata={"check": _min_invisible})
     pop_state_persist_interval_ms: int = field(default=500, metadata={"check": _positive})
     # Delayed messages and consumer retries (broker/timer, broker/send_back; docs/retry.md).
@@ -361,16 +363,21 @@ class BrokerConfig(TlsOptions):
         return f"{self.public_host}:{self.advertise_port or port}"
 
     def ck_rewrite_policy(self) -> CkRewritePolicy:
-        """POP revive's CK rewrite backoff and ending (``pop_ck_rewrite_*``)."""
-        return CkRewritePolicy(tuple(self.pop_ck_rewrite_backoff_ms), CkEnding(self.pop_ck_rewrite_ending))
+        """POP revive's CK rewrite backoff and endings (``pop_ck_rewrite_*``)."""
+        return CkRewritePolicy(
+            tuple(self.pop_ck_rewrite_backoff_ms),
+            CkEnding(self.pop_ck_rewrite_ending),
+            self.pop_ck_rewrite_max_total_ms,
+        )
 
-    def remote_read_retry_delays(self) -> RetryDelays:
-        return RetryDelays(
+    def remote_read_settings(self) -> RemoteReadSettings:
+        delays = RetryDelays(
             self.remote_read_retry_unreachable_ms,
             self.remote_read_retry_busy_ms,
             self.remote_read_retry_no_permission_ms,
             self.remote_read_retry_other_ms,
         )
+        return RemoteReadSettings(self.remote_read_timeout_ms, delays)
 
     def transaction_check_settings(self) -> CheckSettings:
         return CheckSettings(

@@ -39,6 +39,12 @@ DYNAMIC_FIELDS = frozenset(
         "short_polling_ms",
         "pop_ck_rewrite_backoff_ms",  # revive reads ReviveService.policy at each CK
         "pop_ck_rewrite_ending",
+        "pop_ck_rewrite_max_total_ms",
+        "remote_read_timeout_ms",  # ReaderRouter.configure_remote: the remote readers built and later ones
+        "remote_read_retry_unreachable_ms",
+        "remote_read_retry_busy_ms",
+        "remote_read_retry_no_permission_ms",
+        "remote_read_retry_other_ms",
         "breaker_failure_threshold",  # BreakerBoard.configure: existing breakers and later ones
         "breaker_cool_down_ms",
         "enable_slave_acting_master",  # read from broker.config where they are decided

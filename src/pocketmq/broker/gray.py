@@ -13,30 +13,19 @@ id) are placed by the same rule.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import zlib
 from collections.abc import Awaitable, Callable
 
+from pocketmq.broker.retry_topic import grow_queues
 from pocketmq.common import properties as props
 from pocketmq.common.gray import GRAY_RETRY_QUEUE_NUMS, is_gray_message, retry_queue_id
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import TopicConfig
 
-log = logging.getLogger(__name__)
-
 
 def ensure_gray_retry_queues(topics, retry_config: TopicConfig) -> TopicConfig:
     """Grow a group's retry topic to the gray split's queue count; the config in force afterwards."""
-    if min(retry_config.read_queue_nums, retry_config.write_queue_nums) >= GRAY_RETRY_QUEUE_NUMS:
-        return retry_config
-    grown = dataclasses.replace(
-        retry_config,
-        read_queue_nums=max(retry_config.read_queue_nums, GRAY_RETRY_QUEUE_NUMS),
-        write_queue_nums=max(retry_config.write_queue_nums, GRAY_RETRY_QUEUE_NUMS),
-    )
-    log.info("event=gray_retry_topic_split topic=%s queues=%d", grown.name, grown.write_queue_nums)
-    return topics.create_or_update(grown)
+    return grow_queues(topics, retry_config, GRAY_RETRY_QUEUE_NUMS)
 
 
 async def notify_group_once_routed(register: Callable[[], Awaitable[object]], consumers, group: str) -> None:

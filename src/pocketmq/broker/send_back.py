@@ -3,7 +3,7 @@
 A push consumer hands a message it failed to consume back to the broker by its commit log offset. The broker
 reads the message and appends a copy:
 
-- to ``%RETRY%<group>`` (created on demand, 1 queue) through the timer, at delay level ``3 + reconsume_times``
+- to ``%RETRY%<group>`` (created on demand with the group's ``retryQueueNums`` queues) through the timer, at delay level ``3 + reconsume_times``
   when the client sent level 0 (or the client's level when > 0); or
 - to ``%DLQ%<group>`` (1 queue, read-write, #2436) when ``reconsume_times >= max`` or the level is < 0, with
   no DELAY left on it (#2724). ``max`` is the request's ``maxReconsumeTimes`` when given, else the group's
@@ -31,13 +31,15 @@ import logging
 import zlib
 from dataclasses import dataclass
 
+from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
+from pocketmq.broker.retry_topic import ensure_retry_topic
 from pocketmq.broker.timer.delay import TIMER_PROPERTIES
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, IllegalMessageError, NoPermissionError, PocketMQError, StoreError
 from pocketmq.common.gray import is_gray_message, retry_queue_id
 from pocketmq.common.message import MessageExt
-from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
+from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from pocketmq.store.write_result import of_put, write_problem
 
 log = logging.getLogger(__name__)
@@ -156,7 +158,7 @@ class SendBackService:
         decision = decide_retry(original.reconsume_times, request.delay_level, max_times)
         uniq = original.uniq_key or original.offset_msg_id
         try:
-            copy = await self._append(original, request, decision, dlq_reason=None)
+            copy = await self._append(original, request, decision, group_config, dlq_reason=None)
         except _NeverWritable as refused:
             log.error(
                 "event=send_back_refused group=%s msg_id=%s to_dlq=%s reason=%s",
@@ -169,7 +171,9 @@ class SendBackService:
                 self.refused_total += 1
                 raise IllegalMessageError(f"the dead letter of {uniq} can never be written: {refused}") from None
             try:
-                copy = await self._append(original, request, RetryDecision(True, 0), dlq_reason=REASON_WRITE_REFUSED)
+                copy = await self._append(
+                    original, request, RetryDecision(True, 0), group_config, dlq_reason=REASON_WRITE_REFUSED
+                )
             except _NeverWritable as dlq_refused:
                 self.refused_total += 1
                 log.error(
@@ -194,14 +198,23 @@ class SendBackService:
         return copy
 
     async def _append(
-        self, original: MessageExt, request: SendBackRequest, decision: RetryDecision, *, dlq_reason: str | None
+        self,
+        original: MessageExt,
+        request: SendBackRequest,
+        decision: RetryDecision,
+        group_config: SubscriptionGroupConfig,
+        *,
+        dlq_reason: str | None,
     ) -> MessageExt:
         """Store the copy ``decision`` asks for; _NeverWritable when it can never be written."""
-        topic = dlq_topic(request.group) if decision.to_dlq else retry_topic(request.group)
         try:
-            config = self._topics.get_or_create(topic)
+            if decision.to_dlq:
+                config = self._topics.get_or_create(dlq_topic(request.group))
+            else:  # the group's retryQueueNums queues (broker/retry_topic.py)
+                config = ensure_retry_topic(self._topics, group_config)
         except BadRequestError as exc:
             raise _NeverWritable(str(exc)) from None
+        topic = config.name
         if not config.writable:
             raise NoPermissionError(f"topic {topic!r} is not writable (perm {config.perm})")
         uniq = original.uniq_key or original.offset_msg_id

@@ -27,7 +27,10 @@ EXAMPLES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("tail",): ("pocketmq tail orders", "pocketmq tail orders --from-beginning --max 10 --json"),
     ("cluster",): ("pocketmq cluster", "pocketmq cluster -n 10.0.0.5:9876 --json"),
     ("group",): ("pocketmq group create billing --retry-max-times 5", "pocketmq group describe billing"),
-    ("group", "create"): ("pocketmq group create billing --retry-max-times 5 --fifo",),
+    ("group", "create"): (
+        "pocketmq group create billing --retry-max-times 5 --fifo",
+        "pocketmq group create billing --retry-max-times 3 --retry-queue-nums 4",
+    ),
     ("group", "list"): ("pocketmq group list",),
     ("group", "describe"): ("pocketmq group describe billing --topic orders",),
     ("dlq",): ("pocketmq dlq list billing", "pocketmq dlq resend billing --all"),

@@ -1,8 +1,9 @@
 """``pocketmq group create|list|describe``: subscription (consumer) groups on every master broker.
 
-- ``create GROUP [--retry-max-times N] [--fifo] [--gray-clients GLOBS] [--gray-queue-ratio R] [--cluster C]``:
-  create or update the group's config (``retryMaxTimes``; ``--fifo`` sets ``consumeMessageOrderly``; the gray
-  options set the attributes of cli/gray_view.py) on every master of the cluster.
+- ``create GROUP [--retry-max-times N] [--retry-queue-nums Q] [--fifo] [--gray-clients GLOBS]
+  [--gray-queue-ratio R] [--cluster C]``: create or update the group's config (``retryMaxTimes``,
+  ``retryQueueNums``; ``--fifo`` sets ``consumeMessageOrderly``; the gray options set the attributes of
+  cli/gray_view.py) on every master of the cluster.
 - ``list``: the groups over every master, with their retry and FIFO settings.
 - ``describe GROUP [--topic T]``: per queue, the group's committed offset, the broker's max offset and the lag,
   and its POP state: messages in flight, waiting to revive (invisible time passed, not handed back yet),
@@ -25,7 +26,7 @@ from pocketmq.cli.output import (
 )
 from pocketmq.client.admin import AsyncAdmin, GroupConfig
 
-GROUP_COLUMNS = ["group", "retry_max_times", "fifo", "consume_enable"]
+GROUP_COLUMNS = ["group", "retry_max_times", "retry_queue_nums", "fifo", "consume_enable"]
 OFFSET_COLUMNS = [
     "topic",
     "broker",
@@ -62,9 +63,18 @@ def register(subparsers) -> None:
         type=int,
         default=16,
         help="retries of a message the group fails to consume before it goes to the group's dead-letter queue, "
-        "%%DLQ%%GROUP (default 16; -1: RocketMQ's 16): a message is delivered at most N+1 times. POP consumers "
-        "(RocketMQ 5 SimpleConsumer and PushConsumer, the SDK's SimpleConsumer) always use it; a remoting push "
-        "consumer uses it unless it sends its own max reconsume times",
+        "%%DLQ%%GROUP (default 16; -1: RocketMQ's 16): N retries, so a message is delivered at most N+1 times "
+        "(N=0: a failed message goes to the DLQ at once). POP consumers (RocketMQ 5 SimpleConsumer and "
+        "PushConsumer, the SDK's SimpleConsumer) always use it; a remoting push consumer (the SDK's PushConsumer, "
+        "RocketMQ 4.x clients) uses it unless it sets its own max reconsume times (RocketMQ 4.x Java clients "
+        "always send one, 16 by default; an orderly listener retries locally, by default without limit)",
+    )
+    p.add_argument(
+        "--retry-queue-nums",
+        type=int,
+        default=1,
+        help="queues of the group's retry topic %%RETRY%%GROUP (default 1, at most 64): created with them, "
+        "grown to them when it has fewer (never shrunk), spread over the group's consumers",
     )
     p.add_argument("--fifo", action="store_true", help="consume each message group in order")
     p.add_argument(
@@ -83,6 +93,7 @@ def group_row(config: GroupConfig) -> dict:
     return {
         "group": config.group,
         "retry_max_times": config.retry_max_times,
+        "retry_queue_nums": config.retry_queue_nums,
         "fifo": config.consume_message_orderly,
         "consume_enable": config.consume_enable,
     }
@@ -114,14 +125,22 @@ def create(args) -> int:
             args.group,
             cluster=args.cluster,
             retry_max_times=args.retry_max_times,
+            retry_queue_nums=args.retry_queue_nums,
             consume_message_orderly=args.fifo,
             attributes=gray_attributes(args),
         )
         report(
             args,
-            {"group": args.group, "brokers": brokers, "retry_max_times": args.retry_max_times, "fifo": args.fifo},
-            f"group {args.group} created on {', '.join(brokers)}: retry max times {args.retry_max_times}"
-            f"{', FIFO' if args.fifo else ''}",
+            {
+                "group": args.group,
+                "brokers": brokers,
+                "retry_max_times": args.retry_max_times,
+                "retry_queue_nums": args.retry_queue_nums,
+                "fifo": args.fifo,
+            },
+            f"group {args.group} created on {', '.join(brokers)}: retry max times {args.retry_max_times} "
+            f"({args.retry_max_times + 1 if args.retry_max_times >= 0 else 17} deliveries at most), "
+            f"retry queues {args.retry_queue_nums}{', FIFO' if args.fifo else ''}",
         )
 
     return run_admin(args, action)

@@ -357,6 +357,7 @@ class AsyncAdmin(InstanceUser):
         *,
         cluster: str | None = None,
         retry_max_times: int = 16,
+        retry_queue_nums: int = 1,
         consume_message_orderly: bool = False,
         attributes: dict[str, str] | None = None,
     ) -> list[str]:
@@ -369,7 +370,11 @@ class AsyncAdmin(InstanceUser):
         extra = {"attributes": dict(attributes)} if attributes else {}
         body = json.dumps(
             GroupConfig(
-                group, retry_max_times=retry_max_times, extra=extra, consume_message_orderly=consume_message_orderly
+                group,
+                retry_max_times=retry_max_times,
+                retry_queue_nums=retry_queue_nums,
+                extra=extra,
+                consume_message_orderly=consume_message_orderly,
             ).to_json()
         ).encode()
         responses = await self._on_masters(

@@ -104,7 +104,9 @@ class PushConsumerOptions:
     long_poll_ms: int = 15_000  # brokerSuspendMaxTimeMillis
     pull_delay_on_error_ms: int = 3000
     flow_control_delay_ms: int = 50
-    max_reconsume_times: int = -1  # -1: 16 for concurrent listeners, unlimited for orderly ones
+    # -1: the group's retryMaxTimes (the broker's, 16 unless `pocketmq group create --retry-max-times`) for
+    # concurrent listeners, unlimited local retries for orderly ones
+    max_reconsume_times: int = -1
     suspend_current_queue_time_ms: int = 1000
     local_retry_delay_ms: int = 5000  # a message whose send-back failed is consumed again locally this much later
     rebalance_interval_ms: int = 20_000
@@ -500,7 +502,8 @@ class AsyncPushConsumer:
 
     async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool:
         """Hand ``msg`` back to its broker (CONSUMER_SEND_MSG_BACK), else send the retry copy ourselves."""
-        max_times = self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else 16
+        # Unset (-1): none is sent and the broker applies the group's retryMaxTimes (pocketmq group create).
+        max_times = self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else None
         request = RemotingCommand.request(
             RequestCode.CONSUMER_SEND_MSG_BACK,
             ConsumerSendMsgBackRequestHeader.ext_fields(
@@ -524,12 +527,17 @@ class AsyncPushConsumer:
             log.warning("event=send_back_failed msg_id=%s error=%s", msg.msg_id, exc)
         return await self._send_retry_copy(msg, delay_level, mq, max_times)
 
-    async def _send_retry_copy(self, msg: MessageExt, delay_level: int, mq: MessageQueue, max_times: int) -> bool:
-        """RocketMQ's client fallback: a plain send to ``%RETRY%<group>`` carrying the retry properties."""
+    async def _send_retry_copy(
+        self, msg: MessageExt, delay_level: int, mq: MessageQueue, max_times: int | None
+    ) -> bool:
+        """RocketMQ's client fallback: a plain send to ``%RETRY%<group>`` carrying the retry properties (without
+        ``MAX_RECONSUME_TIMES`` when the consumer sets none: the broker applies the group's)."""
         properties = dict(msg.properties)
         properties.setdefault(props.RETRY_TOPIC, self.namespace.wrap(msg.topic))
         properties.setdefault(props.ORIGIN_MESSAGE_ID, msg.msg_id)
-        properties[props.MAX_RECONSUME_TIMES] = str(max_times)
+        properties.pop(props.MAX_RECONSUME_TIMES, None)
+        if max_times is not None:
+            properties[props.MAX_RECONSUME_TIMES] = str(max_times)
         properties[props.DELAY_TIME_LEVEL] = str(
             delay_level if delay_level > 0 else _RETRY_BASE_LEVEL + msg.reconsume_times
         )

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketmq.cluster.breaker import BreakerBoard
@@ -95,6 +96,14 @@ class RetryDelays:
     busy_ms: int = 1_000
     no_permission_ms: int = 30_000
     other_ms: int = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteReadSettings:
+    """A reader's settings; a reader given a ``settings`` callable reads them at each RPC (run-time changes)."""
+
+    timeout_ms: int = 3_000
+    delays: RetryDelays = RetryDelays()
 
 
 def classify_error(exc: Exception, delays: RetryDelays = RetryDelays()) -> ReadResult:
@@ -196,7 +205,8 @@ def cut_short(results: dict[int, ReadResult]) -> list[int]:
 
 
 class RemoteMessageReader:
-    """Reads of broker group ``broker_name``; ``namesrv`` is a ``cluster.namesrv_client.NamesrvClient``."""
+    """Reads of broker group ``broker_name``; ``namesrv`` is a ``cluster.namesrv_client.NamesrvClient``.
+    ``settings``, when given, replaces ``timeout_ms`` and ``delays`` and is asked at each RPC."""
 
     def __init__(
         self,
@@ -208,6 +218,7 @@ class RemoteMessageReader:
         clock: Clock = SYSTEM_CLOCK,
         timeout_ms: int = 3_000,
         delays: RetryDelays = RetryDelays(),
+        settings: Callable[[], RemoteReadSettings] | None = None,
         metrics: MetricsRegistry | None = None,
     ):
         self.broker_name = broker_name
@@ -215,8 +226,8 @@ class RemoteMessageReader:
         self._remoting = remoting
         self._breaker = breakers.get(broker_name)
         self._clock = clock
-        self._timeout_s = timeout_ms / 1000
-        self._delays = delays
+        fixed = RemoteReadSettings(timeout_ms, delays)
+        self._settings = settings or (lambda: fixed)
         self._group = f"InnerConsumerGroup_{broker_name}"
         metrics = metrics if metrics is not None else breakers.metrics
         self._reads = metrics.counter(
@@ -229,6 +240,14 @@ class RemoteMessageReader:
             "Time of one remote read RPC (a span of offsets of one queue)",
             ("broker",),
         )
+
+    @property
+    def _delays(self) -> RetryDelays:
+        return self._settings().delays
+
+    @property
+    def _timeout_s(self) -> float:
+        return self._settings().timeout_ms / 1000
 
     async def read(self, topic: str, queue_id: int, queue_offset: int) -> ReadResult:
         return (await self.read_many(topic, queue_id, [queue_offset]))[queue_offset]

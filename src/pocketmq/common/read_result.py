@@ -7,8 +7,10 @@ passing reason (broker restarting, timeout) either dropped the message or was re
 - ``FOUND``: the message, which is the one at the requested offset (RocketMQ #7724 read *from* an offset and
   could return a later message; readers must check, ``ReadResult.found`` does not guess).
 - ``NOT_FOUND``: gone for good, with a ``NotFoundCause``; retrying cannot help.
-- ``FAILED``: not read this time, with a ``FailureReason``, a description, ``need_retry`` and a suggested
-  ``retry_delay_ms``. Only a FAILED read with ``need_retry`` justifies postponing work (a CK rewrite).
+- ``FAILED``: not read this time, with a ``FailureReason``, a description and a suggested ``retry_delay_ms``;
+  trying again may help (``need_retry``), which justifies postponing work (a CK rewrite). Every failure a
+  reader can see may pass (the broker comes back, the permission is granted), so there is no FAILED read that
+  must not be retried: a read that can never succeed is NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -52,7 +54,6 @@ class ReadResult:
     not_found_cause: NotFoundCause | None = None
     failure: FailureReason | None = None
     description: str = ""
-    need_retry: bool = False
     retry_delay_ms: int = 0
     code: int | None = None  # the remote response code, when there was one
 
@@ -70,18 +71,15 @@ class ReadResult:
         reason: FailureReason,
         description: str = "",
         *,
-        need_retry: bool = True,
         retry_delay_ms: int = 0,
         code: int | None = None,
     ) -> ReadResult:
-        return cls(
-            ReadStatus.FAILED,
-            failure=reason,
-            description=description,
-            need_retry=need_retry,
-            retry_delay_ms=retry_delay_ms,
-            code=code,
-        )
+        return cls(ReadStatus.FAILED, failure=reason, description=description, retry_delay_ms=retry_delay_ms, code=code)
+
+    @property
+    def need_retry(self) -> bool:
+        """Whether reading again later may succeed: a FAILED read (see the module docstring)."""
+        return self.status is ReadStatus.FAILED
 
     @property
     def reason(self) -> str:

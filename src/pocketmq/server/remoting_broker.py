@@ -26,6 +26,7 @@ from pocketmq.broker.consumers import Notification
 from pocketmq.broker.gray import ensure_gray_retry_queues, notify_group_once_routed
 from pocketmq.broker.gray_split import held_queues
 from pocketmq.broker.messages import SendRequest, SendResult
+from pocketmq.broker.retry_topic import ensure_retry_topic
 from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
 from pocketmq.common.errors import (
     BadRequestError,
@@ -313,10 +314,10 @@ class MessagingHandlers:
         broker = self._broker
         grown: list[str] = []  # groups whose retry topic this heartbeat split
         for info in consumers:
-            broker.groups.get_or_create(info.group)  # SUBSCRIPTION_GROUP_NOT_EXIST when auto-creation is off
+            group_config = broker.groups.get_or_create(info.group)  # SUBSCRIPTION_GROUP_NOT_EXIST when off
             if info.group == TOOLS_CONSUMER_GROUP:
                 continue  # a reader, never sent back a message: no retry topic
-            retry_config = broker.topics.get_or_create(f"%RETRY%{info.group}")  # consumers pull it on their own
+            retry_config = ensure_retry_topic(broker.topics, group_config)  # consumers pull it on their own
             # split the retry topic so gray retries stay gray (docs/gray.md)
             if is_gray_client(client_id) and ensure_gray_retry_queues(broker.topics, retry_config) != retry_config:
                 grown.append(info.group)

@@ -1,5 +1,6 @@
-"""Run-time config changes that apply without a restart (CK rewrite backoff and ending, breaker settings,
-escape switches), their persistence in the data directory, and revive's metrics on the interface."""
+"""Run-time config changes that apply without a restart (CK rewrite backoff and endings, remote read timeout and
+retry delays, breaker settings, escape switches), their persistence in the data directory, and revive's metrics
+on the interface."""
 
 from __future__ import annotations
 
@@ -118,7 +119,34 @@ def test_config_get_form_of_a_tuple_can_be_set_back():
 async def test_remote_read_retry_delays_come_from_the_config(tmp_path):
     async with running_broker(tmp_path, remote_read_retry_unreachable_ms=700) as broker:
         # no name server knows broker-b: the read fails as unreachable and suggests the configured wait
-        result = await broker.pop.revive.readers.for_broker("broker-b").read("T", 0, 0)
+        reader = broker.pop.revive.readers.for_broker("broker-b")
+        result = await reader.read("T", 0, 0)
         assert result.need_retry and result.retry_delay_ms == 700
+        # a change applies to the reader built already, and to the PULL's timeout
+        broker.update_config({"remote_read_retry_unreachable_ms": "1300", "remote_read_timeout_ms": "250"})
+        broker.breakers.get("broker-b").record_success(0)  # the failure above must not keep the breaker in the way
+        assert (await reader.read("T", 0, 1)).retry_delay_ms == 1300
+        assert reader._timeout_s == 0.25
     with pytest.raises(ConfigError, match="remote_read_retry_busy_ms"):
         load_config(BrokerConfig, env={}, overrides={"remote_read_retry_busy_ms": "0"})
+
+
+async def test_a_maximum_total_time_set_at_run_time_ends_a_ck(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000,) * 100) as broker:
+        reader = broker.pop.revive.readers.local = FailingReader(clock)
+        await send(broker, "T", 1)
+        await pop(broker, "G", "T", invisible_ms=2_000)
+        popped_at = clock.now_ms()
+        for _ in range(30):  # reads at 2, 3, 4 s ...: 1 s steps out of 100
+            clock.advance(100)
+            await broker.pop.revive.run_once(clock.now_ms())
+        broker.update_config({"pop_ck_rewrite_max_total_ms": "5500", "pop_ck_rewrite_ending": "drop"})
+        for _ in range(50):
+            clock.advance(100)
+            await broker.pop.revive.run_once(clock.now_ms())
+        assert [t - popped_at for t in reader.read_times_ms] == [2_000, 3_000, 4_000, 5_000, 5_500]
+        assert (
+            broker.metrics.value("pocketmq_pop_ck_endings_total", group="G", topic="T", queue_id=0, ending="drop") == 1
+        )
+        assert broker.config.pop_ck_rewrite_max_total_ms == 5_500

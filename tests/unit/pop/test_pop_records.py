@@ -110,10 +110,31 @@ def test_rewrites_are_bounded_and_wait_at_least_the_floor(table, floor_ms):
     assert rewrites == len(table) and decision.ending is CkEnding.DROP
 
 
+def test_a_maximum_total_time_ends_a_ck_before_its_table_does():
+    policy = CkRewritePolicy((10_000,) * 100, CkEnding.DROP, max_total_ms=35_000)
+    ck = PopCheckpoint.of_offsets("T", "G", 0, [3], 0, 5_000, "b")
+    now_ms, reads_ms = ck.revive_time_ms, []
+    while isinstance(decision := policy.decide(ck, 3, now_ms), Rewrite):
+        reads_ms.append(now_ms)
+        ck, now_ms = decision.checkpoint, decision.checkpoint.revive_time_ms
+    # reads at 5, 15, 25 s; the wait after 25 s is cut to 10 s... then 35 s: the time is up, not the 100 steps
+    assert reads_ms == [5_000, 15_000, 25_000] and now_ms == 35_000
+    assert decision == End(CkEnding.DROP, 3)
+    cut = policy.decide(PopCheckpoint.of_offsets("T", "G", 0, [3], 0, 30_000, "b"), 3, 30_000)
+    assert isinstance(cut, Rewrite) and cut.wait_ms == 5_000  # the last wait ends at the maximum, not 5 s after
+    floored = policy.decide(PopCheckpoint.of_offsets("T", "G", 0, [3], 0, 30_000, "b"), 3, 30_000, min_wait_ms=8_000)
+    assert isinstance(floored, Rewrite) and floored.wait_ms == 8_000  # a breaker's cool-down still wins
+    late = PopCheckpoint.of_offsets("T", "G", 0, [3], 0, 60_000, "b")  # invisible past the maximum: ends at once
+    assert policy.decide(late, 3, 60_000) == End(CkEnding.DROP, 0)
+    assert isinstance(CkRewritePolicy((10,), max_total_ms=0).decide(late, 3, 10**12), Rewrite)  # 0: no limit
+
+
 def test_policy_refuses_an_empty_or_zero_table():
     for table in ((), (10, 0)):
         with pytest.raises(ValueError):
             CkRewritePolicy(table)
+    with pytest.raises(ValueError):
+        CkRewritePolicy(max_total_ms=-1)
 
 
 @given(

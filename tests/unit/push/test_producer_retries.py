@@ -1,5 +1,6 @@
 """Producer retry and fault-avoidance decisions against a fake client instance (virtual clock) whose two brokers
-are fake remoting peers: retries go to another broker, at most ``retry_times`` of them; with
+are fake remoting peers: retries go to another broker, at most ``retry_times`` of them (the async count for
+``send_async``), never past the send's deadline, never for one-way sends or sends to an explicit queue; with
 ``send_latency_fault_enable`` a failing broker sits out for its duration and is then tried again; non-OK store
 statuses retry only when asked."""
 
@@ -14,6 +15,7 @@ from pocketmq.common.message import Message, MessageQueue
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakePeer, hang_up
+from pocketmq.testing.polling import eventually
 
 QUEUES = tuple(MessageQueue("t", b, q) for q in range(2) for b in ("a", "b"))
 
@@ -87,6 +89,56 @@ async def test_at_most_retry_times_retries(producer):
     with pytest.raises(RemotingError):
         await p.send(Message.create("t", "x"))
     assert instance.sends("a") + instance.sends("b") == 3
+
+
+async def test_retries_stop_at_the_send_deadline(producer):
+    p, instance = await producer(retry_times_when_send_failed=5, send_timeout_s=3)
+
+    def slow_then_down(request):  # each attempt costs 1.2 s of the send's 3 s
+        instance.clock.advance(1_200)
+        return hang_up(request)
+
+    for name in ("a", "b"):
+        instance.brokers[name].on(RequestCode.SEND_MESSAGE_V2, slow_then_down)
+    with pytest.raises(RemotingError):
+        await p.send(Message.create("t", "x"))
+    assert instance.sends("a") + instance.sends("b") == 3  # at 0, 1.2 and 2.4 s; none at 3.6 s, not 6 retries
+
+
+async def test_async_sends_retry_their_own_count(producer):
+    p, instance = await producer(retry_times_when_send_failed=3, retry_times_when_send_async_failed=1)
+    instance.behave("a", "down")
+    instance.behave("b", "down")
+    errors = []
+    task = p.send_async(Message.create("t", "x"), on_exception=errors.append)
+    with pytest.raises(RemotingError):
+        await task
+    assert instance.sends("a") + instance.sends("b") == 2 and len(errors) == 1  # 1 + 1 retry, not 1 + 3
+    instance.behave("b", "ok")
+    result = await p.send_async(Message.create("t", "y"))
+    assert result.message_queue.broker_name == "b"
+
+
+async def test_a_send_to_an_explicit_queue_is_not_retried(producer):
+    p, instance = await producer(retry_times_when_send_failed=2)
+    instance.behave("a", "down")
+    with pytest.raises(RemotingError):
+        await p.send(Message.create("t", "x"), queue=MessageQueue("t", "a", 1))
+    with pytest.raises(RemotingError):
+        await p.send_async(Message.create("t", "y"), queue=MessageQueue("t", "a", 0))
+    assert (instance.sends("a"), instance.sends("b")) == (2, 0)
+
+
+async def test_a_oneway_send_is_not_retried(producer):
+    p, instance = await producer(retry_times_when_send_failed=2)
+    instance.behave("a", "down")
+    instance.behave("b", "down")
+    await p.send_oneway(Message.create("t", "x"))  # no answer awaited, no error, no retry
+    await eventually(lambda: instance.sends("a") + instance.sends("b") == 1 or None, 5, "the one-way send arrived")
+    instance.behave("a", "ok")
+    instance.behave("b", "ok")
+    await p.send(Message.create("t", "y"))  # a round trip after the one-way send: a retry would be here by now
+    assert instance.sends("a") + instance.sends("b") == 2
 
 
 async def test_fault_avoidance_skips_a_failing_broker_for_its_duration(producer):

@@ -8,11 +8,11 @@ reader of another group; one ``read_many`` per queue for a batch of due CKs of e
 - FOUND: a retry copy (``reconsume_times + 1``) in the pop retry topic, or a dead letter in ``%DLQ%<group>``
   when that copy would exceed the group's ``retryMaxTimes`` (reason ``MAX_ATTEMPTS``);
 - NOT_FOUND: nothing (the message is gone for good: retention, deleted topic); counted;
-- FAILED with ``need_retry``: the ``CkRewritePolicy`` rewrites a one-message CK with backoff, or ends it: a
-  dead-letter *reference* (``common.dead_letter_reference``: topic, queue, offset, broker, group, reason and
-  rewrite count; the message itself could not be read) or a drop with an error log; FAILED without
-  ``need_retry`` ends at once the same way. A FAILED read's ``retry_delay_ms`` (a remote broker's breaker
-  cool-down) is the floor of the rewrite's wait.
+- FAILED (every failed read may pass): the ``CkRewritePolicy`` rewrites a one-message CK with backoff, or ends
+  it (past its table or its maximum total time): a dead-letter *reference* (``common.dead_letter_reference``:
+  topic, queue, offset, broker, group, reason and rewrite count; the message itself could not be read) or a
+  drop with an error log. A FAILED read's ``retry_delay_ms`` (a remote broker's breaker cool-down) is the floor
+  of the rewrite's wait.
 
 The copies are appended first (one store call for a batch of CKs), then the rewritten CKs and an ACK for every
 message handled, in one append to the revive queue: that ACK closes the CK durably, so a restart never revives
@@ -139,14 +139,11 @@ def decide(
         return Copy(copies.retry_copy(msg, ck.group, ck.pop_time_ms), False, msg, queue_offset)
     if read.status is ReadStatus.NOT_FOUND:
         return Gone(read.reason)
-    if read.need_retry:
-        step = policy.decide(ck, queue_offset, now_ms, min_wait_ms=read.retry_delay_ms)
-        if isinstance(step, Rewrite):
-            return step
-        ending = step.ending
-    else:
-        ending = policy.ending
-    if ending is CkEnding.DROP:
+    # FAILED: every failed read may pass (common/read_result.py), so it is rewritten until the policy ends it
+    step = policy.decide(ck, queue_offset, now_ms, min_wait_ms=read.retry_delay_ms)
+    if isinstance(step, Rewrite):
+        return step
+    if step.ending is CkEnding.DROP:
         return Dropped(f"{read.reason}: {read.description}" if read.description else read.reason)
     reference = DeadLetterReference(
         ck.topic, ck.queue_id, queue_offset, ck.broker_name, ck.group, read.reason, read.description, ck.rewrite_count

@@ -78,15 +78,15 @@ def build_reader_router(broker: Broker, store: MessageStore) -> ReaderRouter:
 
     def remote(broker_name: str) -> RemoteMessageReader:
         # The broker's own board: its settings change at run time (pocketmq config set) and it counts into the
-        # broker's metrics.
+        # broker's metrics. The timeout and retry delays are read from the broker's config at each read, so a
+        # change applies to the readers built already too.
         return RemoteMessageReader(
             broker_name,
             broker.namesrv_client(),
             broker.remoting_client,
             breakers=broker.breakers,
             clock=broker.clock,
-            timeout_ms=broker.config.remote_read_timeout_ms,
-            delays=broker.config.remote_read_retry_delays(),
+            settings=lambda: broker.config.remote_read_settings(),
         )
 
     return ReaderRouter(broker.broker_name, LocalMessageReader(store), remote)

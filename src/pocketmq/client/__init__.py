@@ -16,6 +16,7 @@ from pocketmq.client.listener import (
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
+    ConsumeStagedConcurrentlyContext,
     StagedConcurrentListener,
 )
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus
@@ -59,6 +60,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
+    "ConsumeStagedConcurrentlyContext",
     "FunctionSelector",
     "KeyHashSelector",
     "MessageModel",

@@ -104,7 +104,7 @@ class PushConsumerOptions:
     long_poll_ms: int = 15_000  # brokerSuspendMaxTimeMillis
     pull_delay_on_error_ms: int = 3000
     flow_control_delay_ms: int = 50
-    max_reconsume_times: int = -1  # -1: 16 for concurrent listeners, unlimited for orderly ones
+    max_reconsume_times: int = -1  # -1: 16 for concurrent and staged listeners, unlimited for orderly ones
     suspend_current_queue_time_ms: int = 1000
     local_retry_delay_ms: int = 5000  # a message whose send-back failed is consumed again locally this much later
     rebalance_interval_ms: int = 20_000
@@ -231,7 +231,7 @@ class AsyncPushConsumer:
                 threads=opts.consume_thread_max,
                 batch_size=opts.consume_batch_size,
                 suspend_ms=opts.suspend_current_queue_time_ms,
-                max_reconsume_times=opts.max_reconsume_times,
+                max_reconsume_times=self._retry_limit,  # bounded: a failing message never holds its stage for good
             )
         elif self._orderly:
             max_times = opts.max_reconsume_times  # -1 stays unlimited
@@ -332,6 +332,8 @@ class AsyncPushConsumer:
 
     async def rebalance(self) -> bool:
         """One rebalance over every subscription; False when some topic could not be rebalanced."""
+        if isinstance(self._consume_service, StagedConsumeService):  # stage definitions are read at each rebalance
+            self._consume_service.reload_definitions()
         complete = True
         for topic in self._all_subscriptions():
             try:
@@ -495,9 +497,14 @@ class AsyncPushConsumer:
         if mq in self._queues:
             self.offset_store.update(mq, offset)
 
+    @property
+    def _retry_limit(self) -> int:
+        """``max_reconsume_times``, its -1 default being the concurrent listener's 16."""
+        return self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else 16
+
     async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool:
         """Hand ``msg`` back to its broker (CONSUMER_SEND_MSG_BACK), else send the retry copy ourselves."""
-        max_times = self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else 16
+        max_times = self._retry_limit
         request = RemotingCommand.request(
             RequestCode.CONSUMER_SEND_MSG_BACK,
             ConsumerSendMsgBackRequestHeader.ext_fields(

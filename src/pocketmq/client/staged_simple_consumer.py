@@ -57,7 +57,7 @@ class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
         await super().start()
         body = json.dumps({"stageDefinitions": self.stage_definitions}).encode()
         for topic in self.subscriptions:
-            for broker_name in (await self.instance.route(topic)).broker_names:
+            for broker_name in (await self.instance.route(topic)).readable_broker_names:
                 request = RemotingCommand.request(
                     REGISTER_POP_STAGES,
                     RegisterPopStagesRequestHeader.ext_fields(

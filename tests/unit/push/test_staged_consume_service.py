@@ -73,14 +73,21 @@ class Batches(StagedConcurrentListener):
         return ConsumeOrderlyStatus.SUCCESS
 
 
+def submit(service: StagedConsumeService, batch) -> None:
+    pq = ProcessQueue()
+    pq.add(batch)
+    service.submit(pq, MQ, batch)
+
+
+async def committed(hooks: FakeHooks, offset: int) -> None:
+    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == offset)
+
+
 async def test_batches_of_consume_batch_size_within_one_stage():
     hooks, listener = FakeHooks(), Batches()
     service = StagedConsumeService(hooks, listener, Records(), threads=1, batch_size=3)
-    pq = ProcessQueue()
-    batch = messages(10)
-    pq.add(batch)
-    service.submit(pq, MQ, batch)
-    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 10)
+    submit(service, messages(10))
+    await committed(hooks, 10)
     assert listener.calls == [[0, 1, 2], [3, 4, 5], [6], [7, 8, 9]]  # one thread: calls run one after another
     await service.shutdown()
 
@@ -110,11 +117,8 @@ class Failing(StagedConcurrentListener):
 async def test_a_failing_message_leaves_after_its_retries_and_its_stage_completes(broadcasting):
     hooks, listener = FakeHooks(broadcasting=broadcasting), Failing()
     service = StagedConsumeService(hooks, listener, Records(), threads=4, max_reconsume_times=3)
-    pq = ProcessQueue()
-    batch = messages(4)
-    pq.add(batch)
-    service.submit(pq, MQ, batch)
-    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 4)
+    submit(service, messages(4))
+    await committed(hooks, 4)
     assert [rt for offset, _, _, rt in listener.calls if offset == 1] == [0, 1, 2, 3]  # 1 + 3 retries
     assert hooks.sent_back == ([] if broadcasting else [(1, -1)])  # the DLQ level
     assert {(offset, stage) for offset, _, stage, _ in listener.calls} == {(0, 0), (1, 0), (2, 1), (3, 1)}
@@ -130,17 +134,14 @@ def test_a_staged_service_needs_a_bounded_retry_limit():
 async def test_malformed_definitions_are_refused_until_a_reload_reads_valid_ones(caplog):
     hooks, listener = FakeHooks(), Failing([2, -1])
     service = StagedConsumeService(hooks, listener, Records(), threads=4)
-    pq = ProcessQueue()
-    batch = messages(4, start=2)  # offset 1 (the failing one) is not among them
-    pq.add(batch)
     with caplog.at_level(logging.ERROR, logger="pocketmq.client.staged_consume_service"):
-        service.submit(pq, MQ, batch)
+        submit(service, messages(4, start=2))  # offset 1 (the failing one) is not among them
         await asyncio.sleep(0.05)  # give a wrong service the chance to start them
     assert listener.calls == []
     assert "event=stage_definitions_refused strategy='' definitions=[2, -1]" in caplog.text
     assert "stage sizes must be positive integers" in caplog.text
     listener.definitions = [1, 3]
     service.reload_definitions()
-    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 6)
+    await committed(hooks, 6)
     assert sorted((offset, stage) for offset, _, stage, _ in listener.calls) == [(2, 0), (3, 1), (4, 1), (5, 1)]
     await service.shutdown()

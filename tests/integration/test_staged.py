@@ -1,17 +1,29 @@
 """Staged-concurrent consumption against a real ``pocketmq serve``: 100 messages in one queue, stages
 [10, 20, 70], a listener that works 20 ms per message and records start/end. Stage order holds, concurrency
 inside the stages reaches the pool; a consumer restarted mid-stage resumes that stage from the broker's stage
-offsets (QUERY/UPDATE_STAGE_OFFSETS) and no later-stage message runs early."""
+offsets (QUERY/UPDATE_STAGE_OFFSETS) and no later-stage message runs early. The listener is told each call's
+stage; definitions are read again at a rebalance (malformed ones refused, a change asks the reset hook); a
+message that keeps failing goes to the DLQ with the default retry setting and its stage completes."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 
 import pytest
 
-from pocketmq.client import Admin, ClientConfig, FunctionSelector, Message, Producer, StagedConcurrentListener
+from pocketmq.client import (
+    Admin,
+    ClientConfig,
+    FunctionSelector,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    StagedConcurrentListener,
+)
 from pocketmq.client.listener import ConsumeOrderlyStatus
 from pocketmq.client.push_consumer import ConsumeFromWhere, PushConsumer, PushConsumerOptions
 from pocketmq.testing.polling import wait_until
@@ -39,14 +51,16 @@ def config(broker) -> ClientConfig:
 
 class Recorder(StagedConcurrentListener):
     """Works ``WORK_S`` per message and records (index, start, end) of every successful delivery; messages
-    from ``fail_from`` on are suspended (SUSPEND_CURRENT_QUEUE_A_MOMENT) and counted in ``failures``.
+    from ``fail_from`` on and those of ``fail_only`` are suspended (SUSPEND_CURRENT_QUEUE_A_MOMENT) and counted in ``failures``.
 
     ``meet_peaks``: a call waits (up to 10 s) until as many calls of its stage run at once as the stage allows
     (``PEAK_OF_STAGE``) before it works. A consumer that runs a stage's messages concurrently reaches that peak
     however slowly the machine schedules its threads; one that does not leaves the peak short."""
 
-    def __init__(self, fail_from: int = 100, *, meet_peaks: bool = False) -> None:
+    def __init__(self, fail_from: int = 100, *, fail_only=frozenset(), meet_peaks: bool = False) -> None:
         self.fail_from = fail_from
+        self.fail_only = fail_only
+        self.last_failure_end = 0.0
         self.meet_peaks = meet_peaks
         self.runs: list[tuple[int, float, float]] = []
         self.failures: list[int] = []
@@ -70,8 +84,9 @@ class Recorder(StagedConcurrentListener):
         time.sleep(WORK_S)  # the listener's work, not a wait for a condition
         with self.lock:
             self.in_flight -= 1
-            if index >= self.fail_from:
+            if index >= self.fail_from or index in self.fail_only:
                 self.failures.append(index)
+                self.last_failure_end = time.monotonic()
                 return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
             self.runs.append((index, start, time.monotonic()))
         return ConsumeOrderlyStatus.SUCCESS
@@ -85,11 +100,15 @@ class Recorder(StagedConcurrentListener):
             return {i for i, _, _ in self.runs}
 
 
-def produce(config, topic: str) -> None:
+def produce(config, topic: str, indexes=range(100)) -> None:
     with Admin(config) as admin:
         admin.create_topic(topic, queues=1)
+    send_more(config, topic, indexes)
+
+
+def send_more(config, topic: str, indexes) -> None:
     with Producer(config) as producer:
-        for i in range(100):
+        for i in indexes:
             producer.send(Message.create(topic, str(i)))
 
 
@@ -244,3 +263,105 @@ def test_rebalance_mid_stage_keeps_stage_order_per_queue(config):
                 assert not (stage_of[j] < stage_of[i] and s < started < e), (
                     f"queue {queue_id}: {i} (stage {stage_of[i]}) started while {j} was still running"
                 )
+
+
+class Prizes(StagedConcurrentListener):
+    """RIP-22's example: the prize of an order is chosen by the stage its message is in (``context.stage_index``);
+    the definitions and the reset hook's answer are the test's to change."""
+
+    PRIZES = ("laptop", "tablet", "phone")
+
+    def __init__(self, definitions) -> None:
+        self.definitions = definitions
+        self.reset_to: int | None = None
+        self.resets: list[tuple[str | None, str | None, int]] = []
+        self.prizes: dict[int, str] = {}
+        self.strategies: set = set()
+        self.lock = threading.Lock()
+
+    def stage_definitions(self, strategy=None):
+        return self.definitions
+
+    def reset_current_stage_offset_if_need(self, mq, strategy, group, stage_offset):
+        self.resets.append((strategy, group, stage_offset))
+        return self.reset_to
+
+    def consume_message(self, msgs, context):
+        prize = self.PRIZES[context.stage_index] if context.stage_index < len(self.PRIZES) else "thanks"
+        with self.lock:
+            self.strategies.add(context.strategy_id)
+            for msg in msgs:
+                self.prizes[int(msg.body)] = prize
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def done(self) -> int:
+        with self.lock:
+            return len(self.prizes)
+
+
+def test_the_listener_branches_on_the_stage_index(config):
+    produce(config, "staged_prizes")
+    listener = Prizes([10, 20, 30])
+    consumer = consumer_of(config, "staged_prizes", "g_staged_prizes", listener)
+    try:
+        wait_until(lambda: listener.done() == 100, timeout_s=20, message="100 orders consumed")
+    finally:
+        consumer.shutdown()
+    expected = ["laptop"] * 10 + ["tablet"] * 20 + ["phone"] * 30 + ["thanks"] * 40
+    assert [listener.prizes[i] for i in range(100)] == expected
+    assert listener.strategies == {""}  # the default strategy: one staged sequence per queue
+
+
+def test_definitions_are_read_again_at_a_rebalance(config, caplog):
+    topic = "staged_redefined"
+    produce(config, topic, range(10))
+    listener = Prizes([5, -1])  # malformed: refused, nothing is consumed under it
+    with caplog.at_level(logging.ERROR, logger="pocketmq.client.staged_consume_service"):
+        consumer = consumer_of(config, topic, "g_staged_redefined", listener)
+        try:
+            wait_until(
+                lambda: "event=stage_definitions_refused" in caplog.text, timeout_s=10, message="definitions refused"
+            )
+            assert "stage sizes must be positive integers, got [5, -1]" in caplog.text
+            assert listener.done() == 0 and listener.resets == []
+            listener.definitions = [5, 5]
+            consumer.rebalance()  # read again: taken, the reset hook asked
+            wait_until(lambda: listener.done() == 10, timeout_s=10, message="consumed under valid definitions")
+            assert [listener.prizes[i] for i in range(10)] == ["laptop"] * 5 + ["tablet"] * 5
+            assert listener.resets == [("", "", 0)]
+            listener.reset_to = 0  # a new sale, from the next order on (the answer first: a periodic
+            listener.definitions = [3]  # rebalance may read the definitions at any moment)
+            consumer.rebalance()
+            assert listener.resets == [("", "", 0), ("", "", 10)]  # every change asks the hook
+            send_more(config, topic, range(10, 16))
+            wait_until(lambda: listener.done() == 16, timeout_s=10, message="the new sale consumed")
+        finally:
+            consumer.shutdown()
+    # numbered from 0 again: stage 0 of [3], then the unbounded stage (index 1)
+    assert [listener.prizes[i] for i in range(10, 16)] == ["laptop"] * 3 + ["tablet"] * 3
+
+
+def test_a_failing_message_goes_to_the_dlq_and_its_stage_completes(config):
+    produce(config, "staged_dlq")
+    listener = Recorder(fail_only={5})  # stage 0's 5 fails at every delivery
+    consumer = consumer_of(config, "staged_dlq", "g_staged_dlq", listener)  # max_reconsume_times: the default
+    try:
+        wait_until(lambda: len(listener.done()) == 99, timeout_s=30, message="every other message consumed")
+        with PullConsumer("g_staged_dlq_reader", config) as reader:
+            dlq = MessageQueue("%DLQ%g_staged_dlq", "broker-staged", 0)
+            wait_until(lambda: dlq_size(reader, dlq) == 1, timeout_s=10, message="5 in the DLQ")
+            [dead] = reader.pull(dlq, 0, 10).messages
+    finally:
+        consumer.shutdown()
+    assert dead.body == b"5"
+    assert listener.failures == [5] * 17  # 1 + 16 retries, the concurrent listener's default
+    assert listener.done() == set(range(100)) - {5}
+    assert_stage_order(listener.runs)
+    assert min(start for i, start, _ in listener.runs if STAGE_OF[i] == 1) >= listener.last_failure_end
+
+
+def dlq_size(reader: PullConsumer, dlq: MessageQueue) -> int:
+    try:
+        return reader.max_offset(dlq)
+    except Exception:  # the DLQ topic is created with its first message
+        return 0

@@ -3,7 +3,8 @@
 time per message and record start/end: stage order holds and the threads overlap inside a stage; a message
 left un-acked comes back in its stage and holds back the next one; a ``kill -9`` of the broker mid-stage keeps
 the stage's progress (nothing of the next stage before the stage is done, nothing lost); the official gRPC
-SimpleConsumer of a staged group follows the stages too."""
+SimpleConsumer of a staged group follows the stages too; definitions that are not positive sizes are refused by
+the consumer and by the broker, with the reason; a registration with new definitions takes effect at once."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from tests.integration.test_pop_sdk import receive_all
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, StagedSimpleConsumer
+from pocketmq.common.errors import ClientError, PocketMQError
 from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.slow
@@ -184,3 +186,25 @@ def test_official_grpc_simple_consumer_follows_the_registered_stages(broker, tmp
     assert all(len(s) == 1 for s in stages), receives  # one stage per receive
     order = [min(s) for s in stages]
     assert order == sorted(order) and set(order) == {0, 1, 2}, receives
+
+
+def test_malformed_definitions_are_refused_and_new_ones_take_effect(broker):
+    config = ClientConfig(namesrv_addr=broker.namesrv)
+    produce(config, "spop_redefined", 6)
+    with pytest.raises(ClientError, match=r"stage sizes must be positive integers, got \[2, -1\]"):
+        StagedSimpleConsumer("g_spop_redefined", {"spop_redefined": "*"}, [2, -1], config)
+    bypassing = StagedSimpleConsumer("g_spop_redefined", {"spop_redefined": "*"}, [2], config)
+    bypassing.core.stage_definitions = [0]  # as a client without the SDK's check would send them
+    try:
+        with pytest.raises(PocketMQError, match=r"stage sizes must be positive integers, got \[0\]"):
+            bypassing.start()
+    finally:
+        bypassing.shutdown()
+    with StagedSimpleConsumer("g_spop_redefined", {"spop_redefined": "*"}, [2], config) as consumer:
+        first = receive_all(consumer, 2)
+        assert [m.body for m in first] == [b"0", b"1"]  # one stage of two
+        consumer.ack_batch(first)
+    with StagedSimpleConsumer("g_spop_redefined", {"spop_redefined": "*"}, [2, 4], config) as consumer:
+        # the origin stays and the new definitions apply: 2..5 are one stage, all out at once (under [2] only
+        # two would leave before an ack)
+        assert sorted(m.body for m in receive_all(consumer, 4)) == [b"2", b"3", b"4", b"5"]

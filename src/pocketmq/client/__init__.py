@@ -16,6 +16,7 @@ from pocketmq.client.listener import (
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
+    ConsumeStagedConcurrentlyContext,
     StagedConcurrentListener,
 )
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions, SendResult, SendStatus
@@ -62,6 +63,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
+    "ConsumeStagedConcurrentlyContext",
     "FunctionSelector",
     "GRAY_PROPERTY",
     "GrayAllocator",

@@ -48,6 +48,18 @@ class ConsumeOrderlyContext:
     suspend_current_queue_time_ms: int = -1
 
 
+@dataclass(slots=True)
+class ConsumeStagedConcurrentlyContext(ConsumeOrderlyContext):
+    """The context of a staged listener's call (RIP-22's ``ConsumeStagedConcurrentlyContext``): the messages of
+    a call share one staged sequence (``strategy_id``, ``stage_group``: what ``compute_strategy`` and
+    ``compute_group`` gave; strategy None: plain concurrency) and one stage, ``stage_index`` (0 for the first;
+    ``len(definitions)`` for the unbounded stage after the last definition)."""
+
+    strategy_id: str | None = None
+    stage_group: str | None = None
+    stage_index: int = 0
+
+
 ConcurrentListener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcurrentlyStatus]
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
@@ -67,15 +79,19 @@ def failed_indexes(status: ConsumeConcurrentlyStatus | None, ack_index: int, cou
 class StagedConcurrentListener:
     """A staged-concurrent listener (RocketMQ's RIP-22 ``MessageListenerStagedConcurrently``; docs/staged.md).
 
-    Subclass it and register it with ``PushConsumer.register_staged_listener``. ``consume_message`` gets one
-    message at a time and returns a ``ConsumeOrderlyStatus``. ``stage_definitions(strategy)`` gives the stage
-    sizes of a strategy (``[]``: concurrent, all ones: orderly); ``compute_strategy(msg)`` picks the strategy
-    (None: plain concurrency) and ``compute_group(msg)`` the stage group, so one queue carries several
-    independent staged sequences. ``reset_current_stage_offset_if_need`` may replace the stage offset a
-    sequence starts from (return None to keep it).
+    Subclass it and register it with ``PushConsumer.register_staged_listener``. ``consume_message`` gets
+    ``consume_batch_size`` messages of one stage at a time, with a ``ConsumeStagedConcurrentlyContext`` saying
+    which, and returns a ``ConsumeOrderlyStatus``. ``stage_definitions(strategy)`` gives the stage sizes of a
+    strategy (``[]``: concurrent, all ones: orderly; read again at every rebalance, sizes below 1 refused);
+    ``compute_strategy(msg)`` picks the strategy (None: plain concurrency) and ``compute_group(msg)`` the stage
+    group, so one queue carries several independent staged sequences. ``reset_current_stage_offset_if_need``
+    may replace a sequence's stage offset (return None to keep it) when the sequence is first seen and whenever
+    its strategy's definitions change.
     """
 
-    def consume_message(self, msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+    def consume_message(
+        self, msgs: list[MessageExt], context: ConsumeStagedConcurrentlyContext
+    ) -> ConsumeOrderlyStatus:
         raise NotImplementedError
 
     def stage_definitions(self, strategy: str | None = None) -> list[int]:
@@ -92,5 +108,5 @@ class StagedConcurrentListener:
     ) -> int | None:
         return None
 
-    def __call__(self, msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+    def __call__(self, msgs: list[MessageExt], context: ConsumeStagedConcurrentlyContext) -> ConsumeOrderlyStatus:
         return self.consume_message(msgs, context)

@@ -105,7 +105,7 @@ class PushConsumerOptions:
     pull_delay_on_error_ms: int = 3000
     flow_control_delay_ms: int = 50
     # -1: the group's retryMaxTimes (the broker's, 16 unless `pocketmq group create --retry-max-times`) for
-    # concurrent listeners, unlimited local retries for orderly ones
+    # concurrent listeners, 16 local retries for staged ones, unlimited local retries for orderly ones
     max_reconsume_times: int = -1
     suspend_current_queue_time_ms: int = 1000
     local_retry_delay_ms: int = 5000  # a message whose send-back failed is consumed again locally this much later
@@ -233,7 +233,7 @@ class AsyncPushConsumer:
                 threads=opts.consume_thread_max,
                 batch_size=opts.consume_batch_size,
                 suspend_ms=opts.suspend_current_queue_time_ms,
-                max_reconsume_times=opts.max_reconsume_times,
+                max_reconsume_times=self._staged_retry_limit,  # bounded: a failing message never holds its stage for good
             )
         elif self._orderly:
             max_times = opts.max_reconsume_times  # -1 stays unlimited
@@ -336,6 +336,8 @@ class AsyncPushConsumer:
 
     async def rebalance(self) -> bool:
         """One rebalance over every subscription; False when some topic could not be rebalanced."""
+        if isinstance(self._consume_service, StagedConsumeService):  # stage definitions are read at each rebalance
+            self._consume_service.reload_definitions()
         complete = True
         for topic in self._all_subscriptions():
             try:
@@ -499,6 +501,12 @@ class AsyncPushConsumer:
     def offset_done(self, mq: MessageQueue, offset: int) -> None:
         if mq in self._queues:
             self.offset_store.update(mq, offset)
+
+    @property
+    def _staged_retry_limit(self) -> int:
+        """The staged listener's local retry limit: ``max_reconsume_times``, its -1 default being 16 (the client
+        cannot read the group's retryMaxTimes: RocketMQ serves a group's config to admin requests only)."""
+        return self.options.max_reconsume_times if self.options.max_reconsume_times >= 0 else 16
 
     async def send_back(self, msg: MessageExt, delay_level: int, mq: MessageQueue) -> bool:
         """Hand ``msg`` back to its broker (CONSUMER_SEND_MSG_BACK), else send the retry copy ourselves."""

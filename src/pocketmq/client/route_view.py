@@ -36,6 +36,12 @@ class TopicRouteView:
     def broker_names(self) -> list[str]:
         return sorted(self.master_addrs)
 
+    @property
+    def readable_broker_names(self) -> list[str]:
+        """The brokers holding read queues: the masters, and the groups read through a slave (one acting as
+        master serves POP, docs/ha.md)."""
+        return sorted({mq.broker_name for mq in self.read_queues})
+
     def __repr__(self) -> str:
         return (
             f"<TopicRouteView {self.topic} brokers={self.broker_names} write={len(self.write_queues)} "

@@ -172,9 +172,12 @@ class AsyncSimpleConsumer:
         turn = next(self._turn)
         topics = sorted(self.subscriptions)
         topic = topics[turn % len(topics)]
-        brokers = (await instance.route(topic)).broker_names
-        if not brokers:  # a route fetched while the masters were away: ask again now, not at the next refresh
-            brokers = (await instance.route(topic, refresh=True)).broker_names
+        route = await instance.route(topic)
+        if (
+            not route.readable_broker_names
+        ):  # fetched while the brokers were away: ask again now, not at the next refresh
+            route = await instance.route(topic, refresh=True)
+        brokers = route.readable_broker_names  # a group without master is read through its slave
         if not brokers:
             raise ClientError(f"topic {topic!r} has no readable queue")
         broker_name = brokers[turn // len(topics) % len(brokers)]
@@ -196,6 +199,12 @@ class AsyncSimpleConsumer:
         )
         response = await instance.invoke_broker(broker_name, request, wait_ms / 1000 + self.config.request_timeout_s)
         if response.code in _NOTHING:
+            return []
+        if response.code != ResponseCode.SUCCESS and broker_name not in route.master_addrs:
+            # A slave serves POP only while it acts as master (docs/ha.md): until then its group has nothing
+            log.info(
+                "event=pop_refused_by_slave broker=%s code=%d remark=%s", broker_name, response.code, response.remark
+            )
             return []
         return [
             self.namespace.unwrap_message(msg) for msg in messages_of_pop_reply(expect_success(response), broker_name)

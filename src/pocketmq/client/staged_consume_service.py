@@ -5,12 +5,19 @@ The third consume service next to the concurrent and orderly ones (client/consum
 while the queue's broker lock is held (clustering, as for orderly listeners) the pump starts what the scheduler
 allows on the bounded pool shared by all queues and sleeps until a listener
 finishes, a message arrives or a held-back failure may run again. A listener call gets up to
-``batch_size`` (``consume_batch_size``) messages of one sequence and one stage; its result applies to all.
+``batch_size`` (``consume_batch_size``) messages of one sequence and one stage, and a
+``ConsumeStagedConcurrentlyContext`` naming them; its result applies to all.
+
+Definitions: the listener's ``stage_definitions(strategy)`` are read when a strategy is first seen and again at
+every rebalance (``reload_definitions``); a sequence whose definitions changed takes them and asks the reset
+hook. Definitions that are not a list of positive integers (or whose call raises) are refused with an error
+in the log (``event=stage_definitions_refused``): a new sequence's messages wait for valid ones, a running one
+keeps its old ones.
 
 Results: SUCCESS completes the message; SUSPEND_CURRENT_QUEUE_A_MOMENT (or an exception) retries it locally
 after the suspend time while the rest of its stage goes on and the next stage waits. After
-``max_reconsume_times`` local attempts (-1: unlimited, the orderly default) it goes to the DLQ, which counts as
-completed (clustering only, as for orderly consumption).
+``max_reconsume_times`` local retries it goes to the DLQ (dropped with a warning when broadcasting, as a
+concurrent consumer drops it), which completes it: a failing message never holds its queue for good.
 
 Durability: when the committable offset of a queue moves, the scheduler's ``StageOffsetRecord`` for it is
 written to the stage offset store (the broker, or a local file when broadcasting); writes of one queue are
@@ -28,9 +35,15 @@ import time
 from dataclasses import dataclass, field
 
 from pocketmq.client.consume_service import ConsumerHooks, OrderlyConsumeService
-from pocketmq.client.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus, StagedConcurrentListener
+from pocketmq.client.listener import ConsumeOrderlyStatus, ConsumeStagedConcurrentlyContext, StagedConcurrentListener
 from pocketmq.client.process_queue import ProcessQueue
-from pocketmq.client.stages import PLAIN_CONCURRENT, QueueStageScheduler, StageKey, StageOffsetRecord
+from pocketmq.client.stages import (
+    PLAIN_CONCURRENT,
+    QueueStageScheduler,
+    StageKey,
+    StageOffsetRecord,
+    check_definitions,
+)
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.runtime.periodic import spawn_watched
@@ -53,7 +66,8 @@ class _StagedQueue:
 
 
 class StagedConsumeService(OrderlyConsumeService):
-    """``stage_store`` has ``async read(mq) -> StageOffsetRecord | None`` and ``async write(mq, record)``."""
+    """``stage_store`` has ``async read(mq) -> StageOffsetRecord | None`` and ``async write(mq, record)``;
+    ``max_reconsume_times`` >= 0 (the consumer resolves its -1 default)."""
 
     def __init__(
         self,
@@ -64,9 +78,11 @@ class StagedConsumeService(OrderlyConsumeService):
         threads: int = 20,
         batch_size: int = 1,
         suspend_ms: int = 1000,
-        max_reconsume_times: int = -1,
+        max_reconsume_times: int = 16,
         lock_retry_ms: int = 100,
     ):
+        if max_reconsume_times < 0:
+            raise ValueError("a staged consumer retries a message a bounded number of times")
         super().__init__(
             hooks,
             listener,
@@ -83,6 +99,8 @@ class StagedConsumeService(OrderlyConsumeService):
         self._records: dict[MessageQueue, StageOffsetRecord] = {}  # read at assignment, used by the first submit
         self._states: dict[MessageQueue, _StagedQueue] = {}
         self._pumps: dict[MessageQueue, asyncio.Task] = {}
+        # strategy -> its checked definitions (None: refused), read once per strategy between two reloads
+        self._definitions: dict[str, list[int] | None] = {}
 
     async def resume_offset(self, mq: MessageQueue) -> int | None:
         """The queue offset to consume ``mq`` from (None: no stage record, use the consumer offset)."""
@@ -102,16 +120,58 @@ class StagedConsumeService(OrderlyConsumeService):
             return PLAIN_CONCURRENT
         return strategy, self._staged_listener.compute_group(msg)
 
+    def _definitions_of(self, strategy: str) -> list[int] | None:
+        if strategy not in self._definitions:
+            given = None
+            try:
+                given = self._staged_listener.stage_definitions(strategy)
+                self._definitions[strategy] = check_definitions(given)
+            except Exception as exc:  # the listener's code: a mistake there must not stop the consumer
+                log.error(
+                    "event=stage_definitions_refused strategy=%r definitions=%r error=%s "
+                    "(the strategy's messages wait for valid definitions, read again at the next rebalance)",
+                    strategy,
+                    given,
+                    exc,
+                )
+                self._definitions[strategy] = None
+        return self._definitions[strategy]
+
+    def reload_definitions(self) -> None:
+        """Read every strategy's definitions again (at each rebalance): sequences whose definitions changed take
+        them and ask the reset hook; refused ones stay as they were."""
+        self._definitions.clear()
+        for mq, state in self._states.items():
+            for key in state.scheduler.reload():
+                log.info(
+                    "event=stage_definitions_taken mq=%s strategy=%r group=%r definitions=%s stage_offset=%d",
+                    mq,
+                    key[0],
+                    key[1],
+                    self._definitions.get(str(key[0])),
+                    state.scheduler.stage_offset(key),
+                )
+            state.wake.set()
+
+    def _reset_hook(self, mq: MessageQueue):
+        listener = self._staged_listener
+
+        def reset(key: StageKey, offset: int) -> int | None:
+            replaced = listener.reset_current_stage_offset_if_need(mq, key[0], key[1], offset)
+            if replaced is not None and (not isinstance(replaced, int) or isinstance(replaced, bool) or replaced < 0):
+                log.error("event=stage_offset_reset_refused mq=%s key=%s offset=%r", mq, key, replaced)
+                return None
+            return replaced
+
+        return reset
+
     def _state(self, pq: ProcessQueue, mq: MessageQueue) -> _StagedQueue:
         state = self._states.get(mq)
         if state is None or state.pq is not pq:  # first submit since (re)assignment
             record = self._records.pop(mq, None)
-            listener = self._staged_listener
-
-            def reset(key: StageKey, offset: int) -> int | None:
-                return listener.reset_current_stage_offset_if_need(mq, key[0], key[1], offset)
-
-            scheduler = QueueStageScheduler(listener.stage_definitions, record.stage_offsets if record else None, reset)
+            scheduler = QueueStageScheduler(
+                self._definitions_of, record.stage_offsets if record else None, self._reset_hook(mq)
+            )
             state = self._states[mq] = _StagedQueue(pq, scheduler)
             old = self._pumps.pop(mq, None)
             if old is not None:
@@ -160,7 +220,8 @@ class StagedConsumeService(OrderlyConsumeService):
 
     async def _consume_batch(self, mq: MessageQueue, state: _StagedQueue, offsets: list[int]) -> None:
         batch = [state.messages[offset] for offset in offsets]
-        context = ConsumeOrderlyContext(mq)
+        (strategy, stage_group), stage = state.scheduler.place(offsets[0])
+        context = ConsumeStagedConcurrentlyContext(mq, strategy_id=strategy, stage_group=stage_group, stage_index=stage)
         try:
             status = await self._call_listener(batch, context)
         finally:
@@ -169,7 +230,7 @@ class StagedConsumeService(OrderlyConsumeService):
         if state.pq.dropped:  # the queue moved on: its new owner resumes from the stored record
             return
         self.consumed_total += len(batch)
-        if status is ConsumeOrderlyStatus.SUCCESS or await self._dead_letter_if_exhausted(batch, mq):
+        if status is ConsumeOrderlyStatus.SUCCESS or await self._given_up(batch, mq):
             for offset in offsets:
                 state.scheduler.complete(offset)
                 del state.messages[offset]
@@ -190,6 +251,21 @@ class StagedConsumeService(OrderlyConsumeService):
                 batch[0].reconsume_times,
             )
         state.wake.set()
+
+    async def _given_up(self, batch: list[MessageExt], mq: MessageQueue) -> bool:
+        """True when the batch's retries are spent and it left the queue: to the DLQ (clustering) or dropped
+        (broadcasting has no DLQ, as for concurrent consumption). A failed DLQ send keeps it here: retried."""
+        if not all(m.reconsume_times >= self._max_reconsume_times for m in batch):
+            return False
+        if self._hooks.broadcasting:
+            log.warning(
+                "event=staged_consume_dropped mq=%s offsets=%s reconsume_times=%d",
+                mq,
+                [m.queue_offset for m in batch],
+                batch[0].reconsume_times,
+            )
+            return True
+        return await self._dead_letter_if_exhausted(batch, mq)
 
     def _record_changed(self, mq: MessageQueue, state: _StagedQueue, record: StageOffsetRecord) -> None:
         state.unwritten = record

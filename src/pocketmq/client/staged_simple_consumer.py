@@ -1,6 +1,7 @@
 """The POP form of staged concurrency (docs/staged.md): ``StagedSimpleConsumer``, a ``SimpleConsumer`` that
-registers stage definitions for its group on every broker of its topics when it starts
-(REGISTER_POP_STAGES). From then on the brokers hand out each queue stage by stage: messages of the current
+registers stage definitions for its group on every broker serving its topics when it starts
+(REGISTER_POP_STAGES; a group without master through its slave acting as master, or, while that slave does not
+act, when the first message comes from it). From then on the brokers hand out each queue stage by stage: messages of the current
 stage only (to any number of consumers at once), nothing of the next stage until every message of the
 current one is acked or dead-lettered. A message neither acked nor changed comes back after its invisible
 time in place (same queue offset, ``reconsume_times`` + 1), so it stays in its stage.
@@ -18,16 +19,19 @@ consumer starts with ``restart_stages=True``: a new sale). ``stage_of(msg)`` say
 from __future__ import annotations
 
 import json
+import logging
 
 from pocketmq.client.config import ClientConfig
-from pocketmq.client.simple_consumer import BROKER_NAME_PROPERTY, AsyncSimpleConsumer, SimpleConsumer
-from pocketmq.common.errors import ClientError
+from pocketmq.client.simple_consumer import BROKER_NAME_PROPERTY, MAX_RECEIVE, AsyncSimpleConsumer, SimpleConsumer
+from pocketmq.common.errors import ClientError, PocketMQError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.stages import check_definitions, stage_index
 from pocketmq.protocol.codes import REGISTER_POP_STAGES
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
 from pocketmq.protocol.request_headers import RegisterPopStagesRequestHeader
+
+log = logging.getLogger(__name__)
 
 
 class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
@@ -55,19 +59,41 @@ class AsyncStagedSimpleConsumer(AsyncSimpleConsumer):
         if self._instance is not None:
             return
         await super().start()
-        body = json.dumps({"stageDefinitions": self.stage_definitions}).encode()
         for topic in self.subscriptions:
-            for broker_name in (await self.instance.route(topic)).broker_names:
-                request = RemotingCommand.request(
-                    REGISTER_POP_STAGES,
-                    RegisterPopStagesRequestHeader.ext_fields(
-                        consumer_group=self.group, topic=topic, restart_stages=self.restart_stages
-                    ),
-                    body=body,
-                )
-                reply = json.loads(expect_success(await self.instance.invoke_broker(broker_name, request)).body)
-                for queue_id, origin in reply["origins"].items():
-                    self._origins[(broker_name, topic, int(queue_id))] = origin
+            route = await self.instance.route(topic)
+            for broker_name in route.readable_broker_names:
+                try:
+                    await self._register(topic, broker_name)
+                except PocketMQError as exc:
+                    if broker_name in route.master_addrs:
+                        raise
+                    # a slave that does not act as master hands out nothing: registered when it first does
+                    log.info(
+                        "event=pop_stages_registration_deferred broker=%s topic=%s error=%s", broker_name, topic, exc
+                    )
+
+    async def _register(self, topic: str, broker_name: str) -> None:
+        body = json.dumps({"stageDefinitions": self.stage_definitions}).encode()
+        request = RemotingCommand.request(
+            REGISTER_POP_STAGES,
+            RegisterPopStagesRequestHeader.ext_fields(
+                consumer_group=self.group, topic=topic, restart_stages=self.restart_stages
+            ),
+            body=body,
+        )
+        reply = json.loads(expect_success(await self.instance.invoke_broker(broker_name, request)).body)
+        for queue_id, origin in reply["origins"].items():
+            self._origins[(broker_name, topic, int(queue_id))] = origin
+
+    async def receive(
+        self, max_count: int = MAX_RECEIVE, invisible_duration_ms: int = 30_000, *, await_duration_ms: int | None = None
+    ) -> list[MessageExt]:
+        messages = await super().receive(max_count, invisible_duration_ms, await_duration_ms=await_duration_ms)
+        for msg in messages:  # from a broker (or a queue) not registered at start: register there now
+            broker_name, topic = msg.properties.get(BROKER_NAME_PROPERTY), self.namespace.wrap(msg.topic)
+            if broker_name is not None and (broker_name, topic, msg.queue_id) not in self._origins:
+                await self._register(topic, broker_name)
+        return messages
 
     def stage_of(self, msg: MessageExt) -> int:
         """The stage of a received message (``len(stage_definitions)``: the unbounded last stage)."""

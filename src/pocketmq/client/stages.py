@@ -15,6 +15,13 @@ its arrival order after it. Rules enforced by ``QueueStageScheduler.ready``:
 - a failed message goes back to pending, not before ``retry_at_ms``; the rest of its stage keeps running,
   the next stage waits (the stage offset cannot reach the stage end without it).
 
+Definitions change: ``reload()`` reads every strategy's definitions again (the consumer calls it at each
+rebalance). A sequence whose definitions changed takes the new ones, and the reset hook may then move its stage
+offset: the whole numbering of the sequence moves by the same amount (completed, waiting and running messages,
+and the durable base alike), so every rule above still holds and a stored record stays consistent. Definitions
+the caller refuses (``definitions_for`` gives None) hold the sequence's messages back until a reload gives
+valid ones.
+
 Durable progress: ``advance_commit(commit_offset)`` folds the messages below the committed consumer offset
 into each sequence's ``base`` (the stage offset *at that queue offset*). Messages above it that already ran are
 delivered again after a restart and get the same sequence numbers, so a restored (commit offset, bases) pair is
@@ -26,6 +33,7 @@ Pure and single-threaded (the consumer's event loop); ids are queue offsets.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +42,8 @@ from pocketmq.common.stages import check_definitions, stage_end, stage_index
 
 StageKey = tuple[str | None, str | None]  # (strategy id, stage group); strategy None: plain concurrency
 PLAIN_CONCURRENT: StageKey = (None, None)
+# A strategy's stage sizes, validated by the caller; None: refused (its messages wait for a reload)
+DefinitionsFor = Callable[[str], list[int] | None]
 __all__ = [
     "PLAIN_CONCURRENT",
     "QueueStageScheduler",
@@ -71,7 +81,7 @@ class StageOffsetRecord:
 
 @dataclass
 class _Sequence:
-    definitions: list[int]
+    definitions: list[int] | None  # None: refused, nothing of the sequence starts
     base: int  # stage offset at the committed consumer offset
     completed: int  # stage offset now
     next_seq: int
@@ -86,13 +96,14 @@ class _Pending:
 
 
 class QueueStageScheduler:
-    """The stage state of one queue. ``definitions_for(strategy)`` gives a strategy's stage sizes;
-    ``initial`` the durable stage offsets (from a ``StageOffsetRecord``); ``reset(key, offset)`` may replace a
-    sequence's starting stage offset (the listener's ``reset_current_stage_offset_if_need``)."""
+    """The stage state of one queue. ``definitions_for(strategy)`` gives a strategy's stage sizes (None:
+    refused); ``initial`` the durable stage offsets (from a ``StageOffsetRecord``); ``reset(key, offset)`` may
+    replace a sequence's stage offset whenever the sequence takes definitions: when it is first seen and when
+    they change (the listener's ``reset_current_stage_offset_if_need``)."""
 
     def __init__(
         self,
-        definitions_for: Callable[[str | None], list[int]],
+        definitions_for: DefinitionsFor,
         initial: dict[StageKey, int] | None = None,
         reset: Callable[[StageKey, int], int | None] | None = None,
     ):
@@ -106,13 +117,43 @@ class QueueStageScheduler:
     def _sequence(self, key: StageKey) -> _Sequence:
         seq = self._sequences.get(key)
         if seq is None:
-            definitions = [] if key[0] is None else check_definitions(self._definitions_for(key[0]))
             start = self._initial.get(key, 0)
-            if self._reset is not None:
-                replaced = self._reset(key, start)
-                start = start if replaced is None else replaced
-            seq = self._sequences[key] = _Sequence(definitions, start, start, start)
+            seq = self._sequences[key] = _Sequence(None, start, start, start)
+            if key[0] is None:
+                seq.definitions = []
+            else:
+                self._take_definitions(key, seq, self._definitions_for(key[0]))
         return seq
+
+    def _take_definitions(self, key: StageKey, seq: _Sequence, definitions: list[int] | None) -> None:
+        seq.definitions = definitions
+        if definitions is None or self._reset is None:
+            return
+        replaced = self._reset(key, seq.completed)
+        if replaced is not None and replaced != seq.completed:
+            self._renumber(key, seq, replaced - seq.completed)
+
+    def _renumber(self, key: StageKey, seq: _Sequence, delta: int) -> None:
+        """Move the sequence's whole numbering by ``delta``: relative places stay, so every rule holds."""
+        seq.base += delta
+        seq.completed += delta
+        seq.next_seq += delta
+        for item in itertools.chain(self._pending.values(), self._running.values()):
+            if item.key == key:
+                item.seq += delta
+
+    def reload(self) -> list[StageKey]:
+        """Read every staged sequence's definitions again; those that changed (or were refused and are valid
+        now) are taken, with the reset hook. Returns the keys of the sequences that took new definitions."""
+        taken = []
+        for key, seq in self._sequences.items():
+            if key[0] is None:
+                continue
+            definitions = self._definitions_for(key[0])
+            if definitions is not None and definitions != seq.definitions:
+                self._take_definitions(key, seq, definitions)
+                taken.append(key)
+        return taken
 
     def add(self, offset: int, key: StageKey) -> None:
         if offset in self._pending or offset in self._running:
@@ -130,7 +171,11 @@ class QueueStageScheduler:
                 break
             item = self._pending[offset]
             sequence = self._sequences[item.key]
-            if item.seq < stage_end(sequence.definitions, sequence.completed) and item.not_before_ms <= now_ms:
+            if (
+                sequence.definitions is not None
+                and item.not_before_ms <= now_ms
+                and item.seq < stage_end(sequence.definitions, sequence.completed)
+            ):
                 started.append(offset)
         for offset in started:
             self._running[offset] = self._pending.pop(offset)
@@ -142,8 +187,7 @@ class QueueStageScheduler:
         batches: list[list[int]] = []
         filling: dict[tuple[StageKey, int], list[int]] = {}
         for offset in self.ready(free_calls * batch_size, now_ms):
-            item = self._running[offset]
-            where = (item.key, stage_index(self._sequences[item.key].definitions, item.seq))
+            where = self.place(offset)
             batch = filling.get(where)
             if batch is None or len(batch) >= batch_size:
                 if len(batches) >= free_calls:  # no call left for it: it waits for the next round
@@ -153,6 +197,11 @@ class QueueStageScheduler:
                 batches.append(batch)
             batch.append(offset)
         return batches
+
+    def place(self, offset: int) -> tuple[StageKey, int]:
+        """The sequence and stage index of a started message (``len(definitions)``: the unbounded last stage)."""
+        item = self._running[offset]
+        return item.key, stage_index(self._sequences[item.key].definitions or [], item.seq)
 
     def complete(self, offset: int) -> None:
         item = self._running.pop(offset)
@@ -176,7 +225,9 @@ class QueueStageScheduler:
                 sequence.uncommitted.popleft()
                 sequence.base += 1
         offsets = dict(self._initial)
-        offsets.update({k: s.base for k, s in self._sequences.items() if k[0] is not None})
+        # A base below 0 only after a reset to fewer than the messages completed above the commit point: a
+        # replay after a restart numbers those from 0 (they ran once already: at least once).
+        offsets.update({k: max(s.base, 0) for k, s in self._sequences.items() if k[0] is not None})
         offsets.pop(PLAIN_CONCURRENT, None)
         return StageOffsetRecord(commit_offset, offsets)
 

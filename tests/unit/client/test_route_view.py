@@ -41,6 +41,7 @@ def test_a_broker_without_a_master_is_read_through_its_slave_and_never_written()
     assert {q.broker_name for q in view.write_queues} == {"a"}
     assert {q.broker_name for q in view.read_queues} == {"a", "slave-only"}
     assert "slave-only" not in view.master_addrs
+    assert view.readable_broker_names == ["a", "slave-only"]  # the brokers holding its read queues
     assert view.broker_addrs["a"] == "10.0.0.0:10911" and view.broker_addrs["slave-only"] == "10.0.2.1:10911"
 
 

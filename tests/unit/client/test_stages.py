@@ -223,3 +223,77 @@ def test_a_batch_fills_up_to_its_size_within_the_stage():
         sched.complete(offset)
     assert sched.ready_batches(1, 3, 0) == [[3, 4, 5]]  # one call left: the rest waits for the next round
     assert sched.ready_batches(1, 3, 0) == [[6]]
+
+
+class Definitions:
+    """Definitions that a test changes between reloads; records the reset hook's calls."""
+
+    def __init__(self, definitions, reset_to=None):
+        self.definitions, self.reset_to = definitions, reset_to
+        self.resets: list[tuple[tuple, int]] = []
+
+    def __call__(self, strategy):
+        return self.definitions
+
+    def reset(self, key, offset):
+        self.resets.append((key, offset))
+        return self.reset_to
+
+
+def test_changed_definitions_are_taken_at_reload_with_the_reset_hook_each_time():
+    given = Definitions([2, 2])
+    sched = QueueStageScheduler(given, reset=given.reset)
+    for offset in range(6):
+        sched.add(offset, KEY)
+    assert sched.ready(10, 0) == [0, 1]
+    assert given.resets == [(KEY, 0)]  # first seen
+    assert sched.reload() == []  # unchanged: no hook
+    sched.complete(0)
+    sched.complete(1)
+    given.definitions = [2, 1]  # stage 1 is now one message long
+    assert sched.reload() == [KEY]
+    assert given.resets == [(KEY, 0), (KEY, 2)]  # asked again, with the stage offset now
+    assert sched.ready(10, 0) == [2]
+    assert sched.place(2) == (KEY, 1)
+    sched.complete(2)
+    given.definitions = [1]
+    sched.reload()
+    assert given.resets[-1] == (KEY, 3)  # every change, not only the first
+
+
+def test_a_reset_on_change_renumbers_the_sequence_and_its_record():
+    given = Definitions([1, 1, 1, 1])
+    sched = QueueStageScheduler(given, reset=given.reset)
+    for offset in range(10, 16):
+        sched.add(offset, KEY)
+    for offset in (10, 11, 12):  # orderly: one at a time
+        assert sched.ready(10, 0) == [offset]
+        sched.complete(offset)
+    assert sched.advance_commit(13) == StageOffsetRecord(13, {KEY: 3})
+    given.definitions, given.reset_to = [2, 2], 0  # a new sale: the waiting messages are its first
+    sched.reload()
+    assert sched.ready(10, 0) == [13, 14]  # sequence numbers 0 and 1: stage 0 of the new definitions
+    assert sched.place(13) == (KEY, 0)
+    assert sched.advance_commit(13) == StageOffsetRecord(13, {KEY: 0})  # a restart numbers 13 as 0 again
+    sched.complete(13)
+    sched.complete(14)
+    assert sched.ready(10, 0) == [15] and sched.place(15) == (KEY, 1)
+
+
+def test_refused_definitions_hold_their_sequence_until_a_reload_gives_valid_ones():
+    given = Definitions(None)  # the caller refused them
+    sched = QueueStageScheduler(given, reset=given.reset)
+    sched.add(0, KEY)
+    sched.add(1, PLAIN_CONCURRENT)
+    assert sched.ready(10, 0) == [1]  # other sequences go on
+    assert given.resets == []  # nothing taken yet
+    sched.reload()
+    assert sched.ready(10, 0) == []
+    given.definitions = [1]
+    assert sched.reload() == [KEY]
+    assert sched.ready(10, 0) == [0] and given.resets == [(KEY, 0)]
+    given.definitions = None  # refused later: the sequence keeps the definitions it has
+    assert sched.reload() == []
+    sched.complete(0)
+    sched.add(2, KEY)
+    assert sched.ready(10, 0) == [2]

@@ -1,11 +1,14 @@
 """The staged consume service (client/staged_consume_service.py) against fake hooks: a rebalance drains a queue
 before unlocking it (nothing more of it starts, its listeners in flight finish and count, offset and stage
 record stored, before ``drain`` returns); ``consume_batch_size`` gives listener calls of several messages of
-one stage."""
+one stage; the context names the stage; malformed definitions are refused until a reload; a failing message
+goes to the DLQ (dropped when broadcasting) after its retries and its stage completes."""
 
 import asyncio
+import logging
 import threading
 
+import pytest
 from tests.unit.push.test_consume_services import MQ, FakeHooks, messages
 
 from pocketmq.client.listener import ConsumeOrderlyStatus, StagedConcurrentListener
@@ -70,13 +73,75 @@ class Batches(StagedConcurrentListener):
         return ConsumeOrderlyStatus.SUCCESS
 
 
+def submit(service: StagedConsumeService, batch) -> None:
+    pq = ProcessQueue()
+    pq.add(batch)
+    service.submit(pq, MQ, batch)
+
+
+async def committed(hooks: FakeHooks, offset: int) -> None:
+    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == offset)
+
+
 async def test_batches_of_consume_batch_size_within_one_stage():
     hooks, listener = FakeHooks(), Batches()
     service = StagedConsumeService(hooks, listener, Records(), threads=1, batch_size=3)
-    pq = ProcessQueue()
-    batch = messages(10)
-    pq.add(batch)
-    service.submit(pq, MQ, batch)
-    await eventually(lambda: hooks.offsets and hooks.offsets[-1] == 10)
+    submit(service, messages(10))
+    await committed(hooks, 10)
     assert listener.calls == [[0, 1, 2], [3, 4, 5], [6], [7, 8, 9]]  # one thread: calls run one after another
+    await service.shutdown()
+
+
+class Failing(StagedConcurrentListener):
+    """Stages [2, 2]; offset 1 always fails; records (offset, strategy, stage index, reconsume times)."""
+
+    def __init__(self, definitions=(2, 2)):
+        self.definitions = list(definitions)
+        self.calls: list[tuple[int, str | None, int, int]] = []
+
+    def stage_definitions(self, strategy=None):
+        return self.definitions
+
+    def consume_message(self, msgs, context):
+        msg = msgs[0]
+        self.calls.append((msg.queue_offset, context.strategy_id, context.stage_index, msg.reconsume_times))
+        context.suspend_current_queue_time_ms = 1
+        return (
+            ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            if msg.queue_offset == 1
+            else ConsumeOrderlyStatus.SUCCESS
+        )
+
+
+@pytest.mark.parametrize("broadcasting", [False, True])
+async def test_a_failing_message_leaves_after_its_retries_and_its_stage_completes(broadcasting):
+    hooks, listener = FakeHooks(broadcasting=broadcasting), Failing()
+    service = StagedConsumeService(hooks, listener, Records(), threads=4, max_reconsume_times=3)
+    submit(service, messages(4))
+    await committed(hooks, 4)
+    assert [rt for offset, _, _, rt in listener.calls if offset == 1] == [0, 1, 2, 3]  # 1 + 3 retries
+    assert hooks.sent_back == ([] if broadcasting else [(1, -1)])  # the DLQ level
+    assert {(offset, stage) for offset, _, stage, _ in listener.calls} == {(0, 0), (1, 0), (2, 1), (3, 1)}
+    assert all(strategy == "" for _, strategy, _, _ in listener.calls)
+    await service.shutdown()
+
+
+def test_a_staged_service_needs_a_bounded_retry_limit():
+    with pytest.raises(ValueError):
+        StagedConsumeService(FakeHooks(), Failing(), Records(), max_reconsume_times=-1)
+
+
+async def test_malformed_definitions_are_refused_until_a_reload_reads_valid_ones(caplog):
+    hooks, listener = FakeHooks(), Failing([2, -1])
+    service = StagedConsumeService(hooks, listener, Records(), threads=4)
+    with caplog.at_level(logging.ERROR, logger="pocketmq.client.staged_consume_service"):
+        submit(service, messages(4, start=2))  # offset 1 (the failing one) is not among them
+        await asyncio.sleep(0.05)  # give a wrong service the chance to start them
+    assert listener.calls == []
+    assert "event=stage_definitions_refused strategy='' definitions=[2, -1]" in caplog.text
+    assert "stage sizes must be positive integers" in caplog.text
+    listener.definitions = [1, 3]
+    service.reload_definitions()
+    await committed(hooks, 6)
+    assert sorted((offset, stage) for offset, _, stage, _ in listener.calls) == [(2, 0), (3, 1), (4, 1), (5, 1)]
     await service.shutdown()

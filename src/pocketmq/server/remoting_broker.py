@@ -61,6 +61,7 @@ from pocketmq.server.heartbeat_body import heartbeat_from_json
 from pocketmq.server.remoting_access import RemotingAccessGate
 from pocketmq.server.remoting_admin import AdminHandlers
 from pocketmq.server.remoting_auth_admin import AuthAdminHandlers
+from pocketmq.server.remoting_consumer_admin import ConsumerAdminHandlers
 from pocketmq.server.remoting_gray import GrayHandlers
 from pocketmq.server.remoting_ha import HaHandlers
 from pocketmq.server.remoting_pop import PopHandlers
@@ -133,6 +134,7 @@ def build_broker_router(broker: Broker) -> BrokerRequestRouter:
     GrayHandlers(broker).register(router)
     TransactionHandlers(broker).register(router)
     RecallHandlers(broker).register(router)
+    ConsumerAdminHandlers(broker).register(router)
     return router
 
 

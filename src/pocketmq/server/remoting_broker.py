@@ -230,8 +230,10 @@ class MessagingHandlers:
         broker = self._broker
         # A piggy-backed commit past the queue's end is not stored (nor is a negative one): the pull is served
         # anyway, and its PULL_OFFSET_MOVED tells a client that far ahead where the queue ends.
-        if h.sys_flag & PullSysFlag.COMMIT_OFFSET and 0 <= h.commit_offset <= broker.store.max_queue_offset(
-            topic, queue_id
+        if (
+            h.sys_flag & PullSysFlag.COMMIT_OFFSET
+            and 0 <= h.commit_offset <= broker.store.max_queue_offset(topic, queue_id)
+            and not broker.offset_fences.fenced(group, topic, queue_id, broker.clock.monotonic_ms())
         ):
             broker.offsets.commit(group, topic, queue_id, h.commit_offset)
         suspend_ms = h.suspend_timeout_ms if h.sys_flag & PullSysFlag.SUSPEND else 0
@@ -280,7 +282,9 @@ class MessagingHandlers:
                 f"header field commitOffset={h.commit_offset} is past the end of "
                 f"{h.topic}/{h.queue_id} (max offset {max_offset})"
             )
-        self._broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        broker = self._broker
+        if not broker.offset_fences.fenced(h.consumer_group, h.topic, h.queue_id, broker.clock.monotonic_ms()):
+            broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)  # else: stale (offset_reset)
         return request.response(ResponseCode.SUCCESS)
 
     async def get_min_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

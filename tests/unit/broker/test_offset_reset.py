@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from pocketmq.broker.offset_reset import reset_group_offsets
+from pocketmq.broker.offset_reset import RESET_FENCE_MS, ResetFences, reset_group_offsets
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.common.errors import TopicNotExistError
 from pocketmq.common.topic import TopicConfig
@@ -28,7 +28,12 @@ def broker(tmp_path):
     offsets = ConsumerOffsetManager(tmp_path / "offsets.json")
     topics = {"t": TopicConfig("t", 2, 2)}
     return types.SimpleNamespace(
-        broker_name="b", store=Store(), offsets=offsets, topics=types.SimpleNamespace(get=topics.get)
+        broker_name="b",
+        store=Store(),
+        offsets=offsets,
+        topics=types.SimpleNamespace(get=topics.get),
+        offset_fences=ResetFences(),
+        clock=types.SimpleNamespace(monotonic_ms=lambda: 1000.0),
     )
 
 
@@ -42,3 +47,12 @@ def test_forced_resets_move_both_ways_and_only_back_keeps_a_group_behind_the_tim
     assert reset_group_offsets(broker, "fresh", "t", 300, force=False) == {0: 3, 1: 3}  # nothing stored yet
     with pytest.raises(TopicNotExistError):
         reset_group_offsets(broker, "g", "missing", 0, force=True)
+
+
+def test_the_groups_commits_of_the_reset_queues_are_fenced_for_a_while(broker):
+    reset_group_offsets(broker, "g", "t", 0, force=True)
+    fences = broker.offset_fences
+    assert fences.fenced("g", "t", 0, 1000.0) and fences.fenced("g", "t", 1, 1000.0 + RESET_FENCE_MS - 1)
+    assert not fences.fenced("other", "t", 0, 1000.0) and not fences.fenced("g", "t", 2, 1000.0)
+    assert not fences.fenced("g", "t", 0, 1000.0 + RESET_FENCE_MS)
+    assert not fences.fenced("g", "t", 0, 1000.0)  # gone once passed

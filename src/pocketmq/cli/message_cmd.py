@@ -24,10 +24,9 @@ import asyncio
 import time
 
 from pocketmq.cli.message_times import parse_time_range
-from pocketmq.cli.message_view import iso_time, message_detail_json, message_detail_text
+from pocketmq.cli.message_view import body_preview, iso_time, message_detail_json, message_detail_text
 from pocketmq.cli.output import (
     add_action,
-    body_fields,
     client_config,
     emit,
     json_line,
@@ -88,8 +87,6 @@ def parse_queue_offset(text: str) -> tuple[str | None, int, int]:
 
 def found_row(found: FoundMessage) -> dict:
     msg = found.message
-    body = body_fields(msg.body)
-    preview = body["body"] if "body_encoding" not in body else f"base64:{body['body']}"
     return {
         "broker": found.broker_name,
         "queue_id": msg.queue_id,
@@ -98,7 +95,7 @@ def found_row(found: FoundMessage) -> dict:
         "tag": msg.tags,
         "keys": ",".join(msg.keys) or None,
         "stored": iso_time(msg.store_timestamp_ms),
-        "body": preview if len(preview) <= BODY_PREVIEW_CHARS else preview[: BODY_PREVIEW_CHARS - 1] + "~",
+        "body": body_preview(msg.body, BODY_PREVIEW_CHARS),
     }
 
 

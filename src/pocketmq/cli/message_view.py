@@ -1,5 +1,5 @@
-"""One stored message shown to a person (``pocketmq message show``): where it is, its times, its properties, and
-its body as text, pretty-printed when it is JSON, else as a hex dump."""
+"""One stored message shown to a person (``pocketmq message show``, ``message query``): where it is, its times,
+its properties, and its body as text, pretty-printed when it is JSON, else as a hex dump."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ HEX_BYTES_PER_LINE = 16
 
 
 def body_text(body: bytes) -> tuple[str, str]:
-    """(``json``, ``text`` or ``hex``, and the body so rendered)."""
+    """(``json``, ``text`` or ``hex``, and the body so rendered). Text with control characters other than line
+    breaks and tabs is binary too: printed as it is, it would move a terminal's cursor or ring its bell."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
+        return "hex", hex_dump(body)
+    if any(ord(c) < 32 and c not in "\n\r\t" or c == "\x7f" for c in text):
         return "hex", hex_dump(body)
     try:
         return "json", json.dumps(json.loads(text), indent=2, ensure_ascii=False)
@@ -74,3 +77,13 @@ def message_detail_text(msg: MessageExt, broker_name: str) -> str:
         lines += [f"  {k}={v}" for k, v in sorted(props.items())]
     lines += ["body:", body]
     return "\n".join(lines)
+
+
+def body_preview(body: bytes, max_chars: int) -> str:
+    """The start of the body on one line: its text, or ``hex:`` and its bytes when it is binary."""
+    kind, _ = body_text(body)
+    if kind == "hex":
+        preview = "hex:" + body[:max_chars].hex()
+    else:
+        preview = " ".join(body.decode("utf-8").split())
+    return preview if len(preview) <= max_chars else preview[: max_chars - 1] + "~"

@@ -105,12 +105,12 @@ class ConsumerAdminHandlers:
 
     async def consume_message_directly(self, conn: RemotingConnection, request: RemotingCommand):
         h = ConsumeMessageDirectlyRequestHeader.parse(request.ext_fields)
-        channel = self._client(h.consumer_group, h.client_id)
         try:
             _, phys_offset = parse_offset_msg_id(h.msg_id)
         except ValueError as exc:
             raise BadRequestError(f"header field msgId={h.msg_id!r}: {exc}") from None
-        message = self._broker.store.read_message(phys_offset)
+        channel = self._client(h.consumer_group, h.client_id)
+        message = self._broker.store.read_message(phys_offset) if phys_offset >= 0 else None
         if message is None:
             return request.response(ResponseCode.QUERY_NOT_FOUND, remark=f"no message {h.msg_id} on this broker")
         return await self._call_client(request, channel, encode_record(message))

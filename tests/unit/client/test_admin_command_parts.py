@@ -8,7 +8,7 @@ import pytest
 
 from pocketmq.cli.message_cmd import parse_queue_offset
 from pocketmq.cli.message_times import parse_time_ms, parse_time_range
-from pocketmq.cli.message_view import body_text, hex_dump
+from pocketmq.cli.message_view import body_preview, body_text, hex_dump
 from pocketmq.common.errors import BadRequestError
 
 
@@ -42,3 +42,8 @@ def test_bodies_show_as_pretty_json_text_or_a_hex_dump():
         "00000010  00 00 00                                         ...",
     ]
     assert hex_dump(b"") == ""
+    assert body_text(b"\x00\x01ok")[0] == "hex"  # UTF-8, but control characters
+    assert body_text(b"line 1\n\tline 2") == ("text", "line 1\n\tline 2")
+    assert body_preview(b'{"a":\n 1}', 40) == '{"a": 1}'
+    assert body_preview(b"\x00\x01ok", 40) == "hex:00016f6b"
+    assert body_preview(b"x" * 50, 10) == "xxxxxxxxx~"

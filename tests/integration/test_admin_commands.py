@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import UTC, datetime
 
 import pytest
 
 from pocketmq.cli.main import main as pocketmq_main
-from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer
+from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer, SimpleConsumer
 from pocketmq.client.listener import ConsumeConcurrentlyStatus
 from pocketmq.client.push_consumer import PushConsumer, PushConsumerOptions
 from pocketmq.common.message import MessageQueue
@@ -144,8 +145,10 @@ def test_push_consumer_lists_follows_a_reset_and_consumes_directly(broker, cli):
     consumer.start()
     try:
         with Producer(config) as producer:
-            sent = [producer.send(Message.create(topic, f"m{i}")) for i in range(6)]
-        wait_until(lambda: len(consumed) >= 6, timeout_s=15, message="first delivery")
+            first = [producer.send(Message.create(topic, f"m{i}")) for i in range(6)]
+            wait_until(lambda: len(consumed) >= 6, timeout_s=15, message="first delivery")
+            later = [producer.send(Message.create(topic, f"later{i}")) for i in range(4)]
+        wait_until(lambda: len(consumed) >= 10, timeout_s=15, message="second delivery")
 
         status, out, _ = cli("group", "consumers", group, "--json")
         assert status == 0
@@ -155,36 +158,68 @@ def test_push_consumer_lists_follows_a_reset_and_consumes_directly(broker, cli):
         info = row["running_info"]
         assert {(q["topic"], q["queueId"]) for q in info["mqTable"]} >= {(topic, 0), (topic, 1)}
         assert {s["topic"] for s in info["subscriptionSet"]} == {topic, f"%RETRY%{group}"}
-        assert row["queues"] == len(info["mqTable"]) and int(row["consumed"]) >= 6
+        assert row["queues"] == len(info["mqTable"]) and int(row["consumed"]) >= 10
 
-        # online: the consumer is told, and consumes everything again
-        status, out, _ = cli("group", "reset-offset", group, topic, "--to-earliest", "--json")
-        assert status == 0
-        assert sorted((r["queue_id"], r["offset"], r["consumers_notified"]) for r in json_lines(out)) == [
-            (0, 0, 1),
-            (1, 0, 1),
-        ]
-        wait_until(lambda: len(consumed) >= 12, timeout_s=15, message="consumed again after the reset")
-        assert sorted(consumed[6:12]) == sorted(consumed[:6])
+        # online, to the time of the later batch (ISO-8601): the consumer is told, and consumes that batch again
+        status, out, _ = cli("message", "query", topic, "--id", later[0].msg_id, "--json")
+        stored_ms = json_lines(out)[0]["store_timestamp_ms"]
+        at = datetime.fromtimestamp(stored_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+        status, out, _ = cli("group", "reset-offset", group, topic, "--to-time", at, "--json")
+        assert status == 0 and {r["consumers_notified"] for r in json_lines(out)} == {1}
+        wait_until(lambda: len(consumed) >= 14, timeout_s=15, message="consumed again after the reset")
+        assert sorted(consumed[10:14]) == sorted(f"later{i}" for i in range(4))
 
         status, out, _ = cli(
-            "message", "consume-directly", sent[3].offset_msg_id, "--group", group, "--client", client_id, "--json"
+            "message", "consume-directly", first[3].offset_msg_id, "--group", group, "--client", client_id, "--json"
         )
         assert status == 0, out
         assert json.loads(out)["result"] == "CR_SUCCESS"
-        wait_until(lambda: consumed.count("m3") == 3, timeout_s=5, message="handed to the listener once more")
+        wait_until(lambda: consumed.count("m3") == 2, timeout_s=5, message="handed to the listener once more")
         status, _, err = cli(
-            "message", "consume-directly", sent[3].offset_msg_id, "--group", group, "--client", "nobody@x"
+            "message", "consume-directly", first[3].offset_msg_id, "--group", group, "--client", "nobody@x"
         )
         assert status == 1 and "not online" in err
     finally:
         consumer.shutdown()
 
-    # offline: the stored offset moves, and the consumer starts there
-    status, out, _ = cli("group", "reset-offset", group, topic, "--to-time", "0", "--json")
-    assert status == 0 and {r["consumers_notified"] for r in json_lines(out)} == {0}
+    # offline: the stored offset moves, and the consumer would start there
+    status, out, _ = cli("group", "reset-offset", group, topic, "--to-earliest", "--json")
+    assert status == 0
+    assert sorted((r["queue_id"], r["offset"], r["consumers_notified"]) for r in json_lines(out)) == [
+        (0, 0, 0),
+        (1, 0, 0),
+    ]
     with PullConsumer(group, config) as reader:
         queues = [MessageQueue(topic, "broker-adm", q) for q in (0, 1)]
         assert [reader.committed(q) for q in queues] == [0, 0]
     status, _, err = cli("group", "consumers", group)
     assert status == 1 and "no consumer" in err
+
+
+@pytest.mark.timeout(90)
+def test_pop_consumers_pop_from_a_reset_offset(broker, cli):
+    topic, group = "adm_pop", "adm_pop_group"
+    config = ClientConfig(namesrv_addr=broker.namesrv, instance_name="adm-pop")
+    with Admin(config) as admin:
+        admin.create_topic(topic, queues=2)
+    with Producer(config) as producer:
+        for i in range(4):
+            producer.send(Message.create(topic, f"p{i}"))
+
+    def receive_all(consumer: SimpleConsumer) -> list[str]:
+        bodies: list[str] = []
+
+        def more() -> bool:
+            for msg in consumer.receive(32, 30_000, await_duration_ms=500):
+                bodies.append(msg.body.decode())
+                consumer.ack(msg)
+            return len(bodies) >= 4
+
+        wait_until(more, timeout_s=20, message="all four popped")
+        return sorted(bodies)
+
+    with SimpleConsumer(group, {topic: "*"}, config) as consumer:
+        assert receive_all(consumer) == ["p0", "p1", "p2", "p3"]
+        status, out, _ = cli("group", "reset-offset", group, topic, "--to-earliest", "--json")
+        assert status == 0 and {r["offset"] for r in json_lines(out)} == {0}
+        assert receive_all(consumer) == ["p0", "p1", "p2", "p3"]

@@ -402,8 +402,9 @@ class AsyncPushConsumer:
     async def reset_offsets(self, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
         """An operator's reset (RESET_CONSUMER_CLIENT_OFFSET, ``client/consumer_requests.py``): each held queue of
         ``offsets`` forgets what it pulled (listeners in flight finish, but count for nothing) and pulls again
-        from its new offset, which is stored on the broker first; returns the queues reset. Queues held
-        elsewhere are left to their holders, and the broker has stored their offsets already."""
+        from its new offset; returns the queues reset. The new offsets are committed too, for a RocketMQ broker,
+        which leaves storing them to its consumers (a PocketMQ broker has stored them already, those of queues
+        held elsewhere included)."""
         reset = []
         for mq, offset in sorted(offsets.items()):
             old = self._queues.get(mq)
@@ -415,6 +416,8 @@ class AsyncPushConsumer:
                 task.cancel()
             self.offset_store.update(mq, offset, increase_only=False)
             await self.offset_store.persist([mq])
+            if self._queues.get(mq) is not old:  # a rebalance dropped the queue meanwhile: its next owner reads it
+                continue
             pq = self._queues[mq] = ProcessQueue()
             pq.locked = old.locked
             self._pull_tasks[mq] = spawn_watched(self._pull_loop(mq, pq, offset), f"pocketmq-pull-{mq}")

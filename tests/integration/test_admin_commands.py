@@ -55,6 +55,8 @@ def test_messages_are_found_by_key_id_offset_and_time_and_shown_in_full(broker, 
         as_json = producer.send(Message.create("adm_orders", b'{"id": 42, "items": [1, 2]}', keys="order-42"))
         binary = producer.send(Message.create("adm_orders", bytes(range(250, 256)) + b"xyz", keys="bin-1"))
         plain = [producer.send(Message.create("adm_orders", f"plain-{i}", keys="plain")) for i in range(3)]
+        big_body = json.dumps({"lines": [f"line {i}" for i in range(1000)]}).encode()  # compressed when sent
+        big = producer.send(Message.create("adm_orders", big_body, keys="big"))
 
     status, out, _ = cli("message", "query", "adm_orders", "--key", "order-42", "--json")
     assert status == 0
@@ -92,6 +94,8 @@ def test_messages_are_found_by_key_id_offset_and_time_and_shown_in_full(broker, 
     assert "keys:" in out and "order-42" in out and "(json)" in out
     status, out, _ = cli("message", "show", binary.msg_id, "--topic", "adm_orders")
     assert status == 0 and "fa fb fc fd fe ff 78 79 7a" in out and "......xyz" in out
+    status, out, _ = cli("message", "show", big.offset_msg_id, "--json")
+    assert status == 0 and json.loads(out)["body"] == big_body.decode()
     status, out, _ = cli("message", "show", binary.offset_msg_id, "--json")
     shown = json.loads(out)
     assert (shown["body_format"], shown["body_encoding"], shown["offset_msg_id"]) == (

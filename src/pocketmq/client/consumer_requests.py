@@ -138,7 +138,7 @@ async def _consume_directly(consumer: AsyncPushConsumer, request: RemotingComman
         msg, _ = decode_record(request.body)
     except Exception as exc:
         return request.response(ResponseCode.SYSTEM_ERROR, remark=f"the message does not decode: {exc}")
-    consumer.namespace.unwrap_message(msg)
+    consumer.namespace.unwrap_message(msg.decompress())
     mq = MessageQueue(msg.topic, request.ext_fields.get("brokerName", ""), msg.queue_id)
     context = ConsumeOrderlyContext(mq) if consumer.orderly else ConsumeConcurrentlyContext(mq)
     loop = asyncio.get_running_loop()

@@ -154,4 +154,4 @@ class MessageLookup:
 
     def _shown(self, msg: MessageExt) -> MessageExt:
         self._namespace.unwrap_message(msg)
-        return msg
+        return msg.decompress()

@@ -43,6 +43,7 @@ from pocketmq.broker.gray_split import GraySplits
 from pocketmq.broker.groups import SubscriptionGroupManager
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.messages import MessageService
+from pocketmq.broker.offset_reset import ResetFences
 from pocketmq.broker.offsets import ConsumerOffsetManager, persist_behind_commit_log
 from pocketmq.broker.producers import ProducerRegistry
 from pocketmq.broker.queue_locks import QueueLockTable
@@ -99,6 +100,7 @@ class Broker:
         )
         self.groups = SubscriptionGroupManager(meta / "groups.json", auto_create=config.auto_create_subscription_group)
         self.offsets = ConsumerOffsetManager(meta / "consumer_offsets.json")
+        self.offset_fences = ResetFences()  # clients' commits not stored right after an offset reset
         self.stage_offsets = StageOffsetManager(meta / "consumer_stage_offsets.json")  # staged consumers
         self.consumers = ConsumerRegistry(config.client_channel_expire_ms, clock=clock)
         self.gray = GraySplits(self.groups)  # POP's server-side gray split; the gRPC front end adds its sessions

@@ -109,6 +109,9 @@ class ConsumerTable:
     def group_info(self, group: str) -> ConsumerGroupInfo | None:
         return self._info.get(group)
 
+    def find(self, group: str, client_id: str) -> ClientChannel | None:
+        return self._clients.find(group, client_id)
+
     def groups(self) -> list[str]:
         return self._clients.groups()
 

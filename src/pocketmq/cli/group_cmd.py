@@ -1,4 +1,5 @@
-"""``pocketmq group create|list|describe``: subscription (consumer) groups on every master broker.
+"""``pocketmq group create|list|describe|consumers|reset-offset``: subscription (consumer) groups on every master
+broker (``consumers`` and ``reset-offset``: cli/group_consumers.py).
 
 - ``create GROUP [--retry-max-times N] [--retry-queue-nums Q] [--fifo] [--gray-clients GLOBS]
   [--gray-queue-ratio R] [--cluster C]``: create or update the group's config (``retryMaxTimes``,
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+from pocketmq.cli import group_consumers
 from pocketmq.cli.gray_view import CLIENT_COLUMNS, client_rows, gray_attributes
 from pocketmq.cli.output import (
     add_action,
@@ -87,6 +89,7 @@ def register(subparsers) -> None:
     add_action(actions, "list", "list groups", list_groups)
     p = add_action(actions, "describe", "a group's offsets, lag and POP state per queue", describe, "group")
     p.add_argument("--topic", help="only this topic")
+    group_consumers.add_actions(actions)
 
 
 def group_row(config: GroupConfig) -> dict:

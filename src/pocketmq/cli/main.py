@@ -26,12 +26,13 @@ from pocketmq.common.errors import PocketMQError
 COMMAND_MODULES = (
     "pocketmq.cli.serve_cmd",  # serve
     "pocketmq.cli.namesrv_cmd",  # namesrv
-    "pocketmq.cli.topic_cmd",  # topic create|update|delete|list|describe
+    "pocketmq.cli.topic_cmd",  # topic create|update|delete|list|describe|route
     "pocketmq.cli.send_cmd",  # send
-    "pocketmq.cli.message_cmd",  # message recall
+    "pocketmq.cli.message_cmd",  # message query|show|consume-directly|recall
     "pocketmq.cli.tail_cmd",  # tail
     "pocketmq.cli.cluster_cmd",  # cluster
-    "pocketmq.cli.group_cmd",  # group
+    "pocketmq.cli.broker_cmd",  # broker status
+    "pocketmq.cli.group_cmd",  # group create|list|describe|consumers|reset-offset
     "pocketmq.cli.dlq_cmd",  # dlq list|resend
     "pocketmq.cli.transaction_cmd",  # transaction list|resume
     "pocketmq.cli.retry_cmd",  # retry stats

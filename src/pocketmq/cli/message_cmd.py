@@ -1,24 +1,188 @@
-"""``pocketmq message recall HANDLE``: cancel a delayed message before it is due.
+"""``pocketmq message query|show|consume-directly|recall``: find, read and act on one message.
 
-``HANDLE`` is the recall handle its send returned (``pocketmq send --delay-ms N`` prints it; the official
-RocketMQ 5 clients' send receipts carry it as ``recall_handle``). The handle names the topic and the broker;
-the command asks that broker, which answers with the message id, or refuses a message already due (too late)
-and a handle it did not issue. A second recall of the same message succeeds again.
+- ``query TOPIC --key K | --id ID | --offset [BROKER:]QUEUE:OFFSET | --time FROM..TO [--max N]``: the messages of
+  the topic with that key (the brokers' key index; ``--time`` narrows it), with that message id (the
+  broker's offset id or the producer's id), at that queue offset, or stored in that time range (the earliest
+  ``--max``, default 32). Times are epoch milliseconds or ISO-8601 (``2026-05-01T09:00``, local time unless it
+  names a zone); either end of a range may be left out. One row per message; nothing found prints nothing.
+- ``show ID [--topic T]``: one message in full: where it is, its times, its properties, and its body as text,
+  pretty-printed JSON, or a hex dump when it is binary. An offset message id is found on its broker alone; the
+  producer's id needs ``--topic``.
+- ``consume-directly ID --group G --client CLIENT_ID [--topic T]``: hand the message to that online push
+  consumer's listener once, and print what the listener returned (its offset and the group's progress are
+  untouched: a test of the listener). Client ids are listed by ``pocketmq group consumers G``.
+- ``recall HANDLE``: cancel a delayed message before it is due. ``HANDLE`` is the recall handle its send
+  returned (``pocketmq send --delay-ms N`` prints it; the official RocketMQ 5 clients' send receipts carry it
+  as ``recall_handle``). The handle names the topic and the broker; the broker answers with the message id, or
+  refuses a message already due (too late) and a handle it did not issue. A second recall of the same message
+  succeeds again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
-from pocketmq.cli.output import add_action, client_config, emit, json_line
+from pocketmq.cli.message_times import parse_time_range
+from pocketmq.cli.message_view import body_preview, iso_time, message_detail_json, message_detail_text
+from pocketmq.cli.output import (
+    add_action,
+    client_config,
+    emit,
+    json_line,
+    message_to_json,
+    print_rows,
+    report,
+    run_admin,
+)
+from pocketmq.client.admin import AsyncAdmin
+from pocketmq.client.consumer_admin import ConsumerAdmin
+from pocketmq.client.message_lookup import DEFAULT_MAX_MESSAGES, FoundMessage, MessageLookup
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.recall import recall_handle_target
+from pocketmq.common.errors import BadRequestError, ClientError
+from pocketmq.common.message import MessageQueue
+from pocketmq.protocol.headers import INT64_MAX
+
+QUERY_COLUMNS = ["broker", "queue_id", "queue_offset", "message_id", "tag", "keys", "stored", "body"]
+BODY_PREVIEW_CHARS = 40
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("message", help="act on one message", description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "message", help="find, read and act on messages", description=__doc__.split("\n\n")[0]
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = add_action(actions, "query", "find messages of a topic by key, id, queue offset or time", query, "topic")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--key", help="a key the producer gave the message (KEYS)")
+    how.add_argument("--id", dest="msg_id", help="the broker's offset message id or the producer's id")
+    how.add_argument("--offset", metavar="[BROKER:]QUEUE:OFFSET", help="a queue offset (the broker when several)")
+    p.add_argument("--time", metavar="FROM..TO", help="stored in this time range (with --key: narrows it)")
+    p.add_argument(
+        "--max", type=int, default=DEFAULT_MAX_MESSAGES, help=f"at most N messages (default {DEFAULT_MAX_MESSAGES})"
+    )
+    p = add_action(actions, "show", "one message in full: properties and body", show, "msg_id")
+    p.add_argument("--topic", help="the topic, needed for a producer's message id")
+    p = add_action(
+        actions, "consume-directly", "hand a message to one online push consumer's listener", consume_directly, "msg_id"
+    )
+    p.add_argument("--group", required=True, help="the consumer group")
+    p.add_argument("--client", required=True, help="the client id (pocketmq group consumers GROUP)")
+    p.add_argument("--topic", help="the topic, needed for a producer's message id")
     add_action(actions, "recall", "cancel a delayed message before it is due", recall, "handle")
+
+
+def parse_queue_offset(text: str) -> tuple[str | None, int, int]:
+    """``[BROKER:]QUEUE:OFFSET`` as (broker or None, queue id, queue offset)."""
+    parts = text.rsplit(":", 2)
+    try:
+        queue_id, offset = int(parts[-2]), int(parts[-1])
+    except (ValueError, IndexError):
+        raise BadRequestError(f"offset {text!r}: expected [BROKER:]QUEUE:OFFSET") from None
+    if queue_id < 0 or offset < 0:
+        raise BadRequestError(f"offset {text!r}: queue and offset are never negative")
+    return (parts[0] if len(parts) == 3 else None), queue_id, offset
+
+
+def found_row(found: FoundMessage) -> dict:
+    msg = found.message
+    return {
+        "broker": found.broker_name,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "message_id": msg.msg_id,
+        "tag": msg.tags,
+        "keys": ",".join(msg.keys) or None,
+        "stored": iso_time(msg.store_timestamp_ms),
+        "body": body_preview(msg.body, BODY_PREVIEW_CHARS),
+    }
+
+
+def query(args) -> int:
+    if args.max < 1:
+        raise BadRequestError("--max must be at least 1")
+    time_range = parse_time_range(args.time, int(time.time() * 1000)) if args.time else None
+
+    async def action(admin: AsyncAdmin) -> None:
+        async with MessageLookup(admin) as lookup:
+            if args.key is not None:
+                begin_ms, end_ms = time_range or (0, INT64_MAX)
+                found = await lookup.by_key(
+                    args.topic, args.key, begin_ms=begin_ms, end_ms=end_ms, max_messages=args.max
+                )
+            elif args.msg_id is not None:
+                found = [f for f in await lookup.by_id(args.msg_id, args.topic) if f.message.topic == args.topic]
+            elif args.offset is not None:
+                broker, queue_id, offset = parse_queue_offset(args.offset)
+                queue = MessageQueue(args.topic, broker or await _only_broker(admin, args.topic), queue_id)
+                found = await lookup.at_offset(queue, offset)
+            elif time_range is not None:
+                found = await lookup.in_time_range(args.topic, *time_range, max_messages=args.max)
+            else:
+                raise BadRequestError("name --key, --id, --offset or --time")
+        if args.json:
+            for f in found:
+                emit(json_line(message_to_json(f.message, f.broker_name)))
+        elif found:
+            print_rows(args, [found_row(f) for f in found], QUERY_COLUMNS)
+
+    return run_admin(args, action)
+
+
+async def _only_broker(admin: AsyncAdmin, topic: str) -> str:
+    route = await admin.instance.route(admin.namespace.wrap(topic), refresh=True, auto_create=False)
+    if len(route.broker_names) != 1:
+        raise BadRequestError(
+            f"topic {topic} is on brokers {', '.join(route.broker_names)}: name one as BROKER:QUEUE:OFFSET"
+        )
+    return route.broker_names[0]
+
+
+async def _one_message(admin: AsyncAdmin, msg_id: str, topic: str | None) -> FoundMessage:
+    async with MessageLookup(admin) as lookup:
+        found = await lookup.by_id(msg_id, topic)
+    if not found:
+        raise ClientError(f"no message {msg_id}" + (f" of topic {topic}" if topic else ""))
+    return found[0]
+
+
+def show(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        found = await _one_message(admin, args.msg_id, args.topic)
+        if args.json:
+            emit(json_line(message_detail_json(found.message, found.broker_name)))
+        else:
+            emit(message_detail_text(found.message, found.broker_name))
+
+    return run_admin(args, action)
+
+
+def consume_directly(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        found = await _one_message(admin, args.msg_id, args.topic)
+        msg = found.message
+        result = await ConsumerAdmin(admin).consume_directly(
+            args.group, args.client, found.broker_name, msg.offset_msg_id
+        )
+        outcome = {"message_id": msg.msg_id, "group": args.group, "client": args.client, **_direct_result(result)}
+        report(
+            args,
+            outcome,
+            f"{msg.msg_id} consumed by {args.client}: {outcome['result']} in {outcome['spent_ms']} ms"
+            + (f" ({outcome['remark']})" if outcome["remark"] else ""),
+        )
+
+    return run_admin(args, action)
+
+
+def _direct_result(result: dict) -> dict:
+    return {
+        "result": result.get("consumeResult"),
+        "remark": result.get("remark") or "",
+        "spent_ms": result.get("spentTimeMills"),
+        "orderly": result.get("order"),
+    }
 
 
 def recall(args) -> int:

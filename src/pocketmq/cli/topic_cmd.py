@@ -1,4 +1,5 @@
-"""``pocketmq topic create|update|delete|list|describe``: topics on every master broker of a cluster.
+"""``pocketmq topic create|update|delete|list|describe|route``: topics on every master broker of a cluster
+(``route``: cli/topic_route.py).
 
 - ``create TOPIC [--queues N] [--type normal|fifo|delay|transaction|priority|lite|mixed] [--gray-queue-ratio R] [--cluster C]
   [--update [--force]]``: on every master of the cluster (every cluster when not given); returns once the name
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+from pocketmq.cli import topic_route
 from pocketmq.cli.output import add_action, emit, print_rows, report, run_admin
 from pocketmq.cli.transaction_cmd import pending_half_messages
 from pocketmq.client.admin import AsyncAdmin
@@ -63,6 +65,7 @@ def register(subparsers) -> None:
     p = add_action(actions, "list", "list topics", list_topics)
     p.add_argument("--all", action="store_true", help="include system topics and cluster/broker name topics")
     add_action(actions, "describe", "queues of a topic with their offsets", describe, "topic")
+    topic_route.add_actions(actions)
 
 
 def _gray_and_cluster_options(parser) -> None:

@@ -296,6 +296,17 @@ class AsyncAdmin(InstanceUser):
                 return
             await asyncio.sleep(ROUTE_POLL_INTERVAL_S)
 
+    async def on_topic_brokers(self, topic: str, code: int, fields: dict[str, str]) -> dict[str, RemotingCommand]:
+        """Request ``code`` with ``fields`` to every broker of ``topic``'s route (a fresh one; TopicNotExistError
+        for a topic without one): broker name -> its answer."""
+        check_topic(topic)
+        route = await self.instance.route(self.namespace.wrap(topic), refresh=True, auto_create=False)
+        names = sorted(route.broker_names)
+        responses = await asyncio.gather(
+            *(self.instance.invoke_broker(name, RemotingCommand.request(code, fields)) for name in names)
+        )
+        return dict(zip(names, responses))
+
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from every master of the cluster, then from the name server."""
         check_topic(topic)

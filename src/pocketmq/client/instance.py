@@ -8,7 +8,8 @@ master gets a HEART_BEAT listing this client's producer and consumer groups ever
 ``heartbeat_broker_interval_ms``; UNREGISTER_CLIENT goes to each at shutdown. Both rounds are periodic tasks
 (``runtime.periodic``) on the instance's clock: a failed round is logged once per distinct error and tried again
 later. Requests brokers initiate (NOTIFY_CONSUMER_IDS_CHANGED) are recorded and passed to listeners; others go
-to the handler a client registered for their code (``request_handlers``: CHECK_TRANSACTION_STATE).
+to the handler a client registered for their code (``request_handlers``: CHECK_TRANSACTION_STATE, the
+operator's requests to push consumers of ``client/consumer_requests.py``).
 
 An instance lives on one event loop. ``acquire_instance`` / ``release_instance`` share and reference-count
 instances per (loop, name server, instance name).
@@ -17,6 +18,7 @@ instances per (loop, name server, instance name).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections.abc import Callable
@@ -333,7 +335,8 @@ class ClientInstance:
             return None  # a notification: brokers send it oneway and expect no answer
         handler = self.request_handlers.get(request.code)
         if handler is not None:
-            return handler(conn, request)
+            outcome = handler(conn, request)
+            return await outcome if inspect.isawaitable(outcome) else outcome
         return request.response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"client does not serve request code {request.code}"
         )

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
+from pocketmq.client.consumer_requests import serve_consumer_requests, stop_serving
 from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
 from pocketmq.client.listener import StagedConcurrentListener
 from pocketmq.client.loop_thread import SyncFacade
@@ -263,6 +264,7 @@ class AsyncPushConsumer:
         )
         instance.register_consumer(consumer_data)
         instance.add_consumer_ids_listener(self._consumer_ids_changed)
+        serve_consumer_requests(instance, self)
         for topic in self._subscriptions:
             try:
                 await instance.route(topic)  # learn the brokers, so the heartbeat reaches them
@@ -304,6 +306,7 @@ class AsyncPushConsumer:
             pq.dropped = True
         self._queues.clear()
         self.instance.unregister_consumer(self.group)
+        stop_serving(self.instance, self.group)
         if self._owns_instance:
             await release_instance(self.instance)
             self._instance = None
@@ -402,6 +405,50 @@ class AsyncPushConsumer:
             await self._lock([mq])
         self._pull_tasks[mq] = spawn_watched(self._pull_loop(mq, pq, offset), f"pocketmq-pull-{mq}")
         log.info("event=queue_assigned group=%s mq=%s offset=%d", self.group, mq, offset)
+
+    async def reset_offsets(self, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
+        """An operator's reset (RESET_CONSUMER_CLIENT_OFFSET, ``client/consumer_requests.py``): each held queue of
+        ``offsets`` forgets what it pulled (listeners in flight finish, but count for nothing) and pulls again
+        from its new offset; returns the queues reset. The new offsets are committed too, for a RocketMQ broker,
+        which leaves storing them to its consumers (a PocketMQ broker has stored them already, those of queues
+        held elsewhere included)."""
+        reset = []
+        for mq, offset in sorted(offsets.items()):
+            old = self._queues.get(mq)
+            if old is None:
+                continue
+            old.dropped = True
+            task = self._pull_tasks.pop(mq, None)
+            if task is not None:
+                task.cancel()
+            self.offset_store.update(mq, offset, increase_only=False)
+            await self.offset_store.persist([mq])
+            if self._queues.get(mq) is not old:  # a rebalance dropped the queue meanwhile: its next owner reads it
+                continue
+            pq = self._queues[mq] = ProcessQueue()
+            pq.locked = old.locked
+            self._pull_tasks[mq] = spawn_watched(self._pull_loop(mq, pq, offset), f"pocketmq-pull-{mq}")
+            log.info("event=queue_offset_reset group=%s mq=%s offset=%d", self.group, mq, offset)
+            reset.append(mq)
+        return reset
+
+    @property
+    def process_queues(self) -> dict[MessageQueue, ProcessQueue]:
+        """The queues held and what each holds (running info, ``client/consumer_requests.py``)."""
+        return dict(self._queues)
+
+    @property
+    def subscriptions(self) -> dict[str, str]:
+        """Topic -> tag expression, the group's retry topic included (clustering)."""
+        return self._all_subscriptions()
+
+    @property
+    def listener(self) -> Callable | None:
+        return self._listener
+
+    @property
+    def orderly(self) -> bool:
+        return self._orderly
 
     async def _drop_queue(self, mq: MessageQueue) -> None:
         pq = self._queues.pop(mq)

@@ -150,6 +150,13 @@ class MessageExt(Message):
             return zlib.decompress(self.body)
         return self.body
 
+    def decompress(self) -> MessageExt:
+        """This message with its body as the producer wrote it, no longer marked compressed (it is shown)."""
+        if self.sys_flag & SYSFLAG_COMPRESSED:
+            self.body = zlib.decompress(self.body)
+            self.sys_flag &= ~SYSFLAG_COMPRESSED
+        return self
+
 
 def make_offset_msg_id(store_host: tuple[str, int], phys_offset: int) -> str:
     ip = bytes(int(part) for part in store_host[0].split("."))

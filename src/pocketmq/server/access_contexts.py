@@ -189,6 +189,8 @@ _CLUSTER_ACTIONS: dict[int, frozenset[Action]] = {
     RequestCode.GET_BROKER_CONFIG: GET,
     RequestCode.GET_BROKER_RUNTIME_INFO: GET,
     RequestCode.VIEW_MESSAGE_BY_ID: GET,  # any message of any topic, by its commit log offset
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: GET,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: GET,
     **{code: GET for code in AUTH_READ_CODES},
 }
 

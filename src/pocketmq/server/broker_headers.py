@@ -35,6 +35,11 @@ from pocketmq.protocol.codes import (
     UPDATE_STAGE_OFFSETS,
     RequestCode,
 )
+from pocketmq.protocol.consumer_admin_headers import (
+    ClientRequestHeader,
+    ConsumeMessageDirectlyRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from pocketmq.protocol.headers import RequestHeader
 from pocketmq.protocol.request_headers import (
     AckMessageRequestHeader,
@@ -111,6 +116,10 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     RequestCode.GET_BROKER_CONFIG: None,
     RequestCode.UPDATE_BROKER_CONFIG: None,  # key=value body
     RequestCode.GET_BROKER_RUNTIME_INFO: None,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: GroupRequestHeader,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: ClientRequestHeader,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyRequestHeader,
     RequestCode.POP_MESSAGE: BrokerPopMessageHeader,
     RequestCode.ACK_MESSAGE: AckMessageRequestHeader,
     RequestCode.BATCH_ACK_MESSAGE: None,  # JSON body

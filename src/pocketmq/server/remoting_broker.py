@@ -64,6 +64,7 @@ from pocketmq.server.heartbeat_body import heartbeat_from_json
 from pocketmq.server.remoting_access import RemotingAccessGate
 from pocketmq.server.remoting_admin import AdminHandlers
 from pocketmq.server.remoting_auth_admin import AuthAdminHandlers
+from pocketmq.server.remoting_consumer_admin import ConsumerAdminHandlers
 from pocketmq.server.remoting_gray import GrayHandlers
 from pocketmq.server.remoting_ha import HaHandlers
 from pocketmq.server.remoting_pop import PopHandlers
@@ -136,6 +137,7 @@ def build_broker_router(broker: Broker) -> BrokerRequestRouter:
     GrayHandlers(broker).register(router)
     TransactionHandlers(broker).register(router)
     RecallHandlers(broker).register(router)
+    ConsumerAdminHandlers(broker).register(router)
     return router
 
 
@@ -232,8 +234,10 @@ class MessagingHandlers:
         broker = self._broker
         # A piggy-backed commit past the queue's end is not stored (nor is a negative one): the pull is served
         # anyway, and its PULL_OFFSET_MOVED tells a client that far ahead where the queue ends.
-        if h.sys_flag & PullSysFlag.COMMIT_OFFSET and 0 <= h.commit_offset <= broker.store.max_queue_offset(
-            topic, queue_id
+        if (
+            h.sys_flag & PullSysFlag.COMMIT_OFFSET
+            and 0 <= h.commit_offset <= broker.store.max_queue_offset(topic, queue_id)
+            and not broker.offset_fences.fenced(group, topic, queue_id, broker.clock.monotonic_ms())
         ):
             broker.offsets.commit(group, topic, queue_id, h.commit_offset)
         suspend_ms = h.suspend_timeout_ms if h.sys_flag & PullSysFlag.SUSPEND else 0
@@ -282,7 +286,9 @@ class MessagingHandlers:
                 f"header field commitOffset={h.commit_offset} is past the end of "
                 f"{h.topic}/{h.queue_id} (max offset {max_offset})"
             )
-        self._broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        broker = self._broker
+        if not broker.offset_fences.fenced(h.consumer_group, h.topic, h.queue_id, broker.clock.monotonic_ms()):
+            broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)  # else: stale (offset_reset)
         return request.response(ResponseCode.SUCCESS)
 
     async def get_min_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

@@ -16,6 +16,11 @@ import sys
 import time
 
 
+def number(body: str) -> int:
+    """The number a body ends with (``"7"``, ``"n-7"``)."""
+    return int(body.rsplit("-", 1)[-1])
+
+
 def main(spec: dict) -> int:
     from rocketmq import (
         ClientConfiguration,
@@ -33,9 +38,9 @@ def main(spec: dict) -> int:
         while len(first) < spec["count"] and time.monotonic() < deadline:
             for msg in consumer.receive(32, spec["invisible_s"]):
                 first.setdefault(msg.body.decode(), msg)
-        dropped = sorted((b for b in first if int(b) % 2), key=int)
+        dropped = sorted((b for b in first if number(b) % 2), key=number)
         for body, msg in first.items():
-            if int(body) % 2 == 0:
+            if number(body) % 2 == 0:
                 consumer.ack(msg)
         postponed = dropped[0]
         consumer.change_invisible_duration(first[postponed], 4 * spec["invisible_s"])

@@ -6,7 +6,7 @@ Run as ``python receive_official_client.py SPEC_JSON`` with HOME set to a tempor
 "namespace": the client's namespace (default none)}. It
 receives and acks (all but the skipped bodies) until N distinct bodies came or D passed, then L seconds more
 (whatever else comes), and prints one JSON line: the bodies, their attempts, each body's attempt, the acked
-bodies and every delivery (seconds since start, body, attempt).
+bodies, every delivery (seconds since start, body, attempt) and the start's wall-clock time (``started_at``).
 
 The skipped bodies stay invisible for S seconds from the end of the run, whenever each was received: it
 receives with RECEIVE_INVISIBLE_S (longer than any run) and then changes their invisible duration to S. The
@@ -34,7 +34,7 @@ def main(spec: dict) -> int:
     topics = spec.get("topics") or [spec["topic"]]
     consumer = SimpleConsumer(config, spec["group"], {t: FilterExpression("*") for t in topics}, await_duration=1)
     consumer.startup()
-    started = time.monotonic()
+    started_at, started = time.time(), time.monotonic()
     deadline = started + spec["deadline_s"]
     skip = set(spec.get("skip_ack", ()))
     got: dict[str, int] = {}
@@ -69,6 +69,7 @@ def main(spec: dict) -> int:
                     "attempt_of": got,
                     "acked": sorted(acked),
                     "received": received,
+                    "started_at": started_at,
                 }
             ),
             flush=True,

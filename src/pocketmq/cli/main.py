@@ -26,6 +26,7 @@ from pocketmq.common.errors import PocketMQError
 COMMAND_MODULES = (
     "pocketmq.cli.serve_cmd",  # serve
     "pocketmq.cli.namesrv_cmd",  # namesrv
+    "pocketmq.cli.proxy_cmd",  # proxy
     "pocketmq.cli.topic_cmd",  # topic create|update|delete|list|describe|route
     "pocketmq.cli.send_cmd",  # send
     "pocketmq.cli.message_cmd",  # message query|show|consume-directly|recall

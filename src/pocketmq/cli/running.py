@@ -25,8 +25,10 @@ READY_FILE_KEYS = ("remoting", "namesrv", "grpc", "metrics")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def configure_logging(level: int = logging.INFO) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+def configure_logging(level: int = logging.INFO, *, with_pid: bool = False) -> None:
+    """``with_pid``: each line names its process (the proxy's workers share one log)."""
+    pid = " pid=%(process)d" if with_pid else ""
+    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s{pid} %(name)s %(message)s")
 
 
 def write_ready_file(path: str | Path, addresses: dict[str, str | None]) -> None:

@@ -137,14 +137,7 @@ class AsyncTransactionProducer(AsyncProducer):
             message.properties.pop(name, None)
         message.properties[props.TRANSACTION_PREPARED] = "true"
         message.properties[props.PRODUCER_GROUP] = self.options.group
-        build_plain = self._prepare_single(message, None, None)
-
-        def build(mq):
-            request = build_plain(mq)
-            request.ext_fields["f"] = str(int(request.ext_fields["f"]) | SYSFLAG_TRANSACTION_PREPARED)
-            return request
-
-        return build
+        return half_request_builder(self._prepare_single(message, None, None))
 
     async def _send_half(self, message: Message) -> SendResult:
         build = self._prepare_half(message)
@@ -238,6 +231,17 @@ class AsyncTransactionProducer(AsyncProducer):
         return f"<AsyncTransactionProducer group={self.options.group} started={self._started}>"
 
 
+def half_request_builder(build_plain):
+    """The builder of a half message's SEND_MESSAGE_V2, from the builder of the plain send: the prepared flag set."""
+
+    def build(mq):
+        request = build_plain(mq)
+        request.ext_fields["f"] = str(int(request.ext_fields["f"]) | SYSFLAG_TRANSACTION_PREPARED)
+        return request
+
+    return build
+
+
 class _CheckDispatcher:
     """An instance's handler of CHECK_TRANSACTION_STATE: to its producer of the body's ``PGROUP`` (RocketMQ: a group
     this process has no producer of is ignored)."""
@@ -246,15 +250,10 @@ class _CheckDispatcher:
         self.producers: dict[str, AsyncTransactionProducer] = {}
 
     def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> None:
-        try:
-            check = CheckTransactionStateRequestHeader.parse(request.ext_fields)
-            message = decode_record(request.body)[0]
-        except (PocketMQError, RecordFormatError, UnicodeDecodeError, ValueError) as exc:
-            log.warning("event=transaction_check_unreadable from=%s error=%s", conn.remote_address, exc)
+        read = read_check(conn, request)
+        if read is None:
             return None
-        if message.sys_flag & SYSFLAG_COMPRESSED:
-            message.body = message.decompressed_body()
-            message.sys_flag &= ~SYSFLAG_COMPRESSED
+        check, message = read
         group = message.properties.get(props.PRODUCER_GROUP, "")
         producer = self.producers.get(group)
         if producer is None:
@@ -262,6 +261,22 @@ class _CheckDispatcher:
             return None
         producer.check_later(conn, check, message)
         return None  # a check is oneway: the answer is a request of its own
+
+
+def read_check(
+    conn: RemotingConnection, request: RemotingCommand
+) -> tuple[CheckTransactionStateRequestHeader, MessageExt] | None:
+    """A CHECK_TRANSACTION_STATE's header and half message (body inflated); None (logged) when unreadable."""
+    try:
+        check = CheckTransactionStateRequestHeader.parse(request.ext_fields)
+        message = decode_record(request.body)[0]
+    except (PocketMQError, RecordFormatError, UnicodeDecodeError, ValueError) as exc:
+        log.warning("event=transaction_check_unreadable from=%s error=%s", conn.remote_address, exc)
+        return None
+    if message.sys_flag & SYSFLAG_COMPRESSED:
+        message.body = message.decompressed_body()
+        message.sys_flag &= ~SYSFLAG_COMPRESSED
+    return check, message
 
 
 def _dispatcher_of(instance: ClientInstance) -> _CheckDispatcher:

@@ -101,6 +101,24 @@ _V2_CODES: dict[type[PocketMQError], int] = {
 }
 
 
+# What a gRPC front end answers when a broker it reached over remoting answered with an error (the proxy's
+# translation); codes not listed are INTERNAL_SERVER_ERROR.
+_V2_CODE_OF_RESPONSE: dict[int, int] = {
+    ResponseCode.SYSTEM_BUSY: V2StatusCode.TOO_MANY_REQUESTS,
+    ResponseCode.FLOW_CONTROL: V2StatusCode.TOO_MANY_REQUESTS,
+    ResponseCode.FLUSH_DISK_TIMEOUT: V2StatusCode.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: V2StatusCode.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: V2StatusCode.HA_NOT_AVAILABLE,
+    ResponseCode.MESSAGE_ILLEGAL: V2StatusCode.BAD_REQUEST,
+    ResponseCode.INVALID_PARAMETER: V2StatusCode.BAD_REQUEST,
+    ResponseCode.ILLEGAL_OPERATION: V2StatusCode.BAD_REQUEST,
+    ResponseCode.NO_PERMISSION: V2StatusCode.FORBIDDEN,
+    ResponseCode.TOPIC_NOT_EXIST: V2StatusCode.TOPIC_NOT_FOUND,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: V2StatusCode.CONSUMER_GROUP_NOT_FOUND,
+    ResponseCode.SUBSCRIPTION_PARSE_FAILED: V2StatusCode.ILLEGAL_FILTER_EXPRESSION,
+}
+
+
 def response_code_of(error: PocketMQError) -> int:
     """The remoting response code to answer ``error`` with."""
     if isinstance(error, RemoteServerError):
@@ -114,6 +132,8 @@ def v2_code_of(error: PocketMQError) -> int:
     """The v2 status code to answer ``error`` with."""
     if isinstance(error, V2StatusError):
         return error.v2_code
+    if isinstance(error, RemoteServerError):
+        return _V2_CODE_OF_RESPONSE.get(error.response_code, V2StatusCode.INTERNAL_SERVER_ERROR)
     if isinstance(error, NotReplicatedError):
         return V2StatusCode.SLAVE_PERSISTENCE_TIMEOUT if error.slave_in_sync else V2StatusCode.HA_NOT_AVAILABLE
     return _nearest(_V2_CODES, error)

@@ -22,6 +22,7 @@ class ReceiveRequest:
     group: str
     topic: str
     queue_id: int  # -1: any queue
+    broker_name: str  # the broker of the queue the client named ("" when none)
     filter_type: str  # TAG | SQL
     filter_expression: str
     batch_size: int
@@ -47,6 +48,7 @@ def decode_receive_request(request) -> ReceiveRequest:
         group=request.group.name,
         topic=mq.topic.name,
         queue_id=mq.id if request.HasField("message_queue") else -1,
+        broker_name=mq.broker.name,
         filter_type=pb.FilterType.Name(fe.type) if fe.type else "TAG",
         filter_expression=fe.expression or "*",
         batch_size=request.batch_size,
@@ -122,16 +124,22 @@ def decode_assignment_request(request) -> tuple[str, str, list[tuple[str, int]]]
 
 def assignment_response(topic: str, broker_name: str, queue_ids: list[int], endpoints: list[tuple[str, int]]):
     """Assignments of ``topic`` on one broker: ``[-1]`` means any queue (the proxy's answer for non-FIFO)."""
+    return assignments_response(topic, {broker_name: queue_ids}, endpoints)
+
+
+def assignments_response(topic: str, queue_ids: dict[str, list[int]], endpoints: list[tuple[str, int]]):
+    """Assignments of ``topic`` on several brokers (broker name -> its queue ids, ``[-1]``: any queue)."""
     response = spb.QueryAssignmentResponse(status=ok_status())
-    for queue_id in queue_ids:
-        assignment = response.assignments.add()
-        mq = assignment.message_queue
-        mq.topic.name = topic
-        mq.id = queue_id
-        mq.permission = pb.READ_WRITE
-        mq.broker.name = broker_name
-        mq.broker.id = 0
-        mq.broker.endpoints.CopyFrom(make_endpoints(endpoints))
+    for broker_name, ids in queue_ids.items():
+        for queue_id in ids:
+            assignment = response.assignments.add()
+            mq = assignment.message_queue
+            mq.topic.name = topic
+            mq.id = queue_id
+            mq.permission = pb.READ_WRITE
+            mq.broker.name = broker_name
+            mq.broker.id = 0
+            mq.broker.endpoints.CopyFrom(make_endpoints(endpoints))
     return response
 
 

@@ -84,9 +84,26 @@ def decode_handle(text: str) -> ReceiptHandle:
         raise InvalidReceiptHandleError(str(exc)) from None
 
 
-def _check_group(group: str) -> None:
+def check_group(group: str) -> None:
     if not group:
         raise V2StatusError(V2StatusCode.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
+
+
+def checked_receive(req: codec.ReceiveRequest, context, default_invisible_ms: int) -> tuple[int, int, int]:
+    """Check a ReceiveMessage request; its (batch size, invisible time ms, long polling ms), the polling time cut
+    to answer before the client's deadline. ``default_invisible_ms``: for a request without an invisible time."""
+    check_group(req.group)
+    check_topic(req.topic)
+    if req.filter_type != "TAG":
+        raise SubscriptionParseError(f"{req.filter_type} filters are not supported: filter by TAG")
+    invisible_ms = req.invisible_ms if req.invisible_ms is not None else default_invisible_ms
+    check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=False)
+    check_receive_numbers(req.batch_size, req.long_polling_ms)
+    poll_ms = req.long_polling_ms if req.long_polling_ms is not None else DEFAULT_LONG_POLLING_MS
+    remaining_s = context.time_remaining() if context is not None else None
+    if remaining_s is not None:
+        poll_ms = min(poll_ms, int(remaining_s * 1000) - DEADLINE_MARGIN_MS)
+    return max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)), invisible_ms, max(poll_ms, 0)
 
 
 class ConsumerRpcs:
@@ -207,17 +224,7 @@ class ConsumerRpcs:
         yield codec.receive_delivery_timestamp(self._broker.clock.now_ms())
 
     def _pop_request(self, req: codec.ReceiveRequest, context, client_id: str, client_gone) -> PopRequest:
-        _check_group(req.group)
-        check_topic(req.topic)
-        if req.filter_type != "TAG":
-            raise SubscriptionParseError(f"{req.filter_type} filters are not supported: filter by TAG")
-        invisible_ms = req.invisible_ms if req.invisible_ms is not None else self.renewals.invisible_ms
-        check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=False)
-        check_receive_numbers(req.batch_size, req.long_polling_ms)
-        poll_ms = req.long_polling_ms if req.long_polling_ms is not None else DEFAULT_LONG_POLLING_MS
-        remaining_s = context.time_remaining() if context is not None else None
-        if remaining_s is not None:
-            poll_ms = min(poll_ms, int(remaining_s * 1000) - DEADLINE_MARGIN_MS)
+        batch, invisible_ms, poll_ms = checked_receive(req, context, self.renewals.invisible_ms)
         group_config = self._broker.groups.get(req.group)
         fifo = bool(group_config is not None and group_config.consume_message_orderly)
         # Only a FIFO push consumer receives per queue (one assignment each); holding any other receive to the
@@ -226,11 +233,11 @@ class ConsumerRpcs:
         return PopRequest(
             req.group,
             req.topic,
-            max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)),
+            batch,
             invisible_ms,
             queue_id=req.queue_id if per_queue else -1,
             tag_expression=req.filter_expression,
-            poll_ms=max(poll_ms, 0),
+            poll_ms=poll_ms,
             client_id=client_id,
             client_gone=client_gone,
         )
@@ -239,7 +246,7 @@ class ConsumerRpcs:
     async def ack(self, request, context):
         try:
             group, topic, entries = codec.decode_ack_request(request)
-            _check_group(group)
+            check_group(group)
             check_topic(topic)
             if not entries:
                 raise BadRequestError("no entry to ack")
@@ -267,7 +274,7 @@ class ConsumerRpcs:
     async def change_invisible(self, request, context):
         group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
         try:
-            _check_group(group)
+            check_group(group)
             check_topic(topic)
             check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
             if is_lite_handle(text):
@@ -283,7 +290,7 @@ class ConsumerRpcs:
     async def query_assignment(self, request, context, client_id: str = ""):
         try:
             topic, group, endpoints = codec.decode_assignment_request(request)
-            _check_group(group)
+            check_group(group)
             check_topic(topic)
             config = self._broker.topics.require(topic)
             if not config.readable or config.read_queue_nums == 0:
@@ -301,7 +308,7 @@ class ConsumerRpcs:
     async def forward_to_dead_letter(self, request, context):
         try:
             group, topic, text, _ = codec.decode_forward_request(request)
-            _check_group(group)
+            check_group(group)
             check_topic(topic)
             if is_lite_handle(text):
                 await self._forward_lite(group, text)
@@ -329,7 +336,7 @@ class ConsumerRpcs:
     # -- lite subscriptions -----------------------------------------------------------------------------------------
     async def sync_lite_subscription(self, request, context, client_id: str = ""):
         action, topic, group, lite_topics = decode_sync_lite_request(request)
-        _check_group(group)
+        check_group(group)
         check_topic(topic)
         config = self._broker.topics.require(topic)
         if config.message_type is not MessageType.LITE:

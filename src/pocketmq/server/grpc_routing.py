@@ -48,7 +48,7 @@ def route_queues(
     route: TopicRouteData,
     topic: str,
     *,
-    own_broker_addr: str,
+    own_broker_addr: str | None,
     own_grpc_addr: str | None,
     dialled: list[Address],
     dialled_domain: bool,
@@ -56,13 +56,16 @@ def route_queues(
 ) -> list[RouteQueue]:
     """Every queue of ``route`` that a v2 client can reach, ordered by broker name then queue id.
 
-    ``own_broker_addr``: this broker's advertised remoting address (how the route names it).
+    ``own_broker_addr``: this broker's advertised remoting address (how the route names it); None for a proxy,
+    which serves every broker's queues on its own endpoint ``own_grpc_addr``.
     ``dialled`` / ``dialled_domain``: the request's endpoints (empty from a client that sent none: then this
     broker's advertised gRPC address is used). ``message_type``: the topic's type, as this broker knows it.
     """
     brokers = {b.broker_name: b for b in route.broker_datas}
     grpc_addrs = dict(route.grpc_addrs)
-    if own_grpc_addr:  # also when the name server keeps no gRPC table (a RocketMQ name server)
+    if own_broker_addr is None and own_grpc_addr:  # a proxy reaches every member over remoting
+        grpc_addrs = {addr: own_grpc_addr for b in route.broker_datas for addr in b.broker_addrs.values()}
+    elif own_broker_addr is not None and own_grpc_addr:  # also when the name server keeps no gRPC table
         grpc_addrs[own_broker_addr] = own_grpc_addr
     queues: list[RouteQueue] = []
     for queue_data in sorted(route.queue_datas, key=lambda q: q.broker_name):
@@ -71,7 +74,7 @@ def route_queues(
         if member is None:
             continue
         broker_id, remoting_addr = member
-        if remoting_addr == own_broker_addr and dialled:
+        if own_broker_addr in (None, remoting_addr) and dialled:
             endpoints, domain = tuple(dialled), dialled_domain
         else:
             address = parse_address(grpc_addrs[remoting_addr])

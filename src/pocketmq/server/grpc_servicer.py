@@ -11,38 +11,34 @@ and answered INTERNAL_SERVER_ERROR. Bytes that are not the method's protobuf arr
 protocol/grpc_service.py) and get gRPC INVALID_ARGUMENT; inside a Telemetry stream they get a status
 command and the stream goes on. No request can end another request, a stream, or the server.
 
-Telemetry: each stream is registered in the session registry under the ``x-mq-client-id`` header; what the
-server sends on it (settings replies, transaction checks) goes through the session's outbox, so
-any part of the broker can push a command to a live client with ``sessions.get(client_id).push(cmd)``.
-The stream ends when the client half-closes it, when the session is dropped (heartbeat expiry) or when a newer
-stream of the same client replaces it. After NotifyClientTermination it waits (up to
-``TERMINATED_STREAM_LINGER_S``) for the client to end it, as the clients do right after.
+Heartbeat, Telemetry and NotifyClientTermination are ``ClientRpcs`` (server/grpc_client_rpcs.py), shared with
+the proxy; this servicer is their ``SessionPolicy``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from typing import TYPE_CHECKING
 
-import grpc
-
 from pocketmq.broker.pop.revive import retry_limit
 from pocketmq.broker.timer.delay import parse_delay_levels
-from pocketmq.common.errors import AccessDeniedError, PocketMQError, ServiceNotAvailableError, TopicNotExistError
+from pocketmq.common.errors import AccessDeniedError, ServiceNotAvailableError, TopicNotExistError
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol import grpc_codec as codec
 from pocketmq.protocol.codes import V2StatusCode
-from pocketmq.protocol.error_codes import V2StatusError, v2_code_of
+from pocketmq.protocol.grpc_codec import ClientSettings
 from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
-from pocketmq.server.access_contexts import PUB, group_context, topic_contexts
+from pocketmq.server.access_contexts import PUB, topic_contexts
 from pocketmq.server.client_metrics import metric_endpoint
-from pocketmq.server.grpc_access import PUB_OR_SUB, GrpcAccessGate, consumer_contexts, settings_contexts
+from pocketmq.server.grpc_access import PUB_OR_SUB, GrpcAccessGate, consumer_contexts
+from pocketmq.server.grpc_calls import abort_malformed as _abort_malformed
+from pocketmq.server.grpc_calls import client_id_of, guard, peer_address
+from pocketmq.server.grpc_client_rpcs import ClientRpcs
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.server.grpc_pull import PullRpcs
-from pocketmq.server.grpc_routing import local_route, parse_address, route_queues
+from pocketmq.server.grpc_routing import local_route, route_queues
 from pocketmq.server.grpc_transaction import TransactionRpcs, as_half_message
 from pocketmq.server.grpc_validation import (
     SendLimits,
@@ -65,30 +61,7 @@ _SEND_CODE_OF_PUT = {
     PutStatus.SLAVE_NOT_AVAILABLE: V2StatusCode.HA_NOT_AVAILABLE,
 }
 
-CLIENT_ID_HEADER = "x-mq-client-id"
-LANGUAGE_HEADER = "x-mq-language"
 DEFAULT_MAX_INFLIGHT_SENDS = 2048
-TERMINATED_STREAM_LINGER_S = 3.0  # how long a terminated client's stream waits for the client to end it
-# A goodbye answers once the receives the client left open have (they end at once), or after this long.
-TERMINATION_RECEIVES_WAIT_S = 1.0
-# The client kinds the v2 protocol defines; a Settings with another one is UNRECOGNIZED_CLIENT_TYPE.
-_KNOWN_CLIENT_TYPES = frozenset(
-    {"PRODUCER", "PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER", "LITE_PUSH_CONSUMER", "LITE_SIMPLE_CONSUMER"}
-)
-
-
-def peer_address(peer: str) -> tuple[str, int]:
-    """(host, port) of a grpc peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``); ("127.0.0.1", 0) otherwise."""
-    _, _, address = peer.partition(":")
-    parsed = parse_address(address)
-    return parsed if parsed is not None else ("127.0.0.1", 0)
-
-
-def _header(context, name: str) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == name:
-            return value
-    return ""
 
 
 class MessagingServicer:
@@ -106,11 +79,11 @@ class MessagingServicer:
         self._sessions = sessions
         self._clock = clock
         self._max_inflight_sends = max_inflight_sends
-        self.terminated_stream_linger_s = TERMINATED_STREAM_LINGER_S
         self._inflight_sends = 0
         self._limits = SendLimits(
             max_body_bytes=broker.config.max_message_bytes, max_delay_ms=broker.config.timer_max_delay_ms
         )  # the timer's horizon
+        self.clients = ClientRpcs(sessions, clock, self)
         self.consumers = self._consumers = ConsumerRpcs(broker, sessions)
         self._transactions = TransactionRpcs(broker, sessions)
         self._pulls = PullRpcs(broker)
@@ -129,7 +102,7 @@ class MessagingServicer:
         topic, dialled, dialled_domain = codec.decode_route_request(request)
         check_topic(topic)
         self._require_started()
-        self._authorize(context, topic_contexts(topic, PUB_OR_SUB))
+        self.authorize(context, topic_contexts(topic, PUB_OR_SUB))
         route = await self._route(topic)
         local = self._broker.topics.get(topic)
         queues = route_queues(
@@ -188,7 +161,7 @@ class MessagingServicer:
         inbound = codec.decode_send_request(request)
         topic = check_send_request(inbound)
         self._require_started()
-        self._authorize(context, topic_contexts(topic, PUB))
+        self.authorize(context, topic_contexts(topic, PUB))
         config = self._broker.topics.get_or_create(topic)
         now_ms = self._clock.now_ms()
         valid = [
@@ -220,133 +193,32 @@ class MessagingServicer:
             ]
         )
 
-    # -- sessions -------------------------------------------------------------------------------------------------
+    # -- sessions (server/grpc_client_rpcs.py) -------------------------------------------------------------------
     async def Heartbeat(self, request, context):
-        if isinstance(request, Malformed):
-            await _abort_malformed(context, "Heartbeat", request)
-        return await self._guard("Heartbeat", self._heartbeat(request, context), codec.heartbeat_response)
-
-    async def _heartbeat(self, request, context):
-        client_id = self._require_client_id(context)
-        client_type, group = codec.decode_heartbeat(request)
-        self._authorize(context, [group_context(group)] if group else [])
-        self._sessions.heartbeat(
-            client_id,
-            self._clock.now_ms(),
-            client_type=client_type,
-            group=group,
-            language=_header(context, LANGUAGE_HEADER),
-        )
-        return codec.heartbeat_response()
+        return await self.clients.heartbeat(request, context)
 
     async def NotifyClientTermination(self, request, context):
-        if isinstance(request, Malformed):
-            await _abort_malformed(context, "NotifyClientTermination", request)
-        return await self._guard(
-            "NotifyClientTermination", self._terminate(request, context), codec.termination_response
-        )
+        return await self.clients.terminate(request, context)
 
-    async def _terminate(self, request, context):
-        group = codec.decode_termination(request)
-        self._authorize(context, [group_context(group)] if group else [])
-        session = self._sessions.remove(self._require_client_id(context))
-        if session is not None:
-            await session.receives_closed(TERMINATION_RECEIVES_WAIT_S)
-        return codec.termination_response()
+    def Telemetry(self, request_iterator, context):
+        return self.clients.telemetry(request_iterator, context)
 
-    async def Telemetry(self, request_iterator, context):
-        client_id = _header(context, CLIENT_ID_HEADER).strip()
-        if not client_id:
-            # Answer the client's first command (never an unsolicited status: Node would reject its startup).
-            async for _ in request_iterator:
-                yield codec.telemetry_error(V2StatusCode.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
-                return
-            return
-        try:
-            self._authorize(context, [])  # who opens the stream; its settings are checked as they come
-        except AccessDeniedError as exc:
-            async for _ in request_iterator:
-                yield codec.telemetry_error(V2StatusCode.UNAUTHORIZED, str(exc))
-                return
-            return
-        outbox = self._sessions.open_stream(client_id, self._clock.now_ms())
-        language = _header(context, LANGUAGE_HEADER)
-        reader = asyncio.ensure_future(self._read_telemetry(client_id, language, request_iterator, outbox, context))
-        try:
-            while (command := await outbox.get()) is not None:
-                yield command
-            if outbox.said_goodbye:
-                # The client cancels its stream right after NotifyClientTermination; a stream the server ends
-                # first makes the Python client log "'_EOF' object has no attribute 'HasField'".
-                await asyncio.wait([reader], timeout=self.terminated_stream_linger_s)
-        finally:
-            reader.cancel()
-            await asyncio.wait([reader])
-            self._sessions.close_stream(client_id, outbox)
-
-    async def _read_telemetry(self, client_id: str, language: str, request_iterator, outbox, context) -> None:
-        """Answer each command of the client; the stream's outbox closes when the client stops writing."""
-        try:
-            async for command in request_iterator:
-                reply = self._telemetry_reply(client_id, language, command, context)
-                if reply is not None and not outbox.offer(reply):
-                    log.warning("event=grpc_telemetry_outbox_full client_id=%s", client_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the client reset the stream, or it broke: end it quietly
-            log.debug("event=grpc_telemetry_read_ended client_id=%s error=%r", client_id, exc)
-        finally:
-            outbox.close()
-
-    def _telemetry_reply(self, client_id: str, language: str, command, context):
-        """The server's answer to one client command, or None when it needs none."""
-        if isinstance(command, Malformed):
-            return codec.telemetry_error(V2StatusCode.BAD_REQUEST, f"malformed telemetry command: {command.reason}")
-        try:
-            kind = codec.telemetry_kind(command)
-            if kind != "settings":
-                log.debug("event=grpc_telemetry_ignored client_id=%s kind=%s", client_id, kind or "empty")
-                return None
-            settings = codec.decode_client_settings(command)
-            if settings.client_type not in _KNOWN_CLIENT_TYPES:
-                return codec.telemetry_error(
-                    V2StatusCode.UNRECOGNIZED_CLIENT_TYPE, f"unrecognized client type {settings.client_type}"
-                )
-            try:
-                self._authorize(context, settings_contexts(settings.is_consumer, settings.group, settings.topics))
-            except AccessDeniedError as exc:
-                return codec.telemetry_error(V2StatusCode.UNAUTHORIZED, str(exc))
-            self._sessions.update_settings(
-                client_id,
-                self._clock.now_ms(),
-                client_type=settings.client_type,
-                group=settings.group,
-                topics=settings.topics,
-            )
-            endpoint = metric_endpoint(
+    async def settings_reply_args(self, settings: ClientSettings, language: str) -> dict:
+        """What this broker's Settings replies say (``SessionPolicy``): its body limit, the metrics endpoint,
+        the group's FIFO flag and max attempts (retry max times + 1), the broker's delay levels as the
+        consumers' customized backoff (a push consumer nacks with the level of the message's attempt), and the
+        lite limits (broker/lite)."""
+        config = self._broker.groups.get(settings.group) if settings.group else None
+        retry_max_times = config.retry_max_times if config is not None else -1
+        broker_config = self._broker.config
+        return {
+            "max_body_bytes": self._limits.max_body_bytes,
+            "metric_endpoint": metric_endpoint(
                 self._broker.config.client_metrics_endpoint,
                 client_type=settings.client_type,
                 language=language,
                 own_grpc_addr=self._broker.grpc_addr,
-            )
-            return codec.settings_reply(
-                command,
-                max_body_bytes=self._limits.max_body_bytes,
-                metric_endpoint=endpoint,
-                **self._consumer_settings(settings.group),
-            )
-        except Exception:  # one bad command never ends the stream
-            log.exception("event=grpc_telemetry_command_failed client_id=%s", client_id)
-            return codec.telemetry_error(V2StatusCode.INTERNAL_SERVER_ERROR, "internal error")
-
-    def _consumer_settings(self, group: str | None) -> dict:
-        """The group's FIFO flag and max attempts (retry max times + 1), the broker's delay levels as the
-        consumers' customized backoff (a push consumer nacks with the level of the message's attempt), and the
-        lite limits (broker/lite)."""
-        config = self._broker.groups.get(group) if group else None
-        retry_max_times = config.retry_max_times if config is not None else -1
-        broker_config = self._broker.config
-        return {
+            ),
             "fifo": bool(config is not None and config.consume_message_orderly),
             "consumer_max_attempts": retry_limit(retry_max_times) + 1,
             "consumer_backoff_seconds": self._consumer_backoff_s,
@@ -359,15 +231,15 @@ class MessagingServicer:
         if isinstance(request, Malformed):
             await _abort_malformed(context, "ReceiveMessage", request)
         try:
-            self._authorize(context, consumer_contexts(*codec.group_and_topic(request)))
+            self.authorize(context, consumer_contexts(*codec.group_and_topic(request)))
         except AccessDeniedError as exc:
             yield codec.receive_status(V2StatusCode.UNAUTHORIZED, str(exc))
             return
-        async for response in self._consumers.receive(request, context, _header(context, CLIENT_ID_HEADER).strip()):
+        async for response in self._consumers.receive(request, context, client_id_of(context)):
             yield response
 
     async def QueryAssignment(self, request, context):
-        client_id = _header(context, CLIENT_ID_HEADER).strip()  # the gray split depends on who asks
+        client_id = client_id_of(context)  # the gray split depends on who asks
         assign = functools.partial(self._consumers.query_assignment, client_id=client_id)
         return await self._consumer_rpc("QueryAssignment", assign, request, context)
 
@@ -378,7 +250,7 @@ class MessagingServicer:
         return await self._consumer_rpc("ChangeInvisibleDuration", self._consumers.change_invisible, request, context)
 
     async def SyncLiteSubscription(self, request, context):
-        client_id = _header(context, CLIENT_ID_HEADER).strip()  # subscriptions are per client
+        client_id = client_id_of(context)  # subscriptions are per client
         sync = functools.partial(self._consumers.sync_lite_subscription, client_id=client_id)
         return await self._consumer_rpc("SyncLiteSubscription", sync, request, context)
 
@@ -395,7 +267,7 @@ class MessagingServicer:
 
         async def authorized():
             group, topic = codec.group_and_topic(request)
-            self._authorize(context, topic_contexts(topic or "", PUB) if publishes else consumer_contexts(group, topic))
+            self.authorize(context, topic_contexts(topic or "", PUB) if publishes else consumer_contexts(group, topic))
             return await rpc(request, context)
 
         return await self._guard(
@@ -418,7 +290,7 @@ class MessagingServicer:
             )
             return
         try:
-            self._authorize(context, consumer_contexts(*codec.group_and_topic(request)))
+            self.authorize(context, consumer_contexts(*codec.group_and_topic(request)))
         except AccessDeniedError as exc:
             yield codec.error_response("PullMessage", V2StatusCode.UNAUTHORIZED, str(exc))
             return
@@ -445,7 +317,7 @@ class MessagingServicer:
         return codec.recall_response(message_id)
 
     # -- helpers --------------------------------------------------------------------------------------------------
-    def _authorize(self, context, contexts) -> None:
+    def authorize(self, context, contexts) -> None:
         """AccessDeniedError unless the caller may do all of ``contexts`` (nothing checked with access control off)."""
         if self._gate is not None:
             self._gate.check(context.invocation_metadata(), context.peer() or "", contexts)
@@ -454,29 +326,7 @@ class MessagingServicer:
         if not self._broker.started:
             raise ServiceNotAvailableError("the broker is starting or stopping")
 
-    @staticmethod
-    def _require_client_id(context) -> str:
-        client_id = _header(context, CLIENT_ID_HEADER).strip()
-        if not client_id:
-            raise V2StatusError(V2StatusCode.CLIENT_ID_REQUIRED, f"header {CLIENT_ID_HEADER} is required")
-        return client_id
-
-    @staticmethod
-    async def _guard(rpc: str, work, on_error):
-        """Run one request; its failure becomes its response (``on_error(code, message)``)."""
-        try:
-            return await work
-        except PocketMQError as exc:
-            log.debug("event=grpc_request_refused rpc=%s code=%d error=%s", rpc, v2_code_of(exc), exc)
-            return on_error(v2_code_of(exc), str(exc))
-        except Exception:
-            log.exception("event=grpc_request_failed rpc=%s", rpc)
-            return on_error(V2StatusCode.INTERNAL_SERVER_ERROR, "internal error")
+    _guard = staticmethod(guard)
 
     def __repr__(self) -> str:
         return f"<MessagingServicer broker={self._broker.broker_name} inflight_sends={self._inflight_sends}>"
-
-
-async def _abort_malformed(context, rpc: str, request: Malformed) -> None:
-    log.debug("event=grpc_malformed_request rpc=%s reason=%s", rpc, request.reason)
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {rpc} request: {request.reason}")

@@ -165,6 +165,21 @@ def namesrv_process(workdir: Path, *, extra_args: list[str] | None = None) -> Po
     )
 
 
+def proxy_process(
+    workdir: Path, namesrv: str, *, workers: int = 2, extra_args: list[str] | None = None
+) -> PocketProcess:
+    """A ``pocketmq proxy`` process of ``workers`` workers on an ephemeral gRPC port, not yet started."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = ["proxy", "--namesrv", namesrv, "--grpc-port", "0", "--workers", str(workers), *(extra_args or [])]
+    return PocketProcess(
+        args=args,
+        workdir=workdir,
+        log_path=workdir / "proxy.log",
+        ready_file=workdir / "proxy.ready.json",
+        env=_env(workdir),
+    )
+
+
 def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (Linux /proc), for benchmarks."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

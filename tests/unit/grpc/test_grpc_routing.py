@@ -166,3 +166,37 @@ def test_parse_address():
     assert parse_address("1.2.3.4:80") == ("1.2.3.4", 80)
     assert parse_address("[::1]:8081") == ("::1", 8081)
     assert parse_address("nohost") is None and parse_address("h:0") is None and parse_address("h:x") is None
+
+
+def test_a_proxy_serves_every_broker_on_its_own_endpoint_even_without_a_grpc_table():
+    route = TopicRouteData(ROUTE.queue_datas, ROUTE.broker_datas, grpc_addrs={})
+    queues = route_queues(
+        route,
+        "t",
+        own_broker_addr=None,
+        own_grpc_addr="10.0.0.9:8081",
+        dialled=[("proxy.example", 8081)],
+        dialled_domain=True,
+        message_type=MessageType.MIXED,
+    )
+    assert len(queues) == 5
+    assert {(q.endpoints, q.domain_name) for q in queues} == {((("proxy.example", 8081),), True)}
+
+
+def test_a_proxy_serves_a_group_without_master_through_its_slave_read_only():
+    route = TopicRouteData(
+        ROUTE.queue_datas,
+        (BrokerData("c", "broker-a", {0: "10.0.0.1:10911"}), BrokerData("c", "broker-b", {1: "10.0.0.3:10911"})),
+    )
+    queues = route_queues(
+        route,
+        "t",
+        own_broker_addr=None,
+        own_grpc_addr="10.0.0.9:8081",
+        dialled=[],
+        dialled_domain=False,
+        message_type=MessageType.MIXED,
+    )
+    of_b = [q for q in queues if q.broker_name == "broker-b"]
+    assert of_b and all(q.readable and not q.writable for q in of_b)
+    assert {q.endpoints for q in queues} == {(("10.0.0.9", 8081),)}

@@ -169,7 +169,7 @@ async def test_termination_drops_the_session_at_once_and_the_client_ends_its_str
 
 
 async def test_a_terminated_stream_the_client_keeps_open_ends_after_the_linger(h):
-    h.front.servicer.terminated_stream_linger_s = 0.05
+    h.front.servicer.clients.terminated_stream_linger_s = 0.05
     call = h.stub.Telemetry(metadata=CLIENT)
     await call.write(producer_settings("t"))
     await next_reply(call)

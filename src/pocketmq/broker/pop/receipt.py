@@ -44,6 +44,14 @@ class ReceiptHandle:
     def expired(self, now_ms: int) -> bool:
         return self.revive_time_ms <= now_ms
 
+    @property
+    def extra_info(self) -> str:
+        """RocketMQ's extraInfo of the handle (what remoting ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME name)."""
+        return (
+            f"{self.start_offset} {self.pop_time_ms} {self.invisible_time_ms} {self.revive_queue_id} "
+            f"{self.retry_flag} {self.broker_name} {self.queue_id} {self.queue_offset}"
+        )
+
     def encode(self) -> str:
         return " ".join(
             str(v)

@@ -1,0 +1,127 @@
+"""``pocketmq proxy --namesrv ADDR [--host H] [--grpc-port P] [--workers N] [--ready-file PATH]``: the gRPC proxy.
+
+N worker processes share the gRPC port P (SO_REUSEPORT): each serves the official RocketMQ 5 clients and speaks
+remoting to the brokers the name server lists (docs/grpc.md, "Proxy"). This process reserves the port, starts
+the workers (spawned, not forked: grpc does not survive a fork), prints ``proxy listening on HOST:PORT workers
+N`` once every worker listens, writes the ready file (``grpc``), starts a worker again when one dies, and stops
+them all on SIGTERM or SIGINT. Every log line names its process (``pid=``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import multiprocessing
+import os
+from multiprocessing.process import BaseProcess
+
+from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
+from pocketmq.proxy.options import DEFAULT_GRPC_PORT, ProxyOptions
+from pocketmq.proxy.worker import ProxyWorker, reserve_port
+
+log = logging.getLogger(__name__)
+
+WORKER_START_TIMEOUT_S = 60.0
+WORKER_STOP_TIMEOUT_S = 15.0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "proxy",
+        help="run the gRPC proxy: N processes serving RocketMQ 5 clients over the brokers' remoting",
+        description="Run the gRPC proxy: worker processes sharing one gRPC port, reaching brokers over remoting.",
+    )
+    parser.add_argument("--namesrv", required=True, metavar="HOST:PORT[;HOST:PORT]", help="the name server(s)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port (default 8081; 0: the OS picks)"
+    )
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: CPUs)")
+    parser.add_argument(
+        "--ready-file", metavar="PATH", help="once every worker listens, write the address here as JSON (atomically)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(with_pid=True)
+    options = ProxyOptions(namesrv_addr=args.namesrv, host=args.host, grpc_port=args.grpc_port, workers=args.workers)
+    reservation = reserve_port(options.host, options.grpc_port)
+    try:
+        options = dataclasses.replace(options, grpc_port=reservation.getsockname()[1])
+        asyncio.run(_supervise(options, args.ready_file))
+    finally:
+        reservation.close()
+    return 0
+
+
+async def _supervise(options: ProxyOptions, ready_file: str | None) -> None:
+    context = multiprocessing.get_context("spawn")
+    ready = context.Queue()
+    loop = asyncio.get_running_loop()
+    workers: list[BaseProcess] = []
+    stopping = False
+
+    def start_worker(index: int) -> None:
+        process = context.Process(target=_worker_main, args=(options, ready), name=f"pocketmq-proxy-{index}")
+        process.start()
+        if index < len(workers):
+            workers[index] = process
+        else:
+            workers.append(process)
+        loop.add_reader(process.sentinel, on_exit, index, process)
+        log.info("event=proxy_worker_started index=%d pid=%d", index, process.pid)
+
+    def on_exit(index: int, process: BaseProcess) -> None:
+        loop.remove_reader(process.sentinel)
+        process.join()
+        if stopping:
+            return
+        log.warning("event=proxy_worker_exited index=%d pid=%d exitcode=%s", index, process.pid, process.exitcode)
+        start_worker(index)
+
+    try:
+        for index in range(options.workers):
+            start_worker(index)
+        for _ in range(options.workers):
+            outcome = await loop.run_in_executor(None, ready.get, True, WORKER_START_TIMEOUT_S)
+            if isinstance(outcome, str):
+                raise RuntimeError(f"a proxy worker failed to start: {outcome}")
+        print(f"proxy listening on {options.grpc_addr} workers {options.workers}", flush=True)
+        if ready_file:
+            write_ready_file(ready_file, {"grpc": options.grpc_addr})
+        await wait_for_stop_signal()
+    finally:
+        stopping = True
+        for process in workers:
+            if process.is_alive():
+                process.terminate()
+        for process in workers:
+            await loop.run_in_executor(None, process.join, WORKER_STOP_TIMEOUT_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+
+def _worker_main(options: ProxyOptions, ready) -> None:
+    """A worker process: serve until SIGTERM or SIGINT; tell the parent when listening (its pid) or why not."""
+    configure_logging(with_pid=True)
+    worker = ProxyWorker(options)
+
+    async def main() -> None:
+        try:
+            await worker.start()
+        except Exception as exc:
+            log.exception("event=proxy_worker_start_failed")
+            ready.put(f"{type(exc).__name__}: {exc}")
+            await worker.stop()
+            return
+        ready.put(os.getpid())
+        try:
+            await wait_for_stop_signal()
+        finally:
+            await worker.stop()
+
+    asyncio.run(main())

@@ -1,0 +1,229 @@
+"""The v2 consumer RPCs of the proxy over the brokers' remoting POP: ReceiveMessage (POP_MESSAGE), AckMessage
+(ACK_MESSAGE), ChangeInvisibleDuration (CHANGE_MESSAGE_INVISIBLETIME) and QueryAssignment.
+
+Requests are checked as on the embedded front end (server/grpc_consumer.py ``checked_receive``). A receive pops
+the broker of the queue the client named (its route lists every broker's queues on the proxy's endpoint), or
+the topic's brokers in turn when it named none; a broker group whose master is gone is popped through its
+lowest-id slave (the SDK route's reachable member, docs/ha.md). Only a FIFO group's push consumer pops one queue
+(its assignments are per queue), as on the embedded front end.
+
+Receipt handles are the embedded front end's (broker/pop/receipt.py): the topic, RocketMQ's extraInfo (which
+names the broker the message was popped from) and the commit log offset, so an ack goes to the broker that
+holds its checkpoint whichever worker serves it. A handle a broker refuses is INVALID_RECEIPT_HANDLE.
+
+Not done here: the auto-renewal of push consumers' messages (a push consumer's message gets the default 60 s
+invisible time and comes back after it if not acked) and ForwardMessageToDeadLetterQueue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+from pocketmq.broker.pop.receipt import ReceiptHandle
+from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS
+from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.simple_consumer import BROKER_NAME_PROPERTY, messages_of_pop_reply
+from pocketmq.common import properties as props
+from pocketmq.common.errors import (
+    BadRequestError,
+    InvalidReceiptHandleError,
+    NoPermissionError,
+    PocketMQError,
+)
+from pocketmq.protocol import grpc_pop_codec as codec
+from pocketmq.protocol.codes import RequestCode, ResponseCode, V2StatusCode
+from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import RemoteServerError, v2_code_of
+from pocketmq.protocol.grpc_codec import encode_delivered_message
+from pocketmq.protocol.replies import expect_success
+from pocketmq.protocol.request_headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
+from pocketmq.proxy.groups import GroupSettings
+from pocketmq.server.grpc_consumer import check_group, checked_receive, decode_handle
+from pocketmq.server.grpc_validation import check_invisible_ms, check_topic
+
+log = logging.getLogger(__name__)
+
+_NOTHING = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.NO_MESSAGE)
+
+
+class ProxyConsumerRpcs:
+    def __init__(self, instance: ClientInstance, groups: GroupSettings, request_timeout_s: float):
+        self._instance = instance
+        self._groups = groups
+        self._timeout_s = request_timeout_s
+        self._turn = itertools.count()
+
+    # -- receive ----------------------------------------------------------------------------------------------------
+    async def receive(self, request, context):
+        """The ReceiveMessage stream (an async generator of responses)."""
+        clock = self._instance.clock
+        try:
+            req = codec.decode_receive_request(request)
+            batch, invisible_ms, poll_ms = checked_receive(req, context, DEFAULT_AUTO_RENEW_INVISIBLE_MS)
+            per_queue = req.auto_renew and await self._groups.is_fifo(req.group)
+            broker_name = await self._broker_to_pop(req.topic, req.broker_name)
+            pop = RemotingCommand.request(
+                RequestCode.POP_MESSAGE,
+                PopMessageRequestHeader.ext_fields(
+                    consumer_group=req.group,
+                    topic=req.topic,
+                    queue_id=req.queue_id if per_queue else -1,
+                    max_msg_nums=batch,
+                    invisible_time_ms=invisible_ms,
+                    poll_time_ms=poll_ms,
+                    born_time_ms=clock.now_ms(),
+                    init_mode=0,
+                    exp_type="TAG",
+                    exp=req.filter_expression,
+                    order=False,  # the group's consumeMessageOrderly decides on the broker
+                ),
+            )
+            response = await self._instance.invoke_broker(broker_name, pop, poll_ms / 1000 + self._timeout_s)
+            if response.code in _NOTHING:
+                messages = []
+            else:
+                messages = messages_of_pop_reply(expect_success(response), broker_name)
+        except PocketMQError as exc:
+            yield codec.receive_status(v2_code_of(exc), str(exc))
+            return
+        if not messages:
+            yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
+        else:
+            yield codec.receive_status()
+            invisible_reply_ms = int(response.ext_fields.get("invisibleTime", invisible_ms))
+            for msg in messages:
+                extra = msg.properties.pop(props.POP_CK)
+                msg.properties.pop(BROKER_NAME_PROPERTY, None)
+                yield codec.receive_message(
+                    encode_delivered_message(
+                        msg,
+                        receipt_handle=f"{msg.topic} {extra} {msg.phys_offset}",
+                        delivery_attempt=msg.reconsume_times + 1,
+                        invisible_duration_ms=invisible_reply_ms,
+                    )
+                )
+        yield codec.receive_delivery_timestamp(clock.now_ms())
+
+    async def _broker_to_pop(self, topic: str, named: str) -> str:
+        """The broker the client named when the topic has readable queues there, else the next in turn."""
+        route = await self._instance.route(topic)
+        readable = sorted({q.broker_name for q in route.read_queues if q.broker_name in route.broker_addrs})
+        if not readable:
+            raise NoPermissionError(f"topic {topic!r} has no readable queue")
+        if named in readable:
+            return named
+        return readable[next(self._turn) % len(readable)]
+
+    # -- ack --------------------------------------------------------------------------------------------------------
+    async def ack(self, request, context):
+        try:
+            group, topic, entries = codec.decode_ack_request(request)
+            check_group(group)
+            check_topic(topic)
+            if not entries:
+                raise BadRequestError("no entry to ack")
+        except PocketMQError as exc:
+            return codec.ack_error_response(v2_code_of(exc), str(exc))
+        outcomes = await asyncio.gather(
+            *(self._ack_one(group, entry.receipt_handle) for entry in entries), return_exceptions=True
+        )
+        results = []
+        for entry, outcome in zip(entries, outcomes):
+            if isinstance(outcome, PocketMQError):
+                results.append((entry, v2_code_of(outcome), str(outcome)))
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                results.append((entry, V2StatusCode.OK, "OK"))
+        return codec.ack_response(results)
+
+    async def _ack_one(self, group: str, text: str) -> None:
+        handle = decode_handle(text)
+        request = RemotingCommand.request(
+            RequestCode.ACK_MESSAGE,
+            AckMessageRequestHeader.ext_fields(
+                consumer_group=group,
+                topic=handle.topic,
+                queue_id=handle.queue_id,
+                extra_info=handle.extra_info,
+                offset=handle.queue_offset,
+            ),
+        )
+        await self._invoke_with_handle(handle, request)
+
+    # -- change invisible duration ----------------------------------------------------------------------------------
+    async def change_invisible(self, request, context):
+        group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
+        try:
+            check_group(group)
+            check_topic(topic)
+            check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
+            handle = decode_handle(text)
+            reply = await self._invoke_with_handle(
+                handle,
+                RemotingCommand.request(
+                    RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+                    ChangeInvisibleTimeRequestHeader.ext_fields(
+                        consumer_group=group,
+                        topic=handle.topic,
+                        queue_id=handle.queue_id,
+                        extra_info=handle.extra_info,
+                        offset=handle.queue_offset,
+                        invisible_time_ms=invisible_ms,
+                    ),
+                ),
+            )
+            h = reply.ext_fields
+            new = ReceiptHandle(
+                handle.topic,
+                handle.queue_offset,  # a changed message is its own checkpoint
+                int(h["popTime"]),
+                int(h["invisibleTime"]),
+                int(h["reviveQid"]),
+                handle.retry_flag,
+                handle.broker_name,
+                handle.queue_id,
+                handle.queue_offset,
+                handle.phys_offset,
+            )
+        except PocketMQError as exc:
+            return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
+        except (KeyError, ValueError):
+            return codec.change_invisible_response(V2StatusCode.INTERNAL_SERVER_ERROR, "unreadable broker reply", text)
+        return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
+
+    async def _invoke_with_handle(self, handle: ReceiptHandle, request: RemotingCommand) -> RemotingCommand:
+        """Send an ack or change to the broker the handle names; a handle it refuses is INVALID_RECEIPT_HANDLE."""
+        try:
+            return expect_success(await self._instance.invoke_broker(handle.broker_name, request, self._timeout_s))
+        except RemoteServerError as exc:
+            if exc.response_code == ResponseCode.INVALID_PARAMETER:
+                raise InvalidReceiptHandleError(exc.remark or str(exc)) from None
+            raise
+
+    # -- assignment -------------------------------------------------------------------------------------------------
+    async def query_assignment(self, request, context):
+        try:
+            topic, group, endpoints = codec.decode_assignment_request(request)
+            check_group(group)
+            check_topic(topic)
+            route = await self._instance.route(topic)
+            fifo = await self._groups.is_fifo(group)
+            queue_ids: dict[str, list[int]] = {}
+            for queue in route.read_queues:
+                if queue.broker_name in route.broker_addrs:
+                    queue_ids.setdefault(queue.broker_name, []).append(queue.queue_id)
+            if not queue_ids:
+                raise NoPermissionError(f"topic {topic!r} has no readable queue")
+            if not fifo:
+                queue_ids = {name: [-1] for name in queue_ids}
+        except PocketMQError as exc:
+            return codec.assignment_error_response(v2_code_of(exc), str(exc))
+        return codec.assignments_response(topic, queue_ids, endpoints)

@@ -1,0 +1,34 @@
+"""The proxy's settings (``pocketmq proxy`` flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pocketmq.client.producer import MAX_MESSAGE_BYTES
+
+DEFAULT_GRPC_PORT = 8081
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyOptions:
+    namesrv_addr: str
+    host: str = "127.0.0.1"
+    grpc_port: int = DEFAULT_GRPC_PORT  # 0: the OS picks one, shared by every worker
+    workers: int = 1
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    client_channel_expire_ms: int = 120_000  # a client without a heartbeat this long is dropped
+    client_scan_interval_ms: int = 10_000
+    transaction_max_recovery_s: int = 3_600  # the longest check immunity a v2 producer may ask for (as a broker)
+    group_settings_ttl_ms: int = 30_000  # how long a consumer group's settings read from the brokers are kept
+    request_timeout_s: float = 3.0  # remoting requests to the brokers (long polls add their poll time)
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if not 0 <= self.grpc_port <= 65535:
+            raise ValueError(f"grpc port {self.grpc_port} is outside [0, 65535]")
+
+    @property
+    def grpc_addr(self) -> str:
+        """The address clients are told to use (QueryRoute), once the port is known."""
+        return f"{self.host}:{self.grpc_port}"

@@ -22,13 +22,11 @@ import itertools
 import logging
 
 from pocketmq.broker.pop.receipt import ReceiptHandle
-from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS
 from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.simple_consumer import BROKER_NAME_PROPERTY, messages_of_pop_reply
 from pocketmq.common import properties as props
 from pocketmq.common.errors import (
-    BadRequestError,
     InvalidReceiptHandleError,
     NoPermissionError,
     PocketMQError,
@@ -45,8 +43,14 @@ from pocketmq.protocol.request_headers import (
     PopMessageRequestHeader,
 )
 from pocketmq.proxy.groups import GroupSettings
-from pocketmq.server.grpc_consumer import check_group, checked_receive, decode_handle
-from pocketmq.server.grpc_validation import check_invisible_ms, check_topic
+from pocketmq.server.grpc_consumer import (
+    check_change_invisible,
+    check_group,
+    checked_ack_request,
+    checked_receive,
+    decode_handle,
+)
+from pocketmq.server.grpc_validation import check_topic
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +128,7 @@ class ProxyConsumerRpcs:
     # -- ack --------------------------------------------------------------------------------------------------------
     async def ack(self, request, context):
         try:
-            group, topic, entries = codec.decode_ack_request(request)
-            check_group(group)
-            check_topic(topic)
-            if not entries:
-                raise BadRequestError("no entry to ack")
+            group, topic, entries = checked_ack_request(request)
         except PocketMQError as exc:
             return codec.ack_error_response(v2_code_of(exc), str(exc))
         outcomes = await asyncio.gather(
@@ -162,9 +162,7 @@ class ProxyConsumerRpcs:
     async def change_invisible(self, request, context):
         group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
         try:
-            check_group(group)
-            check_topic(topic)
-            check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
+            check_change_invisible(group, topic, invisible_ms)
             handle = decode_handle(text)
             reply = await self._invoke_with_handle(
                 handle,

@@ -106,6 +106,22 @@ def checked_receive(req: codec.ReceiveRequest, context, default_invisible_ms: in
     return max(1, min(req.batch_size or MAX_BATCH, MAX_BATCH)), invisible_ms, max(poll_ms, 0)
 
 
+def checked_ack_request(request) -> tuple[str, str, list[codec.AckEntry]]:
+    """(group, topic, entries) of an AckMessage request, checked."""
+    group, topic, entries = codec.decode_ack_request(request)
+    check_group(group)
+    check_topic(topic)
+    if not entries:
+        raise BadRequestError("no entry to ack")
+    return group, topic, entries
+
+
+def check_change_invisible(group: str, topic: str, invisible_ms: int) -> None:
+    check_group(group)
+    check_topic(topic)
+    check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
+
+
 class ConsumerRpcs:
     def __init__(self, broker: Broker, sessions=None, renewals: RenewalTable | None = None):
         self._broker = broker
@@ -245,11 +261,7 @@ class ConsumerRpcs:
     # -- ack --------------------------------------------------------------------------------------------------------
     async def ack(self, request, context):
         try:
-            group, topic, entries = codec.decode_ack_request(request)
-            check_group(group)
-            check_topic(topic)
-            if not entries:
-                raise BadRequestError("no entry to ack")
+            group, topic, entries = checked_ack_request(request)
         except PocketMQError as exc:
             return codec.ack_error_response(v2_code_of(exc), str(exc))
         handles, results = [], []
@@ -274,9 +286,7 @@ class ConsumerRpcs:
     async def change_invisible(self, request, context):
         group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
         try:
-            check_group(group)
-            check_topic(topic)
-            check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=True)
+            check_change_invisible(group, topic, invisible_ms)
             if is_lite_handle(text):
                 return codec.change_invisible_response(
                     V2StatusCode.OK, "OK", self._broker.lite.change_invisible(group, text, invisible_ms)

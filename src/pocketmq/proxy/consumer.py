@@ -30,6 +30,7 @@ from pocketmq.common.errors import (
     InvalidReceiptHandleError,
     NoPermissionError,
     PocketMQError,
+    RemotingError,
 )
 from pocketmq.protocol import grpc_pop_codec as codec
 from pocketmq.protocol.codes import RequestCode, ResponseCode, V2StatusCode
@@ -89,7 +90,15 @@ class ProxyConsumerRpcs:
                     order=False,  # the group's consumeMessageOrderly decides on the broker
                 ),
             )
-            response = await self._instance.invoke_broker(broker_name, pop, poll_ms / 1000 + self._timeout_s)
+            try:
+                response = await self._instance.invoke_broker(broker_name, pop, poll_ms / 1000 + self._timeout_s)
+            except RemotingError as exc:
+                # The broker is gone or unreachable: ask the name server now rather than at the next periodic
+                # refresh, and pop once more where the route now says (a group whose master died: its slave).
+                log.info("event=proxy_pop_failed broker=%s error=%s", broker_name, exc)
+                await self._instance.route(req.topic, refresh=True)
+                broker_name = await self._broker_to_pop(req.topic, broker_name)
+                response = await self._instance.invoke_broker(broker_name, pop, poll_ms / 1000 + self._timeout_s)
             if response.code in _NOTHING:
                 messages = []
             else:

@@ -26,7 +26,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from tests.integration.transaction_support import bodies
 
-from pocketmq.client import Admin, ClientConfig, MessageType
+from pocketmq.client import Admin, ClientConfig, MessageType, PullConsumer
 from pocketmq.protocol.grpc_codec import MessagingServiceStub
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import FAST_DELAY_LEVEL_ARGS, broker_process, namesrv_process, proxy_process
@@ -114,15 +114,23 @@ def test_delay_message_is_received_once_due(cluster):
         cluster, "grpc_official_client.py", {"topic": "px_delay", "count": 3, "prefix": "d", "delay_s": 2}
     )
     assert all(e["ok"] for e in sent)
-    due_s = max(e["due_ms"] for e in sent) / 1000
+    due_s = {f"d-{e['i']}": e["due_ms"] / 1000 for e in sent}  # whole seconds: the sends may straddle one
     result = run_client(
         cluster,
         "receive_official_client.py",
         {"topic": "px_delay", "group": "px_delay_group", "count": 3, "deadline_s": 60},
     )[-1]
     assert result["bodies"] == ["d-0", "d-1", "d-2"]
-    first_delivery_s = result["started_at"] + min(t for t, _, _ in result["received"])
-    assert first_delivery_s >= due_s - 0.5  # the client sends whole seconds; the broker's timer is not early
+    for seconds, body, _ in result["received"]:
+        # when the client had it (rounded to 10 ms), so never before the broker made it visible
+        assert result["started_at"] + seconds >= due_s[body] - 0.02, (body, seconds, result["started_at"])
+    # the broker stored each as a timer and made it visible at its delivery time, not when it was sent
+    stored_ms = {}
+    with PullConsumer("px-delay-reader", cluster["config"]) as reader:
+        for queue in reader.fetch_queues("px_delay"):
+            stored_ms.update((m.body.decode(), m.store_timestamp_ms) for m in reader.pull(queue, 0, 64).messages)
+    assert sorted(stored_ms) == sorted(due_s)
+    assert all(due_s[body] * 1000 <= ms <= due_s[body] * 1000 + 1000 for body, ms in stored_ms.items()), stored_ms
 
 
 def test_transactions_commit_rollback_and_a_relayed_check(cluster):

@@ -145,7 +145,7 @@ def test_transactions_commit_rollback_and_a_relayed_check(cluster):
                 {"body": "p-open", "end": "none"},
             ],
             "answers": {"p-open": "COMMIT"},
-            "linger_s": 6,
+            "until_answered": ["p-open"],
         },
     )
     checked = [(e["checked"], e["answer"]) for e in events if "checked" in e]

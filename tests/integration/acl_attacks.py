@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tests.integration.remoting_calls import call, queue_messages, send
 from tests.integration.test_ha_acting_master import ack_reply, pop
 
+from pocketmq.auth.signature import Credentials
 from pocketmq.broker.pop.checkpoint import AckRecord
 from pocketmq.common import properties as props
 from pocketmq.common.topic import ACK_TAG, TopicConfig, revive_topic
@@ -50,6 +51,21 @@ class Target:
 class Outcome:
     reply: RemotingCommand  # the attack's answer
     harmed: bool  # whether the victim shows the harm the attack aims at
+
+
+async def attempt(
+    attack: Callable[[Target], Awaitable[Outcome]],
+    broker,
+    trusted: Credentials | None = None,
+    attacker: Credentials | None = None,
+) -> Outcome:
+    """``attack`` on ``broker`` from clients of their own, signing with ``trusted`` / ``attacker`` (None: not)."""
+    trusted_client, attacker_client = RemotingClient(credentials=trusted), RemotingClient(credentials=attacker)
+    try:
+        return await attack(Target(broker, trusted_client, attacker_client))
+    finally:
+        await trusted_client.close()
+        await attacker_client.close()
 
 
 async def _expect(reply: RemotingCommand) -> RemotingCommand:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.integration.acl_attacks import ATTACKS, Target
+from tests.integration.acl_attacks import ATTACKS, attempt
 from tests.integration.grpc_support import client_env
 from tests.integration.test_cli import json_lines, pocketmq
 
@@ -21,7 +21,6 @@ from pocketmq.client.producer import Producer
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import Message
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.processes import broker_process
 from pocketmq.testing.scrape import metric
 
@@ -127,15 +126,7 @@ def test_a_user_without_admin_rights_cannot_delete_a_topic_or_set_config(broker)
 @pytest.mark.parametrize("attacker", [None, Credentials(ALICE, ALICE_SECRET)], ids=["anonymous", "normal-user"])
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda attack: attack.__name__)
 async def test_attacks_from_a_raw_socket_are_refused(broker, attack, attacker):
-    trusted, attacking = (
-        RemotingClient(credentials=Credentials(ROOT, ROOT_SECRET)),
-        RemotingClient(credentials=attacker),
-    )
-    try:
-        outcome = await attack(Target(broker, trusted, attacking))
-    finally:
-        await trusted.close()
-        await attacking.close()
+    outcome = await attempt(attack, broker, Credentials(ROOT, ROOT_SECRET), attacker)
     assert outcome.reply.code == ResponseCode.NO_PERMISSION, (outcome.reply.code, outcome.reply.remark)
     assert not outcome.harmed  # test_acl_open.py: the same attack harms an open broker
 

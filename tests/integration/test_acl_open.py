@@ -4,11 +4,10 @@ test_acl.py, where the same requests are made against a broker with access contr
 from __future__ import annotations
 
 import pytest
-from tests.integration.acl_attacks import ATTACKS, Target
+from tests.integration.acl_attacks import ATTACKS, attempt
 from tests.integration.remoting_calls import serve_for_module
 
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.transport import RemotingClient
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -20,11 +19,6 @@ def broker(tmp_path_factory):
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda attack: attack.__name__)
 async def test_each_attack_works_on_an_open_broker(broker, attack):
-    trusted, attacker = RemotingClient(), RemotingClient()
-    try:
-        outcome = await attack(Target(broker, trusted, attacker))
-    finally:
-        await trusted.close()
-        await attacker.close()
+    outcome = await attempt(attack, broker)
     assert outcome.reply.code == ResponseCode.SUCCESS, (outcome.reply.code, outcome.reply.remark)
     assert outcome.harmed

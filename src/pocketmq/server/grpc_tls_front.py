@@ -13,9 +13,9 @@ What it costs: the bytes of every gRPC call cross the event loop twice more (doc
 The client's address: the gRPC server sees every call come from the Unix socket. So the front binds the socket of
 each connection it opens to the gRPC server to a name of its own in the private directory (``peer-<n>``, unlinked
 once connected: the kernel keeps the name as the socket's address), which grpc reports as the call's peer
-(``unix:<dir>/peer-<n>``), and keeps which client address each name stands for while the connection lives:
-``client_peer`` turns the peer grpc reports into the client's (``ipv4:1.2.3.4:5``), for access control's source
-address ranges and the born host of a message. No client can name such a socket: the directory is this user's
+(``unix:<dir>/peer-<n>``), and keeps which client address each name stands for while the connection lives (and
+a minute more, ``forget_peer``): ``client_peer`` turns the peer grpc reports into the client's
+(``ipv4:1.2.3.4:5``), for access control's source address ranges and the born host of a message. No client can name such a socket: the directory is this user's
 only and the gRPC server listens nowhere else.
 """
 
@@ -34,6 +34,9 @@ from pocketmq.protocol.tls import ServerTls
 from pocketmq.protocol.tls_listener import SniffingListener
 
 log = logging.getLogger(__name__)
+
+# How long the client address of a connection that ended stays known (``GrpcTlsFront.forget_peer``).
+PEER_RETENTION_S = 60.0
 
 
 class _PipeEnd(asyncio.Protocol):
@@ -122,13 +125,14 @@ class _ClientEnd(_PipeEnd):
 class GrpcTlsFront:
     """The public gRPC port with TLS (``start`` returns it); the gRPC server binds ``internal_address``."""
 
-    def __init__(self, tls: ServerTls, host: str, port: int):
+    def __init__(self, tls: ServerTls, host: str, port: int, *, peer_retention_s: float = PEER_RETENTION_S):
         self._dir = Path(tempfile.mkdtemp(prefix="pocketmq-grpc-"))  # mode 0700: this user only
         self.socket_path = str(self._dir / "grpc.sock")
         self._listener = SniffingListener(lambda: _ClientEnd(self), tls, host, port, alpn_h2=True)
         self._tasks: set[asyncio.Task] = set()
         self._names = itertools.count()
         self._peers: dict[str, str] = {}  # peer the gRPC server sees -> the client's, as grpc writes a peer
+        self._peer_retention_s = peer_retention_s
 
     def client_peer(self, peer: str) -> str:
         """The client's address (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``) for the peer grpc reports of a call that
@@ -158,7 +162,10 @@ class GrpcTlsFront:
         return sock, local_peer
 
     def forget_peer(self, local_peer: str) -> None:
-        self._peers.pop(local_peer, None)
+        """Forget ``local_peer`` once the calls its client sent before leaving have surely asked for it: a
+        handler that asked after the client left and found nothing would not know the client's address, and an
+        entry denying that address would not match (a send followed by a close at once must still be denied)."""
+        asyncio.get_running_loop().call_later(self._peer_retention_s, self._peers.pop, local_peer, None)
 
     @property
     def internal_address(self) -> str:

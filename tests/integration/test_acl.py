@@ -5,28 +5,22 @@ could make on an open broker are each refused, counted, and change nothing."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.integration.acl_attacks import ATTACKS, attempt
 from tests.integration.grpc_support import client_env
-from tests.integration.remoting_calls import call
 from tests.integration.test_cli import json_lines, pocketmq
 
+from pocketmq.auth.signature import Credentials
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.producer import Producer
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import Message
-from pocketmq.protocol.codes import (
-    ESCAPE_PUT_MESSAGE,
-    HA_PULL_COMMIT_LOG,
-    RequestCode,
-    ResponseCode,
-)
-from pocketmq.protocol.transport import RemotingClient
+from pocketmq.protocol.codes import ResponseCode
 from pocketmq.testing.processes import broker_process
 from pocketmq.testing.scrape import metric
 
@@ -129,36 +123,12 @@ def test_a_user_without_admin_rights_cannot_delete_a_topic_or_set_config(broker)
     assert ALICE_SECRET not in users.stdout and ROOT_SECRET not in users.stdout
 
 
-@pytest.mark.parametrize(
-    ("port", "code", "fields"),
-    [
-        ("remoting", RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "orders"}),
-        (
-            "remoting",
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            {"consumerGroup": "g1", "topic": "orders", "queueId": "0", "commitOffset": str(10**18)},
-        ),
-        ("remoting", RequestCode.UPDATE_BROKER_CONFIG, {}),
-        ("namesrv", RequestCode.UNREGISTER_BROKER, {"clusterName": "DefaultCluster", "brokerName": "broker-acl"}),
-        ("namesrv", RequestCode.REGISTER_BROKER, {"clusterName": "DefaultCluster", "brokerName": "broker-acl"}),
-        ("remoting", HA_PULL_COMMIT_LOG, {"brokerName": "broker-acl", "brokerId": "1", "physOffset": "0"}),
-        ("remoting", ESCAPE_PUT_MESSAGE, {"b": "rmq_sys_REVIVE_LOG_DefaultCluster", "escapeDeadlineMs": "0"}),
-    ],
-)
-def test_attacks_from_a_raw_socket_are_refused(broker, port, code, fields):
-    async def attack():
-        client = RemotingClient()
-        try:
-            return await call(client, getattr(broker, port), code, fields, b"autoCreateTopicEnable=false")
-        finally:
-            await client.close()
-
-    reply = asyncio.run(attack())
-    assert reply.code == ResponseCode.NO_PERMISSION, (reply.code, reply.remark)
-    # nothing changed: the topic and its route are there, the group did not jump, the broker is still registered
-    listed = as_user(ROOT, ROOT_SECRET, "topic", "describe", "orders", "--json", broker=broker)
-    assert listed.returncode == 0 and json_lines(listed.stdout), listed.stderr
-    assert all(row["broker"] == "broker-acl" for row in json_lines(listed.stdout))
+@pytest.mark.parametrize("attacker", [None, Credentials(ALICE, ALICE_SECRET)], ids=["anonymous", "normal-user"])
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda attack: attack.__name__)
+async def test_attacks_from_a_raw_socket_are_refused(broker, attack, attacker):
+    outcome = await attempt(attack, broker, Credentials(ROOT, ROOT_SECRET), attacker)
+    assert outcome.reply.code == ResponseCode.NO_PERMISSION, (outcome.reply.code, outcome.reply.remark)
+    assert not outcome.harmed  # test_acl_open.py: the same attack harms an open broker
 
 
 def official_client(broker, tmp_path, access_key: str, secret_key: str, topic: str) -> dict[str, dict]:

@@ -88,8 +88,14 @@ async def pop(
 
 
 async def ack(client: RemotingClient, addr: str, msg, group: str = GROUP) -> None:
+    reply = await ack_reply(client, addr, msg, group)
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+
+
+async def ack_reply(client: RemotingClient, addr: str, msg, group: str = GROUP):
+    """ACK_MESSAGE of a popped message: the reply, whatever its code."""
     extra = msg.properties[props.POP_CK]
-    reply = await call(
+    return await call(
         client,
         addr,
         RequestCode.ACK_MESSAGE,
@@ -101,7 +107,6 @@ async def ack(client: RemotingClient, addr: str, msg, group: str = GROUP) -> Non
             "offset": extra.rsplit(" ", 1)[1],
         },
     )
-    assert reply.code == ResponseCode.SUCCESS, reply.remark
 
 
 async def pull(client: RemotingClient, addr: str, topic: str):

@@ -35,6 +35,11 @@ class AuthTable:
         document = load_json(self._path, {"users": [], "acls": []})
         self._users, self._acls = _parse(document)
         self.version = 0  # counts changes (what a slave's metadata sync compares)
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each change made here (not after ``replace``), on the changing thread."""
+        self._listeners.append(listener)
 
     # -- reads ------------------------------------------------------------------------------------------------------
     def user(self, username: str) -> User | None:
@@ -146,6 +151,8 @@ class AuthTable:
             atomic_write_json(self._path, _document(users, acls), private=True)  # persist first
             self._users, self._acls = users, acls
             self.version += 1
+        for listener in self._listeners:
+            listener()
 
 
 def _merged(old: Acl, new: Acl) -> Acl:

@@ -80,9 +80,9 @@ class MetadataChanges:
         )
 
 
-def metadata_version(incarnation: int, topics, groups, fifo_version: int = 0) -> MetadataVersion:
-    """What a master's topic and group tables and FIFO POP acks are now: equal versions, equal tables."""
-    return MetadataVersion(incarnation, topics.data_version, groups.data_version, fifo_version)
+def metadata_version(incarnation: int, topics, groups, fifo_version: int = 0, auth_version: int = 0) -> MetadataVersion:
+    """What a master's topic and group tables, FIFO POP acks and users are now: equal versions, equal tables."""
+    return MetadataVersion(incarnation, topics.data_version, groups.data_version, fifo_version, auth_version)
 
 
 def metadata_snapshot(

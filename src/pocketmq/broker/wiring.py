@@ -186,7 +186,8 @@ def returning_master(broker: Broker, services: BrokerServices) -> ReturningMaste
 
 def _ha_master(broker: Broker, store: MessageStore, fifo: FifoPopState) -> HaMaster:
     config, boot_timestamp_ms = broker.config, broker.boot_timestamp_ms
-    return HaMaster(
+    auth = broker.access.table
+    ha_master = HaMaster(
         store,
         clock=broker.clock,
         ack_timeout_ms=config.ha_slave_ack_timeout_ms,
@@ -194,9 +195,13 @@ def _ha_master(broker: Broker, store: MessageStore, fifo: FifoPopState) -> HaMas
         slave_expire_ms=config.ha_slave_expire_ms,
         metrics=broker.metrics,
         epochs=broker.epochs,
-        # What a slave must have applied to hold this master's topics, groups and FIFO POP acks.
-        metadata_version=lambda: metadata_version(boot_timestamp_ms, broker.topics, broker.groups, fifo.data_version),
+        # What a slave must have applied to hold this master's topics, groups, FIFO POP acks and users.
+        metadata_version=lambda: metadata_version(
+            boot_timestamp_ms, broker.topics, broker.groups, fifo.data_version, auth.version
+        ),
     )
+    auth.add_listener(ha_master.metadata_changed)  # a user or ACL change writes no record: wake the slaves
+    return ha_master
 
 
 def _acting_role(

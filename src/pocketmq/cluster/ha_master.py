@@ -108,6 +108,11 @@ class HaMaster:
     def _on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         self._wake_pulls()
 
+    def metadata_changed(self) -> None:
+        """Metadata that comes with no record changed (users, ACLs): held pulls answer now with the new version,
+        so their slaves sync at once instead of at the next periodic sync."""
+        self._wake_pulls()
+
     def _wake_pulls(self) -> None:
         if self._arrived is not None:
             self._arrived.set()

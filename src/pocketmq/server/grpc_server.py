@@ -60,7 +60,13 @@ class GrpcFrontEnd:
         self._clock = clock or broker.clock
         self.sessions = SessionRegistry(heartbeat_timeout_ms or broker.config.client_channel_expire_ms)
         broker.gray.add_member_source(self.sessions.consumers_of)  # POP clients count in their group's gray split
-        self.servicer = MessagingServicer(broker, self.sessions, self._clock, max_inflight_sends=max_inflight_sends)
+        self.servicer = MessagingServicer(
+            broker,
+            self.sessions,
+            self._clock,
+            max_inflight_sends=max_inflight_sends,
+            client_peer=self._front.client_peer if self._front is not None else None,
+        )
         self.metrics_sink = MetricsSink()
         self._server: grpc.aio.Server | None = None
         self._expiry = PeriodicTask(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.revive import retry_limit
@@ -74,8 +75,12 @@ class MessagingServicer:
         clock: Clock,
         *,
         max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS,
+        client_peer: Callable[[str], str] | None = None,
     ):
+        """``client_peer``: the client's address for the peer grpc reports (a TLS front in between, see
+        server/grpc_tls_front.py); by default the peer itself."""
         self._broker = broker
+        self._client_peer = client_peer or (lambda peer: peer)
         self._sessions = sessions
         self._clock = clock
         self._max_inflight_sends = max_inflight_sends
@@ -168,7 +173,7 @@ class MessagingServicer:
             validate_message(m, topic_type=config.message_type, limits=self._limits, now_ms=now_ms) for m in inbound
         ]
         first = valid[0]
-        peer_host, peer_port = peer_address(context.peer() or "")
+        peer_host, peer_port = peer_address(self._peer(context))
         messages = [m.to_domain() for m in valid]
         for msg, inbound in zip(messages, valid):
             if inbound.message_type == "TRANSACTION":
@@ -320,7 +325,10 @@ class MessagingServicer:
     def authorize(self, context, contexts) -> None:
         """AccessDeniedError unless the caller may do all of ``contexts`` (nothing checked with access control off)."""
         if self._gate is not None:
-            self._gate.check(context.invocation_metadata(), context.peer() or "", contexts)
+            self._gate.check(context.invocation_metadata(), self._peer(context), contexts)
+
+    def _peer(self, context) -> str:
+        return self._client_peer(context.peer() or "")
 
     def _require_started(self) -> None:
         if not self._broker.started:

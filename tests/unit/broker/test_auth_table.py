@@ -117,3 +117,18 @@ def test_a_slave_takes_the_master_s_document_whole_or_not_at_all(tmp_path):
     with pytest.raises(BadRequestError):
         slave.replace({"users": [{"username": "x"}]})  # no password
     assert slave.to_json() == master.to_json()
+
+
+def test_each_change_tells_the_listeners_and_counts_in_the_version(tmp_path):
+    table, told = AuthTable(tmp_path), []
+    table.add_listener(lambda: told.append(table.version))  # the master wakes its slaves' held pulls
+    table.create_user(User("alice", "pw"))
+    table.put_acl(acl_of("User:alice", ("Topic:t", "Pub", "Allow")))
+    with_alice = table.to_json()
+    table.delete_user("alice")
+    with pytest.raises(BadRequestError):
+        table.delete_user("alice")  # changes nothing: tells nobody
+    assert told == [1, 2, 3]
+    slave = AuthTable(tmp_path / "slave")
+    slave.add_listener(lambda: told.append(-1))
+    assert slave.replace(with_alice) and told == [1, 2, 3]  # a slave's copy is nobody's news

@@ -26,9 +26,10 @@ V = MetadataVersion
 
 
 def test_a_version_reads_back_and_an_older_masters_has_no_fifo_counter():
-    assert MetadataVersion.parse(str(V(17, 2, 3, 4))) == V(17, 2, 3, 4)
+    assert MetadataVersion.parse(str(V(17, 2, 3, 4, 5))) == V(17, 2, 3, 4, 5)
+    assert MetadataVersion.parse("17.2.3.4") == V(17, 2, 3, 4, 0)
     assert MetadataVersion.parse("17.2.3") == V(17, 2, 3, 0)
-    for bad in (None, "", "17.2", "17.2.3.4.5", "a.b.c", "1.-2.3", "1.².3"):
+    for bad in (None, "", "17.2", "17.2.3.4.5.6", "a.b.c", "1.-2.3", "1.².3"):
         assert MetadataVersion.parse(bad) is None, bad
 
 

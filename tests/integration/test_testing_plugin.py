@@ -23,6 +23,13 @@ TESTING_MD = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 PLUGIN = ("-p", "pocketmq.testing.pytest_plugin", "-p", "no:cacheprovider")
 
 
+@pytest.fixture
+def pytester(pytester):
+    """The nested runs set what pytest-asyncio otherwise warns about in every run."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester
+
+
 def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", TESTING_MD.read_text(), flags=re.S)
 

@@ -41,16 +41,20 @@ class StandbyPool:
         """Run ``pocketmq <argv>`` in a standby; returns its process (stdin still open: it is the parent tie)."""
         request = {"argv": argv, "cwd": str(cwd), "env": env, "log": str(log_path)}
         with self._lock:
-            proc = self._next if self._next is not None and self._next.poll() is None else self._spawn()
-            # the standby's imports depend on the interpreter's path: one started for another path would be wrong
             if env.get("PYTHONPATH") != self._launch_env.get("PYTHONPATH"):
-                self._next = proc
+                # a standby imported from its own path: one started for another path would run other code
                 proc = self._spawn(env)
             else:
+                proc = self._next
+                if proc is None or proc.poll() is not None:
+                    proc = self._spawn()
                 self._next = self._spawn()
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps(request).encode() + b"\n")
-        proc.stdin.flush()
+        line = json.dumps(request).encode() + b"\n"
+        try:
+            _write(proc, line)
+        except BrokenPipeError:  # the standby died after the look above (killed from outside): start afresh
+            proc = self._spawn(env)
+            _write(proc, line)
         return proc
 
     def close(self) -> None:
@@ -69,6 +73,12 @@ class StandbyPool:
             stderr=subprocess.DEVNULL,
             env=env or self._launch_env,
         )
+
+
+def _write(proc: subprocess.Popen, line: bytes) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line)
+    proc.stdin.flush()
 
 
 def _standby_env() -> dict[str, str]:

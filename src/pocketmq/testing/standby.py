@@ -45,9 +45,7 @@ class StandbyPool:
                 # a standby imported from its own path: one started for another path would run other code
                 proc = self._spawn(env)
             else:
-                proc = self._next
-                if proc is None or proc.poll() is not None:
-                    proc = self._spawn()
+                proc = self._next if self._next is not None and self._next.poll() is None else self._spawn()
                 self._next = self._spawn()
         line = json.dumps(request).encode() + b"\n"
         try:

@@ -59,7 +59,7 @@ def time_starts(starts: int, root: Path, *, warm: bool) -> dict:
         broker.stop()
         stop_s.append(time.monotonic() - began)
         if not warm:
-            STANDBYS.close()  # the standby the start launched would make the next cold start warm
+            STANDBYS.close()  # the standby started once the broker was ready would make the next start warm
     return {
         "setup": "warm" if warm else "cold",
         "starts": starts,

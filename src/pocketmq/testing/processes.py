@@ -80,6 +80,7 @@ class PocketProcess:
             raise TimeoutError(
                 f"pocketmq {' '.join(self.args)} not ready within {timeout_s}s:\n{self.log_tail()}"
             ) from None
+        STANDBYS.prewarm()  # for the next start, now that this one no longer needs the CPU
         return self
 
     def _addresses_when_ready(self) -> dict[str, str | None] | None:

@@ -8,7 +8,7 @@ Installed with the package (entry point ``pytest11``); ``-p no:pocketmq.testing.
 
 This module imports no broker code: loaded in every pytest run of an environment where PocketMQ is installed, it
 costs nothing until a test asks for a broker. Once collection finds one that does, a standby process starts
-importing the broker (``pocketmq.testing.standby``), so the first broker starts as fast as the later ones.
+importing the broker (``pocketmq.testing.standby``) while the tests before the first that needs one run.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A cold ``python -m pocketmq.cli.main serve`` spends about a second importing before it binds a port; the
 process of a standby did that while the test before was running, so a broker it runs is ready in tens of
 milliseconds. ``launch`` hands the request to the standby kept ahead (or, when none is, to a new one, which is no
-slower than a cold start) and starts the next standby at once, so one is always warming in the background.
+slower than a cold start); ``prewarm``, once the process launched is ready, starts the next standby, so its
+imports do not slow the start it follows and one is warming while the test runs.
 
 Every process launched here has a pipe on its stdin whose writing end only this process holds: when this
 process ends, however it ends, the child sees end of file and stops (``pocketmq.cli.standby``).
@@ -32,7 +33,7 @@ class StandbyPool:
         atexit.register(self.close)
 
     def prewarm(self) -> None:
-        """Start the standby now (if none is warming), so the first ``launch`` finds it ready."""
+        """Start the standby for the next ``launch`` now, if none is warming."""
         with self._lock:
             if self._next is None or self._next.poll() is not None:
                 self._next = self._spawn()
@@ -46,7 +47,7 @@ class StandbyPool:
                 proc = self._spawn(env)
             else:
                 proc = self._next if self._next is not None and self._next.poll() is None else self._spawn()
-                self._next = self._spawn()
+                self._next = None
         line = json.dumps(request).encode() + b"\n"
         try:
             _write(proc, line)

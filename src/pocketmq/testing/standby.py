@@ -57,12 +57,14 @@ class StandbyPool:
         return proc
 
     def close(self) -> None:
-        """End the standby kept ahead (it exits on end of file)."""
+        """End the standby kept ahead: killed, since it has run nothing (it may still be importing, and would
+        only see end of file once done)."""
         with self._lock:
             proc, self._next = self._next, None
         if proc is not None:
-            release(proc)
+            proc.kill()
             proc.wait(timeout=10)
+            release(proc)
 
     def _spawn(self, env: dict[str, str] | None = None) -> subprocess.Popen:
         return subprocess.Popen(

@@ -12,6 +12,10 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.fakes import FakePeer, Script
 from pocketmq.testing.java import MIN_JAVA_MAJOR, java_problem, java_required
 
+# The shipped plugin (docs/testing.md): its fixtures start brokers for the integration tests that need a plain one.
+# Installed, the package registers it by this name too, and pytest loads it once.
+pytest_plugins = ["pocketmq.testing.pytest_plugin"]
+
 # Property tests run on a 2-core CI machine: bounded examples, no wall-clock deadline per example.
 settings.register_profile("pocketmq", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "pocketmq"))

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.client import ClientConfig, PullConsumer
-from pocketmq.testing.processes import broker_process, run_cli
+from pocketmq.testing.processes import run_cli
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -21,31 +20,20 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = broker_process(tmp_path_factory.mktemp("readme")).start()
-    yield proc
-    proc.stop()
-
-
 @pytest.mark.parametrize("index", range(len(python_blocks())))
-def test_quickstart_block_runs(broker, index, tmp_path):
-    code = python_blocks()[index].replace("127.0.0.1:9876", broker.namesrv).replace("127.0.0.1:8081", broker.grpc)
+def test_quickstart_block_runs(pocketmq_broker, index, tmp_path):
+    """On the plugin's session broker (docs/testing.md): no other test sends to its topic `orders`."""
+    code = python_blocks()[index].replace("127.0.0.1:9876", pocketmq_broker.namesrv_addr)
+    code = code.replace("127.0.0.1:8081", pocketmq_broker.grpc_endpoint)
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=60,
-        env={**broker.env, "HOME": str(tmp_path)},
+        env={**pocketmq_broker.process.env, "HOME": str(tmp_path)},
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    with PullConsumer("readme-check", ClientConfig(namesrv_addr=broker.namesrv)) as consumer:
-        bodies = [
-            m.body
-            for q in consumer.fetch_queues("orders")
-            for m in consumer.pull(q, consumer.min_offset(q), max_count=32).messages
-        ]
-    assert b"order 1" in bodies
+    assert b"order 1" in [m.body for m in pocketmq_broker.read("orders", 1)]
 
 
 def cli_block() -> list[str]:
@@ -55,13 +43,13 @@ def cli_block() -> list[str]:
     return [line for line in block.splitlines() if line.strip()]
 
 
-def test_cli_quickstart_runs(broker):
+def test_cli_quickstart_runs(pocketmq_broker):
     lines = cli_block()
     assert lines and all(line.startswith("pocketmq ") for line in lines), lines
     for line in lines:
         # its own topic: the Python quickstarts may have made `orders` already
         argv = shlex.split(line.replace(" orders ", " readme_cli_orders "))[1:]
-        result = run_cli(*argv, namesrv=broker.namesrv)
+        result = run_cli(*argv, namesrv=pocketmq_broker.namesrv_addr)
         assert result.returncode == 0, (line, result.stderr)
         if argv[0] == "tail":
             assert sorted(json.loads(m)["body"] for m in result.stdout.splitlines()) == [

@@ -48,6 +48,7 @@ from pocketmq.broker.offsets import ConsumerOffsetManager, persist_behind_commit
 from pocketmq.broker.producers import ProducerRegistry
 from pocketmq.broker.queue_locks import QueueLockTable
 from pocketmq.broker.stage_offsets import StageOffsetManager
+from pocketmq.broker.subscription_filters import SubscriptionFilters
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
 from pocketmq.broker.transaction.channels import ProducerChannels
@@ -107,6 +108,8 @@ class Broker:
         self.gray.add_member_source(self.consumers.subscribers)
         self.producers = ProducerRegistry(config.client_channel_expire_ms, clock=clock)
         self.holds = PullHoldService(config.long_polling_max_waiters)
+        # compiled subscription filters, shared by pulls and POP (docs/filter.md)
+        self.filters = SubscriptionFilters(lambda: self.config.enable_property_filter)
         self.epochs = EpochFile(config.data_dir)  # replication epochs and confirmed offset (cluster.ha_epochs)
         self.queue_locks = QueueLockTable(config.queue_lock_max_live_ms)  # orderly consumers' queue locks
         self.transaction_channels = ProducerChannels()  # the front ends add the producers a check can go to

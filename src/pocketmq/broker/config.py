@@ -168,6 +168,8 @@ class BrokerConfig(TlsOptions):
     max_message_bytes: int = _store_field("max_message_bytes")
     max_properties_bytes: int = field(default=32 * 1024, metadata={"check": _positive})
     long_polling_enable: bool = field(default=True, metadata={"aliases": ("longPollingEnable",)})
+    # SQL92 subscriptions (docs/filter.md): off, they are refused with SUBSCRIPTION_PARSE_FAILED.
+    enable_property_filter: bool = field(default=True, metadata={"aliases": ("enablePropertyFilter",)})
     # Without long polling a pull that finds nothing is still held this long (RocketMQ's short polling).
     short_polling_ms: int = field(
         default=1000, metadata={"aliases": ("shortPollingTimeMills",), "check": _not_negative}

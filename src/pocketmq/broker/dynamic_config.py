@@ -37,6 +37,7 @@ DYNAMIC_FIELDS = frozenset(
         "max_properties_bytes",
         "long_polling_enable",
         "short_polling_ms",
+        "enable_property_filter",  # SubscriptionFilters reads it at each pull and pop
         "pop_ck_rewrite_backoff_ms",  # revive reads ReviveService.policy at each CK
         "pop_ck_rewrite_ending",
         "pop_ck_rewrite_max_total_ms",

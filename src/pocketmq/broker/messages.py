@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.send_back import retry_send_destination, strip_delay
+from pocketmq.broker.subscription_filters import EVERY_MESSAGE, ReadFilter
 from pocketmq.broker.timer.service import TIMER_OUT_MS
 from pocketmq.broker.topics import TopicManager
 from pocketmq.common import properties as props
@@ -55,7 +56,6 @@ from pocketmq.common.topic import (
 )
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
-from pocketmq.store.tags import tags_code_filter
 
 if TYPE_CHECKING:
     from pocketmq.broker.lite.service import LiteService
@@ -562,14 +562,14 @@ class MessageService:
         queue_offset: int,
         max_count: int,
         *,
-        tag_filter: str | None = None,
+        read_filter: ReadFilter = EVERY_MESSAGE,
         suspend_timeout_ms: int = 0,
     ) -> PullOutcome:
-        """Read up to ``max_count`` records of one queue from ``queue_offset``.
+        """Read up to ``max_count`` records of one queue from ``queue_offset``, those ``read_filter`` keeps (the
+        subscription's, from ``SubscriptionFilters``); ``next_begin_offset`` is past those it dropped.
 
         When nothing is there yet and ``suspend_timeout_ms`` > 0 the pull is held until a message arrives
         in the queue or the time is up (``short_polling_ms`` when long polling is off), then read again.
-        ``tag_filter`` is a tag expression (``a || b``; ``*``/None for all).
         """
         config = self._check_readable(topic, queue_id)
         group_config = self._groups.get_or_create(group)
@@ -578,12 +578,11 @@ class MessageService:
         if queue_offset < 0:
             raise BadRequestError(f"queue offset {queue_offset} is negative")
         max_count = max(1, min(max_count, PULL_MAX_COUNT))
-        keep = tags_code_filter(tag_filter)
-        outcome = self._read(config.name, queue_id, queue_offset, max_count, keep)
+        outcome = self._read(config.name, queue_id, queue_offset, max_count, read_filter)
         if outcome.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0:
             hold_ms = suspend_timeout_ms if self._long_polling_enable else self._short_polling_ms
             if await self._holds.wait(topic, queue_id, queue_offset, hold_ms):
-                outcome = self._read(config.name, queue_id, queue_offset, max_count, keep)
+                outcome = self._read(config.name, queue_id, queue_offset, max_count, read_filter)
         return outcome
 
     def _check_readable(self, topic: str, queue_id: int) -> TopicConfig:
@@ -598,9 +597,15 @@ class MessageService:
             )
         return config
 
-    def _read(self, topic: str, queue_id: int, queue_offset: int, max_count: int, keep) -> PullOutcome:
+    def _read(self, topic: str, queue_id: int, queue_offset: int, max_count: int, keep: ReadFilter) -> PullOutcome:
         got: GetResult = self._store.get_messages(
-            topic, queue_id, queue_offset, max_count, max_bytes=PULL_MAX_BYTES, tag_filter=keep
+            topic,
+            queue_id,
+            queue_offset,
+            max_count,
+            max_bytes=PULL_MAX_BYTES,
+            tag_filter=keep.tags_code,
+            record_filter=keep.record,
         )
         status = pull_status_of(got.status, queue_offset)
         if status is PullStatus.FOUND and not got.records:

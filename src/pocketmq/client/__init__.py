@@ -43,6 +43,7 @@ from pocketmq.client.rebalance import (
     allocate_averagely,
     allocate_averagely_by_circle,
 )
+from pocketmq.client.selector import MessageSelector
 from pocketmq.client.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
 from pocketmq.client.staged_simple_consumer import AsyncStagedSimpleConsumer, StagedSimpleConsumer
 from pocketmq.client.transaction_producer import (
@@ -89,6 +90,7 @@ __all__ = [
     "MessageExt",
     "MessageGroupSelector",
     "MessageQueue",
+    "MessageSelector",
     "MessageType",
     "Producer",
     "ProducerOptions",

@@ -21,16 +21,16 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
 from pocketmq.client.route_view import TopicRouteView, route_view_of
+from pocketmq.client.selector import MessageSelector, as_selector
 from pocketmq.common.errors import ClientError, PocketMQError, RemotingError, TopicNotExistError
 from pocketmq.common.gray import gray_client_id_suffix
 from pocketmq.common.message import MessageQueue
-from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
@@ -55,7 +55,7 @@ class ConsumerData:
     consume_type: str = "CONSUME_ACTIVELY"  # pull consumers; push consumers say CONSUME_PASSIVELY
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
-    subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
+    subscriptions: Mapping[str, str | MessageSelector] = field(default_factory=dict)  # topic -> a tag expression
     held_queues: list[MessageQueue] | None = None  # a push consumer's assignment (group describe: docs/gray.md)
 
     def to_json(self, unit_mode: bool) -> dict:
@@ -78,13 +78,13 @@ class ConsumerData:
                 {
                     "classFilterMode": False,
                     "topic": topic,
-                    "subString": expr,
-                    "tagsSet": sorted(parse_tag_expression(expr) or ()),
+                    "subString": selector.expression,
+                    "tagsSet": sorted(selector.tags or ()),
                     "codeSet": [],
                     "subVersion": 0,
-                    "expressionType": "TAG",
+                    "expressionType": selector.expression_type,
                 }
-                for topic, expr in sorted(self.subscriptions.items())
+                for topic, selector in ((t, as_selector(self.subscriptions[t])) for t in sorted(self.subscriptions))
             ],
             "unitMode": unit_mode,
         }

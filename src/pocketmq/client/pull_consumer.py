@@ -21,11 +21,11 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, ConsumerData, InstanceUser
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.replies import check_topic, offset_of
+from pocketmq.client.selector import MessageSelector, as_selector
 from pocketmq.common.errors import BadRequestError, ClientError
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt, MessageQueue
 from pocketmq.common.namespace import Namespace
 from pocketmq.common.record import decode_records_prefix
-from pocketmq.common.tag_expression import SUBSCRIBE_ALL, parse_tag_expression
 from pocketmq.common.topic import group_name_problem
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -162,17 +162,19 @@ class AsyncPullConsumer(InstanceUser):
         queue_offset: int,
         max_count: int = 32,
         *,
-        tag_expression: str = "*",
+        tag_expression: str | MessageSelector = "*",
         timeout_s: float | None = None,
         long_poll_ms: int = 0,
     ) -> PullResult:
-        """Up to ``max_count`` messages of ``queue`` from ``queue_offset``; with ``long_poll_ms`` the broker
-        holds the request until a message arrives or that time passes."""
+        """Up to ``max_count`` messages of ``queue`` from ``queue_offset`` that ``tag_expression`` selects (a tag
+        expression or a ``MessageSelector``: ``MessageSelector.by_sql(...)``); with ``long_poll_ms`` the broker
+        holds the request until a message arrives or that time passes. The result's next offset is past the
+        messages the broker filtered out, also when none is left (NO_MATCHED_MSG)."""
         if not 1 <= max_count <= MAX_PULL_COUNT:
             raise BadRequestError(f"max_count must be in [1, {MAX_PULL_COUNT}], got {max_count}")
         if queue_offset < 0 or long_poll_ms < 0:
             raise BadRequestError("queue_offset and long_poll_ms must not be negative")
-        tags = parse_tag_expression(tag_expression)
+        selector = as_selector(tag_expression)
         queue = self.namespace.wrap_queue(queue)
         request = RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
@@ -185,14 +187,14 @@ class AsyncPullConsumer(InstanceUser):
                 sys_flag=PullSysFlag.of(suspend=long_poll_ms > 0, subscription=True),
                 commit_offset=0,
                 suspend_timeout_ms=long_poll_ms,
-                subscription=tag_expression.strip() or SUBSCRIBE_ALL,
+                subscription=selector.expression,
                 sub_version=self.instance.clock.now_ms(),
-                expression_type="TAG",
+                expression_type=selector.expression_type,
             ),
         )
         timeout_s = timeout_s or (long_poll_ms / 1000 + self.config.request_timeout_s)
         response = await self._invoke(queue, request, timeout_s)
-        result = pull_result_from_response(response, tags, queue_offset)
+        result = pull_result_from_response(response, selector.tags, queue_offset)
         for msg in result.messages:
             self.namespace.unwrap_message(msg)
         return result

@@ -45,6 +45,7 @@ from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.pull_consumer import PullStatus, pull_result_from_response
 from pocketmq.client.rebalance import AllocateStrategy, GrayAllocator, allocate_averagely
+from pocketmq.client.selector import MessageSelector, as_selector
 from pocketmq.client.stage_offset_store import LocalFileStageOffsetStore, RemoteStageOffsetStore
 from pocketmq.client.staged_consume_service import StagedConsumeService
 from pocketmq.common import properties as props
@@ -52,7 +53,6 @@ from pocketmq.common.errors import ClientError, PocketMQError
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.namespace import Namespace
 from pocketmq.common.properties import encode_properties
-from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.common.topic import (
     DEFAULT_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -140,7 +140,7 @@ class AsyncPushConsumer:
         self.group = self.namespace.wrap(options.group)
         self._instance = instance
         self._owns_instance = instance is None
-        self._subscriptions: dict[str, str] = {}
+        self._subscriptions: dict[str, MessageSelector] = {}
         self._listener: Callable | None = None  # any kind (a StagedConcurrentListener is callable too)
         self._staged_listener: StagedConcurrentListener | None = None  # when the listener is staged
         self._orderly = False  # queues are locked on the broker (orderly and staged listeners)
@@ -178,11 +178,13 @@ class AsyncPushConsumer:
         return self._offset_store
 
     # -- setup ----------------------------------------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic``'s messages that ``expression`` selects: a tag expression (``a || b``) or a
+        ``MessageSelector`` (``MessageSelector.by_sql("region = 'eu'")``)."""
         problem = topic_name_problem(topic)
         if problem:
             raise ClientError(problem)
-        self._subscriptions[self.namespace.wrap(topic)] = expression.strip() or "*"
+        self._subscriptions[self.namespace.wrap(topic)] = as_selector(expression)
 
     def register_listener(self, listener) -> None:
         """A concurrent listener: ``listener(messages, ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``."""
@@ -201,10 +203,10 @@ class AsyncPushConsumer:
     def assignment(self) -> list[MessageQueue]:
         return sorted(self.namespace.unwrap_queue(mq) for mq in self._queues)
 
-    def _all_subscriptions(self) -> dict[str, str]:
+    def _all_subscriptions(self) -> dict[str, MessageSelector]:
         subscriptions = dict(self._subscriptions)
         if not self.broadcasting:
-            subscriptions[retry_topic(self.group)] = "*"  # failed messages come back through it
+            subscriptions[retry_topic(self.group)] = MessageSelector.by_tag()  # failed messages come back through it
         return subscriptions
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -491,8 +493,8 @@ class AsyncPushConsumer:
     # -- pulling --------------------------------------------------------------------------------------------------
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         opts = self.options
-        expression = self._all_subscriptions().get(mq.topic, "*")
-        tags = parse_tag_expression(expression)
+        selector = self._all_subscriptions().get(mq.topic) or MessageSelector.by_tag()
+        tags = selector.tags
         while not pq.dropped:
             if pq.count > opts.pull_threshold_for_queue or pq.size_bytes > opts.pull_threshold_size_for_queue_bytes:
                 await asyncio.sleep(opts.flow_control_delay_ms / 1000)
@@ -500,7 +502,7 @@ class AsyncPushConsumer:
             try:
                 response = await self.instance.invoke_broker(
                     mq.broker_name,
-                    self._pull_request(mq, offset, expression),
+                    self._pull_request(mq, offset, selector),
                     opts.long_poll_ms / 1000 + self.config.request_timeout_s,
                 )
                 result = pull_result_from_response(response, tags, offset)
@@ -525,7 +527,7 @@ class AsyncPushConsumer:
             elif pq.count == 0 and result.status is not PullStatus.OFFSET_ILLEGAL:
                 self.offset_store.update(mq, offset)  # filtered-out messages are passed
 
-    def _pull_request(self, mq: MessageQueue, offset: int, expression: str) -> RemotingCommand:
+    def _pull_request(self, mq: MessageQueue, offset: int, selector: MessageSelector) -> RemotingCommand:
         commit_offset = -1 if self.broadcasting else self.offset_store.table.get(mq, -1)
         return RemotingCommand.request(
             RequestCode.PULL_MESSAGE,
@@ -538,9 +540,9 @@ class AsyncPushConsumer:
                 sys_flag=PullSysFlag.of(commit_offset=commit_offset > 0, suspend=True, subscription=True),
                 commit_offset=max(commit_offset, 0),
                 suspend_timeout_ms=self.options.long_poll_ms,
-                subscription=expression,
+                subscription=selector.expression,
                 sub_version=0,
-                expression_type="TAG",
+                expression_type=selector.expression_type,
             ),
         )
 
@@ -714,7 +716,7 @@ class PushConsumer(SyncFacade):
     def __init__(self, options: PushConsumerOptions, config: ClientConfig | None = None):
         super().__init__(AsyncPushConsumer(options, config))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self.core.subscribe(topic, expression)
 
     def register_listener(self, listener) -> None:

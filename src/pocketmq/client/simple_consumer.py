@@ -24,6 +24,7 @@ import itertools
 import json
 import logging
 import zlib
+from collections.abc import Mapping
 
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import (
@@ -33,12 +34,12 @@ from pocketmq.client.instance import (
     release_instance,
 )
 from pocketmq.client.loop_thread import SyncFacade
+from pocketmq.client.selector import MessageSelector, as_selector
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, ClientError
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
 from pocketmq.common.namespace import Namespace
 from pocketmq.common.record import decode_records_prefix
-from pocketmq.common.tag_expression import SUBSCRIBE_ALL
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -104,12 +105,13 @@ def _pop_ck(msg: MessageExt) -> tuple[str, str]:
 
 
 class AsyncSimpleConsumer:
-    """The asyncio simple consumer of one consumer group over ``subscriptions`` {topic: tag expression}."""
+    """The asyncio simple consumer of one consumer group over ``subscriptions`` {topic: a tag expression or a
+    ``MessageSelector``}."""
 
     def __init__(
         self,
         group: str,
-        subscriptions: dict[str, str],
+        subscriptions: Mapping[str, str | MessageSelector],
         config: ClientConfig | None = None,
         *,
         await_duration_ms: int = 20_000,
@@ -122,7 +124,7 @@ class AsyncSimpleConsumer:
         self.config = config or ClientConfig()
         self.namespace = Namespace(self.config.namespace)
         self.group = self.namespace.wrap(group)
-        self.subscriptions = {self.namespace.wrap(topic): expr for topic, expr in subscriptions.items()}
+        self.subscriptions = {self.namespace.wrap(topic): as_selector(s) for topic, s in subscriptions.items()}
         self.await_duration_ms = await_duration_ms
         self._instance: ClientInstance | None = None
         self._turn = itertools.count()
@@ -192,8 +194,8 @@ class AsyncSimpleConsumer:
                 poll_time_ms=wait_ms,
                 born_time_ms=instance.clock.now_ms(),
                 init_mode=0,
-                exp_type="TAG",
-                exp=self.subscriptions[topic] or SUBSCRIBE_ALL,
+                exp_type=self.subscriptions[topic].expression_type,
+                exp=self.subscriptions[topic].expression,
                 order=False,
             ),
         )
@@ -295,7 +297,7 @@ class SimpleConsumer(SyncFacade):
     def __init__(
         self,
         group: str,
-        subscriptions: dict[str, str],
+        subscriptions: Mapping[str, str | MessageSelector],
         config: ClientConfig | None = None,
         *,
         await_duration_ms: int = 20_000,

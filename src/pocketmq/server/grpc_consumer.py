@@ -8,8 +8,9 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
   (``auto_renew``) of FIFO groups, which get one assignment per queue and receive on each. A simple consumer of
   a FIFO group names the queue its route rotation picked, and gets messages of any ready queue. The
   invisible time is the request's (auto-renewing push consumers send none: 60 s), at least the broker's
-  ``pop_min_invisible_ms`` and at most 12 h (``ILLEGAL_INVISIBLE_TIME`` beyond). Only TAG filters
-  (``ILLEGAL_FILTER_EXPRESSION`` for SQL). Each message carries its receipt handle, delivery attempt
+  ``pop_min_invisible_ms`` and at most 12 h (``ILLEGAL_INVISIBLE_TIME`` beyond). TAG and SQL filters
+  (docs/filter.md; ``ILLEGAL_FILTER_EXPRESSION`` for a bad one, or SQL while ``enable_property_filter`` is off),
+  applied by the pop engine. Each message carries its receipt handle, delivery attempt
   (reconsume times + 1) and invisible duration.
 - Auto renew (push consumers): each message of an ``auto_renew`` receive is tracked in a ``RenewalTable``
   (broker/pop/renewal.py) and renewed by a check every ``RENEW_SCAN_MS`` (a periodic task, ``grpc-auto-renew``,
@@ -50,7 +51,6 @@ from pocketmq.common.errors import (
     NoPermissionError,
     PocketMQError,
     ServiceNotAvailableError,
-    SubscriptionParseError,
 )
 from pocketmq.common.message import Message
 from pocketmq.common.topic import MessageType, dlq_topic
@@ -94,8 +94,6 @@ def checked_receive(req: codec.ReceiveRequest, context, default_invisible_ms: in
     to answer before the client's deadline. ``default_invisible_ms``: for a request without an invisible time."""
     check_group(req.group)
     check_topic(req.topic)
-    if req.filter_type != "TAG":
-        raise SubscriptionParseError(f"{req.filter_type} filters are not supported: filter by TAG")
     invisible_ms = req.invisible_ms if req.invisible_ms is not None else default_invisible_ms
     check_invisible_ms(invisible_ms, MAX_INVISIBLE_MS, zero_ok=False)
     check_receive_numbers(req.batch_size, req.long_polling_ms)
@@ -252,7 +250,7 @@ class ConsumerRpcs:
             batch,
             invisible_ms,
             queue_id=req.queue_id if per_queue else -1,
-            tag_expression=req.filter_expression,
+            read_filter=self._broker.filters.read_filter(req.filter_type, req.filter_expression),
             poll_ms=poll_ms,
             client_id=client_id,
             client_gone=client_gone,

@@ -6,8 +6,8 @@ their committed offsets.
   from ``offset``, long-polling up to ``long_polling_timeout`` (20 s when unset, and always an answer before
   the client's deadline) when nothing is there yet. Answers ``{status OK}``, the messages, ``{next_offset}``;
   nothing new is ``{status MESSAGE_NOT_FOUND}`` + next offset; an offset outside the queue is ``{status
-  ILLEGAL_OFFSET}`` + the offset to continue from (the queue's min or max). Only TAG filters
-  (ILLEGAL_FILTER_EXPRESSION for SQL).
+  ILLEGAL_OFFSET}`` + the offset to continue from (the queue's min or max). TAG and SQL filters (docs/filter.md;
+  ILLEGAL_FILTER_EXPRESSION for a bad one); the next offset is past the messages a filter dropped.
 - UpdateOffset: commit the group's offset of the queue (as UPDATE_CONSUMER_OFFSET: only forward; a negative
   one or one past the queue's end is ILLEGAL_OFFSET).
 - GetOffset: the group's committed offset; OFFSET_NOT_FOUND when it never committed one.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.messages import PullStatus
-from pocketmq.common.errors import IllegalQueueIdError, PocketMQError, SubscriptionParseError, TopicNotExistError
+from pocketmq.common.errors import IllegalQueueIdError, PocketMQError, TopicNotExistError
 from pocketmq.common.record import decode_record
 from pocketmq.protocol import grpc_pull_codec as codec
 from pocketmq.protocol.codes import V2StatusCode
@@ -65,8 +65,7 @@ class PullRpcs:
             req = codec.decode_pull_request(request)
             self._check_group(req.group)
             self._check_queue(req.queue)
-            if req.filter_type != "TAG":
-                raise SubscriptionParseError(f"{req.filter_type} filters are not supported: filter by TAG")
+            read_filter = self._broker.filters.read_filter(req.filter_type, req.filter_expression)
             if req.queue_offset < 0:
                 raise _illegal_offset(f"offset {req.queue_offset} is negative")
             check_receive_numbers(req.batch_size, req.long_polling_ms)
@@ -80,7 +79,7 @@ class PullRpcs:
                 req.queue.queue_id,
                 req.queue_offset,
                 max(1, min(req.batch_size or DEFAULT_PULL_BATCH, MAX_PULL_BATCH)),
-                tag_filter=req.filter_expression,
+                read_filter=read_filter,
                 suspend_timeout_ms=max(poll_ms, 0),
             )
         except PocketMQError as exc:

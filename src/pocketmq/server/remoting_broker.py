@@ -32,7 +32,6 @@ from pocketmq.common.errors import (
     BadRequestError,
     IllegalMessageError,
     ServiceNotAvailableError,
-    SubscriptionParseError,
 )
 from pocketmq.common.gray import is_gray_client
 from pocketmq.common.message import MessageExt, parse_offset_msg_id
@@ -224,14 +223,12 @@ class MessagingHandlers:
     # -- pull ---------------------------------------------------------------------------------------------------
     async def pull_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.parse(request.ext_fields)
-        if h.expression_type != "TAG":
-            raise SubscriptionParseError(f"expression type {h.expression_type} is not supported: filter by TAG")
         group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
-        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
-            expression = h.subscription
-        else:  # the client relies on the subscription it gave in its heartbeat
-            expression = self._heartbeat_expression(group, topic)
         broker = self._broker
+        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
+            read_filter = broker.filters.read_filter(h.expression_type, h.subscription)
+        else:  # the client relies on the subscription it gave in its heartbeat
+            read_filter = broker.filters.read_filter(*self._heartbeat_subscription(group, topic))
         # A piggy-backed commit past the queue's end is not stored (nor is a negative one): the pull is served
         # anyway, and its PULL_OFFSET_MOVED tells a client that far ahead where the queue ends.
         if (
@@ -242,7 +239,13 @@ class MessagingHandlers:
             broker.offsets.commit(group, topic, queue_id, h.commit_offset)
         suspend_ms = h.suspend_timeout_ms if h.sys_flag & PullSysFlag.SUSPEND else 0
         outcome = await broker.messages.pull(
-            group, topic, queue_id, h.queue_offset, h.max_msg_nums, tag_filter=expression, suspend_timeout_ms=suspend_ms
+            group,
+            topic,
+            queue_id,
+            h.queue_offset,
+            h.max_msg_nums,
+            read_filter=read_filter,
+            suspend_timeout_ms=suspend_ms,
         )
         return request.response(
             outcome.status.response_code,
@@ -255,10 +258,11 @@ class MessagingHandlers:
             body=b"".join(outcome.records) if outcome.records else b"",
         )
 
-    def _heartbeat_expression(self, group: str, topic: str) -> str:
+    def _heartbeat_subscription(self, group: str, topic: str) -> tuple[str, str]:
+        """(expression type, expression) of the group's subscription to ``topic``; every tag when none."""
         info = self._broker.consumers.table.group_info(group)
         subscription = info.subscriptions.get(topic) if info else None
-        return subscription.expression if subscription else "*"
+        return (subscription.expression_type, subscription.expression) if subscription else ("TAG", "*")
 
     # -- offsets --------------------------------------------------------------------------------------------------
     async def query_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

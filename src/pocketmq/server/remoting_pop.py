@@ -38,7 +38,6 @@ from pocketmq.common.errors import (
     BadRequestError,
     InvalidReceiptHandleError,
     LimitExceededError,
-    SubscriptionParseError,
 )
 from pocketmq.common.record import encode_record
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
@@ -145,8 +144,7 @@ class PopHandlers:
         broker = self._broker
         if born_ms > 0 and broker.clock.now_ms() - born_ms - poll_ms > POLL_LATE_TOLERANCE_MS:
             return request.response(ResponseCode.POLLING_TIMEOUT, remark="the pop arrived after its poll time")
-        if h.exp_type != "TAG":
-            raise SubscriptionParseError("only TAG expressions are supported")
+        read_filter = broker.filters.read_filter(h.exp_type, h.exp)
         fifo = True if h.order else None
         result = await broker.pop.pop(
             PopRequest(
@@ -155,7 +153,7 @@ class PopHandlers:
                 h.max_msg_nums,
                 h.invisible_time_ms,
                 queue_id=h.queue_id,
-                tag_expression=h.exp,
+                read_filter=read_filter,
                 poll_ms=poll_ms,
                 init_mode=h.init_mode,
                 fifo=fifo,

@@ -9,9 +9,11 @@ Contract of ``MessageStore`` (pocketmq.store.message_store), which the broker re
   born timestamp/host, reconsume_times; the store assigns queue_offset, phys_offset, store_timestamp_ms and
   store_host. Under SYNC_FLUSH the call returns once the record is on disk (group commit: one fsync for
   many concurrent puts); under ASYNC_FLUSH once it is in the commit log's memory.
-- ``get_messages(topic, queue_id, queue_offset, max_count, *, max_bytes, tag_filter) -> GetResult``: raw
-  records (RocketMQ 4.x layout, ready to be concatenated into a pull reply). ``tag_filter`` takes the
-  tag hash code of the consume queue unit and says whether to keep it. O(1) seek by queue offset.
+- ``get_messages(topic, queue_id, queue_offset, max_count, *, max_bytes, tag_filter, record_filter) ->
+  GetResult``: raw records (RocketMQ 4.x layout, ready to be concatenated into a pull reply). ``tag_filter``
+  takes the tag hash code of the consume queue unit and says whether to keep it; ``record_filter`` (SQL92
+  property filters) takes the record read, after ``tag_filter`` kept its unit. A record either drops is
+  passed over: its queue offset is behind ``next_begin_offset``. O(1) seek by queue offset.
   Every record is verified against its frame (CRC32C); a corrupt one is never returned: it is passed over
   like a filtered record (its queue offset skipped) and reported (store/integrity.py).
 - ``min_queue_offset`` / ``max_queue_offset`` (max = the next offset to be written) / ``queue_offset_by_time``

@@ -82,6 +82,9 @@ from pocketmq.store.tail_truncation import truncate_tail
 log = logging.getLogger(__name__)
 
 MAX_SCAN_UNITS = 16_000  # units one get may skip through a tag filter (RocketMQ's maxFilterMessageCount)
+# Records one get may read and test with a record filter: each test decodes properties in Python (a few µs),
+# so this bounds how long one get holds the event loop when nothing matches (the next get goes on from there).
+MAX_RECORD_FILTER_READS = 2_000
 MAX_QUERY_RESULTS = 64  # records one index query returns at most
 DEFAULT_MAX_GET_BYTES = 256 * 1024
 
@@ -498,6 +501,7 @@ class MessageStore:
         *,
         max_bytes: int = DEFAULT_MAX_GET_BYTES,
         tag_filter: Callable[[int], bool] | None = None,
+        record_filter: Callable[[bytes], bool] | None = None,
     ) -> GetResult:
         queue = self._queues.get((topic, queue_id))
         if queue is None:
@@ -516,11 +520,13 @@ class MessageStore:
                 min_offset=low,
                 max_offset=high,
             )
-        records, next_offset, status = self._read_queue(queue, queue_offset, max_count, max_bytes, tag_filter)
+        records, next_offset, status = self._read_queue(
+            queue, queue_offset, max_count, max_bytes, tag_filter, record_filter
+        )
         return GetResult(status, records, next_offset, low, high)
 
     def _read_queue(
-        self, queue: ConsumeQueue, queue_offset: int, max_count: int, max_bytes: int, tag_filter
+        self, queue: ConsumeQueue, queue_offset: int, max_count: int, max_bytes: int, tag_filter, record_filter
     ) -> tuple[list[bytes], int, GetStatus]:
         commit_log = self._commit_log
         min_phys = commit_log.min_phys_offset
@@ -529,16 +535,17 @@ class MessageStore:
         next_offset = queue_offset
         removed = found_null = False
         scan_end = min(queue.max_queue_offset, queue_offset + MAX_SCAN_UNITS)
+        filter_reads_left = MAX_RECORD_FILTER_READS
         while next_offset < scan_end and len(records) < max_count:
             want = scan_end - next_offset
-            if tag_filter is None:  # every unit read is kept: read no more than are wanted
+            if tag_filter is None and record_filter is None:  # every unit read is kept: read no more than wanted
                 want = min(want, max_count - len(records))
             units = queue.read_units(next_offset, want)
             if not units:
                 found_null = True
                 break
             for phys_offset, size, tags_code in units:
-                if len(records) >= max_count:
+                if len(records) >= max_count or next_offset >= scan_end:
                     break
                 if phys_offset < min_phys:
                     removed = True
@@ -560,8 +567,13 @@ class MessageStore:
                         if record is None:
                             found_null = True
                             break
-                        records.append(record)
-                        total_bytes += size
+                        if record_filter is None or record_filter(record):
+                            records.append(record)
+                            total_bytes += size
+                        else:
+                            filter_reads_left -= 1
+                            if not filter_reads_left:  # read enough for one get: end the scan after this unit
+                                scan_end = next_offset + 1
                 next_offset += 1
             if found_null:
                 break

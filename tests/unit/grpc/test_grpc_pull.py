@@ -72,6 +72,14 @@ async def test_pull_filters_by_tag_and_skips_what_does_not_match(h):
     assert await pull(h, pull_request(0, expression="c")) == (V2StatusCode.MESSAGE_NOT_FOUND, [], 2)
 
 
+async def test_pull_filters_by_sql_on_properties_and_moves_past_what_does_not_match(h):
+    messages = [Message.create("t", f"m{i}", properties={"n": str(i)}) for i in range(6)]
+    await h.broker.messages.send(messages, topic="t", queue_id=0)
+    sql = {"filter_type": pb.SQL, "expression": "n >= 2 AND n < 4"}
+    assert await pull(h, pull_request(0, **sql)) == (V2StatusCode.OK, ["m2", "m3"], 6)
+    assert await pull(h, pull_request(4, **sql)) == (V2StatusCode.MESSAGE_NOT_FOUND, [], 6)
+
+
 async def test_a_pull_with_nothing_new_waits_for_the_next_message(h):
     waiting = asyncio.ensure_future(pull(h, pull_request(0, poll_ms=5000)))
     await eventually(lambda: h.broker.holds.held == 1)
@@ -84,7 +92,7 @@ async def test_a_pull_with_nothing_new_waits_for_the_next_message(h):
     [
         (pull_request(-1), V2StatusCode.ILLEGAL_OFFSET),
         (pull_request(0, group=""), V2StatusCode.ILLEGAL_CONSUMER_GROUP),
-        (pull_request(0, filter_type=pb.SQL, expression="a > 1"), V2StatusCode.ILLEGAL_FILTER_EXPRESSION),
+        (pull_request(0, filter_type=pb.SQL, expression="a >"), V2StatusCode.ILLEGAL_FILTER_EXPRESSION),
         (pull_request(0, topic="nope"), V2StatusCode.TOPIC_NOT_FOUND),
         (pull_request(0, queue_id=5), V2StatusCode.BAD_REQUEST),
         (pull_request(0, batch=-1), V2StatusCode.BAD_REQUEST),

@@ -111,8 +111,21 @@ async def test_concurrent_pops_never_share_a_message(tmp_path):
 async def test_tag_filter(tmp_path):
     async with running_broker(tmp_path) as broker:
         await send(broker, "T", 9, tags=lambda i: "abc"[i % 3])
-        got = await pop(broker, "G", "T", tag_expression="a || c")
+        got = await pop(broker, "G", "T", read_filter=broker.filters.read_filter("TAG", "a || c"))
         assert sorted(m.tags for m, _ in got) == ["a"] * 3 + ["c"] * 3
+
+
+async def test_sql_filter_pops_the_matching_messages_and_moves_the_offset_past_the_rest(tmp_path):
+    async with running_broker(tmp_path) as broker:
+        await send(broker, "T", 9, tags=lambda i: "abc"[i % 3])
+        sql = broker.filters.read_filter("SQL92", "TAGS IN ('b') OR TAGS = 'c'")
+        got = await pop(broker, "G", "T", read_filter=sql)
+        assert sorted(m.tags for m, _ in got) == ["b"] * 3 + ["c"] * 3
+        assert broker.offsets.query("G", "T", 0) == 9
+        nothing = broker.filters.read_filter("SQL92", "TAGS = 'z'")
+        await send(broker, "T", 3, tags=lambda i: "a")
+        assert await pop(broker, "G", "T", read_filter=nothing) == []
+        assert broker.offsets.query("G", "T", 0) == 12  # all filtered: the group's progress moved past them
 
 
 async def test_fifo_one_in_flight_per_message_group(tmp_path):

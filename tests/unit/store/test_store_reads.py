@@ -60,6 +60,20 @@ async def test_tag_filter_skips_units_by_hash_code(open_store):
     assert untagged.messages()[0].body == b"untagged"
 
 
+async def test_record_filter_passes_over_the_records_it_drops_and_max_count_counts_kept_ones(open_store, monkeypatch):
+    store = await open_store()
+    await store.put_messages([message(body=f"{i}") for i in range(10)])
+    even = lambda record: int(decode_record(record)[0].body) % 2 == 0  # noqa: E731
+    got = store.get_messages("orders", 0, 0, 3, record_filter=even)
+    assert [m.body for m in got.messages()] == [b"0", b"2", b"4"] and got.next_begin_offset == 5
+    none = store.get_messages("orders", 0, 9, 32, record_filter=even)
+    assert none.status is GetStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 10
+    # a get tests a bounded number of records, then says how far it got: the next one goes on from there
+    monkeypatch.setattr("pocketmq.store.message_store.MAX_RECORD_FILTER_READS", 3)
+    bounded = store.get_messages("orders", 0, 0, 32, record_filter=lambda record: False)
+    assert bounded.status is GetStatus.NO_MATCHED_MESSAGE and bounded.next_begin_offset == 3
+
+
 async def test_queue_offset_by_time_is_the_first_record_at_or_after_it(open_store):
     clock = ManualClock(1_800_000_000_000)
     store = await open_store(clock=clock)

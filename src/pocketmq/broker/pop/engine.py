@@ -46,7 +46,6 @@ from pocketmq.common.errors import InvalidReceiptHandleError
 from pocketmq.common.topic import MessageType, pop_retry_topic
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
-from pocketmq.store.tags import tags_code_filter
 
 if TYPE_CHECKING:
     from pocketmq.broker.write_path import PopWrites, WritePathSwitch
@@ -165,7 +164,7 @@ class PopService:
         fifo = group_config.consume_message_orderly if req.fifo is None else req.fifo
         receive = Receive(
             req,
-            keep=tags_code_filter(req.tag_expression),
+            keep=req.read_filter,
             max_attempts=retry_limit(group_config.retry_max_times) + 1,
         )
         retry_topic = pop_retry_topic(req.group, req.topic)

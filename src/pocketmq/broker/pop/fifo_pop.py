@@ -80,10 +80,24 @@ class FifoPop:
         async with lock:
             start = start_offset(self._store, self._offsets, group, topic, queue_id, receive.request.init_mode)
             orderly = self._state.queue(group, topic, queue_id, start)
-            got = self._store.get_messages(topic, queue_id, orderly.commit_offset, FIFO_WINDOW, tag_filter=keep)
+            got = self._store.get_messages(
+                topic,
+                queue_id,
+                orderly.commit_offset,
+                FIFO_WINDOW,
+                tag_filter=keep.tags_code,
+                record_filter=keep.record,
+            )
             if got.status is GetStatus.OFFSET_TOO_SMALL:
                 orderly.skip_to(got.next_begin_offset)
-                got = self._store.get_messages(topic, queue_id, orderly.commit_offset, FIFO_WINDOW, tag_filter=keep)
+                got = self._store.get_messages(
+                    topic,
+                    queue_id,
+                    orderly.commit_offset,
+                    FIFO_WINDOW,
+                    tag_filter=keep.tags_code,
+                    record_filter=keep.record,
+                )
             records = got.records if got.status is GetStatus.FOUND else []
             by_offset = {record_queue_offset(r): r for r in records}
             if got.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):

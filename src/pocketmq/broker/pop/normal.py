@@ -75,7 +75,10 @@ class NormalPop:
             return None
         async with lock:
             queue_offset = start_offset(self._store, self._offsets, group, topic, queue_id, receive.request.init_mode)
-            got = self._store.get_messages(topic, queue_id, queue_offset, wanted, tag_filter=receive.keep)
+            keep = receive.keep
+            got = self._store.get_messages(
+                topic, queue_id, queue_offset, wanted, tag_filter=keep.tags_code, record_filter=keep.record
+            )
             if got.status is GetStatus.FOUND and got.records:
                 popped = PoppedQueue(topic, queue_id, 0, got.records, retry=topic != receive.request.topic)
                 offsets = popped.queue_offsets

@@ -2,20 +2,20 @@
 back (``PopResult``), the checks a request must pass (``admit``) and the order in which a pass over the queues
 visits them (``visit_order``, pure).
 
-``Receive`` is a request with what the engine derives from it once (its tag filter, the group's max attempts);
+``Receive`` is a request with what the engine derives from it once (its filter, the group's max attempts);
 the pop modes (``pop/mode.py``) get it for every queue they pop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK, PopCheckpoint
 from pocketmq.broker.pop.fifo import ORDERLY_REVIVE_QUEUE_ID
 from pocketmq.broker.pop.receipt import ReceiptHandle
+from pocketmq.broker.subscription_filters import EVERY_MESSAGE, ReadFilter
 from pocketmq.common import properties as props
 from pocketmq.common.errors import BadRequestError, NoPermissionError
 from pocketmq.common.message import MessageExt
@@ -34,7 +34,7 @@ class PopRequest:
     max_count: int
     invisible_ms: int
     queue_id: int = -1  # < 0: every queue of the topic
-    tag_expression: str | None = None  # "a || b"; None or "*" for every tag
+    read_filter: ReadFilter = EVERY_MESSAGE  # the subscription's (``SubscriptionFilters.read_filter``)
     poll_ms: int = 0  # long polling: how long to wait for a message when there is none
     init_mode: int = INIT_MODE_MIN
     fifo: bool | None = None  # None: the group's consumeMessageOrderly
@@ -49,7 +49,7 @@ class Receive:
     """A request with what is derived from it once, for the pop modes."""
 
     request: PopRequest
-    keep: Callable[[int], bool] | None  # the tag filter (tag hash codes), None for every tag
+    keep: ReadFilter  # the subscription's filter: tags codes (TAG) or records (SQL92)
     max_attempts: int  # deliveries of a message before it is dead-lettered (the group's retry max + 1)
 
 

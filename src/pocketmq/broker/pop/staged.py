@@ -407,7 +407,9 @@ class StagedPop:
         start, end = decision.fresh_from, decision.fresh_end
         if end <= start:
             return []
-        got = self._store.get_messages(topic, queue_id, start, end - start, tag_filter=keep)
+        got = self._store.get_messages(
+            topic, queue_id, start, end - start, tag_filter=keep.tags_code, record_filter=keep.record
+        )
         if got.status is GetStatus.OFFSET_OVERFLOW_BADLY:
             self._offsets.reset(group, topic, queue_id, got.max_offset)
             return []

@@ -8,11 +8,14 @@
 - the SDK's simple consumer (remoting POP);
 - the official 5.x client's SimpleConsumer with ``FilterExpression(..., FilterType.SQL)`` over gRPC, and its
   receive with a bad expression refused;
+- CHECK_CLIENT_CONFIG (a 4.x consumer's check at start) answers SUCCESS, or SUBSCRIPTION_PARSE_FAILED for a bad
+  expression;
 - a broker with ``enable_property_filter=false`` refuses SQL92 subscriptions with SUBSCRIPTION_PARSE_FAILED.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -164,6 +167,28 @@ def ack_all(consumer: SimpleConsumer):
     return messages
 
 
+async def check_client_config(addr: str, expression_type: str, expression: str) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG, as a 4.x consumer asks it at start for a subscription that is not a TAG one."""
+    body = {
+        "clientId": "127.0.0.1@check",
+        "group": "sql_check_group",
+        "subscriptionData": {"topic": "sql_check", "subString": expression, "expressionType": expression_type},
+    }
+    remoting = RemotingClient()
+    try:
+        request = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, {}, json.dumps(body).encode())
+        return await remoting.invoke(addr, request, 5)
+    finally:
+        await remoting.close()
+
+
+async def test_a_4x_client_checks_its_subscription_before_it_starts(broker):
+    assert (await check_client_config(broker.remoting, "SQL92", SQL)).code == ResponseCode.SUCCESS
+    assert (await check_client_config(broker.remoting, "TAG", "a || b")).code == ResponseCode.SUCCESS
+    bad = await check_client_config(broker.remoting, "SQL92", "amount > > 1")
+    assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "position 9" in bad.remark
+
+
 def test_a_bad_expression_fails_at_subscribe_time_with_its_position():
     with pytest.raises(SqlFilterError, match="position 14"):
         MessageSelector.by_sql("region = 'eu' amount > 1")
@@ -207,5 +232,7 @@ def test_a_broker_with_property_filters_off_refuses_sql(tmp_path):
                 consumer.pull(MessageQueue("sql_off", "broker-nosql", 0), 0, tag_expression=MessageSelector.by_sql(SQL))
             assert refused.value.response_code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
             assert "enable_property_filter" in str(refused.value)
+        checked = asyncio.run(check_client_config(proc.remoting, "SQL92", SQL))
+        assert checked.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
     finally:
         assert proc.stop() == 0, proc.log_tail()

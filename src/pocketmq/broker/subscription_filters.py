@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketmq.common.errors import SubscriptionParseError
-from pocketmq.common.record import record_properties
+from pocketmq.common.record import property_keys, record_property_values
 from pocketmq.common.sql_filter import compile_sql
 from pocketmq.store.tags import tags_code_filter
 
@@ -78,5 +78,6 @@ def _compile(kind: str, expression: str | None) -> ReadFilter:
         return EVERY_MESSAGE if keep is None else ReadFilter(tags_code=keep)
     if expression is None or not expression.strip():
         raise SubscriptionParseError("an SQL92 subscription needs an expression")
-    matches = compile_sql(expression).matches
-    return ReadFilter(record=lambda record: matches(record_properties(record)))
+    compiled = compile_sql(expression)
+    matches, keys = compiled.matches, property_keys(compiled.property_names)
+    return ReadFilter(record=lambda record: matches(record_property_values(record, keys)))

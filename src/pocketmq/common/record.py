@@ -20,10 +20,11 @@ from __future__ import annotations
 import socket
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pocketmq.common.message import MessageExt
-from pocketmq.common.properties import decode_properties, encode_properties
+from pocketmq.common.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, decode_properties, encode_properties
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xAABBCCDD ^ (1880681586 + 8), RocketMQ's V1 record magic
 BLANK_MAGIC_CODE = -875286124  # RocketMQ's end-of-file filler magic
@@ -41,6 +42,11 @@ MAX_PROPERTIES_BYTES = 32767
 MAX_TOPIC_BYTES = 127
 
 
+_NAME_VALUE_SEPARATOR_BYTES = NAME_VALUE_SEPARATOR.encode()
+_PROPERTY_SEPARATOR_BYTES = PROPERTY_SEPARATOR.encode()
+_PROPERTY_SEPARATOR_BYTE = _PROPERTY_SEPARATOR_BYTES[0]
+
+
 class RecordFormatError(ValueError):
     """Bytes that are not a well-formed message record."""
 
@@ -53,13 +59,32 @@ def record_queue_offset(record: bytes) -> int:
     return _QUEUE_OFFSET.unpack_from(record, QUEUE_OFFSET_POS)[0]
 
 
-def record_properties(record: bytes) -> dict[str, str]:
-    """The properties of a stored record, without decoding the rest (a broker-side filter reads them for
-    every record it tests). The record is one the store verified: no bounds checks here."""
-    p = FIXED_PART_SIZE + 4 + int.from_bytes(record[FIXED_PART_SIZE : FIXED_PART_SIZE + 4], "big")
-    p += 1 + record[p]  # the topic
-    end = p + 2 + int.from_bytes(record[p : p + 2], "big")
-    return decode_properties(record[p + 2 : end].decode())
+def property_keys(names: Iterable[str]) -> tuple[tuple[str, bytes], ...]:
+    """``names`` with the bytes each starts its entry with in a record: ``record_property_values``'s keys."""
+    return tuple((name, f"{name}{NAME_VALUE_SEPARATOR}".encode()) for name in sorted(names))
+
+
+def record_property_values(record: bytes, keys: tuple[tuple[str, bytes], ...]) -> dict[str, str]:
+    """The values of the properties ``keys`` names (``property_keys``) in a stored record, found in place
+    without decoding the record or its other properties: a broker-side filter reads them for every record it
+    tests. The separators are ASCII control bytes, which never occur inside a UTF-8 multi-byte character, so
+    a byte search finds exactly the entries ``decode_properties`` would. The record is one the store verified."""
+    start = FIXED_PART_SIZE + 4 + int.from_bytes(record[FIXED_PART_SIZE : FIXED_PART_SIZE + 4], "big")
+    start += 3 + record[start]  # the topic, its length byte and the properties' 2-byte length
+    end = start + int.from_bytes(record[start - 2 : start], "big")
+    values = {}
+    for name, key in keys:
+        at = record.find(key, start, end)
+        while at > start and record[at - 1] != _PROPERTY_SEPARATOR_BYTE:  # inside another entry
+            at = record.find(key, at + 1, end)
+        if at < 0:
+            continue
+        value_start = at + len(key)
+        value_end = record.find(_PROPERTY_SEPARATOR_BYTES, value_start, end)
+        value_end = end if value_end < 0 else value_end
+        if record.find(_NAME_VALUE_SEPARATOR_BYTES, value_start, value_end) < 0:  # else malformed: skipped
+            values[name] = record[value_start:value_end].decode()
+    return values
 
 
 def record_size(body_len: int, topic_len: int, properties_len: int) -> int:

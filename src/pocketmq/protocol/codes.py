@@ -130,6 +130,7 @@ class RequestCode(enum.IntEnum):
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
+    CHECK_CLIENT_CONFIG = 46  # a 4.x client asks whether the broker can filter by its (SQL92) subscription
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105

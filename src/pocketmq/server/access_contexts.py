@@ -101,6 +101,11 @@ def _heartbeat(request: RemotingCommand) -> list[Context]:
     return found
 
 
+def _check_client(request: RemotingCommand) -> list[Context]:
+    body = _json(request)
+    return [group_context(str(body.get("group", "")) if isinstance(body, dict) else "", SUB)]
+
+
 def _lock_batch(request: RemotingCommand) -> list[Context]:
     body = _json(request)
     return _group_and_topics(body, "consumerGroup", "mqSet") if isinstance(body, dict) else [group_context("")]
@@ -156,6 +161,7 @@ _BY_CODE: dict[int, Callable[[RemotingCommand], list[Context]]] = {
     RequestCode.PULL_MESSAGE: _group_topic(SUB, SUB),
     RequestCode.QUERY_MESSAGE: _topic(SUB_GET),
     RequestCode.HEART_BEAT: _heartbeat,
+    RequestCode.CHECK_CLIENT_CONFIG: _check_client,
     RequestCode.UNREGISTER_CLIENT: _unregister_client,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: _group("consumerGroup", SUB_GET),
     RequestCode.QUERY_CONSUMER_OFFSET: _group_topic(SUB_GET, SUB_GET),

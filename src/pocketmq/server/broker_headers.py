@@ -102,6 +102,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetRequestHeader,
     RequestCode.GET_EARLIEST_MSG_STORETIME: QueueRequestHeader,
     RequestCode.HEART_BEAT: None,  # JSON body (remoting_broker.heartbeat_from_json)
+    RequestCode.CHECK_CLIENT_CONFIG: None,  # JSON body (heartbeat_body.check_client_from_json)
     RequestCode.UNREGISTER_CLIENT: UnregisterClientRequestHeader,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: GroupRequestHeader,
     RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,

@@ -52,15 +52,8 @@ def consumer_group_info(obj: dict) -> ConsumerGroupInfo:
     group = _name(obj.get("groupName"), "consumerDataSet.groupName", group_name_problem)
     subscriptions = {}
     for sub in _list_field(obj, "subscriptionDataSet", f"heartbeat of group {group}: subscriptionDataSet"):
-        topic = _name(sub.get("topic"), "subscriptionDataSet.topic", topic_name_problem)
-        expression = sub.get("subString") or "*"
-        _check_text(expression, "subscriptionDataSet.subString", EXPRESSION_MAX_CHARS)
-        subscriptions[topic] = SubscriptionData(
-            topic,
-            expression,
-            _enum(sub.get("expressionType"), EXPRESSION_TYPES, "TAG", "subscriptionDataSet.expressionType"),
-            _int64(sub.get("subVersion"), "subscriptionDataSet.subVersion"),
-        )
+        data = subscription_data(sub, "subscriptionDataSet")
+        subscriptions[data.topic] = data
     return ConsumerGroupInfo(
         group=group,
         consume_type=_enum(obj.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY", "consumeType"),
@@ -70,6 +63,27 @@ def consumer_group_info(obj: dict) -> ConsumerGroupInfo:
         ),
         subscriptions=subscriptions,
     )
+
+
+def subscription_data(sub: dict, where: str) -> SubscriptionData:
+    """One subscription object (RocketMQ's SubscriptionData) found at ``where``."""
+    topic = _name(sub.get("topic"), f"{where}.topic", topic_name_problem)
+    expression = sub.get("subString") or "*"
+    _check_text(expression, f"{where}.subString", EXPRESSION_MAX_CHARS)
+    return SubscriptionData(
+        topic,
+        expression,
+        _enum(sub.get("expressionType"), EXPRESSION_TYPES, "TAG", f"{where}.expressionType"),
+        _int64(sub.get("subVersion"), f"{where}.subVersion"),
+    )
+
+
+def check_client_from_json(body: Any) -> tuple[str, SubscriptionData]:
+    """CHECK_CLIENT_CONFIG's body ``{"clientId", "group", "subscriptionData": {...}}``: (group, subscription)."""
+    if not isinstance(body, dict) or not isinstance(body.get("subscriptionData"), dict):
+        raise BadRequestError("check client config body must be a JSON object with a subscriptionData object")
+    group = _name(body.get("group"), "group", group_name_problem)
+    return group, subscription_data(body["subscriptionData"], "subscriptionData")
 
 
 def _list_field(body: dict, name: str, what: str | None = None) -> list[dict]:

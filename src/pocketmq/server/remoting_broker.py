@@ -59,7 +59,7 @@ from pocketmq.protocol.request_headers import (
 )
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
 from pocketmq.runtime.periodic import spawn_watched
-from pocketmq.server.heartbeat_body import heartbeat_from_json
+from pocketmq.server.heartbeat_body import check_client_from_json, heartbeat_from_json
 from pocketmq.server.remoting_access import RemotingAccessGate
 from pocketmq.server.remoting_admin import AdminHandlers
 from pocketmq.server.remoting_auth_admin import AuthAdminHandlers
@@ -157,6 +157,7 @@ class MessagingHandlers:
             (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset_by_timestamp),
             (RequestCode.GET_EARLIEST_MSG_STORETIME, self.get_earliest_msg_storetime),
             (RequestCode.HEART_BEAT, self.heart_beat),
+            (RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config),
             (RequestCode.UNREGISTER_CLIENT, self.unregister_client),
             (RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group),
             (RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id),
@@ -319,6 +320,13 @@ class MessagingHandlers:
         )
 
     # -- clients --------------------------------------------------------------------------------------------------
+    async def check_client_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG: a 4.x consumer starting with an SQL92 subscription asks first and fails to start
+        unless SUCCESS; a bad expression, or SQL92 with property filters off, is SUBSCRIPTION_PARSE_FAILED."""
+        _group, subscription = check_client_from_json(json_body(request.body, "check client config"))
+        self._broker.filters.check(subscription.expression_type, subscription.expression)
+        return request.response(ResponseCode.SUCCESS)
+
     async def heart_beat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         client_id, consumer_data, consumers, producer_groups = heartbeat_from_json(json_body(request.body, "heartbeat"))
         broker = self._broker

@@ -85,6 +85,7 @@ MAX_SCAN_UNITS = 16_000  # units one get may skip through a tag filter (RocketMQ
 # Records one get may read and test with a record filter: each test decodes properties in Python (a few µs),
 # so this bounds how long one get holds the event loop when nothing matches (the next get goes on from there).
 MAX_RECORD_FILTER_READS = 2_000
+FILTERED_READ_CHUNK_UNITS = 256  # consume queue units a filtered get unpacks at a time
 MAX_QUERY_RESULTS = 64  # records one index query returns at most
 DEFAULT_MAX_GET_BYTES = 256 * 1024
 
@@ -540,6 +541,8 @@ class MessageStore:
             want = scan_end - next_offset
             if tag_filter is None and record_filter is None:  # every unit read is kept: read no more than wanted
                 want = min(want, max_count - len(records))
+            else:  # in chunks: a get that fills up early must not have unpacked thousands of units for nothing
+                want = min(want, FILTERED_READ_CHUNK_UNITS)
             units = queue.read_units(next_offset, want)
             if not units:
                 found_null = True

@@ -85,6 +85,17 @@ Node = Literal | Property | Negate | BoolCast | Not | And | Or | Compare | IsNul
 BOOLEAN_NODES = (BoolCast, Not, And, Or, Compare, IsNull, In, Match)
 
 
+def property_names(node: Node) -> frozenset[str]:
+    """The properties ``node`` reads: all a filter needs of a message."""
+    if isinstance(node, Property):
+        return frozenset((node.name,))
+    if isinstance(node, (BoolCast, In, Negate, Not, IsNull, Match)):
+        return property_names(node.operand)
+    if isinstance(node, (And, Or, Compare)):
+        return property_names(node.left) | property_names(node.right)
+    return frozenset()
+
+
 def is_boolean(node: Node) -> bool:
     """Whether ``node`` gives a truth value; TRUE, FALSE and NULL are boolean constants, as in RocketMQ."""
     return isinstance(node, BOOLEAN_NODES) or (

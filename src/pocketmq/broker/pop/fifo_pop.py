@@ -32,7 +32,7 @@ from pocketmq.broker.pop.start_offset import start_offset
 from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError, StoreError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import decode_record, record_queue_offset
-from pocketmq.store.api import GetStatus
+from pocketmq.store.api import GetResult, GetStatus
 
 if TYPE_CHECKING:
     from pocketmq.broker.write_path import PopWrites, WritePathSwitch
@@ -80,17 +80,9 @@ class FifoPop:
         async with lock:
             start = start_offset(self._store, self._offsets, group, topic, queue_id, receive.request.init_mode)
             orderly = self._state.queue(group, topic, queue_id, start)
-            got = self._store.get_messages(
-                topic,
-                queue_id,
-                orderly.commit_offset,
-                FIFO_WINDOW,
-                tag_filter=keep.tags_code,
-                record_filter=keep.record,
-            )
-            if got.status is GetStatus.OFFSET_TOO_SMALL:
-                orderly.skip_to(got.next_begin_offset)
-                got = self._store.get_messages(
+
+            def window() -> GetResult:
+                return self._store.get_messages(
                     topic,
                     queue_id,
                     orderly.commit_offset,
@@ -98,6 +90,11 @@ class FifoPop:
                     tag_filter=keep.tags_code,
                     record_filter=keep.record,
                 )
+
+            got = window()
+            if got.status is GetStatus.OFFSET_TOO_SMALL:
+                orderly.skip_to(got.next_begin_offset)
+                got = window()
             records = got.records if got.status is GetStatus.FOUND else []
             by_offset = {record_queue_offset(r): r for r in records}
             if got.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):

@@ -60,10 +60,8 @@ def _compile(node: Node) -> Evaluator:
     if isinstance(node, Property):
         name = node.name
         return lambda p: p.get(name)
-    if isinstance(node, And):
-        return _and(_compile(node.left), _compile(node.right))
-    if isinstance(node, Or):
-        return _or(_compile(node.left), _compile(node.right))
+    if isinstance(node, (And, Or)):
+        return _connective(_compile(node.left), _compile(node.right), decisive=isinstance(node, Or))
     if isinstance(node, Not):
         return _not(_compile(node.operand))
     if isinstance(node, Compare):
@@ -83,28 +81,17 @@ def _compile(node: Node) -> Evaluator:
     raise TypeError(f"not an SQL92 filter node: {node!r}")
 
 
-def _and(left: Evaluator, right: Evaluator) -> Evaluator:
+def _connective(left: Evaluator, right: Evaluator, *, decisive: bool) -> Evaluator:
+    """AND (``decisive`` False) or OR (True): a side with the decisive value settles it, left first."""
+
     def evaluate(p: Properties) -> Value:
         lv = left(p)
-        if lv is False:
-            return False
+        if lv is decisive:
+            return decisive
         rv = right(p)
-        if rv is False:
-            return False
-        return None if lv is None or rv is None else True
-
-    return evaluate
-
-
-def _or(left: Evaluator, right: Evaluator) -> Evaluator:
-    def evaluate(p: Properties) -> Value:
-        lv = left(p)
-        if lv is True:
-            return True
-        rv = right(p)
-        if rv is True:
-            return True
-        return None if lv is None or rv is None else False
+        if rv is decisive:
+            return decisive
+        return None if lv is None or rv is None else not decisive
 
     return evaluate
 

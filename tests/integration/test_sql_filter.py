@@ -10,7 +10,8 @@
   receive with a bad expression refused;
 - CHECK_CLIENT_CONFIG (a 4.x consumer's check at start) answers SUCCESS, or SUBSCRIPTION_PARSE_FAILED for a bad
   expression;
-- a broker with ``enable_property_filter=false`` refuses SQL92 subscriptions with SUBSCRIPTION_PARSE_FAILED.
+- a broker with ``enable_property_filter=false`` refuses SQL92 subscriptions with SUBSCRIPTION_PARSE_FAILED: pulls,
+  and the SDK's push and simple consumers already at start.
 """
 
 from __future__ import annotations
@@ -234,5 +235,12 @@ def test_a_broker_with_property_filters_off_refuses_sql(tmp_path):
             assert "enable_property_filter" in str(refused.value)
         checked = asyncio.run(check_client_config(proc.remoting, "SQL92", SQL))
         assert checked.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        # consumers ask at start, as 4.x consumers do: they do not start, rather than fail every pull
+        with pytest.raises(RemoteServerError, match="enable_property_filter"):
+            push_consumer(config, "sql_off", "sql_off_push", [])
+        with pytest.raises(RemoteServerError, match="enable_property_filter"):
+            SimpleConsumer("sql_off_pop", {"sql_off": MessageSelector.by_sql(SQL)}, config).start()
+        with SimpleConsumer("sql_off_tags", {"sql_off": "*"}, config) as tags:  # tag subscriptions are unaffected
+            assert tags.receive(1, 30_000, await_duration_ms=5000)
     finally:
         assert proc.stop() == 0, proc.log_tail()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
 from pocketmq.client.route_view import TopicRouteView, route_view_of
-from pocketmq.client.selector import MessageSelector, as_selector
+from pocketmq.client.selector import SQL92, MessageSelector, as_selector
 from pocketmq.common.errors import ClientError, PocketMQError, RemotingError, TopicNotExistError
 from pocketmq.common.gray import gray_client_id_suffix
 from pocketmq.common.message import MessageQueue
@@ -75,16 +75,7 @@ class ConsumerData:
             "messageModel": self.message_model,
             "consumeFromWhere": self.consume_from_where,
             "subscriptionDataSet": [
-                {
-                    "classFilterMode": False,
-                    "topic": topic,
-                    "subString": selector.expression,
-                    "tagsSet": sorted(selector.tags or ()),
-                    "codeSet": [],
-                    "subVersion": 0,
-                    "expressionType": selector.expression_type,
-                }
-                for topic, selector in ((t, as_selector(self.subscriptions[t])) for t in sorted(self.subscriptions))
+                as_selector(self.subscriptions[topic]).subscription_json(topic) for topic in sorted(self.subscriptions)
             ],
             "unitMode": unit_mode,
         }
@@ -267,6 +258,24 @@ class ClientInstance:
             self.broker_addr(broker_name), request, timeout_s or self.config.request_timeout_s
         )
 
+    async def check_subscriptions(self, group: str, subscriptions: Mapping[str, str | MessageSelector]) -> None:
+        """Ask every broker of each SQL92 subscription's topic whether it filters by it (CHECK_CLIENT_CONFIG, as
+        RocketMQ's 4.x consumers do at start): one with property filters off fails the caller's start with
+        SUBSCRIPTION_PARSE_FAILED and its reason, rather than every pull later."""
+        for topic, selection in subscriptions.items():
+            selector = as_selector(selection)
+            if selector.expression_type != SQL92:
+                continue
+            body = {"clientId": self.client_id, "group": group, "subscriptionData": selector.subscription_json(topic)}
+            request_body = json.dumps(body).encode()
+            try:
+                brokers = (await self.route(topic)).broker_names
+            except PocketMQError:  # no route yet: the consumer's own start says so, its pulls will check
+                continue
+            for broker_name in brokers:
+                request = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, {}, request_body)
+                expect_success(await self.invoke_broker(broker_name, request))
+
     def _has_groups(self) -> bool:
         return bool(self._producer_groups or self._consumers)
 
@@ -371,6 +380,19 @@ async def acquire_instance(config: ClientConfig) -> ClientInstance:
     instance._refs += 1
     await instance.start()
     return instance
+
+
+async def checked_subscriptions(
+    instance: ClientInstance, group: str, subscriptions: Mapping[str, str | MessageSelector], *, release: bool = True
+) -> None:
+    """``instance.check_subscriptions`` for a consumer that starts; when it fails, ``instance`` is released first
+    (``release``: the consumer acquired it for itself), then the error goes on."""
+    try:
+        await instance.check_subscriptions(group, subscriptions)
+    except BaseException:
+        if release:
+            await release_instance(instance)
+        raise
 
 
 async def release_instance(instance: ClientInstance) -> None:

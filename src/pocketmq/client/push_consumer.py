@@ -38,7 +38,13 @@ from pathlib import Path
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
 from pocketmq.client.consumer_requests import serve_consumer_requests, stop_serving
-from pocketmq.client.instance import ClientInstance, ConsumerData, acquire_instance, release_instance
+from pocketmq.client.instance import (
+    ClientInstance,
+    ConsumerData,
+    acquire_instance,
+    checked_subscriptions,
+    release_instance,
+)
 from pocketmq.client.listener import StagedConcurrentListener
 from pocketmq.client.loop_thread import SyncFacade
 from pocketmq.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
@@ -215,9 +221,9 @@ class AsyncPushConsumer:
             return
         if self._listener is None or not self._subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
-        if self._owns_instance:
-            self._instance = await acquire_instance(self.config)
-        instance = self.instance
+        instance = await acquire_instance(self.config) if self._owns_instance else self.instance
+        await checked_subscriptions(instance, self.group, self._subscriptions, release=self._owns_instance)
+        self._instance = instance
         opts = self.options
         if self.broadcasting:
             self._offset_store = LocalFileOffsetStore(opts.offset_store_dir, instance.client_id, self.group)

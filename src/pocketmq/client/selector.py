@@ -39,6 +39,18 @@ class MessageSelector:
         when every message the broker sends is wanted."""
         return parse_tag_expression(self.expression) if self.expression_type == TAG else None
 
+    def subscription_json(self, topic: str) -> dict:
+        """RocketMQ's SubscriptionData of ``topic`` by this selector (heartbeats, CHECK_CLIENT_CONFIG)."""
+        return {
+            "classFilterMode": False,
+            "topic": topic,
+            "subString": self.expression,
+            "tagsSet": sorted(self.tags or ()),
+            "codeSet": [],
+            "subVersion": 0,
+            "expressionType": self.expression_type,
+        }
+
 
 def as_selector(selection: str | MessageSelector) -> MessageSelector:
     """A selector given as a string is a tag expression."""

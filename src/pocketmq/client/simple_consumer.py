@@ -31,6 +31,7 @@ from pocketmq.client.instance import (
     ClientInstance,
     ConsumerData,
     acquire_instance,
+    checked_subscriptions,
     release_instance,
 )
 from pocketmq.client.loop_thread import SyncFacade
@@ -138,7 +139,9 @@ class AsyncSimpleConsumer:
     async def start(self) -> None:
         if self._instance is not None:
             return
-        self._instance = await acquire_instance(self.config)
+        instance = await acquire_instance(self.config)
+        await checked_subscriptions(instance, self.group, self.subscriptions)
+        self._instance = instance
         self._instance.register_consumer(
             ConsumerData(self.group, consume_type="CONSUME_POP", subscriptions=self.subscriptions)
         )

@@ -111,8 +111,8 @@ def running_info(consumer: AsyncPushConsumer) -> bytes:
             "consumedTotal": str(consumer.consume_service.consumed_total),
         },
         "subscriptionSet": [
-            {"topic": topic, "subString": expression, "expressionType": "TAG"}
-            for topic, expression in sorted(consumer.subscriptions.items())
+            {"topic": topic, "subString": selector.expression, "expressionType": selector.expression_type}
+            for topic, selector in sorted(consumer.subscriptions.items(), key=lambda item: item[0])
         ],
     }
     queues = {

@@ -446,8 +446,8 @@ class AsyncPushConsumer:
         return dict(self._queues)
 
     @property
-    def subscriptions(self) -> dict[str, str]:
-        """Topic -> tag expression, the group's retry topic included (clustering)."""
+    def subscriptions(self) -> dict[str, MessageSelector]:
+        """Topic -> its selector (a tag expression or SQL92), the group's retry topic included (clustering)."""
         return self._all_subscriptions()
 
     @property

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from grpc_support import run_official_client
 
 from pocketmq.client import (
     Admin,
@@ -206,18 +204,7 @@ def test_the_official_client_receives_with_an_sql_filter_over_grpc(broker, confi
         "deadline_s": 40,
         "bad_sql": "amount >",
     }
-    home = tmp_path / "home"
-    home.mkdir()
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=90,
-        env={**os.environ, "HOME": str(home)},
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    [result] = run_official_client(spec, tmp_path / "home", timeout_s=90, script=SCRIPT)
     assert result["bodies"] == MATCHING
     assert all(result["properties"][b]["region"] == "eu" for b in MATCHING)
     assert result["error"] is not None and "position 8" in result["error"]

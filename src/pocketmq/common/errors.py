@@ -41,7 +41,7 @@ class IllegalQueueIdError(BadRequestError):
 
 
 class SubscriptionParseError(BadRequestError):
-    """A subscription expression the broker cannot filter by (only TAG expressions are)."""
+    """A subscription expression the broker cannot filter by: a bad one, or SQL92 while property filters are off."""
 
 
 class IllegalMessageError(BadRequestError):

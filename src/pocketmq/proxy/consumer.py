@@ -85,7 +85,7 @@ class ProxyConsumerRpcs:
                     poll_time_ms=poll_ms,
                     born_time_ms=clock.now_ms(),
                     init_mode=0,
-                    exp_type="TAG",
+                    exp_type="SQL92" if req.filter_type == "SQL" else "TAG",  # the broker filters (docs/filter.md)
                     exp=req.filter_expression,
                     order=False,  # the group's consumeMessageOrderly decides on the broker
                 ),

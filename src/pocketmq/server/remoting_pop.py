@@ -4,7 +4,7 @@ Requests (``extFields``), replies and bodies:
 
 - POP_MESSAGE (200050): consumerGroup, topic, queueId (< 0: all), maxMsgNums (<= 32), invisibleTime (ms),
   pollTime (ms of long polling), bornTime (ms; ``now - bornTime - pollTime > 500`` is POLLING_TIMEOUT, the
-  client gave up already), initMode (0 MIN, 1 MAX), expType (TAG only), exp, order (FIFO pop; the group's
+  client gave up already), initMode (0 MIN, 1 MAX), expType (TAG or SQL92, docs/filter.md), exp, order (FIFO pop; the group's
   consumeMessageOrderly also says so), attemptId (accepted, unused). The gray split (broker/gray_split.py)
   applies to the client the connection heart-beat as: all queues means its share, a queue outside it nothing.
   Reply SUCCESS with the records back to back (RocketMQ 4.x layout; messages of the pop retry topic re-encoded

@@ -11,6 +11,10 @@ EXAMPLES: dict[tuple[str, ...], tuple[str, ...]] = {
         "pocketmq serve --config broker.conf --set file_reserved_hours=24",
     ),
     ("namesrv",): ("pocketmq namesrv --port 9876",),
+    ("proxy",): (
+        "pocketmq proxy --namesrv 127.0.0.1:9876 --workers 2",
+        "pocketmq proxy --namesrv 127.0.0.1:9876 --grpc-port 8091 --workers 4",
+    ),
     ("topic",): ("pocketmq topic create orders --queues 8", "pocketmq topic list"),
     ("topic", "create"): ("pocketmq topic create orders --queues 8 --type fifo",),
     ("topic", "update"): ("pocketmq topic update orders --queues 16",),

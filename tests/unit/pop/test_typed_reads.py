@@ -9,7 +9,7 @@ from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.pop.copies import DLQ_REASON
 from pocketmq.broker.pop.reader import LocalMessageReader
-from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC
+from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC, STATE_GONE, fold
 from pocketmq.common.read_result import (
     FailureReason,
     NotFoundCause,
@@ -108,3 +108,29 @@ async def test_failed_reads_rewrite_on_schedule_then_dead_letter_with_reason(tmp
         assert "PMQ_DLQ_REFERENCE" not in real.properties
         assert await references.run_once() == 0  # closed for good: no second dead letter
         assert len(broker.store.get_messages("%DLQ%G", 0, 0, 10).messages()) == 1
+
+
+class GoneReader:
+    """The message was removed meanwhile (retention): every read is NOT_FOUND."""
+
+    async def read_many(self, topic, queue_id, queue_offsets) -> dict[int, ReadResult]:
+        return dict.fromkeys(queue_offsets, ReadResult.not_found(NotFoundCause.BELOW_MIN_OFFSET, "retention"))
+
+
+async def test_a_reference_to_a_message_gone_meanwhile_closes_as_gone_without_a_dead_letter(tmp_path):
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock, pop_ck_rewrite_backoff_ms=(1_000,)) as broker:
+        broker.pop.revive.readers.local = FailingReader(clock)
+        references = broker.pop.references
+        await references.stop()  # its passes are driven by hand below
+        await send(broker, "T", 1)
+        await pop(broker, "G", "T", invisible_ms=1_000)
+        for _ in range(30):
+            clock.advance(100)
+            await broker.pop.revive.run_once(clock.now_ms())
+        assert len(references.open_references()) == 1
+        broker.pop.revive.readers.local = GoneReader()
+        assert await references.run_once() == 1 and references.open_references() == []
+        [state] = fold(broker.store.get_messages(REFERENCE_TOPIC, 0, 0, 10).messages()).values()
+        assert (state.state, state.outcome) == (STATE_GONE, "BELOW_MIN_OFFSET: retention")
+        assert broker.store.get_messages("%DLQ%G", 0, 0, 10).messages() == []

@@ -10,7 +10,9 @@ import struct
 import pytest
 from remoting_calls import call, client, serve_for_module  # noqa: F401 (client is a fixture)
 
+from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC
 from pocketmq.common.record import decode_records
+from pocketmq.protocol.codes import ESCAPE_PUT_MESSAGE
 from pocketmq.protocol.codes import RequestCode as R
 from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import SERIALIZE_ROCKETMQ, FrameDecoder, RemotingCommand
@@ -163,6 +165,14 @@ async def test_send_to_a_system_topic_or_illegal_queue_is_refused(broker, client
     assert system.code == C.INVALID_PARAMETER
     queue = await call(client, broker.remoting, R.SEND_MESSAGE_V2, {"a": "pg", "b": "bad-input-q", "e": 999}, b"x")
     assert queue.code == C.SYSTEM_ERROR and "queue id" in queue.remark
+    references = {"a": "pg", "b": REFERENCE_TOPIC, "e": 0}
+    sent = await call(client, broker.remoting, R.SEND_MESSAGE_V2, references, b"x")
+    assert sent.code == C.INVALID_PARAMETER  # no client writes dead-letter references
+    # a slave acting as master escapes the references its revive writes (as it escapes CKs)
+    escaped = await call(client, broker.remoting, ESCAPE_PUT_MESSAGE, references, b"x")
+    assert escaped.code == C.SUCCESS, escaped.remark
+    other = {"a": "pg", "b": "TBW102", "e": 0}
+    assert (await call(client, broker.remoting, ESCAPE_PUT_MESSAGE, other, b"x")).code == C.INVALID_PARAMETER
 
 
 async def test_pull_of_an_unknown_topic_is_topic_not_exist(broker, client):

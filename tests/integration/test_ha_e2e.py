@@ -9,8 +9,9 @@ and leaves some un-acked; A's slave is killed too: B's revive cannot read them (
 are rewritten with backoff, remote reads stay at about one per cool-down, nothing is dead-lettered); A's slave
 restarts: B revives them (retry copies on B, attempt counted).
 
-The ending: with a 2-step backoff table and A's slave gone, B ends the CKs in reference dead letters, which
-``pocketmq dlq resend`` cannot resolve yet (exit 1) and delivers once A's slave is back.
+The ending: with a 2-step backoff table and A's slave gone, B ends the CKs in dead-letter references, which
+``pocketmq dlq resend`` cannot resolve yet (exit 1); once A's slave is back B writes the real dead letters
+itself, and ``resend --to-topic`` delivers them.
 """
 
 from __future__ import annotations
@@ -243,7 +244,13 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
 
         a1.restart()  # A is readable again (through its slave; its master stays down)
         await eventually(lambda: acting(client, a1.remoting, "true"), 15, "A's slave back")
-        resent = _cli(groups, "dlq", "resend", GROUP, "--all")
+
+        async def resolved() -> bool:  # B wrote the real dead letters itself, and closed the references
+            dead = await dead_letters(groups.ns, at_least=len(sent))
+            return len(dead) == len(sent) and not any("PMQ_DLQ_REFERENCE" in m.properties for m in dead)
+
+        await eventually(resolved, 20, "the real dead letters on B")
+        resent = _cli(groups, "dlq", "resend", GROUP, "--all", "--to-topic")
         assert resent.returncode == 0 and f"resent {len(sent)} message(s)" in resent.stdout, resent
         # A has no master, so the producer writes them to B's queue of the topic
         delivered = await eventually(lambda: at_least(client, b0.remoting, LATE, len(sent)), 10, "resent messages on B")

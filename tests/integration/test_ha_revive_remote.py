@@ -4,9 +4,10 @@ into B's data directory with ``pocketmq.testing.escaped_checkpoints`` before B s
 
 - A down: B's revive backs off, its breaker of A opens (logged), remote reads stay bounded, nothing is
   dead-lettered early; A back: the messages come back as retry copies on B.
-- A never back, a short backoff table: reference dead letters in B's ``%DLQ%<group>``; ``pocketmq dlq
-  resend`` says per entry that A is unreachable and exits 1; once A is back it delivers the real messages to
-  their topic on A.
+- A never back, a short backoff table: dead-letter references on B, kept apart from ``%DLQ%<group>`` (which
+  stays empty for its consumers) and listed by ``pocketmq dlq list`` with their reason; ``pocketmq dlq resend``
+  says per entry that A is unreachable and exits 1; once A is back B writes the real messages into
+  ``%DLQ%<group>`` by itself, and ``resend --to-topic`` delivers them to their topic on A.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 import pytest
 from tests.integration.test_ha_e2e import dead_letters
 
+from pocketmq.cli.dlq_cmd import topic_messages
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.namesrv_client import NamesrvClient
@@ -103,6 +105,12 @@ class Cluster:
     async def dead_letters(self, at_least: int = 0) -> list:
         return await dead_letters(self.namesrv.namesrv, GROUP, at_least)
 
+    async def dlq_consumer_sees(self, at_least: int = 0) -> list | None:
+        """What a consumer of B's ``%DLQ%<group>`` reads ([] while it has no route); None below ``at_least``."""
+        async with AsyncAdmin(self.config) as admin:
+            found = [m for _, m in await topic_messages(admin, f"%DLQ%{GROUP}", 100)]
+        return found if len(found) >= at_least else None
+
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "pocketmq.cli.main", *args, "-n", self.namesrv.namesrv],
@@ -179,6 +187,7 @@ async def test_a_broker_that_never_returns_ends_in_reference_dead_letters_that_r
         )
         dead = await cluster.dead_letters(at_least=len(cluster.sent))
         refs = [DeadLetterReference.of_message(m.properties, m.body) for m in dead]
+        assert await cluster.dlq_consumer_sees() == []  # a %DLQ% consumer never gets a reference
         assert sorted((r.queue_id, r.queue_offset) for r in refs) == sorted(cluster.sent)
         assert {(r.broker_name, r.group, r.topic, r.rewrite_count) for r in refs} == {("rv-a", GROUP, TOPIC, 2)}
 
@@ -187,6 +196,7 @@ async def test_a_broker_that_never_returns_ends_in_reference_dead_letters_that_r
         assert listed.returncode == 0 and {(r["kind"], r["reference"]["broker"]) for r in rows} == {
             ("reference", "rv-a")
         }
+        assert {r["reference"]["reason"] for r in rows} == {r.reason for r in refs} and all(r.reason for r in refs)
 
         refused = cluster.cli("dlq", "resend", GROUP, "--all")
         lines = refused.stdout.splitlines()
@@ -197,7 +207,16 @@ async def test_a_broker_that_never_returns_ends_in_reference_dead_letters_that_r
         assert len(await cluster.dead_letters()) == len(cluster.sent)  # the entries stay
 
         cluster.a.restart()
-        resent = cluster.cli("dlq", "resend", GROUP, "--all")
+        # B reads them from A now and writes the real dead letters, which a %DLQ% consumer gets
+        real = await eventually(
+            lambda: cluster.dlq_consumer_sees(at_least=len(cluster.sent)), 30, "the real dead letters on B"
+        )
+        assert sorted(m.body for m in real) == sorted(cluster.sent.values())
+        assert {m.properties["DLQ_ORIGIN_TOPIC"] for m in real} == {TOPIC}
+        assert {m.properties["PMQ_DLQ_REASON"] for m in real} <= {r.reason for r in refs}  # the reads' reasons
+        rows = [json.loads(line) for line in cluster.cli("dlq", "list", GROUP, "--json").stdout.splitlines()]
+        assert sorted(r["kind"] for r in rows) == ["message"] * len(cluster.sent)  # the references closed
+        resent = cluster.cli("dlq", "resend", GROUP, "--all", "--to-topic")
         assert resent.returncode == 0 and f"resent {len(cluster.sent)} message(s)" in resent.stdout, resent
         reader = cluster.reader("rv-a")
         delivered = []

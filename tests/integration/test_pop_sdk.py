@@ -13,6 +13,7 @@ import pytest
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.protocol.error_codes import RemoteServerError
+from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import broker_process
 
 FAST_REVIVE = ["--set", "pop_revive_interval_ms=100"]
@@ -105,3 +106,40 @@ def test_kill_9_with_messages_in_flight(tmp_path):
         assert len(bodies) == len(set(bodies))
         assert sorted(acked & set(bodies)) == []
     proc.stop()
+
+
+def test_dlq_resend_reaches_only_the_pop_group_that_failed(config, capsys):
+    """Two POP groups on one topic: pop_fail (no retries) lets the message die, pop_ok acks it. ``dlq resend``
+    brings it back to pop_fail alone, through its pop retry topic; ``--to-topic`` reaches pop_ok too."""
+    import json
+
+    from pocketmq.cli.main import main
+
+    produce(config, "pop_two_groups", 1, queues=1)
+    with Admin(config) as admin:
+        admin.create_group("pop_fail", retry_max_times=0)  # the first un-acked delivery is the last
+    with (
+        SimpleConsumer("pop_ok", {"pop_two_groups": "*"}, config) as ok,
+        SimpleConsumer("pop_fail", {"pop_two_groups": "*"}, config) as failing,
+    ):
+        ok.ack_batch(receive_all(ok, 1))
+        [dropped] = receive_all(failing, 1, invisible_ms=500)  # not acked: revive dead-letters it
+        ns = ["-n", config.namesrv_addr, "--json"]
+
+        def dead() -> bool:  # the DLQ topic is in the name server's routes a moment after its first entry
+            assert main(["dlq", "list", "pop_fail", *ns]) == 0
+            return any('"message_id"' in line for line in capsys.readouterr().out.splitlines())
+
+        wait_until(dead, timeout_s=20, message="pop_fail's dead letter")
+        assert main(["dlq", "resend", "pop_fail", "--all", *ns]) == 0
+        [sent] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"topic"' in line]
+        assert sent["topic"] == "%RETRY%pop_fail_pop_two_groups"
+        [again] = receive_all(failing, 1)
+        assert (again.body, again.topic, again.msg_id) == (dropped.body, "pop_two_groups", dropped.msg_id)
+        failing.ack(again)
+        assert ok.receive(32, INVISIBLE_MS, await_duration_ms=1000) == []  # pop_ok is not given it again
+
+        assert main(["dlq", "resend", "pop_fail", "--all", "--to-topic", *ns]) == 0
+        [republished] = receive_all(ok, 1)
+        assert republished.body == dropped.body  # so pop_ok was listening all along
+        ok.ack(republished)

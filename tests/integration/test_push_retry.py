@@ -1,6 +1,7 @@
 """The push consumer and consumer retries against a real ``pocketmq serve`` (shortened delay levels, 100 ms
 steps): the seed scenario (fail 3 times then succeed -> seen 4 times, reconsume_times 0..3, at levels 3, 4,
-5), the DLQ after exactly max_reconsume_times, broadcasting dropping failures, and delay-level sends."""
+5), the DLQ after exactly max_reconsume_times, broadcasting dropping failures, delay-level sends, and
+``dlq resend`` to the failing group only (or, ``--to-topic``, to every group of the topic)."""
 
 from __future__ import annotations
 
@@ -216,10 +217,59 @@ def test_dlq_and_retry_cli(config, capsys):
     with PullConsumer("g_resend_reader", config) as reader:
         queues = reader.fetch_queues("push_dlq")
         before = {q: reader.max_offset(q) for q in queues}
-        assert main(["dlq", "resend", "g_dlq", "--id", row["message_id"], *ns]) == 0
+        assert main(["dlq", "resend", "g_dlq", "--id", row["message_id"], "--to-topic", *ns]) == 0
         capsys.readouterr()
         grown = [q for q in queues if reader.max_offset(q) > before[q]]
         [queue] = grown
         [resent] = reader.pull(queue, before[queue], 10).messages
     assert resent.body == b"doomed" and resent.properties["who"] == "me" and resent.msg_id == row["message_id"]
     assert "RETRY_TOPIC" not in resent.properties and resent.reconsume_times == 0
+
+
+def test_dlq_resend_reaches_only_the_group_that_failed(config, capsys):
+    """Two groups on one topic: g_fail dead-letters the message (1 + 1 deliveries), g_ok consumed it once.
+    ``dlq resend g_fail`` brings it back to g_fail alone, under its own topic and with a fresh count;
+    ``--to-topic`` then reaches both groups (so g_ok was listening all along)."""
+    import json
+
+    from pocketmq.cli.main import main
+
+    ok, failing = Recorder(fail_times=0), Recorder(fail_times=2)  # g_fail: its 3rd delivery succeeds
+    topics: list[str] = []
+
+    def failing_listener(msgs, ctx):
+        topics.extend(m.topic for m in msgs)
+        return failing(msgs, ctx)
+
+    consumers = [start_consumer(config, "push_two_groups", "g_ok", ok)]
+    try:
+        failing_consumer = PushConsumer(options("g_fail", max_reconsume_times=1), config)
+        failing_consumer.subscribe("push_two_groups")
+        failing_consumer.register_listener(failing_listener)
+        consumers.append(failing_consumer.start())
+        for consumer in consumers:
+            wait_until(lambda: consumer.assignment, timeout_s=10, message="assignment")
+        with Producer(config) as producer:
+            producer.send(Message.create("push_two_groups", "once", properties={"who": "me"}))
+        ns = ["-n", config.namesrv_addr, "--json"]
+
+        def listed() -> bool:  # the DLQ topic is in the name server's routes a moment after its first entry
+            assert main(["dlq", "list", "g_fail", *ns]) == 0
+            return any('"message_id"' in line for line in capsys.readouterr().out.splitlines())
+
+        wait_until(listed, timeout_s=20, message="g_fail's dead letter listed")
+        assert [rt for rt, _ in failing.of("once")] == [0, 1] and len(ok.of("once")) == 1
+
+        assert main(["dlq", "resend", "g_fail", "--all", *ns]) == 0
+        [sent] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"topic"' in line]
+        assert sent["topic"] == "%RETRY%g_fail"
+        wait_until(lambda: len(failing.of("once")) == 3, timeout_s=20, message="g_fail gets it again")
+        assert failing.of("once")[2][0] == 0 and topics == ["push_two_groups"] * 3  # fresh count, own topic
+
+        assert main(["dlq", "resend", "g_fail", "--all", "--to-topic", *ns]) == 0
+        wait_until(lambda: len(ok.of("once")) == 2, timeout_s=20, message="g_ok gets the republished one")
+        wait_until(lambda: len(failing.of("once")) == 4, timeout_s=20, message="g_fail gets it too")
+        assert len(ok.of("once")) == 2  # once sent, once republished: never the group-only resend
+    finally:
+        for consumer in consumers:
+            consumer.shutdown()

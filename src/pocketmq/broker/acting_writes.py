@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from pocketmq.broker.acting_progress import ActingProgress
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.broker.pop.revive_queue import ReviveQueue, ack_message, checkpoint_message
+from pocketmq.broker.pop.revive_queue import PartlyClosedError, ReviveQueue, ack_message, checkpoint_message
 from pocketmq.broker.transaction.writes import EscapedTransactionWrites
 from pocketmq.cluster.escape import DEFAULT_ESCAPE_TIMEOUT_MS, EscapeBridge, EscapeResult, EscapeTarget, Routes
 from pocketmq.common.errors import InvalidReceiptHandleError, ServiceNotAvailableError
@@ -139,13 +139,13 @@ class EscapedReviveWrites:
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
         routes: Routes = {}
-        for ack, rewrites in closes:
+        for closed, (ack, rewrites) in enumerate(closes):
             for ck in rewrites:
                 result = await self._bridge.put_to_specific_queue(checkpoint_message(queue.topic, ck), routes)
                 if not result.stored:
                     self._log.failed(result, queue.topic)
                     self._progress.save()  # what closed before this CK stays closed
-                    raise ServiceNotAvailableError(f"rewritten CK not escaped: {result.reason} {result.description}")
+                    raise PartlyClosedError(f"rewritten CK not escaped: {result.reason} {result.description}", closed)
             self._progress.record_ack(queue.queue_id, ack)
             queue.ledger.close(ack.ck_key)
         self._progress.save()

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC
 from pocketmq.common.errors import BadRequestError, IllegalTopicError, PocketMQError, TopicNotExistError
 from pocketmq.common.gray import gray_ratio_problem
 from pocketmq.common.topic import (
@@ -47,6 +48,7 @@ def system_topics(cluster_name: str, broker_name: str, default_queue_nums: int) 
         TopicConfig(TRANS_HALF_TOPIC, 1, 1, PERM_READ_WRITE),
         TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1, PERM_READ_WRITE),
         TopicConfig(revive_topic(cluster_name), 8, 8, PERM_READ_WRITE),
+        TopicConfig(REFERENCE_TOPIC, 1, 1, PERM_READ_WRITE),  # POP's dead-letter references
     ]
 
 

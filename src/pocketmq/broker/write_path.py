@@ -66,7 +66,8 @@ class ReviveWrites(Protocol):
         ...
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
-        """Close each CK (its ACK) and open its rewritten CKs; raises when they were not written."""
+        """Close each CK (its ACK) and open its rewritten CKs; raises when they were not written
+        (``revive_queue.PartlyClosedError`` when the first ones were)."""
         ...
 
 

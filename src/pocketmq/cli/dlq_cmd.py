@@ -1,16 +1,20 @@
 """``pocketmq dlq list|resend``: a consumer group's dead-letter queue (``%DLQ%<group>``).
 
 - ``list GROUP [--max N]``: the dead messages over every broker: id, original topic, reconsume times, body;
-  a *reference* entry (POP revive could not read the message from its broker: common/dead_letter_reference.py)
-  shows as such, with where the message is and why it could not be read.
-- ``resend GROUP (--id ID | --all)``: send dead messages back to their original topic (the ``RETRY_TOPIC``
-  property) with their body, tag, keys, message id and user properties; the retry bookkeeping (``DELAY``,
-  ``RETRY_TOPIC``, ``ORIGIN_MESSAGE_ID``, reconsume counts) is dropped so they start afresh. ``ID`` matches
-  the message id, the broker-side id or the original message id. A reference is resolved first: the real
-  message is read from its broker group (a PULL of that one offset through the name server's broker table,
-  ``cluster.remote_reader``) and sent to its business topic; when it cannot be read (the broker is still
-  unreachable, the message is gone) one line says why and the command exits 1. The DLQ entries stay where
-  they are (RocketMQ never deletes from a DLQ either).
+  then the group's dead-letter *references* (POP revive could not read the message from its broker:
+  common/dead_letter_reference.py), kept apart in the reference topic, with where the message is and why it
+  could not be read: ``reference`` while the broker still tries to read it (once it can, the real message is
+  in ``%DLQ%<group>`` and the reference is no longer listed), ``reference gone`` / ``reference refused`` when
+  it closed without a dead letter (the message no longer exists, the dead letter can never be written).
+- ``resend GROUP (--id ID | --all) [--to-topic]``: send dead messages back to that group only, through the
+  retry topic its consumers read (``%RETRY%<group>`` for push consumers, ``%RETRY%<group>_<topic>`` for POP
+  ones: cli/dlq_target.py), so the other groups of the topic do not get them again; ``--to-topic`` sends them
+  to their original topic instead, where every subscribed group gets them. They keep body, tag, keys, message
+  id and user properties and start afresh (no reconsume count). ``ID`` matches the message id, the
+  broker-side id or the original message id. A reference is resolved first: the real message is read from its
+  broker group (a PULL of that one offset through the name server's broker table, ``cluster.remote_reader``);
+  when it cannot be read (the broker is still unreachable, the message is gone) one line says why and the
+  command exits 1. The DLQ entries stay where they are (RocketMQ never deletes from a DLQ either).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 
 from pocketmq.auth.signature import Credentials
 from pocketmq.broker.pop.copies import business_topic
+from pocketmq.cli.dlq_target import origin_topic, redelivery, resent_copy
 from pocketmq.cli.output import add_action, body_fields, emit, json_line, print_rows, report, run_admin
 from pocketmq.cli.terminal import ProgressBar
 from pocketmq.client.admin import AsyncAdmin
@@ -29,28 +34,22 @@ from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common import properties as props
-from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.dead_letter_reference import (
+    OUTCOME_PROPERTY,
+    REFERENCE_TOPIC,
+    STATE_OPEN,
+    STATE_PROPERTY,
+    STATE_RESOLVED,
+    DeadLetterReference,
+    fold,
+)
 from pocketmq.common.errors import ClientError, TopicNotExistError
 from pocketmq.common.message import Message, MessageExt, MessageQueue
 from pocketmq.common.read_result import ReadStatus
-from pocketmq.common.topic import TOOLS_CONSUMER_GROUP, dlq_topic, retry_topic
+from pocketmq.common.topic import TOOLS_CONSUMER_GROUP, dlq_topic, pop_retry_topic, retry_topic
 from pocketmq.protocol.transport import RemotingClient
 
 LIST_COLUMNS = ["message_id", "kind", "origin_topic", "reconsume_times", "broker", "queue_offset", "body"]
-# Retry bookkeeping a resent message starts without.
-_RETRY_PROPERTIES = (
-    props.DELAY_TIME_LEVEL,
-    props.RETRY_TOPIC,
-    props.ORIGIN_MESSAGE_ID,
-    props.RECONSUME_TIME,
-    props.MAX_RECONSUME_TIMES,
-    props.REAL_TOPIC,
-    props.REAL_QUEUE_ID,
-    props.TIMER_DELIVER_MS,
-    props.TIMER_DELAY_SEC,
-    props.TIMER_DELAY_MS,
-    "TIMER_OUT_MS",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +67,18 @@ def register(subparsers) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = add_action(actions, "list", "the dead messages of a group", list_dead, "group")
     p.add_argument("--max", type=int, default=1000, help="list at most this many (default 1000)")
-    p = add_action(actions, "resend", "send dead messages back to their original topic", resend, "group")
+    p = add_action(
+        actions, "resend", "send dead messages back to the group (its retry topic) or their topic", resend, "group"
+    )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--id", help="the message to resend")
     which.add_argument("--all", action="store_true", help="resend every dead message of the group")
+    p.add_argument(
+        "--to-topic",
+        action="store_true",
+        help="send to the original topic, where every group subscribed to it gets the message again "
+        "(default: only GROUP gets it, through its retry topic)",
+    )
 
 
 async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None = None) -> list[QueueOffsets]:
@@ -95,13 +102,13 @@ async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None =
         await reader.shutdown()
 
 
-async def dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple[str, MessageExt]]:
-    """Up to ``limit`` (broker name, message) of ``%DLQ%<group>``, queue by queue, oldest first."""
+async def topic_messages(admin: AsyncAdmin, topic: str, limit: int) -> list[tuple[str, MessageExt]]:
+    """Up to ``limit`` (broker name, message) of ``topic``, queue by queue, oldest first."""
     found: list[tuple[str, MessageExt]] = []
     reader = AsyncPullConsumer(TOOLS_CONSUMER_GROUP, admin.config, instance=admin.instance)
     await reader.start()
     try:
-        for offsets in await group_topic_offsets(admin, dlq_topic(group)):
+        for offsets in await group_topic_offsets(admin, topic):
             offset = offsets.min_offset
             while offset < offsets.max_offset and len(found) < limit:
                 result = await reader.pull(offsets.queue, offset, min(64, limit - len(found)))
@@ -112,6 +119,21 @@ async def dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple
                 offset = result.next_begin_offset
     finally:
         await reader.shutdown()
+    return found
+
+
+async def dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple[str, MessageExt]]:
+    """Up to ``limit`` (broker name, message): the messages of ``%DLQ%<group>``, then the group's references
+    whose real dead letter is not written (open, gone or refused: the event that says so). The references are
+    read first: one the broker resolves meanwhile shows twice (as a reference, then as its dead letter), never
+    not at all."""
+    events = await topic_messages(admin, REFERENCE_TOPIC, 1_000_000)  # folded whole: a later event closes one
+    found = await topic_messages(admin, dlq_topic(group), limit)
+    wrapped = admin.namespace.wrap(group)
+    for broker in sorted({broker for broker, _ in events}):
+        for state in fold(msg for b, msg in events if b == broker).values():
+            if state.reference.group == wrapped and state.state != STATE_RESOLVED and len(found) < limit:
+                found.append((broker, state.entry))
     return found
 
 
@@ -127,7 +149,7 @@ def dead_row(broker_name: str, msg: MessageExt) -> dict:
     row = {
         "message_id": msg.msg_id,
         "kind": "message",
-        "origin_topic": msg.properties.get(props.RETRY_TOPIC),
+        "origin_topic": origin_topic(msg),
         "origin_message_id": msg.properties.get(props.ORIGIN_MESSAGE_ID),
         "reconsume_times": msg.reconsume_times,
         "broker": broker_name,
@@ -141,8 +163,9 @@ def dead_row(broker_name: str, msg: MessageExt) -> dict:
         row["kind"] = "unreadable reference"
         return row
     if ref is not None:
+        state = msg.properties.get(STATE_PROPERTY, STATE_OPEN)
         row.update(
-            kind="reference",
+            kind="reference" if state == STATE_OPEN else f"reference {state}",
             origin_topic=ref.topic,
             body=ref.describe(),
             reference={
@@ -154,19 +177,11 @@ def dead_row(broker_name: str, msg: MessageExt) -> dict:
                 "reason": ref.reason,
                 "description": ref.description,
                 "rewrite_count": ref.rewrite_count,
+                "state": state,
+                "outcome": msg.properties.get(OUTCOME_PROPERTY, ""),
             },
         )
     return row
-
-
-def resent_copy(msg: MessageExt, origin: str | None = None) -> Message:
-    """The message to send back to its original topic (see the module docstring); ``origin`` None: the
-    ``RETRY_TOPIC`` of a dead message."""
-    origin = origin or msg.properties.get(props.RETRY_TOPIC)
-    if not origin:
-        raise ClientError(f"dead message {msg.msg_id} has no RETRY_TOPIC: its original topic is unknown")
-    properties = {k: v for k, v in msg.properties.items() if k not in _RETRY_PROPERTIES}
-    return Message(topic=origin, body=msg.body, properties=properties, flag=msg.flag)
 
 
 def matches(msg: MessageExt, wanted: str) -> bool:
@@ -182,10 +197,18 @@ async def require_group(admin: AsyncAdmin, group: str) -> None:
         await admin.describe_group(group)
 
 
+async def known_group_dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple[str, MessageExt]]:
+    """``dead_messages``; when there are none, SubscriptionGroupNotExistError for a group that does not exist (a
+    group with references only may have no topic nor config: a POP group whose CKs escaped here)."""
+    found = await dead_messages(admin, group, limit)
+    if not found:
+        await require_group(admin, group)
+    return found
+
+
 def list_dead(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        await require_group(admin, args.group)
-        rows = [dead_row(broker, m) for broker, m in await dead_messages(admin, args.group, args.max)]
+        rows = [dead_row(broker, m) for broker, m in await known_group_dead_messages(admin, args.group, args.max)]
         if not args.json:
             emit(f"group {args.group}: {len(rows)} dead message(s)")
         print_rows(args, rows, LIST_COLUMNS)
@@ -195,8 +218,7 @@ def list_dead(args) -> int:
 
 def resend(args) -> int:
     async def action(admin: AsyncAdmin) -> int:
-        await require_group(admin, args.group)
-        dead = [m for _, m in await dead_messages(admin, args.group, 1_000_000)]
+        dead = [m for _, m in await known_group_dead_messages(admin, args.group, 1_000_000)]
         chosen = dead if args.all else [m for m in dead if matches(m, args.id)][:1]
         if not chosen:
             report(
@@ -216,7 +238,11 @@ def resend(args) -> int:
             for msg in chosen:
                 progress.advance()
                 ref = reference_of(msg)
-                copy = resent_copy(msg) if ref is None else await resolver.resolve(msg, ref, args)
+                copy = (
+                    redelivery(msg, args.group, to_topic=args.to_topic)
+                    if ref is None
+                    else await resolver.resolve(msg, ref, args)
+                )
                 if copy is None:
                     unresolved += 1
                     continue
@@ -235,7 +261,8 @@ def resend(args) -> int:
         progress.close()
         if not args.json:
             emit(
-                f"resent {len(chosen) - unresolved} message(s) of group {args.group} to their original topics"
+                f"resent {len(chosen) - unresolved} message(s) of group {args.group} "
+                + ("to their original topics" if args.to_topic else "to the group (its retry topic)")
                 + (f"; {unresolved} reference(s) not resolved" if unresolved else "")
             )
         return 1 if unresolved else 0
@@ -268,7 +295,9 @@ class ReferenceResolver:
         read = await reader.read(ref.topic, ref.queue_id, ref.queue_offset)
         found = read.message
         if read.status is ReadStatus.FOUND and found is not None:  # a FOUND read carries its message
-            return resent_copy(found, business_topic(found))
+            origin = business_topic(found)
+            destination = origin if args.to_topic else pop_retry_topic(ref.group, origin)  # revive is POP's
+            return resent_copy(found, destination, origin)
         where = f"{ref.topic}/{ref.queue_id}@{ref.queue_offset} on {ref.broker_name}"
         report(
             args,

@@ -56,7 +56,11 @@ EXAMPLES: dict[tuple[str, ...], tuple[str, ...]] = {
     ),
     ("dlq",): ("pocketmq dlq list billing", "pocketmq dlq resend billing --all"),
     ("dlq", "list"): ("pocketmq dlq list billing --max 20",),
-    ("dlq", "resend"): ("pocketmq dlq resend billing --id MESSAGE_ID", "pocketmq dlq resend billing --all"),
+    ("dlq", "resend"): (
+        "pocketmq dlq resend billing --id MESSAGE_ID",
+        "pocketmq dlq resend billing --all",
+        "pocketmq dlq resend billing --all --to-topic",
+    ),
     ("transaction",): ("pocketmq transaction list", "pocketmq transaction resume --all --topic orders"),
     ("transaction", "list"): ("pocketmq transaction list --max 50",),
     ("transaction", "resume"): ("pocketmq transaction resume --id MESSAGE_ID",),

@@ -6,6 +6,7 @@ States::
     CLOSED --(failure_threshold consecutive failures)--> OPEN
     OPEN --(cool_down_ms elapsed, next request)--> HALF_OPEN: exactly one probe is let through
     HALF_OPEN --probe succeeds--> CLOSED        HALF_OPEN --probe fails--> OPEN (a fresh cool-down)
+    HALF_OPEN --probe cancelled (no answer either way)--> HALF_OPEN, the next request is the probe
 
 ``admit(now_ms)`` says whether a request may go out; when it may not, ``retry_delay_ms(now_ms)`` is the
 remaining cool-down (what a FAILED read with BREAKER_OPEN suggests). Every state change is logged and
@@ -101,6 +102,11 @@ class CircuitBreaker:
         ):
             self._opened_at_ms = now_ms
             self._change(BreakerState.OPEN, f"{self.consecutive_failures} consecutive failures, last: {reason}")
+
+    def release_probe(self) -> None:
+        """A request that went out ended without a verdict (its task was cancelled): it says nothing about the
+        broker, so the state stays, and in HALF_OPEN the next request may probe (else none ever would again)."""
+        self._probe_in_flight = False
 
     def _change(self, state: BreakerState, why: str) -> None:
         log.warning(

@@ -35,7 +35,8 @@ breaker open                                  FAILED BREAKER_OPEN, retry delay =
 
 A circuit breaker per remote broker group (``cluster.breaker``) counts reads that got no answer (connection,
 timeout, busy, the group missing from the routes); any answer closes it again. ``_record`` is the one place
-every read that went out ends.
+every read that went out ends with a verdict; a read cancelled on its way (its pass stopped) ends without one
+and only lets go of the breaker's half-open probe, so the next read may probe again.
 
 Metrics (the broker's registry: ``metrics``, by default the breaker board's): every offset's result in
 ``pocketmq_remote_reads_total{broker,result,reason}`` (BREAKER_OPEN included), and each RPC span's time in
@@ -49,7 +50,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pocketmq.cluster.breaker import BreakerBoard
+from pocketmq.cluster.breaker import BreakerBoard, BreakerState
 from pocketmq.common.errors import PocketMQError, RemotingError, RemotingTimeoutError
 from pocketmq.common.read_result import (
     FailureReason,
@@ -276,12 +277,17 @@ class RemoteMessageReader:
                 len(offsets), broker=self.broker_name, result=open_result.status.value, reason=open_result.reason
             )
             return dict.fromkeys(offsets, open_result)
+        probing = self._breaker.state is BreakerState.HALF_OPEN  # admitted in HALF_OPEN: this read is the probe
         started_ms = self._clock.monotonic_ms()
         try:
             results = await self._read_from_group(topic, queue_id, offsets)
         except Exception as exc:  # a read that raised is a failed read, never a skipped one
             log.warning("event=remote_read_raised broker=%s error=%r", self.broker_name, exc)
             results = dict.fromkeys(offsets, classify_error(exc, self._delays))
+        except BaseException:  # cancelled (a pass stopped): no verdict, but a half-open probe must be let go
+            if probing:
+                self._breaker.release_probe()
+            raise
         self._record(topic, queue_id, results, self._clock.monotonic_ms() - started_ms)
         return results
 

@@ -28,6 +28,7 @@ from pocketmq.broker.gray_split import held_queues
 from pocketmq.broker.messages import SendRequest, SendResult
 from pocketmq.broker.retry_topic import ensure_retry_topic
 from pocketmq.cluster.escape import ESCAPE_REPLY_MARGIN_MS, arrived_too_late
+from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC
 from pocketmq.common.errors import (
     BadRequestError,
     IllegalMessageError,
@@ -171,15 +172,18 @@ class MessagingHandlers:
     # -- send ---------------------------------------------------------------------------------------------------
     def escape_put_message(self, conn: RemotingConnection, request: RemotingCommand):
         """ESCAPE_PUT_MESSAGE (PocketMQ, cluster/escape.py): a slave acting as master writes here; a SEND_MESSAGE_V2
-        that may also write this broker's revive topic (escaped CKs and ACKs). One that comes too late for its
-        answer to reach the sender in time is refused: the sender counts it as failed and writes it again."""
+        that may also write this broker's revive topic (escaped CKs and ACKs) or its dead-letter references' topic
+        (what the slave's revive could not read). One that comes too late for its answer to reach the sender in
+        time is refused: the sender counts it as failed and writes it again."""
         deadline_ms = EscapePutMessageRequestHeader.parse(request.ext_fields).deadline_ms
         if arrived_too_late(deadline_ms, self._broker.clock.now_ms()):
             raise ServiceNotAvailableError(
                 f"escaped write arrived after its sender's deadline {deadline_ms} "
                 f"(less {ESCAPE_REPLY_MARGIN_MS} ms for the answer): not stored"
             )
-        return self.send_message(conn, request, system_topic=revive_topic(self._broker.config.cluster_name))
+        reference = send_header(request.ext_fields).topic == REFERENCE_TOPIC
+        escaped_to = REFERENCE_TOPIC if reference else revive_topic(self._broker.config.cluster_name)
+        return self.send_message(conn, request, system_topic=escaped_to)
 
     def send_message(self, conn: RemotingConnection, request: RemotingCommand, system_topic: str | None = None):
         """SEND_MESSAGE (full field names), SEND_MESSAGE_V2 (one-letter names), SEND_BATCH_MESSAGE. The reply comes

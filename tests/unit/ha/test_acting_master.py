@@ -501,3 +501,40 @@ async def test_revive_takes_a_staged_ck_escaped_here_from_another_group(tmp_path
         # a retry copy (a CK of this group's own pops would have stayed for the gate to hand back in place)
         [copy] = broker.store.get_messages(pop_retry_topic("G", "T"), 0, 0, 10).messages()
         assert copy.reconsume_times == 1
+
+
+class BridgeThatStops(FakeBridge):
+    """Escapes the first ``good`` messages, then fails every one (its target went down mid-pass)."""
+
+    def __init__(self, good: int):
+        super().__init__()
+        self.up = True
+        self.good = good
+
+    async def _put(self, kind, msg):
+        self.up = len(self.sent) < self.good
+        return await super()._put(kind, msg)
+
+
+async def test_a_close_that_escaped_its_first_cks_counts_their_rewrites_only(tmp_path):
+    from tests.unit.pop.test_typed_reads import FailingReader
+
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        revive = broker.pop.revive
+        cks = 2 * len(revive.queues)  # two CKs in every revive queue
+        await send(broker, "T", cks)
+        for _ in range(cks):
+            assert len(await pop(broker, "G", "T", max_count=1, invisible_ms=5_000)) == 1
+        revive.readers.local = FailingReader(clock)
+        bridge, progress = BridgeThatStops(good=1), ActingProgress(tmp_path / "acting.json")
+        broker.write_path.use(EscapedWritePath(bridge, progress, revive.queues[0].topic, clock))
+        clock.advance(5_001)
+        # the first revive queue's first CK is rewritten and closed; its second CK's rewrite fails, and every
+        # other queue's first
+        assert await revive.run_once(clock.now_ms()) == 1
+        assert len(bridge.sent) == 1 and len(progress.acks()) == 1
+        assert (revive.metrics["rewrites"], revive.metrics["cks_revived"]) == (1, 1)
+        assert sum(len(q.ledger) for q in revive.queues) == cks - 1
+        per_queue = revive.per_queue
+        assert sum(n for (_, _, _, what), n in per_queue.items() if what == "rewrites") == 1

@@ -53,6 +53,15 @@ def test_a_failed_probe_reopens_for_a_fresh_cool_down():
     assert b.state is BreakerState.OPEN and not b.admit(2500) and b.retry_delay_ms(2500) == 501
 
 
+def test_a_released_probe_lets_the_next_request_probe():
+    b = breaker()
+    for now_ms in range(3):
+        b.record_failure(now_ms)
+    assert b.admit(2000) and not b.admit(2001)
+    b.release_probe()  # the probe was cancelled: no verdict
+    assert b.state is BreakerState.HALF_OPEN and b.admit(2002) and not b.admit(2003)
+
+
 def test_board_keeps_one_breaker_per_broker_and_settings_are_checked():
     board = BreakerBoard(BreakerSettings(failure_threshold=1, cool_down_ms=10))
     board.get("a").record_failure(0)

@@ -3,6 +3,8 @@ the breaker makes reads of a dead group fail fast."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
@@ -22,6 +24,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakeNameServer, FakePeer, answer, canned, hang_up, silent
+from pocketmq.testing.polling import eventually
 
 PULL = RemotingCommand.request(RequestCode.PULL_MESSAGE, {})
 
@@ -137,6 +140,41 @@ async def test_breaker_opens_fails_fast_with_the_cool_down_and_closes_after_a_go
     master.on(RequestCode.PULL_MESSAGE, canned(reply(0, 1)))
     assert (await r.read("t", 0, 1)).status is ReadStatus.FOUND
     assert board.get("b").state is BreakerState.CLOSED
+
+
+async def test_a_cancelled_probe_lets_the_next_read_probe(remoting, peers):
+    clock = ManualClock()
+    master = await peers(hang_up)
+    r, board = reader(remoting, {0: master}, clock, timeout_ms=60_000)
+    await r.read("t", 0, 1)
+    await r.read("t", 0, 1)
+    clock.advance(1000)
+    master.on(RequestCode.PULL_MESSAGE, silent)  # the probe hangs until its pass is stopped
+    probe = asyncio.create_task(r.read("t", 0, 1))
+    await eventually(lambda: len(master.requests) == 3, timeout_s=5)
+    assert board.get("b").state is BreakerState.HALF_OPEN
+    probe.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    master.on(RequestCode.PULL_MESSAGE, canned(reply(0, 1)))
+    assert (await r.read("t", 0, 1)).status is ReadStatus.FOUND  # not BREAKER_OPEN for good
+    assert board.get("b").state is BreakerState.CLOSED
+
+
+async def test_a_cancelled_read_does_not_release_another_reads_probe(remoting, peers):
+    clock = ManualClock()
+    master = await peers(silent)
+    r, board = reader(remoting, {0: master}, clock, timeout_ms=60_000)
+    slow = asyncio.create_task(r.read("t", 0, 1))  # admitted while CLOSED
+    await eventually(lambda: len(master.requests) == 1, timeout_s=5)
+    breaker = board.get("b")
+    for now_ms in range(2):
+        breaker.record_failure(now_ms)
+    assert breaker.admit(1001) and breaker.state is BreakerState.HALF_OPEN  # another read's probe is out
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
+    assert not breaker.admit(1002)  # still that probe's turn
 
 
 async def test_many_offsets_of_a_queue_in_one_rpc(remoting, peers):

@@ -13,7 +13,7 @@ from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.read_routing import ReaderRouter, unacked_by_queue
 from pocketmq.cluster.breaker import BreakerBoard, BreakerSettings, BreakerState
 from pocketmq.cluster.remote_reader import RemoteMessageReader, cut_short
-from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC, DeadLetterReference
 from pocketmq.common.message import MessageExt
 from pocketmq.common.read_result import FailureReason, ReadResult
 from pocketmq.runtime.clock import ManualClock
@@ -154,7 +154,8 @@ async def test_an_open_breaker_postpones_every_ck_without_an_rpc_and_the_ending_
         assert sum(waits) <= 100 // 30 + 1  # one probe per cool-down, not one RPC per message or queue
         metrics = broker.pop.revive.metrics  # totals as of now (the property is a snapshot)
         assert metrics["endings"] == 8 and metrics["dead_lettered"] == 8
-        dead = broker.store.get_messages("%DLQ%G", 0, 0, 100).messages()
+        assert broker.store.get_messages("%DLQ%G", 0, 0, 100).messages() == []  # references are kept apart
+        dead = broker.store.get_messages(REFERENCE_TOPIC, 0, 0, 100).messages()
         refs = [DeadLetterReference.of_message(m.properties, m.body) for m in dead]
         assert sorted((r.queue_id, r.queue_offset) for r in refs) == [(q, o) for q in range(4) for o in (0, 1)]
         assert {(r.broker_name, r.group, r.rewrite_count) for r in refs} == {(FAR, "G", 3)}

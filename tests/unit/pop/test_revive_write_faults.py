@@ -13,7 +13,7 @@ from tests.unit.pop.pop_support import FaultyStore, pop, running_broker, send
 from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.revive import REVIVE_BATCH_CKS
 from pocketmq.common import properties as props
-from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY
+from pocketmq.common.dead_letter_reference import REFERENCE_PROPERTY, REFERENCE_TOPIC, STATE_REFUSED, fold
 from pocketmq.common.message import Message
 from pocketmq.common.topic import TopicConfig, dlq_topic, pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
@@ -146,6 +146,7 @@ async def test_a_retry_topic_name_too_long_dead_letters_that_group_and_the_other
     long_group = "g" * 115  # %RETRY%<group>_<topic> is 135 characters; %DLQ%<group> 120
     longer_group = "h" * 125  # and here %DLQ%<group> is 130: nothing can be written for it
     async with running_broker(tmp_path, clock) as broker:
+        await broker.pop.references.stop()  # its pass is driven by hand below
         await send(broker, topic, 3)
         for group in (long_group, longer_group, "G"):
             assert len(await pop(broker, group, topic, invisible_ms=INVISIBLE_MS)) == 3
@@ -159,15 +160,20 @@ async def test_a_retry_topic_name_too_long_dead_letters_that_group_and_the_other
         assert sorted(m.body for m in dead) == [b"m0", b"m1", b"m2"]
         assert {m.properties[copies.DLQ_REASON] for m in dead} == {copies.REASON_WRITE_REFUSED}
         metrics = revive.metrics
-        assert metrics["retried"] == 3 and metrics["dead_lettered"] == 3 and metrics["unwritable"] == 3
+        assert metrics["retried"] == 3 and metrics["dead_lettered"] == 6 and metrics["unwritable"] == 0
         assert sum(len(q.ledger) for q in revive.queues) == 0
         unwritable = [
             r.getMessage()
             for r in caplog.records
             if "event=revive_copy_refused" in r.getMessage() and f"group={longer_group}" in r.getMessage()
         ]
-        assert len(unwritable) == 3 * 3  # retry copy, dead letter, reference: each refused, with the message id
+        assert len(unwritable) == 3 * 2  # retry copy, dead letter: each refused, with the message id
         assert all("msg_id=" in line for line in unwritable)
+        # the reference (its own topic) names them; its dead letter can never be written: it closes as refused
+        assert {ref.group for ref in broker.pop.references.open_references()} == {longer_group}
+        assert await broker.pop.references.run_once() == 3 and broker.pop.references.open_references() == []
+        states = fold(messages_of(broker, REFERENCE_TOPIC))
+        assert {s.state for s in states.values()} == {STATE_REFUSED} and len(states) == 3
 
 
 async def test_properties_too_large_for_a_retry_copy_end_as_a_reference_and_the_batch_goes_on(tmp_path):
@@ -183,7 +189,8 @@ async def test_properties_too_large_for_a_retry_copy_end_as_a_reference_and_the_
         revive = broker.pop.revive
         assert await revive.run_once(clock.now_ms()) == 1
         assert sorted(m.body for m in messages_of(broker, pop_retry_topic("G", "T"))) == [b"ok0", b"ok2"]
-        [reference] = messages_of(broker, dlq_topic("G"))
+        assert messages_of(broker, dlq_topic("G")) == []
+        [reference] = messages_of(broker, REFERENCE_TOPIC)
         assert reference.properties[REFERENCE_PROPERTY] == "true"
         assert reference.properties[copies.DLQ_REASON] == copies.REASON_WRITE_REFUSED
         body = json.loads(reference.body)

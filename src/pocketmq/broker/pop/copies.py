@@ -12,14 +12,15 @@
   the read that kept failing, ``WRITE_REFUSED`` when its retry copy can never be written, ``WRITE_FAILED`` when
   writing it kept failing past the backoff table).
 - ``dead_letter_reference``: for a message that could not be read at all: a ``DeadLetterReference``
-  (common/dead_letter_reference.py) naming it, with the same properties, so an operator can find it and
-  ``pocketmq dlq resend`` can fetch it later (nothing is dropped silently).
+  (common/dead_letter_reference.py) naming it, with the same properties, in the reference topic (not
+  ``%DLQ%<group>``), until the broker can read the message and write its real dead letter (nothing is dropped
+  silently).
 """
 
 from __future__ import annotations
 
 from pocketmq.common import properties as props
-from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC, STATE_OPEN, STATE_PROPERTY, DeadLetterReference
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import dlq_topic, pop_retry_topic
 
@@ -97,5 +98,6 @@ def dead_letter(msg: MessageExt, group: str, reason: str) -> MessageExt:
 
 
 def dead_letter_reference(ref: DeadLetterReference) -> MessageExt:
-    dead = dead_letter_properties(ref.properties(), ref.topic, "", str(ref.queue_id), str(ref.queue_offset), ref.reason)
-    return MessageExt(topic=dlq_topic(ref.group), body=ref.to_json(), properties=dead, queue_id=0)
+    marks = {**ref.properties(), STATE_PROPERTY: STATE_OPEN}
+    dead = dead_letter_properties(marks, ref.topic, "", str(ref.queue_id), str(ref.queue_offset), ref.reason)
+    return MessageExt(topic=REFERENCE_TOPIC, body=ref.to_json(), properties=dead, queue_id=0)

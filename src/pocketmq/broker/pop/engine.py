@@ -37,6 +37,7 @@ from pocketmq.broker.pop.receive import (
     check_invisible_ms,
     visit_order,
 )
+from pocketmq.broker.pop.reference_resolver import ReferenceResolver
 from pocketmq.broker.pop.revive import ReviveService, retry_limit
 from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
@@ -74,6 +75,7 @@ class PopService:
         durable_timeout_ms: int = 5_000,
         gray: GraySplits | None = None,
         metrics: MetricsRegistry | None = None,
+        references: ReferenceResolver | None = None,
     ):
         self._store = store
         self._topics = topics
@@ -82,6 +84,7 @@ class PopService:
         self._clock = clock
         self.broker_name = broker_name
         self.revive = revive
+        self.references = references  # dead-letter references revive wrote: resolved into %DLQ%<group>
         self._revive_queues = revive_queues
         self._fifo = fifo
         self._waiters = waiters
@@ -137,6 +140,8 @@ class PopService:
             offsets_moved += queue.raise_pop_offsets(self._offsets)
         self._store.add_arrival_listener(self._waiters.notify)
         self.revive.start()
+        if self.references is not None:
+            self.references.start()
         self._persister.start()
         self.running = True
         log.info(
@@ -150,6 +155,8 @@ class PopService:
         self.running = False
         self._waiters.wake_all()
         await self.revive.stop()
+        if self.references is not None:
+            await self.references.stop()
         await self._persister.stop()
         self._fifo.persist()
 

@@ -65,6 +65,7 @@ from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.read_routing import ReaderRouter, ReadKey
 from pocketmq.broker.pop.revive_queue import (
+    PartlyClosedError,
     ReviveQueue,
     ack_message,
     checkpoint_message,
@@ -419,12 +420,14 @@ class ReviveService:
                 await self.writes.close(
                     queue, [(p.ck.ack_of(p.offsets), [r.checkpoint for r, _ in p.rewrites]) for p in closing]
                 )
-            except PocketMQError as exc:  # the copies are written; the CKs revive again (at least once)
+            except PocketMQError as exc:  # the copies are written; the CKs not closed revive again (at least once)
                 failure = WriteResult.transient(type(exc).__name__, str(exc))
                 self._metrics.writes.failed(failure)
-                for plan in closing:
+                # Only what was written counts (metrics, rewrites): an escape may close the first CKs and fail.
+                closed = exc.closed if isinstance(exc, PartlyClosedError) else 0
+                for plan in closing[closed:]:
                     plan.failure = failure
-                closing = []
+                closing = closing[:closed]
         failing = [plan for plan in plans if plan.failure is not None]
         closed_ms = self._clock.now_ms()
         for plan in closing:

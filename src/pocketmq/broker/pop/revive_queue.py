@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.ledger import ReviveLedger
 from pocketmq.common import properties as props
-from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError, StoreError
+from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError, ServiceNotAvailableError, StoreError
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import ACK_TAG, BATCH_ACK_TAG, CK_TAG
 from pocketmq.store.api import GetStatus, PutResult, PutStatus
@@ -31,6 +31,15 @@ log = logging.getLogger(__name__)
 
 _CATCH_UP_BATCH = 256
 _READ_MAX_BYTES = 4 * 1024 * 1024
+
+
+class PartlyClosedError(ServiceNotAvailableError):
+    """Closing a batch of revived CKs failed after the first ``closed`` of them were closed (with their rewritten
+    CKs written): only the others stay open. The escape bridge writes them one by one, so it can stop midway."""
+
+    def __init__(self, message: str, closed: int):
+        super().__init__(message)
+        self.closed = closed
 
 
 def checkpoint_message(revive_topic: str, ck: PopCheckpoint) -> MessageExt:

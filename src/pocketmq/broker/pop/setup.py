@@ -8,6 +8,7 @@ from pocketmq.broker.pop.engine import PopService
 from pocketmq.broker.pop.fifo import FifoPopState
 from pocketmq.broker.pop.read_routing import ReaderRouter
 from pocketmq.broker.pop.reader import LocalMessageReader
+from pocketmq.broker.pop.reference_resolver import ReferenceResolver
 from pocketmq.broker.pop.revive import REVIVE_GROUP, ReviveService
 from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.staged import PopStageRegistry
@@ -35,9 +36,10 @@ def build_pop_service(
         queues.append(ReviveQueue(store, topic, queue_id, broker.broker_name, committed or 0))
     stages = PopStageRegistry(config.metadata_dir() / "pop_stages.json")
     stages.load()
+    readers = build_reader_router(broker, store)
     revive = ReviveService(
         queues,
-        build_reader_router(broker, store),
+        readers,
         store,
         broker.groups,
         broker.offsets,
@@ -69,6 +71,15 @@ def build_pop_service(
         durable_timeout_ms=config.sync_flush_timeout_ms,
         gray=broker.gray,
         metrics=broker.metrics,
+        # references are tried again as often as a CK whose read failed first is (the table is dynamic)
+        references=ReferenceResolver(
+            store,
+            readers,
+            write_path,
+            broker.clock,
+            wait_ms=lambda: revive.policy.backoff_ms[0],
+            metrics=broker.metrics,
+        ),
     )
 
 

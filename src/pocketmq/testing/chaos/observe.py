@@ -9,7 +9,7 @@ import time
 import urllib.request
 
 from pocketmq.client import ClientConfig, PullConsumer, PullStatus
-from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.dead_letter_reference import REFERENCE_TOPIC, STATE_RESOLVED, DeadLetterReference, fold
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.testing.chaos.checkers import DeadLetter, MetricSample, StoredMessage
@@ -47,8 +47,8 @@ def _referenced_id(consumer: PullConsumer, ref: DeadLetterReference) -> str | No
 
 
 def dead_letters(namesrv_addr: str, groups: tuple[str, ...]) -> list[DeadLetter]:
-    """Every entry of ``%DLQ%<group>`` on every broker group; raises PocketMQError when a DLQ that exists
-    cannot be read."""
+    """Every entry of ``%DLQ%<group>`` on every broker group, and the groups' references not resolved yet; raises
+    PocketMQError when a DLQ that exists cannot be read."""
     found = []
     with PullConsumer(_READER_GROUP, ClientConfig(namesrv_addr=namesrv_addr)) as consumer:
         for group in groups:
@@ -62,6 +62,23 @@ def dead_letters(namesrv_addr: str, groups: tuple[str, ...]) -> list[DeadLetter]
                     msg_id = _referenced_id(consumer, ref) if ref else msg.body.decode(errors="replace")
                     reason = msg.properties.get(DLQ_REASON_PROPERTY) or (ref.reason if ref else None)
                     found.append(DeadLetter(group, msg_id, reason, queue.broker_name))
+        found += _open_references(consumer, groups)
+    return found
+
+
+def _open_references(consumer: PullConsumer, groups: tuple[str, ...]) -> list[DeadLetter]:
+    """The references of ``groups`` whose real dead letter is not written yet (those live apart from the DLQs:
+    common/dead_letter_reference.py), each as the dead letter it stands for."""
+    try:
+        queues = consumer.fetch_queues(REFERENCE_TOPIC)
+    except PocketMQError:
+        return []
+    found = []
+    for queue in queues:
+        for state in fold(_pull_all(consumer, queue)).values():
+            ref = state.reference
+            if ref.group in groups and state.state != STATE_RESOLVED:
+                found.append(DeadLetter(ref.group, _referenced_id(consumer, ref), ref.reason, queue.broker_name))
     return found
 
 

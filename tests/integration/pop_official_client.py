@@ -1,10 +1,10 @@
 """Drive the unmodified official RocketMQ 5 Python client's SimpleConsumer in its own process.
 
 Run as ``python pop_official_client.py SPEC_JSON`` with HOME set to a temporary directory. SPEC:
-{"endpoint": "127.0.0.1:P", "topic": T, "group": G, "count": N, "invisible_s": S, "deadline_s": D}.
+{"endpoint": "127.0.0.1:P", "topic": T, "group": G, "count": N, "invisible_s": S, "postpone_s": P, "deadline_s": D}.
 
 It receives until N distinct messages came, acks those whose body ends in an even number, drops the rest,
-changes the invisible duration of the first dropped one to 4*S, and receives again until every dropped one came
+changes the invisible duration of the first dropped one to P, and receives again until every dropped one came
 back (or D passed). It prints one JSON line: first-round attempts, the second-round bodies with their delivery
 attempts, and when the postponed one came back (seconds after the change).
 """
@@ -43,7 +43,7 @@ def main(spec: dict) -> int:
             if number(body) % 2 == 0:
                 consumer.ack(msg)
         postponed = dropped[0]
-        consumer.change_invisible_duration(first[postponed], 4 * spec["invisible_s"])
+        consumer.change_invisible_duration(first[postponed], spec["postpone_s"])
         changed_at = time.monotonic()
         again, postponed_after_s = {}, None
         while set(dropped) - set(again) and time.monotonic() < deadline:

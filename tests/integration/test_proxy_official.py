@@ -86,12 +86,19 @@ def test_send_receive_ack_and_redelivery(cluster):
     result = run_client(
         cluster,
         "pop_official_client.py",
-        {"topic": "px_normal", "group": "px_pop_group", "count": 40, "invisible_s": 2, "deadline_s": 60},
+        {
+            "topic": "px_normal",
+            "group": "px_pop_group",
+            "count": 40,
+            "invisible_s": 6,
+            "postpone_s": 12,
+            "deadline_s": 60,
+        },
     )[-1]
     assert result["first"] == 40 and result["first_attempts"] == [1]
     assert sorted(result["again"]) == sorted(result["dropped"])  # what was not acked came back ...
     assert set(result["again"].values()) == {2}  # ... as a second attempt
-    assert result["postponed_after_s"] >= 7.0  # changed to 8 s, not the first 2 s
+    assert result["postponed_after_s"] >= 11.0  # changed to 12 s, not the first 6 s
 
 
 def test_fifo_groups_are_received_in_send_order(cluster):

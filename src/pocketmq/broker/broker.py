@@ -253,6 +253,8 @@ class Broker:
                 await take_services_back(returning_master(self, services))  # before its timer and revive run
             services.timer.start_delivery()
             services.pop.start()
+            if services.tracer is not None:
+                services.tracer.writer.start()
             await services.transactions.start()
             self._start_master(services)
         self._every("persist-offsets", self.config.offset_persist_interval_ms, self._persist_offsets_durably)
@@ -349,6 +351,8 @@ class Broker:
         await _persisting("transactions", services.transactions.stop)
         if services.pop.running:
             await _persisting("pop", services.pop.stop)
+        if services.tracer is not None:
+            await services.tracer.writer.stop()  # its last records go through the store, still open
         await services.store.shutdown()  # flushed first: the offsets below stand on it
         await _persisting("offsets", self._persist_offsets)
         if not self.config.is_slave:

@@ -52,6 +52,10 @@ def _not_negative(value) -> str | None:
     return None if value >= 0 else "must not be negative"
 
 
+def _ratio(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else "must be a ratio in [0, 1]"
+
+
 # The lowest pop_min_invisible_ms: revive hands a message back within a 10 ms tick and a pass of its invisible
 # time, so a shorter one is mostly that; and a client that nacks with ~0 ms redelivers at most 10 times a second.
 POP_MIN_INVISIBLE_FLOOR_MS = 100
@@ -195,6 +199,10 @@ class BrokerConfig(TlsOptions):
     pop_ck_rewrite_max_total_ms: int = field(default=0, metadata={"check": _not_negative})
     pop_min_invisible_ms: int = field(default=1000, metadata={"check": _min_invisible})
     pop_state_persist_interval_ms: int = field(default=500, metadata={"check": _positive})
+    # Message trace (broker/tracer.py, docs/trace.md): the share of messages traced, and the records queued at most.
+    trace_enabled: bool = field(default=True, metadata={"aliases": ("traceTopicEnable",)})
+    trace_sample_ratio: float = field(default=0.01, metadata={"check": _ratio})
+    trace_queue_capacity: int = field(default=10_000, metadata={"check": _positive})
     # Delayed messages and consumer retries (broker/timer, broker/send_back; docs/retry.md).
     message_delay_level: str = field(
         default=DEFAULT_DELAY_LEVELS, metadata={"aliases": ("messageDelayLevel",), "check": delay_levels_problem}

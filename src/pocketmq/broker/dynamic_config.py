@@ -55,6 +55,8 @@ DYNAMIC_FIELDS = frozenset(
         "transaction_check_max",
         "transaction_max_recovery_s",
         "reject_transaction_message",
+        "trace_enabled",  # the tracer reads both at each event
+        "trace_sample_ratio",
     }
 )
 DYNAMIC_CONFIG_FILE = "dynamic_config.json"

@@ -54,12 +54,14 @@ from pocketmq.common.topic import (
     priority_queue_id,
     topic_name_problem,
 )
+from pocketmq.common.trace_record import TRACE_TOPIC
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.store.api import GetResult, GetStatus, PutResult, PutStatus
 
 if TYPE_CHECKING:
     from pocketmq.broker.lite.service import LiteService
     from pocketmq.broker.timer.service import TimerService
+    from pocketmq.broker.tracer import Tracer
     from pocketmq.broker.transaction.service import TransactionService
     from pocketmq.broker.write_path import Replication
 
@@ -241,6 +243,7 @@ class MessageService:
         self._replication = replication  # the HaMaster of a SYNC_MASTER: sends wait for a slave's ack
         self._read_only_reason = read_only_reason  # a slave's: sends are refused (SERVICE_NOT_AVAILABLE)
         self._lite = lite  # checks messages to LITE parent topics and picks their queue (docs/lite.md)
+        self.tracer: Tracer | None = None  # told of every message stored (broker/tracer.py)
 
     def configure(self, *, max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int) -> None:
         """Apply changed settings of a running broker (UPDATE_BROKER_CONFIG)."""
@@ -397,7 +400,8 @@ class MessageService:
         problem = topic_name_problem(topic)
         if problem:
             raise IllegalTopicError(problem)
-        if is_system_topic(topic) and topic != system_topic:
+        # the trace topic is the one system topic clients write: 4.x clients' enableMsgTrace (docs/trace.md)
+        if is_system_topic(topic) and topic not in (system_topic, TRACE_TOPIC):
             raise IllegalTopicError(f"topic {topic!r} is a system topic; clients cannot send to it")
         config = self._topics.get_or_create(topic)
         if not config.writable:
@@ -469,6 +473,8 @@ class MessageService:
         results = [self._result(msg, put) for msg, put in zip(stored, puts)]
         if self._lite is not None:
             self._lite.appended(stored)
+        if self.tracer is not None:
+            self.tracer.sent(stored, results)
         return results
 
     def _result(self, msg: MessageExt, put: PutResult) -> SendResult:

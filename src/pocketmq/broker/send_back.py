@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_REFUSED
@@ -41,6 +42,9 @@ from pocketmq.common.gray import is_gray_message, retry_queue_id
 from pocketmq.common.message import MessageExt
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from pocketmq.store.write_result import of_put, write_problem
+
+if TYPE_CHECKING:
+    from pocketmq.broker.tracer import Tracer
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +146,7 @@ class SendBackService:
         self.retried_total = 0
         self.dead_lettered_total = 0
         self.refused_total = 0  # messages whose retry copy and dead letter can never be written
+        self.tracer: Tracer | None = None  # told of every retry and dead letter (broker/tracer.py)
 
     async def send_back(self, request: SendBackRequest) -> MessageExt:
         """Append the retry (or DLQ) copy of the message at ``request.phys_offset``; returns the copy stored.
@@ -195,6 +200,8 @@ class SendBackService:
             )
         else:
             self.retried_total += 1
+        if self.tracer is not None:
+            self.tracer.sent_back(request.group, original, copy, decision.to_dlq, decision.delay_level)
         return copy
 
     async def _append(

@@ -28,6 +28,7 @@ from pocketmq.common.topic import (
     revive_topic,
     topic_name_problem,
 )
+from pocketmq.common.trace_record import TRACE_TOPIC
 from pocketmq.protocol.route import topic_config_from_obj, topic_config_to_obj
 from pocketmq.runtime.files import atomic_write_json, load_json
 
@@ -49,6 +50,7 @@ def system_topics(cluster_name: str, broker_name: str, default_queue_nums: int) 
         TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1, PERM_READ_WRITE),
         TopicConfig(revive_topic(cluster_name), 8, 8, PERM_READ_WRITE),
         TopicConfig(REFERENCE_TOPIC, 1, 1, PERM_READ_WRITE),  # POP's dead-letter references
+        TopicConfig(TRACE_TOPIC, 1, 1, PERM_READ_WRITE),  # written by the brokers and by clients that trace
     ]
 
 

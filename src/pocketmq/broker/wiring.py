@@ -37,13 +37,17 @@ from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.timer.delay import TimerLimits, parse_delay_levels
 from pocketmq.broker.timer.recall import RecallHandles
 from pocketmq.broker.timer.service import TimerService
+from pocketmq.broker.trace_writer import TraceWriter
+from pocketmq.broker.tracer import Tracer
 from pocketmq.broker.transaction.service import TransactionService
 from pocketmq.broker.write_path import LocalWritePath, ReadOnlyWritePath, WritePathSwitch
 from pocketmq.cluster.acting_handover import HandoverClient
 from pocketmq.cluster.acting_master import ActingMasterElection
 from pocketmq.cluster.escape import EscapeBridge
 from pocketmq.cluster.ha_master import HaMaster
+from pocketmq.common.message import Message
 from pocketmq.common.topic import revive_topic
+from pocketmq.common.trace_record import TRACE_TOPIC
 from pocketmq.runtime.files import load_or_create_secret
 from pocketmq.store.message_store import MessageStore
 
@@ -79,6 +83,7 @@ class BrokerServices:
     ha_master: HaMaster | None = None  # a master: serves its slaves
     ha_slave: HaSlave | None = None  # a slave: follows its master
     acting: ActingRole | None = None  # a slave: runs the special services while its master is away
+    tracer: Tracer | None = None  # a master: the message trace (docs/trace.md)
 
 
 def read_only_reason(config: BrokerConfig) -> str | None:
@@ -144,6 +149,9 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         lite=lite,
     )
     pop = build_pop_service(broker, store, write_path, fifo)
+    send_back = SendBackService(store, broker.topics, broker.groups, timer)
+    tracer = None if reason is not None else _tracer(broker, messages)
+    messages.tracer = pop.tracer = pop.revive.tracer = send_back.tracer = tracer
     tables = ServiceTables(
         stage_offsets=broker.stage_offsets, pop_fifo=fifo, pop_stages=pop.staged.registry, timer=timer, store=store
     )
@@ -161,13 +169,27 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         timer=timer,
         messages=messages,
         transactions=transactions,
-        send_back=SendBackService(store, broker.topics, broker.groups, timer),
+        send_back=send_back,
         pop=pop,
         lite=lite,
         tables=tables,
         ha_master=ha_master,
         ha_slave=ha_slave,
         acting=acting,
+        tracer=tracer,
+    )
+
+
+def _tracer(broker: Broker, messages: MessageService) -> Tracer:
+    def send(batch: list[Message]):
+        return messages.send(batch, topic=TRACE_TOPIC, system_topic=TRACE_TOPIC)
+
+    writer = TraceWriter(send, capacity=broker.config.trace_queue_capacity, metrics=broker.metrics)
+    return Tracer(
+        writer,
+        broker_name=broker.broker_name,
+        clock=broker.clock,
+        settings=lambda: (broker.config.trace_enabled, broker.config.trace_sample_ratio),
     )
 
 

@@ -11,6 +11,10 @@
 - ``consume-directly ID --group G --client CLIENT_ID [--topic T]``: hand the message to that online push
   consumer's listener once, and print what the listener returned (its offset and the group's progress are
   untouched: a test of the listener). Client ids are listed by ``pocketmq group consumers G``.
+- ``trace ID``: the trace of one message (docs/trace.md): each step of its life in time order, with its time,
+  what happened, who did it (a producer, a consumer client, a group, the broker's revive) and where (the
+  broker, topic, queue and offset); the steps the brokers recorded and those of clients that trace. ``ID`` is
+  the producer's message id (or an offset message id, read first). Nothing traced prints nothing.
 - ``recall HANDLE``: cancel a delayed message before it is due. ``HANDLE`` is the recall handle its send
   returned (``pocketmq send --delay-ms N`` prints it; the official RocketMQ 5 clients' send receipts carry it
   as ``recall_handle``). The handle names the topic and the broker; the broker answers with the message id, or
@@ -38,6 +42,7 @@ from pocketmq.cli.output import (
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.consumer_admin import ConsumerAdmin
 from pocketmq.client.message_lookup import DEFAULT_MAX_MESSAGES, FoundMessage, MessageLookup
+from pocketmq.client.message_trace import message_trace
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.recall import recall_handle_target
 from pocketmq.common.errors import BadRequestError, ClientError
@@ -46,6 +51,7 @@ from pocketmq.protocol.headers import INT64_MAX
 
 QUERY_COLUMNS = ["broker", "queue_id", "queue_offset", "message_id", "tag", "keys", "stored", "body"]
 BODY_PREVIEW_CHARS = 40
+TRACE_COLUMNS = ["time", "step", "actor", "source", "where", "details"]
 
 
 def register(subparsers) -> None:
@@ -70,6 +76,7 @@ def register(subparsers) -> None:
     p.add_argument("--group", required=True, help="the consumer group")
     p.add_argument("--client", required=True, help="the client id (pocketmq group consumers GROUP)")
     p.add_argument("--topic", help="the topic, needed for a producer's message id")
+    add_action(actions, "trace", "the trace of one message: each step of its life", trace, "msg_id")
     add_action(actions, "recall", "cancel a delayed message before it is due", recall, "handle")
 
 
@@ -183,6 +190,29 @@ def _direct_result(result: dict) -> dict:
         "spent_ms": result.get("spentTimeMills"),
         "orderly": result.get("order"),
     }
+
+
+def trace(args) -> int:
+    async def action(admin: AsyncAdmin) -> None:
+        async with MessageLookup(admin) as lookup:
+            steps = await message_trace(lookup, args.msg_id)
+        rows = [step.to_json() for step in steps]
+        if args.json:
+            for row in rows:
+                emit(json_line(row))
+        elif rows:
+            print_rows(args, [_trace_row(row) for row in rows], TRACE_COLUMNS)
+
+    return run_admin(args, action)
+
+
+def _trace_row(row: dict) -> dict:
+    where = row["topic"] or ""
+    if row.get("queue_id", -1) >= 0:
+        where += f" {row['queue_id']}:{row['queue_offset']}"
+    details = " ".join(f"{k}={v}" for k, v in row["details"].items() if v not in ("", None))
+    return {"time": iso_time(row["time_ms"]), "step": row["step"], "actor": row["actor"], "source": row["source"],
+            "where": where, "details": details}  # fmt: skip
 
 
 def recall(args) -> int:

@@ -49,6 +49,7 @@ from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import PeriodicTask
 
 if TYPE_CHECKING:
+    from pocketmq.broker.tracer import Tracer
     from pocketmq.broker.write_path import PopWrites, WritePathSwitch
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ class PopService:
             "broker-pop-persist-state", self.persist_state, persist_interval_ms, clock=clock, metrics=metrics
         )
         self.running = False
+        self.tracer: Tracer | None = None  # told of each delivery, ack and change (broker/tracer.py)
         # Where CK and ACK records go: the revive queues here, or the escape bridge (a slave acting as master).
         self._write_path = write_path
         self._locks = PopLocks()
@@ -207,6 +209,8 @@ class PopService:
                 if popped is not None:
                     result.queues.append(popped)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if result.queues and self.tracer is not None:
+                self.tracer.popped(req.group, req.client_id, share.gray, result)
             if result.queues or remaining_ms <= 0 or not self.running:
                 return result
             watched = (req.topic, retry_topic) if mode.reads_retry_topic else (req.topic,)
@@ -233,13 +237,18 @@ class PopService:
         for mode, indexes in by_mode.items():
             for i, error in zip(indexes, await mode.ack(group, [handles[i] for i in indexes]), strict=True):
                 outcome[i] = error
+        if self.tracer is not None:
+            self.tracer.acked(group, handles, outcome)
         return outcome
 
     async def change_invisible(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
         """A new deadline for one popped message; returns its new handle (the old one is no longer valid)."""
         check_invisible_ms(invisible_ms)
         invisible_ms = max(invisible_ms, self.min_invisible_ms)
-        return await self._mode_of(group, handle).change_invisible(group, handle, invisible_ms, self._clock.now_ms())
+        changed = await self._mode_of(group, handle).change_invisible(group, handle, invisible_ms, self._clock.now_ms())
+        if self.tracer is not None:
+            self.tracer.invisible_changed(group, handle, invisible_ms)
+        return changed
 
     async def forward_to_dead_letter(self, group: str, handle: ReceiptHandle) -> None:
         """Move a popped message to ``%DLQ%<group>`` now (a client gave up on it) and count it as acked.
@@ -254,6 +263,8 @@ class PopService:
             )
             if (found := read.message) is not None:  # a FOUND read (ReadResult.found)
                 await self.writes.put_messages([copies.dead_letter(found, group, copies.REASON_CLIENT_FORWARD)])
+                if self.tracer is not None:  # before the ack below, which would end the message's trace as acked
+                    self.tracer.forwarded_to_dlq(group, handle)
             else:
                 log.warning(
                     "event=forward_to_dlq_unreadable group=%s topic=%s queue=%d offset=%d reason=%s",

@@ -84,6 +84,7 @@ from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.store.write_result import WriteResult, of_puts, write_problem
 
 if TYPE_CHECKING:
+    from pocketmq.broker.tracer import Tracer
     from pocketmq.broker.write_path import ReviveWrites, WritePathSwitch
 
 log = logging.getLogger(__name__)
@@ -291,6 +292,7 @@ class ReviveService:
         )
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
         self._handled_elsewhere = handled_elsewhere
+        self.tracer: Tracer | None = None  # told of each closed CK (broker/tracer.py)
 
     @property
     def writes(self) -> ReviveWrites:
@@ -434,6 +436,8 @@ class ReviveService:
             self._write_backoff.succeeded(plan.ck.key)
             self._metrics.lateness.observe(max(closed_ms - plan.ck.revive_time_ms, 0) / 1000)
             self._count(plan)
+            if self.tracer is not None:
+                self.tracer.revived(plan.ck, plan.copies, plan.rewrites, plan.gone, plan.drops)
             if self._on_closed is not None:
                 self._on_closed(plan)
         if failing:

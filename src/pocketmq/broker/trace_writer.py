@@ -1,0 +1,98 @@
+"""The trace writer: a bounded in-memory queue of trace records, drained by a background task that stores them
+in ``RMQ_SYS_TRACE_TOPIC`` through the broker's own send path (docs/trace.md).
+
+``offer`` never waits and never fails: when the queue is full the records are dropped and counted
+(``pocketmq_trace_records_dropped_total``), so a slow or failing store costs traces, not sends. The task takes
+what is queued, packs it into messages of at most ``RECORDS_PER_MESSAGE`` records, each keyed by the message
+ids of its records (the key index finds them: ``pocketmq message trace``), and sends them in one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from pocketmq.common.message import Message
+from pocketmq.common.trace_record import TRACE_TOPIC, TraceRecord, encode_records, record_keys
+from pocketmq.metrics import MetricsRegistry
+from pocketmq.runtime.periodic import spawn_watched
+
+log = logging.getLogger(__name__)
+
+RECORDS_PER_MESSAGE = 16  # a message's keys index every record's message id: few per message keeps keys short
+MESSAGES_PER_SEND = 32
+
+
+def trace_messages(records: list[TraceRecord]) -> list[Message]:
+    """``records`` packed into trace messages, in order."""
+    messages = []
+    for start in range(0, len(records), RECORDS_PER_MESSAGE):
+        chunk = records[start : start + RECORDS_PER_MESSAGE]
+        messages.append(Message.create(TRACE_TOPIC, encode_records(chunk), keys=record_keys(chunk)))
+    return messages
+
+
+class TraceWriter:
+    def __init__(
+        self,
+        send: Callable[[list[Message]], Awaitable],
+        *,
+        capacity: int,
+        metrics: MetricsRegistry | None = None,
+    ):
+        self._send = send
+        self._capacity = capacity
+        self._queue: deque[TraceRecord] = deque()
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        registry = metrics if metrics is not None else MetricsRegistry()
+        self._written = registry.counter("pocketmq_trace_records_written_total", "Trace records stored")
+        self._dropped = registry.counter(
+            "pocketmq_trace_records_dropped_total", "Trace records dropped: the queue was full or the write failed"
+        )
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def offer(self, records: list[TraceRecord]) -> None:
+        if not records:
+            return
+        room = self._capacity - len(self._queue)
+        if room < len(records):
+            self._dropped.inc(len(records) - max(room, 0))
+            records = records[: max(room, 0)]
+        self._queue.extend(records)
+        self._ready.set()
+
+    def start(self) -> None:
+        self._task = spawn_watched(self._run(), "broker-trace-writer")
+
+    async def stop(self) -> None:
+        """Stop the task, then write what is still queued."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.write_queued()
+
+    async def _run(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            await self.write_queued()
+
+    async def write_queued(self) -> None:
+        while self._queue:
+            taken = [
+                self._queue.popleft() for _ in range(min(len(self._queue), RECORDS_PER_MESSAGE * MESSAGES_PER_SEND))
+            ]
+            try:
+                await self._send(trace_messages(taken))
+            except Exception as exc:  # a full disk, a read-only broker: the traces are lost, the broker goes on
+                self._dropped.inc(len(taken))
+                log.warning("event=trace_write_failed records=%d error=%s", len(taken), exc)
+                return
+            self._written.inc(len(taken))

@@ -1,0 +1,237 @@
+"""The broker's message trace: each step of a sampled message's life as a ``PmqStep`` record (docs/trace.md).
+
+The services call one method per event (``sent``, ``popped``, ``acked``, ``invisible_changed``, ``revived``,
+``forwarded_to_dlq``, ``sent_back``); each makes records and hands them to the ``TraceWriter`` queue without
+waiting, so no request waits on tracing. A message is sampled by a hash of its message id, so every broker
+and every step agree on it without talking (``trace_sample_ratio``). Acks, changes of invisible time and CK
+rewrites name a queue position, not a message: the tracer remembers the message id at each position it saw
+popped (a bounded table, oldest forgotten first), and steps at positions it does not know are not traced.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.pop.copies import DLQ_REASON
+from pocketmq.common import properties as props
+from pocketmq.common.gray import is_gray_message
+from pocketmq.common.message import MessageExt
+from pocketmq.common.topic import is_system_topic
+from pocketmq.common.trace_record import BROKER_STEP, TraceRecord
+
+if TYPE_CHECKING:
+    from pocketmq.broker.pop.checkpoint import PopCheckpoint
+    from pocketmq.broker.pop.receipt import ReceiptHandle
+    from pocketmq.broker.pop.receive import PopResult
+    from pocketmq.broker.trace_writer import TraceWriter
+
+REVIVE_ACTOR = "revive"
+_HASH_RANGE = 1 << 32
+MAX_REMEMBERED_POSITIONS = 65_536
+# (group, topic, queue id, queue offset): a popped message's place, which acks and CKs name
+Position = tuple[str, str, int, int]
+
+
+def sampled(msg_id: str, ratio: float) -> bool:
+    """Whether the message of ``msg_id`` is traced at ``ratio`` (0..1): the same answer everywhere."""
+    if ratio >= 1.0:
+        return True
+    return ratio > 0.0 and zlib.crc32(msg_id.encode()) < ratio * _HASH_RANGE
+
+
+class Tracer:
+    def __init__(
+        self,
+        writer: TraceWriter,
+        *,
+        broker_name: str,
+        clock,
+        settings: Callable[[], tuple[bool, float]],  # (trace_enabled, trace_sample_ratio), read at each event
+    ):
+        self._writer = writer
+        self._broker = broker_name
+        self._clock = clock
+        self._settings = settings
+        self._positions: OrderedDict[Position, str] = OrderedDict()
+
+    @property
+    def writer(self) -> TraceWriter:
+        return self._writer
+
+    def _ratio(self) -> float:
+        enabled, ratio = self._settings()
+        return ratio if enabled else 0.0
+
+    def _record(self, step: str, actor: str, msg_id: str, topic: str, queue_id: int, queue_offset: int, **details):
+        return TraceRecord(BROKER_STEP, msg_id, self._clock.now_ms(), topic=topic, broker=self._broker, step=step,
+                           actor=actor, queue_id=queue_id, queue_offset=queue_offset, details=details)  # fmt: skip
+
+    def _remember(self, position: Position, msg_id: str) -> None:
+        self._positions[position] = msg_id
+        self._positions.move_to_end(position)
+        if len(self._positions) > MAX_REMEMBERED_POSITIONS:
+            self._positions.popitem(last=False)
+
+    # -- events ----------------------------------------------------------------------------------------------
+    def sent(self, stored: list[MessageExt], results: Iterable) -> None:
+        """Messages a producer's send stored (``SendResult``s in the same order)."""
+        ratio = self._ratio()
+        if not ratio:
+            return
+        records = []
+        for msg, result in zip(stored, results):
+            if is_system_topic(result.topic) or not sampled(result.msg_id, ratio):
+                continue
+            details = {"born_host": f"{msg.born_host[0]}:{msg.born_host[1]}", "offset_msg_id": result.offset_msg_id}
+            if msg.tags:
+                details["tag"] = msg.tags
+            if is_gray_message(msg.properties):
+                details["gray"] = True
+            if (delay := msg.properties.get(props.DELAY_TIME_LEVEL)) is not None:
+                details["delay_level"] = int(delay)
+            actor = msg.properties.get(props.PRODUCER_GROUP) or details["born_host"]
+            records.append(
+                self._record(
+                    "send", actor, result.msg_id, result.topic, result.queue_id, result.queue_offset, **details
+                )
+            )
+        self._writer.offer(records)
+
+    def popped(self, group: str, client_id: str, gray: bool, result: PopResult) -> None:
+        """One POP receive's deliveries."""
+        ratio = self._ratio()
+        if not ratio:
+            return
+        records = []
+        for popped in result.queues:
+            for msg, queue_offset in zip(popped.messages(), popped.queue_offsets):
+                if not sampled(msg.msg_id, ratio):
+                    continue
+                self._remember((group, popped.topic, popped.queue_id, queue_offset), msg.msg_id)
+                details = {"group": group, "invisible_ms": result.invisible_ms, "attempt": msg.reconsume_times + 1}
+                if gray:
+                    details["gray_client"] = True
+                records.append(
+                    self._record(
+                        "pop", client_id or group, msg.msg_id, popped.topic, popped.queue_id, queue_offset, **details
+                    )  # fmt: skip
+                )
+        self._writer.offer(records)
+
+    def _at(self, group: str, handle: ReceiptHandle, *, last: bool = False) -> str | None:
+        """The message id popped at ``handle``'s position; ``last``: the message leaves it (forgotten)."""
+        position = (group, handle.topic, handle.queue_id, handle.queue_offset)
+        return self._positions.pop(position, None) if last else self._positions.get(position)
+
+    def acked(self, group: str, handles: list[ReceiptHandle], errors: list) -> None:
+        records = [
+            self._record("ack", group, msg_id, h.topic, h.queue_id, h.queue_offset, group=group)
+            for h, error in zip(handles, errors)
+            if error is None and (msg_id := self._at(group, h, last=True)) is not None
+        ]
+        self._writer.offer(records)
+
+    def invisible_changed(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> None:
+        if (msg_id := self._at(group, handle)) is not None:
+            self._writer.offer(
+                [
+                    self._record(
+                        "change_invisible",
+                        group,
+                        msg_id,
+                        handle.topic,
+                        handle.queue_id,
+                        handle.queue_offset,
+                        group=group,
+                        invisible_ms=invisible_ms,
+                    )
+                ]  # fmt: skip
+            )
+
+    def revived(self, ck: PopCheckpoint, copies: list, rewrites: list, gone: list, drops: list) -> None:
+        """A closed CK's outcome (revive's ``CkPlan``): its retry copies and dead letters, the CK rewrites with
+        the reason the read failed, and the messages gone or dropped."""
+        read_from = "local" if ck.broker_name in ("", self._broker) else f"remote:{ck.broker_name}"
+        records = []
+        for copy in copies:
+            msg_id = self._positions.pop((ck.group, ck.topic, ck.queue_id, copy.queue_offset), None)
+            if msg_id is None:
+                continue
+            to = copy.message
+            details = {
+                "group": ck.group,
+                "read": read_from,
+                "to_topic": to.topic,
+                "reconsume_times": to.reconsume_times,
+            }
+            if (delay := to.properties.get(props.DELAY_TIME_LEVEL)) is not None:
+                details["delay_level"] = int(delay)
+            if copy.dead_letter:
+                details["reason"] = to.properties.get(DLQ_REASON, "")
+            step = "dlq" if copy.dead_letter else "retry"
+            records.append(
+                self._record(step, REVIVE_ACTOR, msg_id, ck.topic, ck.queue_id, copy.queue_offset, **details)
+            )
+        for rewrite, reason in rewrites:
+            new = rewrite.checkpoint
+            for queue_offset in new.unacked_offsets():
+                if (msg_id := self._positions.get((ck.group, ck.topic, ck.queue_id, queue_offset))) is not None:
+                    records.append(
+                        self._record(
+                            "ck_rewrite",
+                            REVIVE_ACTOR,
+                            msg_id,
+                            ck.topic,
+                            ck.queue_id,
+                            queue_offset,
+                            group=ck.group,
+                            read=read_from,
+                            reason=reason,
+                            rewrites=new.rewrite_count,
+                            wait_ms=rewrite.wait_ms,
+                        )  # fmt: skip
+                    )
+        for step, ended in (("gone", gone), ("dropped", drops)):
+            for queue_offset, reason in ended:
+                msg_id = self._positions.pop((ck.group, ck.topic, ck.queue_id, queue_offset), None)
+                if msg_id is not None:
+                    records.append(self._record(step, REVIVE_ACTOR, msg_id, ck.topic, ck.queue_id, queue_offset,
+                                                group=ck.group, read=read_from, reason=reason))  # fmt: skip
+        self._writer.offer(records)
+
+    def forwarded_to_dlq(self, group: str, handle: ReceiptHandle) -> None:
+        """A client moved a popped message to the DLQ itself."""
+        if (msg_id := self._at(group, handle, last=True)) is not None:
+            self._writer.offer(
+                [
+                    self._record(
+                        "dlq",
+                        group,
+                        msg_id,
+                        handle.topic,
+                        handle.queue_id,
+                        handle.queue_offset,
+                        group=group,
+                        reason="CLIENT_FORWARD",
+                    )
+                ]  # fmt: skip
+            )
+
+    def sent_back(self, group: str, source: MessageExt, copy: MessageExt, to_dlq: bool, delay_level: int) -> None:
+        """A push consumer's CONSUMER_SEND_MSG_BACK: ``copy`` is the retry (or dead letter) stored."""
+        if not sampled(source.msg_id, self._ratio()):
+            return
+        details = {
+            "group": group,
+            "to_topic": copy.properties.get(props.REAL_TOPIC) or copy.topic,  # a delayed retry waits in the timer
+            "reconsume_times": copy.reconsume_times,
+        }
+        if not to_dlq:
+            details["delay_level"] = delay_level
+        step = "dlq" if to_dlq else "retry"
+        self._writer.offer(
+            [self._record(step, group, source.msg_id, source.topic, source.queue_id, source.queue_offset, **details)]
+        )

@@ -1,0 +1,84 @@
+"""The broker's tracer (broker/tracer.py) and trace writer (broker/trace_writer.py): sampling by message id,
+positions remembered from pops, a bounded queue that drops and counts, batches keyed by message id."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pocketmq.broker.trace_writer import RECORDS_PER_MESSAGE, TraceWriter, trace_messages
+from pocketmq.broker.tracer import Tracer, sampled
+from pocketmq.common.trace_record import BROKER_STEP, TRACE_TOPIC, TraceRecord, decode_records
+from pocketmq.metrics import MetricsRegistry
+from pocketmq.runtime.clock import ManualClock
+
+
+def test_sampling_is_a_function_of_the_message_id():
+    ids = [f"ID{i:05d}" for i in range(10_000)]
+    assert all(sampled(i, 1.0) for i in ids) and not any(sampled(i, 0.0) for i in ids)
+    tenth = [i for i in ids if sampled(i, 0.1)]
+    assert 800 < len(tenth) < 1200
+    assert tenth == [i for i in ids if sampled(i, 0.1)]  # the same answer every time, on every broker
+    assert set(tenth) <= {i for i in ids if sampled(i, 0.5)}  # a larger ratio traces a superset
+
+
+def record(msg_id: str) -> TraceRecord:
+    return TraceRecord(BROKER_STEP, msg_id, 1, broker="b", step="send", actor="p")
+
+
+def test_a_full_queue_drops_and_counts_and_offer_never_waits():
+    metrics = MetricsRegistry()
+    sent: list = []
+
+    async def send(messages):
+        sent.append(messages)
+
+    writer = TraceWriter(send, capacity=3, metrics=metrics)
+    writer.offer([record("a"), record("b")])
+    writer.offer([record("c"), record("d")])
+    assert writer.queued == 3
+    assert metrics.value("pocketmq_trace_records_dropped_total") == 1
+    asyncio.run(writer.write_queued())
+    [[message]] = sent
+    assert message.topic == TRACE_TOPIC and message.keys == ["a", "b", "c"]
+    assert [r.msg_id for r in decode_records(message.body.decode())] == ["a", "b", "c"]
+
+
+def test_a_failed_write_drops_the_batch_and_the_writer_goes_on():
+    metrics = MetricsRegistry()
+
+    async def send(messages):
+        raise OSError("disk full")
+
+    writer = TraceWriter(send, capacity=10, metrics=metrics)
+    writer.offer([record("a")])
+    asyncio.run(writer.write_queued())
+    assert writer.queued == 0 and metrics.value("pocketmq_trace_records_dropped_total") == 1
+
+
+def test_records_are_packed_a_few_per_message():
+    records = [record(f"m{i}") for i in range(RECORDS_PER_MESSAGE + 1)]
+    first, second = trace_messages(records)
+    assert len(first.keys) == RECORDS_PER_MESSAGE and second.keys == [f"m{RECORDS_PER_MESSAGE}"]
+
+
+class Handle:  # what the tracer reads of a receipt handle
+    def __init__(self, topic: str, queue_id: int, queue_offset: int):
+        self.topic, self.queue_id, self.queue_offset = topic, queue_id, queue_offset
+
+
+def test_an_ack_is_traced_only_at_a_position_seen_popped_and_ends_it():
+    offered: list[TraceRecord] = []
+
+    class Writer:
+        def offer(self, records):
+            offered.extend(records)
+
+    enabled = [True]
+    tracer = Tracer(Writer(), broker_name="b", clock=ManualClock(), settings=lambda: (enabled[0], 1.0))  # type: ignore[arg-type]
+    tracer._remember(("g", "t", 0, 5), "MSG")
+    tracer.acked("g", [Handle("t", 0, 6), Handle("t", 0, 5)], [None, None])  # type: ignore[list-item]
+    tracer.acked("g", [Handle("t", 0, 5)], [None])  # type: ignore[list-item]
+    assert [(r.step, r.msg_id, r.queue_offset, r.actor) for r in offered] == [("ack", "MSG", 5, "g")]
+    enabled[0] = False  # a broker that stopped tracing records no send
+    tracer.sent([], [])
+    assert len(offered) == 1

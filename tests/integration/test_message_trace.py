@@ -94,3 +94,27 @@ def test_a_message_trace_follows_its_retries_dead_letter_and_resend(broker, cli)
     header, *rows = out.splitlines()
     assert header.split()[:3] == ["TIME", "STEP", "ACTOR"]
     assert [row.split()[1] for row in rows] == expected
+
+
+@pytest.mark.timeout(60)
+def test_sdk_clients_with_enable_trace_send_4x_trace_records(broker, cli):
+    config = ClientConfig(namesrv_addr=broker.namesrv, enable_trace=True)
+    with Admin(config) as admin:
+        admin.create_topic("traced_sdk", queues=1)
+    with Producer(config) as producer:
+        sent = producer.send(Message.create("traced_sdk", b"hello", tags="t1", keys="k-1"))
+    with SimpleConsumer("traced_sdk_group", {"traced_sdk": "*"}, config) as consumer:
+        consumer.ack(receive_one(consumer, invisible_ms=30_000))
+
+    def steps() -> dict[str, dict]:
+        return {s["step"]: s for s in trace_of(cli, sent.msg_id)}
+
+    wanted = {"send", "client_send", "pop", "client_consume", "client_consumed", "ack"}
+    wait_until(lambda: set(steps()) == wanted, timeout_s=20)
+    found = steps()
+    client_send, before, after = found["client_send"], found["client_consume"], found["client_consumed"]
+    assert client_send["source"] == "client" and client_send["topic"] == "traced_sdk"
+    assert client_send["details"]["success"] and client_send["details"]["tags"] == "t1"
+    assert before["actor"] == "traced_sdk_group" and before["details"]["retry_times"] == 0
+    assert after["details"]["success"] and after["details"]["request_id"] == before["details"]["request_id"]
+    assert found["send"]["time_ms"] <= client_send["time_ms"]

@@ -15,23 +15,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from pocketmq.common.message import Message
-from pocketmq.common.trace_record import TRACE_TOPIC, TraceRecord, encode_records, record_keys
+from pocketmq.common.trace_record import RECORDS_PER_MESSAGE, TraceRecord, trace_messages
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.periodic import spawn_watched
 
 log = logging.getLogger(__name__)
 
-RECORDS_PER_MESSAGE = 16  # a message's keys index every record's message id: few per message keeps keys short
 MESSAGES_PER_SEND = 32
-
-
-def trace_messages(records: list[TraceRecord]) -> list[Message]:
-    """``records`` packed into trace messages, in order."""
-    messages = []
-    for start in range(0, len(records), RECORDS_PER_MESSAGE):
-        chunk = records[start : start + RECORDS_PER_MESSAGE]
-        messages.append(Message.create(TRACE_TOPIC, encode_records(chunk), keys=record_keys(chunk)))
-    return messages
 
 
 class TraceWriter:

@@ -48,6 +48,7 @@ class ClientConfig:
     unit_mode: bool = False
     namespace: str = ""
     enable_gray_switch: bool = False
+    enable_trace: bool = False  # RocketMQ 4.x's enableMsgTrace: trace records of sends and consumes (docs/trace.md)
     gray_tag: str = "gray"  # the value of the PMQ_GRAY property a gray producer stamps
     gray_queue_ratio: float = 0.1
     # How long a synchronous send polls its socket for the reply before it sleeps (client/blocking_channel.py);

@@ -21,17 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from pocketmq.client.listener import (
     ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     failed_indexes,
 )
 from pocketmq.client.priority_slots import PrioritySlots, batch_priority
 from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.tracing import ClientTracer
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.namespace import Namespace
 from pocketmq.runtime.periodic import TaskFailures, watch_task
@@ -68,6 +72,7 @@ class _ServiceBase:
         self._failures = TaskFailures("pocketmq-consume")  # a task of this service ended by an error: reported
         self._timers: set[asyncio.TimerHandle] = set()
         self.consumed_total = 0
+        self.tracing: tuple[ClientTracer, str] | None = None  # (tracer, group) with config.enable_trace
 
     def _spawn(self, coro) -> asyncio.Task:
         task = watch_task(asyncio.get_running_loop().create_task(coro), self._failures)
@@ -79,7 +84,16 @@ class _ServiceBase:
         loop = asyncio.get_running_loop()
         context.message_queue = self._hooks.namespace.unwrap_queue(context.message_queue)
         async with self._slots.slot(batch_priority(messages)):
-            return await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
+            if self.tracing is None:
+                return await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
+            tracer, group = self.tracing
+            request_id = uuid.uuid4().hex
+            tracer.received(group, messages, request_id)
+            started = time.monotonic()
+            status = await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
+            success = status in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
+            tracer.consumed(messages, success, int((time.monotonic() - started) * 1000), request_id)
+            return status
 
     def _guarded_call(self, messages, context):
         try:

@@ -42,6 +42,7 @@ from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, Que
 from pocketmq.client.recall import recall_message
 from pocketmq.client.route_view import TopicRouteView
 from pocketmq.client.send_accumulator import SendAccumulator
+from pocketmq.client.tracing import ClientTracer
 from pocketmq.common import properties as props
 from pocketmq.common.errors import (
     ClientError,
@@ -177,6 +178,7 @@ class AsyncProducer(InstanceUser):
         self._gray_selector: GraySelector | None = None  # built on the first gray message
         self.faults = LatencyFaultTolerance()  # used when options.send_latency_fault_enable
         self._legal_topics: set[str] = set()  # names already checked, so a send skips the regex
+        self.tracer: ClientTracer | None = None  # with config.enable_trace, once started
         self._accumulator = (
             SendAccumulator(
                 self._send_auto_batch,
@@ -284,10 +286,16 @@ class AsyncProducer(InstanceUser):
     async def shutdown(self) -> None:
         if self._accumulator is not None and self._started:
             await self._accumulator.close()  # the sends already started get their results
+        if self.tracer is not None:
+            await self.tracer.stop()  # its last records go out while the instance is still there
+            self.tracer = None
         await super().shutdown()
 
     def _attach(self, instance: ClientInstance) -> None:
         instance.register_producer(self.options.group)
+        if self.config.enable_trace and self.tracer is None:  # it sends its trace messages itself
+            self.tracer = ClientTracer(self.send, instance.clock, client_host=instance.client_ip)
+            self.tracer.start()
 
     def _detach(self, instance: ClientInstance) -> None:
         instance.unregister_producer(self.options.group)
@@ -499,8 +507,11 @@ class AsyncProducer(InstanceUser):
                     address = instance.broker_addr(mq.broker_name)
                 started_ms = clock.monotonic_ms()
                 response = await invoke(address, build(mq), remaining_s)
-                self._report_latency(mq.broker_name, clock.monotonic_ms() - started_ms, clock, failed=False)
+                cost_ms = clock.monotonic_ms() - started_ms
+                self._report_latency(mq.broker_name, cost_ms, clock, failed=False)
                 result = self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
+                if self.tracer is not None:
+                    self.tracer.published(self.options.group, message, result, address, int(cost_ms))
                 if (
                     result.status is SendStatus.SEND_OK
                     or not self.options.retry_another_broker_when_not_store_ok

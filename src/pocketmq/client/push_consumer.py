@@ -38,6 +38,7 @@ from pathlib import Path
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
 from pocketmq.client.consumer_requests import serve_consumer_requests, stop_serving
+from pocketmq.client.consumer_tracing import ConsumerTracing
 from pocketmq.client.instance import (
     ClientInstance,
     ConsumerData,
@@ -152,6 +153,7 @@ class AsyncPushConsumer:
         self._orderly = False  # queues are locked on the broker (orderly and staged listeners)
         # Built at start (they need the instance); read before it, they are a ClientError.
         self._consume_service: ConcurrentConsumeService | OrderlyConsumeService | StagedConsumeService | None = None
+        self._tracing: ConsumerTracing | None = None  # with config.enable_trace, once started
         self._offset_store: RemoteOffsetStore | LocalFileOffsetStore | None = None
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._consumer_data: ConsumerData | None = None  # this consumer's heartbeat entry (set at start)
@@ -279,6 +281,9 @@ class AsyncPushConsumer:
             except PocketMQError as exc:
                 log.warning("event=route_failed topic=%s error=%s", topic, exc)
         await instance.heartbeat_all()
+        if self.config.enable_trace:
+            self._tracing = await ConsumerTracing.start(self.config, instance)
+            self._consume_service.tracing = (self._tracing.tracer, self.group)
         self._started = True
         # made before the first rebalance so that a NOTIFY_CONSUMER_IDS_CHANGED during it still makes a round (a
         # gray consumer's own heartbeat grows the retry topic, and the broker notifies once routes show it)
@@ -307,6 +312,9 @@ class AsyncPushConsumer:
         await asyncio.gather(*(task.stop() for task in self._tasks), *self._pull_tasks.values(), return_exceptions=True)
         self._tasks, self._pull_tasks, self._rebalancer = [], {}, None
         await self.consume_service.shutdown()
+        if self._tracing is not None:
+            await self._tracing.stop()
+            self._tracing = None
         await self.offset_store.persist(list(self._queues))
         if self._orderly and not self.broadcasting:
             await self._unlock(list(self._queues))

@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Mapping
 
 from pocketmq.client.config import ClientConfig
+from pocketmq.client.consumer_tracing import ConsumerTracing
 from pocketmq.client.instance import (
     ClientInstance,
     ConsumerData,
@@ -129,6 +130,7 @@ class AsyncSimpleConsumer:
         self.await_duration_ms = await_duration_ms
         self._instance: ClientInstance | None = None
         self._turn = itertools.count()
+        self._tracing: ConsumerTracing | None = None  # with config.enable_trace, once started
 
     @property
     def instance(self) -> ClientInstance:
@@ -148,10 +150,15 @@ class AsyncSimpleConsumer:
         for topic in self.subscriptions:
             await self._instance.route(topic)
         await self._instance.heartbeat_all()
+        if self.config.enable_trace:
+            self._tracing = await ConsumerTracing.start(self.config, self._instance)
 
     async def shutdown(self) -> None:
         if self._instance is None:
             return
+        if self._tracing is not None:
+            await self._tracing.stop()
+            self._tracing = None
         instance, self._instance = self._instance, None
         instance.unregister_consumer(self.group)
         await release_instance(instance)
@@ -211,12 +218,25 @@ class AsyncSimpleConsumer:
                 "event=pop_refused_by_slave broker=%s code=%d remark=%s", broker_name, response.code, response.remark
             )
             return []
-        return [
+        messages = [
             self.namespace.unwrap_message(msg) for msg in messages_of_pop_reply(expect_success(response), broker_name)
         ]
+        if self._tracing is not None:
+            self._tracing.tracer.received(self.group, messages)
+        return messages
 
     async def ack(self, msg: MessageExt) -> None:
         await self._about_receipt(msg, RequestCode.ACK_MESSAGE, AckMessageRequestHeader)
+        self._trace_acked([msg])
+
+    def _trace_acked(self, messages: list[MessageExt]) -> None:
+        """Acked: consumed, in the time since the receive (the receipt's pop time)."""
+        if self._tracing is None or not messages:
+            return
+        now_ms = self.instance.clock.now_ms()
+        for msg in messages:
+            cost_ms = max(now_ms - int(_pop_ck(msg)[0].split(" ")[1]), 0)
+            self._tracing.tracer.consumed([msg], True, cost_ms)
 
     async def ack_batch(self, messages: list[MessageExt]) -> None:
         """Ack many messages in one BATCH_ACK_MESSAGE per broker (stale ones are skipped by the broker)."""
@@ -254,6 +274,7 @@ class AsyncSimpleConsumer:
                 RequestCode.BATCH_ACK_MESSAGE, {}, body=_json({"brokerName": broker, "acks": acks})
             )
             expect_success(await self.instance.invoke_broker(broker, body))
+        self._trace_acked(messages)
 
     async def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> MessageExt:
         """Make ``msg`` invisible for ``invisible_duration_ms`` from now; updates (and returns) ``msg`` with its

@@ -24,10 +24,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from pocketmq.common.message import Message
+
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 CONTENT_SPLITOR = "\x01"
 FIELD_SPLITOR = "\x02"
 DEFAULT_REGION = "DefaultRegion"
+RECORDS_PER_MESSAGE = 16  # a message's keys index every record's message id: few per message keeps keys short
 
 PUB = "Pub"
 SUB_BEFORE = "SubBefore"
@@ -166,3 +169,12 @@ def record_keys(records: list[TraceRecord]) -> list[str]:
             if key and key != "null":
                 keys[key] = None
     return list(keys)
+
+
+def trace_messages(records: list[TraceRecord]) -> list[Message]:
+    """``records`` packed into trace messages of at most ``RECORDS_PER_MESSAGE`` each, in order."""
+    messages = []
+    for start in range(0, len(records), RECORDS_PER_MESSAGE):
+        chunk = records[start : start + RECORDS_PER_MESSAGE]
+        messages.append(Message.create(TRACE_TOPIC, encode_records(chunk), keys=record_keys(chunk)))
+    return messages

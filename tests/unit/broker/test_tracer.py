@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import asyncio
 
-from pocketmq.broker.trace_writer import RECORDS_PER_MESSAGE, TraceWriter, trace_messages
+from pocketmq.broker.trace_writer import TraceWriter
 from pocketmq.broker.tracer import Tracer, sampled
-from pocketmq.common.trace_record import BROKER_STEP, TRACE_TOPIC, TraceRecord, decode_records
+from pocketmq.common.trace_record import (
+    BROKER_STEP,
+    RECORDS_PER_MESSAGE,
+    TRACE_TOPIC,
+    TraceRecord,
+    decode_records,
+    trace_messages,
+)
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.clock import ManualClock
 

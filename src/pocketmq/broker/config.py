@@ -200,7 +200,7 @@ class BrokerConfig(TlsOptions):
     pop_min_invisible_ms: int = field(default=1000, metadata={"check": _min_invisible})
     pop_state_persist_interval_ms: int = field(default=500, metadata={"check": _positive})
     # Message trace (broker/tracer.py, docs/trace.md): the share of messages traced, and the records queued at most.
-    trace_enabled: bool = field(default=True, metadata={"aliases": ("traceTopicEnable",)})
+    trace_enabled: bool = True
     trace_sample_ratio: float = field(default=0.01, metadata={"check": _ratio})
     trace_queue_capacity: int = field(default=10_000, metadata={"check": _positive})
     # Delayed messages and consumer retries (broker/timer, broker/send_back; docs/retry.md).

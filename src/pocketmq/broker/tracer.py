@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.pop.copies import DLQ_REASON
+from pocketmq.broker.pop.copies import DLQ_REASON, REASON_CLIENT_FORWARD
 from pocketmq.common import properties as props
 from pocketmq.common.gray import is_gray_message
 from pocketmq.common.message import MessageExt
@@ -117,108 +117,64 @@ class Tracer:
                 records.append(
                     self._record(
                         "pop", client_id or group, msg.msg_id, popped.topic, popped.queue_id, queue_offset, **details
-                    )  # fmt: skip
+                    )
                 )
         self._writer.offer(records)
 
-    def _at(self, group: str, handle: ReceiptHandle, *, last: bool = False) -> str | None:
-        """The message id popped at ``handle``'s position; ``last``: the message leaves it (forgotten)."""
-        position = (group, handle.topic, handle.queue_id, handle.queue_offset)
+    def _at(self, position: Position, *, last: bool) -> str | None:
+        """The message id popped at ``position``; ``last``: the message leaves it (forgotten)."""
         return self._positions.pop(position, None) if last else self._positions.get(position)
 
     def acked(self, group: str, handles: list[ReceiptHandle], errors: list) -> None:
         records = [
             self._record("ack", group, msg_id, h.topic, h.queue_id, h.queue_offset, group=group)
             for h, error in zip(handles, errors)
-            if error is None and (msg_id := self._at(group, h, last=True)) is not None
+            if error is None and (msg_id := self._at((group, h.topic, h.queue_id, h.queue_offset), last=True))
         ]
         self._writer.offer(records)
 
     def invisible_changed(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> None:
-        if (msg_id := self._at(group, handle)) is not None:
-            self._writer.offer(
-                [
-                    self._record(
-                        "change_invisible",
-                        group,
-                        msg_id,
-                        handle.topic,
-                        handle.queue_id,
-                        handle.queue_offset,
-                        group=group,
-                        invisible_ms=invisible_ms,
-                    )
-                ]  # fmt: skip
-            )
+        self._at_handle("change_invisible", group, handle, last=False, invisible_ms=invisible_ms)
+
+    def _at_handle(self, step: str, group: str, handle: ReceiptHandle, *, last: bool, **details) -> None:
+        """A step of the group's consumer at ``handle``'s position, when a traced message was popped there."""
+        if (msg_id := self._at((group, handle.topic, handle.queue_id, handle.queue_offset), last=last)) is not None:
+            where = (handle.topic, handle.queue_id, handle.queue_offset)
+            self._writer.offer([self._record(step, group, msg_id, *where, group=group, **details)])
 
     def revived(self, ck: PopCheckpoint, copies: list, rewrites: list, gone: list, drops: list) -> None:
         """A closed CK's outcome (revive's ``CkPlan``): its retry copies and dead letters, the CK rewrites with
         the reason the read failed, and the messages gone or dropped."""
         read_from = "local" if ck.broker_name in ("", self._broker) else f"remote:{ck.broker_name}"
         records = []
+
+        def add(step: str, queue_offset: int, *, last: bool, **details) -> None:
+            if (msg_id := self._at((ck.group, ck.topic, ck.queue_id, queue_offset), last=last)) is not None:
+                where = (ck.topic, ck.queue_id, queue_offset)
+                records.append(self._record(step, REVIVE_ACTOR, msg_id, *where, group=ck.group, read=read_from,
+                                            **details))  # fmt: skip
+
         for copy in copies:
-            msg_id = self._positions.pop((ck.group, ck.topic, ck.queue_id, copy.queue_offset), None)
-            if msg_id is None:
-                continue
             to = copy.message
-            details = {
-                "group": ck.group,
-                "read": read_from,
-                "to_topic": to.topic,
-                "reconsume_times": to.reconsume_times,
-            }
+            details = {"to_topic": to.topic, "reconsume_times": to.reconsume_times}
             if (delay := to.properties.get(props.DELAY_TIME_LEVEL)) is not None:
                 details["delay_level"] = int(delay)
             if copy.dead_letter:
                 details["reason"] = to.properties.get(DLQ_REASON, "")
-            step = "dlq" if copy.dead_letter else "retry"
-            records.append(
-                self._record(step, REVIVE_ACTOR, msg_id, ck.topic, ck.queue_id, copy.queue_offset, **details)
-            )
+            add("dlq" if copy.dead_letter else "retry", copy.queue_offset, last=True, **details)
         for rewrite, reason in rewrites:
             new = rewrite.checkpoint
             for queue_offset in new.unacked_offsets():
-                if (msg_id := self._positions.get((ck.group, ck.topic, ck.queue_id, queue_offset))) is not None:
-                    records.append(
-                        self._record(
-                            "ck_rewrite",
-                            REVIVE_ACTOR,
-                            msg_id,
-                            ck.topic,
-                            ck.queue_id,
-                            queue_offset,
-                            group=ck.group,
-                            read=read_from,
-                            reason=reason,
-                            rewrites=new.rewrite_count,
-                            wait_ms=rewrite.wait_ms,
-                        )  # fmt: skip
-                    )
+                add("ck_rewrite", queue_offset, last=False, reason=reason, rewrites=new.rewrite_count,
+                    wait_ms=rewrite.wait_ms)  # fmt: skip
         for step, ended in (("gone", gone), ("dropped", drops)):
             for queue_offset, reason in ended:
-                msg_id = self._positions.pop((ck.group, ck.topic, ck.queue_id, queue_offset), None)
-                if msg_id is not None:
-                    records.append(self._record(step, REVIVE_ACTOR, msg_id, ck.topic, ck.queue_id, queue_offset,
-                                                group=ck.group, read=read_from, reason=reason))  # fmt: skip
+                add(step, queue_offset, last=True, reason=reason)
         self._writer.offer(records)
 
     def forwarded_to_dlq(self, group: str, handle: ReceiptHandle) -> None:
         """A client moved a popped message to the DLQ itself."""
-        if (msg_id := self._at(group, handle, last=True)) is not None:
-            self._writer.offer(
-                [
-                    self._record(
-                        "dlq",
-                        group,
-                        msg_id,
-                        handle.topic,
-                        handle.queue_id,
-                        handle.queue_offset,
-                        group=group,
-                        reason="CLIENT_FORWARD",
-                    )
-                ]  # fmt: skip
-            )
+        self._at_handle("dlq", group, handle, last=True, reason=REASON_CLIENT_FORWARD)
 
     def sent_back(self, group: str, source: MessageExt, copy: MessageExt, to_dlq: bool, delay_level: int) -> None:
         """A push consumer's CONSUMER_SEND_MSG_BACK: ``copy`` is the retry (or dead letter) stored."""

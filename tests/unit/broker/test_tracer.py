@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from pocketmq.broker.trace_writer import TraceWriter
-from pocketmq.broker.tracer import Tracer, sampled
+from pocketmq.broker.tracer import Tracer, record_uniq_key, sampled
+from pocketmq.common.message import MessageExt
+from pocketmq.common.record import encode_record
 from pocketmq.common.trace_record import (
     BROKER_STEP,
     RECORDS_PER_MESSAGE,
@@ -89,3 +91,13 @@ def test_an_ack_is_traced_only_at_a_position_seen_popped_and_ends_it():
     enabled[0] = False  # a broker that stopped tracing records no send
     tracer.sent([], [])
     assert len(offered) == 1
+
+
+def test_a_popped_records_message_id_is_read_from_its_properties_alone():
+    def stored(properties: dict[str, str]) -> bytes:
+        body = b"UNIQ_KEY\x01not-this\x02" * 2  # a body that looks like properties is still a body
+        return encode_record(MessageExt(topic="orders", body=body, properties=properties))
+
+    assert record_uniq_key(stored({"KEYS": "k", "UNIQ_KEY": "ID1"})) == "ID1"
+    assert record_uniq_key(stored({"MY_UNIQ_KEY": "no", "UNIQ_KEY": "ID2"})) == "ID2"
+    assert record_uniq_key(stored({"MY_UNIQ_KEY": "no"})) is None

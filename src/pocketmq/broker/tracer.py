@@ -126,7 +126,7 @@ class Tracer:
                     continue
                 self._remember((group, popped.topic, popped.queue_id, queue_offset), msg_id)
                 attempt = decode_record(record)[0].reconsume_times + 1  # decoded only when traced: it costs
-                details = {"group": group, "invisible_ms": result.invisible_ms, "attempt": attempt}
+                details: dict = {"group": group, "invisible_ms": result.invisible_ms, "attempt": attempt}
                 if gray:
                     details["gray_client"] = True
                 where = (popped.topic, popped.queue_id, queue_offset)

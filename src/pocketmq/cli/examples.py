@@ -37,6 +37,7 @@ EXAMPLES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("message", "consume-directly"): (
         "pocketmq message consume-directly MESSAGE_ID --group billing --client CLIENT_ID",
     ),
+    ("message", "trace"): ("pocketmq message trace MESSAGE_ID", "pocketmq message trace MESSAGE_ID --json"),
     ("message", "recall"): ("pocketmq message recall HANDLE",),
     ("tail",): ("pocketmq tail orders", "pocketmq tail orders --from-beginning --max 10 --json"),
     ("cluster",): ("pocketmq cluster", "pocketmq cluster -n 10.0.0.5:9876 --json"),

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+from pocketmq.broker.pop.checkpoint import PopCheckpoint
+from pocketmq.broker.pop.copies import DLQ_REASON
+from pocketmq.broker.pop.revive import Copy
+from pocketmq.broker.pop.rewrite import Rewrite
 from pocketmq.broker.trace_writer import TraceWriter
 from pocketmq.broker.tracer import Tracer, record_uniq_key, sampled
 from pocketmq.common.message import MessageExt
@@ -101,3 +105,31 @@ def test_a_popped_records_message_id_is_read_from_its_properties_alone():
     assert record_uniq_key(stored({"KEYS": "k", "UNIQ_KEY": "ID1"})) == "ID1"
     assert record_uniq_key(stored({"MY_UNIQ_KEY": "no", "UNIQ_KEY": "ID2"})) == "ID2"
     assert record_uniq_key(stored({"MY_UNIQ_KEY": "no"})) is None
+
+
+def test_revive_traces_rewrites_with_the_read_reason_then_the_copies_and_forgets_the_positions():
+    offered: list[TraceRecord] = []
+
+    class Writer:
+        def offer(self, records):
+            offered.extend(records)
+
+    tracer = Tracer(Writer(), broker_name="b", clock=ManualClock(), settings=lambda: (True, 1.0))  # type: ignore[arg-type]
+    for offset, msg_id in ((7, "M7"), (8, "M8"), (9, "M9")):
+        tracer._remember(("g", "t", 1, offset), msg_id)
+    ck = PopCheckpoint.of_offsets("t", "g", 1, [7, 8, 9], 1_000, 300, "other-broker")
+    rewrite = Rewrite(PopCheckpoint.of_offsets("t", "g", 1, [8], 1_300, 300, "other-broker"), wait_ms=500)
+    tracer.revived(ck, [], [(rewrite, "TIMEOUT")], [], [])
+    retry = MessageExt(topic="%RETRY%g_t", body=b"", reconsume_times=1)
+    dead = MessageExt(topic="%DLQ%g", body=b"", properties={DLQ_REASON: "MAX_ATTEMPTS"})
+    tracer.revived(ck, [Copy(retry, False, queue_offset=7), Copy(dead, True, queue_offset=9)], [], [(8, "gone")], [])
+    steps = [(r.step, r.msg_id, r.details.get("reason"), r.details["read"]) for r in offered]
+    assert steps == [
+        ("ck_rewrite", "M8", "TIMEOUT", "remote:other-broker"),
+        ("retry", "M7", None, "remote:other-broker"),
+        ("dlq", "M9", "MAX_ATTEMPTS", "remote:other-broker"),
+        ("gone", "M8", "gone", "remote:other-broker"),
+    ]
+    assert offered[1].details["to_topic"] == "%RETRY%g_t" and offered[0].details["wait_ms"] == 500
+    tracer.revived(ck, [Copy(retry, False, queue_offset=7)], [], [], [])  # a position ends once
+    assert len(offered) == 4

@@ -1,0 +1,122 @@
+"""A Python that imported the CLI and the clients once and forks a child per command: the docs test runs dozens of
+short ``pocketmq`` commands and snippets, and a cold start of each would spend seconds importing on a loaded
+machine.
+
+``WarmPython(bin_dir, env)`` starts the server; ``wait_ready()`` writes two launchers into ``bin_dir``: ``pocketmq`` (the
+CLI) and ``snippet-python CODE`` (``python -c CODE``). A launcher is a small Python without site-packages that
+hands its argv, working directory, environment and its stdin, stdout and stderr to the server, which forks a child
+to run the command with them, and exits with the child's exit code. A child runs to a normal interpreter exit
+(threads joined, atexit run, buffers flushed); it is killed when the server dies.
+
+Run as a script, this module is the server: ``python warm_python.py SOCKET``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from pocketmq.testing.polling import wait_until
+
+MAX_REQUEST_BYTES = 1 << 20
+SERVER_START_TIMEOUT_S = 30.0
+# servers: the docs never run them here, and the broker's imports would double the server's start
+LONG_RUNNING_COMMANDS = {"serve", "namesrv", "proxy"}
+LAUNCHER = """#!{python} -S
+import json, os, socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+sock.connect({socket_path!r})
+request = {{"mode": os.path.basename(sys.argv[0]), "argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}
+socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
+sys.exit(int(sock.recv(16) or b"255"))
+"""
+
+
+class WarmPython:
+    """``start`` returns at once (the server imports while the caller starts a broker); ``wait_ready`` writes the
+    launchers once the server listens."""
+
+    def __init__(self, bin_dir: Path, env: dict[str, str]):
+        self.bin_dir = bin_dir
+        self.socket_path = bin_dir / "warm.sock"
+        self.process = subprocess.Popen([sys.executable, __file__, str(self.socket_path)], env=env)
+
+    def wait_ready(self) -> None:
+        ready = wait_until(
+            lambda: self.socket_path.exists() or self.process.poll() is not None, SERVER_START_TIMEOUT_S, "warm python"
+        )
+        assert ready and self.process.poll() is None, f"the warm python exited {self.process.returncode}"
+        for name in ("pocketmq", "snippet-python"):
+            launcher = self.bin_dir / name
+            launcher.write_text(LAUNCHER.format(python=sys.executable, socket_path=str(self.socket_path)))
+            launcher.chmod(0o755)
+
+    def stop(self) -> None:
+        self.process.kill()  # its children die with it (PR_SET_PDEATHSIG)
+        self.process.wait()
+
+
+def serve(socket_path: str) -> None:
+    import rocketmq  # noqa: F401  (the imports every command would pay for)
+
+    import pocketmq.client  # noqa: F401
+    from pocketmq.cli.main import COMMAND_MODULES, command_of
+
+    for module in COMMAND_MODULES:
+        if command_of(module) not in LONG_RUNNING_COMMANDS:
+            importlib.import_module(module)
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(socket_path + ".tmp")
+    server.listen()
+    os.rename(socket_path + ".tmp", socket_path)  # the launchers connect only once it listens
+    while True:
+        conn, _ = server.accept()
+        message, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST_BYTES, 3)
+        pid = os.fork()
+        if pid == 0:
+            server.close()
+            conn.close()
+            run_child(json.loads(message), fds)
+            return  # run_child raised SystemExit: the child exits as any interpreter does
+        for fd in fds:
+            os.close(fd)
+        threading.Thread(target=report_exit, args=(pid, conn), daemon=True).start()
+
+
+def report_exit(pid: int, conn: socket.socket) -> None:
+    _, status = os.waitpid(pid, 0)
+    conn.send(str(os.waitstatus_to_exitcode(status) % 256).encode())
+    conn.close()
+
+
+def run_child(request: dict, fds: list[int]) -> None:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the server
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if request["mode"] == "pocketmq":
+        from pocketmq.cli.main import main
+
+        sys.argv = ["pocketmq", *request["argv"]]
+        raise SystemExit(main(request["argv"]))
+    [code] = request["argv"]
+    sys.argv = ["-c"]
+    exec(compile(code, "<snippet>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    serve(sys.argv[1])

@@ -22,7 +22,7 @@ def python_blocks() -> list[str]:
 
 @pytest.mark.parametrize("index", range(len(python_blocks())))
 def test_quickstart_block_runs(pocketmq_broker, index, tmp_path):
-    """On the plugin's session broker (docs/testing.md): no other test sends to its topic `orders`."""
+    """On the plugin's session broker (docs/testing.md): no other test sends to its topics `orders` and `events`."""
     code = python_blocks()[index].replace("127.0.0.1:9876", pocketmq_broker.namesrv_addr)
     code = code.replace("127.0.0.1:8081", pocketmq_broker.grpc_endpoint)
     result = subprocess.run(
@@ -47,8 +47,7 @@ def test_cli_quickstart_runs(pocketmq_broker):
     lines = cli_block()
     assert lines and all(line.startswith("pocketmq ") for line in lines), lines
     for line in lines:
-        # its own topic: the Python quickstarts may have made `orders` already
-        argv = shlex.split(line.replace(" orders ", " readme_cli_orders "))[1:]
+        argv = shlex.split(line)[1:]
         result = run_cli(*argv, namesrv=pocketmq_broker.namesrv_addr)
         assert result.returncode == 0, (line, result.stderr)
         if argv[0] == "tail":

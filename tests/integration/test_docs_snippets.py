@@ -19,7 +19,6 @@ from __future__ import annotations
 import builtins
 import os
 import re
-import shutil
 import subprocess
 import symtable
 from dataclasses import dataclass
@@ -38,8 +37,8 @@ DEFAULT_NAMESRV = "127.0.0.1:9876"
 DEFAULT_GRPC = "127.0.0.1:8081"
 SNIPPET_TIMEOUT_S = 20.0
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<code>.*?)^```", flags=re.S | re.M)
-SKIP = re.compile(r"<!-- docs-test: skip \((?P<reason>[^)]+)\) -->\s*$")
-ANY_MARKER = re.compile(r"<!--\s*docs-test")
+SKIP = re.compile(r"^<!-- docs-test: skip \((?P<reason>[^)]+)\) -->\s*$")
+ANY_MARKER = re.compile(r"^\s*<!--\s*docs-test")  # a line of its own: prose may quote the marker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -137,11 +136,11 @@ def snippet_env(docs_broker, warm_python, tmp_path_factory) -> dict[str, str]:
     }
 
 
-def command(snippet: Snippet, docs_broker) -> list[str]:
+def command(snippet: Snippet, docs_broker, warm_python: WarmPython) -> list[str]:
     code = snippet.code.replace(DEFAULT_NAMESRV, docs_broker.namesrv_addr)
     code = code.replace(DEFAULT_GRPC, docs_broker.grpc_endpoint)
     if snippet.lang == "python":
-        return ["snippet-python", code]
+        return [str(warm_python.bin_dir / "snippet-python"), code]
     return ["bash", "-e", "-o", "pipefail", "-c", code]
 
 
@@ -159,13 +158,12 @@ def undefined_names(code: str) -> set[str]:
 
 
 @pytest.mark.parametrize("snippet", list(runnable_params()))
-def test_snippet_runs(snippet: Snippet, docs_broker, topics_of_one_file, snippet_env, tmp_path):
+def test_snippet_runs(snippet: Snippet, docs_broker, warm_python, topics_of_one_file, snippet_env, tmp_path):
     if snippet.lang == "python":
         assert undefined_names(snippet.code) == set(), f"{snippet.name} names what it does not define"
     topics_of_one_file.enter(snippet.path)
-    argv = command(snippet, docs_broker)
     result = subprocess.run(
-        [shutil.which(argv[0], path=snippet_env["PATH"]) or argv[0], *argv[1:]],
+        command(snippet, docs_broker, warm_python),
         cwd=tmp_path,
         env=snippet_env,
         capture_output=True,

@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test check venv java-check bench pipeline sim soak fuzz chaos clean
+.PHONY: run test check venv java-check etcd bench pipeline sim soak fuzz chaos clean
 
 venv: $(BROKER_STAMP)
 
@@ -40,6 +40,15 @@ run: $(BROKER_STAMP)
 java-check: $(BROKER_STAMP)
 	@$(BIN)/python -m pocketmq.testing.java
 
+# The failover tests (docs/failover.md) start a real etcd 3.x. Without one, this installs Debian's etcd-server when
+# it can (root and apt-get), else says how; the tests then skip (with CI=true they fail, like Spark without Java).
+etcd: $(BROKER_STAMP)
+	@$(BIN)/python -m pocketmq.testing.etcd 2>/dev/null || \
+		{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "== installing etcd-server (apt-get)"; apt-get install -y etcd-server >/dev/null 2>&1 || \
+				{ apt-get update >/dev/null && apt-get install -y etcd-server >/dev/null; }; \
+		fi; $(BIN)/python -m pocketmq.testing.etcd || echo "== the failover tests will be skipped (they fail with CI=true)"; }
+
 # Static checks (docs/development.md): lint and format (ruff), types (mypy), layers (import-linter).
 # mypy checks the Spark modules against the installed PySpark, as CI does after it.
 CHECK_STAMP := $(VENV)/.installed-check
@@ -54,7 +63,7 @@ check: $(CHECK_STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-test: $(TEST_STAMP)
+test: $(TEST_STAMP) etcd
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The deterministic simulation (docs/ha.md): SEEDS seeds from FIRST, a summary line, exit 1 on a failure;

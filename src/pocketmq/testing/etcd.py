@@ -1,0 +1,120 @@
+"""A real single-node etcd on 127.0.0.1 for tests of the controller (``serve --controller etcd://...``).
+
+- ``etcd_problem()``: ``None`` when an ``etcd`` 3.x binary is on PATH, else one sentence saying what is wrong
+  and how to fix it.
+- ``etcd_required()``: in CI (``CI`` set to a true value) a missing etcd is an error, not a reason to skip:
+  the same rule as Java for the Spark tests.
+- ``etcd_or_skip()``: what a fixture calls first: skips the test (fails it in CI) when etcd is missing.
+- ``EtcdServer``: ``start()`` runs ``etcd`` in a temp directory on free ports and waits until it answers;
+  ``kill()`` ends it (SIGKILL). ``endpoint`` is the ``etcd://127.0.0.1:PORT`` brokers take.
+- ``python -m pocketmq.testing.etcd``: prints the problem and exits 1 (``make etcd-check`` runs it).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pocketmq.testing.chaos.cluster import free_port
+from pocketmq.testing.java import java_required
+from pocketmq.testing.polling import wait_until
+
+MIN_ETCD_MAJOR = 3
+INSTALL_HINT = "install etcd 3.x (Debian: apt-get install etcd-server) and put etcd on PATH"
+_VERSION = re.compile(r"etcd Version: (\d+)\.(\d+)")
+
+
+def etcd_major(version_output: str) -> int | None:
+    match = _VERSION.search(version_output)
+    return int(match.group(1)) if match else None
+
+
+def etcd_problem() -> str | None:
+    etcd = shutil.which("etcd")
+    if etcd is None:
+        return f"etcd not found on PATH; {INSTALL_HINT}"
+    try:
+        done = subprocess.run([etcd, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{etcd} --version failed ({exc}); {INSTALL_HINT}"
+    major = etcd_major(done.stdout + done.stderr)
+    if major != MIN_ETCD_MAJOR:
+        return f"{etcd} is not etcd 3.x ({(done.stdout + done.stderr).strip()[:80]!r}); {INSTALL_HINT}"
+    return None
+
+
+def etcd_required() -> bool:
+    """Whether a missing etcd fails the tests that need it (CI), rather than skipping them."""
+    return java_required()  # the same CI switch
+
+
+@dataclass
+class EtcdServer:
+    workdir: Path
+    client_port: int = 0
+    proc: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"etcd://127.0.0.1:{self.client_port}"
+
+    def start(self, timeout_s: float = 20.0) -> EtcdServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.client_port = free_port()
+        peer_port = free_port()
+        client_url, peer_url = f"http://127.0.0.1:{self.client_port}", f"http://127.0.0.1:{peer_port}"
+        args = [
+            "etcd",
+            *("--name", "test", "--data-dir", str(self.workdir / "data")),
+            *("--listen-client-urls", client_url, "--advertise-client-urls", client_url),
+            *("--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url),
+            *("--initial-cluster", f"test={peer_url}", "--log-level", "warn"),
+        ]
+        with open(self.workdir / "etcd.log", "ab") as log_file:
+            self.proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, cwd=self.workdir)
+        try:
+            wait_until(self._answers, timeout_s, f"etcd on {client_url}")
+        except AssertionError:
+            self.kill()
+            tail = (self.workdir / "etcd.log").read_text(errors="replace")[-2000:]
+            raise TimeoutError(f"etcd did not start on {client_url}:\n{tail}") from None
+        return self
+
+    def _answers(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"etcd exited with {self.proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.client_port), timeout=0.2) as conn:
+                conn.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+                return b'"health":"true"' in conn.recv(4096)
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def etcd_or_skip() -> None:
+    """Skip the calling test when etcd is missing; in CI, fail it."""
+    import pytest
+
+    problem = etcd_problem()
+    if problem is None:
+        return
+    if etcd_required():
+        pytest.fail(f"CI is set and the failover tests need etcd {MIN_ETCD_MAJOR}.x: {problem}")
+    pytest.skip(f"needs etcd {MIN_ETCD_MAJOR}.x: {problem}")
+
+
+if __name__ == "__main__":
+    problem = etcd_problem()
+    if problem is not None:
+        print(f"the failover tests need etcd {MIN_ETCD_MAJOR}.x: {problem}", file=sys.stderr)
+        sys.exit(1)

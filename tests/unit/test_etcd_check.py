@@ -1,0 +1,25 @@
+"""Whether the failover tests can start etcd: the version `etcd --version` prints, and the fix it names."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketmq.testing.etcd import etcd_major, etcd_problem
+
+
+@pytest.mark.parametrize(
+    "output, major",
+    [("etcd Version: 3.4.23\nGit SHA: Not provided", 3), ("etcd Version: 2.3.8", 2), ("no such command", None)],
+)
+def test_the_major_version_of_etcd_version_output(output, major):
+    assert etcd_major(output) == major
+
+
+def test_a_missing_or_old_etcd_is_a_problem_that_says_how_to_fix_it(tmp_path, monkeypatch):
+    etcd = tmp_path / "etcd"
+    etcd.write_text("#!/bin/sh\necho 'etcd Version: 2.3.8'\n")
+    etcd.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert etcd_problem().endswith("install etcd 3.x (Debian: apt-get install etcd-server) and put etcd on PATH")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert etcd_problem().startswith("etcd not found on PATH; install etcd 3.x")

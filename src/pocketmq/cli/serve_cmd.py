@@ -22,6 +22,7 @@ import ipaddress
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -109,6 +110,11 @@ def register(subparsers) -> None:
         help="while requests come close together, poll the sockets this long before sleeping (default 200; 0: never)",
     )
     p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
+    p.add_argument(
+        "--controller",
+        metavar="etcd://HOST:PORT",
+        help="elect the group's master through etcd; --broker-id names this broker in its group (docs/failover.md)",
+    )
     add_server_tls_options(p)
     p.set_defaults(func=run)
 
@@ -159,7 +165,12 @@ def run(args: argparse.Namespace) -> int:
     raise_open_files_limit(config.remoting_max_connections)
     namesrv_overrides = {"broker_expire_ms": args.broker_expire_ms, "scan_interval_ms": args.namesrv_scan_interval_ms}
     with asyncio.Runner(loop_factory=busy_poll.loop_factory(config.busy_poll_us)) as runner:
-        runner.run(serve(config, namesrv_overrides=namesrv_overrides, ready_file=args.ready_file))
+        if args.controller:
+            from pocketmq.cli.controlled_serve import serve_controlled
+
+            runner.run(serve_controlled(config, args.controller, args.ready_file, serve))
+        else:
+            runner.run(serve(config, namesrv_overrides=namesrv_overrides, ready_file=args.ready_file))
     return 0
 
 
@@ -186,7 +197,15 @@ def warn_if_open(config: BrokerConfig) -> None:
         log.warning("event=access_control_off host=%s", config.host)
 
 
-async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, ready_file: str | None = None) -> None:
+async def serve(
+    config: BrokerConfig,
+    *,
+    namesrv_overrides: dict | None = None,
+    ready_file: str | None = None,
+    until: Callable[[], Awaitable[None]] = wait_for_stop_signal,
+    on_broker: Callable[[Broker], None] = lambda broker: None,
+) -> None:
+    """Serve until ``until()`` returns (a stop signal; under a controller, also a change of role)."""
     warn_if_open(config)
     namesrv = None
     tls_settings = config.tls_settings()
@@ -212,6 +231,7 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
             await namesrv.start()
         config = dataclasses.replace(config, namesrv_addr=namesrv.address)
     broker = Broker(config)
+    on_broker(broker)
     remoting = RemotingServer(
         build_broker_router(broker),
         config.host,
@@ -245,7 +265,7 @@ async def serve(config: BrokerConfig, *, namesrv_overrides: dict | None = None, 
         print(ready_message(config, addresses, embedded=namesrv is not None, tls_mode=tls_mode), flush=True)
         if ready_file:
             write_ready_file(ready_file, addresses)
-        await wait_for_stop_signal()
+        await until()
         log.info("event=stopping broker=%s", config.broker_name)
     finally:
         if metrics is not None:

@@ -34,8 +34,8 @@ class RoleHandler(Protocol):
 
     def log_end(self) -> int: ...
 
-    def in_sync_ids(self) -> frozenset[int]:
-        """For a master: the slaves that hold every record it confirmed."""
+    def in_sync_addresses(self) -> frozenset[str]:
+        """For a master: the addresses of the slaves in sync (caught up within ``ha_max_gap_bytes``)."""
         ...
 
 
@@ -129,7 +129,8 @@ class FailoverLoop:
                 decision.epoch,
             )
         if self.role is Role.MASTER:
-            in_sync = frozenset({self.controller.broker_id}) | self._handler.in_sync_ids()
+            addresses = self._handler.in_sync_addresses()
+            in_sync = frozenset({self.controller.broker_id}) | {i for i, a in view.addresses.items() if a in addresses}
             if in_sync != self._published_in_sync and await self.controller.publish_in_sync(self.epoch, in_sync):
                 self._published_in_sync = in_sync
         return decision

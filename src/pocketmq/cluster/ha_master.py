@@ -201,6 +201,11 @@ class HaMaster:
             )
             self._release_when_no_slave()
 
+    def in_sync_slave_addrs(self) -> frozenset[str]:
+        """The advertised addresses of the slaves in sync now (the controller's in-sync set)."""
+        now_ms = self._clock.now_ms()
+        return frozenset(p.slave_addr for p in self.acks.in_sync(self._store.max_phys_offset, now_ms))
+
     def _release_when_no_slave(self) -> None:
         """Sends waiting on an ack that can no longer come answer now (the record may or may not be there)."""
         if self.acks.in_sync(self._store.max_phys_offset, self._clock.now_ms()):

@@ -6,14 +6,17 @@
   the same rule as Java for the Spark tests.
 - ``etcd_or_skip()``: what a fixture calls first: skips the test (fails it in CI) when etcd is missing.
 - ``EtcdServer``: ``start()`` runs ``etcd`` in a temp directory on free ports and waits until it answers;
-  ``kill()`` ends it (SIGKILL). ``endpoint`` is the ``etcd://127.0.0.1:PORT`` brokers take.
+  ``pause()`` / ``resume()`` stop and continue it (nobody reaches it meanwhile), ``kill()`` ends it (SIGKILL).
+- ``etcd_server``: the pytest fixture's body (``etcd = pytest.fixture(etcd_server)`` in a test module). ``endpoint`` is the ``etcd://127.0.0.1:PORT`` brokers take.
 - ``python -m pocketmq.testing.etcd``: prints the problem and exits 1 (``make etcd-check`` runs it).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -95,6 +98,15 @@ class EtcdServer:
         except OSError:
             return False
 
+    def pause(self) -> None:
+        """SIGSTOP: etcd answers nobody (every broker is cut off from it) until ``resume``."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
@@ -111,6 +123,18 @@ def etcd_or_skip() -> None:
     if etcd_required():
         pytest.fail(f"CI is set and the failover tests need etcd {MIN_ETCD_MAJOR}.x: {problem}")
     pytest.skip(f"needs etcd {MIN_ETCD_MAJOR}.x: {problem}")
+
+
+def etcd_server(tmp_path: Path):
+    """A started ``EtcdServer`` in ``tmp_path / "etcd"`` (skipped, or failed in CI, without etcd), killed after the
+    test: a generator for a pytest fixture (``etcd = pytest.fixture(etcd_server)``)."""
+    etcd_or_skip()
+    server = EtcdServer(tmp_path / "etcd").start()
+    try:
+        yield server
+    finally:
+        server.resume()
+        server.kill()
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ class Group:
     async def crash(self, broker_id: int) -> None:
         """The broker dies: no more renewals, nothing revoked (its lease lapses after the TTL)."""
         loop = self.loops.pop(broker_id)
+        # the client may turn a cancellation into an error, which the loops go on after: they check these flags
+        loop._stopping = loop.controller._stopping = True
         for task in [loop._task, *loop.controller._tasks]:
             assert task is not None
             task.cancel()

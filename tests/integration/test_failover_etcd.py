@@ -4,16 +4,19 @@ takes sends, holding every acknowledged message; the old master comes back as it
 
 from __future__ import annotations
 
+import json
 import time
 
+import aetcd
 import pytest
 from tests.integration.remoting_calls import queue_messages, send
 
+from pocketmq.cluster.controller import parse_endpoint
 from pocketmq.common.errors import PocketMQError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.etcd import etcd_server
-from pocketmq.testing.ha_cluster import COMMON_ARGS, fast_namesrv
+from pocketmq.testing.ha_cluster import CLUSTER, COMMON_ARGS, fast_namesrv
 from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import PocketProcess, broker_process
 
@@ -31,6 +34,13 @@ def controlled_broker(tmp_path, namesrv: str, endpoint: str, broker_id: int) -> 
         namesrv=namesrv,
         extra_args=[*COMMON_ARGS, "--broker-id", str(broker_id), "--role", "sync_master", "--controller", endpoint],
     )
+
+
+async def in_sync_ids(etcd) -> bool:
+    host, port = parse_endpoint(etcd.endpoint)
+    async with aetcd.Client(host=host, port=port) as client:
+        found = await client.get(f"/pocketmq/{CLUSTER}/{GROUP}/in_sync".encode())
+    return found is not None and json.loads(found.value)["brokerIds"] == [0, 1]
 
 
 async def reply_code(client: RemotingClient, addr: str, body: str) -> int | None:
@@ -56,6 +66,8 @@ async def test_the_in_sync_slave_takes_over_after_kill_9_with_every_acked_messag
 
         master = await eventually(master_with_slave, 30, "a master with its slave in sync")
         slave = brokers[1 - brokers.index(master)]
+        # only a slave the controller knows as in sync may take over (docs/failover.md): wait until it is
+        await eventually(lambda: in_sync_ids(etcd), 15, "the in-sync set with both brokers")
         acked = []
         for i in range(100):
             if await reply_code(client, master.remoting, f"m{i:03d}") == ResponseCode.SUCCESS:

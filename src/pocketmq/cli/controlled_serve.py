@@ -61,18 +61,23 @@ class RoundSwitch:
     def __init__(self) -> None:
         self.broker: Broker | None = None
         self.current: Round | None = None
-        self.next: asyncio.Queue[Round | None] = asyncio.Queue()  # None: step down, wait for a new decision
+        self.wanted: Round | None = None  # the latest decision (None: stepped down, wait for the next one)
+        self.changed = asyncio.Event()  # ``wanted`` changed: the running round ends, the next takes ``wanted``
+
+    def _want(self, round_: Round | None) -> None:
+        self.wanted = round_
+        self.changed.set()
 
     async def become_master(self, epoch: int) -> None:
-        await self.next.put(Round(Role.MASTER, epoch))
+        self._want(Round(Role.MASTER, epoch))
 
     async def follow(self, master_id: int, master_address: str, epoch: int) -> None:
         if self.current is None or self.current.role is not Role.SLAVE:
-            await self.next.put(Round(Role.SLAVE, epoch))
+            self._want(Round(Role.SLAVE, epoch))
         # a slave finds its new master through the name server (id 0), as without a controller
 
     async def step_down(self) -> None:
-        await self.next.put(None)
+        self._want(None)
 
     def log_end(self) -> int:
         return self.broker.store.max_phys_offset if self.broker is not None else 0
@@ -104,28 +109,25 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
     )
     loop = FailoverLoop(controller, switch)
     stop = asyncio.ensure_future(wait_for_stop_signal())
+
+    async def until() -> None:
+        """Until a stop signal or a new decision (the next round takes it)."""
+        changed = asyncio.ensure_future(switch.changed.wait())
+        await asyncio.wait([changed, stop], return_when=asyncio.FIRST_COMPLETED)
+        changed.cancel()
+
     await loop.start()
     try:
-        while not stop.done():
-            wanted = asyncio.ensure_future(switch.next.get())
-            await asyncio.wait([wanted, stop], return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            await until()
             if stop.done():
-                wanted.cancel()
                 break
-            round_ = wanted.result()
+            switch.changed.clear()
+            round_ = switch.wanted
             if round_ is None:
                 continue
             switch.current = round_
             log.warning("event=controlled_round role=%s epoch=%d", round_.role.value, round_.epoch)
-
-            async def until() -> None:
-                ended = asyncio.ensure_future(switch.next.get())
-                await asyncio.wait([ended, stop], return_when=asyncio.FIRST_COMPLETED)
-                if ended.done():
-                    switch.next.put_nowait(ended.result())  # the next round's
-                else:
-                    ended.cancel()
-
             await serve(
                 round_config(config, controller_id, round_, master_role),
                 ready_file=ready_file,

@@ -21,6 +21,7 @@ from pocketmq.cluster.election import Action, Decision, LocalState, Role, decide
 log = logging.getLogger(__name__)
 
 CAMPAIGN_SETTLE_MS = 200
+IN_SYNC_CHECK_MS = 200  # a master looks this often whether its in-sync set changed
 
 
 class RoleHandler(Protocol):
@@ -80,11 +81,13 @@ class FailoverLoop:
                 if not failing:
                     log.warning("event=failover_step_failed broker_id=%d error=%s", self.controller.broker_id, exc)
                 failing = True
-                if self.role is Role.MASTER and not lease.holds():
-                    await self._step_down("lease not renewed in time (etcd unreachable)")
+            except Exception:  # a bug must not end the loop: a master would then never step down
+                log.exception("event=failover_step_crashed broker_id=%d", self.controller.broker_id)
+            if self.role is Role.MASTER and not lease.holds():
+                await self._step_down("lease not renewed in time (etcd unreachable)")
             wait_ms = lease.keepalive_interval_ms
-            if self.role is Role.MASTER:
-                wait_ms = min(wait_ms, lease.remaining_ms() + 1)
+            if self.role is Role.MASTER:  # also: publish a slave that caught up soon, so it may take over
+                wait_ms = min(IN_SYNC_CHECK_MS, lease.remaining_ms() + 1)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.controller.changed.wait(), wait_ms / 1000)
             self.controller.changed.clear()

@@ -170,7 +170,10 @@ class EtcdController:
             await asyncio.sleep(self.lease.keepalive_interval_ms / 1000)
             try:
                 sent_ms = self.lease.sent()
-                reply = await self._call(self._client.refresh_lease(self._lease_id))
+                lease_id = self._lease_id
+                reply = await self._call(self._client.refresh_lease(lease_id))
+                if lease_id != self._lease_id:
+                    continue  # replaced meanwhile (``resign``): this answer is about a lease given up
                 if reply is None or reply.TTL <= 0:
                     # the lease is gone in etcd (it lapsed while we could not reach it): a new one, no mastership
                     log.warning("event=controller_lease_lost broker_id=%d lease_id=%s", self.broker_id, self._lease_id)

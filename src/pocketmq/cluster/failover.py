@@ -100,9 +100,12 @@ class FailoverLoop:
         await self.controller.publish_log_end(self._handler.log_end())
         view = await self.controller.read()
         decision = decide(self.local, view.state, view.candidates)
-        if decision.action is Action.BECOME_MASTER and view.holder_lease_id != self.controller.lease_id:
-            # our own key on a lease we gave up (its renewals stopped): it lapses soon; our timer is not its timer
-            decision = Decision(Action.WAIT, reason="the master key is on an old lease of this broker")
+        if view.state.holder_id == self.controller.broker_id and view.holder_lease_id != self.controller.lease_id:
+            # our own key on a lease we gave up (its renewals stopped): it lapses soon, and our lease timer is
+            # not its timer, so this broker may not write under it
+            why = "the master key is on an old lease of this broker"
+            action = Action.STEP_DOWN if self.role is Role.MASTER else Action.WAIT
+            decision = Decision(action, self.epoch, reason=why)
         self._note(decision)
         if decision.action is Action.STEP_DOWN:
             await self._step_down(decision.reason)

@@ -474,7 +474,7 @@ class MessageService:
     def _results(self, stored: list[MessageExt], puts: list[PutResult]) -> list[SendResult]:
         self.put_messages_total += len(stored)
         results = [self._result(msg, put) for msg, put in zip(stored, puts)]
-        self._traffic.received(results[0].topic, len(stored), sum(len(msg.body) for msg in stored))
+        self._traffic.received(results[0].topic, len(stored), sum([len(msg.body) for msg in stored]))
         if self._lite is not None:
             self._lite.appended(stored)
         if self.tracer is not None:

@@ -31,6 +31,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from prometheus_client import CollectorRegistry
+
 from pocketmq.metrics.prometheus import collector_registry
 from pocketmq.metrics.samples import FamilySnapshot, Sample, histogram_samples
 
@@ -212,8 +214,17 @@ class MetricsRegistry:
         self._collectors: list[Callable[[], None]] = []
         self._sources: list[Callable[[], Iterable[FamilySnapshot]]] = []
         self._lock = threading.Lock()
-        # this registry's prometheus_client registry (with the process's CPU and memory): what /metrics renders
-        self.prometheus = collector_registry(self.collect)
+        self._prometheus: CollectorRegistry | None = None
+
+    @property
+    def prometheus(self) -> CollectorRegistry:
+        """This registry's ``prometheus_client`` registry (with the process's CPU and memory): what ``/metrics``
+        renders. Made when first asked for: setting up the process collector reads ``/proc`` (~0.1 ms), which
+        the many registries of tests and the simulation never need."""
+        with self._lock:
+            if self._prometheus is None:
+                self._prometheus = collector_registry(self.collect)
+            return self._prometheus
 
     def counter(self, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Counter:
         if not name.endswith("_total"):  # the exposition formats name a counter's samples so

@@ -124,7 +124,7 @@ async def test_the_slave_copies_the_service_state_and_acts_from_it(tmp_path):
         assert [m.body for m in await pop(client, slave.remoting, PLAIN_TOPIC)] == [b"plain"]  # escaped CK on B
         metrics = scrape(slave.metrics)  # the escape and the election, in the acting slave's metrics
         assert sample(metrics, "pocketmq_acting_master ") == 1
-        assert sample(metrics, 'pocketmq_acting_master_changes_total{to="acting",reason="master_gone"}') == 1
+        assert sample(metrics, 'pocketmq_acting_master_changes_total{reason="master_gone",to="acting"}') == 1
         assert sample(metrics, 'pocketmq_escapes_total{kind="checkpoint",result="stored"}') == 1
     finally:
         await client.close()

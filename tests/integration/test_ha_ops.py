@@ -176,7 +176,7 @@ def test_revive_counter_moves_in_metrics_and_group_describe(cluster):
         return sum(
             sample(
                 scrape(procs[name].metrics),
-                'pocketmq_pop_revive_messages_total{group="ops_group",topic="ops_pop",queue_id="0",outcome="retried"}',
+                'pocketmq_pop_revive_messages_total{group="ops_group",outcome="retried",queue_id="0",topic="ops_pop"}',
             )
             or 0
             for name in ("a0", "b0")

@@ -48,9 +48,11 @@ from pocketmq.broker.offsets import ConsumerOffsetManager, persist_behind_commit
 from pocketmq.broker.producers import ProducerRegistry
 from pocketmq.broker.queue_locks import QueueLockTable
 from pocketmq.broker.stage_offsets import StageOffsetManager
+from pocketmq.broker.state_metrics import state_families
 from pocketmq.broker.subscription_filters import SubscriptionFilters
 from pocketmq.broker.timer.service import TimerService
 from pocketmq.broker.topics import TopicManager, system_topics
+from pocketmq.broker.traffic import Traffic
 from pocketmq.broker.transaction.channels import ProducerChannels
 from pocketmq.broker.wiring import ActingRole, BrokerServices, build_services, read_only_reason, returning_master
 from pocketmq.broker.write_path import WritePathSwitch
@@ -92,6 +94,12 @@ class Broker:
         self.metrics = metrics if metrics is not None else MetricsRegistry()  # this broker's (docs/metrics.md)
         self.breakers = BreakerBoard(config.breaker_settings(), metrics=self.metrics)  # one per remote broker
         self.loop_lag = LoopLagMonitor(LOOP_LAG_INTERVAL_MS, metrics=self.metrics)  # how long the loop was held
+        self.traffic = Traffic()  # messages in and out, counted by the send and read paths
+        self.metrics.add_source(self.traffic.families)
+        self.metrics.add_source(
+            lambda: state_families(self, self._services)
+        )  # storage, lag, POP in flight, timer backlog
+        self._config_updates = self.metrics.counter("pocketmq_config_updates_total", "Accepted run-time config changes")
         meta = config.metadata_dir()
         self.topics = TopicManager(
             meta / "topics.json",
@@ -451,7 +459,7 @@ class Broker:
                 short_polling_ms=new.short_polling_ms,
             )
         log.info("event=config_updated changes=%s", ",".join(f"{k}={v}" for k, v in sorted(changes.items())))
-        self.metrics.counter("pocketmq_config_updates_total", "Accepted run-time config changes").inc()
+        self._config_updates.inc()
         self._topics_changed()  # the name server learns the new auto-create flags
         return new
 

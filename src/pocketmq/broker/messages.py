@@ -27,6 +27,7 @@ from pocketmq.broker.send_back import retry_send_destination, strip_delay
 from pocketmq.broker.subscription_filters import EVERY_MESSAGE, ReadFilter
 from pocketmq.broker.timer.service import TIMER_OUT_MS
 from pocketmq.broker.topics import TopicManager
+from pocketmq.broker.traffic import Traffic
 from pocketmq.common import properties as props
 from pocketmq.common.errors import (
     BadRequestError,
@@ -223,6 +224,7 @@ class MessageService:
         replication: Replication | None = None,
         read_only_reason: str | None = None,
         lite: LiteService | None = None,
+        traffic: Traffic,
     ):
         self._store = store
         self._topics = topics
@@ -244,6 +246,7 @@ class MessageService:
         self._read_only_reason = read_only_reason  # a slave's: sends are refused (SERVICE_NOT_AVAILABLE)
         self._lite = lite  # checks messages to LITE parent topics and picks their queue (docs/lite.md)
         self.tracer: Tracer | None = None  # told of every message stored (broker/tracer.py)
+        self._traffic = traffic  # messages in and out (docs/metrics.md)
 
     def configure(self, *, max_properties_bytes: int, long_polling_enable: bool, short_polling_ms: int) -> None:
         """Apply changed settings of a running broker (UPDATE_BROKER_CONFIG)."""
@@ -471,6 +474,7 @@ class MessageService:
     def _results(self, stored: list[MessageExt], puts: list[PutResult]) -> list[SendResult]:
         self.put_messages_total += len(stored)
         results = [self._result(msg, put) for msg, put in zip(stored, puts)]
+        self._traffic.received(results[0].topic, len(stored), sum([len(msg.body) for msg in stored]))
         if self._lite is not None:
             self._lite.appended(stored)
         if self.tracer is not None:
@@ -589,6 +593,8 @@ class MessageService:
             hold_ms = suspend_timeout_ms if self._long_polling_enable else self._short_polling_ms
             if await self._holds.wait(topic, queue_id, queue_offset, hold_ms):
                 outcome = self._read(config.name, queue_id, queue_offset, max_count, read_filter)
+        if outcome.records:
+            self._traffic.delivered(topic, group, outcome.records)
         return outcome
 
     def _check_readable(self, topic: str, queue_id: int) -> TopicConfig:

@@ -66,6 +66,11 @@ class ConsumerOffsetManager(PersistedJsonTable):
     def offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self._table.get((topic, group), {}))
 
+    def table(self) -> dict[tuple[str, str], dict[int, int]]:
+        """(topic, group) -> queue id -> committed offset: a copy of the whole table."""
+        with self._lock:
+            return {key: dict(queues) for key, queues in self._table.items()}
+
     def topics_of_group(self, group: str) -> list[str]:
         return sorted(t for (t, g) in self._table if g == group)
 

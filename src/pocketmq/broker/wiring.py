@@ -147,6 +147,7 @@ def build_services(broker: Broker, store: MessageStore) -> BrokerServices:
         replication=replication,
         read_only_reason=reason,
         lite=lite,
+        traffic=broker.traffic,
     )
     pop = build_pop_service(broker, store, write_path, fifo)
     send_back = SendBackService(store, broker.topics, broker.groups, timer)

@@ -1,6 +1,7 @@
 """``/metrics`` over HTTP for Prometheus: a minimal asyncio HTTP/1.1 server (``pocketmq serve --metrics-port``).
 
-``GET /metrics`` answers the registry in the text format (``prometheus.render_text``); other paths 404, other
+``GET /metrics`` answers ``prometheus.exposition`` of the registry (the text format, or OpenMetrics when the
+scraper's ``Accept`` asks for it); other paths 404, other
 methods 405. One request per connection (``Connection: close``). The request head is bounded
 (``MAX_HEAD_BYTES``) and must arrive within ``HEAD_TIMEOUT_S``, so a slow or hostile client cannot hold the
 broker's memory or a connection for long.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pocketmq.metrics.prometheus import CONTENT_TYPE, render_text
+from pocketmq.metrics.prometheus import exposition
 from pocketmq.metrics.registry import MetricsRegistry
 
 log = logging.getLogger(__name__)
@@ -69,10 +70,13 @@ class MetricsHttpServer:
             writer.close()
 
     def _answer(self, head: bytes) -> tuple[str, bytes, str]:
-        method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method, _, rest = request_line.partition(" ")
         path = rest.split(" ", 1)[0].split("?", 1)[0]
         if path != METRICS_PATH:
             return "404 Not Found", f"not found: try {METRICS_PATH}\n".encode(), "text/plain"
         if method != "GET":
             return "405 Method Not Allowed", b"only GET\n", "text/plain"
-        return "200 OK", render_text(self._registry).encode("utf-8"), CONTENT_TYPE
+        accept = next((v.strip() for k, _, v in (h.partition(":") for h in header_lines) if k.lower() == "accept"), "")
+        body, content_type = exposition(self._registry.prometheus, accept)
+        return "200 OK", body, content_type

@@ -29,8 +29,12 @@ import math
 import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from prometheus_client import CollectorRegistry
+
+from pocketmq.metrics.prometheus import collector_registry
+from pocketmq.metrics.samples import FamilySnapshot, Sample, histogram_samples
 
 log = logging.getLogger(__name__)
 
@@ -42,23 +46,6 @@ LabelValues = tuple[str, ...]
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _Series = TypeVar("_Series")  # what a family holds per label set: a float, or a histogram's buckets
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One line of a family's snapshot: ``suffix`` is "" or a histogram's ``_bucket`` / ``_sum`` / ``_count``."""
-
-    suffix: str
-    labels: dict[str, str]
-    value: float
-
-
-@dataclass(frozen=True, slots=True)
-class FamilySnapshot:
-    name: str
-    kind: str  # counter | gauge | histogram
-    help: str
-    samples: list[Sample]
 
 
 class _Family(Generic[_Series]):
@@ -100,8 +87,14 @@ class _Family(Generic[_Series]):
 
     def snapshot(self) -> FamilySnapshot:
         with self._lock:
-            samples = [s for key, value in sorted(self._series.items()) for s in self._samples(key, value)]
+            series = sorted(self._series.items())
+            if not series and not self.label_names:  # an unlabelled family reads 0 before it first moves
+                series = [((), self._zero())]
+            samples = [s for key, value in series for s in self._samples(key, value)]
         return FamilySnapshot(self.name, self.kind, self.help, samples)
+
+    def _zero(self) -> _Series:
+        raise NotImplementedError
 
     def _samples(self, key: LabelValues, series: _Series) -> Iterable[Sample]:
         raise NotImplementedError
@@ -122,6 +115,9 @@ class _Scalar(_Family[float]):
         """Label values (in ``label_names`` order) -> value, for readers that sum over some labels."""
         with self._lock:
             return dict(self._series)
+
+    def _zero(self) -> float:
+        return 0.0
 
     def _samples(self, key: LabelValues, series: float) -> Iterable[Sample]:
         yield Sample("", self._labels(key), float(series))
@@ -199,19 +195,11 @@ class Histogram(_Family[_HistogramSeries]):
             series = self._series.get(self._key(labels))
             return series.sum if series is not None else 0.0
 
+    def _zero(self) -> _HistogramSeries:
+        return _HistogramSeries(len(self.buckets))
+
     def _samples(self, key: LabelValues, series: _HistogramSeries) -> Iterable[Sample]:
-        labels = self._labels(key)
-        cumulative = 0
-        for bound, n in zip(self.buckets, series.bucket_counts):
-            cumulative += n
-            yield Sample("_bucket", {**labels, "le": _bound_text(bound)}, float(cumulative))
-        yield Sample("_bucket", {**labels, "le": "+Inf"}, float(series.count))
-        yield Sample("_sum", labels, series.sum)
-        yield Sample("_count", labels, float(series.count))
-
-
-def _bound_text(bound: float) -> str:
-    return repr(bound) if bound != int(bound) else f"{bound:.1f}"
+        return histogram_samples(self._labels(key), self.buckets, series.bucket_counts, series.count, series.sum)
 
 
 _F = TypeVar("_F", bound=_Family[Any])
@@ -224,9 +212,23 @@ class MetricsRegistry:
         self._max_series = max_series
         self._families: dict[str, _Family[Any]] = {}
         self._collectors: list[Callable[[], None]] = []
+        self._sources: list[Callable[[], Iterable[FamilySnapshot]]] = []
         self._lock = threading.Lock()
+        self._prometheus: CollectorRegistry | None = None
+
+    @property
+    def prometheus(self) -> CollectorRegistry:
+        """This registry's ``prometheus_client`` registry (with the process's CPU and memory): what ``/metrics``
+        renders. Made when first asked for: setting up the process collector reads ``/proc`` (~0.1 ms), which
+        the many registries of tests and the simulation never need."""
+        with self._lock:
+            if self._prometheus is None:
+                self._prometheus = collector_registry(self.collect)
+            return self._prometheus
 
     def counter(self, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Counter:
+        if not name.endswith("_total"):  # the exposition formats name a counter's samples so
+            raise ValueError(f"counter {name!r} must end in _total")
         return self._family(Counter, name, help_text, labels)
 
     def gauge(self, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Gauge:
@@ -269,16 +271,30 @@ class MetricsRegistry:
         """``collector()`` runs before every ``collect()``: it sets the gauges whose values are computed."""
         self._collectors.append(collector)
 
+    def add_source(self, source: Callable[[], Iterable[FamilySnapshot]]) -> None:
+        """``source()`` gives whole families at every ``collect()``: counts a hot path keeps in plain ints, turned
+        into samples only when someone reads them, and values computed from the broker's state. Its names must
+        not be those of this registry's own families."""
+        self._sources.append(source)
+
     def collect(self) -> list[FamilySnapshot]:
-        """Every family, sorted by name, after running the collectors."""
+        """Every family, sorted by name, after running the collectors; with the sources' families."""
         for collector in list(self._collectors):
             try:
                 collector()
             except Exception:  # one broken collector must not hide every other metric
                 log.exception("event=metrics_collector_failed collector=%r", collector)
         with self._lock:
-            families = sorted(self._families.values(), key=lambda f: f.name)
-        return [f.snapshot() for f in families]
+            families = [f.snapshot() for f in self._families.values()]
+        for source in list(self._sources):
+            try:
+                families.extend(source())
+            except Exception:  # as a collector
+                log.exception("event=metrics_source_failed source=%r", source)
+        return sorted(families, key=lambda f: f.name)
 
     def __repr__(self) -> str:
-        return f"<MetricsRegistry families={len(self._families)} collectors={len(self._collectors)}>"
+        return (
+            f"<MetricsRegistry families={len(self._families)} collectors={len(self._collectors)} "
+            f"sources={len(self._sources)}>"
+        )

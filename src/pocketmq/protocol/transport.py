@@ -23,10 +23,12 @@ import math
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
+from time import perf_counter
 from typing import cast
 
 from pocketmq.auth.signature import Credentials
 from pocketmq.common.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
+from pocketmq.metrics.request_latency import RequestLatency
 from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode, canonical_request_code
 from pocketmq.protocol.command import FrameDecoder, MalformedFrameError, RemotingCommand
@@ -67,6 +69,8 @@ class RequestRouter:
     def __init__(self) -> None:
         self._handlers: dict[int, Handler] = {}
         self._batch_handlers: dict[int, BatchHandler] = {}
+        # from the handler's call to its reply, per request code (docs/metrics.md); unknown codes are not timed
+        self.latency = RequestLatency()
 
     def register(self, code: int, handler: Handler, batch_handler: BatchHandler | None = None) -> None:
         """``batch_handler``, when given, must do what ``handler`` does for each request of its list."""
@@ -85,11 +89,12 @@ class RequestRouter:
             return request.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request code {request.code} not supported"
             )
+        started_s = perf_counter()
         try:
             outcome = handler(conn, request)
         except Exception as exc:
-            return self._error_reply(conn, request, exc)
-        return self._reply_of(conn, request, outcome)
+            outcome = self._error_reply(conn, request, exc)
+        return self._reply_of(conn, request, outcome, code, started_s)
 
     def run_end(self, requests: list[RemotingCommand], start: int) -> int:
         """Where the run of ``requests`` from ``start`` that ``serve_all`` hands to one batch handler ends
@@ -117,32 +122,42 @@ class RequestRouter:
                 start = end
                 continue
             run = requests[start:end]
+            code, started_s = canonical_request_code(run[0].code), perf_counter()  # a run shares a handler
             try:
                 run_outcomes = batch_handler(conn, run)
             except Exception as exc:
                 run_outcomes = [exc] * len(run)
             for request, outcome in zip(run, run_outcomes):
                 if isinstance(outcome, Exception):
-                    outcomes.append(self._error_reply(conn, request, outcome))
-                else:
-                    outcomes.append(self._reply_of(conn, request, outcome))
+                    outcome = self._error_reply(conn, request, outcome)
+                outcomes.append(self._reply_of(conn, request, outcome, code, started_s))
             start = end
         return outcomes
 
     def _reply_of(
-        self, conn: RemotingConnection, request: RemotingCommand, outcome: Reply | Awaitable[Reply]
+        self,
+        conn: RemotingConnection,
+        request: RemotingCommand,
+        outcome: Reply | Awaitable[Reply],
+        code: int,
+        started_s: float,
     ) -> Reply | Awaitable[Reply]:
         if outcome is None or isinstance(outcome, RemotingCommand):
+            self.latency.observe(code, perf_counter() - started_s)
             return outcome
-        return self._finish(conn, request, outcome)
+        return self._finish(conn, request, outcome, code, started_s)
 
-    async def _finish(self, conn: RemotingConnection, request: RemotingCommand, outcome: Awaitable[Reply]) -> Reply:
+    async def _finish(
+        self, conn: RemotingConnection, request: RemotingCommand, outcome: Awaitable[Reply], code: int, started_s: float
+    ) -> Reply:
         try:
-            return await outcome
+            reply = await outcome
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return self._error_reply(conn, request, exc)
+            reply = self._error_reply(conn, request, exc)
+        self.latency.observe(code, perf_counter() - started_s)
+        return reply
 
     @staticmethod
     def _error_reply(conn: RemotingConnection, request: RemotingCommand, exc: Exception) -> RemotingCommand:

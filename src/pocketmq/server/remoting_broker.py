@@ -72,6 +72,7 @@ from pocketmq.server.remoting_recall import RecallHandlers
 from pocketmq.server.remoting_retry import RetryHandlers
 from pocketmq.server.remoting_stages import StageOffsetHandlers
 from pocketmq.server.remoting_transaction import TransactionHandlers
+from pocketmq.server.request_metrics import expose_request_latency
 from pocketmq.store.api import PutStatus
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ def build_broker_router(broker: Broker) -> BrokerRequestRouter:
     """The request handler of the broker's remoting port; also installs the consumer-change notifier."""
 
     router = BrokerRequestRouter(broker)
+    expose_request_latency(router, broker.metrics)
     MessagingHandlers(broker).register(router)
     AdminHandlers(broker).register(router)
     AuthAdminHandlers(broker).register(router)

@@ -8,10 +8,15 @@ from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import PocketProcess
 
 
+def scrape(proc: PocketProcess) -> str:
+    """``proc``'s ``/metrics``, the text format."""
+    with urllib.request.urlopen(f"http://{proc.metrics}/metrics", timeout=5) as reply:
+        return reply.read().decode()
+
+
 def metric(proc: PocketProcess, name: str, **labels: str) -> float:
     """The sum of the samples of ``name`` with ``labels`` in ``proc``'s ``/metrics``."""
-    with urllib.request.urlopen(f"http://{proc.metrics}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
+    text = scrape(proc)
     wanted = [f'{key}="{value}"' for key, value in labels.items()]
     total = 0.0
     for line in text.splitlines():

@@ -14,6 +14,7 @@ from pocketmq.broker.topics import TopicManager
 from pocketmq.broker.transaction.channels import ProducerChannels
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
+from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.error_codes import response_code_of
 from pocketmq.protocol.headers import INT32_MAX, INT64_MAX, RequestHeader, boolean, choice, int32, int64, text
@@ -91,6 +92,7 @@ def test_every_served_code_has_its_header_declared():
         consumers=types.SimpleNamespace(add_notifier=lambda callback: None),
         transaction_channels=ProducerChannels(),
         access=types.SimpleNamespace(enabled=False),
+        metrics=MetricsRegistry(),
     )
     assert set(build_broker_router(broker).codes()) == set(BROKER_REQUEST_HEADERS)
 

@@ -37,7 +37,7 @@ def test_asking_again_returns_the_family_and_a_clash_is_an_error():
     with pytest.raises(ValueError, match="exists as a counter"):
         metrics.counter("x_total", "x", ("b",))
     with pytest.raises(ValueError, match="not Prometheus names"):
-        metrics.counter("bad-name", "x")
+        metrics.counter("bad-name_total", "x")
 
 
 def test_gauge_sets_moves_and_removes():

@@ -43,6 +43,7 @@ from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.staged import PopStageRegistry, StagedPop
 from pocketmq.broker.pop.stats import QueuePopStats, group_stats
 from pocketmq.broker.pop.waiters import PopWaiters
+from pocketmq.broker.traffic import Traffic
 from pocketmq.common.errors import InvalidReceiptHandleError
 from pocketmq.common.topic import MessageType, pop_retry_topic
 from pocketmq.metrics import MetricsRegistry
@@ -75,9 +76,11 @@ class PopService:
         write_path: WritePathSwitch,
         durable_timeout_ms: int = 5_000,
         gray: GraySplits | None = None,
+        traffic: Traffic,
         metrics: MetricsRegistry | None = None,
         references: ReferenceResolver | None = None,
     ):
+        self._traffic = traffic  # messages out by topic and group (docs/metrics.md)
         self._store = store
         self._topics = topics
         self._groups = groups
@@ -208,6 +211,8 @@ class PopService:
                 popped = await mode.pop_queue(receive, topic, queue_id, wanted, result)
                 if popped is not None:
                     result.queues.append(popped)
+            for popped in result.queues:
+                self._traffic.delivered(popped.topic, req.group, popped.records)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if result.queues and self.tracer is not None:
                 self.tracer.popped(req.group, req.client_id, share.gray, result)
@@ -290,6 +295,18 @@ class PopService:
             self.revive.per_queue,
             self._fifo_pop.dead_lettered,
         )
+
+    def in_flight_by_group(self) -> dict[str, int]:
+        """Group -> its messages popped, not acked and still invisible (normal and FIFO), for /metrics."""
+        now_ms = self._clock.now_ms()
+        counts: dict[str, int] = {}
+        for queue in self._revive_queues:
+            queue.catch_up()
+            for (group, _topic, _queue_id), state in queue.ledger.pop_state(now_ms).items():
+                counts[group] = counts.get(group, 0) + state.in_flight
+        for (group, _topic, _queue_id), orderly in self._fifo.all_queues().items():
+            counts[group] = counts.get(group, 0) + orderly.in_flight(now_ms)
+        return counts
 
     def __repr__(self) -> str:
         return f"<PopService revive_queues={len(self._revive_queues)} waiting={self._waiters.waiting} {self.revive!r}>"

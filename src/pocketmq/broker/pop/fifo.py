@@ -86,6 +86,10 @@ class FifoPopState:
     def find(self, group: str, topic: str, queue_id: int) -> OrderlyQueue | None:
         return self._queues.get((group, topic, queue_id))
 
+    def all_queues(self) -> dict[tuple[str, str, int], OrderlyQueue]:
+        """(group, topic, queue id) -> its state, every group's."""
+        return dict(self._queues)
+
     def of_group(self, group: str) -> dict[tuple[str, int], OrderlyQueue]:
         return {(t, q): oq for (g, t, q), oq in self._queues.items() if g == group}
 

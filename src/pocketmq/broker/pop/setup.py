@@ -70,6 +70,7 @@ def build_pop_service(
         write_path=write_path,
         durable_timeout_ms=config.sync_flush_timeout_ms,
         gray=broker.gray,
+        traffic=broker.traffic,
         metrics=broker.metrics,
         # references are tried again as often as a CK whose read failed first is (the table is dynamic)
         references=ReferenceResolver(

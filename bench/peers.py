@@ -37,6 +37,7 @@ import struct
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,8 @@ QUEUES = 8
 PRELOAD_IN_FLIGHT = 8  # batches of 32 in flight while preloading the consume test's messages
 PRELOAD_BATCH = 32
 MAX_RECEIVE = 32  # the most one POP receive returns
+GRACE_S = 10.0  # a latency consumer waits this long after the last send for what is still on its way
+READY_TIMEOUT_S = 60.0  # for the latency consumer's first message (its process, connection and queues)
 TESTS = ("produce_sync", "produce_batch", "consume", "latency", "redelivery")
 # The matrix of `make bench-peers`: run_all.sh's NATS and Redis tests, with PocketMQ's consumer kinds.
 MATRIX: list[dict] = [
@@ -331,9 +334,18 @@ def consume(run: Run) -> dict:
 
 
 # -- latency --------------------------------------------------------------------------------------------------------
-def latency_consumer(run: Run, expect: int, ready, out) -> None:
+def patience(sent_all) -> Iterator[None]:
+    """Turns while a latency consumer keeps waiting: until ``GRACE_S`` after the producer sent its last message
+    (on a loaded machine the sends may take much longer than ``--duration``)."""
+    give_up_at = None
+    while give_up_at is None or time.monotonic() < give_up_at:
+        if give_up_at is None and sent_all.is_set():
+            give_up_at = time.monotonic() + GRACE_S
+        yield
+
+
+def latency_consumer(run: Run, expect: int, ready, sent_all, out) -> None:
     """In a process of its own: receive ``expect`` timed messages (after the warm-up), put their latencies (ns)."""
-    timeout_s = run.duration + 15
     if run.consumer == "push":
         listener = Listener(expect, stamped=True)
         consumer = PushConsumer(PushConsumerOptions(run.group, offset_store_dir=run.work_dir / "offsets"), run.config)
@@ -341,21 +353,25 @@ def latency_consumer(run: Run, expect: int, ready, out) -> None:
         consumer.register_listener(listener)
         consumer.start()
         try:
-            listener.first.wait(timeout_s)
-            ready.set()
-            listener.done.wait(timeout_s)
+            if listener.first.wait(READY_TIMEOUT_S):
+                ready.set()
+                for _ in patience(sent_all):
+                    if listener.done.wait(0.1):
+                        break
         finally:
             consumer.shutdown()
-        out.put(listener.latencies_ns)
+        with listener.lock:
+            out.put(list(listener.latencies_ns))
         return
-    out.put(asyncio.run(pop_latencies(run, expect, ready, timeout_s)))
+    out.put(asyncio.run(pop_latencies(run, expect, ready, sent_all)))
 
 
-async def pop_latencies(run: Run, expect: int, ready, timeout_s: float) -> list[int]:
+async def pop_latencies(run: Run, expect: int, ready, sent_all) -> list[int]:
     latencies_ns: list[int] = []
-    deadline = time.perf_counter() + timeout_s
     async with AsyncSimpleConsumer(run.group, {run.topic: "*"}, run.config) as consumer:
-        while len(latencies_ns) < expect and time.perf_counter() < deadline:
+        for _ in patience(sent_all):
+            if len(latencies_ns) >= expect:
+                break
             got = await consumer.receive(MAX_RECEIVE, 30_000, await_duration_ms=1000)
             now_ns = time.monotonic_ns()
             for msg in got:
@@ -371,15 +387,17 @@ async def pop_latencies(run: Run, expect: int, ready, timeout_s: float) -> list[
 def latency(run: Run) -> dict:
     expect = int(run.rate * run.duration)
     context = multiprocessing.get_context("spawn")  # the SDK runs threads: no fork
-    ready, out = context.Event(), context.Queue()
-    proc = context.Process(target=latency_consumer, args=(run, expect, ready, out))
+    ready, sent_all, out = context.Event(), context.Event(), context.Queue()
+    proc = context.Process(target=latency_consumer, args=(run, expect, ready, sent_all, out))
     proc.start()
     send_ns, lags_s = [], []
     try:
         with Producer(run.config) as producer:
             # warm-up sends until the consumer has received one: its connection, route and queues are in place
-            warmup = WARMUP_SEQ
+            warmup, deadline = WARMUP_SEQ, time.monotonic() + READY_TIMEOUT_S
             while not ready.wait(0.01):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the latency consumer received nothing in {READY_TIMEOUT_S} s")
                 producer.send(Message(run.topic, body(run.size, warmup)))
                 warmup += 1
             started = time.perf_counter()
@@ -392,7 +410,8 @@ def latency(run: Run) -> dict:
                 before = time.monotonic_ns()
                 producer.send(Message(run.topic, body(run.size, seq)))
                 send_ns.append(time.monotonic_ns() - before)
-        latencies_ns = out.get(timeout=run.duration + 30)
+        sent_all.set()
+        latencies_ns = out.get(timeout=GRACE_S + 60)
     finally:
         proc.join(30)
     return {

@@ -137,25 +137,25 @@ class Phase:
 
 @dataclass
 class Run:
-    """One test's options (the peers' names) and what it runs against."""
+    """One test's options (the peers' names and defaults: see ``main``) and what it runs against."""
 
     test: str
     namesrv: str
     broker_pid: int
     topic: str
     work_dir: Path
-    n: int = 100_000
-    size: int = 1024
-    batch: int = 100
-    max_seconds: float = 55.0
-    ack_mode: str = "each"
-    consumer: str = "pop"
-    auto_batch: bool = False
-    rate: int = 1000
-    duration: float = 10.0
-    backoff: str = "1,2,4"
-    max_deliver: int = 4
-    messages: int = 5
+    n: int
+    size: int
+    batch: int
+    max_seconds: float
+    ack_mode: str
+    consumer: str
+    auto_batch: bool
+    rate: int
+    duration: float
+    backoff: str
+    max_deliver: int
+    messages: int
 
     @property
     def config(self) -> ClientConfig:

@@ -107,7 +107,7 @@ bench-peers: $(BROKER_STAMP)
 	if [ ! -f $(PEERS_DIR)/run_all.sh ]; then \
 		skipped="there is no $(PEERS_DIR) (the peer benchmarks; give their folder with PEERS_DIR=...)"; \
 	elif [ ! -x $(PEERS_WORK)/venv/bin/python ]; then \
-		skipped="$(PEERS_DIR) is not set up: run 'bash $(PEERS_DIR)/setup.sh' (as root: it apt-gets the brokers) first"; \
+		skipped="$(PEERS_DIR) is not set up: run 'PEERS_WORK=$(abspath $(PEERS_WORK)) bash $(PEERS_DIR)/setup.sh' (as root: it apt-gets the brokers) first"; \
 	fi; \
 	if [ -n "$$skipped" ]; then echo "== peers SKIPPED: $$skipped; PocketMQ's side alone"; else \
 		echo "== peers: $(PEERS) ($(PEERS_DIR)/run_all.sh, a few minutes)"; \

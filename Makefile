@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test check venv java-check etcd bench pipeline sim soak fuzz chaos clean
+.PHONY: run test check venv java-check etcd bench bench-peers pipeline sim soak fuzz chaos clean
 
 venv: $(BROKER_STAMP)
 
@@ -99,6 +99,34 @@ chaos: $(BROKER_STAMP)
 
 bench: $(TEST_STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# PocketMQ beside its peers (docs/benchmarks.md): the peer benchmarks in PEERS_DIR run PEERS (Redis Streams, NATS
+# JetStream; installed by their setup.sh), then bench/peers.py runs the same workloads on PocketMQ, and one table
+# gives PocketMQ's ratio to each peer. The peer benchmarks are not part of PocketMQ: without them it runs PocketMQ's
+# side alone and says so. PEERS_BENCH_ARGS passes options to bench/peers.py (e.g. --n 20000). Not in `make test`.
+PEERS_DIR ?= ../shared/bench-peers
+PEERS ?= nats redis
+PEERS_WORK ?= $(or $(TMPDIR),/tmp)/bench-peers
+PEERS_RESULTS ?= $(PEERS_WORK)/make-bench-peers.jsonl
+PEERS_BENCH_ARGS ?=
+bench-peers: SHELL := /bin/bash
+bench-peers: .SHELLFLAGS := -o pipefail -c
+bench-peers: $(BROKER_STAMP)
+	@mkdir -p $(PEERS_WORK) && : > $(PEERS_RESULTS); skipped=""; \
+	if [ ! -f $(PEERS_DIR)/run_all.sh ]; then \
+		skipped="there is no $(PEERS_DIR) (the peer benchmarks; give their folder with PEERS_DIR=...)"; \
+	elif [ ! -x $(PEERS_WORK)/venv/bin/python ]; then \
+		skipped="$(PEERS_DIR) is not set up: run 'PEERS_WORK=$(abspath $(PEERS_WORK)) bash $(PEERS_DIR)/setup.sh' (as root: it apt-gets the brokers) first"; \
+	fi; \
+	if [ -n "$$skipped" ]; then echo "== peers SKIPPED: $$skipped; PocketMQ's side alone"; else \
+		echo "== peers: $(PEERS) ($(PEERS_DIR)/run_all.sh, a few minutes)"; \
+		PEERS_WORK=$(abspath $(PEERS_WORK)) OUT=$(abspath $(PEERS_RESULTS)) bash $(PEERS_DIR)/run_all.sh $(PEERS) || exit 1; \
+	fi; \
+	echo "== pocketmq: bench/peers.py $(PEERS_BENCH_ARGS)"; \
+	$(BIN)/python bench/peers.py $(PEERS_BENCH_ARGS) | tee -a $(PEERS_RESULTS) || exit 1; \
+	echo "== PocketMQ's ratio to each peer (all results: $(PEERS_RESULTS))"; \
+	$(BIN)/python -m pocketmq.testing.peer_ratios $(PEERS_RESULTS) || exit 1; \
+	if [ -n "$$skipped" ]; then echo "== peers SKIPPED: $$skipped"; fi
 
 # The example pipeline of docs/spark.md: orders -> Spark streaming aggregation -> topic + Parquet, checked,
 # with a stop and restart of the job halfway.

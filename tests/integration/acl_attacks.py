@@ -128,16 +128,22 @@ async def commit_log(t: Target) -> Outcome:
     """HA_PULL_COMMIT_LOG posing as a slave: the commit log comes back, another topic's bodies included."""
     secret = b"secret-" + uuid.uuid4().hex.encode()
     await _topic_with(t, "victim_secrets", secret)
-    fields = HaPullRequestHeader.ext_fields(
-        broker_name=t.broker_name,
-        broker_id=1,
-        slave_addr="127.0.0.1:2",
-        phys_offset=0,
-        max_bytes=16 << 20,
-        suspend_ms=5000,
-    )
-    reply = await call(t.attacker, t.broker.remoting, HA_PULL_COMMIT_LOG, fields)
-    return Outcome(reply, secret in reply.body)
+    # A pull serves only what is flushed (the secret may not be yet): pull on from where the last reply ended, as
+    # a slave does; a held pull answers once new records are durable.
+    stolen, deadline = b"", time.monotonic() + 10
+    while True:
+        fields = HaPullRequestHeader.ext_fields(
+            broker_name=t.broker_name,
+            broker_id=1,
+            slave_addr="127.0.0.1:2",
+            phys_offset=len(stolen),
+            max_bytes=16 << 20,
+            suspend_ms=1000,
+        )
+        reply = await call(t.attacker, t.broker.remoting, HA_PULL_COMMIT_LOG, fields)
+        stolen += reply.body or b""
+        if reply.code != ResponseCode.SUCCESS or secret in stolen or time.monotonic() > deadline:
+            return Outcome(reply, secret in stolen)
 
 
 async def forged_ack(t: Target) -> Outcome:

@@ -29,6 +29,13 @@ def client_env(home: Path) -> dict[str, str]:
     return dict(os.environ, HOME=str(home))  # the client logs under ~/logs
 
 
+def client_log_problems(home: Path) -> list[str]:
+    """The errors and warnings an official client logged under ``home`` (its HOME during the run)."""
+    lines = [line for log in home.rglob("*.log") for line in log.read_text(errors="replace").splitlines()]
+    assert lines, f"no client log under {home}"
+    return [line for line in lines if "[ERROR]" in line or "[WARNING]" in line or "[WARN]" in line]
+
+
 def run_official_client(spec: dict, home: Path, timeout_s: float = 100, script: Path = OFFICIAL_CLIENT) -> list[dict]:
     """Run the official client (``script``) to the end; the JSON lines it printed (one outcome per send for
     grpc_official_client.py)."""

@@ -10,18 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from grpc_support import client_env, run_official_client
+from grpc_support import client_env, client_log_problems, run_official_client
 
 from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.slow
 PUSH_CLIENT = Path(__file__).with_name("push_official_client.py")
-
-
-def client_log_problems(home: Path) -> list[str]:
-    lines = [line for log in home.rglob("*.log") for line in log.read_text(errors="replace").splitlines()]
-    assert lines, f"no client log under {home}"
-    return [line for line in lines if "[ERROR]" in line or "[WARNING]" in line or "[WARN]" in line]
 
 
 @pytest.mark.timeout(90)

@@ -7,7 +7,9 @@ tests, pointed at the proxy's endpoint).
 - delay: a DELAY message is received, and not before it was due;
 - transactions: commit delivered, rollback never, an open one settled by the broker's check relayed to the
   client's Telemetry stream and answered with its EndTransaction;
-- both workers serve: new connections land on both processes (SO_REUSEPORT).
+- both workers serve: new connections land on both processes (SO_REUSEPORT);
+- a push consumer leaves without an error in its log, and a receive the proxy still had open at the broker
+  for it keeps nothing: what that receive popped after the client left goes back at once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_support import client_env, client_log_problems
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from tests.integration.transaction_support import bodies
@@ -54,6 +57,7 @@ def cluster(tmp_path_factory):
     config = ClientConfig(namesrv_addr=namesrv.namesrv)
     with Admin(config) as admin:
         admin.create_topic("px_normal", queues=2)
+        admin.create_topic("px_leave", queues=1)
         admin.create_topic("px_fifo", queues=2, message_type=MessageType.FIFO)
         admin.create_group("px_fifo_group", consume_message_orderly=True)
         admin.create_topic("px_delay", queues=2, message_type=MessageType.DELAY)
@@ -99,6 +103,35 @@ def test_send_receive_ack_and_redelivery(cluster):
     assert sorted(result["again"]) == sorted(result["dropped"])  # what was not acked came back ...
     assert set(result["again"].values()) == {2}  # ... as a second attempt
     assert result["postponed_after_s"] >= 11.0  # changed to 12 s, not the first 6 s
+
+
+def run_push_consumer(cluster, home: Path, spec: dict) -> list[str]:
+    """A push consumer of the official client through the proxy until it consumed ``spec["expect"]``; the bodies.
+    It must shut down without a word on stderr or an error in its log."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "push_official_client.py"),
+            json.dumps({"endpoint": cluster["proxy"].grpc, **spec}),
+        ],
+        env=client_env(home),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 0 and out.stderr == "", out.stderr[-3000:]
+    assert client_log_problems(home) == []
+    return sorted(json.loads(out.stdout.splitlines()[-1])["consumed"])
+
+
+def test_a_push_consumer_leaves_cleanly_and_its_open_receive_keeps_nothing(cluster, tmp_path):
+    spec = {"topic": "px_leave", "group": "px_leave_group", "mode": "ok", "expect": 3, "deadline_s": 30}
+    run_client(cluster, "grpc_official_client.py", {"topic": "px_leave", "count": 3, "prefix": "a"})
+    assert run_push_consumer(cluster, tmp_path / "first", spec) == ["a-0", "a-1", "a-2"]
+    # The proxy's POP for the first consumer may still wait at the broker, which gives it the next messages;
+    # the proxy hands them back at once, so the next consumer gets them well before their 60 s invisible time.
+    run_client(cluster, "grpc_official_client.py", {"topic": "px_leave", "count": 3, "prefix": "b"})
+    assert run_push_consumer(cluster, tmp_path / "second", spec) == ["b-0", "b-1", "b-2"]
 
 
 def test_fifo_groups_are_received_in_send_order(cluster):

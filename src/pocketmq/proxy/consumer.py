@@ -11,6 +11,9 @@ Receipt handles are the embedded front end's (broker/pop/receipt.py): the topic,
 names the broker the message was popped from) and the commit log offset, so an ack goes to the broker that
 holds its checkpoint whichever worker serves it. A handle a broker refuses is INVALID_RECEIPT_HANDLE.
 
+A receive ends when its client says goodbye (NotifyClientTermination), as on the embedded front end; the POP it
+had open at the broker cannot be ended, so what it pops after that is made visible again at once.
+
 Not done here: the auto-renewal of push consumers' messages (a push consumer's message gets the default 60 s
 invisible time and comes back after it if not acked) and ForwardMessageToDeadLetterQueue.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Coroutine
+from typing import Any, NamedTuple
 
 from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS
@@ -32,6 +37,7 @@ from pocketmq.common.errors import (
     PocketMQError,
     RemotingError,
 )
+from pocketmq.common.message import MessageExt
 from pocketmq.protocol import grpc_pop_codec as codec
 from pocketmq.protocol.codes import RequestCode, ResponseCode, V2StatusCode
 from pocketmq.protocol.command import RemotingCommand
@@ -44,6 +50,7 @@ from pocketmq.protocol.request_headers import (
     PopMessageRequestHeader,
 )
 from pocketmq.proxy.groups import GroupSettings
+from pocketmq.server.grpc_calls import client_id_of
 from pocketmq.server.grpc_consumer import (
     check_change_invisible,
     check_group,
@@ -52,15 +59,46 @@ from pocketmq.server.grpc_consumer import (
     decode_handle,
 )
 from pocketmq.server.grpc_validation import check_topic
+from pocketmq.server.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
 
 _NOTHING = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.NO_MESSAGE)
 
 
+class _Popped(NamedTuple):
+    response: RemotingCommand
+    broker_name: str
+
+
+def receipt_handle_of(msg: MessageExt) -> str:
+    """The v2 receipt handle of a message popped through remoting (its POP_CK and broker name taken out)."""
+    extra = msg.properties.pop(props.POP_CK)
+    msg.properties.pop(BROKER_NAME_PROPERTY, None)
+    return f"{msg.topic} {extra} {msg.phys_offset}"
+
+
+def change_invisible_request(group: str, handle: ReceiptHandle, invisible_ms: int) -> RemotingCommand:
+    return RemotingCommand.request(
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        ChangeInvisibleTimeRequestHeader.ext_fields(
+            consumer_group=group,
+            topic=handle.topic,
+            queue_id=handle.queue_id,
+            extra_info=handle.extra_info,
+            offset=handle.queue_offset,
+            invisible_time_ms=invisible_ms,
+        ),
+    )
+
+
 class ProxyConsumerRpcs:
-    def __init__(self, instance: ClientInstance, groups: GroupSettings, request_timeout_s: float):
+    def __init__(
+        self, instance: ClientInstance, groups: GroupSettings, sessions: SessionRegistry, request_timeout_s: float
+    ):
         self._instance = instance
+        self._sessions = sessions
+        self._handing_back: set[asyncio.Future] = set()  # hand-backs under way (a task needs a reference)
         self._groups = groups
         self._timeout_s = request_timeout_s
         self._turn = itertools.count()
@@ -69,60 +107,103 @@ class ProxyConsumerRpcs:
     async def receive(self, request, context):
         """The ReceiveMessage stream (an async generator of responses)."""
         clock = self._instance.clock
-        try:
-            req = codec.decode_receive_request(request)
-            batch, invisible_ms, poll_ms = checked_receive(req, context, DEFAULT_AUTO_RENEW_INVISIBLE_MS)
-            per_queue = req.auto_renew and await self._groups.is_fifo(req.group)
-            broker_name = await self._broker_to_pop(req.topic, req.broker_name)
-            pop = RemotingCommand.request(
-                RequestCode.POP_MESSAGE,
-                PopMessageRequestHeader.ext_fields(
-                    consumer_group=req.group,
-                    topic=req.topic,
-                    queue_id=req.queue_id if per_queue else -1,
-                    max_msg_nums=batch,
-                    invisible_time_ms=invisible_ms,
-                    poll_time_ms=poll_ms,
-                    born_time_ms=clock.now_ms(),
-                    init_mode=0,
-                    exp_type="SQL92" if req.filter_type == "SQL" else "TAG",  # the broker filters (docs/filter.md)
-                    exp=req.filter_expression,
-                    order=False,  # the group's consumeMessageOrderly decides on the broker
-                ),
-            )
+        with self._sessions.receiving(client_id_of(context)) as client_gone:
             try:
-                response = await self._instance.invoke_broker(broker_name, pop, poll_ms / 1000 + self._timeout_s)
-            except RemotingError as exc:
-                # The broker is gone or unreachable: ask the name server now rather than at the next periodic
-                # refresh, and pop once more where the route now says (a group whose master died: its slave).
-                log.info("event=proxy_pop_failed broker=%s error=%s", broker_name, exc)
-                await self._instance.route(req.topic, refresh=True)
-                broker_name = await self._broker_to_pop(req.topic, broker_name)
-                response = await self._instance.invoke_broker(broker_name, pop, poll_ms / 1000 + self._timeout_s)
-            if response.code in _NOTHING:
-                messages = []
-            else:
-                messages = messages_of_pop_reply(expect_success(response), broker_name)
-        except PocketMQError as exc:
-            yield codec.receive_status(v2_code_of(exc), str(exc))
-            return
+                req = codec.decode_receive_request(request)
+                batch, invisible_ms, poll_ms = checked_receive(req, context, DEFAULT_AUTO_RENEW_INVISIBLE_MS)
+                per_queue = req.auto_renew and await self._groups.is_fifo(req.group)
+                pop = RemotingCommand.request(
+                    RequestCode.POP_MESSAGE,
+                    PopMessageRequestHeader.ext_fields(
+                        consumer_group=req.group,
+                        topic=req.topic,
+                        queue_id=req.queue_id if per_queue else -1,
+                        max_msg_nums=batch,
+                        invisible_time_ms=invisible_ms,
+                        poll_time_ms=poll_ms,
+                        born_time_ms=clock.now_ms(),
+                        init_mode=0,
+                        exp_type="SQL92" if req.filter_type == "SQL" else "TAG",  # the broker filters (docs/filter.md)
+                        exp=req.filter_expression,
+                        order=False,  # the group's consumeMessageOrderly decides on the broker
+                    ),
+                )
+                popped = await self._pop_unless_gone(
+                    self._pop(req.topic, req.broker_name, pop, poll_ms), req.group, client_gone
+                )
+                if popped is None or popped.response.code in _NOTHING:
+                    messages = []
+                else:
+                    messages = messages_of_pop_reply(expect_success(popped.response), popped.broker_name)
+            except PocketMQError as exc:
+                yield codec.receive_status(v2_code_of(exc), str(exc))
+                return
         if not messages:
             yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
         else:
             yield codec.receive_status()
-            invisible_reply_ms = int(response.ext_fields.get("invisibleTime", invisible_ms))
+            invisible_reply_ms = int(popped.response.ext_fields.get("invisibleTime", invisible_ms))
             for msg in messages:
-                extra = msg.properties.pop(props.POP_CK)
-                msg.properties.pop(BROKER_NAME_PROPERTY, None)
                 yield codec.receive_message(
                     encode_delivered_message(
                         msg,
-                        receipt_handle=f"{msg.topic} {extra} {msg.phys_offset}",
+                        receipt_handle=receipt_handle_of(msg),
                         delivery_attempt=msg.reconsume_times + 1,
                         invisible_duration_ms=invisible_reply_ms,
                     )
                 )
         yield codec.receive_delivery_timestamp(clock.now_ms())
+
+    async def _pop(self, topic: str, named_broker: str, pop: RemotingCommand, poll_ms: int) -> _Popped:
+        broker_name = await self._broker_to_pop(topic, named_broker)
+        timeout_s = poll_ms / 1000 + self._timeout_s
+        try:
+            return _Popped(await self._instance.invoke_broker(broker_name, pop, timeout_s), broker_name)
+        except RemotingError as exc:
+            # The broker is gone or unreachable: ask the name server now rather than at the next periodic
+            # refresh, and pop once more where the route now says (a group whose master died: its slave).
+            log.info("event=proxy_pop_failed broker=%s error=%s", broker_name, exc)
+            await self._instance.route(topic, refresh=True)
+            broker_name = await self._broker_to_pop(topic, broker_name)
+            return _Popped(await self._instance.invoke_broker(broker_name, pop, timeout_s), broker_name)
+
+    async def _pop_unless_gone(
+        self, pop: Coroutine[Any, Any, _Popped], group: str, client_gone: asyncio.Future | None
+    ) -> _Popped | None:
+        """The POP's reply, or None when the client ended its session first (or cancelled its receive). A broker
+        cannot be told to end a long poll, so the POP keeps waiting there; whatever it pops after the client
+        left is handed back at once rather than staying invisible for the receive's whole invisible time."""
+        popping = asyncio.ensure_future(pop)
+        try:
+            if client_gone is None:
+                return await popping
+            await asyncio.wait((popping, client_gone), return_when=asyncio.FIRST_COMPLETED)
+            return popping.result() if popping.done() else None
+        finally:
+            if not popping.done():
+                popping.add_done_callback(lambda task: self._hand_back_when_popped(task, group))
+
+    def _hand_back_when_popped(self, popping: asyncio.Future, group: str) -> None:
+        if popping.cancelled() or popping.exception() is not None:
+            return
+        popped = popping.result()
+        if popped.response.code != ResponseCode.SUCCESS:  # nothing popped, or refused
+            return
+        messages = messages_of_pop_reply(popped.response, popped.broker_name)
+        handing = asyncio.ensure_future(self._hand_back(group, messages))
+        self._handing_back.add(handing)
+        handing.add_done_callback(self._handing_back.discard)
+
+    async def _hand_back(self, group: str, messages: list) -> None:
+        """Make messages nobody will receive visible again (the broker's shortest invisible time)."""
+        for msg in messages:
+            handle = decode_handle(receipt_handle_of(msg))
+            try:
+                await self._invoke_with_handle(handle, change_invisible_request(group, handle, 0))
+            except PocketMQError as exc:
+                # It comes back after its invisible time instead: later, not lost.
+                log.info("event=proxy_hand_back_failed topic=%s error=%s", handle.topic, exc)
+        log.info("event=proxy_popped_after_client_left group=%s handed_back=%d", group, len(messages))
 
     async def _broker_to_pop(self, topic: str, named: str) -> str:
         """The broker the client named when the topic has readable queues there, else the next in turn."""
@@ -173,20 +254,7 @@ class ProxyConsumerRpcs:
         try:
             check_change_invisible(group, topic, invisible_ms)
             handle = decode_handle(text)
-            reply = await self._invoke_with_handle(
-                handle,
-                RemotingCommand.request(
-                    RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
-                    ChangeInvisibleTimeRequestHeader.ext_fields(
-                        consumer_group=group,
-                        topic=handle.topic,
-                        queue_id=handle.queue_id,
-                        extra_info=handle.extra_info,
-                        offset=handle.queue_offset,
-                        invisible_time_ms=invisible_ms,
-                    ),
-                ),
-            )
+            reply = await self._invoke_with_handle(handle, change_invisible_request(group, handle, invisible_ms))
             h = reply.ext_fields
             new = ReceiptHandle(
                 handle.topic,

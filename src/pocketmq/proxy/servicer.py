@@ -66,7 +66,7 @@ class ProxyServicer:
         self._max_inflight_sends = max_inflight_sends
         self._inflight_sends = 0
         self.clients = ClientRpcs(sessions, clock, self)
-        self.consumers = ProxyConsumerRpcs(instance, groups, options.request_timeout_s)
+        self.consumers = ProxyConsumerRpcs(instance, groups, sessions, options.request_timeout_s)
         self.transactions = ProxyTransactions(instance, sessions, options.request_timeout_s)
         self.calls = 0  # RPCs served by this worker (its log line at stop says how its share went)
 

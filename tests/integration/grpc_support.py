@@ -80,6 +80,17 @@ def route_request(topic: str, address: str) -> spb.QueryRouteRequest:
     return request
 
 
+def consumer_settings(group: str, topic: str, filter_type: int, expression: str) -> spb.TelemetryCommand:
+    command = spb.TelemetryCommand()
+    command.settings.client_type = pb.SIMPLE_CONSUMER
+    command.settings.subscription.group.name = group
+    entry = command.settings.subscription.subscriptions.add()
+    entry.topic.name = topic
+    entry.expression.type = filter_type
+    entry.expression.expression = expression
+    return command
+
+
 def producer_settings(*topics: str) -> spb.TelemetryCommand:
     command = spb.TelemetryCommand()
     command.settings.client_type = pb.PRODUCER

@@ -5,16 +5,20 @@ their running info, following an offset reset, and consuming one message directl
 from __future__ import annotations
 
 import json
+import queue
 import threading
 from datetime import UTC, datetime
 
 import pytest
+from grpc_support import CLIENT_ID, consumer_settings, stub
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from pocketmq.cli.main import main as pocketmq_main
 from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer, SimpleConsumer
 from pocketmq.client.listener import ConsumeConcurrentlyStatus
 from pocketmq.client.push_consumer import PushConsumer, PushConsumerOptions
 from pocketmq.common.message import MessageQueue
+from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import broker_process
 from pocketmq.testing.processes import run_cli as pocketmq
@@ -198,6 +202,29 @@ def test_push_consumer_lists_follows_a_reset_and_consumes_directly(broker, cli):
         assert [reader.committed(q) for q in queues] == [0, 0]
     status, _, err = cli("group", "consumers", group)
     assert status == 1 and "no consumer" in err
+
+
+@pytest.mark.timeout(60)
+def test_grpc_consumers_are_listed_with_their_address_and_filter(broker, cli):
+    topic, group = "adm_grpc_listed", "adm_grpc_listed_g"
+    with Admin(ClientConfig(namesrv_addr=broker.namesrv)) as admin:
+        admin.create_topic(topic, queues=1)
+    channel, v2 = stub(broker.grpc)
+    outgoing: queue.Queue = queue.Queue()
+    outgoing.put(consumer_settings(group, topic, pb.SQL, "region = 'eu'"))
+    replies = v2.Telemetry(iter(outgoing.get, None), metadata=CLIENT_ID)
+    try:
+        assert next(replies).status.code == V2StatusCode.OK  # the settings are taken
+        status, out, err = cli("group", "consumers", group, "--json")
+        assert status == 0, err
+        [row] = json_lines(out)
+        assert (row["client_id"], row["protocol"]) == (CLIENT_ID[0][1], "grpc")
+        assert row["address"].startswith("127.0.0.1:") and "running_info_error" not in row
+        assert row["subscriptions"] == {topic: {"type": "SQL92", "expression": "region = 'eu'"}}
+    finally:
+        outgoing.put(None)
+        replies.cancel()
+        channel.close()
 
 
 @pytest.mark.timeout(90)

@@ -39,6 +39,23 @@ class ConsumerGroupInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class OnlineConsumer:
+    """One live client of a group as admin listings show it, whichever protocol it came over."""
+
+    client_id: str
+    address: str
+    language: str
+    version: int
+    last_heartbeat_ms: int
+    protocol: str  # "remoting" | "grpc"
+    subscriptions: tuple[SubscriptionData, ...] = ()  # a gRPC client's own; remoting ones are the group's
+
+
+# The live clients of a group that another front end holds (the gRPC sessions).
+OnlineSource = Callable[[str], list[OnlineConsumer]]
+
+
+@dataclass(frozen=True, slots=True)
 class Notification:
     """Tell the client on ``connection`` that the member list of ``group`` changed."""
 
@@ -132,6 +149,20 @@ class ConsumerRegistry:
         self.table = ConsumerTable(expire_ms)
         self._clock = clock
         self._notifiers: list[Notifier] = []
+        self._online_sources: list[OnlineSource] = []
+
+    def add_online_source(self, source: OnlineSource) -> None:
+        """Clients another front end holds show in ``online`` (they do not take part in remoting rebalances)."""
+        self._online_sources.append(source)
+
+    def online(self, group: str) -> list[OnlineConsumer]:
+        """Every live client of ``group``: remoting heartbeats first, then the other front ends', by client id."""
+        remoting = [
+            OnlineConsumer(ch.client_id, ch.remote_address, ch.language, ch.version, ch.last_heartbeat_ms, "remoting")
+            for ch in self.table.clients(group)
+        ]
+        others = [c for source in self._online_sources for c in source(group)]
+        return sorted(remoting, key=lambda c: c.client_id) + sorted(others, key=lambda c: c.client_id)
 
     def add_notifier(self, notifier: Notifier) -> None:
         """``notifier(n)`` is called for every notification; it ignores connections it does not own."""

@@ -1,7 +1,7 @@
 """``pocketmq group consumers|reset-offset``: a group's online consumers, and moving its offsets.
 
 - ``consumers GROUP``: one row per online client (per broker it is connected to): client id, address,
-  language, version, and from the client itself (GET_CONSUMER_RUNNING_INFO, answered by push consumers) how it
+  protocol (remoting, or gRPC for the official 5.x clients), language, version, and from a remoting client (GET_CONSUMER_RUNNING_INFO, answered by push consumers) how it
   consumes and the queues it holds; ``--json`` adds the whole running info (``running_info``), or the error a
   client gave. A group with no consumer online is an error.
 - ``reset-offset GROUP TOPIC --to-time T | --to-earliest | --to-latest``: every broker of the topic stores the
@@ -21,7 +21,7 @@ from pocketmq.client.consumer_admin import ConsumerAdmin
 from pocketmq.common.errors import ClientError, PocketMQError
 from pocketmq.protocol.consumer_admin_headers import RESET_TO_EARLIEST, RESET_TO_LATEST
 
-CONSUMER_COLUMNS = ["client_id", "broker", "address", "language", "version", "model", "queues", "consumed"]
+CONSUMER_COLUMNS = ["client_id", "broker", "address", "protocol", "language", "version", "model", "queues", "consumed"]
 RESET_COLUMNS = ["topic", "broker", "queue_id", "offset", "consumers_notified"]
 
 
@@ -49,19 +49,24 @@ def consumers(args) -> int:
                 "client_id": conn["clientId"],
                 "broker": broker,
                 "address": conn.get("clientAddr"),
+                "protocol": conn.get("protocol", "remoting"),
                 "language": conn.get("language"),
                 "version": conn.get("version"),
                 "model": body.get("messageModel"),
+                **({"subscriptions": subscriptions_of(body)} if args.json else {}),
             }
             for broker, body in by_broker.items()
             for conn in body.get("connectionSet") or []
         ]
-        client_ids = sorted({row["client_id"] for row in rows})
+        # Only remoting push consumers answer GET_CONSUMER_RUNNING_INFO (gRPC clients have no remoting channel).
+        client_ids = sorted({row["client_id"] for row in rows if row["protocol"] == "remoting"})
         answers = await asyncio.gather(
             *(consumer_admin.running_info(args.group, cid) for cid in client_ids), return_exceptions=True
         )
         infos = dict(zip(client_ids, answers))
         for row in rows:
+            if row["client_id"] not in infos:
+                continue
             info = infos[row["client_id"]]
             if isinstance(info, BaseException):
                 if not isinstance(info, PocketMQError):
@@ -75,6 +80,14 @@ def consumers(args) -> int:
         print_rows(args, rows, CONSUMER_COLUMNS)
 
     return run_admin(args, action)
+
+
+def subscriptions_of(connections: dict) -> dict[str, dict[str, str]]:
+    """Topic -> filter of a broker's GET_CONSUMER_CONNECTION_LIST answer."""
+    return {
+        topic: {"type": sub.get("expressionType", "TAG"), "expression": sub.get("subString", "*")}
+        for topic, sub in (connections.get("subscriptionTable") or {}).items()
+    }
 
 
 def reset_offset(args) -> int:

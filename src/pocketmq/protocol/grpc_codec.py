@@ -112,6 +112,8 @@ class ClientSettings:
     client_type: str  # PRODUCER, PUSH_CONSUMER, SIMPLE_CONSUMER ... (the wire enum's name)
     group: str | None
     topics: tuple[str, ...]
+    # a consumer's (topic, filter type TAG|SQL, expression) per subscription
+    filters: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def is_consumer(self) -> bool:
@@ -194,9 +196,15 @@ def decode_client_settings(command) -> ClientSettings:
     if kind == "subscription":
         sub = settings.subscription
         group = sub.group.name if sub.HasField("group") and sub.group.name else None
-        return ClientSettings(
-            _client_type_name(settings.client_type), group, tuple(e.topic.name for e in sub.subscriptions)
+        filters = tuple(
+            (
+                e.topic.name,
+                pb.FilterType.Name(e.expression.type) if e.expression.type else "TAG",
+                e.expression.expression,
+            )
+            for e in sub.subscriptions
         )
+        return ClientSettings(_client_type_name(settings.client_type), group, tuple(f[0] for f in filters), filters)
     return ClientSettings(_client_type_name(settings.client_type), None, ())
 
 

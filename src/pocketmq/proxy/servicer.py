@@ -32,7 +32,7 @@ from pocketmq.proxy.sender import V2_CODE_OF_SEND_STATUS, ProxySender
 from pocketmq.proxy.transactions import PRODUCER, ProxyTransactions
 from pocketmq.runtime.clock import Clock
 from pocketmq.server.client_metrics import metric_endpoint
-from pocketmq.server.grpc_calls import abort_malformed, guard, unary_not_implemented
+from pocketmq.server.grpc_calls import abort_malformed, client_address, guard, unary_not_implemented
 from pocketmq.server.grpc_client_rpcs import ClientRpcs
 from pocketmq.server.grpc_routing import route_queues
 from pocketmq.server.grpc_servicer import DEFAULT_MAX_INFLIGHT_SENDS
@@ -145,6 +145,9 @@ class ProxyServicer:
 
     def Telemetry(self, request_iterator, context):
         return self.clients.telemetry(request_iterator, context)
+
+    def client_address(self, context) -> str:
+        return client_address(context.peer() or "")
 
     def authorize(self, context, contexts) -> None:
         """The proxy checks no access (``SessionPolicy``): run it where clients are trusted, or use the brokers'

@@ -51,6 +51,12 @@ def peer_address(peer: str) -> tuple[str, int]:
     return parsed if parsed is not None else ("127.0.0.1", 0)
 
 
+def client_address(peer: str) -> str:
+    """``host:port`` of a grpc peer string, as admin listings show a client."""
+    host, port = peer_address(peer)
+    return f"{host}:{port}"
+
+
 async def guard(rpc: str, work, on_error):
     """Run one request; its failure becomes its response (``on_error(code, message)``)."""
     try:

@@ -59,6 +59,10 @@ class SessionPolicy(Protocol):
         """The keyword arguments of ``grpc_codec.settings_reply`` for a client that announced ``settings``."""
         ...
 
+    def client_address(self, context) -> str:
+        """``host:port`` of the client of ``context`` as admin listings show it."""
+        ...
+
 
 class ClientRpcs:
     def __init__(self, sessions: SessionRegistry, clock: Clock, policy: SessionPolicy):
@@ -163,11 +167,7 @@ class ClientRpcs:
             except AccessDeniedError as exc:
                 return codec.telemetry_error(V2StatusCode.UNAUTHORIZED, str(exc))
             self._sessions.update_settings(
-                client_id,
-                self._clock.now_ms(),
-                client_type=settings.client_type,
-                group=settings.group,
-                topics=settings.topics,
+                client_id, self._clock.now_ms(), settings, self._policy.client_address(context)
             )
             return codec.settings_reply(command, **await self._policy.settings_reply_args(settings, language))
         except Exception:  # one bad command never ends the stream

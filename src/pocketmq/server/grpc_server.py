@@ -60,6 +60,7 @@ class GrpcFrontEnd:
         self._clock = clock or broker.clock
         self.sessions = SessionRegistry(heartbeat_timeout_ms or broker.config.client_channel_expire_ms)
         broker.gray.add_member_source(self.sessions.consumers_of)  # POP clients count in their group's gray split
+        broker.consumers.add_online_source(self.sessions.online_consumers)  # and show in consumer listings
         self.servicer = MessagingServicer(
             broker,
             self.sessions,

@@ -35,7 +35,7 @@ from pocketmq.server.access_contexts import PUB, topic_contexts
 from pocketmq.server.client_metrics import metric_endpoint
 from pocketmq.server.grpc_access import PUB_OR_SUB, GrpcAccessGate, consumer_contexts
 from pocketmq.server.grpc_calls import abort_malformed as _abort_malformed
-from pocketmq.server.grpc_calls import client_id_of, guard, peer_address
+from pocketmq.server.grpc_calls import client_address, client_id_of, guard, peer_address
 from pocketmq.server.grpc_client_rpcs import ClientRpcs
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.server.grpc_pull import PullRpcs
@@ -326,6 +326,9 @@ class MessagingServicer:
         """AccessDeniedError unless the caller may do all of ``contexts`` (nothing checked with access control off)."""
         if self._gate is not None:
             self._gate.check(context.invocation_metadata(), self._peer(context), contexts)
+
+    def client_address(self, context) -> str:
+        return client_address(self._peer(context))
 
     def _peer(self, context) -> str:
         return self._client_peer(context.peer() or "")

@@ -1,6 +1,7 @@
 """The admin codes about a group's online consumers (docs/protocol.md), served on the broker's remoting port.
 
-- GET_CONSUMER_CONNECTION_LIST: the group's live clients (id, address, language, version) and what it consumes.
+- GET_CONSUMER_CONNECTION_LIST: the group's live clients (id, address, language, version, protocol) and what it
+  consumes, the official 5.x clients on the gRPC port included (as RocketMQ's proxy registers them).
 - INVOKE_BROKER_TO_RESET_OFFSET: store the group's new offsets of a topic (``broker.offset_reset``) and send
   each online remoting consumer of the group RESET_CONSUMER_CLIENT_OFFSET with them, oneway as RocketMQ does.
 - GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY: passed on to the one client named, whose answer comes
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.clients import ClientChannel
+from pocketmq.broker.consumers import ConsumerGroupInfo
 from pocketmq.broker.offset_reset import reset_group_offsets
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import MessageQueue, parse_offset_msg_id
@@ -55,25 +57,27 @@ class ConsumerAdminHandlers:
 
     async def get_consumer_connection_list(self, conn: RemotingConnection, request: RemotingCommand):
         group = GroupRequestHeader.parse(request.ext_fields).consumer_group
-        table = self._broker.consumers.table
-        clients = table.clients(group)
-        info = table.group_info(group)
-        if not clients or info is None:
+        online = self._broker.consumers.online(group)
+        if not online:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"no consumer of group {group} is online")
+        # The group's remoting heartbeats say how it consumes; a group of gRPC clients only consumes by POP.
+        info = self._broker.consumers.table.group_info(group) or ConsumerGroupInfo(group, consume_type="CONSUME_POP")
+        subscriptions = {sub.topic: sub for c in online for sub in c.subscriptions} | info.subscriptions
         body = {
             "connectionSet": [
                 {
-                    "clientId": ch.client_id,
-                    "clientAddr": ch.remote_address,
-                    "language": ch.language,
-                    "version": ch.version,
-                    "lastHeartbeatTimestamp": ch.last_heartbeat_ms,
+                    "clientId": c.client_id,
+                    "clientAddr": c.address,
+                    "language": c.language,
+                    "version": c.version,
+                    "lastHeartbeatTimestamp": c.last_heartbeat_ms,
+                    "protocol": c.protocol,  # not in RocketMQ's Connection; its clients ignore unknown fields
                 }
-                for ch in sorted(clients, key=lambda ch: ch.client_id)
+                for c in online
             ],
             "subscriptionTable": {
                 topic: {"topic": topic, "subString": sub.expression, "expressionType": sub.expression_type}
-                for topic, sub in sorted(info.subscriptions.items())
+                for topic, sub in sorted(subscriptions.items())
             },
             "consumeType": info.consume_type,
             "messageModel": info.message_model,

@@ -19,6 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.broker.consumers import OnlineConsumer, SubscriptionData
+from pocketmq.protocol.grpc_codec import ClientSettings
+
 log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_TIMEOUT_MS = 120_000  # the Apache proxy's
@@ -81,6 +84,8 @@ class Session:
     group: str | None = None
     topics: tuple[str, ...] = ()
     language: str = ""
+    address: str = ""  # host:port the client connects from
+    filters: tuple[tuple[str, str, str], ...] = ()  # a consumer's (topic, TAG|SQL, expression)
     outbox: Outbox | None = field(default=None, repr=False)
     # done when the session ends; made by the first receive, on the event loop (``SessionRegistry.receiving``)
     ended: asyncio.Future | None = field(default=None, repr=False)
@@ -135,11 +140,11 @@ class SessionRegistry:
             session.language = language
         return session
 
-    def update_settings(
-        self, client_id: str, now_ms: int, *, client_type: str, group: str | None, topics: tuple[str, ...]
-    ) -> Session:
-        session = self.heartbeat(client_id, now_ms, client_type=client_type, group=group)
-        session.topics = topics
+    def update_settings(self, client_id: str, now_ms: int, settings: ClientSettings, address: str) -> Session:
+        session = self.heartbeat(client_id, now_ms, client_type=settings.client_type, group=settings.group)
+        session.topics = settings.topics
+        session.filters = settings.filters
+        session.address = address
         return session
 
     def open_stream(self, client_id: str, now_ms: int) -> Outbox:
@@ -212,6 +217,24 @@ class SessionRegistry:
     def consumers_of(self, group: str) -> dict[str, tuple[str, ...]]:
         """Client id -> subscribed topics of the consumers of ``group`` (a producer's session names no group)."""
         return {client_id: s.topics for client_id, s in self._by_group.get(group, {}).items()}
+
+    def online_consumers(self, group: str) -> list[OnlineConsumer]:
+        """The group's consumers as admin listings show them (``ConsumerRegistry.add_online_source``)."""
+        return [
+            OnlineConsumer(
+                s.client_id,
+                s.address,
+                s.language,
+                0,  # gRPC clients announce no remoting version number
+                s.last_heartbeat_ms,
+                "grpc",
+                tuple(
+                    SubscriptionData(topic, expression or "*", "SQL92" if kind == "SQL" else "TAG")
+                    for topic, kind, expression in s.filters
+                ),
+            )
+            for s in self._by_group.get(group, {}).values()
+        ]
 
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())

@@ -133,7 +133,7 @@ def test_consumer_settings_reply_has_what_clients_require():
     assert s.backoff_policy.customized_backoff.next[-1].seconds == 7200
     assert len(s.backoff_policy.customized_backoff.next) == 18
     assert codec.decode_client_settings(_settings_command(pb.PUSH_CONSUMER, subscription=sub)) == codec.ClientSettings(
-        "PUSH_CONSUMER", "g", ("t",)
+        "PUSH_CONSUMER", "g", ("t",), (("t", "TAG", "*"),)
     )
 
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from pocketmq.protocol.grpc_codec import ClientSettings
 from pocketmq.server.sessions import Outbox, SessionRegistry
 
 
@@ -29,17 +30,17 @@ def test_a_late_heartbeat_never_moves_liveness_back():
 
 def test_settings_update_the_session():
     reg = SessionRegistry()
-    s = reg.update_settings("c", 5, client_type="PRODUCER", group=None, topics=("a", "b"))
+    s = reg.update_settings("c", 5, ClientSettings("PRODUCER", None, ("a", "b")), "")
     assert (s.client_type, s.topics) == ("PRODUCER", ("a", "b"))
 
 
 def test_consumers_of_a_group_follow_group_changes_removal_and_expiry():
     reg = SessionRegistry(heartbeat_timeout_ms=1000)
-    reg.update_settings("a", 0, client_type="SIMPLE_CONSUMER", group="g", topics=("t",))
-    reg.update_settings("b", 500, client_type="SIMPLE_CONSUMER", group="g", topics=("t", "u"))
-    reg.update_settings("p", 500, client_type="PRODUCER", group=None, topics=("t",))
+    reg.update_settings("a", 0, ClientSettings("SIMPLE_CONSUMER", "g", ("t",)), "")
+    reg.update_settings("b", 500, ClientSettings("SIMPLE_CONSUMER", "g", ("t", "u")), "")
+    reg.update_settings("p", 500, ClientSettings("PRODUCER", None, ("t",)), "")
     assert reg.consumers_of("g") == {"a": ("t",), "b": ("t", "u")}
-    reg.update_settings("b", 600, client_type="SIMPLE_CONSUMER", group="h", topics=("u",))  # moved to h
+    reg.update_settings("b", 600, ClientSettings("SIMPLE_CONSUMER", "h", ("u",)), "")  # moved to h
     assert reg.consumers_of("g") == {"a": ("t",)} and reg.consumers_of("h") == {"b": ("u",)}
     reg.remove("b")
     assert reg.consumers_of("h") == {}

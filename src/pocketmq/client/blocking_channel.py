@@ -145,6 +145,10 @@ class BlockingChannel:
             raise TimeoutError
         data = self._poll(min(remaining_s, self._busy_poll_s)) if self._busy_poll_s else None
         if data is None:
+            if self._busy_poll_s:  # the poll used some of the time left
+                remaining_s = deadline_s - time.monotonic()
+                if remaining_s <= 0:
+                    raise TimeoutError
             self._limit_waits(remaining_s)
             data = self._sock.recv(_RECV_BYTES)
         if not data:

@@ -78,17 +78,28 @@ def receipt_handle_of(msg: MessageExt) -> str:
     return f"{msg.topic} {extra} {msg.phys_offset}"
 
 
-def change_invisible_request(group: str, handle: ReceiptHandle, invisible_ms: int) -> RemotingCommand:
+def handle_request(code: int, header, group: str, handle: ReceiptHandle, **fields) -> RemotingCommand:
+    """A remoting request about the message ``handle`` names (ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME)."""
     return RemotingCommand.request(
-        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
-        ChangeInvisibleTimeRequestHeader.ext_fields(
+        code,
+        header.ext_fields(
             consumer_group=group,
             topic=handle.topic,
             queue_id=handle.queue_id,
             extra_info=handle.extra_info,
             offset=handle.queue_offset,
-            invisible_time_ms=invisible_ms,
+            **fields,
         ),
+    )
+
+
+def change_invisible_request(group: str, handle: ReceiptHandle, invisible_ms: int) -> RemotingCommand:
+    return handle_request(
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        ChangeInvisibleTimeRequestHeader,
+        group,
+        handle,
+        invisible_time_ms=invisible_ms,
     )
 
 
@@ -236,17 +247,9 @@ class ProxyConsumerRpcs:
 
     async def _ack_one(self, group: str, text: str) -> None:
         handle = decode_handle(text)
-        request = RemotingCommand.request(
-            RequestCode.ACK_MESSAGE,
-            AckMessageRequestHeader.ext_fields(
-                consumer_group=group,
-                topic=handle.topic,
-                queue_id=handle.queue_id,
-                extra_info=handle.extra_info,
-                offset=handle.queue_offset,
-            ),
+        await self._invoke_with_handle(
+            handle, handle_request(RequestCode.ACK_MESSAGE, AckMessageRequestHeader, group, handle)
         )
-        await self._invoke_with_handle(handle, request)
 
     # -- change invisible duration ----------------------------------------------------------------------------------
     async def change_invisible(self, request, context):

@@ -8,6 +8,7 @@ tests, pointed at the proxy's endpoint).
 - transactions: commit delivered, rollback never, an open one settled by the broker's check relayed to the
   client's Telemetry stream and answered with its EndTransaction;
 - both workers serve: new connections land on both processes (SO_REUSEPORT);
+- a push consumer's message stays invisible while its listener works longer than the invisible time (renewed);
 - a push consumer leaves without an error in its log, and a receive the proxy still had open at the broker
   for it keeps nothing: what that receive popped after the client left goes back at once.
 """
@@ -47,17 +48,22 @@ BROKER_ARGS = [
     "transaction_check_interval_ms=500",
 ]
 
+# A push consumer's messages are invisible 4 s at a time here, renewed 2.5 s before that runs out.
+AUTO_RENEW_INVISIBLE_MS = 4_000
+PROXY_ARGS = ["--auto-renew-invisible-ms", str(AUTO_RENEW_INVISIBLE_MS), "--auto-renew-ahead-ms", "2500"]
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("proxy-official")
     namesrv = namesrv_process(workdir / "namesrv").start()
     broker = broker_process(workdir / "broker", "broker-px", namesrv=namesrv.namesrv, extra_args=BROKER_ARGS).start()
-    proxy = proxy_process(workdir / "proxy", namesrv.namesrv, workers=2).start(timeout_s=90)
+    proxy = proxy_process(workdir / "proxy", namesrv.namesrv, workers=2, extra_args=PROXY_ARGS).start(timeout_s=90)
     config = ClientConfig(namesrv_addr=namesrv.namesrv)
     with Admin(config) as admin:
         admin.create_topic("px_normal", queues=2)
         admin.create_topic("px_leave", queues=1)
+        admin.create_topic("px_slow", queues=1)
         admin.create_topic("px_fifo", queues=2, message_type=MessageType.FIFO)
         admin.create_group("px_fifo_group", consume_message_orderly=True)
         admin.create_topic("px_delay", queues=2, message_type=MessageType.DELAY)
@@ -105,9 +111,9 @@ def test_send_receive_ack_and_redelivery(cluster):
     assert result["postponed_after_s"] >= 11.0  # changed to 12 s, not the first 6 s
 
 
-def run_push_consumer(cluster, home: Path, spec: dict) -> list[str]:
-    """A push consumer of the official client through the proxy until it consumed ``spec["expect"]``; the bodies.
-    It must shut down without a word on stderr or an error in its log."""
+def run_push_consumer(cluster, home: Path, spec: dict) -> dict:
+    """A push consumer of the official client through the proxy until it consumed ``spec["expect"]``; what it
+    reports (push_official_client.py). It must shut down without a word on stderr or an error in its log."""
     out = subprocess.run(
         [
             sys.executable,
@@ -121,17 +127,26 @@ def run_push_consumer(cluster, home: Path, spec: dict) -> list[str]:
     )
     assert out.returncode == 0 and out.stderr == "", out.stderr[-3000:]
     assert client_log_problems(home) == []
-    return sorted(json.loads(out.stdout.splitlines()[-1])["consumed"])
+    return json.loads(out.stdout.splitlines()[-1])
 
 
 def test_a_push_consumer_leaves_cleanly_and_its_open_receive_keeps_nothing(cluster, tmp_path):
     spec = {"topic": "px_leave", "group": "px_leave_group", "mode": "ok", "expect": 3, "deadline_s": 30}
     run_client(cluster, "grpc_official_client.py", {"topic": "px_leave", "count": 3, "prefix": "a"})
-    assert run_push_consumer(cluster, tmp_path / "first", spec) == ["a-0", "a-1", "a-2"]
+    assert sorted(run_push_consumer(cluster, tmp_path / "first", spec)["consumed"]) == ["a-0", "a-1", "a-2"]
     # The proxy's POP for the first consumer may still wait at the broker, which gives it the next messages;
     # the proxy hands them back at once, so the next consumer gets them well before their 60 s invisible time.
     run_client(cluster, "grpc_official_client.py", {"topic": "px_leave", "count": 3, "prefix": "b"})
-    assert run_push_consumer(cluster, tmp_path / "second", spec) == ["b-0", "b-1", "b-2"]
+    assert sorted(run_push_consumer(cluster, tmp_path / "second", spec)["consumed"]) == ["b-0", "b-1", "b-2"]
+
+
+def test_a_push_consumer_s_message_stays_invisible_while_its_listener_works(cluster, tmp_path):
+    run_client(cluster, "grpc_official_client.py", {"topic": "px_slow", "count": 2, "prefix": "s"})
+    work_s = 2.5 * AUTO_RENEW_INVISIBLE_MS / 1000  # outlasts the invisible time twice over
+    spec = {"topic": "px_slow", "group": "px_slow_group", "mode": "ok", "expect": 2, "work_s": work_s}
+    report = run_push_consumer(cluster, tmp_path / "slow", {**spec, "deadline_s": 60})
+    # renewed while the listener worked: each message was delivered once, none a second time
+    assert sorted(report["calls"]) == [["s-0", 1, ""], ["s-1", 1, ""]]
 
 
 def test_fifo_groups_are_received_in_send_order(cluster):

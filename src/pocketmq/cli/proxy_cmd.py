@@ -17,6 +17,7 @@ import multiprocessing
 import os
 from multiprocessing.process import BaseProcess
 
+from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS, DEFAULT_RENEW_AHEAD_MS
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
 from pocketmq.proxy.options import DEFAULT_GRPC_PORT, ProxyOptions
 from pocketmq.proxy.worker import ProxyWorker, reserve_port
@@ -40,6 +41,20 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: CPUs)")
     parser.add_argument(
+        "--auto-renew-invisible-ms",
+        type=int,
+        default=DEFAULT_AUTO_RENEW_INVISIBLE_MS,
+        metavar="MS",
+        help="a push consumer's message stays invisible this long, renewed while the client lives (default 60000)",
+    )
+    parser.add_argument(
+        "--auto-renew-ahead-ms",
+        type=int,
+        default=DEFAULT_RENEW_AHEAD_MS,
+        metavar="MS",
+        help="renew that long before the invisible time runs out (default 10000)",
+    )
+    parser.add_argument(
         "--ready-file", metavar="PATH", help="once every worker listens, write the address here as JSON (atomically)"
     )
     parser.set_defaults(func=run)
@@ -47,7 +62,14 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(with_pid=True)
-    options = ProxyOptions(namesrv_addr=args.namesrv, host=args.host, grpc_port=args.grpc_port, workers=args.workers)
+    options = ProxyOptions(
+        namesrv_addr=args.namesrv,
+        host=args.host,
+        grpc_port=args.grpc_port,
+        workers=args.workers,
+        auto_renew_invisible_ms=args.auto_renew_invisible_ms,
+        auto_renew_ahead_ms=args.auto_renew_ahead_ms,
+    )
     reservation = reserve_port(options.host, options.grpc_port)
     try:
         options = dataclasses.replace(options, grpc_port=reservation.getsockname()[1])

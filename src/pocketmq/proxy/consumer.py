@@ -14,8 +14,11 @@ holds its checkpoint whichever worker serves it. A handle a broker refuses is IN
 A receive ends when its client says goodbye (NotifyClientTermination), as on the embedded front end; the POP it
 had open at the broker cannot be ended, so what it pops after that is made visible again at once.
 
-Not done here: the auto-renewal of push consumers' messages (a push consumer's message gets the default 60 s
-invisible time and comes back after it if not acked) and ForwardMessageToDeadLetterQueue.
+A push consumer's messages are kept invisible while its session lives (server/auto_renew.py, as on the embedded
+front end): the worker that delivered a message renews it through the broker, and an ack or change of its first
+handle reaches that worker (the client acks on the connection it received on).
+
+Not done here: ForwardMessageToDeadLetterQueue.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Coroutine
 from typing import Any, NamedTuple
 
 from pocketmq.broker.pop.receipt import ReceiptHandle
-from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS
+from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.simple_consumer import BROKER_NAME_PROPERTY, messages_of_pop_reply
 from pocketmq.common import properties as props
@@ -50,13 +53,13 @@ from pocketmq.protocol.request_headers import (
     PopMessageRequestHeader,
 )
 from pocketmq.proxy.groups import GroupSettings
+from pocketmq.server.auto_renew import AutoRenewer, decode_handle
 from pocketmq.server.grpc_calls import client_id_of
 from pocketmq.server.grpc_consumer import (
     check_change_invisible,
     check_group,
     checked_ack_request,
     checked_receive,
-    decode_handle,
 )
 from pocketmq.server.grpc_validation import check_topic
 from pocketmq.server.sessions import SessionRegistry
@@ -105,10 +108,21 @@ def change_invisible_request(group: str, handle: ReceiptHandle, invisible_ms: in
 
 class ProxyConsumerRpcs:
     def __init__(
-        self, instance: ClientInstance, groups: GroupSettings, sessions: SessionRegistry, request_timeout_s: float
+        self,
+        instance: ClientInstance,
+        groups: GroupSettings,
+        sessions: SessionRegistry,
+        request_timeout_s: float,
+        renewals: RenewalTable | None = None,
     ):
         self._instance = instance
         self._sessions = sessions
+        self.renewer = AutoRenewer(
+            renewals if renewals is not None else RenewalTable(),
+            self._change_invisible,
+            sessions,
+            clock=instance.clock,
+        )
         self._handing_back: set[asyncio.Future] = set()  # hand-backs under way (a task needs a reference)
         self._groups = groups
         self._timeout_s = request_timeout_s
@@ -118,10 +132,11 @@ class ProxyConsumerRpcs:
     async def receive(self, request, context):
         """The ReceiveMessage stream (an async generator of responses)."""
         clock = self._instance.clock
-        with self._sessions.receiving(client_id_of(context)) as client_gone:
+        client_id = client_id_of(context)
+        with self._sessions.receiving(client_id) as client_gone:
             try:
                 req = codec.decode_receive_request(request)
-                batch, invisible_ms, poll_ms = checked_receive(req, context, DEFAULT_AUTO_RENEW_INVISIBLE_MS)
+                batch, invisible_ms, poll_ms = checked_receive(req, context, self.renewer.renewals.invisible_ms)
                 per_queue = req.auto_renew and await self._groups.is_fifo(req.group)
                 pop = RemotingCommand.request(
                     RequestCode.POP_MESSAGE,
@@ -154,11 +169,15 @@ class ProxyConsumerRpcs:
         else:
             yield codec.receive_status()
             invisible_reply_ms = int(popped.response.ext_fields.get("invisibleTime", invisible_ms))
+            renew = req.auto_renew and req.invisible_ms is None  # a push consumer's: kept invisible while it lives
             for msg in messages:
+                text = receipt_handle_of(msg)
+                if renew:
+                    self.renewer.track(text, client_id, req.group, decode_handle(text))
                 yield codec.receive_message(
                     encode_delivered_message(
                         msg,
-                        receipt_handle=receipt_handle_of(msg),
+                        receipt_handle=text,
                         delivery_attempt=msg.reconsume_times + 1,
                         invisible_duration_ms=invisible_reply_ms,
                     )
@@ -246,7 +265,7 @@ class ProxyConsumerRpcs:
         return codec.ack_response(results)
 
     async def _ack_one(self, group: str, text: str) -> None:
-        handle = decode_handle(text)
+        handle = await self.renewer.current_handle(text)
         await self._invoke_with_handle(
             handle, handle_request(RequestCode.ACK_MESSAGE, AckMessageRequestHeader, group, handle)
         )
@@ -256,10 +275,17 @@ class ProxyConsumerRpcs:
         group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
         try:
             check_change_invisible(group, topic, invisible_ms)
-            handle = decode_handle(text)
-            reply = await self._invoke_with_handle(handle, change_invisible_request(group, handle, invisible_ms))
-            h = reply.ext_fields
-            new = ReceiptHandle(
+            new = await self._change_invisible(group, await self.renewer.current_handle(text), invisible_ms)
+        except PocketMQError as exc:
+            return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
+        return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
+
+    async def _change_invisible(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
+        """CHANGE_MESSAGE_INVISIBLETIME to the broker the handle names; the message's new handle."""
+        reply = await self._invoke_with_handle(handle, change_invisible_request(group, handle, invisible_ms))
+        h = reply.ext_fields
+        try:
+            return ReceiptHandle(
                 handle.topic,
                 handle.queue_offset,  # a changed message is its own checkpoint
                 int(h["popTime"]),
@@ -271,11 +297,8 @@ class ProxyConsumerRpcs:
                 handle.queue_offset,
                 handle.phys_offset,
             )
-        except PocketMQError as exc:
-            return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
         except (KeyError, ValueError):
-            return codec.change_invisible_response(V2StatusCode.INTERNAL_SERVER_ERROR, "unreadable broker reply", text)
-        return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
+            raise PocketMQError(f"unreadable broker reply to a change of invisible time: {h}") from None
 
     async def _invoke_with_handle(self, handle: ReceiptHandle, request: RemotingCommand) -> RemotingCommand:
         """Send an ack or change to the broker the handle names; a handle it refuses is INVALID_RECEIPT_HANDLE."""

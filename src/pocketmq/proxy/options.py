@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS, DEFAULT_RENEW_AHEAD_MS
 from pocketmq.client.producer import MAX_MESSAGE_BYTES
 
 DEFAULT_GRPC_PORT = 8081
@@ -21,12 +22,20 @@ class ProxyOptions:
     transaction_max_recovery_s: int = 3_600  # the longest check immunity a v2 producer may ask for (as a broker)
     group_settings_ttl_ms: int = 30_000  # how long a consumer group's settings read from the brokers are kept
     request_timeout_s: float = 3.0  # remoting requests to the brokers (long polls add their poll time)
+    # a push consumer's message is invisible this long, renewed this long before it runs out (server/auto_renew.py)
+    auto_renew_invisible_ms: int = DEFAULT_AUTO_RENEW_INVISIBLE_MS
+    auto_renew_ahead_ms: int = DEFAULT_RENEW_AHEAD_MS
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if not 0 <= self.grpc_port <= 65535:
             raise ValueError(f"grpc port {self.grpc_port} is outside [0, 65535]")
+        if not 0 < self.auto_renew_ahead_ms < self.auto_renew_invisible_ms:
+            raise ValueError(
+                f"auto renew: the time ahead ({self.auto_renew_ahead_ms} ms) must be above 0 and below the "
+                f"invisible time ({self.auto_renew_invisible_ms} ms)"
+            )
 
     @property
     def grpc_addr(self) -> str:

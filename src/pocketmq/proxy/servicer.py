@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.broker.pop.revive import retry_limit
 from pocketmq.client.instance import ClientInstance
 from pocketmq.common.topic import MessageType
@@ -66,7 +67,13 @@ class ProxyServicer:
         self._max_inflight_sends = max_inflight_sends
         self._inflight_sends = 0
         self.clients = ClientRpcs(sessions, clock, self)
-        self.consumers = ProxyConsumerRpcs(instance, groups, sessions, options.request_timeout_s)
+        self.consumers = ProxyConsumerRpcs(
+            instance,
+            groups,
+            sessions,
+            options.request_timeout_s,
+            RenewalTable(invisible_ms=options.auto_renew_invisible_ms, ahead_ms=options.auto_renew_ahead_ms),
+        )
         self.transactions = ProxyTransactions(instance, sessions, options.request_timeout_s)
         self.calls = 0  # RPCs served by this worker (its log line at stop says how its share went)
 

@@ -95,10 +95,12 @@ class ProxyWorker:
         await server.start()
         self._server = server
         self._expiry.start()
+        self.servicer.consumers.renewer.start()
         log.info("event=proxy_worker_listening pid=%d port=%d", os.getpid(), self.options.grpc_port)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         await self._expiry.stop()
+        await self.servicer.consumers.renewer.stop()
         self.sessions.close_all()
         if self._server is not None:
             await self._server.stop(grace_s)

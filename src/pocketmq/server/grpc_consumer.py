@@ -12,12 +12,9 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
   (docs/filter.md; ``ILLEGAL_FILTER_EXPRESSION`` for a bad one, or SQL while ``enable_property_filter`` is off),
   applied by the pop engine. Each message carries its receipt handle, delivery attempt
   (reconsume times + 1) and invisible duration.
-- Auto renew (push consumers): each message of an ``auto_renew`` receive is tracked in a ``RenewalTable``
-  (broker/pop/renewal.py) and renewed by a check every ``RENEW_SCAN_MS`` (a periodic task, ``grpc-auto-renew``,
-  on the broker's clock) while its client's session lives; the
-  client keeps using its first handle, which the ack, nack and forward below map to the current one. A
-  renewal in progress finishes before an ack or nack of its message is served, so neither sees a handle
-  the renewal just closed.
+- Auto renew (push consumers): each message of an ``auto_renew`` receive is tracked and renewed while its
+  client's session lives (server/auto_renew.py, on the broker's clock); the client keeps using its first
+  handle, which the ack, nack and forward below map to the current one.
 - AckMessage: per-entry status; a garbage, stale or foreign handle is ``INVALID_RECEIPT_HANDLE`` (40013).
 - ChangeInvisibleDuration: always returns a usable handle (the new one, or the request's on error), since
   the Python client overwrites its handle with the reply before it checks the status.
@@ -33,15 +30,13 @@ ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.lite.delivery import is_lite_handle
 from pocketmq.broker.lite.subscriptions import SyncAction
-from pocketmq.broker.pop.mode import ChangeNotReplicatedError
-from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS, PopRequest
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.common import properties as props
@@ -62,7 +57,7 @@ from pocketmq.protocol.grpc_codec import (
     encode_delivered_message,
     sync_lite_response,
 )
-from pocketmq.runtime.periodic import PeriodicTask
+from pocketmq.server.auto_renew import AutoRenewer
 from pocketmq.server.grpc_validation import check_invisible_ms, check_receive_numbers, check_topic
 
 if TYPE_CHECKING:
@@ -72,16 +67,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LONG_POLLING_MS = 20_000
 DLQ_ORIGIN_LITE_TOPIC = "DLQ_ORIGIN_LITE_TOPIC"  # PocketMQ's: the lite topic of a forwarded lite message
-RENEW_SCAN_MS = 1_000
 DEADLINE_MARGIN_MS = 500
 MAX_BATCH = 32
-
-
-def decode_handle(text: str) -> ReceiptHandle:
-    try:
-        return ReceiptHandle.decode(text)
-    except InvalidReceiptHandle as exc:
-        raise InvalidReceiptHandleError(str(exc)) from None
 
 
 def check_group(group: str) -> None:
@@ -123,55 +110,27 @@ def check_change_invisible(group: str, topic: str, invisible_ms: int) -> None:
 class ConsumerRpcs:
     def __init__(self, broker: Broker, sessions=None, renewals: RenewalTable | None = None):
         self._broker = broker
-        self._sessions = sessions  # a client is alive while it has a session (None: every client is)
-        self.renewals = renewals if renewals is not None else RenewalTable()
-        self._renewing: dict[str, asyncio.Future] = {}  # first handle text -> its renewal in progress
-        self._renewer = PeriodicTask(
-            "grpc-auto-renew", self.renew_due, RENEW_SCAN_MS, clock=broker.clock, metrics=broker.metrics
+        self._sessions = sessions
+        self.renewer = AutoRenewer(
+            renewals if renewals is not None else RenewalTable(),
+            self._change_invisible,
+            sessions,
+            clock=broker.clock,
+            metrics=broker.metrics,
         )
+        self.renewals = self.renewer.renewals
 
     # -- lifecycle (the auto-renew task) ----------------------------------------------------------------------------
     def start(self) -> None:
-        self._renewer.start()
+        self.renewer.start()
 
     async def stop(self) -> None:
-        await self._renewer.stop()
+        await self.renewer.stop()
 
-    async def renew_due(self) -> int:
-        """Renew every tracked message near its deadline whose client lives; returns how many were renewed."""
-        pop = self._broker.pop
-        if pop is None:
-            return 0
-        renewed = 0
-        for text, renewal in self.renewals.due(self._broker.clock.now_ms()):
-            if self._sessions is not None and self._sessions.get(renewal.client_id) is None:
-                self.renewals.drop(text)  # the client is gone: its messages come back after their deadline
-                continue
-            done = self._renewing[text] = asyncio.get_running_loop().create_future()
-            try:
-                self.renewals.renewed(
-                    text, await pop.change_invisible(renewal.group, renewal.handle, self.renewals.invisible_ms)
-                )
-                renewed += 1
-            except ChangeNotReplicatedError as exc:  # renewed on this master, not on a slave yet: keep renewing
-                log.warning("event=grpc_auto_renew_not_replicated group=%s error=%s", renewal.group, exc)
-                self.renewals.renewed(text, exc.handle)
-            except PocketMQError as exc:  # acked elsewhere, revived already, or the store refused: stop here
-                log.info("event=grpc_auto_renew_ended group=%s error=%s", renewal.group, exc)
-                self.renewals.drop(text)
-            finally:
-                del self._renewing[text]
-                done.set_result(None)
-        return renewed
-
-    async def _current_handle(self, text: str) -> ReceiptHandle:
-        """The handle to act on for a handle a client sent: the current one of an auto-renewed message (whose
-        renewal ends here), else the handle itself."""
-        in_progress = self._renewing.get(text)
-        if in_progress is not None:
-            await in_progress
-        current = self.renewals.take(text)
-        return current if current is not None else decode_handle(text)
+    async def _change_invisible(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
+        if self._broker.pop is None:
+            raise ServiceNotAvailableError("POP is not served here")
+        return await self._broker.pop.change_invisible(group, handle, invisible_ms)
 
     # -- receive ----------------------------------------------------------------------------------------------------
     async def receive(self, request, context, client_id: str = ""):
@@ -210,7 +169,7 @@ class ConsumerRpcs:
                 for msg, handle in delivered:
                     text = handle.encode()
                     if renew:
-                        self.renewals.track(text, client_id, req.group, handle, now_ms)
+                        self.renewer.track(text, client_id, req.group, handle)
                     yield codec.receive_message(
                         encode_delivered_message(
                             msg,
@@ -272,7 +231,7 @@ class ConsumerRpcs:
                     results.append((entry, v2_code_of(exc), str(exc)))
                 continue
             try:
-                handles.append((entry, await self._current_handle(entry.receipt_handle)))
+                handles.append((entry, await self.renewer.current_handle(entry.receipt_handle)))
             except InvalidReceiptHandleError as exc:
                 results.append((entry, v2_code_of(exc), str(exc)))
         outcomes = await self._broker.pop.ack(group, [h for _, h in handles])
@@ -289,7 +248,7 @@ class ConsumerRpcs:
                 return codec.change_invisible_response(
                     V2StatusCode.OK, "OK", self._broker.lite.change_invisible(group, text, invisible_ms)
                 )
-            new = await self._broker.pop.change_invisible(group, await self._current_handle(text), invisible_ms)
+            new = await self._broker.pop.change_invisible(group, await self.renewer.current_handle(text), invisible_ms)
         except PocketMQError as exc:
             return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
         return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
@@ -321,7 +280,7 @@ class ConsumerRpcs:
             if is_lite_handle(text):
                 await self._forward_lite(group, text)
             else:
-                await self._broker.pop.forward_to_dead_letter(group, await self._current_handle(text))
+                await self._broker.pop.forward_to_dead_letter(group, await self.renewer.current_handle(text))
         except PocketMQError as exc:
             return codec.forward_response(v2_code_of(exc), str(exc))
         return codec.forward_response()

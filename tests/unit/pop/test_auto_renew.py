@@ -70,7 +70,7 @@ async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path
         for _ in range(10):  # ten minutes of a slow listener, checked every 5 s
             for _ in range(12):
                 clock.advance(5_000)
-                await rpcs.renew_due()
+                await rpcs.renewer.renew_due()
                 await broker.pop.revive.run_once(clock.now_ms())
             assert await pop(broker, GROUP, TOPIC) == []  # nothing came back
         reply = await rpcs.ack(ack_request(handles[0]), None)
@@ -90,7 +90,7 @@ async def test_renewed_while_the_client_lives_and_the_first_handle_acks(tmp_path
         # The client goes away: its last message is not renewed any more and comes back after its deadline.
         alive.remove("c1")
         clock.advance(60_000)
-        await rpcs.renew_due()
+        await rpcs.renewer.renew_due()
         assert len(rpcs.renewals) == 0
         await broker.pop.revive.run_once(clock.now_ms())
         assert [m.body for m, _ in await pop(broker, GROUP, TOPIC)] == [b"m2"]
@@ -104,7 +104,7 @@ async def test_renewal_stops_after_max_renew(tmp_path):
         [handle] = await receive(rpcs, "c1")
         for _ in range(60):
             clock.advance(5_000)
-            await rpcs.renew_due()
+            await rpcs.renewer.renew_due()
             await broker.pop.revive.run_once(clock.now_ms())
         assert len(rpcs.renewals) == 0
         [(msg, _)] = await pop(broker, GROUP, TOPIC)
@@ -129,7 +129,7 @@ async def test_renewal_goes_on_while_a_sync_master_s_slave_is_away(tmp_path):
         broker.write_path.use(LocalWritePath(broker.store, broker.topics, SlaveAway()))
         for _ in range(24):  # two minutes: renewed on the master each time, though not on a slave
             clock.advance(5_000)
-            await rpcs.renew_due()
+            await rpcs.renewer.renew_due()
             await broker.pop.revive.run_once(clock.now_ms())
         assert len(rpcs.renewals) == 1 and await pop(broker, GROUP, TOPIC) == []
         broker.write_path.use(LocalWritePath(broker.store, broker.topics))  # the slave is back

@@ -3,13 +3,14 @@
 A consume service is a strategy object the consumer hands every pulled batch to (``submit``); it is started,
 and shut down (waiting for listeners in flight) with the consumer. Two are here:
 
-- ``ConcurrentConsumeService``: batches of ``consume_batch_size`` run on the bounded thread pool; when batches
-  wait for a thread, the one of the highest message priority goes first (``client/priority_slots.py``).
-  Failed messages (RECONSUME_LATER, or after ``ack_index``) are sent back to the broker in clustering mode
+- ``ConcurrentConsumeService``: every pulled batch is cut into listener calls of ``consume_batch_size`` messages,
+  run by the listener runner (``client/listener_runner.py``: ``consume_thread_max`` threads, or the event loop
+  for an ``async def`` listener; the waiting call of the highest message priority goes first). A call that
+  succeeded is settled on the loop at once (process queue, committable offset), no task per call. Failed messages (RECONSUME_LATER, or after ``ack_index``) are sent back to the broker in clustering mode
   (dropped with a warning in broadcasting mode); a message whose send-back fails stays in its process queue
   and is consumed again locally after ``local_retry_delay_ms`` (5 s), so it is never lost and the committed
   offset never passes it.
-- ``OrderlyConsumeService``: one batch at a time per queue, in offset order, only while the queue's broker
+- ``OrderlyConsumeService``: one call at a time per queue, in offset order, only while the queue's broker
   lock is held (clustering). SUSPEND_CURRENT_QUEUE_A_MOMENT puts the batch back and pauses the queue; after
   ``max_reconsume_times`` local attempts (unlimited by default) the batch goes to the DLQ.
 
@@ -21,19 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Protocol
 
 from pocketmq.client.listener import (
     ConsumeConcurrentlyContext,
-    ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     failed_indexes,
 )
-from pocketmq.client.priority_slots import PrioritySlots, batch_priority
+from pocketmq.client.listener_runner import ListenerCall, listener_runner
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.tracing import ClientTracer
 from pocketmq.common.message import MessageExt, MessageQueue
@@ -64,15 +62,20 @@ class ConsumerHooks(Protocol):
 class _ServiceBase:
     def __init__(self, hooks: ConsumerHooks, listener, *, threads: int, batch_size: int):
         self._hooks = hooks
-        self._listener = listener
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pocketmq-consume")
-        self._slots = PrioritySlots(threads)  # a free thread goes to the waiting batch of the highest priority
+        self._runner = listener_runner(listener, threads)
         self._batch_size = batch_size
         self._tasks: set[asyncio.Task] = set()
         self._failures = TaskFailures("pocketmq-consume")  # a task of this service ended by an error: reported
         self._timers: set[asyncio.TimerHandle] = set()
         self.consumed_total = 0
-        self.tracing: tuple[ClientTracer, str] | None = None  # (tracer, group) with config.enable_trace
+
+    @property
+    def tracing(self) -> tuple[ClientTracer, str] | None:
+        return self._runner.tracing
+
+    @tracing.setter
+    def tracing(self, value: tuple[ClientTracer, str] | None) -> None:  # (tracer, group) with config.enable_trace
+        self._runner.tracing = value
 
     def _spawn(self, coro) -> asyncio.Task:
         task = watch_task(asyncio.get_running_loop().create_task(coro), self._failures)
@@ -81,37 +84,23 @@ class _ServiceBase:
         return task
 
     async def _call_listener(self, messages: list[MessageExt], context):
-        loop = asyncio.get_running_loop()
         context.message_queue = self._hooks.namespace.unwrap_queue(context.message_queue)
-        async with self._slots.slot(batch_priority(messages)):
-            if self.tracing is None:
-                return await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
-            tracer, group = self.tracing
-            request_id = uuid.uuid4().hex
-            tracer.received(group, messages, request_id)
-            started = time.monotonic()
-            status = await loop.run_in_executor(self._executor, self._guarded_call, messages, context)
-            success = status in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
-            tracer.consumed(messages, success, int((time.monotonic() - started) * 1000), request_id)
-            return status
-
-    def _guarded_call(self, messages, context):
-        try:
-            return self._listener(messages, context)
-        except Exception:  # user code: a failure is a "consume later", as RocketMQ treats it
-            log.exception("event=listener_failed count=%d first_msg_id=%s", len(messages), messages[0].msg_id)
-            return None
+        return await self._runner.call(messages, context)
 
     async def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop taking batches, let listeners in flight finish (bounded), release the pool."""
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        await self._runner.wait_idle(timeout_s)
+        if self._tasks:  # what the last results started (send-backs)
+            _, pending = await asyncio.wait(
+                set(self._tasks), timeout=max(deadline - asyncio.get_running_loop().time(), 0)
+            )
             for task in pending:
                 task.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._runner.close()
 
 
 class ConcurrentConsumeService(_ServiceBase):
@@ -130,30 +119,43 @@ class ConcurrentConsumeService(_ServiceBase):
         self.local_retries_total = 0
 
     def submit(self, pq: ProcessQueue, mq: MessageQueue, messages: list[MessageExt]) -> None:
-        for start in range(0, len(messages), self._batch_size):
-            self._spawn(self._consume(pq, mq, messages[start : start + self._batch_size]))
-
-    async def _consume(self, pq: ProcessQueue, mq: MessageQueue, batch: list[MessageExt]) -> None:
         if pq.dropped:
             return
-        context = ConsumeConcurrentlyContext(mq)
-        status = await self._call_listener(batch, context)
+        shown_mq = self._hooks.namespace.unwrap_queue(mq)  # the listener's context names queues as the user does
+        for start in range(0, len(messages), self._batch_size):
+            batch = messages[start : start + self._batch_size]
+            context = ConsumeConcurrentlyContext(shown_mq)
+            self._runner.start(ListenerCall(batch, context, partial(self._consumed, pq, mq, batch, context)))
+
+    def _consumed(
+        self, pq: ProcessQueue, mq: MessageQueue, batch: list[MessageExt], context: ConsumeConcurrentlyContext, status
+    ) -> None:
         if pq.dropped:  # the queue moved to another consumer meanwhile: it consumes from the committed offset
             return
         self.consumed_total += len(batch)
         failed = [batch[i] for i in failed_indexes(status, context.ack_index, len(batch))]
-        retry_locally: list[MessageExt] = []
         if failed and self._hooks.broadcasting:
             log.warning(
                 "event=broadcast_consume_failed_dropped count=%d first_msg_id=%s", len(failed), failed[0].msg_id
             )
         elif failed:
-            for msg in failed:
-                if await self._hooks.send_back(msg, context.delay_level_when_next_consume, mq):
-                    self.sent_back_total += 1
-                else:
-                    msg.reconsume_times += 1
-                    retry_locally.append(msg)
+            self._spawn(self._send_back(pq, mq, batch, failed, context.delay_level_when_next_consume))
+            return
+        offset = pq.remove(batch)
+        if offset >= 0:
+            self._hooks.offset_done(mq, offset)
+
+    async def _send_back(
+        self, pq: ProcessQueue, mq: MessageQueue, batch: list[MessageExt], failed: list[MessageExt], delay_level: int
+    ) -> None:
+        """Hand the failed messages back to the broker; one whose send-back fails is consumed again here later."""
+        retry_locally: list[MessageExt] = []
+        for msg in failed:
+            if await self._hooks.send_back(msg, delay_level, mq):
+                self.sent_back_total += 1
+            else:
+                msg.reconsume_times += 1
+                retry_locally.append(msg)
         kept = {id(m) for m in retry_locally}
         offset = pq.remove([m for m in batch if id(m) not in kept])
         if offset >= 0:

@@ -26,6 +26,7 @@ from pocketmq.client.listener import (
     ConsumeOrderlyStatus,
     StagedConcurrentListener,
 )
+from pocketmq.client.listener_runner import is_async_listener
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.record import decode_record
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -145,7 +146,10 @@ async def _consume_directly(consumer: AsyncPushConsumer, request: RemotingComman
     started_ms = loop.time() * 1000
     remark = ""
     try:
-        status = await loop.run_in_executor(None, listener, [msg], context)
+        if is_async_listener(listener):
+            status = await listener([msg], context)
+        else:
+            status = await loop.run_in_executor(None, listener, [msg], context)
     except Exception as exc:  # user code: reported, as RocketMQ does
         status, remark = None, f"{type(exc).__name__}: {exc}"[:_REMARK_MAX_CHARS]
         result = "CR_THROW_EXCEPTION"

@@ -1,9 +1,10 @@
 """Push consumer listeners: what user code returns, the context it may adjust, and the pure ack rules.
 
 A concurrent listener is ``listener(messages, context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``;
-an orderly one ``listener(messages, context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus``. Listeners are
-plain (synchronous) functions run on the consumer's bounded thread pool; an exception or a ``None`` return
-counts as RECONSUME_LATER / SUSPEND_CURRENT_QUEUE_A_MOMENT, as in RocketMQ.
+an orderly one ``listener(messages, context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus``. A plain
+listener runs on the consumer's bounded thread pool, an ``async def`` one on the client's event loop
+(``client/listener_runner.py``); an exception or a ``None`` return counts as RECONSUME_LATER /
+SUSPEND_CURRENT_QUEUE_A_MOMENT, as in RocketMQ.
 """
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ class PushConsumerOptions:
     message_model: MessageModel = MessageModel.CLUSTERING
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     allocate_strategy: AllocateStrategy = allocate_averagely
-    consume_thread_max: int = 20
-    consume_batch_size: int = 1  # consumeMessageBatchMaxSize
+    consume_thread_max: int = 20  # listener threads; for an `async def` listener, the calls awaited at once
+    consume_batch_size: int = 1  # consumeMessageBatchMaxSize: the most messages of one listener call
     pull_batch_size: int = 32
     pull_threshold_for_queue: int = 1000
     pull_threshold_size_for_queue_bytes: int = 100 * 1024 * 1024
@@ -195,7 +195,8 @@ class AsyncPushConsumer:
         self._subscriptions[self.namespace.wrap(topic)] = as_selector(expression)
 
     def register_listener(self, listener) -> None:
-        """A concurrent listener: ``listener(messages, ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``."""
+        """A concurrent listener: ``listener(messages, ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus``;
+        an ``async def`` one is awaited on the client's event loop (at most ``consume_thread_max`` at once)."""
         self._listener, self._orderly, self._staged_listener = listener, False, None
 
     def register_orderly_listener(self, listener) -> None:
@@ -718,8 +719,8 @@ def _restore_retry_topic(msg: MessageExt, group: str) -> None:
 
 
 class PushConsumer(SyncFacade):
-    """The synchronous push consumer: ``AsyncPushConsumer`` run on the process's client loop thread; the
-    listener runs on the consumer's own thread pool.
+    """The synchronous push consumer: ``AsyncPushConsumer`` run on the process's client loop thread; a plain
+    listener runs on the consumer's own thread pool, an ``async def`` one on the client loop thread.
 
     >>> consumer = PushConsumer(PushConsumerOptions("my-group"), ClientConfig(namesrv_addr="127.0.0.1:9876"))
     >>> consumer.subscribe("orders", "created || paid")

@@ -153,7 +153,8 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
             store_port,
             reconsume_times,
             prepared_tx,
-        ) = _FIXED.unpack_from(buf, pos)
+            body_len,
+        ) = RECORD_HEAD.unpack_from(buf, pos)  # a record of a valid size always holds its body length
     except struct.error as exc:
         raise RecordFormatError(f"truncated record header at {pos}: {exc}") from None
     if magic != MESSAGE_MAGIC_CODE:
@@ -161,9 +162,7 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
     end = pos + size
     if size < record_size(0, 0, 0) or end > len(buf):
         raise RecordFormatError(f"record size {size} at {pos} does not fit in {len(buf)} bytes")
-    p = pos + FIXED_PART_SIZE
-    body_len = int.from_bytes(buf[p : p + 4], "big", signed=True)
-    p += 4
+    p = pos + RECORD_HEAD.size
     if body_len < 0 or p + body_len > end:
         raise RecordFormatError(f"body length {body_len} at {pos} out of range")
     body = bytes(buf[p : p + body_len])
@@ -190,9 +189,9 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> tuple[MessageExt, in
         phys_offset=phys_offset,
         sys_flag=sys_flag,
         born_timestamp_ms=born_ts,
-        born_host=(socket.inet_ntoa(born_ip), born_port),
+        born_host=(_ip4_text(born_ip), born_port),
         store_timestamp_ms=store_ts,
-        store_host=(socket.inet_ntoa(store_ip), store_port),
+        store_host=(_ip4_text(store_ip), store_port),
         reconsume_times=reconsume_times,
         prepared_transaction_offset=prepared_tx,
         body_crc=body_crc,
@@ -226,6 +225,16 @@ def decode_records_prefix(buf: bytes | memoryview) -> tuple[list[MessageExt], Re
 
 _IP4_CACHE: dict[str, bytes] = {}  # a broker sees few hosts (its own, its clients'): two lookups per record saved
 _IP4_CACHE_MAX = 4096
+_IP4_TEXT_CACHE: dict[bytes, str] = {}  # the same few hosts, read back: two conversions per decoded record saved
+
+
+def _ip4_text(packed: bytes) -> str:
+    text = _IP4_TEXT_CACHE.get(packed)
+    if text is None:
+        text = socket.inet_ntoa(packed)
+        if len(_IP4_TEXT_CACHE) < _IP4_CACHE_MAX:
+            _IP4_TEXT_CACHE[packed] = text
+    return text
 
 
 def _ip4(host: str) -> bytes:

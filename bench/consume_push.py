@@ -3,17 +3,20 @@
 
 - ``throughput``: ``--messages`` produced while the consumer (concurrent listener that returns
   CONSUME_SUCCESS, batch size ``--batch``) consumes; msg/s from the first send to the last message consumed.
+  ``--listener async``: the listener is an ``async def`` (run on the client's event loop, no thread).
   ``--produce batch`` (default): a producer process of its own sends batches of 32 (``send_batch``), 8 in
   flight; ``--produce single``: 100 single sends in flight on one ``AsyncProducer`` in this process (the
   consumer's process, as before). Target (issue 6): 30,000 msg/s on the 2-core machine.
 - ``latency_at_1000``: single sends paced at 1,000 msg/s for ``--latency-seconds``; end-to-end latency =
   listener time - send time (a property), p50/p99. Target: p99 < 10 ms.
 - ``consume_only``: then a new group reads everything stored from the first offset, with nothing else running:
-  msg/s and the client's CPU per message.
+  msg/s, the client's and the broker's CPU per message, then their CPU while the caught-up consumer idles
+  (long polling) for ``IDLE_S``.
 
 Prints one JSON line per case.
 
-    python bench/consume_push.py [--messages 50000] [--batch 32] [--produce batch|single] [--latency-seconds 5]
+    python bench/consume_push.py [--messages 50000] [--batch 32] [--listener sync|async] [--produce batch|single]
+                                 [--latency-seconds 5]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import multiprocessing
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pocketmq.client import (
@@ -37,11 +41,12 @@ from pocketmq.client import (
     PushConsumerOptions,
 )
 from pocketmq.client.push_consumer import ConsumeFromWhere
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, process_cpu_s
 
 BODY = b"x" * 1024
 TOPIC = "bench_push"
 IN_FLIGHT = 100
+IDLE_S = 2.0
 SEND_BATCH = 32
 BATCHES_IN_FLIGHT = 8
 
@@ -63,6 +68,16 @@ class Counter:
                 if sent:
                     self.latencies_ms.append(now_ms - float(sent))
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def as_listener(self, kind: str) -> Callable:
+        """What the consumer registers: this counter (``sync``) or an ``async def`` around it (``async``)."""
+        if kind == "sync":
+            return self
+
+        async def on_the_loop(msgs, ctx):
+            return self(msgs, ctx)
+
+        return on_the_loop
 
 
 async def produce_batches(config: ClientConfig, count: int, first_send_at) -> None:
@@ -128,6 +143,7 @@ def main() -> None:
         default="batch",
         help="batches of 32 from a producer process, or 100 single sends in flight in this one",
     )
+    parser.add_argument("--listener", choices=("sync", "async"), default="sync", help="the listener's kind")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     args = parser.parse_args()
     proc = broker_process(Path(tempfile.mkdtemp(prefix="bench_push_")), "broker-bench").start()
@@ -140,7 +156,7 @@ def main() -> None:
             PushConsumerOptions("bench_push_group", consume_batch_size=args.batch, pull_batch_size=64), config
         )
         consumer.subscribe(TOPIC)
-        consumer.register_listener(counter)
+        consumer.register_listener(counter.as_listener(args.listener))
         consumer.start()
         try:
             if args.produce == "batch":
@@ -164,6 +180,7 @@ def main() -> None:
                         "case": "throughput",
                         "messages": counter.count,
                         "consume_batch": args.batch,
+                        "listener": args.listener,
                         "produce": args.produce,
                         "msg_per_s": round(counter.count / elapsed),
                         "produce_msg_per_s": round(args.messages / produced_s),
@@ -194,12 +211,12 @@ def main() -> None:
             )
         finally:
             consumer.shutdown()
-        drain(config, counter.count, args.batch)
+        drain(config, proc.pid, counter.count, args.batch, args.listener)
     finally:
         proc.stop()
 
 
-def drain(config: ClientConfig, stored: int, batch: int) -> None:
+def drain(config: ClientConfig, broker_pid: int, stored: int, batch: int, listener: str) -> None:
     """``consume_only``: a new group reads the ``stored`` messages of the topic from the first offset, alone."""
     counter = Counter()
     consumer = PushConsumer(
@@ -212,20 +229,32 @@ def drain(config: ClientConfig, stored: int, batch: int) -> None:
         config,
     )
     consumer.subscribe(TOPIC)
-    consumer.register_listener(counter)
-    started, cpu_started = time.perf_counter(), time.process_time()
+    consumer.register_listener(counter.as_listener(listener))
+    started, cpu_started, broker_cpu_started = time.perf_counter(), time.process_time(), process_cpu_s(broker_pid)
     consumer.start()
     try:
         wait_for(counter, stored, 120)
         elapsed = counter.last_at - started
+        client_cpu_s, broker_cpu_s = time.process_time() - cpu_started, process_cpu_s(broker_pid) - broker_cpu_started
+        idle_started, broker_idle_started = time.process_time(), process_cpu_s(broker_pid)
+        time.sleep(IDLE_S)  # caught up: what the long-polling consumer and its broker burn doing nothing
+        client_idle_s = time.process_time() - idle_started
+        broker_idle_s = process_cpu_s(broker_pid) - broker_idle_started
         print(
             json.dumps(
                 {
                     "bench": "consume_push",
                     "case": "consume_only",
                     "messages": counter.count,
+                    "consume_batch": batch,
+                    "listener": listener,
                     "msg_per_s": round(counter.count / elapsed),
-                    "client_cpu_us_per_msg": round((time.process_time() - cpu_started) / counter.count * 1e6, 1),
+                    "client_cpu_us_per_msg": round(client_cpu_s / counter.count * 1e6, 1),
+                    "broker_cpu_us_per_msg": round(broker_cpu_s / counter.count * 1e6, 1),
+                    "idle_cpu_pct": {
+                        "client": round(100 * client_idle_s / IDLE_S, 1),
+                        "broker": round(100 * broker_idle_s / IDLE_S, 1),
+                    },
                 }
             ),
             flush=True,

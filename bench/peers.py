@@ -13,7 +13,8 @@ in their first 16 bytes, as the peers' do.
                  receives up to min(``--batch``, 32) at a time and acks message by message; ``--ack-mode sync``
                  awaits each ack, ``each`` sends a batch's acks while it receives the next (not waited, as
                  NATS ``msg.ack()``). ``--consumer push``: a ``PushConsumer`` (pull batch ``--batch``, one
-                 message per listener call) whose offsets are committed in the background (not waited)
+                 message per listener call) whose offsets are committed in the background (not waited);
+                 ``--listener async``: its listener is an ``async def`` run on the client's event loop
   latency        a producer here sends one at a time at ``--rate`` for ``--duration``; a consumer process
                  (``--consumer pop``: receive with long polling + ack_batch, or ``push``) stamps the arrival
   redelivery     ``--messages`` messages received by a POP consumer and never acked: each comes back after its
@@ -24,7 +25,7 @@ With no ``--test`` it runs the matrix ``make bench-peers`` uses (the tests and v
 PocketMQ's consumer kinds). ``--n`` and ``--duration`` shorten a run.
 
     python bench/peers.py [--test T ...] [--n 100000] [--size 1024] [--batch 100] [--ack-mode each|sync]
-                          [--consumer pop|push] [--auto-batch] [--rate 1000] [--duration 10] [--max-seconds 55]
+                          [--consumer pop|push] [--listener sync|async] [--auto-batch] [--rate 1000] [--duration 10] [--max-seconds 55]
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,8 +76,10 @@ MATRIX: list[dict] = [
     {"test": "consume", "ack_mode": "sync", "consumer": "pop"},
     {"test": "consume", "ack_mode": "each", "consumer": "pop"},
     {"test": "consume", "ack_mode": "each", "consumer": "push"},
+    {"test": "consume", "ack_mode": "each", "consumer": "push", "listener": "async"},
     {"test": "latency", "consumer": "pop"},
     {"test": "latency", "consumer": "push"},
+    {"test": "latency", "consumer": "push", "listener": "async"},
     {"test": "redelivery", "consumer": "pop"},
 ]
 
@@ -150,6 +153,7 @@ class Run:
     max_seconds: float
     ack_mode: str
     consumer: str
+    listener: str
     auto_batch: bool
     rate: int
     duration: float
@@ -183,6 +187,8 @@ class Run:
         else:  # the consumer's side is measured: its client
             settings["client_kind"] = "PushConsumer" if self.consumer == "push" else "AsyncSimpleConsumer"
             settings["consumer"] = self.consumer
+            if self.consumer == "push":
+                settings["listener"] = self.listener
         if self.test == "consume":
             settings["ack_mode"] = self.ack_mode
         if self.test == "latency":
@@ -284,7 +290,7 @@ def consume_push(run: Run, phase: Phase, expect: int) -> int:
         run.config,
     )
     consumer.subscribe(run.topic)
-    consumer.register_listener(counted)
+    consumer.register_listener(push_listener(counted, run.listener))
     try:
         with phase:
             consumer.start()
@@ -323,6 +329,18 @@ class Listener:
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
+def push_listener(listener: Listener, kind: str) -> Callable:
+    """What the push consumer registers: ``listener`` itself (``sync``, on the consume threads), or an
+    ``async def`` around it (``async``, on the client's event loop)."""
+    if kind == "sync":
+        return listener
+
+    async def on_the_loop(msgs, ctx):
+        return listener(msgs, ctx)
+
+    return on_the_loop
+
+
 def consume(run: Run) -> dict:
     preloaded = asyncio.run(preload(run))
     phase = Phase(run.broker_pid)
@@ -350,7 +368,7 @@ def latency_consumer(run: Run, expect: int, ready, sent_all, out) -> None:
         listener = Listener(expect, stamped=True)
         consumer = PushConsumer(PushConsumerOptions(run.group, offset_store_dir=run.work_dir / "offsets"), run.config)
         consumer.subscribe(run.topic)
-        consumer.register_listener(listener)
+        consumer.register_listener(push_listener(listener, run.listener))
         consumer.start()
         try:
             if listener.first.wait(READY_TIMEOUT_S):
@@ -500,6 +518,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="sends in flight; consumer batch")
     parser.add_argument("--ack-mode", choices=("each", "sync"), default="each")
     parser.add_argument("--consumer", choices=("pop", "push"), default="pop")
+    parser.add_argument("--listener", choices=("sync", "async"), default="sync", help="push: the listener's kind")
     parser.add_argument("--auto-batch", action="store_true", help="produce_batch: ProducerOptions(auto_batch=True)")
     parser.add_argument("--rate", type=int, default=1000, help="latency test: msgs/s")
     parser.add_argument("--duration", type=float, default=10.0, help="latency test: seconds")

@@ -180,11 +180,9 @@ class ThreadRunner(ListenerRunner):
         super().__init__(listener, concurrency)
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="pocketmq-consume")
         self._finished: list[ListenerCall] = []  # done on a thread, not yet handed to the loop
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _start_worker(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._executor.submit(self._work, self._loop)
+        self._executor.submit(self._work, asyncio.get_running_loop())
 
     def _work(self, loop: asyncio.AbstractEventLoop) -> None:
         while (call := self._next()) is not None:

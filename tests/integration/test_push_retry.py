@@ -1,10 +1,12 @@
 """The push consumer and consumer retries against a real ``pocketmq serve`` (shortened delay levels, 100 ms
 steps): the seed scenario (fail 3 times then succeed -> seen 4 times, reconsume_times 0..3, at levels 3, 4,
 5), the DLQ after exactly max_reconsume_times, broadcasting dropping failures, delay-level sends, and
-``dlq resend`` to the failing group only (or, ``--to-topic``, to every group of the topic)."""
+``dlq resend`` to the failing group only (or, ``--to-topic``, to every group of the topic); ``async def``
+listeners under the same rules."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -184,6 +186,56 @@ def test_orderly_listener_keeps_queue_order_through_a_suspend(config):
         consumer.shutdown()
     with PullConsumer("g_orderly_reader", config) as reader:  # a local retry: nothing was sent back
         assert _safe_max(reader, MessageQueue("%RETRY%g_orderly", "broker-push", 0)) == 0
+
+
+def test_async_listener_retries_through_the_retry_topic(config):
+    """An ``async def`` listener, awaited on the client loop, follows a plain one's rules: each failure goes back
+    through %RETRY% and comes again with its reconsume count, until a success."""
+    recorder = Recorder(fail_times=2)
+
+    async def listener(msgs, ctx):
+        await asyncio.sleep(0)
+        return recorder(msgs, ctx)
+
+    consumer = start_consumer(config, "push_async", "g_async", listener)
+    try:
+        with Producer(config) as producer:
+            producer.send(Message.create("push_async", "awaited"))
+        wait_until(lambda: len(recorder.of("awaited")) >= 3, timeout_s=20, message="3 deliveries")
+        assert consumer.core.consume_service.sent_back_total == 2
+    finally:
+        consumer.shutdown()
+    assert [rt for rt, _ in recorder.of("awaited")] == [0, 1, 2]
+
+
+def test_async_orderly_listener_keeps_queue_order_through_a_suspend(config):
+    """An orderly ``async def`` listener: message 3 asks SUSPEND_CURRENT_QUEUE_A_MOMENT once and is consumed
+    again locally before anything after it."""
+    deliveries: list[tuple[int, int]] = []  # (index, reconsume_times), appended on the client loop only
+
+    async def listener(msgs, ctx):
+        [msg] = msgs
+        await asyncio.sleep(0)
+        index = int(msg.body.decode())
+        deliveries.append((index, msg.reconsume_times))
+        if index == 3 and msg.reconsume_times == 0:
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    with Admin(config) as admin:
+        admin.create_topic("push_async_orderly", queues=1)
+    consumer = PushConsumer(options("g_async_orderly", suspend_current_queue_time_ms=50), config)
+    consumer.subscribe("push_async_orderly")
+    consumer.register_orderly_listener(listener)
+    consumer.start()
+    try:
+        with Producer(config) as producer:
+            for i in range(8):
+                producer.send(Message.create("push_async_orderly", str(i)))
+        wait_until(lambda: len(deliveries) == 9, timeout_s=20, message="9 deliveries")
+        assert deliveries == [(i, 0) for i in range(4)] + [(3, 1)] + [(i, 0) for i in range(4, 8)]
+    finally:
+        consumer.shutdown()
 
 
 def test_delay_level_send_is_visible_after_its_delay(config):

@@ -64,13 +64,14 @@ class Recorder:
             return [(rt, t) for b, rt, t in self.seen if b == body]
 
 
-def start_consumer(config, topic, group, recorder, *, queues=2, **option_overrides) -> PushConsumer:
-    """Create ``topic``, then a started push consumer of ``group`` on it with ``recorder`` as listener."""
+def start_consumer(config, topic, group, recorder, *, queues=2, orderly=False, **option_overrides) -> PushConsumer:
+    """Create ``topic``, then a started push consumer of ``group`` on it with ``recorder`` as (with ``orderly``,
+    orderly) listener."""
     with Admin(config) as admin:
         admin.create_topic(topic, queues=queues)
     consumer = PushConsumer(options(group, **option_overrides), config)
     consumer.subscribe(topic)
-    consumer.register_listener(recorder)
+    (consumer.register_orderly_listener if orderly else consumer.register_listener)(recorder)
     return consumer.start()
 
 
@@ -222,12 +223,15 @@ def test_async_orderly_listener_keeps_queue_order_through_a_suspend(config):
             return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
         return ConsumeOrderlyStatus.SUCCESS
 
-    with Admin(config) as admin:
-        admin.create_topic("push_async_orderly", queues=1)
-    consumer = PushConsumer(options("g_async_orderly", suspend_current_queue_time_ms=50), config)
-    consumer.subscribe("push_async_orderly")
-    consumer.register_orderly_listener(listener)
-    consumer.start()
+    consumer = start_consumer(
+        config,
+        "push_async_orderly",
+        "g_async_orderly",
+        listener,
+        queues=1,
+        orderly=True,
+        suspend_current_queue_time_ms=50,
+    )
     try:
         with Producer(config) as producer:
             for i in range(8):

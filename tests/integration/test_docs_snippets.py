@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from warm_python import WarmPython
 
 from pocketmq.client import Admin
 from pocketmq.common.topic import is_group_topic, is_system_topic
 from pocketmq.testing import embedded_broker
+from pocketmq.testing.warm_python import WarmPython
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -143,7 +143,7 @@ def command(snippet: Snippet, docs_broker, warm_python: WarmPython) -> list[str]
     code = snippet.code.replace(DEFAULT_NAMESRV, docs_broker.namesrv_addr)
     code = code.replace(DEFAULT_GRPC, docs_broker.grpc_endpoint)
     if snippet.lang == "python":
-        return [str(warm_python.bin_dir / "snippet-python"), code]
+        return [str(warm_python.bin_dir / "warm-python"), "-c", code]
     return ["bash", "-e", "-o", "pipefail", "-c", code]
 
 

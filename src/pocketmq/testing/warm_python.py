@@ -180,7 +180,7 @@ def exit_like_python(run) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
-    threading._shutdown()  # what interpreter exit does first: join the non-daemon threads
+    threading._shutdown()  # type: ignore[attr-defined]  # private: exit joins non-daemon threads first
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

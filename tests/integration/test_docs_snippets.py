@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from warm_python import WarmPython
 
 from pocketmq.client import Admin
 from pocketmq.common.topic import is_group_topic, is_system_topic
 from pocketmq.testing import embedded_broker
+from pocketmq.testing.warm_python import WarmPython, shared_warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -87,15 +87,13 @@ def runnable_params():
 
 
 @pytest.fixture(scope="module")
-def warm_python(tmp_path_factory):
-    """Started before the broker, so that the two import at once."""
-    warm = WarmPython(tmp_path_factory.mktemp("docs-bin"), dict(os.environ))
-    yield warm
-    warm.stop()
+def warm_python() -> WarmPython:
+    """The test process's warm Python (``run_cli``'s, started already when a CLI test ran before)."""
+    return shared_warm_python()
 
 
 @pytest.fixture(scope="module")
-def docs_broker(warm_python, tmp_path_factory):
+def docs_broker(tmp_path_factory):
     """A broker of this module's own: the snippets create the topics `orders`, change dynamic settings and add ACL
     users, which the session broker's other tests must not see."""
     with embedded_broker(tmp_path_factory.mktemp("docs-broker")) as broker:
@@ -129,7 +127,6 @@ def topics_of_one_file(docs_broker):
 def snippet_env(docs_broker, warm_python, tmp_path_factory) -> dict[str, str]:
     """The environment of every snippet: the broker's addresses, a HOME of its own (the official client writes
     its logs there) and on PATH a ``pocketmq`` that runs this checkout's CLI in the warm Python."""
-    warm_python.wait_ready()
     return {
         **docs_broker.process.env,
         "HOME": str(tmp_path_factory.mktemp("docs-home")),
@@ -143,7 +140,7 @@ def command(snippet: Snippet, docs_broker, warm_python: WarmPython) -> list[str]
     code = snippet.code.replace(DEFAULT_NAMESRV, docs_broker.namesrv_addr)
     code = code.replace(DEFAULT_GRPC, docs_broker.grpc_endpoint)
     if snippet.lang == "python":
-        return [str(warm_python.bin_dir / "snippet-python"), code]
+        return [str(warm_python.bin_dir / "warm-python"), "-c", code]
     return ["bash", "-e", "-o", "pipefail", "-c", code]
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 
 import pytest
@@ -45,6 +44,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, TwoGroups, start_two_groups
 from pocketmq.testing.polling import eventually, wait_until
+from pocketmq.testing.processes import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 COOL_DOWN_MS = 2000
@@ -261,13 +261,7 @@ async def test_group_a_gone_for_good_ends_in_reference_dead_letters_that_resend_
 
 
 def _cli(groups: TwoGroups, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args, "-n", groups.ns],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=groups.b_master.env,
-    )
+    return run_cli(*args, "-n", groups.ns, timeout_s=60)
 
 
 def _rewrites_per_offset(pattern: str, proc) -> dict[int, int]:

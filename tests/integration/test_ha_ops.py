@@ -5,24 +5,19 @@ and ``/metrics`` showing counters that moved."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import urllib.request
 
 import pytest
 
 from pocketmq.testing.polling import wait_until
-from pocketmq.testing.processes import broker_process, namesrv_process
+from pocketmq.testing.processes import broker_process, namesrv_process, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def pocketmq(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "POCKETMQ_NAMESRV"}
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=30, env=env
-    )
+    return run_cli(*args)
 
 
 def json_lines(text: str) -> list[dict]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 
 import pytest
@@ -32,7 +31,7 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK
 from pocketmq.testing.escaped_checkpoints import remote_checkpoints, seed_checkpoints
 from pocketmq.testing.polling import eventually, wait_until
-from pocketmq.testing.processes import broker_process, namesrv_process
+from pocketmq.testing.processes import broker_process, namesrv_process, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 CLUSTER = "rv"
@@ -112,13 +111,7 @@ class Cluster:
         return found if len(found) >= at_least else None
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "pocketmq.cli.main", *args, "-n", self.namesrv.namesrv],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=self.a.env,
-        )
+        return run_cli(*args, "-n", self.namesrv.namesrv, timeout_s=60)
 
     async def close(self) -> None:
         await self.remoting.close()

@@ -5,9 +5,7 @@ lite topic in one queue), which the official client's LiteSimpleConsumer then co
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,16 +13,13 @@ from tests.integration.grpc_support import run_official_client
 
 from pocketmq.broker.lite.index import lite_queue_id
 from pocketmq.client import ClientConfig, Message, Producer
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, run_cli
 
 SCRIPT = Path(__file__).with_name("lite_official_client.py")
 
 
 def pocketmq(*args: str, namesrv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "POCKETMQ_NAMESRV": namesrv}
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=30, env=env
-    )
+    return run_cli(*args, namesrv=namesrv)
 
 
 @pytest.mark.timeout(120)

@@ -7,9 +7,6 @@ namespace ``a`` reaches the official Python client of namespace ``a`` by the sam
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -31,7 +28,7 @@ from pocketmq.client import (
     TransactionProducer,
 )
 from pocketmq.testing.polling import wait_until
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, run_cli
 
 pytestmark = pytest.mark.slow
 NAMESPACES = ("a", "b")
@@ -157,13 +154,7 @@ def test_sdk_namespaces_stay_apart_and_meet_the_official_client(broker, tmp_path
 
 
 def pocketmq_cli(namesrv: str, *args: str, namespace_env: str | None = None) -> str:
-    env = {**os.environ, "POCKETMQ_NAMESRV": namesrv}
-    env.pop("POCKETMQ_NAMESPACE", None)
-    if namespace_env:
-        env["POCKETMQ_NAMESPACE"] = namespace_env
-    out = subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=30, env=env
-    )
+    out = run_cli(*args, namesrv=namesrv, env={"POCKETMQ_NAMESPACE": namespace_env} if namespace_env else None)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

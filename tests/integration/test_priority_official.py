@@ -11,7 +11,6 @@ Python client (gRPC; ``priority_official_client.py``), the SDK and the CLI (remo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from tests.integration.grpc_support import client_env
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, run_cli
 
 SCRIPT = Path(__file__).with_name("priority_official_client.py")
 
@@ -48,10 +47,7 @@ def official(broker, tmp_path: Path, **spec) -> dict:
 
 
 def pocketmq(broker, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "POCKETMQ_NAMESRV": broker.namesrv}
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=30, env=env
-    )
+    return run_cli(*args, namesrv=broker.namesrv)
 
 
 LEVELS = [0, 2, 1, 0, 3, 1, 2, 0, 3, 9]  # 9: above the last queue (3), the highest there is

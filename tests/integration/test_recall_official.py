@@ -23,7 +23,7 @@ from pocketmq.protocol.codes import ResponseCode, V2StatusCode
 from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.runtime.clock import SystemClock
 from pocketmq.testing.polling import wait_until
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, run_cli
 
 pytestmark = pytest.mark.slow
 RECALL_CLIENT = Path(__file__).with_name("recall_official_client.py")
@@ -90,9 +90,7 @@ def test_official_client_recall_before_due_survives_restart_and_after_due_is_too
 
 
 def pocketmq(*args: str, namesrv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args, "-n", namesrv], capture_output=True, text=True, timeout=30
-    )
+    return run_cli(*args, "-n", namesrv)
 
 
 @pytest.mark.timeout(90)

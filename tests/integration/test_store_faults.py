@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from pocketmq.client import Admin, ClientConfig, Message, Producer, PullConsumer, PullStatus, SendStatus, SimpleConsumer
 from pocketmq.common.errors import PocketMQError
-from pocketmq.testing.processes import broker_process
+from pocketmq.testing.processes import broker_process, run_cli
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -51,9 +50,7 @@ def small_fs(tmp_path):
 
 
 def _pocketmq(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args], capture_output=True, text=True, timeout=60
-    )
+    return run_cli(*args, timeout_s=60)
 
 
 def _read_queue(config: ClientConfig, topic: str) -> tuple[list, int]:

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -35,7 +33,7 @@ from pocketmq.common.message import parse_offset_msg_id
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
-from pocketmq.testing.processes import broker_process, wait_until
+from pocketmq.testing.processes import broker_process, run_cli, wait_until
 from pocketmq.testing.scrape import metric, wait_rounds
 
 SETTINGS = [
@@ -58,14 +56,7 @@ def broker(tmp_path_factory):
 
 
 def pocketmq(broker, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "POCKETMQ_NAMESRV"}
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args, "-n", broker.namesrv],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=env,
-    )
+    return run_cli(*args, "-n", broker.namesrv)
 
 
 def json_lines(text: str) -> list[dict]:

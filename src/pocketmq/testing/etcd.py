@@ -3,29 +3,27 @@
 - ``etcd_problem()``: ``None`` when an ``etcd`` 3.x binary is on PATH, else one sentence saying what is wrong
   and how to fix it.
 - ``etcd_required()``: in CI (``CI`` set to a true value) a missing etcd is an error, not a reason to skip:
-  the same rule as Java for the Spark tests.
+  the same rule as Java for the Spark tests (both checks are ``pocketmq.testing.tools``).
 - ``etcd_or_skip()``: what a fixture calls first: skips the test (fails it in CI) when etcd is missing.
 - ``EtcdServer``: ``start()`` runs ``etcd`` in a temp directory on free ports and waits until it answers;
   ``pause()`` / ``resume()`` stop and continue it (nobody reaches it meanwhile), ``kill()`` ends it (SIGKILL).
 - ``etcd_server``: the pytest fixture's body (``etcd = pytest.fixture(etcd_server)`` in a test module). ``endpoint`` is the ``etcd://127.0.0.1:PORT`` brokers take.
-- ``python -m pocketmq.testing.etcd``: prints the problem and exits 1 (``make etcd-check`` runs it).
+- ``python -m pocketmq.testing.etcd``: prints the problem and exits 1 (``make etcd`` runs it).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pocketmq.testing.chaos.cluster import free_port
-from pocketmq.testing.java import java_required
 from pocketmq.testing.polling import wait_until
+from pocketmq.testing.tools import Tool, exit_on_problem, tool_problem, tool_required
 
 MIN_ETCD_MAJOR = 3
 INSTALL_HINT = "install etcd 3.x (Debian: apt-get install etcd-server) and put etcd on PATH"
@@ -37,23 +35,16 @@ def etcd_major(version_output: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+ETCD = Tool("etcd", "--version", etcd_major, lambda major: major == MIN_ETCD_MAJOR, "is not etcd 3.x", INSTALL_HINT)
+
+
 def etcd_problem() -> str | None:
-    etcd = shutil.which("etcd")
-    if etcd is None:
-        return f"etcd not found on PATH; {INSTALL_HINT}"
-    try:
-        done = subprocess.run([etcd, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{etcd} --version failed ({exc}); {INSTALL_HINT}"
-    major = etcd_major(done.stdout + done.stderr)
-    if major != MIN_ETCD_MAJOR:
-        return f"{etcd} is not etcd 3.x ({(done.stdout + done.stderr).strip()[:80]!r}); {INSTALL_HINT}"
-    return None
+    return tool_problem(ETCD)
 
 
 def etcd_required() -> bool:
     """Whether a missing etcd fails the tests that need it (CI), rather than skipping them."""
-    return java_required()  # the same CI switch
+    return tool_required()
 
 
 @dataclass
@@ -138,7 +129,4 @@ def etcd_server(tmp_path: Path):
 
 
 if __name__ == "__main__":
-    problem = etcd_problem()
-    if problem is not None:
-        print(f"the failover tests need etcd {MIN_ETCD_MAJOR}.x: {problem}", file=sys.stderr)
-        sys.exit(1)
+    exit_on_problem(ETCD, f"the failover tests need etcd {MIN_ETCD_MAJOR}.x")

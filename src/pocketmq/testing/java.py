@@ -3,16 +3,15 @@
 - ``java_problem()``: ``None`` when Java is usable, else one sentence saying what is wrong and how to fix it.
 - ``java_required()``: whether a missing Java is an error rather than a reason to skip the Spark tests: in CI
   (``CI`` set to a true value, as CI services do) a machine without Java must not pass by skipping.
+  The check itself is ``pocketmq.testing.tools``, shared with etcd for the failover tests.
 - ``python -m pocketmq.testing.java``: prints the problem and exits 1 (``make pipeline`` runs it first).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
+
+from pocketmq.testing.tools import Tool, exit_on_problem, tool_problem, tool_required
 
 MIN_JAVA_MAJOR = 17
 INSTALL_HINT = "install Java 17+ (Debian: apt-get install openjdk-17-jre-headless) and put java on PATH"
@@ -29,28 +28,18 @@ def java_major(version_output: str) -> int | None:
     return int(match.group(2) or 0) if major == 1 else major
 
 
+JAVA = Tool(
+    "java", "-version", java_major, lambda major: major >= MIN_JAVA_MAJOR, "is too old or unknown", INSTALL_HINT
+)
+
+
 def java_problem() -> str | None:
-    java = shutil.which("java")
-    if java is None:
-        return f"java not found on PATH; {INSTALL_HINT}"
-    try:
-        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{java} -version failed ({exc}); {INSTALL_HINT}"
-    output = done.stderr + done.stdout
-    major = java_major(output)
-    if major is None or major < MIN_JAVA_MAJOR:
-        first_line = output.strip().splitlines()[0] if output.strip() else "no version output"
-        return f"{java} is too old or unknown ({first_line}); {INSTALL_HINT}"
-    return None
+    return tool_problem(JAVA)
 
 
 def java_required() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    return tool_required()
 
 
 if __name__ == "__main__":
-    problem = java_problem()
-    if problem is not None:
-        print(f"Spark needs Java {MIN_JAVA_MAJOR}+: {problem}", file=sys.stderr)
-        sys.exit(1)
+    exit_on_problem(JAVA, f"Spark needs Java {MIN_JAVA_MAJOR}+")

@@ -14,12 +14,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.standby import STANDBYS, release
+from pocketmq.testing.warm_python import shared_warm_python
 
 
 @dataclass
@@ -199,12 +199,13 @@ def run_cli(
     *args: str, namesrv: str | None = None, stdin: str | None = None, env: dict[str, str] | None = None, timeout_s=30.0
 ) -> subprocess.CompletedProcess:
     """One ``pocketmq`` client command to its end, its output captured as text; ``POCKETMQ_NAMESRV`` is
-    ``namesrv`` (unset when ``None``), ``env`` adds variables."""
-    full_env = {k: v for k, v in os.environ.items() if k != "POCKETMQ_NAMESRV"}
+    ``namesrv`` (unset when ``None``), ``POCKETMQ_NAMESPACE`` unset, ``env`` adds variables. It runs in the warm Python of this process
+    (``pocketmq.testing.warm_python``: no second of imports per command)."""
+    full_env = {k: v for k, v in os.environ.items() if k not in ("POCKETMQ_NAMESRV", "POCKETMQ_NAMESPACE")}
     full_env.update({"POCKETMQ_NAMESRV": namesrv} if namesrv else {})
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", *args],
+        [str(shared_warm_python().bin_dir / "pocketmq"), *args],
         input=stdin,
         capture_output=True,
         text=True,

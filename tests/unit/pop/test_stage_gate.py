@@ -4,7 +4,7 @@ message of stage k is acked or dead-lettered; a whole stage can be out at once; 
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.broker.pop.stage_gate import InFlight, current_stage_end, decide
@@ -67,7 +67,6 @@ class Queue:
         self.done.add(offset)
 
 
-@settings(max_examples=200, deadline=None)
 @given(
     definitions=st.lists(st.integers(1, 6), max_size=5),
     count=st.integers(0, 40),
@@ -95,7 +94,6 @@ def test_no_later_stage_before_the_stage_is_done(definitions, count, origin, dat
     assert queue.done == set(range(origin, origin + count))
 
 
-@settings(max_examples=100, deadline=None)
 @given(definitions=st.lists(st.integers(1, 10), min_size=1, max_size=5), data=st.data())
 def test_a_whole_stage_can_be_out_at_once(definitions, data):
     count = sum(definitions) + 5

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from pocketmq.cluster.controller import ControllerError, EtcdController
 from pocketmq.cluster.election import Action, Decision, LocalState, Role, decide
+from pocketmq.cluster.epoch_fence import EpochFence, GroupSummary
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +43,15 @@ class RoleHandler(Protocol):
 
 class FailoverLoop:
     def __init__(
-        self, controller: EtcdController, handler: RoleHandler, *, campaign_settle_ms: int = CAMPAIGN_SETTLE_MS
+        self,
+        controller: EtcdController,
+        handler: RoleHandler,
+        *,
+        campaign_settle_ms: int = CAMPAIGN_SETTLE_MS,
+        fence: EpochFence | None = None,
     ):
         self.controller = controller
+        self.fence = fence if fence is not None else EpochFence()  # the newest epoch read, for replication
         self._handler = handler
         self._settle_ms = campaign_settle_ms
         self.role = Role.NONE
@@ -99,6 +106,12 @@ class FailoverLoop:
             await self.controller.resign()
         await self.controller.publish_log_end(self._handler.log_end())
         view = await self.controller.read()
+        state = view.state
+        self.fence.saw(state.epoch)
+        master_address = view.addresses.get(state.holder_id, "") if state.holder_id is not None else ""
+        self.fence.view = GroupSummary(
+            state.epoch, state.holder_id, master_address, tuple(sorted(state.in_sync_ids)), view.holder_lease_id
+        )
         decision = decide(self.local, view.state, view.candidates)
         if view.state.holder_id == self.controller.broker_id and view.holder_lease_id != self.controller.lease_id:
             # our own key on a lease we gave up (its renewals stopped): it lapses soon, and our lease timer is

@@ -1,7 +1,8 @@
 """``pocketmq serve --controller etcd://...``, real processes and a real etcd (docs/failover.md):
 
 - ``kill -9`` of the master under SYNC sends: the in-sync slave takes over and takes sends, holding every
-  acknowledged message; the old master comes back as its slave.
+  acknowledged message; the old master comes back as its slave; ``pocketmq cluster`` and the metrics show the
+  new epoch, master, in-sync set and lease, the election and the time without a master.
 - Fencing by the controller's epoch: a master frozen (SIGSTOP) past its lease is deposed; once it runs again it
   serves no slave that knows the newer epoch, while the new master serves a slave that has not heard of it yet
   and tells it; the replication epochs carry etcd's numbers.
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -23,9 +25,10 @@ from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, ResponseCode
 from pocketmq.protocol.request_headers import HaPullRequestHeader
 from pocketmq.testing.controlled_group import GROUP, TOPIC, ControlledGroup
 from pocketmq.testing.etcd import etcd_server
-from pocketmq.testing.polling import eventually
-from pocketmq.testing.processes import PocketProcess
+from pocketmq.testing.polling import eventually, wait_until
+from pocketmq.testing.processes import PocketProcess, run_cli
 from pocketmq.testing.raw_remoting import call, queue_messages
+from pocketmq.testing.scrape import metric
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 etcd = pytest.fixture(etcd_server)
@@ -69,6 +72,24 @@ async def test_the_in_sync_slave_takes_over_after_kill_9_with_every_acked_messag
     master.start()
     await eventually(lambda: group.acked(slave, "back"), 30, "the old master follows the new one")
     assert set(acked) | {"back"} <= set(await bodies(group, master))
+
+    # what the brokers know from etcd: `pocketmq cluster` and the metrics
+    keys = await group.keys()
+    new_id = 1 - group.brokers.index(master)
+    assert metric(slave, "pocketmq_controller_epoch") == keys["epoch"]
+    assert metric(slave, "pocketmq_controller_elections_won_total") == 1
+    assert metric(slave, "pocketmq_controller_elections_total") >= 1
+    assert 0 < metric(slave, "pocketmq_controller_masterless_seconds_total") < failover_s
+    assert metric(slave, "pocketmq_controller_masterless") == 0
+
+    def cluster_rows():
+        done = run_cli("cluster", "--json", namesrv=group.namesrv.namesrv)
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+        wanted = (keys["epoch"], f"{new_id}@{slave.remoting}", [0, 1])
+        return len(rows) == 2 and all((r["epoch"], r["master"], r["in_sync"]) == wanted for r in rows) and rows
+
+    rows = wait_until(cluster_rows, 20, "`pocketmq cluster` showing the new epoch, master and in-sync set")
+    assert all(r["lease"] not in ("-", None) for r in rows)
     print(f"failover (kill -9 to the first stored send on the new master): {failover_s:.2f}s")
 
 

@@ -94,10 +94,12 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
         raise ConfigError("--controller needs --namesrv: the name server must outlive a change of role")
     master_role = BrokerRole.SYNC_MASTER if config.broker_role is BrokerRole.SLAVE else config.broker_role
     # the ports stay the same over rounds: the address is in the routes, in message ids and in the controller
+    # (and a scraper keeps finding the metrics)
     config = dataclasses.replace(
         config,
         remoting_port=config.remoting_port or _free_port(config.host),
         grpc_port=config.grpc_port or _free_port(config.host),
+        metrics_port=_free_port(config.host) if config.metrics_port == 0 else config.metrics_port,
     )
     controller_id = config.broker_id
     switch = RoundSwitch()
@@ -135,6 +137,7 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
             def on_broker(broker: Broker) -> None:
                 switch.broker = broker
                 broker.epoch_fence = fence  # replication fenced by the epoch (cluster.epoch_fence)
+                broker.metrics.add_source(loop.stats.families)  # counted across rounds
 
             await serve(
                 round_config(config, controller_id, round_, master_role),

@@ -18,6 +18,7 @@ from typing import Protocol
 from pocketmq.cluster.controller import ControllerError, EtcdController
 from pocketmq.cluster.election import Action, Decision, LocalState, Role, decide
 from pocketmq.cluster.epoch_fence import EpochFence, GroupSummary
+from pocketmq.cluster.failover_metrics import FailoverStats
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,11 @@ class FailoverLoop:
         *,
         campaign_settle_ms: int = CAMPAIGN_SETTLE_MS,
         fence: EpochFence | None = None,
+        stats: FailoverStats | None = None,
     ):
         self.controller = controller
         self.fence = fence if fence is not None else EpochFence()  # the newest epoch read, for replication
+        self.stats = stats if stats is not None else FailoverStats()  # elections, time without a master
         self._handler = handler
         self._settle_ms = campaign_settle_ms
         self.role = Role.NONE
@@ -108,6 +111,7 @@ class FailoverLoop:
         view = await self.controller.read()
         state = view.state
         self.fence.saw(state.epoch)
+        self.stats.observed(state.epoch, state.holder_id)
         master_address = view.addresses.get(state.holder_id, "") if state.holder_id is not None else ""
         self.fence.view = GroupSummary(
             state.epoch, state.holder_id, master_address, tuple(sorted(state.in_sync_ids)), view.holder_lease_id
@@ -134,6 +138,7 @@ class FailoverLoop:
             await self._handler.become_master(decision.epoch)
             self.role, self.epoch = Role.MASTER, decision.epoch
             self._published_in_sync = None
+            self.stats.won += 1
             log.warning("event=failover_master broker_id=%d epoch=%d", self.controller.broker_id, decision.epoch)
         elif decision.action is Action.FOLLOW:
             assert decision.master_id is not None

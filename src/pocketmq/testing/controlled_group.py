@@ -1,6 +1,6 @@
 """A broker group under ``--controller`` as real processes, for the failover tests and benchmark
 (docs/failover.md): a name server that forgets a dead broker fast, and brokers ``0..size-1`` of group
-``group-f`` each with ``--controller`` on a running etcd, SYNC masters when elected.
+``group-f`` each with ``--controller`` on a running etcd, SYNC masters when elected, with a metrics port.
 
 ``ControlledGroup`` starts them, finds the master (the broker whose SYNC send is acknowledged), reads the
 group's keys from etcd (``keys``), and sends with raw SEND_MESSAGE (``send_code``: the reply's code, None when
@@ -48,6 +48,7 @@ class ControlledGroup:
                     extra_args=[
                         *COMMON_ARGS,
                         *("--broker-id", str(broker_id), "--role", "sync_master", "--controller", self.endpoint),
+                        *("--metrics-port", "0"),
                     ],
                 ).start()
             )

@@ -22,25 +22,19 @@ from pathlib import Path
 
 from pocketmq.testing.controlled_group import ControlledGroup
 from pocketmq.testing.etcd import EtcdServer, etcd_problem, etcd_required
-from pocketmq.testing.failover_rounds import SyncTraffic, check_run, failover_once
+from pocketmq.testing.failover_rounds import Failover, failovers_in_a_row
 
 
 async def run(root: Path, runs: int) -> dict:
     etcd = EtcdServer(root / "etcd").start()
     group = ControlledGroup(root, etcd.endpoint, size=3)
-    traffic = SyncTraffic(group)
+
+    def report(i: int, failover: Failover) -> None:
+        print(f"run {i + 1}/{runs}: {failover.seconds:.2f}s, epoch {failover.epoch}", flush=True)
+
     try:
-        group.start()
-        await group.master()
-        traffic.start()
-        failovers = []
-        for i in range(runs):
-            failovers.append(await failover_once(group, traffic))
-            print(f"run {i + 1}/{runs}: {failovers[-1].seconds:.2f}s, epoch {failovers[-1].epoch}", flush=True)
-        await traffic.stop()
-        await check_run(group, failovers, traffic.acked)
+        failovers, traffic = await failovers_in_a_row(group, runs, report)  # the checker runs in it
     finally:
-        await traffic.stop()
         await group.close()
         etcd.kill()
     seconds = sorted(f.seconds for f in failovers)

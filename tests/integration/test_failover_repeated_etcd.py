@@ -11,7 +11,7 @@ import pytest
 
 from pocketmq.testing.controlled_group import ControlledGroup
 from pocketmq.testing.etcd import etcd_server
-from pocketmq.testing.failover_rounds import SyncTraffic, check_run, failover_once
+from pocketmq.testing.failover_rounds import failovers_in_a_row
 
 FAILOVERS = int(os.environ.get("FAILOVERS", "2"))
 pytestmark = [pytest.mark.slow, pytest.mark.failover, pytest.mark.timeout(90 + 30 * FAILOVERS)]
@@ -20,16 +20,9 @@ etcd = pytest.fixture(etcd_server)
 
 async def test_failovers_in_a_row_keep_every_acked_message_and_one_master_per_epoch(tmp_path, etcd):
     group = ControlledGroup(tmp_path, etcd.endpoint, size=3)
-    traffic = SyncTraffic(group)
     try:
-        group.start()
-        await group.master()
-        traffic.start()
-        failovers = [await failover_once(group, traffic) for _ in range(FAILOVERS)]
-        await traffic.stop()
-        await check_run(group, failovers, traffic.acked)
+        failovers, traffic = await failovers_in_a_row(group, FAILOVERS)  # the checker runs in it
         times = ", ".join(f"{f.seconds:.2f}" for f in failovers)
         print(f"{FAILOVERS} failovers, {len(traffic.acked)} of {traffic.sent} sends acked, seconds: {times}")
     finally:
-        await traffic.stop()
         await group.close()

@@ -17,6 +17,7 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pocketmq.protocol.codes import ResponseCode
@@ -119,3 +120,24 @@ async def check_run(group: ControlledGroup, failovers: list[Failover], acked: se
         for entry in json.loads(path.read_text())["epochs"]:
             assert tenures.setdefault(entry["epoch"], entry["tenureId"]) == entry["tenureId"], entry
     assert set(epochs) <= set(tenures), f"etcd's epochs {epochs} are not the log's {sorted(tenures)}"
+
+
+async def failovers_in_a_row(
+    group: ControlledGroup, count: int, report: Callable[[int, Failover], None] = lambda i, f: None
+) -> tuple[list[Failover], SyncTraffic]:
+    """Start ``group``, run ``count`` failovers under ``SyncTraffic`` (``report`` hears of each), then
+    ``check_run``; the caller closes the group."""
+    traffic = SyncTraffic(group)
+    try:
+        group.start()
+        await group.master()
+        traffic.start()
+        failovers = []
+        for i in range(count):
+            failovers.append(await failover_once(group, traffic))
+            report(i, failovers[-1])
+        await traffic.stop()
+        await check_run(group, failovers, traffic.acked)
+        return failovers, traffic
+    finally:
+        await traffic.stop()

@@ -61,6 +61,9 @@ class FailoverLoop:
         self.epoch = 0
         self.last_decision: Decision | None = None
         self._published_in_sync: frozenset[int] | None = None
+        # broker id -> remoting address of every broker seen (ports stay over rounds): a slave whose lease lapsed
+        # (paused, or cut off from etcd) but that replication still counts in sync keeps its place in the set
+        self._known_addresses: dict[int, str] = {}
         self._task: asyncio.Task | None = None
         self._stopping = False
 
@@ -112,6 +115,7 @@ class FailoverLoop:
         state = view.state
         self.fence.saw(state.epoch)
         self.stats.observed(state.epoch, state.holder_id)
+        self._known_addresses.update(view.addresses)
         master_address = view.addresses.get(state.holder_id, "") if state.holder_id is not None else ""
         self.fence.view = GroupSummary(
             state.epoch, state.holder_id, master_address, tuple(sorted(state.in_sync_ids)), view.holder_lease_id
@@ -154,7 +158,8 @@ class FailoverLoop:
             )
         if self.role is Role.MASTER:
             addresses = self._handler.in_sync_addresses()
-            in_sync = frozenset({self.controller.broker_id}) | {i for i, a in view.addresses.items() if a in addresses}
+            known = self._known_addresses.items()
+            in_sync = frozenset({self.controller.broker_id}) | {i for i, a in known if a in addresses}
             if in_sync != self._published_in_sync and await self.controller.publish_in_sync(self.epoch, in_sync):
                 self._published_in_sync = in_sync
         return decision

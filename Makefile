@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test check venv java-check etcd bench bench-peers pipeline sim soak fuzz chaos clean
+.PHONY: run test check venv java-check etcd bench bench-peers pipeline sim soak fuzz failover chaos clean
 
 venv: $(BROKER_STAMP)
 
@@ -86,6 +86,12 @@ soak: $(BROKER_STAMP)
 FUZZ_SECONDS ?= 300
 fuzz: $(TEST_STAMP)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest tests/integration/test_protocol_fuzz.py -q $(PYTEST_ARGS)
+
+# Failovers in a row under the controller (tests/integration/test_failover_repeated_etcd.py, docs/failover.md):
+# FAILOVERS kills of the master under SYNC traffic, then the checker; `make test` runs 2 of them. Needs etcd.
+FAILOVERS ?= 10
+failover: $(TEST_STAMP) etcd
+	FAILOVERS=$(FAILOVERS) $(BIN)/python -m pytest -m failover tests/integration -q $(PYTEST_ARGS)
 
 # The real-process fault harness (docs/chaos.md): SEEDS seeds from FIRST (default 2 from 0), or one SEED to
 # replay, each DURATION seconds of faults and traffic; CHAOS_ARGS passes more flags (e.g. --kinds kill,partition).

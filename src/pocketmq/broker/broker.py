@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from pocketmq.broker.pop.engine import PopService
     from pocketmq.broker.send_back import SendBackService
     from pocketmq.broker.transaction.service import TransactionService
+    from pocketmq.cluster.epoch_fence import EpochFence
     from pocketmq.cluster.ha_master import HaMaster
     from pocketmq.cluster.registrar import BrokerRegistrar
 
@@ -119,6 +120,8 @@ class Broker:
         # compiled subscription filters, shared by pulls and POP (docs/filter.md)
         self.filters = SubscriptionFilters(lambda: self.config.enable_property_filter)
         self.epochs = EpochFile(config.data_dir)  # replication epochs and confirmed offset (cluster.ha_epochs)
+        # Under a controller (serve --controller sets it before start): replication fenced by its epoch.
+        self.epoch_fence: EpochFence | None = None
         self.queue_locks = QueueLockTable(config.queue_lock_max_live_ms)  # orderly consumers' queue locks
         self.transaction_channels = ProducerChannels()  # the front ends add the producers a check can go to
         # What stands on the store (the store too), for this broker's role: built at start (broker.wiring).
@@ -292,7 +295,10 @@ class Broker:
     def _start_master(self, services: BrokerServices) -> None:
         assert services.ha_master is not None  # a master's services have one
         store = services.store
-        epoch = self.epochs.begin_tenure(store.max_phys_offset, store.min_phys_offset)
+        fence = self.epoch_fence
+        epoch = self.epochs.begin_tenure(
+            store.max_phys_offset, store.min_phys_offset, controller_epoch=fence.master_epoch if fence else 0
+        )
         log.info(
             "event=master_tenure_started epoch=%d start_phys_offset=%d tenure_id=%s",
             epoch.epoch,
@@ -492,6 +498,8 @@ class Broker:
                 info.update(services.ha_master.runtime_info())
             if services.ha_slave is not None:
                 info["masterAddr"] = services.ha_slave.master_addr or ""
+        if self.epoch_fence is not None:
+            info.update(self.epoch_fence.runtime_info())
         info["breakerStates"] = json.dumps({name: state.value for name, state in self.breakers.states().items()})
         if services is not None:
             if services.acting is not None:

@@ -8,6 +8,10 @@ that went on where the master's did not is cut back to the common prefix (``Mess
 logged with the bytes dropped), unless that would drop records confirmed as replicated, then it is refused
 and kept. It compares again when the master's tenure changes (``epochTenure`` of a pull reply).
 
+Under a controller (``cluster.epoch_fence``) every request names the newest controller epoch the slave knows
+and every reply must name a master epoch not older than it: a reply of a deposed master is refused before any
+of it is used (records, epochs to cut by, metadata).
+
 Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, see ``ha_state``), append the
 answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
 slave's pull is held by the master up to ``pull_suspend_ms``; it waits ``lookup_interval_ms`` after a failure
@@ -29,6 +33,7 @@ from collections.abc import Callable
 
 from pocketmq.broker.ha_metadata import OffsetsGate, apply_metadata
 from pocketmq.broker.ha_services import ServiceStateFollower
+from pocketmq.cluster.epoch_fence import EPOCH_FIELD, EpochFence
 from pocketmq.cluster.ha_epochs import Epoch, EpochFile, PlanKind, adopt, epochs_of_body, plan
 from pocketmq.common.errors import PocketMQError, ReplicationRefusedError
 from pocketmq.protocol.codes import HA_EPOCHS, HA_PULL_COMMIT_LOG, HA_SYNC_METADATA, ResponseCode
@@ -65,7 +70,9 @@ class HaSlave:
         after_cut: Callable[[], None] | None = None,
         clock: Clock | None = None,
         auth=None,
+        fence: EpochFence | None = None,
     ):
+        self.fence = fence  # under a controller: records and cuts only from a master of the newest epoch
         self._auth = auth  # the AuthTable that follows the master's users and ACLs
         self._store = store
         self._clock = clock if clock is not None else SystemClock()
@@ -119,6 +126,7 @@ class HaSlave:
                 last_record_crc32c=last.crc32c if last is not None else None,
                 # what we hold: FIFO acks on a SYNC master wait for it
                 applied_metadata_version=self.metadata_version,
+                controller_epoch=self._epoch_known(),
             )
             request = RemotingCommand.request(HA_PULL_COMMIT_LOG, fields)
             response = await self._invoke(master, request, self._pull_suspend_ms / 1000 + self._request_timeout_s)
@@ -197,7 +205,12 @@ class HaSlave:
     # -- shared -------------------------------------------------------------------------------------------------
     def _named(self) -> dict[str, str]:
         """The header of HA_EPOCHS and HA_SYNC_METADATA: this slave's broker name and address."""
-        return BrokerNameRequestHeader.ext_fields(broker_name=self._broker_name, slave_addr=self._slave_addr)
+        return BrokerNameRequestHeader.ext_fields(
+            broker_name=self._broker_name, slave_addr=self._slave_addr, controller_epoch=self._epoch_known()
+        )
+
+    def _epoch_known(self) -> int | None:
+        return self.fence.newest_seen if self.fence is not None else None
 
     async def _master(self) -> str:
         """The group master's address from the name server; PocketMQError when there is none now."""
@@ -219,6 +232,8 @@ class HaSlave:
             raise
         self.master_answered_ms = self._clock.monotonic_ms()
         expect_success(response)
+        if self.fence is not None:  # before anything of the reply is used: records, epochs to cut by, metadata
+            self.fence.check_master(int(response.ext_fields.get(EPOCH_FIELD, 0)))
         return response
 
     def _failed(self, exc: Exception) -> None:

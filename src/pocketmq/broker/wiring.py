@@ -218,6 +218,7 @@ def _ha_master(broker: Broker, store: MessageStore, fifo: FifoPopState) -> HaMas
         slave_expire_ms=config.ha_slave_expire_ms,
         metrics=broker.metrics,
         epochs=broker.epochs,
+        fence=broker.epoch_fence,
         # What a slave must have applied to hold this master's topics, groups, FIFO POP acks and users.
         metadata_version=lambda: metadata_version(
             boot_timestamp_ms, broker.topics, broker.groups, fifo.data_version, auth.version
@@ -300,4 +301,5 @@ def _ha_slave(
         epochs=broker.epochs,
         after_cut=timer.after_cut,
         clock=broker.clock,
+        fence=broker.epoch_fence,
     )

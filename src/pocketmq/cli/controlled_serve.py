@@ -27,6 +27,7 @@ from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.cli.running import wait_for_stop_signal
 from pocketmq.cluster.controller import EtcdController
 from pocketmq.cluster.election import Role
+from pocketmq.cluster.epoch_fence import EpochFence
 from pocketmq.cluster.failover import FailoverLoop
 from pocketmq.common.errors import ConfigError
 from pocketmq.protocol.route import MASTER_ID
@@ -93,10 +94,12 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
         raise ConfigError("--controller needs --namesrv: the name server must outlive a change of role")
     master_role = BrokerRole.SYNC_MASTER if config.broker_role is BrokerRole.SLAVE else config.broker_role
     # the ports stay the same over rounds: the address is in the routes, in message ids and in the controller
+    # (and a scraper keeps finding the metrics)
     config = dataclasses.replace(
         config,
         remoting_port=config.remoting_port or _free_port(config.host),
         grpc_port=config.grpc_port or _free_port(config.host),
+        metrics_port=_free_port(config.host) if config.metrics_port == 0 else config.metrics_port,
     )
     controller_id = config.broker_id
     switch = RoundSwitch()
@@ -107,7 +110,8 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
         broker_id=controller_id,
         address=config.public_addr(),
     )
-    loop = FailoverLoop(controller, switch)
+    fence = EpochFence()  # one per process: the newest epoch outlives the rounds
+    loop = FailoverLoop(controller, switch, fence=fence)
     stop = asyncio.ensure_future(wait_for_stop_signal())
 
     async def until() -> None:
@@ -128,11 +132,18 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
                 continue
             switch.current = round_
             log.warning("event=controlled_round role=%s epoch=%d", round_.role.value, round_.epoch)
+            fence.master_epoch = round_.epoch if round_.role is Role.MASTER else 0
+
+            def on_broker(broker: Broker) -> None:
+                switch.broker = broker
+                broker.epoch_fence = fence  # replication fenced by the epoch (cluster.epoch_fence)
+                broker.metrics.add_source(loop.stats.families)  # counted across rounds
+
             await serve(
                 round_config(config, controller_id, round_, master_role),
                 ready_file=ready_file,
                 until=until,
-                on_broker=lambda broker: setattr(switch, "broker", broker),
+                on_broker=on_broker,
             )
             switch.broker, switch.current = None, None
     finally:

@@ -17,6 +17,8 @@ from typing import Protocol
 
 from pocketmq.cluster.controller import ControllerError, EtcdController
 from pocketmq.cluster.election import Action, Decision, LocalState, Role, decide
+from pocketmq.cluster.epoch_fence import EpochFence, GroupSummary
+from pocketmq.cluster.failover_metrics import FailoverStats
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +44,26 @@ class RoleHandler(Protocol):
 
 class FailoverLoop:
     def __init__(
-        self, controller: EtcdController, handler: RoleHandler, *, campaign_settle_ms: int = CAMPAIGN_SETTLE_MS
+        self,
+        controller: EtcdController,
+        handler: RoleHandler,
+        *,
+        campaign_settle_ms: int = CAMPAIGN_SETTLE_MS,
+        fence: EpochFence | None = None,
+        stats: FailoverStats | None = None,
     ):
         self.controller = controller
+        self.fence = fence if fence is not None else EpochFence()  # the newest epoch read, for replication
+        self.stats = stats if stats is not None else FailoverStats()  # elections, time without a master
         self._handler = handler
         self._settle_ms = campaign_settle_ms
         self.role = Role.NONE
         self.epoch = 0
         self.last_decision: Decision | None = None
         self._published_in_sync: frozenset[int] | None = None
+        # broker id -> remoting address of every broker seen (ports stay over rounds): a slave whose lease lapsed
+        # (paused, or cut off from etcd) but that replication still counts in sync keeps its place in the set
+        self._known_addresses: dict[int, str] = {}
         self._task: asyncio.Task | None = None
         self._stopping = False
 
@@ -99,6 +112,14 @@ class FailoverLoop:
             await self.controller.resign()
         await self.controller.publish_log_end(self._handler.log_end())
         view = await self.controller.read()
+        state = view.state
+        self.fence.saw(state.epoch)
+        self.stats.observed(state.epoch, state.holder_id)
+        self._known_addresses.update(view.addresses)
+        master_address = view.addresses.get(state.holder_id, "") if state.holder_id is not None else ""
+        self.fence.view = GroupSummary(
+            state.epoch, state.holder_id, master_address, tuple(sorted(state.in_sync_ids)), view.holder_lease_id
+        )
         decision = decide(self.local, view.state, view.candidates)
         if view.state.holder_id == self.controller.broker_id and view.holder_lease_id != self.controller.lease_id:
             # our own key on a lease we gave up (its renewals stopped): it lapses soon, and our lease timer is
@@ -121,6 +142,7 @@ class FailoverLoop:
             await self._handler.become_master(decision.epoch)
             self.role, self.epoch = Role.MASTER, decision.epoch
             self._published_in_sync = None
+            self.stats.won += 1
             log.warning("event=failover_master broker_id=%d epoch=%d", self.controller.broker_id, decision.epoch)
         elif decision.action is Action.FOLLOW:
             assert decision.master_id is not None
@@ -136,7 +158,8 @@ class FailoverLoop:
             )
         if self.role is Role.MASTER:
             addresses = self._handler.in_sync_addresses()
-            in_sync = frozenset({self.controller.broker_id}) | {i for i, a in view.addresses.items() if a in addresses}
+            known = self._known_addresses.items()
+            in_sync = frozenset({self.controller.broker_id}) | {i for i, a in known if a in addresses}
             if in_sync != self._published_in_sync and await self.controller.publish_in_sync(self.epoch, in_sync):
                 self._published_in_sync = in_sync
         return decision

@@ -1,7 +1,8 @@
 """Replication epochs: which master wrote which part of the commit log, so a diverged slave finds where its
 log stops being its master's and cuts it there by itself.
 
-An *epoch* is one master tenure: its number (one more than the last the broker knew), the phys offset where
+An *epoch* is one master tenure: its number (one more than the last the broker knew; under a controller, the
+epoch etcd granted the tenure, ``tenure_number``), the phys offset where
 its first record goes (the log's end when the tenure began) and a random tenure id. The id is what makes
 two epochs the same: without a controller, two brokers that each started as master may pick the same
 number for different logs. A broker begins a tenure each time it starts as master (``begin_tenure``); a
@@ -74,12 +75,22 @@ def parse_epochs(items) -> list[Epoch]:
     return epochs
 
 
-def begin_tenure(epochs: list[Epoch], max_phys_offset: int, min_phys_offset: int, tenure_id: str) -> list[Epoch]:
-    """The epochs of a broker that starts as master: a new one from its log's end. A last tenure that wrote
-    nothing is replaced (no slave can hold a record of it), and entries wholly below the log's start
-    (retention removed their records) are dropped, so the list grows by tenures that wrote something."""
+def tenure_number(epochs: list[Epoch], controller_epoch: int = 0) -> int:
+    """The number of the next tenure: one more than the last, or under a controller the epoch etcd granted
+    (so a tenure has one number in etcd and in the log). Only a log whose epochs already reach it (numbered
+    by static roles before the controller was used) goes on from its own last number."""
+    return max(epochs[-1].epoch + 1 if epochs else 1, controller_epoch)
+
+
+def begin_tenure(
+    epochs: list[Epoch], max_phys_offset: int, min_phys_offset: int, tenure_id: str, controller_epoch: int = 0
+) -> list[Epoch]:
+    """The epochs of a broker that starts as master: a new one from its log's end, numbered by
+    ``tenure_number``. A last tenure that wrote nothing is replaced (no slave can hold a record of it), and
+    entries wholly below the log's start (retention removed their records) are dropped, so the list grows by
+    tenures that wrote something."""
     kept = [e for e in epochs if e.start_phys_offset < max_phys_offset]
-    number = epochs[-1].epoch + 1 if epochs else 1
+    number = tenure_number(epochs, controller_epoch)
     first_live = 0
     for i, e in enumerate(kept):
         if e.start_phys_offset <= min_phys_offset:
@@ -198,8 +209,15 @@ class EpochFile:
         self.save()
         return True
 
-    def begin_tenure(self, max_phys_offset: int, min_phys_offset: int) -> Epoch:
-        self.epochs = begin_tenure(self.epochs, max_phys_offset, min_phys_offset, new_tenure_id())
+    def begin_tenure(self, max_phys_offset: int, min_phys_offset: int, controller_epoch: int = 0) -> Epoch:
+        self.epochs = begin_tenure(self.epochs, max_phys_offset, min_phys_offset, new_tenure_id(), controller_epoch)
+        if controller_epoch and self.epochs[-1].epoch != controller_epoch:
+            log.warning(
+                "event=ha_epoch_not_controller_epoch epoch=%d controller_epoch=%d reason=this log's epochs were "
+                "numbered higher before the controller was used",
+                self.epochs[-1].epoch,
+                controller_epoch,
+            )
         try:
             self.save()
         except OSError as exc:

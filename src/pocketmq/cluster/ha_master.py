@@ -15,6 +15,10 @@ Epochs (``cluster.ha_epochs``): the master serves its epoch list (HA_EPOCHS) and
 (``epochs.confirmed``) whenever a SYNC send is answered as replicated; pull replies carry it, so a slave never
 cuts records that a producer may have been told are on two brokers.
 
+Fencing (``cluster.epoch_fence``, under a controller only): every slave request names the newest controller
+epoch the slave knows; a master of an older epoch refuses it before the slave's offset counts as an ack, and
+fails the sends waiting for one, so a deposed master never gets a SYNC send acknowledged.
+
 ``replicated(outcome)`` is what the send path of a SYNC_MASTER awaits: the store's results, with PUT_OK
 turned into FLUSH_SLAVE_TIMEOUT (no ack within ``ack_timeout_ms``, or the slave left while waiting) or
 SLAVE_NOT_AVAILABLE (no slave in sync when the send arrived).
@@ -43,6 +47,7 @@ import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from pocketmq.cluster.epoch_fence import EPOCH_FIELD, DeposedMasterError, EpochFence
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.ha_state import PullStep, ReplicaAcks, SyncVerdict, pull_step, replication_start
 from pocketmq.cluster.metadata_version import MetadataVersion
@@ -84,8 +89,10 @@ class HaMaster:
         metrics: MetricsRegistry | None = None,
         epochs: EpochFile | None = None,
         metadata_version: Callable[[], MetadataVersion] = lambda: MetadataVersion(0, 0, 0),
+        fence: EpochFence | None = None,
     ):
         self._store = store
+        self.fence = fence  # under a controller: a deposed master serves no slave and confirms no send
         self.metadata_version = metadata_version  # the broker's metadata version now
         # The master's epochs (served to slaves) and confirmed offset: raised when a SYNC send is answered
         # replicated, so a slave never cuts what a producer may have been told is on two brokers.
@@ -183,6 +190,25 @@ class HaMaster:
                 self._arrived = asyncio.Event()
             await self._arrived.wait()
 
+    def check_slave_epoch(self, slave_addr: str, slave_epoch: int | None) -> None:
+        """A slave's request names the newest controller epoch it knows: DeposedMasterError when this master's
+        is older (its sends waiting for an ack fail at once: none can come from a slave of a newer epoch)."""
+        if self.fence is None:
+            return
+        try:
+            self.fence.check_slave(slave_epoch)
+        except DeposedMasterError as exc:
+            self._refused(slave_addr, str(exc))
+            self._fail_waiters()
+            raise
+
+    def epoch_fields(self) -> dict[str, str]:
+        """The reply fields naming this master's controller epoch (none without a controller)."""
+        return {EPOCH_FIELD: str(self.fence.master_epoch)} if self.fence is not None else {}
+
+    def _deposed(self) -> bool:
+        return self.fence is not None and self.fence.deposed()
+
     def _refused(self, slave_addr: str, reason: str) -> None:
         if self._refusals.get(slave_addr) == reason:
             return
@@ -210,6 +236,9 @@ class HaMaster:
         """Sends waiting on an ack that can no longer come answer now (the record may or may not be there)."""
         if self.acks.in_sync(self._store.max_phys_offset, self._clock.now_ms()):
             return
+        self._fail_waiters()
+
+    def _fail_waiters(self) -> None:
         for future in [w[2] for w in self._waiters] + [w[1] for w in self._metadata_waiters]:
             if not future.done():
                 future.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
@@ -253,7 +282,7 @@ class HaMaster:
     async def wait_replicated(self, record_phys_offset: int) -> PutStatus:
         now_ms = self._expire_slaves()
         verdict = self.acks.verdict(record_phys_offset, self._store.max_phys_offset, now_ms)
-        if verdict is SyncVerdict.NO_SLAVE:
+        if verdict is SyncVerdict.NO_SLAVE or self._deposed():
             return PutStatus.SLAVE_NOT_AVAILABLE
         if verdict is SyncVerdict.REPLICATED:
             self.epochs.confirmed(self.acks.best_acked_phys_offset)
@@ -268,7 +297,7 @@ class HaMaster:
         needed = self.metadata_version()
         self._wake_pulls()  # a held pull answers now with the new version: its slave syncs at once
         verdict = self.acks.metadata_verdict(needed, self._store.max_phys_offset, self._expire_slaves())
-        if verdict is SyncVerdict.NO_SLAVE:
+        if verdict is SyncVerdict.NO_SLAVE or self._deposed():
             return PutStatus.SLAVE_NOT_AVAILABLE
         if verdict is SyncVerdict.REPLICATED:
             return PutStatus.PUT_OK

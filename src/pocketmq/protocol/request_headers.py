@@ -252,6 +252,8 @@ class BrokerNameRequestHeader(RequestHeader):
     broker_name: str = text("brokerName", max_chars=NAME_MAX_CHARS)
     slave_addr: str | None = text("slaveAddr", None, max_chars=NAME_MAX_CHARS)
     master_addr: str | None = text("masterAddr", None, max_chars=NAME_MAX_CHARS)
+    # HA_EPOCHS and HA_PULL_COMMIT_LOG of a slave under a controller: the newest epoch it knows (cluster.epoch_fence)
+    controller_epoch: int | None = int64("controllerEpoch", None, low=0)
 
 
 class HaPullRequestHeader(BrokerNameRequestHeader, first=("broker_name", "broker_id", "slave_addr")):

@@ -22,6 +22,9 @@
 - HA_SYNC_METADATA (30101), header ``brokerName``, ``slaveAddr``: body the metadata snapshot JSON of
   ``broker.ha_metadata`` (with its version, the commit log end and the service state of
   ``broker.ha_services``).
+- Under a controller (``cluster.epoch_fence``) the three requests above carry ``controllerEpoch``, the
+  newest epoch the slave knows, and their replies the master's epoch: a master of an older epoch answers
+  NO_PERMISSION (deposed), and a slave refuses a reply from one.
 - ACTING_MASTER_HANDOVER (30110), header ``brokerName``, ``masterAddr``: a slave stops acting as master and
   answers its acting progress (``broker.acting_progress``: acks, timers, consumer offsets, FIFO POP state,
   staged-POP registrations); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
@@ -83,7 +86,10 @@ class HaHandlers:
         return part
 
     def _master(self, h: BrokerNameRequestHeader):
-        return self._own(h, self._broker.ha_master, "the master")
+        """This broker's HaMaster, when it is the master named and (under a controller) not deposed."""
+        master = self._own(h, self._broker.ha_master, "the master")
+        master.check_slave_epoch(h.slave_addr or "", h.controller_epoch)
+        return master
 
     async def pull_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = HaPullRequestHeader.parse(request.ext_fields)
@@ -109,6 +115,7 @@ class HaHandlers:
             "masterMaxOffset": self._broker.store.max_phys_offset,
             "metadataVersion": str(master.metadata_version()),
             "confirmedPhysOffset": master.epochs.confirmed_phys_offset,
+            **master.epoch_fields(),
         }
         if master.epochs.current is not None:
             fields["epochTenure"] = master.epochs.current.tenure_id
@@ -116,15 +123,15 @@ class HaHandlers:
 
     async def epochs(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         master = self._master(BrokerNameRequestHeader.parse(request.ext_fields))
-        return request.response(
-            ResponseCode.SUCCESS, {"masterMaxOffset": self._broker.store.max_phys_offset}, body=master.epochs.to_body()
-        )
+        fields = {"masterMaxOffset": self._broker.store.max_phys_offset, **master.epoch_fields()}
+        return request.response(ResponseCode.SUCCESS, fields, body=master.epochs.to_body())
 
     async def sync_metadata(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         master = self._master(BrokerNameRequestHeader.parse(request.ext_fields))
         broker = self._broker
         return request.response(
             ResponseCode.SUCCESS,
+            master.epoch_fields(),
             body=metadata_snapshot(
                 broker.topics,
                 broker.groups,

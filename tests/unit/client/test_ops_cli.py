@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pocketmq.cli.cluster_cmd import add_runtime_columns, breakers_text
+from pocketmq.cli.cluster_cmd import CONTROLLER_COLUMNS, add_runtime_columns, columns, table_row
 from pocketmq.cli.config_cmd import checked_change, setting_name
 from pocketmq.common.errors import BadRequestError
 
@@ -32,7 +32,27 @@ def test_slave_rows_get_the_lag_their_master_reports_and_every_row_its_breakers(
         (300, 1.5, {}),
         (None, None, None),
     ]
-    assert [breakers_text(r)["breakers"] for r in rows] == ["b:OPEN", "-", "?"]
+    assert [table_row(r)["breakers"] for r in rows] == ["b:OPEN", "-", "?"]
+    assert columns(rows)[-1] == "breakers"  # no controller: no controller columns
+
+
+def test_under_a_controller_each_row_shows_the_group_as_its_broker_read_it_from_etcd():
+    controlled = {
+        "breakerStates": "{}",
+        "controllerEpoch": "3",
+        "controllerMasterEpoch": "3",
+        "controllerMaster": "1@m:1",
+        "controllerInSync": "0,1",
+        "controllerLease": "694d",
+    }
+    runtime = {"m:1": controlled, "s:1": {**controlled, "controllerMasterEpoch": "0"}, "b:1": None}
+    rows = add_runtime_columns(ROWS, runtime)
+    assert [(r["epoch"], r["master"], r["in_sync"], r["lease"]) for r in rows[:2]] == [(3, "1@m:1", [0, 1], "694d")] * 2
+    assert [rows[2][c] for c in CONTROLLER_COLUMNS] == [None] * 4  # did not answer
+    assert columns(rows)[-4:] == CONTROLLER_COLUMNS
+    assert table_row(rows[0])["in_sync"] == "0,1"
+    leaderless = add_runtime_columns(ROWS[:1], {"m:1": {"controllerEpoch": "4", "controllerInSync": ""}})[0]
+    assert (leaderless["master"], table_row(leaderless)["in_sync"], leaderless["lease"]) == ("-", "-", "-")
 
 
 def test_a_slave_whose_master_is_gone_shows_no_lag():

@@ -126,3 +126,32 @@ async def test_a_failed_flush_answers_the_pull_with_nothing_unflushed(tmp_path, 
     assert await asyncio.wait_for(master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=10_000), 5) == (0, b"")
     monkeypatch.undo()
     await store.shutdown()
+
+
+async def test_a_deposed_master_serves_no_slave_of_a_newer_epoch_and_confirms_no_send(store):
+    from pocketmq.cluster.epoch_fence import DeposedMasterError, EpochFence
+
+    master = HaMaster(
+        store, ack_timeout_ms=10_000, max_gap_bytes=1 << 30, slave_expire_ms=10_000, fence=EpochFence(3, 3)
+    )
+    master.start()
+    assert master.epoch_fields() == {"controllerEpoch": "3"}
+    master.check_slave_epoch("s", 3)
+    await master.serve_pull("link", "s", 0, 1 << 20, suspend_ms=0)  # an in-sync slave at the log's start
+    stored = await store.put_message(message(body=b"sync"))
+    waiting = asyncio.create_task(master.wait_replicated(stored.phys_offset))
+    await asyncio.sleep(0)  # the send waits for the slave's ack (a scheduling step, not a wait for time)
+    assert not waiting.done()
+    with pytest.raises(DeposedMasterError):
+        master.check_slave_epoch("s", 4)  # the slave knows epoch 4: this master was deposed
+    # the waiting send fails at once rather than after its 10 s timeout, and no later send is confirmed
+    assert await asyncio.wait_for(waiting, 5) is PutStatus.FLUSH_SLAVE_TIMEOUT
+    assert await master.wait_replicated(stored.phys_offset) is PutStatus.SLAVE_NOT_AVAILABLE
+    with pytest.raises(DeposedMasterError):
+        master.check_slave_epoch("other", 3)  # nor does a slave that has not heard of epoch 4 yet follow it
+
+
+def test_without_a_controller_replication_names_no_epoch(store):
+    master = ha_master(store)
+    master.check_slave_epoch("s", 9)
+    assert master.epoch_fields() == {}

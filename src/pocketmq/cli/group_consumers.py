@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 
-from pocketmq.cli.message_times import parse_time_ms
 from pocketmq.cli.output import add_action, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.consumer_admin import ConsumerAdmin
 from pocketmq.common.errors import ClientError, PocketMQError
+from pocketmq.ops.time_text import parse_time_ms
 from pocketmq.protocol.consumer_admin_headers import RESET_TO_EARLIEST, RESET_TO_LATEST
 
 CONSUMER_COLUMNS = ["client_id", "broker", "address", "protocol", "language", "version", "model", "queues", "consumed"]

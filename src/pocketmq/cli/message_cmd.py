@@ -27,14 +27,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pocketmq.cli.message_times import parse_time_range
-from pocketmq.cli.message_view import body_preview, iso_time, message_detail_json, message_detail_text
+from pocketmq.cli.message_view import message_detail_text
 from pocketmq.cli.output import (
     add_action,
     client_config,
     emit,
     json_line,
-    message_to_json,
     print_rows,
     report,
     run_admin,
@@ -47,6 +45,8 @@ from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.recall import recall_handle_target
 from pocketmq.common.errors import BadRequestError, ClientError
 from pocketmq.common.message import MessageQueue
+from pocketmq.ops.message_json import body_preview, iso_time, message_detail_json, message_to_json
+from pocketmq.ops.time_text import parse_time_range
 from pocketmq.protocol.headers import INT64_MAX
 
 QUERY_COLUMNS = ["broker", "queue_id", "queue_offset", "message_id", "tag", "keys", "stored", "body"]

@@ -51,10 +51,9 @@ class HttpSite:
     @property
     def port(self) -> int:
         """The bound port (the OS's choice when configured as 0)."""
-        server = self._site._server if self._site is not None else None
-        if server is None:
+        if self._site is None:
             raise RuntimeError("HTTP server not started")
-        return server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return int(self._runner.addresses[0][1])
 
     @property
     def address(self) -> str:

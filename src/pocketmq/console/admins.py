@@ -1,0 +1,57 @@
+"""The admin clients of the console: one per set of credentials, so that with access control on every request
+reaches the brokers signed as the user who logged in, and the brokers' own policies decide what that user
+may see and do (the console keeps no rights table of its own)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from pocketmq.client.admin import AsyncAdmin
+from pocketmq.client.config import ClientConfig
+
+# Credentials that reach no broker still make an admin; a bound on them keeps a password-guessing client from
+# filling the console's memory with idle clients.
+MAX_ADMINS = 64
+
+
+class AdminPool:
+    def __init__(self, config: ClientConfig):
+        self._config = config
+        self._admins: dict[tuple[str, str] | None, AsyncAdmin] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self._config.namesrv_addr
+
+    async def admin(self, credentials: tuple[str, str] | None) -> AsyncAdmin:
+        """The started admin client signing as ``(access key, secret key)``, or unsigned for None."""
+        admin = self._admins.get(credentials)
+        if admin is not None:
+            return admin
+        async with self._lock:
+            admin = self._admins.get(credentials)
+            if admin is None:
+                if len(self._admins) >= MAX_ADMINS:
+                    await self._drop_oldest()
+                access_key, secret_key = credentials or (None, None)
+                config = dataclasses.replace(
+                    self._config,
+                    access_key=access_key,
+                    secret_key=secret_key,
+                    instance_name=f"{self._config.instance_name}-{len(self._admins)}",
+                )
+                admin = AsyncAdmin(config)
+                await admin.start()
+                self._admins[credentials] = admin
+            return admin
+
+    async def _drop_oldest(self) -> None:
+        oldest = next(iter(self._admins))
+        await self._admins.pop(oldest).shutdown()
+
+    async def close(self) -> None:
+        admins, self._admins = list(self._admins.values()), {}
+        for admin in admins:
+            await admin.shutdown()

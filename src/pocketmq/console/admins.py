@@ -26,7 +26,8 @@ class AdminPool:
         return self._config.namesrv_addr
 
     async def admin(self, credentials: tuple[str, str] | None) -> AsyncAdmin:
-        """The started admin client signing as ``(access key, secret key)``, or unsigned for None."""
+        """The started admin client signing as ``(access key, secret key)``; for None, as the console's own
+        client configuration says (unsigned, or its ``--access-key``)."""
         admin = self._admins.get(credentials)
         if admin is not None:
             return admin
@@ -35,13 +36,11 @@ class AdminPool:
             if admin is None:
                 if len(self._admins) >= MAX_ADMINS:
                     await self._drop_oldest()
-                access_key, secret_key = credentials or (None, None)
                 config = dataclasses.replace(
-                    self._config,
-                    access_key=access_key,
-                    secret_key=secret_key,
-                    instance_name=f"{self._config.instance_name}-{len(self._admins)}",
+                    self._config, instance_name=f"{self._config.instance_name}-{len(self._admins)}"
                 )
+                if credentials is not None:
+                    config = dataclasses.replace(config, access_key=credentials[0], secret_key=credentials[1])
                 admin = AsyncAdmin(config)
                 await admin.start()
                 self._admins[credentials] = admin

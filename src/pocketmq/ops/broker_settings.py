@@ -8,6 +8,8 @@ import asyncio
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.dynamic_config import DYNAMIC_FIELDS, changed_config
+
+__all__ = ["DYNAMIC_FIELDS", "change_setting", "checked_change", "setting_name"]
 from pocketmq.client.admin import AsyncAdmin, BrokerAddress
 from pocketmq.common.config import field_name
 from pocketmq.common.errors import BadRequestError

@@ -9,6 +9,8 @@ import dataclasses
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
+from pocketmq.common.errors import PocketMQError
+from pocketmq.console.errors import Unauthenticated, is_access_refusal, is_unauthenticated
 
 # Credentials that reach no broker still make an admin; a bound on them keeps a password-guessing client from
 # filling the console's memory with idle clients.
@@ -43,6 +45,12 @@ class AdminPool:
                     config = dataclasses.replace(config, access_key=credentials[0], secret_key=credentials[1])
                 admin = AsyncAdmin(config)
                 await admin.start()
+                try:
+                    if credentials is not None:
+                        await _check_login(admin, credentials[0])
+                except BaseException:
+                    await admin.shutdown()
+                    raise
                 self._admins[credentials] = admin
             return admin
 
@@ -54,3 +62,19 @@ class AdminPool:
         admins, self._admins = list(self._admins.values()), {}
         for admin in admins:
             await admin.shutdown()
+
+
+async def _check_login(admin: AsyncAdmin, user: str) -> None:
+    """Unauthenticated unless a broker takes ``admin``'s signature: the console's answers that gather what
+    they can (one row per broker, an error where a broker refused) must not pass for a login. A refusal for
+    want of a policy means the user is known: logged in, with the rights the brokers give."""
+    masters = await admin.master_addrs()
+    if not masters:
+        return  # no broker to ask yet: each request is still checked by the brokers it reaches
+    try:
+        await admin.runtime_info(masters[min(masters)])
+    except PocketMQError as exc:
+        if is_unauthenticated(exc):
+            raise Unauthenticated(f"user {user!r} not logged in: {exc}") from None
+        if not is_access_refusal(exc):
+            raise

@@ -20,8 +20,17 @@ from pocketmq.common.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.error_codes import RemoteServerError
 
 log = logging.getLogger(__name__)
+
+# A broker's refusal (a remoting reply's code) as the HTTP status that says the same.
+RESPONSE_STATUS = {
+    ResponseCode.TOPIC_NOT_EXIST: 404,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: 404,
+    ResponseCode.INVALID_PARAMETER: 400,
+}
 
 # What the brokers say when a request was not authenticated (the rest of their refusals: not allowed).
 UNAUTHENTICATED_MARKS = ("username cannot be null", "is not found.", "is disabled.", "check signature failed")
@@ -36,11 +45,25 @@ class Unauthenticated(PocketMQError):
     """The console needs credentials and the request has none, or they do not parse."""
 
 
+def is_access_refusal(exc: BaseException) -> bool:
+    """Refused by the brokers' access control (or a permission): as a typed error or a reply's code."""
+    if isinstance(exc, RemoteServerError):
+        return exc.response_code == ResponseCode.NO_PERMISSION
+    return isinstance(exc, AccessDeniedError | NoPermissionError)
+
+
+def is_unauthenticated(exc: BaseException) -> bool:
+    """A broker's refusal that says the request was not authenticated (rather than not allowed)."""
+    return is_access_refusal(exc) and any(mark in str(exc) for mark in UNAUTHENTICATED_MARKS)
+
+
 def status_of(exc: Exception) -> int:
     if isinstance(exc, Unauthenticated):
         return 401
-    if isinstance(exc, AccessDeniedError | NoPermissionError):
-        return 401 if any(mark in str(exc) for mark in UNAUTHENTICATED_MARKS) else 403
+    if is_access_refusal(exc):
+        return 401 if is_unauthenticated(exc) else 403
+    if isinstance(exc, RemoteServerError):
+        return RESPONSE_STATUS.get(exc.response_code, 502)
     if isinstance(exc, TopicNotExistError | SubscriptionGroupNotExistError | NotFound):
         return 404
     if isinstance(exc, BadRequestError | ConfigError | ValueError):

@@ -26,7 +26,7 @@ from pocketmq.protocol.error_codes import RemoteServerError
 log = logging.getLogger(__name__)
 
 # A broker's refusal (a remoting reply's code) as the HTTP status that says the same.
-RESPONSE_STATUS = {
+RESPONSE_STATUS: dict[int, int] = {
     ResponseCode.TOPIC_NOT_EXIST: 404,
     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: 404,
     ResponseCode.INVALID_PARAMETER: 400,

@@ -6,6 +6,7 @@ nothing, and its pages and ``/metrics`` are served from the same port."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -243,3 +244,25 @@ def test_pages_and_metrics_share_the_port(broker, api):
     ]:
         with urllib.request.urlopen(base + path, timeout=15) as response:
             assert response.status == 200 and marker in response.read().decode(), path
+
+
+def test_the_topics_page_filters_by_name(broker, api):
+    assert api("/api/topics", "POST", {"topic": "con_filtered_one", "queues": 1})[0] == 201
+    with urllib.request.urlopen(broker.address("console") + "/fragments/topics?q=filtered_one", timeout=15) as r:
+        html = r.read().decode()
+    assert 'data-count="1"' in html and 'data-key="con_filtered_one"' in html
+
+
+def test_a_broker_serving_tls_serves_the_console_over_https(tmp_path):
+    proc = broker_process(tmp_path, "broker-con-tls", extra_args=["--console-port", "0", "--tls-mode", "permissive"])
+    proc.start()
+    try:
+        url = proc.address("console")
+        assert url.startswith("https://")
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the broker's self-signed certificate of this run
+        with urllib.request.urlopen(url + "/api/cluster", timeout=15, context=context) as response:
+            assert json.loads(response.read())["brokers"][0]["broker"] == "broker-con-tls"
+    finally:
+        assert proc.stop() == 0, proc.log_tail()

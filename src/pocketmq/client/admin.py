@@ -374,11 +374,9 @@ class AsyncAdmin(InstanceUser):
         result: dict[str, dict[str, TopicConfig]] = {}
         for broker_name, answer in answers.items():
             table = answer.get("topicConfigTable") or {}
+            wrap = self.namespace.wrap
             result[broker_name] = {
-                name: replace(
-                    topic_config_from_obj(self.namespace.wrap(name), table[self.namespace.wrap(name)]), name=name
-                )
-                for name in self._own_names(table)
+                name: topic_config_from_obj(name, table[wrap(name)]) for name in self._own_names(table)
             }
         return result
 

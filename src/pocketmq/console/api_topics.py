@@ -25,7 +25,7 @@ def _message_type(body: dict, *, default: str | None) -> MessageType | None:
         raise BadRequestError(f"type {text!r}: expected one of {', '.join(t.value for t in MessageType)}") from None
 
 
-def _topic_row(name: str, per_broker: dict[str, TopicConfig]) -> dict:
+def _topic_row(name: str, per_broker: dict[str, TopicConfig], system: bool) -> dict:
     first = next(iter(per_broker.values()))
     return {
         "topic": name,
@@ -36,7 +36,7 @@ def _topic_row(name: str, per_broker: dict[str, TopicConfig]) -> dict:
         "order": first.order,
         "gray_queue_ratio": first.gray_queue_ratio,
         "brokers": sorted(per_broker),
-        "system": is_system_topic(name),
+        "system": system,
     }
 
 
@@ -50,11 +50,12 @@ async def topic_rows(admin: AsyncAdmin, *, include_system: bool) -> list[dict]:
     if not include_system:
         info = await admin.cluster_info()
         hidden = set(info.cluster_addr_table) | set(info.broker_addr_table)
-    return [
-        _topic_row(name, by_topic[name])
-        for name in sorted(by_topic)
-        if include_system or (name not in hidden and not is_system_topic(name))
-    ]
+    rows = []
+    for name in sorted(by_topic):
+        system = is_system_topic(name)
+        if include_system or not (system or name in hidden):
+            rows.append(_topic_row(name, by_topic[name], system))
+    return rows
 
 
 async def topic_detail(admin: AsyncAdmin, topic: str) -> dict:

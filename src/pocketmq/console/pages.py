@@ -30,6 +30,8 @@ HISTORY_KEY = web.AppKey("history", History)
 
 BROKER_COLUMNS = ["broker", "broker_id", "address", "role", "version", "uptime", "put", "got", "topics", "groups",
                   "max_lag_bytes", "breakers", "disk_used", "error"]  # fmt: skip
+# A page of thousands of rows is slow to draw and to read: the topics page lists this many and has a filter.
+MAX_LISTED_TOPICS = 200
 TOPIC_COLUMNS = ["topic", "type", "queues", "read_queues", "gray_queue_ratio", "brokers"]
 QUEUE_COLUMNS = ["broker", "queue_id", "min_offset", "max_offset", "messages"]
 GROUP_COLUMNS = ["group", "retry_max_times", "retry_queue_nums", "fifo", "consume_enable"]
@@ -101,16 +103,24 @@ async def topics_page(request: web.Request) -> web.Response:
         '<input name="gray_queue_ratio" id="topic-create-gray" placeholder="gray ratio (optional)">',
         "Create topic",
     )
-    return page("Topics", "topics", create + live("topics-live", "/fragments/topics", 10))
+    search = (
+        '<input id="topic-filter" name="q" type="search" placeholder="filter topics" '
+        'hx-get="/fragments/topics" hx-target="#topics-live" hx-trigger="input changed delay:300ms">'
+    )
+    return page("Topics", "topics", create + search + live("topics-live", "/fragments/topics", 10))
 
 
 @routes.get("/fragments/topics")
 async def topics_fragment(request: web.Request) -> web.Response:
-    rows = await topic_rows(await admin_of(request), include_system=False)
-    for row in rows:
+    """The topics whose name holds ``q``, the first ``MAX_LISTED_TOPICS`` of them (the count says how many)."""
+    needle = request.query.get("q", "")
+    rows = [r for r in await topic_rows(await admin_of(request), include_system=False) if needle in r["topic"]]
+    shown = rows[:MAX_LISTED_TOPICS]
+    for row in shown:
         row["brokers"] = ",".join(row["brokers"])
-    html = table("topics", TOPIC_COLUMNS, rows, row_key="topic", links={"topic": "/topics/{value}"})
-    return fragment(f'<p id="topic-count" data-count="{len(rows)}">{len(rows)} topics</p>' + html)
+    html = table("topics", TOPIC_COLUMNS, shown, row_key="topic", links={"topic": "/topics/{value}"})
+    more = f" (the first {len(shown)}: filter to find the others)" if len(shown) < len(rows) else ""
+    return fragment(f'<p id="topic-count" data-count="{len(rows)}">{len(rows)} topics{more}</p>' + html)
 
 
 @routes.get("/topics/{topic}")

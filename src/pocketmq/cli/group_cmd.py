@@ -26,8 +26,8 @@ from pocketmq.cli.output import (
     report,
     run_admin,
 )
-from pocketmq.client.admin import AsyncAdmin, GroupConfig
-from pocketmq.ops.consume_stats import offset_rows
+from pocketmq.client.admin import AsyncAdmin
+from pocketmq.ops.consume_stats import group_row, offset_rows
 
 GROUP_COLUMNS = ["group", "retry_max_times", "retry_queue_nums", "fifo", "consume_enable"]
 OFFSET_COLUMNS = [
@@ -82,16 +82,6 @@ def register(subparsers) -> None:
     p = add_action(actions, "describe", "a group's offsets, lag and POP state per queue", describe, "group")
     p.add_argument("--topic", help="only this topic")
     group_consumers.add_actions(actions)
-
-
-def group_row(config: GroupConfig) -> dict:
-    return {
-        "group": config.group,
-        "retry_max_times": config.retry_max_times,
-        "retry_queue_nums": config.retry_queue_nums,
-        "fifo": config.consume_message_orderly,
-        "consume_enable": config.consume_enable,
-    }
 
 
 def create(args) -> int:

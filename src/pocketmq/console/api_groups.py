@@ -8,14 +8,14 @@ import time
 
 from aiohttp import web
 
-from pocketmq.client.admin import AsyncAdmin, GroupConfig
+from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.consumer_admin import ConsumerAdmin
 from pocketmq.client.replies import check_topic
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.topic import dlq_topic, retry_topic
 from pocketmq.console.login import admin_of
 from pocketmq.console.requests import flag, json_body, str_field
-from pocketmq.ops.consume_stats import POP_FIELDS, offset_rows
+from pocketmq.ops.consume_stats import POP_FIELDS, group_row, offset_rows, reset_rows
 from pocketmq.ops.dead_letters import group_topic_offsets
 from pocketmq.ops.time_text import parse_time_ms
 from pocketmq.protocol.consumer_admin_headers import RESET_TO_EARLIEST, RESET_TO_LATEST
@@ -23,16 +23,6 @@ from pocketmq.protocol.consumer_admin_headers import RESET_TO_EARLIEST, RESET_TO
 routes = web.RouteTableDef()
 
 TOTALS = ["lag", *POP_FIELDS]
-
-
-def group_row(config: GroupConfig) -> dict:
-    return {
-        "group": config.group,
-        "retry_max_times": config.retry_max_times,
-        "retry_queue_nums": config.retry_queue_nums,
-        "fifo": config.consume_message_orderly,
-        "consume_enable": config.consume_enable,
-    }
 
 
 def consumer_rows(by_broker: dict[str, dict], gray: dict[str, dict]) -> list[dict]:
@@ -132,15 +122,5 @@ async def reset_offset(request: web.Request) -> web.Response:
     await admin.describe_group(group)  # an unknown group or topic changes nothing
     await admin.describe_topic(topic)
     by_broker = await ConsumerAdmin(admin).reset_offset(group, topic, timestamp_ms, force=not flag(body, "only_back"))
-    rows = [
-        {
-            "topic": entry["topic"],
-            "broker": broker,
-            "queue_id": entry["queueId"],
-            "offset": entry["offset"],
-            "consumers_notified": answer.get("consumersNotified", 0),
-        }
-        for broker, answer in sorted(by_broker.items())
-        for entry in answer.get("offsetTable") or []
-    ]
+    rows = reset_rows(by_broker)
     return web.json_response({"group": group, "topic": topic, "timestamp_ms": timestamp_ms, "offsets": rows})

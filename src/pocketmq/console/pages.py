@@ -13,7 +13,7 @@ from aiohttp import web
 from pocketmq.client.message_lookup import MessageLookup
 from pocketmq.client.message_trace import message_trace
 from pocketmq.console.api_cluster import cluster_brokers
-from pocketmq.console.api_groups import group_detail, group_row
+from pocketmq.console.api_groups import group_detail
 from pocketmq.console.api_messages import message_view
 from pocketmq.console.api_topics import topic_detail, topic_rows
 from pocketmq.console.history import History
@@ -21,6 +21,7 @@ from pocketmq.console.html import api_form, fragment, line_chart, live, page, ta
 from pocketmq.console.login import admin_of
 from pocketmq.console.requests import str_field
 from pocketmq.ops.broker_settings import DYNAMIC_FIELDS
+from pocketmq.ops.consume_stats import group_row
 from pocketmq.ops.dead_letters import known_group_dead_messages
 from pocketmq.ops.message_query import find_messages, one_message
 from pocketmq.ops.time_text import parse_time_range

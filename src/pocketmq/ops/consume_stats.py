@@ -1,7 +1,9 @@
-"""A group's GET_CONSUME_STATS answers as rows: per queue, the committed and the broker's offset, the lag, and
-the POP state (``pocketmq group describe``, the console's groups)."""
+"""A group as rows (``pocketmq group``, the console's groups): its config, its GET_CONSUME_STATS answers per
+queue (the committed and the broker's offset, the lag, the POP state), and the offsets a reset moved it to."""
 
 from __future__ import annotations
+
+from pocketmq.client.admin import GroupConfig
 
 # The POP columns and the GET_CONSUME_STATS entry fields they come from (PocketMQ's; 0 from other brokers).
 POP_FIELDS = {
@@ -32,3 +34,28 @@ def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
                 }
             )
     return sorted(rows, key=lambda r: (r["topic"], r["broker"], r["queue_id"]))
+
+
+def group_row(config: GroupConfig) -> dict:
+    return {
+        "group": config.group,
+        "retry_max_times": config.retry_max_times,
+        "retry_queue_nums": config.retry_queue_nums,
+        "fifo": config.consume_message_orderly,
+        "consume_enable": config.consume_enable,
+    }
+
+
+def reset_rows(by_broker: dict[str, dict]) -> list[dict]:
+    """Rows of the brokers' answers to a reset (``ConsumerAdmin.reset_offset``): each queue's new offset."""
+    return [
+        {
+            "topic": entry["topic"],
+            "broker": broker,
+            "queue_id": entry["queueId"],
+            "offset": entry["offset"],
+            "consumers_notified": body.get("consumersNotified", 0),
+        }
+        for broker, body in sorted(by_broker.items())
+        for entry in body.get("offsetTable") or []
+    ]

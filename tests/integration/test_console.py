@@ -6,6 +6,7 @@ nothing, and its pages and ``/metrics`` are served from the same port."""
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import threading
 import urllib.error
@@ -17,7 +18,7 @@ from pocketmq.client import ClientConfig, Message, Producer
 from pocketmq.client.listener import ConsumeConcurrentlyStatus
 from pocketmq.client.push_consumer import PushConsumer, PushConsumerOptions
 from pocketmq.testing.polling import wait_until
-from pocketmq.testing.processes import FAST_DELAY_LEVEL_ARGS, broker_process, run_cli
+from pocketmq.testing.processes import FAST_DELAY_LEVEL_ARGS, PocketProcess, broker_process, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -266,3 +267,20 @@ def test_a_broker_serving_tls_serves_the_console_over_https(tmp_path):
             assert json.loads(response.read())["brokers"][0]["broker"] == "broker-con-tls"
     finally:
         assert proc.stop() == 0, proc.log_tail()
+
+
+def test_a_standalone_console_shows_the_cluster_behind_a_name_server(broker, tmp_path):
+    console = PocketProcess(
+        args=["console", "--namesrv", broker.namesrv, "--port", "0"],
+        workdir=tmp_path,
+        log_path=tmp_path / "console.log",
+        ready_file=tmp_path / "console.ready.json",
+        env=dict(os.environ),
+    ).start()
+    try:
+        status, cluster = call(console.address("console") + "/api/cluster")
+        assert status == 200 and [b["address"] for b in cluster["brokers"]] == [broker.remoting]
+        status, _ = call(console.address("console") + "/api/topics/no_such_topic")
+        assert status == 404
+    finally:
+        assert console.stop() == 0, console.log_tail()

@@ -34,12 +34,12 @@ from tests.integration.test_ha_acting_master import (
     send,
 )
 
-from pocketmq.cli.dlq_cmd import dead_messages
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.pull_consumer import AsyncPullConsumer
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.topic import pop_retry_topic
+from pocketmq.ops.dead_letters import dead_messages
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import GROUP_A, TwoGroups, start_two_groups

@@ -20,13 +20,13 @@ import time
 import pytest
 from tests.integration.test_ha_e2e import dead_letters
 
-from pocketmq.cli.dlq_cmd import topic_messages
 from pocketmq.client import AsyncAdmin, AsyncProducer, ClientConfig, Message
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.namesrv_client import NamesrvClient
 from pocketmq.cluster.remote_reader import RemoteMessageReader
 from pocketmq.common.dead_letter_reference import DeadLetterReference
 from pocketmq.common.read_result import ReadStatus
+from pocketmq.ops.dead_letters import topic_messages
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK
 from pocketmq.testing.escaped_checkpoints import remote_checkpoints, seed_checkpoints

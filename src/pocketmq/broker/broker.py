@@ -31,6 +31,7 @@ import asyncio
 import inspect
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -506,6 +507,11 @@ class Broker:
                 info.update(services.acting.services.runtime_info(services.acting.acting))
             info["commitLogMinOffset"] = str(services.store.min_phys_offset)
             info["commitLogMaxOffset"] = str(services.store.max_phys_offset)
+        try:
+            disk = shutil.disk_usage(self.config.data_dir)
+            info["commitLogDiskRatio"] = f"{disk.used / disk.total:.4f}"  # RocketMQ's name: the data disk's use
+        except OSError:
+            pass  # the data directory is gone (a test tearing down): no figure rather than a failed request
         return info
 
     def __repr__(self) -> str:

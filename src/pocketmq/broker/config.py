@@ -160,6 +160,8 @@ class BrokerConfig(TlsOptions):
     namesrv_port: int = field(default=9876, metadata={"check": _port})  # the embedded name server's port
     # Prometheus ``/metrics`` over HTTP (docs/metrics.md); None: not served, 0: the OS picks.
     metrics_port: int | None = field(default=None, metadata={"check": _optional_port})
+    # The web console (docs/console.md), with ``/metrics`` too; None: not served, 0: the OS picks.
+    console_port: int | None = field(default=None, metadata={"check": _optional_port})
     # While requests come close together, poll the sockets this long before sleeping (runtime/busy_poll.py):
     # less latency when a wake-up is dear (a VM); a broker with a trickle of requests or none sleeps at once.
     # 0: never poll.

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 
-from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.dynamic_config import DYNAMIC_FIELDS, changed_config
+from pocketmq.broker.dynamic_config import DYNAMIC_FIELDS
 from pocketmq.cli.output import add_action, emit, json_line, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin, BrokerAddress
-from pocketmq.common.config import field_name
-from pocketmq.common.errors import BadRequestError, ClientError
+from pocketmq.common.errors import ClientError
+from pocketmq.ops.broker_settings import change_setting, checked_change, setting_name
 
 COLUMNS = ["broker", "broker_id", "address", "key", "value", "dynamic"]
 
@@ -37,26 +36,6 @@ def register(subparsers) -> None:
     p.add_argument("--broker", help="only the master and slaves of this broker group")
 
 
-def setting_name(key: str) -> str:
-    """The ``BrokerConfig`` field ``key`` names; BadRequestError for an unknown key."""
-    name = field_name(BrokerConfig, key)
-    if name is None:
-        raise BadRequestError(f"unknown setting {key!r} (pocketmq config get lists them)")
-    return name
-
-
-def checked_change(key: str, value: str) -> str:
-    """The field name of a change that a broker will accept; BadRequestError (nothing sent) otherwise."""
-    name = setting_name(key)
-    if name not in DYNAMIC_FIELDS:
-        raise BadRequestError(
-            f"setting {name} takes effect only at a restart: change it in the config file "
-            f"(dynamic settings: {', '.join(sorted(DYNAMIC_FIELDS))})"
-        )
-    changed_config(BrokerConfig(), {name: value})  # the value's type and range, as the brokers check them
-    return name
-
-
 def _label(broker: BrokerAddress) -> str:
     return f"{broker.broker_name}/{broker.broker_id} {broker.addr}"
 
@@ -66,14 +45,9 @@ def set_config(args) -> int:
 
     async def action(admin: AsyncAdmin) -> None:
         brokers = await admin.brokers(args.broker)
-        # The first broker answers alone: if it refuses (an older version, say), nothing changed anywhere.
-        await admin.update_broker_config(brokers[0].addr, {name: args.value})
-        results = await asyncio.gather(
-            *(admin.update_broker_config(b.addr, {name: args.value}) for b in brokers[1:]), return_exceptions=True
-        )
-        failed = [(b, r) for b, r in zip(brokers[1:], results) if isinstance(r, BaseException)]
+        failed = await change_setting(admin, brokers, name, args.value)
         for broker in brokers:
-            if not any(b is broker for b, _ in failed):
+            if broker not in failed:
                 row = {
                     "broker": broker.broker_name,
                     "broker_id": broker.broker_id,
@@ -85,7 +59,7 @@ def set_config(args) -> int:
         if failed:
             raise ClientError(
                 f"{name} changed on {len(brokers) - len(failed)} of {len(brokers)} brokers; not on "
-                + "; ".join(f"{_label(b)} ({r})" for b, r in failed)
+                + "; ".join(f"{_label(b)} ({r})" for b, r in failed.items())
             )
 
     return run_admin(args, action)

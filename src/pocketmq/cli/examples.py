@@ -11,6 +11,10 @@ EXAMPLES: dict[tuple[str, ...], tuple[str, ...]] = {
         "pocketmq serve --config broker.conf --set file_reserved_hours=24",
     ),
     ("namesrv",): ("pocketmq namesrv --port 9876",),
+    ("console",): (
+        "pocketmq console --namesrv 127.0.0.1:9876 --port 8080",
+        "pocketmq console --namesrv 10.0.0.5:9876 --login --https-cert-file console.pem --https-key-file console.key",
+    ),
     ("proxy",): (
         "pocketmq proxy --namesrv 127.0.0.1:9876 --workers 2",
         "pocketmq proxy --namesrv 127.0.0.1:9876 --grpc-port 8091 --workers 4",

@@ -26,7 +26,8 @@ from pocketmq.cli.output import (
     report,
     run_admin,
 )
-from pocketmq.client.admin import AsyncAdmin, GroupConfig
+from pocketmq.client.admin import AsyncAdmin
+from pocketmq.ops.consume_stats import group_row, offset_rows
 
 GROUP_COLUMNS = ["group", "retry_max_times", "retry_queue_nums", "fifo", "consume_enable"]
 OFFSET_COLUMNS = [
@@ -43,15 +44,6 @@ OFFSET_COLUMNS = [
     "ck_rewrites",
     "ck_endings",
 ]
-# The POP columns and the GET_CONSUME_STATS entry fields they come from (PocketMQ's; 0 from other brokers).
-POP_FIELDS = {
-    "in_flight": "popInFlight",
-    "waiting_to_revive": "popWaitingToRevive",
-    "retried": "popRetried",
-    "dead_lettered": "popDeadLettered",
-    "ck_rewrites": "popCkRewrites",
-    "ck_endings": "popCkEndings",
-}
 
 
 def register(subparsers) -> None:
@@ -90,36 +82,6 @@ def register(subparsers) -> None:
     p = add_action(actions, "describe", "a group's offsets, lag and POP state per queue", describe, "group")
     p.add_argument("--topic", help="only this topic")
     group_consumers.add_actions(actions)
-
-
-def group_row(config: GroupConfig) -> dict:
-    return {
-        "group": config.group,
-        "retry_max_times": config.retry_max_times,
-        "retry_queue_nums": config.retry_queue_nums,
-        "fifo": config.consume_message_orderly,
-        "consume_enable": config.consume_enable,
-    }
-
-
-def offset_rows(stats_by_broker: dict[str, dict]) -> list[dict]:
-    """Rows of the brokers' GET_CONSUME_STATS answers (``offsetTable`` lists), sorted by topic, broker, queue."""
-    rows = []
-    for broker_name, stats in stats_by_broker.items():
-        for entry in stats.get("offsetTable") or []:
-            broker_offset, consumer_offset = int(entry["brokerOffset"]), int(entry["consumerOffset"])
-            rows.append(
-                {
-                    "topic": entry["topic"],
-                    "broker": entry.get("brokerName", broker_name),
-                    "queue_id": int(entry["queueId"]),
-                    "consumer_offset": consumer_offset,
-                    "broker_offset": broker_offset,
-                    "lag": max(0, broker_offset - consumer_offset),
-                    **{column: int(entry.get(field, 0)) for column, field in POP_FIELDS.items()},
-                }
-            )
-    return sorted(rows, key=lambda r: (r["topic"], r["broker"], r["queue_id"]))
 
 
 def create(args) -> int:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 
-from pocketmq.cli.message_times import parse_time_ms
 from pocketmq.cli.output import add_action, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.consumer_admin import ConsumerAdmin
 from pocketmq.common.errors import ClientError, PocketMQError
+from pocketmq.ops.consume_stats import reset_rows
+from pocketmq.ops.time_text import parse_time_ms
 from pocketmq.protocol.consumer_admin_headers import RESET_TO_EARLIEST, RESET_TO_LATEST
 
 CONSUMER_COLUMNS = ["client_id", "broker", "address", "protocol", "language", "version", "model", "queues", "consumed"]
@@ -102,17 +103,6 @@ def reset_offset(args) -> int:
         by_broker = await ConsumerAdmin(admin).reset_offset(
             args.group, args.topic, timestamp_ms, force=not args.only_back
         )
-        rows = [
-            {
-                "topic": entry["topic"],
-                "broker": broker,
-                "queue_id": entry["queueId"],
-                "offset": entry["offset"],
-                "consumers_notified": body.get("consumersNotified", 0),
-            }
-            for broker, body in sorted(by_broker.items())
-            for entry in body.get("offsetTable") or []
-        ]
-        print_rows(args, rows, RESET_COLUMNS)
+        print_rows(args, reset_rows(by_broker), RESET_COLUMNS)
 
     return run_admin(args, action)

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "pocketmq.cli.serve_cmd",  # serve
     "pocketmq.cli.namesrv_cmd",  # namesrv
     "pocketmq.cli.proxy_cmd",  # proxy
+    "pocketmq.cli.console_cmd",  # console
     "pocketmq.cli.topic_cmd",  # topic create|update|delete|list|describe|route
     "pocketmq.cli.send_cmd",  # send
     "pocketmq.cli.message_cmd",  # message query|show|consume-directly|recall

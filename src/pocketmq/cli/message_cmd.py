@@ -27,14 +27,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pocketmq.cli.message_times import parse_time_range
-from pocketmq.cli.message_view import body_preview, iso_time, message_detail_json, message_detail_text
+from pocketmq.cli.message_view import message_detail_text
 from pocketmq.cli.output import (
     add_action,
     client_config,
     emit,
     json_line,
-    message_to_json,
     print_rows,
     report,
     run_admin,
@@ -45,9 +43,10 @@ from pocketmq.client.message_lookup import DEFAULT_MAX_MESSAGES, FoundMessage, M
 from pocketmq.client.message_trace import message_trace
 from pocketmq.client.producer import AsyncProducer
 from pocketmq.client.recall import recall_handle_target
-from pocketmq.common.errors import BadRequestError, ClientError
-from pocketmq.common.message import MessageQueue
-from pocketmq.protocol.headers import INT64_MAX
+from pocketmq.common.errors import BadRequestError
+from pocketmq.ops.message_json import body_preview, iso_time, message_detail_json, message_to_json
+from pocketmq.ops.message_query import find_messages, one_message
+from pocketmq.ops.time_text import parse_time_range
 
 QUERY_COLUMNS = ["broker", "queue_id", "queue_offset", "message_id", "tag", "keys", "stored", "body"]
 BODY_PREVIEW_CHARS = 40
@@ -80,18 +79,6 @@ def register(subparsers) -> None:
     add_action(actions, "recall", "cancel a delayed message before it is due", recall, "handle")
 
 
-def parse_queue_offset(text: str) -> tuple[str | None, int, int]:
-    """``[BROKER:]QUEUE:OFFSET`` as (broker or None, queue id, queue offset)."""
-    parts = text.rsplit(":", 2)
-    try:
-        queue_id, offset = int(parts[-2]), int(parts[-1])
-    except (ValueError, IndexError):
-        raise BadRequestError(f"offset {text!r}: expected [BROKER:]QUEUE:OFFSET") from None
-    if queue_id < 0 or offset < 0:
-        raise BadRequestError(f"offset {text!r}: queue and offset are never negative")
-    return (parts[0] if len(parts) == 3 else None), queue_id, offset
-
-
 def found_row(found: FoundMessage) -> dict:
     msg = found.message
     return {
@@ -112,22 +99,10 @@ def query(args) -> int:
     time_range = parse_time_range(args.time, int(time.time() * 1000)) if args.time else None
 
     async def action(admin: AsyncAdmin) -> None:
-        async with MessageLookup(admin) as lookup:
-            if args.key is not None:
-                begin_ms, end_ms = time_range or (0, INT64_MAX)
-                found = await lookup.by_key(
-                    args.topic, args.key, begin_ms=begin_ms, end_ms=end_ms, max_messages=args.max
-                )
-            elif args.msg_id is not None:
-                found = [f for f in await lookup.by_id(args.msg_id, args.topic) if f.message.topic == args.topic]
-            elif args.offset is not None:
-                broker, queue_id, offset = parse_queue_offset(args.offset)
-                queue = MessageQueue(args.topic, broker or await _only_broker(admin, args.topic), queue_id)
-                found = await lookup.at_offset(queue, offset)
-            elif time_range is not None:
-                found = await lookup.in_time_range(args.topic, *time_range, max_messages=args.max)
-            else:
-                raise BadRequestError("name --key, --id, --offset or --time")
+        found = await find_messages(
+            admin, args.topic, key=args.key, msg_id=args.msg_id, offset=args.offset, time_range=time_range,
+            max_messages=args.max,
+        )  # fmt: skip
         if args.json:
             for f in found:
                 emit(json_line(message_to_json(f.message, f.broker_name)))
@@ -137,26 +112,9 @@ def query(args) -> int:
     return run_admin(args, action)
 
 
-async def _only_broker(admin: AsyncAdmin, topic: str) -> str:
-    route = await admin.instance.route(admin.namespace.wrap(topic), refresh=True, auto_create=False)
-    if len(route.broker_names) != 1:
-        raise BadRequestError(
-            f"topic {topic} is on brokers {', '.join(route.broker_names)}: name one as BROKER:QUEUE:OFFSET"
-        )
-    return route.broker_names[0]
-
-
-async def _one_message(admin: AsyncAdmin, msg_id: str, topic: str | None) -> FoundMessage:
-    async with MessageLookup(admin) as lookup:
-        found = await lookup.by_id(msg_id, topic)
-    if not found:
-        raise ClientError(f"no message {msg_id}" + (f" of topic {topic}" if topic else ""))
-    return found[0]
-
-
 def show(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        found = await _one_message(admin, args.msg_id, args.topic)
+        found = await one_message(admin, args.msg_id, args.topic)
         if args.json:
             emit(json_line(message_detail_json(found.message, found.broker_name)))
         else:
@@ -167,7 +125,7 @@ def show(args) -> int:
 
 def consume_directly(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        found = await _one_message(admin, args.msg_id, args.topic)
+        found = await one_message(admin, args.msg_id, args.topic)
         msg = found.message
         result = await ConsumerAdmin(admin).consume_directly(
             args.group, args.client, found.broker_name, msg.offset_msg_id

@@ -7,16 +7,12 @@ JSON object per line for scripts (``--json``, ``json_line``), flushed as each li
 reading a pipe sees a message as soon as it is acknowledged or received. Errors are one line on stderr and a
 non-zero exit status (``pocketmq.cli.main``).
 
-Messages as JSON (``message_to_json``): ``message_id`` (the producer's UNIQ_KEY, else the broker's id),
-``topic``, ``broker``, ``queue_id``, ``queue_offset``, ``tag``, ``keys`` (a list), ``properties`` (user
-properties only), ``born_timestamp_ms``, ``store_timestamp_ms``, ``body``: the text when the body is UTF-8,
-else its base64 with ``"body_encoding": "base64"``.
+Messages as JSON: ``pocketmq.ops.message_json``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import shutil
@@ -27,6 +23,7 @@ from pocketmq.cli.terminal import paint
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import NAMESPACE_ENV, NAMESRV_ENV, ClientConfig, default_namesrv_addr
 from pocketmq.common.message import MessageExt
+from pocketmq.ops.message_json import body_fields
 
 # Short enough that an unreachable name server fails the command quickly, long enough for a busy broker.
 CLI_CONNECT_TIMEOUT_S = 3.0
@@ -173,30 +170,6 @@ def print_rows(args, rows: Sequence[dict], columns: Sequence[str]) -> None:
         max_width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
         header, _, body = format_table(rows, columns, max_width).partition("\n")
         emit(paint(header, "bold", sys.stdout) + (f"\n{body}" if body else ""))
-
-
-def body_fields(body: bytes) -> dict:
-    """``{"body": text}`` when ``body`` is UTF-8, else its base64 with ``"body_encoding": "base64"``."""
-    try:
-        return {"body": body.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"body": base64.b64encode(body).decode("ascii"), "body_encoding": "base64"}
-
-
-def message_to_json(msg: MessageExt, broker_name: str | None = None) -> dict:
-    return {
-        "message_id": msg.msg_id,
-        "topic": msg.topic,
-        "broker": broker_name,
-        "queue_id": msg.queue_id,
-        "queue_offset": msg.queue_offset,
-        "tag": msg.tags,
-        "keys": msg.keys,
-        "properties": msg.user_properties(),
-        "born_timestamp_ms": msg.born_timestamp_ms,
-        "store_timestamp_ms": msg.store_timestamp_ms,
-        **body_fields(msg.body),
-    }
 
 
 def message_to_text(msg: MessageExt, broker_name: str | None = None) -> str:

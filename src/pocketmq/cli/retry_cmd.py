@@ -7,10 +7,10 @@ are due), and the dead messages in ``%DLQ%<group>``.
 
 from __future__ import annotations
 
-from pocketmq.cli.dlq_cmd import group_topic_offsets, require_group
 from pocketmq.cli.output import add_action, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.common.topic import dlq_topic, retry_topic
+from pocketmq.ops.dead_letters import group_topic_offsets, require_group
 
 COLUMNS = ["broker", "retried", "retry_pending", "dead"]
 

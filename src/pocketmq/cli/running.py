@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-READY_FILE_KEYS = ("remoting", "namesrv", "grpc", "metrics")
+READY_FILE_KEYS = ("remoting", "namesrv", "grpc", "metrics", "console")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

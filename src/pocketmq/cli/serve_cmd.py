@@ -4,8 +4,9 @@ external ones) an embedded name server.
 Start order: name server, remoting front end (bound first: its port is baked into message ids), gRPC front
 end when ``pocketmq.server.grpc_server`` is importable, then the broker services (store recovery,
 registration). Once everything listens it prints the addresses and writes the ready file
-(``{"remoting": ..., "namesrv": ... | null, "grpc": ... | null, "metrics": ... | null}``; ``--metrics-port``
-serves Prometheus ``/metrics``, docs/metrics.md). SIGTERM or SIGINT stops it cleanly, in
+(``{"remoting": ..., "namesrv": ... | null, "grpc": ... | null, "metrics": ... | null, "console": ... | null}``;
+``--console-port`` serves the web console and ``/metrics`` (docs/console.md), ``--metrics-port`` Prometheus
+``/metrics`` alone, docs/metrics.md). SIGTERM or SIGINT stops it cleanly, in
 the reverse order: front ends stop taking requests, the broker unregisters and persists, the name server goes.
 
 Configuration: defaults < ``--config FILE`` (TOML ``[broker]`` section or RocketMQ ``broker.conf``) <
@@ -32,6 +33,7 @@ from pocketmq.cli.tls_cmd import add_server_tls_options, server_tls_overrides
 from pocketmq.client.config import default_namesrv_addr
 from pocketmq.common.config import load_config
 from pocketmq.common.errors import ConfigError
+from pocketmq.console.server import ConsoleServer, console_client_config
 from pocketmq.metrics.http import MetricsHttpServer
 from pocketmq.protocol.tls import ServerTls
 from pocketmq.protocol.transport import RemotingServer
@@ -105,6 +107,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics over HTTP on this port (0: any)")
     p.add_argument(
+        "--console-port", type=int, help="serve the web console (and /metrics) over HTTP on this port (0: any)"
+    )
+    p.add_argument(
         "--busy-poll-us",
         type=int,
         help="while requests come close together, poll the sockets this long before sleeping (default 200; 0: never)",
@@ -143,6 +148,7 @@ def broker_config_from_args(args: argparse.Namespace) -> BrokerConfig:
         "broker_id",
         "broker_role",
         "metrics_port",
+        "console_port",
         "enable_slave_acting_master",
         "enable_remote_escape",
         "busy_poll_us",
@@ -242,6 +248,7 @@ async def serve(
     )
     grpc = None
     metrics = None
+    console = None
     try:
         with listening("remoting", "--remoting-port", config.host, config.remoting_port):
             await remoting.start()
@@ -255,11 +262,16 @@ async def serve(
             metrics = MetricsHttpServer(broker.metrics, config.host, config.metrics_port)
             with listening("metrics", "--metrics-port", config.host, config.metrics_port):
                 await metrics.start()
+        if config.console_port is not None:
+            console = embedded_console(config, broker, tls)
+            with listening("the console", "--console-port", config.host, config.console_port):
+                await console.start()
         addresses = {
             "remoting": f"{config.host}:{remoting.port}",
             "namesrv": namesrv.address if namesrv is not None else None,
             "grpc": f"{config.host}:{grpc_port}" if grpc_port is not None else None,
             "metrics": metrics.address if metrics is not None else None,
+            "console": console.url if console is not None else None,
         }
         tls_mode = tls.mode.value if tls is not None else None
         print(ready_message(config, addresses, embedded=namesrv is not None, tls_mode=tls_mode), flush=True)
@@ -268,6 +280,8 @@ async def serve(
         await until()
         log.info("event=stopping broker=%s", config.broker_name)
     finally:
+        if console is not None:
+            await console.stop()
         if metrics is not None:
             await metrics.stop()
         await remoting.stop()
@@ -293,6 +307,8 @@ def ready_message(
     ]
     if addresses["metrics"]:
         rows.append(("metrics", f"http://{addresses['metrics']}/metrics"))
+    if addresses.get("console"):
+        rows.append(("console", f"{addresses['console']}/ (and /metrics)"))
     if tls_mode is not None:
         rows.append(("TLS", tls_mode))
     cli = sys.argv[0] if os.path.basename(sys.argv[0]) == "pocketmq" else "pocketmq"  # .venv/bin/pocketmq
@@ -304,6 +320,28 @@ def ready_message(
     if tls_mode != "enforcing":
         lines.append(f"try: {cli} send hello --body 'hi'{n} && {cli} tail hello --from-beginning --max 1{n}")
     return "\n".join(lines)
+
+
+def embedded_console(config: BrokerConfig, broker: Broker, tls: ServerTls | None) -> ConsoleServer:
+    """The console inside this broker: it talks to the cluster through the broker's name server, as its own
+    client would (over TLS when the broker's connections are), over HTTPS when the broker serves TLS, asking
+    for a user's credentials when access control is on."""
+    settings = config.tls_settings()
+    client = console_client_config(
+        str(config.namesrv_addr),
+        tls=settings.opens_tls,
+        ca_file=settings.ca_file,
+        tls_cert_file=settings.cert_file,
+        tls_key_file=settings.key_file,
+    )
+    return ConsoleServer(
+        client,
+        config.host,
+        int(config.console_port or 0),
+        login_required=config.access_control_enabled,
+        ssl_context=tls.remoting if tls is not None else None,
+        metrics=broker.metrics,
+    )
 
 
 def _grpc_front_end(broker: Broker, config: BrokerConfig, tls: ServerTls | None):

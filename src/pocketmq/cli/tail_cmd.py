@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 
-from pocketmq.cli.output import add_client_options, client_config, emit, json_line, message_to_json, message_to_text
+from pocketmq.cli.output import add_client_options, client_config, emit, json_line, message_to_text
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullStatus
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.topic import TOOLS_CONSUMER_GROUP
+from pocketmq.ops.message_json import message_to_json
 
 PULL_BATCH = 256
 LONG_POLL_MS = 2_000

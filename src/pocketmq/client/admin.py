@@ -36,7 +36,13 @@ from pocketmq.protocol.request_headers import (
     ResumeCheckHalfMessageRequestHeader,
     TopicRequestHeader,
 )
-from pocketmq.protocol.route import ClusterInfo, TopicRouteData, create_topic_fields, update_topic_fields
+from pocketmq.protocol.route import (
+    ClusterInfo,
+    TopicRouteData,
+    create_topic_fields,
+    topic_config_from_obj,
+    update_topic_fields,
+)
 
 log = logging.getLogger(__name__)
 
@@ -360,6 +366,19 @@ class AsyncAdmin(InstanceUser):
         queues = sorted(set(route.read_queues) | set(route.write_queues))
         statuses = await asyncio.gather(*(status(mq) for mq in queues))
         return TopicStatus(topic, list(statuses), len(route.write_queues), len(route.read_queues))
+
+    async def topic_configs(self, *, cluster: str | None = None) -> dict[str, dict[str, TopicConfig]]:
+        """GET_ALL_TOPIC_CONFIG of every master: broker name -> topic -> its config there (the topics of this
+        admin's namespace, by their short names). One request per master, however many topics."""
+        answers = await self._json_from_masters(RequestCode.GET_ALL_TOPIC_CONFIG, {}, cluster)
+        result: dict[str, dict[str, TopicConfig]] = {}
+        for broker_name, answer in answers.items():
+            table = answer.get("topicConfigTable") or {}
+            wrap = self.namespace.wrap
+            result[broker_name] = {
+                name: topic_config_from_obj(name, table[wrap(name)]) for name in self._own_names(table)
+            }
+        return result
 
     # -- subscription groups ----------------------------------------------------------------------------------------
     async def create_group(

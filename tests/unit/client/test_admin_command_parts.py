@@ -6,10 +6,10 @@ from datetime import datetime
 
 import pytest
 
-from pocketmq.cli.message_cmd import parse_queue_offset
-from pocketmq.cli.message_times import parse_time_ms, parse_time_range
-from pocketmq.cli.message_view import body_preview, body_text, hex_dump
 from pocketmq.common.errors import BadRequestError
+from pocketmq.ops.message_json import body_preview, body_text, hex_dump
+from pocketmq.ops.message_query import parse_queue_offset
+from pocketmq.ops.time_text import parse_time_ms, parse_time_range
 
 
 def test_times_are_epoch_ms_or_iso_and_ranges_may_be_open():

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pocketmq.cli.cluster_cmd import CONTROLLER_COLUMNS, add_runtime_columns, columns, table_row
-from pocketmq.cli.config_cmd import checked_change, setting_name
 from pocketmq.common.errors import BadRequestError
+from pocketmq.ops.broker_settings import checked_change, setting_name
 
 ROWS = [
     {"broker": "a", "broker_id": 0, "role": "master", "address": "m:1"},

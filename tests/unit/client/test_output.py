@@ -7,12 +7,13 @@ import base64
 import json
 
 from pocketmq.cli.cluster_cmd import broker_rows
-from pocketmq.cli.group_cmd import offset_rows
-from pocketmq.cli.output import body_fields, format_table, json_line, message_to_json, message_to_text
+from pocketmq.cli.output import format_table, json_line, message_to_text
 from pocketmq.client.pull_consumer import PullStatus, pull_result_from_response
 from pocketmq.client.simple_consumer import messages_of_pop_reply
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import encode_record
+from pocketmq.ops.consume_stats import offset_rows
+from pocketmq.ops.message_json import body_fields, message_to_json
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.route import BrokerData, ClusterInfo

@@ -10,8 +10,6 @@ from pocketmq.broker.pop import copies
 from pocketmq.broker.pop.copies import dead_letter_reference, retry_copy
 from pocketmq.broker.send_back import retry_copy as send_back_copy
 from pocketmq.broker.timer.dead_letter import dead_letter as timer_dead_letter
-from pocketmq.cli.dlq_cmd import dead_row, reference_of
-from pocketmq.cli.dlq_target import redelivery, resent_copy
 from pocketmq.common.dead_letter_reference import (
     REFERENCE_TOPIC,
     STATE_GONE,
@@ -23,6 +21,8 @@ from pocketmq.common.dead_letter_reference import (
 )
 from pocketmq.common.errors import ClientError
 from pocketmq.common.message import MessageExt
+from pocketmq.ops.dead_letters import dead_row, reference_of
+from pocketmq.ops.dlq_target import redelivery, resent_copy
 
 REF = DeadLetterReference("%RETRY%G_orders", 2, 41, "broker-a", "G", "CONNECTION_REFUSED", "refused", 17)
 

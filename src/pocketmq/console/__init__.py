@@ -1,0 +1,1 @@
+"""The web console (docs/console.md)."""

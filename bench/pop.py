@@ -6,11 +6,14 @@
 - ``revive``: in process, on a ManualClock: REVIVE_MESSAGES messages popped (batches of 32) and never acked; the
   clock passes their invisible time and revive passes run until every one is in the retry topic. Reports the
   revive passes' messages per second (the pops are not timed).
-- ``lateness``: against ``pocketmq serve``: LATENESS_RATE messages a second for LATENESS_SECONDS seconds, received
-  by two ``AsyncSimpleConsumer``s (long polling) with an invisible time of INVISIBLE_MS and never acked on their
-  first delivery; each redelivery is acked and its lateness recorded: (received again - received first -
-  INVISIBLE_MS), as the client sees it. Reports p50 / p99 / max, the broker's CPU per message over the run and
-  its idle CPU afterwards (a share of one core: no busy waiting).
+- ``lateness``: against ``pocketmq serve``: ``--rate`` messages a second (LATENESS_RATE; a few a second shows a
+  message popped between revive's passes) for LATENESS_SECONDS seconds, received
+  by two ``AsyncSimpleConsumer``s (long polling) with an invisible time of ``--invisible-ms`` (INVISIBLE_MS; a
+  shorter one lowers the broker's ``pop_min_invisible_ms`` to it) and never acked on their first delivery; each
+  redelivery is acked and its lateness recorded: received again - the first delivery's deadline (the broker's
+  pop time + the invisible time, from the receipt handle; same machine, same clock), and, as the client sees
+  it, received again - received first - the invisible time. Reports p50 / p99 / max / min of both, the
+  broker's CPU per message over the run and its idle CPU afterwards (a share of one core: no busy waiting).
 
 ``--topic-type priority`` runs both cases on a PRIORITY topic instead (docs/pop.md): the messages are sent in
 batches of 32 of one priority level each, levels 0..7 in turn (one per queue), so every pop reads the highest
@@ -21,6 +24,7 @@ the revive case's messages) and prints the top functions (total time) to stderr.
 
     python bench/pop.py [--messages 64000] [--consumers 4] [--revive-messages 100000] [--cases sdk,revive,lateness]
                         [--acks overlapped|awaited] [--topic-type normal|priority] [--lateness-seconds 10]
+                        [--invisible-ms 1000] [--rate 200]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import time
 from pathlib import Path
 
 from pocketmq.client import Admin, AsyncSimpleConsumer, ClientConfig, Message, Producer
+from pocketmq.common import properties as props
 from pocketmq.common.topic import MessageType, TopicConfig
 from pocketmq.testing.processes import broker_process, process_cpu_s
 from pocketmq.testing.scrape import metric
@@ -49,7 +54,7 @@ QUEUES = 8
 BATCH = 32
 TARGET_MSG_PER_S = 20_000
 INVISIBLE_MS = 1000  # the broker's pop_min_invisible_ms default: the shortest invisible time it takes
-LATENESS_RATE = 200  # messages a second in the lateness case
+LATENESS_RATE = 200  # messages a second in the lateness case (by default)
 LATENESS_METRIC = "pocketmq_pop_revive_lateness_seconds"  # the broker's own view: CK revive time to its close
 IDLE_S = 5.0  # how long the broker's idle CPU is measured after a case
 
@@ -205,32 +210,46 @@ def bench_revive(messages: int, profile: bool = False, priority: bool = False) -
 
 
 # -- redelivery lateness against a real broker ----------------------------------------------------------------------
-async def redeliveries(config: ClientConfig, seconds: float) -> list[float]:
-    """Send LATENESS_RATE messages a second for ``seconds``; the lateness of each redelivery, in ms."""
+def deadline_s(msg) -> float:
+    """When a received message's invisible time ends, on the broker's clock (pop time + invisible time, from its
+    receipt handle: ``<start> <pop time ms> <invisible ms> ...``); the broker runs on this machine."""
+    parts = msg.properties[props.POP_CK].split(" ")
+    return (int(parts[1]) + int(parts[2])) / 1000
+
+
+async def redeliveries(
+    config: ClientConfig, seconds: float, invisible_ms: int, rate: int
+) -> tuple[list[float], list[float]]:
+    """Send ``rate`` messages a second for ``seconds``; for each redelivery, in ms: how late it was received
+    past its first delivery's deadline (the broker's pop time + ``invisible_ms``), and past the first receive +
+    ``invisible_ms`` (as the client sees it: less by the first delivery's time in transit)."""
     from pocketmq.client import AsyncProducer
 
-    total = int(LATENESS_RATE * seconds)
-    first_seen: dict[bytes, float] = {}
+    total = int(rate * seconds)
+    first_seen: dict[bytes, tuple[float, float]] = {}  # body -> (received, deadline), wall clock seconds
     late_ms: list[float] = []
+    client_late_ms: list[float] = []
     loop = asyncio.get_running_loop()
 
     async def produce_paced(producer: AsyncProducer) -> None:
         started = loop.time()
         for n in range(total):
-            await asyncio.sleep(max(0.0, started + n / LATENESS_RATE - loop.time()))
+            await asyncio.sleep(max(0.0, started + n / rate - loop.time()))
             await producer.send(Message(TOPIC, b"%d" % n))
 
     async def consume(client: AsyncSimpleConsumer) -> None:
         deadline = loop.time() + seconds + 30
         while len(late_ms) < total and loop.time() < deadline:
-            got = await client.receive(BATCH, INVISIBLE_MS, await_duration_ms=1000)
-            now = loop.time()
+            got = await client.receive(BATCH, invisible_ms, await_duration_ms=1000)
+            now = time.time()
             again = []
             for msg in got:
                 if msg.reconsume_times == 0:
-                    first_seen.setdefault(msg.body, now)
+                    first_seen.setdefault(msg.body, (now, deadline_s(msg)))
                 elif msg.body in first_seen:
-                    late_ms.append((now - first_seen.pop(msg.body)) * 1000 - INVISIBLE_MS)
+                    received, due = first_seen.pop(msg.body)
+                    late_ms.append((now - due) * 1000)
+                    client_late_ms.append((now - received) * 1000 - invisible_ms)
                     again.append(msg)
             if again:
                 await client.ack_batch(again)
@@ -244,19 +263,33 @@ async def redeliveries(config: ClientConfig, seconds: float) -> list[float]:
     finally:
         for client in clients:
             await client.shutdown()
-    return late_ms
+    return late_ms, client_late_ms
 
 
-def bench_lateness(seconds: float, broker_args: list[str]) -> dict:
+def quantiles_ms(name: str, values: list[float]) -> dict:
+    """p50 / p99 / max / min of ``values`` as ``<name>_p50`` and so on (None when there are none)."""
+    if len(values) < 2:
+        return {f"{name}_{q}": None for q in ("p50", "p99", "max", "min")}
+    return {
+        f"{name}_p50": round(statistics.median(values), 1),
+        f"{name}_p99": round(statistics.quantiles(values, n=100, method="inclusive")[98], 1),
+        f"{name}_max": round(max(values), 1),
+        f"{name}_min": round(min(values), 1),
+    }
+
+
+def bench_lateness(seconds: float, invisible_ms: int, rate: int, broker_args: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        extra_args = ["--metrics-port", "0", *broker_args]
+        # the broker takes invisible times down to its pop_min_invisible_ms (1 s by default)
+        floor = ["--set", f"pop_min_invisible_ms={invisible_ms}"] if invisible_ms < INVISIBLE_MS else []
+        extra_args = ["--metrics-port", "0", *floor, *broker_args]
         proc = broker_process(Path(tmp), "broker-bench-lateness", extra_args=extra_args).start()
         try:
             config = ClientConfig(namesrv_addr=proc.namesrv)
             with Admin(config) as admin:
                 admin.create_topic(TOPIC, queues=QUEUES)
             broker_cpu_s = process_cpu_s(proc.pid)
-            late_ms = asyncio.run(redeliveries(config, seconds))
+            late_ms, client_late_ms = asyncio.run(redeliveries(config, seconds, invisible_ms, rate))
             broker_cpu_s = process_cpu_s(proc.pid) - broker_cpu_s
             idle_cpu_s = process_cpu_s(proc.pid)
             time.sleep(IDLE_S)
@@ -265,18 +298,16 @@ def bench_lateness(seconds: float, broker_args: list[str]) -> dict:
             within_50ms = metric(proc, f"{LATENESS_METRIC}_bucket", le="0.05") / closed if closed else None
         finally:
             proc.stop()
-    messages = int(LATENESS_RATE * seconds)
+    messages = int(rate * seconds)
     return {
         "case": "redelivery_lateness",
         "messages": messages,
         "redelivered": len(late_ms),
-        "invisible_ms": INVISIBLE_MS,
-        "rate_per_s": LATENESS_RATE,
-        "broker_args": broker_args,
-        "late_ms_p50": round(statistics.median(late_ms), 1) if late_ms else None,
-        "late_ms_p99": round(statistics.quantiles(late_ms, n=100)[98], 1) if late_ms else None,
-        "late_ms_max": round(max(late_ms), 1) if late_ms else None,
-        "early_ms_min": round(min(late_ms), 1) if late_ms else None,
+        "invisible_ms": invisible_ms,
+        "rate_per_s": rate,
+        "broker_args": extra_args[2:],
+        **quantiles_ms("late_ms", late_ms),
+        **quantiles_ms("client_late_ms", client_late_ms),
         "broker_cks_within_50ms": round(within_50ms, 3) if within_50ms is not None else None,
         "broker_cpu_us_per_msg": round(broker_cpu_s / messages * 1e6),
         "broker_idle_cpu_pct": round(idle_cpu_s / IDLE_S * 100, 1),
@@ -298,6 +329,8 @@ def main() -> None:
     )
     parser.add_argument("--topic-type", choices=("normal", "priority"), default="normal")
     parser.add_argument("--lateness-seconds", type=float, default=10.0)
+    parser.add_argument("--invisible-ms", type=int, default=INVISIBLE_MS, help="lateness case: the invisible time")
+    parser.add_argument("--rate", type=int, default=LATENESS_RATE, help="lateness case: messages sent a second")
     parser.add_argument("--broker-set", action="append", default=[], help="lateness case: a broker KEY=VALUE")
     args = parser.parse_args()
     priority = args.topic_type == "priority"
@@ -311,7 +344,7 @@ def main() -> None:
         print(json.dumps(bench_revive(args.revive_messages, priority=priority)), flush=True)
     if "lateness" in cases:
         broker_args = [arg for setting in args.broker_set for arg in ("--set", setting)]
-        print(json.dumps(bench_lateness(args.lateness_seconds, broker_args)), flush=True)
+        print(json.dumps(bench_lateness(args.lateness_seconds, args.invisible_ms, args.rate, broker_args)), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Revive's wake-ups in virtual time: the ledger's heap of revive times, ``ReviveSchedule`` (full passes every
 interval, wake-ups at the tick of the earliest due CK over the revive queues with a CK due), and the revive
-service's periodic task on a ManualClock: a message comes back at its revive time's tick, CKs revive leaves for
-later and failing writes make it wait (no spinning), and the pending heap stays bounded."""
+service's periodic task on a ManualClock: a message comes back at its revive time's tick (also one popped
+between passes with an invisible time shorter than the interval), a CK appended between passes wakes revive
+only when it comes due before the planned wake-up, CKs revive leaves for later and failing writes make it wait
+(no spinning), and the pending heap stays bounded."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from tests.unit.pop.pop_support import FaultyStore, pop, running_broker, send
 from pocketmq.broker.config import POP_MIN_INVISIBLE_FLOOR_MS, BrokerConfig
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.ledger import ReviveLedger
+from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.revive_schedule import REVIVE_TICK_MS, ReviveSchedule
 from pocketmq.broker.write_backoff import PassPacer
 from pocketmq.common.config import load_config
@@ -114,11 +117,11 @@ async def advance(clock: ManualClock, until_ms: int, step_ms: int = 1) -> None:
 
 
 @contextlib.asynccontextmanager
-async def revive_running(tmp_path):
+async def revive_running(tmp_path, **settings):
     """An in-process broker on a ManualClock whose revive runs its own passes, ``INTERVAL_MS`` apart
     (pop_support's brokers run none): (broker, clock)."""
     clock = ManualClock()
-    async with running_broker(tmp_path, clock) as broker:
+    async with running_broker(tmp_path, clock, **settings) as broker:
         revive = broker.pop.revive
         await revive.stop()
         revive.pacer = PassPacer(INTERVAL_MS, 30_000)
@@ -143,6 +146,77 @@ async def test_a_message_comes_back_at_the_tick_of_its_revive_time_not_at_the_ne
         assert retried(broker) == 1
         lateness = broker.metrics.get("pocketmq_pop_revive_lateness_seconds")
         assert lateness is not None and lateness.count() == 1 and lateness.sum() <= REVIVE_TICK_MS / 1000
+
+
+async def test_a_ck_appended_between_full_passes_comes_back_at_its_tick_not_at_the_next_pass(tmp_path):
+    async with revive_running(tmp_path, pop_min_invisible_ms=POP_MIN_INVISIBLE_FLOOR_MS) as (broker, clock):
+        await advance(clock, clock.now_ms() + INTERVAL_MS + 5)  # the first full pass is over
+        await send(broker, "T", 1)
+        popped_ms = clock.now_ms()
+        await pop(broker, "G", "T", invisible_ms=300)
+        await advance(clock, popped_ms + 300 - 1)
+        assert retried(broker) == 0  # never early
+        await advance(clock, popped_ms + 300 + REVIVE_TICK_MS)
+        assert retried(broker) == 1  # within a tick, not at the next full pass (695 ms later)
+        assert all(queue.next_revive_time_ms() is None for queue in broker.pop.revive.queues)  # nothing waits
+
+
+async def test_only_a_ck_due_before_the_planned_wake_up_wakes_revive(tmp_path):
+    async with revive_running(tmp_path, pop_min_invisible_ms=POP_MIN_INVISIBLE_FLOOR_MS) as (broker, clock):
+        revive = broker.pop.revive
+        start_ms = clock.now_ms()
+        await advance(clock, start_ms + INTERVAL_MS + 5)  # the first full pass; the next at start + 2,000
+        await send(broker, "T", 3)
+        rounds = revive._passes.rounds
+        await pop(broker, "G", "T", max_count=1, invisible_ms=500)  # due before the next full pass
+        await advance(clock, clock.now_ms() + 1)
+        assert revive._passes.rounds == rounds + 1  # woken: the round finds nothing due and plans its tick
+        await pop(broker, "G", "T", max_count=1, invisible_ms=700)  # due after the planned wake-up
+        await pop(broker, "G", "T", max_count=1, invisible_ms=500)  # due within its tick
+        await advance(clock, clock.now_ms() + 1)
+        assert revive._passes.rounds == rounds + 1  # neither woke revive
+        await advance(clock, start_ms + INTERVAL_MS + 5 + 500 + REVIVE_TICK_MS)
+        assert revive._passes.rounds == rounds + 2 and retried(broker) == 2  # one wake-up for both 500 ms CKs
+        await advance(clock, start_ms + INTERVAL_MS + 7 + 700 + REVIVE_TICK_MS)
+        assert revive._passes.rounds == rounds + 3 and retried(broker) == 3
+
+
+def test_a_revive_queue_expects_appended_cks_until_it_catches_up(tmp_path):
+    class NoRecords:
+        def min_queue_offset(self, topic, queue_id):
+            return 0
+
+        def get_messages(self, *args, **kwargs):
+            from pocketmq.store.api import GetStatus
+
+            return type("Got", (), {"status": GetStatus.NO_MESSAGE_IN_QUEUE, "next_begin_offset": 0})()
+
+    queue = ReviveQueue(NoRecords(), "R", 0, "b", 0)
+    told: list[int] = []
+    queue.on_earlier_revive = told.append
+    queue.expect([ck(0, 1_000, 500), ck(1, 1_000, 300)])
+    queue.expect([ck(2, 1_000, 400)])  # later than the one expected: nobody is told
+    assert queue.next_revive_time_ms() == 1_300 and told == [1_300]
+    queue.expect([ck(3, 1_000, 200)])
+    assert queue.next_revive_time_ms() == 1_200 and told == [1_300, 1_200]
+    queue.catch_up()  # the ledger knows of every CK appended before now
+    assert queue.next_revive_time_ms() is None
+
+
+async def test_cks_appended_while_writes_fail_do_not_cut_the_blocked_wait_short(tmp_path):
+    async with revive_running(tmp_path, pop_min_invisible_ms=POP_MIN_INVISIBLE_FLOOR_MS) as (broker, clock):
+        revive = broker.pop.revive
+        await send(broker, "T", 40)
+        faulty = FaultyStore(broker.store)
+        faulty.refuse = lambda msgs: PutStatus.SERVICE_NOT_AVAILABLE  # the copies cannot be written
+        revive.writes._store = faulty
+        start_ms = clock.now_ms()
+        for n in range(40):  # a pop every 250 ms for 10 s, each due before any planned wake-up
+            await pop(broker, "G", "T", max_count=1, invisible_ms=POP_MIN_INVISIBLE_FLOOR_MS)
+            await advance(clock, start_ms + (n + 1) * 250, step_ms=5)
+        assert revive.pacer.blocked
+        # blocked passes wait 1, 2, 4, 8 s: a handful of rounds, not one per pop
+        assert revive._passes.rounds <= 10, revive._passes
 
 
 async def test_failing_writes_and_cks_left_for_later_do_not_make_revive_spin(tmp_path):

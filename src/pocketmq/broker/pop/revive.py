@@ -36,7 +36,8 @@ Writes fail too, and are typed like reads (``store.write_result``):
 periodic task, ``broker-pop-revive``, on the broker's clock; ``run_once(now_ms)`` for tests that drive passes by
 hand). ``ReviveSchedule`` says when: a full pass every ``interval_ms``, and in between a wake-up at the tick of
 the earliest due CK that visits only the revive queues with a CK due, so a CK comes back within a tick and a
-pass of its revive time. After a blocked pass (``PassPacer``) or a failed one (``runtime.periodic``) revive waits
+pass of its revive time; a CK appended since the last pass that comes due before the planned wake-up wakes
+revive early to plan again (``ReviveQueue.expect``). After a blocked pass (``PassPacer``) or a failed one (``runtime.periodic``) revive waits
 as they say, whatever is due: nothing spins. A pass yields to the event loop after each batch, so a long one never holds
 the loop. Whatever it reads and writes comes in through its constructor (the revive queues, readers, store,
 tables, clock, and ``write_path``: where its output goes), so the deterministic simulation
@@ -290,6 +291,9 @@ class ReviveService:
             metrics=metrics,
             jitter=0,
         )
+        self._wake_at_ms: float | None = None  # when the planned wake-up comes (None: during a round)
+        for queue in queues:
+            queue.on_earlier_revive = self._revive_time_appended
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
         self._handled_elsewhere = handled_elsewhere
         self.tracer: Tracer | None = None  # told of each closed CK (broker/tracer.py)
@@ -339,14 +343,15 @@ class ReviveService:
     async def _scheduled_pass(self) -> None:
         """The periodic task's round: a full pass, or a wake-up over the revive queues with an open CK due (a
         wake-up whose CKs were all acked meanwhile runs no pass: passes that close nothing stay one an interval)."""
+        self._wake_at_ms = None
         now_ms = self._clock.now_ms()
         if self.schedule.full_pass(now_ms):
             await self.run_once(now_ms)
             return
         due = []
         for queue in self._queues:
-            if (t := queue.ledger.next_revive_time_ms()) is not None and t <= now_ms:
-                queue.catch_up()  # an ack read now closes its CK: no pass for it
+            if (t := queue.next_revive_time_ms()) is not None and t <= now_ms:
+                queue.catch_up()  # reads the CKs appended since the last pass; an ack read now closes its CK
                 if (t := queue.ledger.next_revive_time_ms()) is not None and t <= now_ms:
                     due.append(queue)
         if due:
@@ -396,9 +401,21 @@ class ReviveService:
         """Until the next pass: the pacer's (or the task's) wait after a blocked (or failed) pass, else what the
         schedule says for the earliest revive time the ledgers hold."""
         if self.pacer.blocked or self._passes.failures.in_a_row:
+            self._wake_at_ms = None  # that wait holds whatever comes due meanwhile
             return self.pacer.wait_ms
-        times = [t for t in (queue.ledger.next_revive_time_ms() for queue in self._queues) if t is not None]
-        return self.schedule.wait_ms(self._clock.now_ms(), min(times, default=None))
+        now_ms = self._clock.now_ms()
+        times = [t for t in (queue.next_revive_time_ms() for queue in self._queues) if t is not None]
+        wait_ms = self.schedule.wait_ms(now_ms, min(times, default=None))
+        self._wake_at_ms = now_ms + wait_ms
+        return wait_ms
+
+    def _revive_time_appended(self, revive_time_ms: int) -> None:
+        """A CK appended to a revive queue comes due before the planned wake-up (its tick is earlier): wake now,
+        and the round (which finds nothing due yet) plans the wake-up again. Never during a round (it plans after), nor in the wait after
+        a blocked or failed pass."""
+        if self._wake_at_ms is not None and self.schedule.tick_of(revive_time_ms) < self._wake_at_ms:
+            self._wake_at_ms = None
+            self._passes.wake()
 
     def _skipper(self, now_ms: int) -> Callable[[PopCheckpoint], bool]:
         """CKs a pass leaves alone: another service's (staged queues), and those waiting after failed writes."""

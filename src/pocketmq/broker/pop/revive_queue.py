@@ -8,12 +8,19 @@ ack of one message, ``bAck`` for an ack of several. The revive offset of a recor
 do not block) and feeds it to the ``ReviveLedger``, in order. Every path that needs an up-to-date view of
 what is open (an ack checks its handle, revive picks due CKs) catches up first, so the ledger is the single
 source of truth and a restart rebuilds it by reading from the committed revive offset.
+
+Revive catches a queue up on its passes, so a CK appended in between is not in the ledger yet; to hand it back on
+time all the same, whoever appends a CK here says so (``expect``): the queue keeps the earliest revive time of
+the CKs appended since its last catch-up (``next_revive_time_ms`` counts it) and tells ``on_earlier_revive``
+(revive's wake-up) when that time moves earlier. It is memory only: after a restart the records themselves are
+read again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
@@ -70,6 +77,10 @@ class ReviveQueue:
         # (group, topic, queue id) -> the queue offset after the last message a CK of this group read here has
         # popped: where the pop offset stands at least (``raise_pop_offsets``).
         self.popped_to: dict[tuple[str, str, int], int] = {}
+        # The earliest revive time of the CKs appended since the last catch-up (None: none), and who is told when
+        # it moves earlier (``expect``).
+        self._unread_revive_time_ms: int | None = None
+        self.on_earlier_revive: Callable[[int], None] | None = None
 
     async def append(self, records: list[MessageExt]) -> list[PutResult]:
         """Append CK / ACK messages in one store call; StoreError when the store did not take them."""
@@ -81,10 +92,29 @@ class ReviveQueue:
 
     async def append_checkpoint(self, ck: PopCheckpoint) -> None:
         await self.append([checkpoint_message(self.topic, ck)])
+        self.expect([ck])
+
+    def expect(self, cks: Iterable[PopCheckpoint]) -> None:
+        """``cks`` were appended here (their records are in the store): revive wakes by their revive times, though
+        the ledger learns of them only at its next catch-up."""
+        earliest = min((ck.revive_time_ms for ck in cks), default=None)
+        if earliest is None or (self._unread_revive_time_ms is not None and self._unread_revive_time_ms <= earliest):
+            return
+        self._unread_revive_time_ms = earliest
+        if self.on_earlier_revive is not None:
+            self.on_earlier_revive(earliest)
+
+    def next_revive_time_ms(self) -> int | None:
+        """The earliest revive time of the open CKs the ledger has not listed as due, and of the CKs appended
+        since the last catch-up: when revive must look at this queue next; None when no CK waits."""
+        times = [t for t in (self.ledger.next_revive_time_ms(), self._unread_revive_time_ms) if t is not None]
+        return min(times, default=None)
 
     def catch_up(self) -> int:
         """Feed the ledger every record appended since the last call; returns how many were read."""
         store, ledger = self._store, self.ledger
+        # Synchronous from here: every CK ``expect`` was told of is in the store, so it is read now.
+        self._unread_revive_time_ms = None
         read = 0
         while True:
             offset = ledger.next_offset
@@ -223,6 +253,7 @@ class LocalPopWrites:
         results = await queue.append(
             [ack_message(queue.topic, queue.queue_id, old_ack), checkpoint_message(queue.topic, new_ck)]
         )
+        queue.expect([new_ck])
         await replicated(self._replication, results)
         return queue.queue_id
 

@@ -10,9 +10,11 @@ CK due.
   not of the whole set of revive queues. CKs due within one tick share a wake-up (and its two writes per revive
   queue).
 
-A CK is learnt of by the first full pass after it was appended, so it is in a ledger before it is due whenever
-its invisible time is at least ``interval_ms`` (the broker's ``pop_min_invisible_ms`` and
-``pop_revive_interval_ms`` are both 1 s by default). A shorter one can be up to an interval late.
+A CK is read into its ledger by the first full pass after it was appended, or earlier by the wake-up of its
+tick: whoever appends a CK tells its revive queue its revive time (``ReviveQueue.expect``), the caller counts that
+time with the ledgers' (``ReviveQueue.next_revive_time_ms``), and a CK whose tick comes before the planned
+wake-up wakes revive at once to plan again. So an invisible time shorter than ``interval_ms`` comes back within
+a tick too.
 
 Pure: the caller gives ``now_ms`` and the ledgers' earliest revive time; the caller's pacing after blocked or
 failed passes (``write_backoff.PassPacer``, ``runtime.periodic``) comes before this.
@@ -53,9 +55,12 @@ class ReviveSchedule:
             return self.interval_ms
         wait_ms = self._last_full_ms + self.interval_ms - now_ms
         if next_due_ms is not None:
-            tick_ms = -(-next_due_ms // self.tick_ms) * self.tick_ms
-            wait_ms = min(wait_ms, tick_ms - now_ms)
+            wait_ms = min(wait_ms, self.tick_of(next_due_ms) - now_ms)
         return max(wait_ms, 0)
+
+    def tick_of(self, revive_time_ms: int) -> int:
+        """The wake-up a CK due at ``revive_time_ms`` comes back in: the first tick at or after it."""
+        return -(-revive_time_ms // self.tick_ms) * self.tick_ms
 
     def __repr__(self) -> str:
         return f"<ReviveSchedule interval_ms={self.interval_ms} tick_ms={self.tick_ms} last_full={self._last_full_ms}>"

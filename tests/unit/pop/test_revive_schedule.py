@@ -96,6 +96,9 @@ def test_a_wake_up_falls_on_the_tick_of_the_earliest_due_ck_within_the_interval(
     assert schedule.wait_ms(1_003, 1_501) == 507  # the tick after it: CKs due within a tick share a wake-up
     assert schedule.wait_ms(1_003, 5_000) == 997  # the full pass comes first
     assert schedule.wait_ms(1_003, 900) == 0  # due already (during the pass): at once
+    # a CK appended since: an earlier wake-up only when its tick comes before the planned one
+    assert schedule.wakes_earlier(1_489, 1_500) and not schedule.wakes_earlier(1_491, 1_500)
+    assert not ReviveSchedule(INTERVAL_MS).wakes_earlier(0, 1_000)  # before the first full pass: only that one
     with pytest.raises(ValueError):
         ReviveSchedule(0)
 

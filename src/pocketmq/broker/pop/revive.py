@@ -37,8 +37,8 @@ periodic task, ``broker-pop-revive``, on the broker's clock; ``run_once(now_ms)`
 hand). ``ReviveSchedule`` says when: a full pass every ``interval_ms``, and in between a wake-up at the tick of
 the earliest due CK that visits only the revive queues with a CK due, so a CK comes back within a tick and a
 pass of its revive time; a CK appended since the last pass that comes due before the planned wake-up wakes
-revive early to plan again (``ReviveQueue.expect``). After a blocked pass (``PassPacer``) or a failed one (``runtime.periodic``) revive waits
-as they say, whatever is due: nothing spins. A pass yields to the event loop after each batch, so a long one never holds
+revive early to plan again (``ReviveQueue.expect``). After a blocked pass (``PassPacer``) or a failed one
+(``runtime.periodic``) revive waits as they say, whatever is due: nothing spins. A pass yields to the event loop after each batch, so a long one never holds
 the loop. Whatever it reads and writes comes in through its constructor (the revive queues, readers, store,
 tables, clock, and ``write_path``: where its output goes), so the deterministic simulation
 (``pocketmq.testing.sim``) runs this shell itself on its simulated stores and network, and learns each CK
@@ -291,7 +291,8 @@ class ReviveService:
             metrics=metrics,
             jitter=0,
         )
-        self._wake_at_ms: float | None = None  # when the planned wake-up comes (None: during a round)
+        # When the planned wake-up comes; None during a round, before the first and in a blocked or failed wait
+        self._wake_at_ms: int | None = None
         for queue in queues:
             queue.on_earlier_revive = self._revive_time_appended
         # CKs revive leaves alone: staged queues hand their messages back in place (broker/pop/staged.py)
@@ -411,9 +412,9 @@ class ReviveService:
 
     def _revive_time_appended(self, revive_time_ms: int) -> None:
         """A CK appended to a revive queue comes due before the planned wake-up (its tick is earlier): wake now,
-        and the round (which finds nothing due yet) plans the wake-up again. Never during a round (it plans after), nor in the wait after
-        a blocked or failed pass."""
-        if self._wake_at_ms is not None and self.schedule.tick_of(revive_time_ms) < self._wake_at_ms:
+        and the round (which finds nothing due yet) plans the wake-up again. Never during a round (it plans
+        after), nor in the wait after a blocked or failed pass, nor before the first full pass."""
+        if self._wake_at_ms is not None and self.schedule.wakes_earlier(revive_time_ms, self._wake_at_ms):
             self._wake_at_ms = None
             self._passes.wake()
 

@@ -13,8 +13,8 @@ CK due.
 A CK is read into its ledger by the first full pass after it was appended, or earlier by the wake-up of its
 tick: whoever appends a CK tells its revive queue its revive time (``ReviveQueue.expect``), the caller counts that
 time with the ledgers' (``ReviveQueue.next_revive_time_ms``), and a CK whose tick comes before the planned
-wake-up wakes revive at once to plan again. So an invisible time shorter than ``interval_ms`` comes back within
-a tick too.
+wake-up wakes revive at once to plan again (``wakes_earlier``; not before the first full pass). So an invisible
+time shorter than ``interval_ms`` comes back within a tick too.
 
 Pure: the caller gives ``now_ms`` and the ledgers' earliest revive time; the caller's pacing after blocked or
 failed passes (``write_backoff.PassPacer``, ``runtime.periodic``) comes before this.
@@ -61,6 +61,12 @@ class ReviveSchedule:
     def tick_of(self, revive_time_ms: int) -> int:
         """The wake-up a CK due at ``revive_time_ms`` comes back in: the first tick at or after it."""
         return -(-revive_time_ms // self.tick_ms) * self.tick_ms
+
+    def wakes_earlier(self, revive_time_ms: int, planned_ms: int) -> bool:
+        """Whether a CK due at ``revive_time_ms``, appended since the wake-up at ``planned_ms`` was planned, needs
+        an earlier one: its tick comes first. Never before the first full pass, the only wake-up planned until
+        then (it reads the revive queues after a start, as ``wait_ms`` says)."""
+        return self._last_full_ms is not None and self.tick_of(revive_time_ms) < planned_ms
 
     def __repr__(self) -> str:
         return f"<ReviveSchedule interval_ms={self.interval_ms} tick_ms={self.tick_ms} last_full={self._last_full_ms}>"

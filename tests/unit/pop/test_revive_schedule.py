@@ -23,7 +23,7 @@ from pocketmq.common.config import load_config
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.api import PutStatus
+from pocketmq.store.api import GetResult, GetStatus, PutStatus
 
 pytestmark = pytest.mark.timeout(60)
 INTERVAL_MS = 1_000
@@ -184,16 +184,17 @@ async def test_only_a_ck_due_before_the_planned_wake_up_wakes_revive(tmp_path):
         assert revive._passes.rounds == rounds + 3 and retried(broker) == 3
 
 
-def test_a_revive_queue_expects_appended_cks_until_it_catches_up(tmp_path):
-    class NoRecords:
-        def min_queue_offset(self, topic, queue_id):
-            return 0
+class NoRecords:
+    """A store whose revive queue holds nothing: ``expect`` alone tells the queue of CKs."""
 
-        def get_messages(self, *args, **kwargs):
-            from pocketmq.store.api import GetStatus
+    def min_queue_offset(self, topic, queue_id):
+        return 0
 
-            return type("Got", (), {"status": GetStatus.NO_MESSAGE_IN_QUEUE, "next_begin_offset": 0})()
+    def get_messages(self, *args, **kwargs):
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE)
 
+
+def test_a_revive_queue_expects_appended_cks_until_it_catches_up():
     queue = ReviveQueue(NoRecords(), "R", 0, "b", 0)
     told: list[int] = []
     queue.on_earlier_revive = told.append

@@ -135,9 +135,12 @@ bench-peers: $(BROKER_STAMP)
 	if [ -n "$$skipped" ]; then echo "== peers SKIPPED: $$skipped"; fi
 
 # The example pipeline of docs/spark.md: orders -> Spark streaming aggregation -> topic + Parquet, checked,
-# with a stop and restart of the job halfway.
+# with a stop and restart of the job halfway. CLUSTER=standalone runs the job on a Spark standalone cluster (a master
+# and two workers on 127.0.0.1) instead of local[2].
+CLUSTER ?=
 pipeline: $(TEST_STAMP) java-check
-	cd examples/pipeline && PYSPARK_PYTHON=$(abspath $(BIN)/python) $(abspath $(BIN)/python) run_pipeline.py
+	cd examples/pipeline && PYSPARK_PYTHON=$(abspath $(BIN)/python) $(abspath $(BIN)/python) run_pipeline.py \
+		$(if $(CLUSTER),--cluster $(CLUSTER))
 
 clean:
 	rm -rf $(VENV) $(DATA_DIR)

@@ -74,11 +74,12 @@ def bench_parser(doc: str) -> argparse.ArgumentParser:
     return parser
 
 
-def spark_session():
+def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     return (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
+        .config(map=conf or {})
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")

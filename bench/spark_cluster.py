@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from spark_read import TOPIC, bench_parser, load, spark_session, tree_cpu_s
+from spark_read import TOPIC, bench_parser, load, read_topic, spark_session, tree_cpu_s
 from spark_write import write_stream
 
 from pocketmq.client.admin import Admin
@@ -54,19 +54,6 @@ def write_input(spark, path: str, rows: int, size: int) -> None:
         )
         .repartition(2)
         .write.parquet(path)
-    )
-
-
-def read_topic(spark, namesrv: str) -> None:
-    (
-        spark.read.format("pocketmq")
-        .option("namesrv", namesrv)
-        .option("topic", TOPIC)
-        .option("minPartitions", "4")
-        .load()
-        .write.format("noop")
-        .mode("overwrite")
-        .save()
     )
 
 

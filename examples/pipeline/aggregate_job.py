@@ -63,19 +63,16 @@ def run(namesrv: str, work_dir: str, source: str, target: str, master: str, conf
         .option("namesrv", namesrv)
         .option("topic", target)
         .option("checkpointLocation", f"{work_dir}/checkpoint-topic")
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
     )
     to_parquet = (
         totals.writeStream.format("parquet")
         .option("path", f"{work_dir}/totals-parquet")
         .option("checkpointLocation", f"{work_dir}/checkpoint-parquet")
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
     )
-    for query in (to_topic, to_parquet):
+    # One query after the other: each starts a Python process on the driver for its source, and Spark gives such a
+    # process 10 s to connect back, which two starting at once on a small, busy machine may miss.
+    for writer in (to_topic, to_parquet):
+        query = writer.outputMode("append").trigger(availableNow=True).start()
         query.awaitTermination()
         print(f"query {query.name or query.id}: {sum(p['numInputRows'] for p in query.recentProgress)} orders read")
     spark.stop()

@@ -17,13 +17,14 @@ the deployments in docs/spark.md).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from pocketmq.testing.polling import wait_until
@@ -42,6 +43,7 @@ DAEMON_JAVA_OPTIONS = ["-Xmx160m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
 _REGISTERED = "Successfully registered with master"
+_PR_SET_PDEATHSIG = 1
 
 
 def spark_home() -> Path:
@@ -149,7 +151,14 @@ class StandaloneCluster:
         ]
         command += ["--webui-port", "0", *args]
         with log_path.open("wb") as log:
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            proc = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=_terminate_with_parent,
+            )
         return SparkDaemon(name, proc, log_path)
 
     def _alive_log(self, daemon: SparkDaemon) -> str:
@@ -185,11 +194,22 @@ class StandaloneCluster:
         self.stop()
 
 
-def executor_jvm_pid(pid: int | None = None) -> int | None:
-    """The executor JVM above ``pid`` (default: this process), for code running in a Python worker; None when
-    there is none (local mode: the Python workers hang off the driver's JVM)."""
+def _terminate_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the process that started it ends, a crashed test run
+    included, so no daemon outlives its cluster (a worker's shutdown hook then stops its executors)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def executor_jvm_pid() -> int | None:
+    """The executor JVM above this process, for code running in a Python worker; None when there is none (local
+    mode: the Python workers hang off the driver's JVM). Looked up once per process: it reads all of ``/proc``."""
+    return _executor_above(os.getpid())
+
+
+@cache
+def _executor_above(pid: int) -> int | None:
     parents = _parents()
-    current = parents.get(pid or os.getpid())
+    current = parents.get(pid)
     while current and current > 1:
         if EXECUTOR_MAIN in _cmdline(current):
             return current

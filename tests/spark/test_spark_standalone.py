@@ -1,7 +1,8 @@
 """The source, the sink and the example pipeline on a real Spark standalone cluster: a master and two workers
 (pocketmq.testing.spark_standalone), each executor a JVM of its own with its own Python workers, the drivers
-separate processes. Slow (JVMs start), so only two tests: the pipeline, and exactly once across an executor
-killed mid-batch and a driver killed and restarted."""
+separate processes. JVMs start slowly, so the two long tests (the pipeline; exactly once across an executor killed
+mid-batch and a driver killed and restarted: several minutes) are marked ``spark_cluster`` and run by
+``make spark-cluster`` only; ``make test`` runs the short one, a few messages copied by executors."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pocketmq.client.pull_consumer import PullConsumer
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.spark_standalone import StandaloneCluster, is_running
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.spark_cluster, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 1200  # a driver and its executors on 2 shared cores: minutes under load
@@ -29,6 +30,13 @@ JOB_TIMEOUT_S = 1200  # a driver and its executors on 2 shared cores: minutes un
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
     with StandaloneCluster(tmp_path_factory.mktemp("standalone")).start() as spark_cluster:
+        yield spark_cluster
+
+
+@pytest.fixture
+def one_worker(tmp_path_factory):
+    """The short test's cluster: a master and one worker (one JVM fewer to start)."""
+    with StandaloneCluster(tmp_path_factory.mktemp("one-worker"), workers=1).start() as spark_cluster:
         yield spark_cluster
 
 
@@ -45,6 +53,49 @@ def tasks_run_by_executors(standalone: StandaloneCluster, before: set[Path]) -> 
     return dict(runs)
 
 
+def copy_job(standalone: StandaloneCluster, namesrv: str, source: str, target: str, work: Path) -> list[str]:
+    """The command line of a driver running copy_job.py (a streaming copy of ``source`` into ``target``)."""
+    (work / "marks").mkdir(exist_ok=True)
+    return [
+        sys.executable,
+        str(Path(__file__).with_name("copy_job.py")),
+        *("--master", standalone.master_url, "--namesrv", namesrv, "--source", source),
+        *("--target", target, "--checkpoint", str(work / "checkpoint"), "--marks", str(work / "marks")),
+    ]
+
+
+def read_bodies(namesrv: str, topic: str) -> Counter[str]:
+    bodies: Counter[str] = Counter()
+    with PullConsumer("standalone-checker", ClientConfig(namesrv_addr=namesrv)) as consumer:
+        for queue in consumer.fetch_queues(topic):
+            offset, end = consumer.min_offset(queue), consumer.max_offset(queue)
+            while offset < end:
+                pulled = consumer.pull(queue, offset, 256)
+                bodies.update(m.body.decode() for m in pulled.messages)
+                offset = pulled.next_begin_offset
+    return bodies
+
+
+@pytest.mark.timeout(240)
+def test_executors_in_other_processes_read_and_write(one_worker, cluster, tmp_path):
+    source, target = cluster.new_topic("short-in"), cluster.new_topic("short-out")
+    sent = cluster.produce(source, 40)
+    copied = subprocess.run(
+        [*copy_job(one_worker, cluster.namesrv, source, target, tmp_path), "--batch"],
+        env=driver_env(),
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+    )
+    assert copied.returncode == 0, copied.stdout[-3000:] + copied.stderr[-3000:]
+    assert read_bodies(cluster.namesrv, target) == Counter(b.decode() for b in sent)
+    # The rows went through executor JVMs the workers started, none through the driver.
+    executors = {p.name for p in (tmp_path / "marks").glob("executor-*")}
+    assert executors and "executor-None" not in executors
+
+
+@pytest.mark.spark_cluster
+@pytest.mark.timeout(1800)
 def test_the_example_pipeline_on_the_cluster(standalone):
     before = set(standalone.executor_dirs())
     done = subprocess.run(
@@ -63,18 +114,8 @@ def test_the_example_pipeline_on_the_cluster(standalone):
     assert set(runs) == {"worker-0", "worker-1"} and all(runs.values()), runs
 
 
-def read_bodies(namesrv: str, topic: str) -> Counter[str]:
-    bodies: Counter[str] = Counter()
-    with PullConsumer("standalone-checker", ClientConfig(namesrv_addr=namesrv)) as consumer:
-        for queue in consumer.fetch_queues(topic):
-            offset, end = consumer.min_offset(queue), consumer.max_offset(queue)
-            while offset < end:
-                pulled = consumer.pull(queue, offset, 256)
-                bodies.update(m.body.decode() for m in pulled.messages)
-                offset = pulled.next_begin_offset
-    return bodies
-
-
+@pytest.mark.spark_cluster
+@pytest.mark.timeout(1800)
 def test_exactly_once_across_a_killed_executor_and_a_restarted_driver(standalone, cluster, tmp_path):
     MESSAGES = 40_000
     # Message n is at offset n // 4 of the topic's 4th queue n % 4; batch 1 reads offsets 0..5999 of each queue,
@@ -83,14 +124,8 @@ def test_exactly_once_across_a_killed_executor_and_a_restarted_driver(standalone
     KILL_EXECUTOR_AT, KILL_DRIVER_AT = 5800 * 4, 8000 * 4
     source, target = cluster.new_topic("cluster-in"), cluster.new_topic("cluster-out")
     sent = cluster.produce(source, MESSAGES)
+    job = copy_job(standalone, cluster.namesrv, source, target, tmp_path)
     marks = tmp_path / "marks"
-    marks.mkdir()
-    job = [
-        sys.executable,
-        str(Path(__file__).with_name("copy_job.py")),
-        *("--master", standalone.master_url, "--namesrv", cluster.namesrv, "--source", source),
-        *("--target", target, "--checkpoint", str(tmp_path / "checkpoint"), "--marks", str(marks)),
-    ]
 
     def held(n: int) -> dict:
         path = marks / f"held-{n}"

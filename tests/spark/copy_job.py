@@ -72,7 +72,7 @@ def main() -> None:
     if args.batch:
         # One batch job, no streaming query: nothing waits on a Python process the driver starts for a stream.
         rows = read_options(spark.read, args).load().select(passing(F.col("body").cast("string")).alias("body"))
-        rows.write.format("pocketmq").option("namesrv", args.namesrv).option("topic", args.target).save()
+        rows.write.format("pocketmq").mode("append").option("namesrv", args.namesrv).option("topic", args.target).save()
     else:
         trigger = {"availableNow": True} if args.available_now else {"processingTime": "0 seconds"}
         query = (

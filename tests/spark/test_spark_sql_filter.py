@@ -35,7 +35,7 @@ def test_a_batch_read_gets_only_the_matching_messages(spark, cluster):
         .collect()
     )
     wanted = {f"msg-{n}" for n in range(1200) if n % 3 == 0 and n % 200 > 100 and n % 2 == 0}
-    assert sorted(bytes(r.body).decode() for r in rows) == sorted(wanted) and len(wanted) == 198
+    assert sorted(bytes(r.body).decode() for r in rows) == sorted(wanted) and len(wanted) == 98
 
 
 def test_a_stream_moves_over_filtered_out_ranges_without_stalling_or_reading_twice(spark, cluster, tmp_path):

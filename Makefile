@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test check venv java-check etcd bench bench-peers pipeline sim soak fuzz failover chaos clean
+.PHONY: run test check venv java-check etcd bench bench-peers pipeline spark-cluster sim soak fuzz failover chaos clean
 
 venv: $(BROKER_STAMP)
 
@@ -135,9 +135,17 @@ bench-peers: $(BROKER_STAMP)
 	if [ -n "$$skipped" ]; then echo "== peers SKIPPED: $$skipped"; fi
 
 # The example pipeline of docs/spark.md: orders -> Spark streaming aggregation -> topic + Parquet, checked,
-# with a stop and restart of the job halfway.
+# with a stop and restart of the job halfway. CLUSTER=standalone runs the job on a Spark standalone cluster (a master
+# and two workers on 127.0.0.1) instead of local[2].
+CLUSTER ?=
 pipeline: $(TEST_STAMP) java-check
-	cd examples/pipeline && PYSPARK_PYTHON=$(abspath $(BIN)/python) $(abspath $(BIN)/python) run_pipeline.py
+	cd examples/pipeline && PYSPARK_PYTHON=$(abspath $(BIN)/python) $(abspath $(BIN)/python) run_pipeline.py \
+		$(if $(CLUSTER),--cluster $(CLUSTER))
+
+# The long tests on a Spark standalone cluster (docs/spark.md): the example pipeline, and exactly once across a killed
+# executor and a restarted driver; about 8 minutes. `make test` runs their short form (executors copy a few messages).
+spark-cluster: $(TEST_STAMP) java-check
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -m spark_cluster tests/spark $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DATA_DIR)

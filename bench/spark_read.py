@@ -74,16 +74,31 @@ def bench_parser(doc: str) -> argparse.ArgumentParser:
     return parser
 
 
-def spark_session():
+def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     return (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
+        .config(map=conf or {})
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
+    )
+
+
+def read_topic(spark, namesrv: str) -> None:
+    """The timed read: every message of TOPIC, four tasks, into Spark's ``noop`` sink."""
+    (
+        spark.read.format("pocketmq")
+        .option("namesrv", namesrv)
+        .option("topic", TOPIC)
+        .option("minPartitions", "4")
+        .load()
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
     )
 
 
@@ -104,16 +119,7 @@ def main() -> None:
             for run in range(args.runs + 1):
                 broker_cpu, all_cpu = tree_cpu_s(broker.proc.pid), tree_cpu_s(os.getpid())
                 started = time.perf_counter()
-                (
-                    spark.read.format("pocketmq")
-                    .option("namesrv", broker.namesrv)
-                    .option("topic", TOPIC)
-                    .option("minPartitions", "4")
-                    .load()
-                    .write.format("noop")
-                    .mode("overwrite")
-                    .save()
-                )
+                read_topic(spark, broker.namesrv)
                 if run:  # the first read warms the Python workers and their clients
                     read_s = time.perf_counter() - started
                     broker_cpu = tree_cpu_s(broker.proc.pid) - broker_cpu

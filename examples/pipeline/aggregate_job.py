@@ -5,7 +5,11 @@ amounts per customer in event-time windows (closed by a 10 s watermark), and wri
 once to the ``order-totals`` topic (``writeStream.format("pocketmq")``, exactly once) and to Parquet.
 Both queries keep their progress in their own checkpoint, so the job can be stopped and started again.
 
-    python aggregate_job.py --namesrv 127.0.0.1:9876 --work-dir /tmp/pipeline [--until-idle]
+    python aggregate_job.py --namesrv 127.0.0.1:9876 --work-dir /tmp/pipeline \
+        [--master spark://HOST:7077 --conf spark.executor.memory=512m ...]
+
+On a cluster (``--master spark://...``) executors read and write: they must reach the name server and every
+broker, and ``--work-dir`` (checkpoints, Parquet) must be a path every executor and the driver share.
 """
 
 from __future__ import annotations
@@ -40,10 +44,11 @@ def build_totals(spark, namesrv: str, topic: str):
     )
 
 
-def run(namesrv: str, work_dir: str, source: str, target: str) -> None:
+def run(namesrv: str, work_dir: str, source: str, target: str, master: str, conf: dict[str, str]) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
+        .config(map=conf)
         .appName("pocketmq-pipeline")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
@@ -58,19 +63,16 @@ def run(namesrv: str, work_dir: str, source: str, target: str) -> None:
         .option("namesrv", namesrv)
         .option("topic", target)
         .option("checkpointLocation", f"{work_dir}/checkpoint-topic")
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
     )
     to_parquet = (
         totals.writeStream.format("parquet")
         .option("path", f"{work_dir}/totals-parquet")
         .option("checkpointLocation", f"{work_dir}/checkpoint-parquet")
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
     )
-    for query in (to_topic, to_parquet):
+    # One query after the other: each starts a Python process on the driver for its source, and Spark gives such a
+    # process 10 s to connect back, which two starting at once on a small, busy machine may miss.
+    for writer in (to_topic, to_parquet):
+        query = writer.outputMode("append").trigger(availableNow=True).start()
         query.awaitTermination()
         print(f"query {query.name or query.id}: {sum(p['numInputRows'] for p in query.recentProgress)} orders read")
     spark.stop()
@@ -82,8 +84,11 @@ def main() -> None:
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--source", default="orders")
     parser.add_argument("--target", default="order-totals")
+    parser.add_argument("--master", default="local[2]", help="Spark master URL")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration")
     args = parser.parse_args()
-    run(args.namesrv, args.work_dir, args.source, args.target)
+    conf = dict(item.split("=", 1) for item in args.conf)
+    run(args.namesrv, args.work_dir, args.source, args.target, args.master, conf)
 
 
 if __name__ == "__main__":

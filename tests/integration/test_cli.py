@@ -78,6 +78,28 @@ def test_tail_stops_after_the_idle_timeout_and_prints_queue_order(broker):
     assert [m["queue_offset"] for m in messages] == [0, 1, 2]
 
 
+def test_tail_with_an_sql92_filter_prints_only_the_matching_messages(broker):
+    for region, amount, count in (("eu", 150, 3), ("us", 150, 2), ("eu", 50, 2)):
+        sent = pocketmq(
+            "send",
+            "cli_sql",
+            *("--body", f"{region}-{amount}", "--count", str(count)),
+            *("--property", f"region={region}", "--property", f"amount={amount}"),
+            namesrv=broker.namesrv,
+        )
+        assert sent.returncode == 0, sent.stderr
+    sql = "region = 'eu' AND amount > 100"
+    tailed = pocketmq(
+        "tail", "cli_sql", "--from-beginning", "--json", "--timeout", "2", "--sql", sql, "-n", broker.namesrv
+    )
+    assert tailed.returncode == 0, tailed.stderr
+    assert sorted(m["body"] for m in json_lines(tailed.stdout)) == ["eu-150-0", "eu-150-1", "eu-150-2"]
+    bad = pocketmq("tail", "cli_sql", "--sql", "region = = 'eu'", "-n", broker.namesrv)
+    assert bad.returncode == 1 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+    assert bad.stderr.startswith("pocketmq tail: error: SQL92 filter: ")
+    assert bad.stderr.strip().endswith("at position 9: region = [HERE]= 'eu'")
+
+
 def test_topic_list_describe_and_cluster(broker):
     assert pocketmq("topic", "create", "cli_listed", "--queues", "2", "-n", broker.namesrv).returncode == 0
     assert pocketmq("send", "cli_listed", "-n", broker.namesrv).returncode == 0

@@ -83,16 +83,23 @@ class Cluster:
         return [MessageQueue(q.topic, q.broker, q.queue_id) for q in client_for(self.namesrv).queues(topic)]
 
     def produce(
-        self, topic: str, count: int, *, start: int = 0, tags=lambda n: "even" if n % 2 == 0 else "odd"
+        self,
+        topic: str,
+        count: int,
+        *,
+        start: int = 0,
+        tags=lambda n: "even" if n % 2 == 0 else "odd",
+        properties=lambda n: {},
     ) -> list[bytes]:
-        """``count`` messages ``msg-<n>`` spread evenly over the topic's queues; returns their bodies."""
+        """``count`` messages ``msg-<n>`` spread evenly over the topic's queues, with the property ``n`` and
+        ``properties(n)``; returns their bodies."""
         queues = self.queues(topic)
         bodies = [f"msg-{n}".encode() for n in range(start, start + count)]
         per_queue: dict[MessageQueue, list[Message]] = {q: [] for q in queues}
         for i, body in enumerate(bodies):
             n = start + i
             per_queue[queues[i % len(queues)]].append(
-                Message.create(topic, body, tags=tags(n), keys=f"k{n}", properties={"n": str(n)})
+                Message.create(topic, body, tags=tags(n), keys=f"k{n}", properties={"n": str(n), **properties(n)})
             )
         client = client_for(self.namesrv)
         client.write_queues(topic)  # the producer's route: a send to an explicit queue needs its broker address

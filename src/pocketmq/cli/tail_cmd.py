@@ -1,11 +1,12 @@
-"""``pocketmq tail TOPIC [--from-beginning] [--json] [--max N] [--timeout SECONDS] [--tag EXPR]``.
+"""``pocketmq tail TOPIC [--from-beginning] [--json] [--max N] [--timeout SECONDS] [--tag EXPR | --sql EXPR]``.
 
 Reads every readable queue of the topic on every broker of its route, from the newest message (or, with
 ``--from-beginning``, from each queue's min offset), printing each message as it arrives: per queue in
 queue-offset order; queues interleave. It stops after ``--max`` messages, or once ``--timeout`` seconds pass
 without a new one (default: follow until interrupted). Nothing is committed and nothing is created: tail is a
 reader under RocketMQ's admin tools' group, which brokers keep no trace of, and a topic that does not exist is
-an error. JSON lines are ``pocketmq.cli.output.message_to_json``.
+an error. ``--tag`` or ``--sql`` (an SQL92 expression over the properties, docs/filter.md) makes the brokers send
+only the messages that match. JSON lines are ``pocketmq.cli.output.message_to_json``.
 
 One task per queue long-polls its broker and hands messages to the printer through a bounded queue, so a
 slow terminal slows the pulls rather than growing memory.
@@ -17,6 +18,7 @@ import asyncio
 
 from pocketmq.cli.output import add_client_options, client_config, emit, json_line, message_to_text
 from pocketmq.client.pull_consumer import AsyncPullConsumer, PullStatus
+from pocketmq.client.selector import MessageSelector
 from pocketmq.common.errors import BadRequestError
 from pocketmq.common.message import MessageExt, MessageQueue
 from pocketmq.common.topic import TOOLS_CONSUMER_GROUP
@@ -37,26 +39,30 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--timeout", dest="idle_timeout_s", type=float, help="stop after SECONDS without a new message (default: never)"
     )
-    parser.add_argument("--tag", dest="tag_expression", default="*", help="tag filter, e.g. 'a || b' (default *)")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--tag", dest="tag_expression", default="*", help="tag filter, e.g. 'a || b' (default *)")
+    only.add_argument("--sql", help="SQL92 property filter, e.g. \"region = 'eu' AND amount > 100\"")
     add_client_options(parser)
     parser.set_defaults(func=run)
 
 
-def check_args(args) -> None:
+def check_args(args) -> MessageSelector:
+    """The arguments' selector; raises on a bad argument (an SQL92 expression: with the position of its fault)."""
     if args.max_messages is not None and args.max_messages < 1:
         raise BadRequestError(f"--max must be at least 1, got {args.max_messages}")
     if args.idle_timeout_s is not None and args.idle_timeout_s <= 0:
         raise BadRequestError(f"--timeout must be positive, got {args.idle_timeout_s}")
+    return MessageSelector.by_sql(args.sql) if args.sql is not None else MessageSelector.by_tag(args.tag_expression)
 
 
 async def _follow(
-    consumer: AsyncPullConsumer, queue: MessageQueue, queue_offset: int, tag_expression: str, out: asyncio.Queue
+    consumer: AsyncPullConsumer, queue: MessageQueue, queue_offset: int, selector: MessageSelector, out: asyncio.Queue
 ) -> None:
     """Pull ``queue`` from ``queue_offset`` forever, putting its messages (or the error that stops it) on ``out``."""
     try:
         while True:
             result = await consumer.pull(
-                queue, queue_offset, PULL_BATCH, tag_expression=tag_expression, long_poll_ms=LONG_POLL_MS
+                queue, queue_offset, PULL_BATCH, tag_expression=selector, long_poll_ms=LONG_POLL_MS
             )
             for msg in result.messages:
                 await out.put((queue, msg))
@@ -69,16 +75,13 @@ async def _follow(
         await out.put((queue, exc))
 
 
-async def tail(args) -> int:
+async def tail(args, selector: MessageSelector) -> int:
     async with AsyncPullConsumer(TOOLS_CONSUMER_GROUP, client_config(args)) as consumer:
         queues = await consumer.fetch_queues(args.topic)
         start = consumer.min_offset if args.from_beginning else consumer.max_offset
         offsets = await asyncio.gather(*(start(q) for q in queues))
         out: asyncio.Queue = asyncio.Queue(PRINT_BUFFER_MESSAGES)
-        tasks = [
-            asyncio.create_task(_follow(consumer, q, offset, args.tag_expression, out))
-            for q, offset in zip(queues, offsets)
-        ]
+        tasks = [asyncio.create_task(_follow(consumer, q, offset, selector, out)) for q, offset in zip(queues, offsets)]
         printed = 0
         try:
             while args.max_messages is None or printed < args.max_messages:
@@ -103,5 +106,5 @@ def _print_message(args, msg: MessageExt, broker_name: str) -> None:
 
 
 def run(args) -> int:
-    check_args(args)
-    return asyncio.run(tail(args))
+    selector = check_args(args)
+    return asyncio.run(tail(args, selector))

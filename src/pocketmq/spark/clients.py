@@ -25,6 +25,7 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.loop_thread import client_loop
 from pocketmq.client.producer import AsyncProducer, Producer, ProducerOptions
 from pocketmq.client.pull_consumer import PullConsumer
+from pocketmq.client.selector import MessageSelector
 from pocketmq.common.errors import RemotingError
 from pocketmq.common.message import Message, MessageQueue
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -48,7 +49,7 @@ _clients: dict[str, QueueClient] = {}
 @dataclass(frozen=True, slots=True)
 class Pulled:
     """One pull: the stored records as the broker sent them (RocketMQ 4.x layout, back to back, filtered by
-    tag hash only) and where the next pull starts."""
+    tag hash or by an SQL92 expression) and where the next pull starts, past what the broker filtered out."""
 
     status: str  # FOUND, NO_NEW_MSG, NO_MATCHED_MSG or OFFSET_MOVED
     next_offset: int
@@ -114,17 +115,25 @@ class QueueClient:
         core = self._consumer.core
         return dict(zip(queues, self._gather(core.offset_for_timestamp(_mq(q), timestamp_ms) for q in queues)))
 
+    def check_selector(self, topics: Sequence[str], selector: MessageSelector) -> None:
+        """Ask the topics' brokers whether they filter by ``selector`` (an SQL92 one: each broker may have
+        property filtering off); RemoteServerError when one refuses."""
+        subscriptions = dict.fromkeys(topics, selector)
+        self._loop.run(self._consumer.core.instance.check_subscriptions(SPARK_CONSUMER_GROUP, subscriptions))
+
     # -- reading ---------------------------------------------------------------------------------------------
     def submit_pull(
-        self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int
+        self, queue: QueueId, queue_offset: int, max_count: int, selector: MessageSelector, timeout_ms: int
     ) -> concurrent.futures.Future[Pulled]:
         """Start one pull on the client loop and return at once (the caller keeps several in flight). The
         records come back undecoded: the reader decodes them in bulk, straight into columns."""
         return asyncio.run_coroutine_threadsafe(
-            self._pull(queue, queue_offset, max_count, tags, timeout_ms), self._loop.loop
+            self._pull(queue, queue_offset, max_count, selector, timeout_ms), self._loop.loop
         )
 
-    async def _pull(self, queue: QueueId, queue_offset: int, max_count: int, tags: str, timeout_ms: int) -> Pulled:
+    async def _pull(
+        self, queue: QueueId, queue_offset: int, max_count: int, selector: MessageSelector, timeout_ms: int
+    ) -> Pulled:
         instance = self._consumer.core.instance
         if queue.broker not in instance.broker_addrs:
             await instance.route(queue.topic, refresh=True)
@@ -139,9 +148,9 @@ class QueueClient:
                 sys_flag=PullSysFlag.of(subscription=True),  # no commit, no suspend
                 commit_offset=0,
                 suspend_timeout_ms=0,
-                subscription=tags,
+                subscription=selector.expression,
                 sub_version=0,
-                expression_type="TAG",
+                expression_type=selector.expression_type,
             ),
         )
         response = await instance.invoke_broker(queue.broker, request, timeout_ms / 1000)

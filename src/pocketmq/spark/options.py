@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import overload
 
+from pocketmq.client.selector import MessageSelector
 from pocketmq.common.errors import ConfigError
+from pocketmq.common.sql_filter import SqlFilterError
 from pocketmq.common.topic import group_name_problem, topic_name_problem
 from pocketmq.spark.offsets import OffsetSpec, parse_offset_spec
 
@@ -38,6 +40,7 @@ SOURCE_OPTIONS = (
     "failOnDataLoss",
     "includeProperties",
     "tags",
+    "sql",
     "commitToGroup",
     "minPartitions",
     "pullBatchSize",
@@ -70,7 +73,7 @@ class SourceOptions:
     max_trigger_delay_ms: int
     fail_on_data_loss: bool
     include_properties: bool
-    tags: str
+    selector: MessageSelector  # the broker filters by it: ``tags`` or ``sql``
     commit_to_group: str | None
     min_partitions: int | None
     pull_batch_size: int
@@ -139,7 +142,6 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         raise OptionError("commitToGroup", problem)
     if group is not None and not streaming:
         raise OptionError("commitToGroup", "only for streaming queries (a batch query commits nothing)")
-    tags = (opts.get("tags") or "*").strip() or "*"
     return SourceOptions(
         namesrv=_namesrv(opts),
         topics=topics,
@@ -153,7 +155,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         ),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_properties=_bool(opts, "includeProperties", False),
-        tags=tags,
+        selector=_selector(opts),
         commit_to_group=group,
         min_partitions=_optional_int(opts, "minPartitions", minimum=1),
         pull_batch_size=_optional_int(opts, "pullBatchSize", minimum=1, maximum=MAX_PULL_BATCH_SIZE)
@@ -217,6 +219,20 @@ def _namesrv(opts: _Options) -> str:
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise OptionError("namesrv", f"{address!r} is not HOST:PORT")
     return text
+
+
+def _selector(opts: _Options) -> MessageSelector:
+    """``sql`` (an SQL92 expression, compiled here so that a bad one fails the query at start with the position of
+    its fault) or ``tags``: a pull carries one expression, so not both."""
+    sql = opts.get("sql")
+    if sql is None:
+        return MessageSelector.by_tag(opts.get("tags") or "*")
+    if opts.get("tags") is not None:
+        raise OptionError("sql", "give either 'tags' or 'sql', not both (an SQL92 expression can test TAGS)")
+    try:
+        return MessageSelector.by_sql(sql)
+    except SqlFilterError as exc:
+        raise OptionError("sql", str(exc)) from None
 
 
 def _topic_list(opts: _Options) -> tuple[str, ...]:

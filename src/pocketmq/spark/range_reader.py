@@ -8,7 +8,8 @@ Throughput comes from three things:
 - **Pulls in flight.** ``QueuePuller`` keeps ``PULLS_IN_FLIGHT`` pulls of a queue travelling at predicted
   offsets (each pull starts where the previous one asked to end), so the broker serves the next pulls while
   this process decodes; a reply that ends elsewhere (tag filtering, the broker's byte cap) drops the
-  predictions and pulls again from where it ended.
+  predictions and pulls again from where it ended. With an SQL92 filter a reply ends where the broker found
+  enough matches, which no prediction can know: one pull at a time, each from where the last ended.
 - **Bulk decoding.** Pull replies are the broker's stored records, back to back; they are decoded by
   ``decode_record_columns`` straight into columns, with no message object per record.
 - **Large batches.** Replies are joined until ``ROWS_PER_BATCH`` offsets are covered, then decoded and
@@ -30,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
+from pocketmq.client.selector import SQL92, MessageSelector
 from pocketmq.common.record import decode_record_columns
-from pocketmq.common.tag_expression import parse_tag_expression
 from pocketmq.spark.clients import PULL_MAX_MESSAGES, Pulled, QueueClient, client_for
 from pocketmq.spark.offsets import QueueId
 from pocketmq.spark.options import SourceOptions
@@ -50,7 +51,7 @@ class ReadSettings:
     """What an executor needs to read a range (picklable, no client in it)."""
 
     namesrv: str
-    tags: str
+    selector: MessageSelector
     include_properties: bool
     fail_on_data_loss: bool
     pull_batch_size: int
@@ -60,7 +61,7 @@ class ReadSettings:
     def of(cls, options: SourceOptions) -> ReadSettings:
         return cls(
             options.namesrv,
-            options.tags,
+            options.selector,
             options.include_properties,
             options.fail_on_data_loss,
             options.pull_batch_size,
@@ -97,7 +98,7 @@ class QueuePuller:
         self._queue = offset_range.queue
         self._settings = settings
         self._step = max(1, min(settings.pull_batch_size, PULL_MAX_MESSAGES))
-        self._depth = depth
+        self._depth = 1 if settings.selector.expression_type == SQL92 else depth
         self._in_flight: dict[int, concurrent.futures.Future[Pulled]] = {}
 
     def pull(self, offset: int, end: int) -> Pulled:
@@ -111,7 +112,7 @@ class QueuePuller:
                     self._queue,
                     start,
                     min(self._step, end - start),
-                    self._settings.tags,
+                    self._settings.selector,
                     self._settings.pull_timeout_ms,
                 )
         future = self._in_flight.pop(offset)
@@ -134,7 +135,7 @@ def read_range(client: QueueClient, offset_range: OffsetRange, settings: ReadSet
     current, loss = clip_to_bounds(offset_range, client.bounds([queue])[queue], settings.fail_on_data_loss)
     log_loss(loss, where="read")
     offset, end = current.start_offset, current.end_offset
-    wanted_tags = parse_tag_expression(settings.tags)
+    wanted_tags = settings.selector.tags
     puller = QueuePuller(client, current, settings)
     pending: list[bytes] = []  # pulled records not yet in a batch, covering [pending_from, offset)
     pending_from = offset
@@ -174,8 +175,8 @@ def read_range(client: QueueClient, offset_range: OffsetRange, settings: ReadSet
 def pulled_batch(
     queue: QueueId, pulled_records: list[bytes], end: int, wanted_tags: frozenset[str] | None, include_properties: bool
 ) -> pa.RecordBatch:
-    """Pulled records as one batch: only queue offsets below ``end``, only the wanted tags (the broker
-    filters by tag hash, which can collide)."""
+    """Pulled records as one batch: only queue offsets below ``end`` (a filtered pull may find its matches
+    beyond it), only the wanted tags (the broker filters by tag hash, which can collide)."""
     records = decode_record_columns(pulled_records[0] if len(pulled_records) == 1 else b"".join(pulled_records))
     batch = records_to_batch(queue.topic, queue.broker, records, include_properties=include_properties)
     below_end = bisect.bisect_left(records.queue_offsets, end)  # queue offsets ascend within a queue

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.spark.clients import QueueClient, client_for
 from pocketmq.spark.offsets import (
@@ -74,6 +75,10 @@ class QueueCatalog:
                 raise OptionError(
                     option, f"topic(s) {', '.join(missing)} do not exist on the cluster of {self.options.namesrv}"
                 )
+        try:
+            self.client.check_selector(self.topics(), self.options.selector)
+        except RemoteServerError as exc:
+            raise OptionError("sql", f"a broker refuses it: {exc}") from None
         queues = self.queues()
         for option, spec in (("startingOffsets", self.options.starting), ("endingOffsets", self.options.ending)):
             if unknown := unknown_queues(spec, queues):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pocketmq.client.selector import MessageSelector
 from pocketmq.spark.offsets import QueueId
 from pocketmq.spark.options import (
     DEFAULT_MAX_TRIGGER_DELAY_MS,
@@ -32,7 +33,9 @@ def test_defaults_follow_kafka_stream_latest_batch_earliest():
     stream = source()
     assert stream.starting.kind == "latest" and stream.ending.kind == "latest"
     assert stream.fail_on_data_loss and not stream.include_properties
-    assert stream.tags == "*" and stream.max_trigger_delay_ms == DEFAULT_MAX_TRIGGER_DELAY_MS
+    assert (
+        stream.selector == MessageSelector.by_tag("*") and stream.max_trigger_delay_ms == DEFAULT_MAX_TRIGGER_DELAY_MS
+    )
     assert source(streaming=False).starting.kind == "earliest"
 
 
@@ -143,6 +146,22 @@ def test_bad_booleans_and_groups_fail():
 )
 def test_durations(text, expected_ms):
     assert parse_duration_ms(text, "maxTriggerDelay") == expected_ms
+
+
+def test_a_filter_is_a_tag_expression_or_an_sql92_expression_not_both():
+    assert source(tags="paid || refunded").selector == MessageSelector.by_tag("paid || refunded")
+    sql = "region = 'eu' AND amount > 100"
+    assert source(SQL=sql).selector == MessageSelector(sql, "SQL92")
+    assert "not both" in fails("sql", sql=sql, tags="paid")
+
+
+@pytest.mark.parametrize(
+    "expression,position",
+    [("region = = 'eu'", 9), ("amount > 100 AND", 16), ("region != 'eu'", 7), ("a BETWEEN 5 AND 1", 10)],
+)
+def test_a_bad_sql92_expression_fails_naming_the_position_of_its_fault(expression, position):
+    message = fails("sql", sql=expression)
+    assert f"at position {position}:" in message and "[HERE]" in message
 
 
 def test_sink_options():

@@ -8,9 +8,11 @@ import zlib
 
 import pytest
 
+from pocketmq.client.selector import MessageSelector
 from pocketmq.common import properties as props
 from pocketmq.common.message import SYSFLAG_COMPRESSED, MessageExt
 from pocketmq.common.record import RecordFormatError, decode_record_columns, decode_records, encode_record
+from pocketmq.common.sql_filter import compile_sql
 from pocketmq.spark.clients import Pulled
 from pocketmq.spark.offsets import QueueBounds, QueueId
 from pocketmq.spark.planning import DataLossError, OffsetRange
@@ -52,7 +54,7 @@ class FakeBroker:
     def bounds(self, queues):
         return {q: QueueBounds(self.low, self.high) for q in queues}
 
-    def submit_pull(self, queue, queue_offset, max_count, tags, timeout_ms):
+    def submit_pull(self, queue, queue_offset, max_count, selector, timeout_ms):
         self.pulls.append((queue_offset, max_count))
         future: concurrent.futures.Future = concurrent.futures.Future()
         if queue_offset < self.low:
@@ -63,8 +65,11 @@ class FakeBroker:
         return future
 
 
-def settings(*, tags: str = "*", fail_on_data_loss: bool = True, include_properties: bool = False) -> ReadSettings:
-    return ReadSettings("127.0.0.1:9876", tags, include_properties, fail_on_data_loss, 1024, 1000)
+def settings(
+    *, tags: str = "*", sql: str | None = None, fail_on_data_loss: bool = True, include_properties: bool = False
+) -> ReadSettings:
+    selector = MessageSelector.by_sql(sql) if sql else MessageSelector.by_tag(tags)
+    return ReadSettings("127.0.0.1:9876", selector, include_properties, fail_on_data_loss, 1024, 1000)
 
 
 def read_all(broker: FakeBroker, start: int, end: int, **options):
@@ -144,3 +149,37 @@ def test_retention_running_during_a_read_is_judged_again():
     read = first + [o for b in reader for o in b.column("queue_offset").to_pylist()]
     assert first == list(range(len(first))) and read == sorted(set(read))
     assert set(range(6_000, 10_000)) <= set(read) and len(read) < 10_000
+
+
+class SqlFilteringBroker(FakeBroker):
+    """Filters by the pull's SQL92 expression as the broker does: at most ``scan_cap`` offsets tested per pull,
+    the reply's next offset past everything tested, NO_MATCHED_MSG when nothing matched."""
+
+    def __init__(self, low: int, high: int, scan_cap: int = 2000):
+        super().__init__(low, high)
+        self.scan_cap = scan_cap
+
+    def submit_pull(self, queue, queue_offset, max_count, selector, timeout_ms):
+        self.pulls.append((queue_offset, max_count))
+        matches = compile_sql(selector.expression).matches
+        found, offset = [], queue_offset
+        while offset < min(self.high, queue_offset + self.scan_cap) and len(found) < max_count:
+            if matches(stored(offset).properties):
+                found.append(self.records[offset])
+            offset += 1
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_result(Pulled("FOUND", offset, b"".join(found)) if found else Pulled("NO_MATCHED_MSG", offset))
+        return future
+
+
+def test_an_sql92_read_passes_over_filtered_out_ranges_once_and_stops_at_its_end():
+    broker = SqlFilteringBroker(0, 20_000)
+    # Matches only 1000..1009 and 15000..: the pulls between find nothing and move on 2,000 offsets at a time.
+    batches = read_all(broker, 0, 15_005, sql="n BETWEEN 1000 AND 1009 OR n >= 15000")
+    assert [o for b in batches for o in b.column("queue_offset").to_pylist()] == [
+        *range(1000, 1010),
+        *range(15_000, 15_005),
+    ]
+    starts = [start for start, _ in broker.pulls]
+    assert starts == sorted(set(starts))  # never the same offset twice: one pull at a time, each where the last ended
+    assert starts[-1] < 15_005 <= broker.pulls[-1][0] + 2000

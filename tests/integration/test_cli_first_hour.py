@@ -11,10 +11,17 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 import pocketmq
+import pocketmq.cli.topic_cmd  # imported ahead: a timed command does not pay for it
+from pocketmq.cli.main import main as pocketmq_main
+from pocketmq.cli.output import CLI_CONNECT_TIMEOUT_S
+from pocketmq.client import ClientConfig, Message, Producer
+from pocketmq.common import properties as props
+from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import broker_process, run_cli
 
 pytestmark = pytest.mark.timeout(60)
@@ -118,25 +125,43 @@ def test_a_send_that_creates_its_topic_says_so_once(broker):
     assert again.returncode == 0 and again.stderr == ""
 
 
+@pytest.fixture(scope="module")
+def named(broker):
+    """A topic and a group that exist, for the commands that name one of each."""
+    assert run_cli("topic", "create", "first_named", "--queues", "1", "-n", broker.namesrv).returncode == 0
+    assert run_cli("group", "create", "first-named", "-n", broker.namesrv).returncode == 0
+
+
+TOPIC_ABSENT = "topic 'errors_absent' does not exist"
+GROUP_ABSENT = "subscription group 'errors-absent' does not exist"
+
+
 @pytest.mark.parametrize(
     "argv, error",
     [
-        (["topic", "delete", "errors_absent"], "pocketmq topic: error: topic 'errors_absent' does not exist"),
-        (["dlq", "list", "errors-absent"], "pocketmq dlq: error: subscription group 'errors-absent' does not exist"),
-        (
-            ["retry", "stats", "errors-absent"],
-            "pocketmq retry: error: subscription group 'errors-absent' does not exist",
-        ),
-        (
-            ["group", "describe", "errors-absent"],
-            "pocketmq group: error: subscription group 'errors-absent' does not exist",
-        ),
+        (["topic", "delete", "errors_absent"], TOPIC_ABSENT),
+        (["topic", "update", "errors_absent", "--queues", "2"], TOPIC_ABSENT),
+        (["topic", "describe", "errors_absent"], TOPIC_ABSENT),
+        (["topic", "route", "errors_absent"], TOPIC_ABSENT),
+        (["tail", "errors_absent", "--timeout", "1"], TOPIC_ABSENT),
+        (["message", "query", "errors_absent", "--key", "k"], TOPIC_ABSENT),
+        (["group", "describe", "first-named", "--topic", "errors_absent"], TOPIC_ABSENT),
+        (["transaction", "resume", "--all", "--topic", "errors_absent"], TOPIC_ABSENT),
+        (["group", "describe", "errors-absent"], GROUP_ABSENT),
+        (["group", "consumers", "errors-absent"], GROUP_ABSENT),
+        (["group", "reset-offset", "errors-absent", "first_named", "--to-latest"], GROUP_ABSENT),
+        (["message", "consume-directly", "0A", "--group", "errors-absent", "--client", "c"], GROUP_ABSENT),
+        (["dlq", "list", "errors-absent"], GROUP_ABSENT),
+        (["dlq", "resend", "errors-absent", "--all"], GROUP_ABSENT),
+        (["retry", "stats", "errors-absent"], GROUP_ABSENT),
     ],
 )
-def test_not_found_is_one_error_line_and_exit_1_for_every_command(broker, argv, error):
-    result = run_cli(*argv, "-n", broker.namesrv)
-    assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.startswith(error) and len(result.stderr.splitlines()) == 1, result.stderr
+def test_not_found_is_one_error_line_and_exit_1_for_every_command(broker, named, capsys, argv, error):
+    status = pocketmq_main([*argv, "-n", broker.namesrv])  # in this process: fifteen process starts are slow
+    out, err = capsys.readouterr()
+    assert (status, out) == (1, "")
+    assert err.startswith(f"pocketmq {argv[0]}: error: {error}") and len(err.splitlines()) == 1, err
+    assert not {"errors_absent", "%RETRY%errors-absent", "%DLQ%errors-absent"} & topics(broker)
 
 
 def test_send_reads_the_body_from_stdin_or_a_file(broker, tmp_path):
@@ -196,6 +221,8 @@ def test_colour_on_a_terminal_unless_no_color(broker, no_color):
 
 def test_version_and_bash_completion():
     assert run_cli("--version").stdout == f"pocketmq {pocketmq.__version__}\n"
+    as_module = subprocess.run([sys.executable, "-m", "pocketmq", "--version"], capture_output=True, text=True)
+    assert as_module.stdout == f"pocketmq {pocketmq.__version__}\n"
     script = run_cli("completion", "bash").stdout
     complete = (
         'comp() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _pocketmq; echo "${COMPREPLY[*]}"; }'
@@ -213,25 +240,104 @@ def test_version_and_bash_completion():
     assert shell.stdout.splitlines() == ["topic", "create", "--queues"], shell.stderr
 
 
-def test_a_long_send_shows_progress_on_a_terminal_while_its_lines_go_to_a_file(broker):
-    assert run_cli("topic", "create", "first_progress", "--queues", "1", "-n", broker.namesrv).returncode == 0
+def stderr_on_terminal(*argv: str) -> tuple[int, str, str]:
+    """``pocketmq ARGV`` with stderr on a terminal and stdout on a pipe: its status, stdout and what the
+    terminal showed."""
     leader, follower = pty.openpty()
-    proc = cli_process(
-        "send",
-        "first_progress",
-        "--count",
-        "5",
-        "--json",
-        "-n",
-        broker.namesrv,
-        stdout=subprocess.PIPE,
-        stderr=follower,
-    )
+    proc = cli_process(*argv, stdout=subprocess.PIPE, stderr=follower)
     os.close(follower)
     out, _ = proc.communicate(timeout=30)
-    shown = os.read(leader, 4096).decode()
+    shown = b""
+    while chunk := _read_pty(leader):
+        shown += chunk
     os.close(leader)
-    assert proc.returncode == 0 and len(out.splitlines()) == 5
-    assert shown.startswith("\rsending to first_progress  [") and shown.endswith("]  5/5\r\n"), shown
+    return proc.returncode, out.decode(), shown.decode()
+
+
+def _read_pty(fd: int) -> bytes:
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO: the writer has gone and everything was read
+        return b""
+
+
+def bar_shown(what: str, total: int) -> str:
+    """The last drawing of a finished bar and the end of its line."""
+    return f"\r{what}  [{'#' * 30}]  {total}/{total}\r\n"
+
+
+def test_a_long_send_shows_progress_on_a_terminal_while_its_lines_go_to_a_file(broker):
+    assert run_cli("topic", "create", "first_progress", "--queues", "1", "-n", broker.namesrv).returncode == 0
+    status, out, shown = stderr_on_terminal("send", "first_progress", "--count", "5", "-n", broker.namesrv)
+    assert status == 0 and len(out.splitlines()) == 5
+    assert shown.startswith("\rsending to first_progress  [") and shown.endswith(
+        bar_shown("sending to first_progress", 5)
+    )
+    status, out, shown = stderr_on_terminal("send", "first_progress", "--count", "5", "--json", "-n", broker.namesrv)
+    assert (status, len(out.splitlines()), shown) == (0, 5, "")  # --json is for scripts: no bar
     quiet = run_cli("send", "first_progress", "--count", "3", "-n", broker.namesrv)
     assert quiet.returncode == 0 and quiet.stderr == ""  # stderr not a terminal: no bar
+
+
+def test_dlq_resend_of_many_shows_progress_on_a_terminal(broker, named):
+    dead = "%DLQ%first-resent"
+    assert run_cli("topic", "create", dead, "--queues", "1", "-n", broker.namesrv).returncode == 0
+    with Producer(ClientConfig(namesrv_addr=broker.namesrv)) as producer:
+        for i in range(4):  # dead letters as a broker writes them: they name the topic they were sent to
+            letter = Message.create(dead, f"dead-{i}")
+            letter.properties[props.RETRY_TOPIC] = "first_named"
+            producer.send(letter)
+    status, out, shown = stderr_on_terminal("dlq", "resend", "first-resent", "--all", "-n", broker.namesrv)
+    assert (status, out) == (0, "resent 4 message(s) of group first-resent to the group (its retry topic)\n")
+    assert shown.endswith(bar_shown("resending first-resent's dead messages", 4)), shown
+    status, out, shown = stderr_on_terminal("dlq", "resend", "first-resent", "--all", "--json", "-n", broker.namesrv)
+    assert (status, len(out.splitlines()), shown) == (0, 4, "")
+
+
+def test_topic_create_on_many_brokers_shows_progress_on_a_terminal(tmp_path):
+    first = broker_process(tmp_path / "a", "broker-p1").start()
+    second = broker_process(tmp_path / "b", "broker-p2", namesrv=first.namesrv).start()
+    try:
+        wait_until(lambda: len(run_cli("cluster", "--json", "-n", first.namesrv).stdout.splitlines()) == 2, 20)
+        status, out, shown = stderr_on_terminal("topic", "create", "first_wide", "--queues", "2", "-n", first.namesrv)
+        assert (status, out) == (0, "topic first_wide created on broker-p1, broker-p2: 2 queues each, type MIXED\n")
+        assert shown.endswith(bar_shown("creating first_wide (brokers routed)", 2)), shown
+    finally:
+        assert second.stop() == 0 and first.stop() == 0
+
+
+def silent_address() -> tuple[socket.socket, list[socket.socket]]:
+    """A listening socket whose accept queue is full, so that the kernel drops a new connection's SYN: a
+    connect there hangs as one to a host that is down does. (listener, the connections that fill it)"""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(listener.getsockname())
+        fillers.append(filler)
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            probe.connect(listener.getsockname())
+    return listener, fillers
+
+
+def test_a_silent_name_server_fails_within_the_connect_timeout(capsys):
+    listener, fillers = silent_address()
+    addr = "{}:{}".format(*listener.getsockname())
+    try:
+        started = time.monotonic()
+        status = pocketmq_main(["topic", "list", "-n", addr])  # in this process: Python's start not counted
+        took_s = time.monotonic() - started
+    finally:
+        for sock in [listener, *fillers]:
+            sock.close()
+    assert (status, capsys.readouterr().err) == (
+        1,
+        f"pocketmq topic: error: name server {addr} unreachable: connect to {addr} timed out\n",
+    )
+    # the connect timeout, and no probe after it (a probe of a silent address would wait a second more)
+    assert CLI_CONNECT_TIMEOUT_S <= took_s < CLI_CONNECT_TIMEOUT_S + 0.9, took_s

@@ -97,8 +97,9 @@ def test_update_changes_only_the_options_given(broker):
 def test_update_of_an_unknown_topic_or_with_nothing_to_change_is_refused(broker):
     ns = broker.namesrv
     missing = pocketmq("topic", "update", "never_made", "--type", "fifo", "-n", ns)
-    assert refused(missing, "'never_made' does not exist on broker broker-t"), missing
+    assert refused(missing, "topic 'never_made' does not exist"), missing
     listed = {row["topic"] for row in json_lines(pocketmq("topic", "list", "--json", "-n", ns).stdout)}
     assert "never_made" not in listed
-    assert refused(pocketmq("topic", "update", "shrink", "-n", ns), "nothing to update")
+    nothing = pocketmq("topic", "update", "shrink", "-n", ns)
+    assert nothing.returncode == 2 and "error: nothing to update" in nothing.stderr.splitlines()[-1], nothing
     assert refused(pocketmq("topic", "create", "other", "--force", "-n", ns), "use it with update")

@@ -67,7 +67,13 @@ def changed_config(current: BrokerConfig, changes: dict[str, str]) -> BrokerConf
     base = {f.name: getattr(current, f.name) for f in dataclasses.fields(BrokerConfig)}
     try:
         # The current values go in as overrides too, so the result differs from ``current`` only by ``changes``.
-        candidate = load_config(BrokerConfig, env={}, overrides={**base, **changes})
+        # A bad change is named as the setting it is, not as the flag of the same name (``option --foo``).
+        candidate = load_config(
+            BrokerConfig,
+            env={},
+            overrides={**base, **changes},
+            override_sources=dict.fromkeys(changes, "new value"),
+        )
     except ConfigError as exc:
         raise BadRequestError(str(exc)) from None
     static = sorted(name for name in base if getattr(candidate, name) != base[name] and name not in DYNAMIC_FIELDS)

@@ -23,6 +23,7 @@ from pocketmq.cli.output import add_action, emit, json_line, print_rows, report,
 from pocketmq.cli.terminal import ProgressBar
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.producer import AsyncProducer
+from pocketmq.common.message import MessageExt
 from pocketmq.ops.dead_letters import ReferenceResolver, dead_row, known_group_dead_messages, matches, reference_of
 from pocketmq.ops.dlq_target import redelivery
 
@@ -71,39 +72,14 @@ def resend(args) -> int:
                 f"no dead message of group {args.group} {'' if args.all else f'with id {args.id}'}".rstrip(),
             )
             return 0 if args.all else 1
-        unresolved = 0
-        progress = ProgressBar(f"resending {args.group}'s dead messages", len(chosen), lines=args.json)
         async with (
             AsyncProducer(admin.config, instance=admin.instance) as producer,
             ReferenceResolver(
                 admin.config.namesrv_addrs, admin.config.ssl_context(), admin.config.credentials
             ) as resolver,
         ):
-            for msg in chosen:
-                progress.advance()
-                ref = reference_of(msg)
-                copy = (
-                    redelivery(msg, args.group, to_topic=args.to_topic)
-                    if ref is None
-                    else await resolver.resolve(ref, to_topic=args.to_topic)
-                )
-                if isinstance(copy, dict):
-                    unresolved += 1
-                    report(args, {"message_id": msg.msg_id, **copy}, unresolved_text(msg.msg_id, copy))
-                    continue
-                result = await producer.send(copy)
-                if args.json:
-                    emit(
-                        json_line(
-                            {
-                                "message_id": msg.msg_id,
-                                "topic": copy.topic,
-                                "queue_id": result.queue_id,
-                                "queue_offset": result.queue_offset,
-                            }
-                        )
-                    )
-        progress.close()
+            with ProgressBar(args, f"resending {args.group}'s dead messages", len(chosen)) as progress:
+                unresolved = await resend_each(chosen, args, producer, resolver, progress)
         if not args.json:
             emit(
                 f"resent {len(chosen) - unresolved} message(s) of group {args.group} "
@@ -113,6 +89,41 @@ def resend(args) -> int:
         return 1 if unresolved else 0
 
     return run_admin(args, action)
+
+
+async def resend_each(
+    chosen: list[MessageExt], args, producer: AsyncProducer, resolver: ReferenceResolver, progress: ProgressBar
+) -> int:
+    """Resends each of ``chosen`` (a reference: the message it points at); the number of references whose
+    message could not be read, each said on a line of its own."""
+    unresolved = 0
+    for msg in chosen:
+        ref = reference_of(msg)
+        copy = (
+            redelivery(msg, args.group, to_topic=args.to_topic)
+            if ref is None
+            else await resolver.resolve(ref, to_topic=args.to_topic)
+        )
+        if isinstance(copy, dict):
+            unresolved += 1
+            progress.pause()
+            report(args, {"message_id": msg.msg_id, **copy}, unresolved_text(msg.msg_id, copy))
+            progress.advance()
+            continue
+        result = await producer.send(copy)
+        progress.advance()
+        if args.json:
+            emit(
+                json_line(
+                    {
+                        "message_id": msg.msg_id,
+                        "topic": copy.topic,
+                        "queue_id": result.queue_id,
+                        "queue_offset": result.queue_offset,
+                    }
+                )
+            )
+    return unresolved
 
 
 def unresolved_text(msg_id: str, failure: dict) -> str:

@@ -17,6 +17,7 @@ broker (``consumers`` and ``reset-offset``: cli/group_consumers.py).
 from __future__ import annotations
 
 from pocketmq.cli import group_consumers
+from pocketmq.cli.existence import require_topic
 from pocketmq.cli.gray_view import CLIENT_COLUMNS, client_rows, gray_attributes
 from pocketmq.cli.output import (
     add_action,
@@ -122,6 +123,8 @@ def list_groups(args) -> int:
 def describe(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
         config = await admin.describe_group(args.group)
+        if args.topic is not None:
+            await require_topic(admin, args.topic)
         rows = offset_rows(await admin.consume_stats(args.group, args.topic))
         clients = client_rows(await admin.gray_clients(args.group), as_json=args.json)
         if args.json:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
+from pocketmq.cli.existence import require_group
 from pocketmq.cli.output import add_action, print_rows, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.consumer_admin import ConsumerAdmin
@@ -44,6 +45,7 @@ def consumers(args) -> int:
         consumer_admin = ConsumerAdmin(admin)
         by_broker = await consumer_admin.connections(args.group)
         if not by_broker:
+            await require_group(admin, args.group)
             raise ClientError(f"no consumer of group {args.group} is online")
         rows = [
             {
@@ -100,6 +102,7 @@ def reset_offset(args) -> int:
         timestamp_ms = parse_time_ms(args.to_time)
 
     async def action(admin: AsyncAdmin) -> None:
+        await require_group(admin, args.group)
         by_broker = await ConsumerAdmin(admin).reset_offset(
             args.group, args.topic, timestamp_ms, force=not args.only_back
         )

@@ -4,7 +4,7 @@ Each sub-command lives in its own module exposing ``register(subparsers)``; that
 sub-parser and sets ``func`` to a callable taking the parsed args and returning the exit status. Command ``X``
 lives in ``pocketmq.cli.X_cmd``, and a command line that names one imports that module alone: ``pocketmq topic
 list`` does not import the broker that ``serve`` needs (seconds of start-up on a busy machine). Help and unknown
-commands import them all.
+commands import them all, ``--version`` none.
 """
 
 from __future__ import annotations
@@ -52,11 +52,12 @@ def command_of(module: str) -> str:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or of ``command``'s alone when it is one."""
-    parser = argparse.ArgumentParser(prog="pocketmq", description="PocketMQ: RocketMQ's messaging model in Python")
+    parser = parsing.CommandParser(prog="pocketmq", description="PocketMQ: RocketMQ's messaging model in Python")
     parser.add_argument("--version", action="version", version=f"pocketmq {pocketmq.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     only = [name for name in COMMAND_MODULES if command_of(name) == command]
-    for name in only or COMMAND_MODULES:
+    # --version needs no command: importing them all (the broker's among them) takes seconds on a busy machine
+    for name in () if command == "--version" else only or COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from pocketmq.cli.existence import require_group
 from pocketmq.cli.message_view import message_detail_text
 from pocketmq.cli.output import (
     add_action,
@@ -125,6 +126,7 @@ def show(args) -> int:
 
 def consume_directly(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
+        await require_group(admin, args.group)
         found = await one_message(admin, args.msg_id, args.topic)
         msg = found.message
         result = await ConsumerAdmin(admin).consume_directly(

@@ -6,7 +6,8 @@ is wrong, nor does a refused connection say how to get a name server. ``explain_
 address after a failure (never before: a working command pays nothing) and returns a sentence such as
 ``127.0.0.1:10911 is a broker's remoting port, not a name server; its name server is 127.0.0.1:9876 (-n
 127.0.0.1:9876)`` or ``nothing listens on ...: start a broker ...``, or ``None`` when every address may be a
-name server, or is silent.
+name server, or is silent. A command that could connect to none of its name servers in time is not probed (a
+probe would only wait for them again); the probes run at once, each in two PROBE_TIMEOUT_S at most.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from pocketmq.client.config import NAMESRV_ENV, default_namesrv_addr
-from pocketmq.common.errors import PocketMQError, RemotingError
+from pocketmq.common.errors import ConnectTimeoutError, PocketMQError, RemotingError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.error_codes import RemoteServerError
@@ -39,9 +40,11 @@ def explain_failure(args, exc: BaseException) -> str | None:
 
 
 def _namesrv_failure(exc: BaseException) -> bool:
+    """A failure a probe may explain: not one where no address could be connected to in time, which a probe
+    could only wait for again, past the connect timeout the command's failure already took."""
     if isinstance(exc, RemoteServerError):
         return exc.response_code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-    return isinstance(exc, RemotingError) and "name server" in str(exc)
+    return isinstance(exc, RemotingError) and not isinstance(exc, ConnectTimeoutError) and "name server" in str(exc)
 
 
 async def _probe_all(addrs: list[str]) -> list[str | None]:

@@ -3,7 +3,9 @@
 - Help reads as plain text: the reStructuredText quotes of the docstrings the help is cut from are dropped,
   and each command ends with its examples (``pocketmq.cli.examples``), kept as written.
 - A flag a command does not know is reported with that command's usage (not the top level's), with the
-  closest flag it does know.
+  closest flag it does know. With ``--json`` on the command line a usage error is the JSON error object
+  (``{"command": ..., "error": ...}``) instead, as every other error of the command is: a script reads one
+  format. Either way the exit status is 2.
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
+from collections.abc import Iterator
+from types import SimpleNamespace
 
 from pocketmq.cli.examples import EXAMPLES
+from pocketmq.cli.terminal import print_error
 
 _EXAMPLES_HEADING = "examples:"
 
@@ -29,20 +35,45 @@ class PlainHelpFormatter(argparse.HelpFormatter):
         return super()._expand_help(action).replace("``", "")
 
 
-def finish(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are JSON when the command line asks for JSON output."""
+
+    json_errors = False
+
+    def error(self, message: str):
+        if not self.json_errors:
+            super().error(message)
+        command = self.prog.split()[1] if " " in self.prog else self.prog
+        print_error(SimpleNamespace(command=command, json=True), message)
+        sys.exit(2)
+
+
+def all_parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """``parser`` and every sub-command parser under it, each with its command path (``("topic", "create")``)."""
+    stack: list[tuple[tuple[str, ...], argparse.ArgumentParser]] = [((), parser)]
+    while stack:
+        path, current = stack.pop()
+        yield path, current
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(((*path, name), sub) for name, sub in action.choices.items())
+
+
+def finish(parser: argparse.ArgumentParser) -> None:
     """Plain help, examples and the usage for errors on ``parser`` and every sub-command parser under it."""
-    parser.formatter_class = PlainHelpFormatter
-    parser.set_defaults(usage_parser=parser)  # the deepest command parsed sets it last
-    examples = EXAMPLES.get(path)
-    if examples:
-        parser.epilog = "\n".join([_EXAMPLES_HEADING, *(f"  {line}" for line in examples)])
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                finish(sub, (*path, name))
+    for path, command in all_parsers(parser):
+        command.formatter_class = PlainHelpFormatter
+        command.set_defaults(usage_parser=command)  # the deepest command parsed sets it last
+        examples = EXAMPLES.get(path)
+        if examples:
+            command.epilog = "\n".join([_EXAMPLES_HEADING, *(f"  {line}" for line in examples)])
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    json_errors = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+    for _, each in all_parsers(parser):
+        if isinstance(each, CommandParser):
+            each.json_errors = json_errors
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         command: argparse.ArgumentParser = getattr(args, "usage_parser", parser)

@@ -142,9 +142,8 @@ async def topic_exists(producer: AsyncProducer, topic: str) -> bool:
 
 def run(args) -> int:
     messages = messages_of(args)
-    progress = ProgressBar(f"sending to {args.topic}", len(messages), lines=True)
 
-    async def send_all() -> None:
+    async def send_all(progress: ProgressBar) -> None:
         async with AsyncProducer(client_config(args)) as producer:
             new_topic = not await topic_exists(producer, args.topic)
             for message in messages:
@@ -161,8 +160,6 @@ def run(args) -> int:
                     )
                 progress.advance()
 
-    try:
-        asyncio.run(send_all())
-    finally:
-        progress.close()
+    with ProgressBar(args, f"sending to {args.topic}", len(messages), lines=True) as progress:
+        asyncio.run(send_all(progress))
     return 0

@@ -5,8 +5,9 @@
   [--update [--force]]``: on every master of the cluster (every cluster when not given); returns once the name
   server's route shows the queues. A topic a master already has is refused there ("already exists") and left
   as it is, unless ``--update`` (RocketMQ's create-or-update).
-- ``update TOPIC [--queues N] [--type T] [--gray-queue-ratio R] [--cluster C] [--force]``: changes only the
-  options given on every master that has the topic (one that does not refuses). Fewer queues than a topic has
+- ``update TOPIC (--queues N | --type T | --gray-queue-ratio R)... [--cluster C] [--force]``: at least one of
+  the three is required (a usage error otherwise); changes only the options given on every master that has the
+  topic (one that does not refuses; a topic without a route is an error). Fewer queues than a topic has
   are refused while the queues dropped still store messages, which would be hidden, unless ``--force``.
 - ``delete TOPIC [--cluster C]``: from every master, then from the name server; a topic the name server does
   not know is an error.
@@ -20,13 +21,16 @@
 from __future__ import annotations
 
 from pocketmq.cli import topic_route
+from pocketmq.cli.existence import require_topic
 from pocketmq.cli.output import add_action, emit, print_rows, report, run_admin
+from pocketmq.cli.terminal import ProgressBar
 from pocketmq.cli.transaction_cmd import pending_half_messages
 from pocketmq.client.admin import AsyncAdmin
-from pocketmq.common.errors import TopicNotExistError
 from pocketmq.common.topic import MessageType, is_system_topic
 
 TYPE_CHOICES = [t.value.lower() for t in MessageType]
+# What ``topic update`` can change: it needs at least one
+UPDATE_OPTIONS = ("--queues", "--type", "--gray-queue-ratio")
 
 
 def register(subparsers) -> None:
@@ -43,7 +47,8 @@ def register(subparsers) -> None:
         default="mixed",
         help="message type the topic accepts (default mixed: every type)",
     )
-    _gray_and_cluster_options(p)
+    _gray_option(p)
+    p.add_argument("--cluster", help="only the masters of this cluster")
     p.add_argument("--update", action="store_true", help="a topic that exists takes this definition")
     p.add_argument(
         "--force",
@@ -52,9 +57,11 @@ def register(subparsers) -> None:
         "dropped still store messages (they are hidden from consumers)",
     )
     p = add_action(actions, "update", "change the options given of a topic on every master broker", update, "topic")
-    p.add_argument("--queues", type=int, help="read and write queues per broker")
-    p.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, help="message type the topic accepts")
-    _gray_and_cluster_options(p)
+    changes = p.add_argument_group(f"changes (at least one of {', '.join(UPDATE_OPTIONS)} is required)")
+    changes.add_argument("--queues", type=int, help="read and write queues per broker")
+    changes.add_argument("--type", dest="message_type", choices=TYPE_CHOICES, help="message type the topic accepts")
+    _gray_option(changes)
+    p.add_argument("--cluster", help="only the masters of this cluster")
     p.add_argument(
         "--force",
         action="store_true",
@@ -68,7 +75,7 @@ def register(subparsers) -> None:
     topic_route.add_actions(actions)
 
 
-def _gray_and_cluster_options(parser) -> None:
+def _gray_option(parser) -> None:
     parser.add_argument(
         "--gray-queue-ratio",
         type=float,
@@ -76,20 +83,21 @@ def _gray_and_cluster_options(parser) -> None:
         "[0, 1]; SDK clients follow it through the route; a ratio making every queue gray is refused, 0 ends a "
         "rollout; docs/gray.md)",
     )
-    parser.add_argument("--cluster", help="only the masters of this cluster")
 
 
 def create(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.create_topic(
-            args.topic,
-            queues=args.queues,
-            message_type=MessageType.parse(args.message_type),
-            cluster=args.cluster,
-            gray_queue_ratio=args.gray_queue_ratio,
-            update=args.update,
-            force=args.force,
-        )
+        with ProgressBar(args, f"creating {args.topic} (brokers routed)") as progress:
+            brokers = await admin.create_topic(
+                args.topic,
+                queues=args.queues,
+                message_type=MessageType.parse(args.message_type),
+                cluster=args.cluster,
+                gray_queue_ratio=args.gray_queue_ratio,
+                update=args.update,
+                force=args.force,
+                progress=progress.update,
+            )
         verb = "created or updated" if args.update else "created"
         gray = "" if args.gray_queue_ratio is None else f", gray queue ratio {args.gray_queue_ratio:g}"
         report(
@@ -109,17 +117,22 @@ def create(args) -> int:
 
 
 def update(args) -> int:
+    if args.queues is None and args.message_type is None and args.gray_queue_ratio is None:
+        args.usage_parser.error(f"nothing to update: name at least one of {', '.join(UPDATE_OPTIONS)}")
     message_type = None if args.message_type is None else MessageType.parse(args.message_type)
 
     async def action(admin: AsyncAdmin) -> None:
-        brokers = await admin.update_topic(
-            args.topic,
-            queues=args.queues,
-            message_type=message_type,
-            gray_queue_ratio=args.gray_queue_ratio,
-            cluster=args.cluster,
-            force=args.force,
-        )
+        await require_topic(admin, args.topic)
+        with ProgressBar(args, f"updating {args.topic} (brokers routed)") as progress:
+            brokers = await admin.update_topic(
+                args.topic,
+                queues=args.queues,
+                message_type=message_type,
+                gray_queue_ratio=args.gray_queue_ratio,
+                cluster=args.cluster,
+                force=args.force,
+                progress=progress.update,
+            )
         changed = {
             "queues": args.queues,
             "type": message_type and message_type.value,
@@ -142,8 +155,7 @@ def update(args) -> int:
 
 def delete(args) -> int:
     async def action(admin: AsyncAdmin) -> None:
-        if args.topic not in await admin.list_topics():
-            raise TopicNotExistError(f"topic {args.topic!r} does not exist (nothing deleted)")
+        await require_topic(admin, args.topic)
         brokers = await admin.delete_topic(args.topic, cluster=args.cluster)
         report(
             args,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from pocketmq.cli.existence import require_topic
 from pocketmq.cli.output import add_action, emit, print_rows, report, run_admin
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.common.errors import PocketMQError
@@ -126,6 +127,8 @@ def resume(args) -> int:
             if (args.all or args.id in (r["id"], r["transaction_id"])) and args.topic in (None, r["topic"])
         ]
         if not chosen:
+            if args.topic is not None:  # a mistyped topic is an error; a deleted one's messages can be resumed
+                await require_topic(admin, args.topic)
             report(args, {"resumed": 0}, "no message put aside matches")
             return 0 if args.all else 1
         failed = 0

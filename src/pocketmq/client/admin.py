@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 MAX_QUEUE_NUMS = 1024
 ROUTE_WAIT_S = 5.0
 ROUTE_POLL_INTERVAL_S = 0.05
+# How far a topic create or update is: (brokers whose route shows it, brokers)
+TopicProgress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +146,16 @@ def _intent_fields(*, create_only: bool = False, update_only: bool = False, forc
     return {name: True for name, wanted in intent.items() if wanted}
 
 
-def route_shows_queues(route: TopicRouteData, brokers: list[str], queues: int) -> bool:
-    """Whether ``route`` lists ``queues`` read and write queues on each of ``brokers``."""
+def brokers_showing_queues(route: TopicRouteData, brokers: list[str], queues: int) -> list[str]:
+    """Those of ``brokers`` that ``route`` lists with ``queues`` read and write queues."""
     by_broker = {qd.broker_name: qd for qd in route.queue_datas}
-    return all(
-        name in by_broker and by_broker[name].read_queue_nums == queues and by_broker[name].write_queue_nums == queues
+    return [
+        name
         for name in brokers
-    )
+        if name in by_broker
+        and by_broker[name].read_queue_nums == queues
+        and by_broker[name].write_queue_nums == queues
+    ]
 
 
 class AsyncAdmin(InstanceUser):
@@ -212,6 +218,7 @@ class AsyncAdmin(InstanceUser):
         update: bool = False,
         force: bool = False,
         route_wait_s: float = ROUTE_WAIT_S,
+        progress: TopicProgress | None = None,
     ) -> list[str]:
         """Create ``topic`` on every master of ``cluster`` (every cluster when None); returns the broker names.
         ``gray_queue_ratio`` sets the topic attribute ``gray.queue.ratio`` (docs/gray.md).
@@ -223,7 +230,7 @@ class AsyncAdmin(InstanceUser):
 
         Brokers tell the name server about a topic change by re-registering, a moment later; this waits up to
         ``route_wait_s`` until the name server's route shows ``queues`` on every one of them, so a send made
-        right after gets the new queues.
+        right after gets the new queues. ``progress(done, brokers)`` is called as the route shows them.
         """
         check_topic(topic)
         _check_queues(queues)
@@ -234,7 +241,7 @@ class AsyncAdmin(InstanceUser):
         fields = create_topic_fields(TopicConfig(topic, queues, queues, perm, message_type, order, gray_queue_ratio))
         fields.update(_intent_fields(create_only=not update, force=force))
         brokers = await self._topic_request(fields, cluster)
-        await self._wait_for_route(topic, brokers, queues, route_wait_s)
+        await self._wait_for_route(topic, brokers, queues, route_wait_s, progress)
         return brokers
 
     async def update_topic(
@@ -249,11 +256,12 @@ class AsyncAdmin(InstanceUser):
         cluster: str | None = None,
         force: bool = False,
         route_wait_s: float = ROUTE_WAIT_S,
+        progress: TopicProgress | None = None,
     ) -> list[str]:
         """Change the options given (None: keep) of an existing ``topic`` on every master of ``cluster``;
         returns the broker names. A master without the topic refuses (TOPIC_NOT_EXIST): create it first. Fewer
         read queues where the queues dropped still store messages are refused unless ``force``. With ``queues``,
-        waits for the route as ``create_topic`` does."""
+        waits for the route (and calls ``progress``) as ``create_topic`` does."""
         check_topic(topic)
         if queues is not None:
             _check_queues(queues)
@@ -267,7 +275,7 @@ class AsyncAdmin(InstanceUser):
         fields.update(_intent_fields(update_only=True, force=force))
         brokers = await self._topic_request(fields, cluster)
         if queues is not None:
-            await self._wait_for_route(topic, brokers, queues, route_wait_s)
+            await self._wait_for_route(topic, brokers, queues, route_wait_s, progress)
         return brokers
 
     async def _topic_request(self, fields: dict, cluster: str | None) -> list[str]:
@@ -285,14 +293,19 @@ class AsyncAdmin(InstanceUser):
             )
         return sorted(responses)
 
-    async def _wait_for_route(self, topic: str, brokers: list[str], queues: int, wait_s: float) -> None:
+    async def _wait_for_route(
+        self, topic: str, brokers: list[str], queues: int, wait_s: float, progress: TopicProgress | None
+    ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while True:
             try:
                 # not auto-created by the look: the name server would create it on masters the create left out
                 route = await self.instance.fetch_route_data(topic, auto_create=False)
-                if route_shows_queues(route, brokers, queues):
+                shown = len(brokers_showing_queues(route, brokers, queues))
+                if progress is not None:
+                    progress(shown, len(brokers))
+                if shown == len(brokers):
                     await self.instance.route(topic, refresh=True, auto_create=False)  # this process's cache too
                     return
             except (TopicNotExistError, RemoteServerError):

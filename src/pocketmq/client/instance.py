@@ -28,7 +28,7 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.message_id import MessageIdGenerator, local_ipv4
 from pocketmq.client.route_view import TopicRouteView, route_view_of
 from pocketmq.client.selector import SQL92, MessageSelector, as_selector
-from pocketmq.common.errors import ClientError, PocketMQError, RemotingError, TopicNotExistError
+from pocketmq.common.errors import ClientError, ConnectTimeoutError, PocketMQError, RemotingError, TopicNotExistError
 from pocketmq.common.gray import gray_client_id_suffix
 from pocketmq.common.message import MessageQueue
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -154,9 +154,10 @@ class ClientInstance:
 
     # -- name server and routes ----------------------------------------------------------------------------------
     async def invoke_namesrv(self, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
-        """Send to the name server that answered last, trying the others in turn when it cannot be reached."""
+        """Send to the name server that answered last, trying the others in turn when it cannot be reached.
+        ConnectTimeoutError when none could be connected to in time (nothing answered), else RemotingError."""
         addrs = self.config.namesrv_addrs
-        last_error: Exception | None = None
+        errors: list[RemotingError] = []
         for step in range(len(addrs)):
             index = (self._namesrv_index + step) % len(addrs)
             try:
@@ -164,11 +165,13 @@ class ClientInstance:
                     addrs[index], _fresh(request), timeout_s or self.config.request_timeout_s
                 )
             except RemotingError as exc:
-                last_error = exc
+                errors.append(exc)
                 continue
             self._namesrv_index = index
             return response
-        raise RemotingError(f"name server {self.config.namesrv_addr} unreachable: {last_error}")
+        silent = bool(errors) and all(isinstance(exc, ConnectTimeoutError) for exc in errors)
+        error_type = ConnectTimeoutError if silent else RemotingError
+        raise error_type(f"name server {self.config.namesrv_addr} unreachable: {errors[-1] if errors else None}")
 
     async def fetch_route_data(self, topic: str, *, auto_create: bool = True) -> TopicRouteData:
         """The name server's route of ``topic``; TopicNotExistError when it has none. Without ``auto_create``

@@ -151,5 +151,10 @@ class RemotingTimeoutError(RemotingError):
     """A remote call got no answer in time."""
 
 
+class ConnectTimeoutError(RemotingTimeoutError):
+    """No connection in time: nothing answered the connect (a host that is down, a port whose packets are
+    dropped), unlike a server that took the connection and did not reply."""
+
+
 class ClientError(PocketMQError):
     """Misuse of the SDK (not started, no route for a topic, bad argument)."""

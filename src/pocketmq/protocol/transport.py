@@ -27,7 +27,13 @@ from time import perf_counter
 from typing import cast
 
 from pocketmq.auth.signature import Credentials
-from pocketmq.common.errors import LimitExceededError, PocketMQError, RemotingError, RemotingTimeoutError
+from pocketmq.common.errors import (
+    ConnectTimeoutError,
+    LimitExceededError,
+    PocketMQError,
+    RemotingError,
+    RemotingTimeoutError,
+)
 from pocketmq.metrics.request_latency import RequestLatency
 from pocketmq.protocol import limits as limit_names
 from pocketmq.protocol.codes import ResponseCode, canonical_request_code
@@ -716,11 +722,11 @@ def host_port(address: str) -> tuple[str, int]:
 
 @contextlib.contextmanager
 def connect_errors(address: str):
-    """A connect to ``address`` that times out or fails raises RemotingTimeoutError or RemotingError (retriable)."""
+    """A connect to ``address`` that times out or fails raises ConnectTimeoutError or RemotingError (retriable)."""
     try:
         yield
     except TimeoutError:
-        raise RemotingTimeoutError(f"connect to {address} timed out") from None
+        raise ConnectTimeoutError(f"connect to {address} timed out") from None
     except OSError as exc:
         raise RemotingError(f"cannot connect to {address}: {exc.strerror or exc}") from None
 

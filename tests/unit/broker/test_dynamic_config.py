@@ -23,6 +23,14 @@ def test_bad_value_is_refused_not_clamped():
         changed_config(BrokerConfig(), {"default_topic_queue_nums": "0"})
 
 
+def test_a_bad_value_is_named_as_the_setting_not_as_a_flag():
+    with pytest.raises(BadRequestError) as refused:
+        changed_config(BrokerConfig(), {"breaker_failure_threshold": "abc"})
+    assert str(refused.value) == (
+        "invalid configuration: new value: breaker_failure_threshold='abc': expected an integer"
+    )
+
+
 def test_static_setting_is_refused_with_the_reason():
     with pytest.raises(BadRequestError, match="restart"):
         changed_config(BrokerConfig(), {"remoting_port": "1234"})

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pocketmq.client.admin import route_shows_queues
+from pocketmq.client.admin import brokers_showing_queues
 from pocketmq.client.route_view import build_route_view
 from pocketmq.common.message import MessageQueue
 from pocketmq.common.topic import PERM_READ, PERM_READ_WRITE, PERM_WRITE
@@ -56,11 +56,11 @@ def test_a_broker_that_left_the_route_has_no_queue_in_the_view():
     assert {q.broker_name for q in view.write_queues} == {"a"} and "b" not in view.master_addrs
 
 
-def test_route_shows_queues_needs_every_broker_with_the_count():
-    data = route(QueueData("a", 4, 4), QueueData("b", 8, 8))
-    assert route_shows_queues(data, ["a"], 4)
-    assert not route_shows_queues(data, ["a", "b"], 4)
-    assert not route_shows_queues(data, ["a", "c"], 4)
+def test_a_broker_shows_the_queues_when_the_route_lists_it_with_the_count():
+    data = route(QueueData("a", 4, 4), QueueData("b", 8, 8), QueueData("d", 4, 2))
+    assert brokers_showing_queues(data, ["a"], 4) == ["a"]
+    assert brokers_showing_queues(data, ["a", "b", "c", "d"], 4) == ["a"]
+    assert brokers_showing_queues(data, ["b", "c"], 8) == ["b"]
 
 
 def test_the_view_carries_the_topic_s_gray_ratio_of_each_reachable_broker():

@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check
 DATA_DIR ?= ./data
 ARGS ?=
 
-.PHONY: run test check venv java-check etcd bench bench-peers pipeline spark-cluster sim soak fuzz failover chaos clean
+.PHONY: run test check venv java-check etcd browser screenshots bench bench-peers pipeline spark-cluster sim soak fuzz failover chaos clean
 
 venv: $(BROKER_STAMP)
 
@@ -49,6 +49,21 @@ etcd: $(BROKER_STAMP)
 				{ apt-get update >/dev/null && apt-get install -y etcd-server >/dev/null; }; \
 		fi; $(BIN)/python -m pocketmq.testing.etcd || echo "== the failover tests will be skipped (they fail with CI=true)"; }
 
+# The web console's browser tests (docs/console.md) drive a headless Chromium with its driver. Without them, this
+# installs Debian's chromium and chromium-driver when it can (root and apt-get), else says how; the tests then skip
+# (with CI=true they fail, like etcd's).
+browser: $(TEST_STAMP)
+	@$(BIN)/python -m pocketmq.testing.browser 2>/dev/null || \
+		{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "== installing chromium and chromium-driver (apt-get, a few minutes)"; \
+			apt-get install -y chromium chromium-driver >/dev/null 2>&1 || \
+				{ apt-get update >/dev/null && apt-get install -y chromium chromium-driver >/dev/null; }; \
+		fi; $(BIN)/python -m pocketmq.testing.browser || echo "== the browser tests will be skipped (they fail with CI=true)"; }
+
+# The console's pictures in docs/img/ (console-*.png): the browser tests save a screenshot of each page.
+screenshots: browser
+	POCKETMQ_SCREENSHOTS=docs/img $(BIN)/python -m pytest tests/integration/test_console_browser.py
+
 # Static checks (docs/development.md): lint and format (ruff), types (mypy), layers (import-linter).
 # mypy checks the Spark modules against the installed PySpark, as CI does after it.
 CHECK_STAMP := $(VENV)/.installed-check
@@ -63,7 +78,7 @@ check: $(CHECK_STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-test: $(TEST_STAMP) etcd
+test: $(TEST_STAMP) etcd browser
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The deterministic simulation (docs/ha.md): SEEDS seeds from FIRST, a summary line, exit 1 on a failure;

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from pocketmq.testing.chaos.cluster import free_port
 from pocketmq.testing.polling import wait_until
-from pocketmq.testing.tools import Tool, exit_on_problem, tool_problem, tool_required
+from pocketmq.testing.tools import Tool, exit_on_problem, skip_or_fail, tool_problem, tool_required
 
 MIN_ETCD_MAJOR = 3
+NEEDED_BY = f"the failover tests need etcd {MIN_ETCD_MAJOR}.x"
 INSTALL_HINT = "install etcd 3.x (Debian: apt-get install etcd-server) and put etcd on PATH"
 _VERSION = re.compile(r"etcd Version: (\d+)\.(\d+)")
 
@@ -106,14 +107,7 @@ class EtcdServer:
 
 def etcd_or_skip() -> None:
     """Skip the calling test when etcd is missing; in CI, fail it."""
-    import pytest
-
-    problem = etcd_problem()
-    if problem is None:
-        return
-    if etcd_required():
-        pytest.fail(f"CI is set and the failover tests need etcd {MIN_ETCD_MAJOR}.x: {problem}")
-    pytest.skip(f"needs etcd {MIN_ETCD_MAJOR}.x: {problem}")
+    skip_or_fail(etcd_problem(), NEEDED_BY)
 
 
 def etcd_server(tmp_path: Path):
@@ -129,4 +123,4 @@ def etcd_server(tmp_path: Path):
 
 
 if __name__ == "__main__":
-    exit_on_problem(ETCD, f"the failover tests need etcd {MIN_ETCD_MAJOR}.x")
+    exit_on_problem(ETCD, NEEDED_BY)

@@ -8,6 +8,8 @@ follow one rule:
 - ``tool_required()``: whether a missing tool is an error rather than a reason to skip the tests that need it: in
   CI (``CI`` set to a true value, as CI services do) a machine without it must not pass by skipping.
 - ``exit_on_problem(tool, needed_by)``: the ``python -m`` check of each module: prints the problem and exits 1.
+- ``skip_or_fail(problem, needed_by)``: what a test that needs the tool calls first: nothing without a problem,
+  else it skips the test with the problem, or fails it in CI.
 """
 
 from __future__ import annotations
@@ -55,3 +57,14 @@ def exit_on_problem(tool: Tool, needed_by: str) -> None:
     if problem is not None:
         print(f"{needed_by}: {problem}", file=sys.stderr)
         sys.exit(1)
+
+
+def skip_or_fail(problem: str | None, needed_by: str) -> None:
+    """``needed_by`` says who needs what, e.g. "the failover tests need etcd 3.x"."""
+    if problem is None:
+        return
+    import pytest  # only tests call this: the package does not depend on pytest
+
+    if tool_required():
+        pytest.fail(f"CI is set and {needed_by}: {problem}")
+    pytest.skip(f"{needed_by}: {problem}")

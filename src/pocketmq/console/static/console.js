@@ -23,3 +23,12 @@ document.addEventListener("submit", async (event) => {
   output.textContent = response.ok ? "done: " + JSON.stringify(answer) : "error: " + (answer.error ? answer.error.message : response.statusText);
   document.querySelectorAll("[hx-get]").forEach((el) => window.htmx && window.htmx.trigger(el, "load"));
 });
+// A live block whose request was refused or failed says so, with the status (htmx would leave it as it was).
+document.addEventListener("htmx:responseError", (event) => {
+  const xhr = event.detail.xhr;
+  const said = document.createElement("p");
+  said.className = "refused";
+  said.dataset.status = String(xhr.status);
+  said.textContent = "error " + xhr.status + ": " + (xhr.responseText || xhr.statusText);
+  event.detail.target.replaceChildren(said);
+});

@@ -164,25 +164,26 @@ class ProxyConsumerRpcs:
             except PocketMQError as exc:
                 yield codec.receive_status(v2_code_of(exc), str(exc))
                 return
-        if not messages:
-            yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
-        else:
-            yield codec.receive_status()
-            invisible_reply_ms = int(popped.response.ext_fields.get("invisibleTime", invisible_ms))
-            renew = req.auto_renew and req.invisible_ms is None  # a push consumer's: kept invisible while it lives
-            for msg in messages:
-                text = receipt_handle_of(msg)
-                if renew:
-                    self.renewer.track(text, client_id, req.group, decode_handle(text))
-                yield codec.receive_message(
-                    encode_delivered_message(
-                        msg,
-                        receipt_handle=text,
-                        delivery_attempt=msg.reconsume_times + 1,
-                        invisible_duration_ms=invisible_reply_ms,
+            # answered inside the session's receive: a goodbye waits for these replies (server/sessions.py)
+            if not messages:
+                yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
+            else:
+                yield codec.receive_status()
+                invisible_reply_ms = int(popped.response.ext_fields.get("invisibleTime", invisible_ms))
+                renew = req.auto_renew and req.invisible_ms is None  # a push consumer's: kept invisible while it lives
+                for msg in messages:
+                    text = receipt_handle_of(msg)
+                    if renew:
+                        self.renewer.track(text, client_id, req.group, decode_handle(text))
+                    yield codec.receive_message(
+                        encode_delivered_message(
+                            msg,
+                            receipt_handle=text,
+                            delivery_attempt=msg.reconsume_times + 1,
+                            invisible_duration_ms=invisible_reply_ms,
+                        )
                     )
-                )
-        yield codec.receive_delivery_timestamp(clock.now_ms())
+            yield codec.receive_delivery_timestamp(clock.now_ms())
 
     async def _pop(self, topic: str, named_broker: str, pop: RemotingCommand, poll_ms: int) -> _Popped:
         broker_name = await self._broker_to_pop(topic, named_broker)

@@ -20,10 +20,12 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.producer import ProducerOptions
 from pocketmq.protocol.grpc_service import add_messaging_service
+from pocketmq.proxy.access import UsersRefresher, proxy_gate
 from pocketmq.proxy.groups import GroupSettings
 from pocketmq.proxy.options import ProxyOptions
 from pocketmq.proxy.sender import ProxySender
 from pocketmq.proxy.servicer import ProxyServicer
+from pocketmq.proxy.users import BrokerUsers
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.client_metrics import MetricsSink
@@ -51,6 +53,8 @@ class ProxyWorker:
             namesrv_addr=options.namesrv_addr,
             instance_name=f"proxy-{os.getpid()}",
             request_timeout_s=options.request_timeout_s,
+            access_key=options.access_key,
+            secret_key=options.secret_key,
         )
         self.instance = ClientInstance(config, clock=clock)
         self.sender = ProxySender(
@@ -65,7 +69,17 @@ class ProxyWorker:
         self._admin = AsyncAdmin(config, instance=self.instance)
         self.sessions = SessionRegistry(options.client_channel_expire_ms)
         groups = GroupSettings(self._admin, clock, options.group_settings_ttl_ms)
-        self.servicer = ProxyServicer(options, self.instance, self.sender, groups, self.sessions, clock)
+        self._interceptors: list[grpc.aio.ServerInterceptor] = []
+        gate = None
+        if options.access_control_enabled:
+            users = BrokerUsers(self._admin, clock, options.users_ttl_ms)
+            self._interceptors.append(UsersRefresher(users))
+            gate = proxy_gate(
+                users,
+                authentication_enabled=options.authentication_enabled,
+                authorization_enabled=options.authorization_enabled,
+            )
+        self.servicer = ProxyServicer(options, self.instance, self.sender, groups, self.sessions, clock, gate=gate)
         self.metrics_sink = MetricsSink()
         self._expiry = PeriodicTask(
             "proxy-session-expiry",
@@ -81,11 +95,12 @@ class ProxyWorker:
         await self.sender.start()
         await self._admin.start()
         server = grpc.aio.server(
+            interceptors=self._interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 1),  # every worker listens on the one port
-            ]
+            ],
         )
         add_messaging_service(self.servicer, server)
         self.metrics_sink.add_to(server)

@@ -1,5 +1,6 @@
 """``pocketmq proxy --namesrv ADDR [--host H] [--grpc-port P] [--workers N] [--ready-file PATH]``: the gRPC proxy
-(access control: ``--authentication-enabled --authorization-enabled --access-key AK --secret-key SK``).
+(access control: ``--authentication-enabled --authorization-enabled --access-key AK --secret-key SK``; TLS: the
+``--tls-*`` flags of ``serve``).
 
 N worker processes share the gRPC port P (SO_REUSEPORT): each serves the official RocketMQ 5 clients and speaks
 remoting to the brokers the name server lists (docs/grpc.md, "Proxy"). This process reserves the port, starts
@@ -21,6 +22,8 @@ from multiprocessing.process import BaseProcess
 from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS, DEFAULT_RENEW_AHEAD_MS
 from pocketmq.cli.output import add_credential_options, credentials_of
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
+from pocketmq.cli.tls_cmd import add_server_tls_options
+from pocketmq.protocol.tls import TlsSettings
 from pocketmq.proxy.options import DEFAULT_GRPC_PORT, DEFAULT_USERS_TTL_MS, ProxyOptions
 from pocketmq.proxy.worker import ProxyWorker, reserve_port
 
@@ -67,6 +70,7 @@ def register(subparsers) -> None:
         help="check each call against the brokers' policies (as their authorization_enabled)",
     )
     add_credential_options(parser)
+    add_server_tls_options(parser)
     parser.add_argument(
         "--users-ttl-ms",
         type=int,
@@ -95,6 +99,14 @@ def run(args: argparse.Namespace) -> int:
         access_key=access_key,
         secret_key=secret_key,
         users_ttl_ms=args.users_ttl_ms,
+        tls=TlsSettings.parse(
+            mode=args.tls_mode,
+            cert_file=args.tls_cert_file,
+            key_file=args.tls_key_file,
+            ca_file=args.tls_ca_file,
+            client_auth=args.tls_client_auth or "none",
+            outgoing=bool(args.tls_enable),
+        ),
     )
     reservation = reserve_port(options.host, options.grpc_port)
     try:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS, DEFAULT_RENEW_AHEAD_MS
 from pocketmq.client.producer import MAX_MESSAGE_BYTES
+from pocketmq.protocol.tls import TlsSettings
 
 DEFAULT_GRPC_PORT = 8081
 DEFAULT_USERS_TTL_MS = 3_000
@@ -33,6 +34,8 @@ class ProxyOptions:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     users_ttl_ms: int = DEFAULT_USERS_TTL_MS
+    # TLS on the gRPC port (as a broker's: permissive or enforcing) and to the brokers (``opens_tls``)
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     def __post_init__(self) -> None:
         if bool(self.access_key) != bool(self.secret_key):

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.broker.pop.revive import retry_limit
@@ -62,9 +63,13 @@ class ProxyServicer:
         clock: Clock,
         *,
         gate: GrpcAccessGate | None = None,
+        client_peer: Callable[[str], str] | None = None,
         max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS,
     ):
+        """``client_peer``: the client's address for the peer grpc reports (a TLS front in between, see
+        server/grpc_tls_front.py); by default the peer itself."""
         self._options = options
+        self._client_peer = client_peer or (lambda peer: peer)
         self._gate = gate  # None: access control off
         self._instance = instance
         self._sender = sender
@@ -163,13 +168,16 @@ class ProxyServicer:
         return self.clients.telemetry(request_iterator, context)
 
     def client_address(self, context) -> str:
-        return client_address(context.peer() or "")
+        return client_address(self._peer(context))
+
+    def _peer(self, context) -> str:
+        return self._client_peer(context.peer() or "")
 
     def authorize(self, context, contexts) -> None:
         """AccessDeniedError unless the caller may do all of ``contexts`` (``SessionPolicy``; nothing checked
         with access control off)."""
         if self._gate is not None:
-            self._gate.check(context.invocation_metadata(), context.peer() or "", contexts)
+            self._gate.check(context.invocation_metadata(), self._peer(context), contexts)
 
     async def settings_reply_args(self, settings: ClientSettings, language: str) -> dict:
         """What the proxy's Settings replies say (``SessionPolicy``): a producer's topics make this worker a

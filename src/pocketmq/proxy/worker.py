@@ -20,6 +20,7 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.producer import ProducerOptions
 from pocketmq.protocol.grpc_service import add_messaging_service
+from pocketmq.protocol.tls import ServerTls, TlsSettings
 from pocketmq.proxy.access import UsersRefresher, proxy_gate
 from pocketmq.proxy.groups import GroupSettings
 from pocketmq.proxy.options import ProxyOptions
@@ -30,6 +31,7 @@ from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.client_metrics import MetricsSink
 from pocketmq.server.grpc_server import MAX_GRPC_MESSAGE_BYTES
+from pocketmq.server.grpc_tls_front import GrpcTlsFront
 from pocketmq.server.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,14 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _broker_tls(tls: TlsSettings) -> dict:
+    """The ClientConfig fields of TLS to the brokers and name servers: the CA to verify them, and this process's
+    certificate for those that require one."""
+    if not tls.opens_tls:
+        return {}
+    return {"tls": True, "ca_file": tls.ca_file, "tls_cert_file": tls.cert_file, "tls_key_file": tls.key_file}
+
+
 class ProxyWorker:
     def __init__(self, options: ProxyOptions, *, clock: Clock = SYSTEM_CLOCK):
         self.options = options
@@ -55,6 +65,7 @@ class ProxyWorker:
             request_timeout_s=options.request_timeout_s,
             access_key=options.access_key,
             secret_key=options.secret_key,
+            **_broker_tls(options.tls),
         )
         self.instance = ClientInstance(config, clock=clock)
         self.sender = ProxySender(
@@ -79,7 +90,21 @@ class ProxyWorker:
                 authentication_enabled=options.authentication_enabled,
                 authorization_enabled=options.authorization_enabled,
             )
-        self.servicer = ProxyServicer(options, self.instance, self.sender, groups, self.sessions, clock, gate=gate)
+        # TLS served: each worker's front shares the public port and pipes to its own gRPC server
+        self._tls = ServerTls(options.tls) if options.tls.serves_tls else None
+        self._front = (
+            GrpcTlsFront(self._tls, options.host, options.grpc_port, reuse_port=True) if self._tls is not None else None
+        )
+        self.servicer = ProxyServicer(
+            options,
+            self.instance,
+            self.sender,
+            groups,
+            self.sessions,
+            clock,
+            gate=gate,
+            client_peer=self._front.client_peer if self._front is not None else None,
+        )
         self.metrics_sink = MetricsSink()
         self._expiry = PeriodicTask(
             "proxy-session-expiry",
@@ -105,10 +130,14 @@ class ProxyWorker:
         add_messaging_service(self.servicer, server)
         self.metrics_sink.add_to(server)
         host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
-        if not server.add_insecure_port(f"{host}:{self.options.grpc_port}"):
-            raise RuntimeError(f"cannot bind gRPC to {host}:{self.options.grpc_port}")
+        address = self._front.internal_address if self._front is not None else f"{host}:{self.options.grpc_port}"
+        if not server.add_insecure_port(address):
+            raise RuntimeError(f"cannot bind gRPC to {address}")
         await server.start()
         self._server = server
+        if self._front is not None and self._tls is not None:
+            await self._front.start()
+            self._tls.start_reloading()
         self._expiry.start()
         self.servicer.consumers.renewer.start()
         log.info("event=proxy_worker_listening pid=%d port=%d", os.getpid(), self.options.grpc_port)
@@ -117,6 +146,9 @@ class ProxyWorker:
         await self._expiry.stop()
         await self.servicer.consumers.renewer.stop()
         self.sessions.close_all()
+        if self._front is not None and self._tls is not None:
+            await self._front.stop()
+            await self._tls.stop_reloading()
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None

@@ -1,6 +1,7 @@
 """One proxy worker: a grpc.aio server on the shared port (SO_REUSEPORT) serving ``ProxyServicer``, and the SDK
 client instance it reaches the brokers with (routes, heartbeats as a producer of its clients' topics, the
-brokers' transaction checks).
+brokers' transaction checks). With TLS served the public port is the worker's own TLS front (shared with the other
+workers' fronts) piping to its gRPC server on a private Unix socket (server/grpc_tls_front.py).
 
 ``reserve_port(host, port)`` is the parent's: a socket bound with SO_REUSEPORT (port 0: the OS picks) that
 never listens, held while the workers run, so the port stays the proxy's when a worker restarts; the kernel

@@ -11,8 +11,17 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
-from tests.integration.test_acl import ALICE, ALICE_SECRET, INNER, INNER_SECRET, ROOT, ROOT_SECRET, official_client
-from tests.integration.test_cli import pocketmq
+from tests.integration.test_acl import (
+    ALICE,
+    ALICE_SECRET,
+    INNER,
+    INNER_SECRET,
+    ROOT,
+    ROOT_SECRET,
+    as_user,
+    official_client,
+    start_acl_broker,
+)
 
 from pocketmq.auth.signature import GRPC_AUTHORIZATION_KEY, GRPC_DATE_TIME_KEY, grpc_authorization
 from pocketmq.client import Admin, ClientConfig
@@ -20,7 +29,7 @@ from pocketmq.common.errors import PocketMQError
 from pocketmq.protocol.codes import AUTH_LIST_USER, V2StatusCode
 from pocketmq.protocol.grpc_codec import MessagingServiceStub
 from pocketmq.testing.polling import wait_until
-from pocketmq.testing.processes import broker_process, proxy_process
+from pocketmq.testing.processes import proxy_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,37 +40,7 @@ USERS_TTL_MS = 1_000
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("proxy-acl")
-    broker = broker_process(
-        workdir / "broker",
-        "broker-pxacl",
-        extra_args=["--set", "authentication_enabled=true", "--set", "authorization_enabled=true"],
-    )
-    broker.env.update(
-        POCKETMQ_ACL_ROOT_USER=ROOT,
-        POCKETMQ_ACL_ROOT_PASSWORD=ROOT_SECRET,
-        POCKETMQ_INNER_ACCESS_KEY=INNER,
-        POCKETMQ_INNER_SECRET_KEY=INNER_SECRET,
-    )
-    broker.start()
-    for args in (
-        ("topic", "create", "orders", "--queues", "2"),
-        ("topic", "create", "secret_topic", "--queues", "1"),
-        ("acl", "user", "create", ALICE, "--password", ALICE_SECRET),
-        (
-            "acl",
-            "policy",
-            "create",
-            ALICE,
-            "--resource",
-            "Topic:orders",
-            "--resource",
-            "Group:g1",
-            "--actions",
-            "Pub,Sub",
-        ),
-    ):
-        done = as_root(broker, *args)
-        assert done.returncode == 0, done.stderr
+    broker = start_acl_broker(workdir / "broker", "broker-pxacl")
     proxy = proxy_process(
         workdir / "proxy",
         broker.namesrv,
@@ -80,7 +59,7 @@ def cluster(tmp_path_factory):
 
 
 def as_root(broker, *args: str):
-    return pocketmq(*args, "-n", broker.namesrv, "--access-key", ROOT, "--secret-key", ROOT_SECRET)
+    return as_user(ROOT, ROOT_SECRET, *args, broker=broker)
 
 
 def through_proxy(cluster, tmp_path, access_key: str, secret_key: str, topic: str) -> dict[str, dict]:

@@ -32,11 +32,12 @@ ALICE, ALICE_SECRET = "alice", "alice-secret-1"
 OFFICIAL_ACL_CLIENT = Path(__file__).with_name("acl_official_client.py")
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def start_acl_broker(workdir: Path, broker_name: str):
+    """A started broker with authentication and authorization on, the root and inner Super users, the topics
+    ``orders`` and ``secret_topic``, and alice, allowed Pub and Sub on ``orders``, ``g1`` and ``TOOLS_CONSUMER``."""
     proc = broker_process(
-        tmp_path_factory.mktemp("acl"),
-        "broker-acl",
+        workdir,
+        broker_name,
         extra_args=[
             "--metrics-port",
             "0",
@@ -75,6 +76,12 @@ def broker(tmp_path_factory):
     ):
         done = pocketmq(*args, "-n", ns, "--access-key", ROOT, "--secret-key", ROOT_SECRET)
         assert done.returncode == 0, done.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = start_acl_broker(tmp_path_factory.mktemp("acl"), "broker-acl")
     yield proc
     assert proc.stop() == 0, proc.log_tail()
     assert ROOT_SECRET not in proc.log_tail(10_000) and ALICE_SECRET not in proc.log_tail(10_000)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from pocketmq.auth import decide
 from pocketmq.auth.decide import Address
-from pocketmq.auth.model import Action, Resource, User, UserType
+from pocketmq.auth.model import Acl, Action, Resource, User, UserType
 from pocketmq.broker.auth_table import AuthTable
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.common.errors import AccessDeniedError
@@ -31,27 +31,30 @@ DENIED_LOG_INTERVAL_S = 10.0  # one line per user and protocol per interval: a f
 _ANONYMOUS = User("", "-", UserType.NORMAL)  # who a request is with authentication and authorization off
 
 
-class AccessControl:
-    def __init__(self, config: BrokerConfig, metrics: MetricsRegistry):
-        self.authentication_enabled = config.authentication_enabled
-        self.authorization_enabled = config.authorization_enabled
-        self.enabled = config.access_control_enabled
-        self.table = AuthTable(config.data_dir)
-        self._config = config
+class UserSource(Protocol):
+    """Where the users and ACLs come from: the broker's own table, or the proxy's copy of the brokers' one."""
+
+    version: int  # changes whenever the users or ACLs do (decisions remembered under another version are stale)
+
+    def user(self, username: str) -> User | None: ...
+
+    def acl(self, subject: str) -> Acl | None: ...
+
+
+class AccessChecks:
+    """Authentication and authorization under the two switches, over any ``UserSource`` (the proxy's too)."""
+
+    def __init__(
+        self, table: UserSource, metrics: MetricsRegistry, *, authentication_enabled: bool, authorization_enabled: bool
+    ):
+        self.authentication_enabled = authentication_enabled
+        self.authorization_enabled = authorization_enabled
+        self.enabled = authentication_enabled or authorization_enabled
+        self.table = table
         self._denied = metrics.counter(
             METRIC_DENIED, "requests refused by access control", ("user", "resource", "protocol")
         )
         self._denied_log = RateLimitedLog(log, DENIED_LOG_INTERVAL_S)
-
-    def bootstrap(self) -> None:
-        """Create the configured Super users that are missing: the bootstrap user and the cluster's inner one."""
-        config = self._config
-        for username, password in (
-            (config.acl_root_user, config.acl_root_password),
-            (config.inner_access_key, config.inner_secret_key),
-        ):
-            if username and password and self.table.ensure_super_user(username, password):
-                log.info("event=acl_super_user_created user=%s", username)
 
     def authenticate(self, username: str | None, signature_matches: Callable[[User], bool], protocol: str) -> User:
         """The user a request is from (AccessDeniedError when it cannot be); with authentication off, the user it
@@ -92,3 +95,28 @@ class AccessControl:
             exc,
         )
         raise exc
+
+
+class AccessControl(AccessChecks):
+    """The broker's: its switches, and its own users and ACLs (``AuthTable``)."""
+
+    table: AuthTable
+
+    def __init__(self, config: BrokerConfig, metrics: MetricsRegistry):
+        super().__init__(
+            AuthTable(config.data_dir),
+            metrics,
+            authentication_enabled=config.authentication_enabled,
+            authorization_enabled=config.authorization_enabled,
+        )
+        self._config = config
+
+    def bootstrap(self) -> None:
+        """Create the configured Super users that are missing: the bootstrap user and the cluster's inner one."""
+        config = self._config
+        for username, password in (
+            (config.acl_root_user, config.acl_root_password),
+            (config.inner_access_key, config.inner_secret_key),
+        ):
+            if username and password and self.table.ensure_super_user(username, password):
+                log.info("event=acl_super_user_created user=%s", username)

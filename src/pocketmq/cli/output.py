@@ -45,14 +45,7 @@ def add_client_options(parser, *, json_output: bool = True) -> None:
         help=f"name server address(es), ';'-separated (default: ${NAMESRV_ENV} or {default_namesrv_addr()})",
     )
     add_tls_options(parser)
-    parser.add_argument(
-        "--access-key", default=None, help=f"sign every request as this user (default: ${ACCESS_KEY_ENV})"
-    )
-    parser.add_argument(
-        "--secret-key",
-        default=None,
-        help=f"the user's secret (default: ${SECRET_KEY_ENV}; the environment keeps it out of the process list)",
-    )
+    add_credential_options(parser)
     parser.add_argument(
         "--namespace",
         default=None,
@@ -61,6 +54,26 @@ def add_client_options(parser, *, json_output: bool = True) -> None:
     )
     if json_output:
         parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+
+
+def add_credential_options(parser) -> None:
+    """``--access-key`` and ``--secret-key``: the user remoting requests are signed as (docs/security.md)."""
+    parser.add_argument(
+        "--access-key", default=None, help=f"sign every request as this user (default: ${ACCESS_KEY_ENV})"
+    )
+    parser.add_argument(
+        "--secret-key",
+        default=None,
+        help=f"the user's secret (default: ${SECRET_KEY_ENV}; the environment keeps it out of the process list)",
+    )
+
+
+def credentials_of(args) -> tuple[str | None, str | None]:
+    """The access key and secret key of ``add_credential_options``' flags, else of the environment."""
+    return (
+        args.access_key or os.environ.get(ACCESS_KEY_ENV) or None,
+        args.secret_key or os.environ.get(SECRET_KEY_ENV) or None,
+    )
 
 
 def add_tls_options(parser) -> None:
@@ -96,6 +109,7 @@ def client_config(args) -> ClientConfig:
     instance name."""
     ca_file = args.ca_file or os.environ.get(CA_FILE_ENV) or None
     tls = args.tls if args.tls is not None else os.environ.get(TLS_ENV) == "1"
+    access_key, secret_key = credentials_of(args)
     return ClientConfig(
         namesrv_addr=args.namesrv or default_namesrv_addr(),
         namespace=args.namespace or os.environ.get(NAMESPACE_ENV, ""),
@@ -106,8 +120,8 @@ def client_config(args) -> ClientConfig:
         ca_file=ca_file,
         tls_cert_file=args.tls_cert_file,
         tls_key_file=args.tls_key_file,
-        access_key=args.access_key or os.environ.get(ACCESS_KEY_ENV) or None,
-        secret_key=args.secret_key or os.environ.get(SECRET_KEY_ENV) or None,
+        access_key=access_key,
+        secret_key=secret_key,
     )
 
 

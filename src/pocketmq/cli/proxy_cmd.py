@@ -1,4 +1,6 @@
-"""``pocketmq proxy --namesrv ADDR [--host H] [--grpc-port P] [--workers N] [--ready-file PATH]``: the gRPC proxy.
+"""``pocketmq proxy --namesrv ADDR [--host H] [--grpc-port P] [--workers N] [--ready-file PATH]``: the gRPC proxy
+(access control: ``--authentication-enabled --authorization-enabled --access-key AK --secret-key SK``; TLS: the
+``--tls-*`` flags of ``serve``).
 
 N worker processes share the gRPC port P (SO_REUSEPORT): each serves the official RocketMQ 5 clients and speaks
 remoting to the brokers the name server lists (docs/grpc.md, "Proxy"). This process reserves the port, starts
@@ -18,8 +20,11 @@ import os
 from multiprocessing.process import BaseProcess
 
 from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS, DEFAULT_RENEW_AHEAD_MS
+from pocketmq.cli.output import add_credential_options, credentials_of
 from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
-from pocketmq.proxy.options import DEFAULT_GRPC_PORT, ProxyOptions
+from pocketmq.cli.tls_cmd import add_server_tls_options
+from pocketmq.protocol.tls import TlsSettings
+from pocketmq.proxy.options import DEFAULT_GRPC_PORT, DEFAULT_USERS_TTL_MS, ProxyOptions
 from pocketmq.proxy.worker import ProxyWorker, reserve_port
 
 log = logging.getLogger(__name__)
@@ -55,6 +60,25 @@ def register(subparsers) -> None:
         help="renew that long before the invisible time runs out (default 10000)",
     )
     parser.add_argument(
+        "--authentication-enabled",
+        action="store_true",
+        help="check each client's signature against the brokers' users (as their authentication_enabled)",
+    )
+    parser.add_argument(
+        "--authorization-enabled",
+        action="store_true",
+        help="check each call against the brokers' policies (as their authorization_enabled)",
+    )
+    add_credential_options(parser)
+    add_server_tls_options(parser)
+    parser.add_argument(
+        "--users-ttl-ms",
+        type=int,
+        default=DEFAULT_USERS_TTL_MS,
+        metavar="MS",
+        help="read the brokers' users and policies again after this long (default 3000; an unknown user: at once)",
+    )
+    parser.add_argument(
         "--ready-file", metavar="PATH", help="once every worker listens, write the address here as JSON (atomically)"
     )
     parser.set_defaults(func=run)
@@ -62,6 +86,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(with_pid=True)
+    access_key, secret_key = credentials_of(args)
     options = ProxyOptions(
         namesrv_addr=args.namesrv,
         host=args.host,
@@ -69,6 +94,19 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         auto_renew_invisible_ms=args.auto_renew_invisible_ms,
         auto_renew_ahead_ms=args.auto_renew_ahead_ms,
+        authentication_enabled=args.authentication_enabled,
+        authorization_enabled=args.authorization_enabled,
+        access_key=access_key,
+        secret_key=secret_key,
+        users_ttl_ms=args.users_ttl_ms,
+        tls=TlsSettings.parse(
+            mode=args.tls_mode,
+            cert_file=args.tls_cert_file,
+            key_file=args.tls_key_file,
+            ca_file=args.tls_ca_file,
+            client_auth=args.tls_client_auth or "none",
+            outgoing=bool(args.tls_enable),
+        ),
     )
     reservation = reserve_port(options.host, options.grpc_port)
     try:

@@ -332,9 +332,11 @@ class UserRequestHeader(RequestHeader):
 
 
 class ListUsersRequestHeader(RequestHeader):
-    """AUTH_LIST_USER (3005): names containing ``filter``."""
+    """AUTH_LIST_USER (3005): names containing ``filter``; ``withSecret`` (PocketMQ's): the secrets too, for a
+    Super caller (the gRPC proxy checks signatures with them)."""
 
     name_filter: str = text("filter", "", max_chars=NAME_MAX_CHARS)
+    with_secret: bool = boolean("withSecret")
 
 
 class AclRequestHeader(RequestHeader):

@@ -46,8 +46,12 @@ class SniffingListener:
         alpn_h2: bool = False,
         max_pending: int = DEFAULT_MAX_PENDING,
         reporter: LimitReporter | None = None,
+        reuse_port: bool = False,
     ):
+        """``reuse_port``: bind with SO_REUSEPORT, sharing the port with other processes that do (the proxy's
+        workers)."""
         self._protocol_factory = protocol_factory
+        self._reuse_port = reuse_port
         self._tls = tls
         self._host = host
         self._requested_port = port
@@ -64,7 +68,9 @@ class SniffingListener:
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.create_server((self._host, self._requested_port), family=family, backlog=1024)
+        sock = socket.create_server(
+            (self._host, self._requested_port), family=family, backlog=1024, reuse_port=self._reuse_port
+        )
         sock.setblocking(False)
         self._sock = sock
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(), name=f"tls-accept-{self.port}")

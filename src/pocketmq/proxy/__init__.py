@@ -10,6 +10,8 @@ keeps one store. A client's connection lands on one worker; the workers share no
 - ``consumer``: ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment over remoting POP;
 - ``transactions``: EndTransaction over END_TRANSACTION, and the brokers' checks relayed to a client's Telemetry;
 - ``groups``: the consumer groups' settings, read from the brokers and cached;
+- ``users``: the brokers' users and ACLs, read and cached; ``access``: access control over them, with the
+  embedded front end's checks;
 - ``servicer``: the ``MessagingService`` servicer of one worker; ``worker``: one worker process;
 - ``supervisor``: the parent process that reserves the port and runs the workers.
 """

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS, DEFAULT_RENEW_AHEAD_MS
 from pocketmq.client.producer import MAX_MESSAGE_BYTES
+from pocketmq.protocol.tls import TlsSettings
 
 DEFAULT_GRPC_PORT = 8081
+DEFAULT_USERS_TTL_MS = 3_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +27,21 @@ class ProxyOptions:
     # a push consumer's message is invisible this long, renewed this long before it runs out (server/auto_renew.py)
     auto_renew_invisible_ms: int = DEFAULT_AUTO_RENEW_INVISIBLE_MS
     auto_renew_ahead_ms: int = DEFAULT_RENEW_AHEAD_MS
+    # access control (docs/grpc.md, "Proxy"): the brokers' switches, the user the proxy signs its remoting requests
+    # with (a Super user when access control is on: it reads the users' secrets), how long the users read are kept
+    authentication_enabled: bool = False
+    authorization_enabled: bool = False
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    users_ttl_ms: int = DEFAULT_USERS_TTL_MS
+    # TLS on the gRPC port (as a broker's: permissive or enforcing) and to the brokers (``opens_tls``)
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     def __post_init__(self) -> None:
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ValueError("access key and secret key go together: give both or neither")
+        if self.access_control_enabled and not self.access_key:
+            raise ValueError("access control needs the proxy's own user: give --access-key and --secret-key")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if not 0 <= self.grpc_port <= 65535:
@@ -36,6 +51,10 @@ class ProxyOptions:
                 f"auto renew: the time ahead ({self.auto_renew_ahead_ms} ms) must be above 0 and below the "
                 f"invisible time ({self.auto_renew_invisible_ms} ms)"
             )
+
+    @property
+    def access_control_enabled(self) -> bool:
+        return self.authentication_enabled or self.authorization_enabled
 
     @property
     def grpc_addr(self) -> str:

@@ -10,6 +10,8 @@
   servicer is their ``SessionPolicy``.
 - ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment: proxy/consumer.py.
 - EndTransaction: proxy/transactions.py. RecallMessage: RECALL_MESSAGE to the broker the handle names.
+- Access control (proxy/access.py): with a gate, every RPC is authorized as on the embedded front end, with the
+  same rights per RPC (server/grpc_access.py) and the same UNAUTHORIZED status; without one nothing is checked.
 - Not served: ForwardMessageToDeadLetterQueue and SyncLiteSubscription (a NOT_IMPLEMENTED status); the pull
   RPCs (gRPC UNIMPLEMENTED: the Apache proxy does not serve them either).
 """
@@ -17,10 +19,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.broker.pop.revive import retry_limit
 from pocketmq.client.instance import ClientInstance
+from pocketmq.common.errors import AccessDeniedError
 from pocketmq.common.topic import MessageType
 from pocketmq.protocol import grpc_codec as codec
 from pocketmq.protocol.codes import V2StatusCode
@@ -32,7 +36,9 @@ from pocketmq.proxy.options import ProxyOptions
 from pocketmq.proxy.sender import V2_CODE_OF_SEND_STATUS, ProxySender
 from pocketmq.proxy.transactions import PRODUCER, ProxyTransactions
 from pocketmq.runtime.clock import Clock
+from pocketmq.server.access_contexts import PUB, topic_contexts
 from pocketmq.server.client_metrics import metric_endpoint
+from pocketmq.server.grpc_access import PUB_OR_SUB, GrpcAccessGate, consumer_contexts, unary_contexts
 from pocketmq.server.grpc_calls import abort_malformed, client_address, guard, unary_not_implemented
 from pocketmq.server.grpc_client_rpcs import ClientRpcs
 from pocketmq.server.grpc_routing import route_queues
@@ -56,9 +62,15 @@ class ProxyServicer:
         sessions: SessionRegistry,
         clock: Clock,
         *,
+        gate: GrpcAccessGate | None = None,
+        client_peer: Callable[[str], str] | None = None,
         max_inflight_sends: int = DEFAULT_MAX_INFLIGHT_SENDS,
     ):
+        """``client_peer``: the client's address for the peer grpc reports (a TLS front in between, see
+        server/grpc_tls_front.py); by default the peer itself."""
         self._options = options
+        self._client_peer = client_peer or (lambda peer: peer)
+        self._gate = gate  # None: access control off
         self._instance = instance
         self._sender = sender
         self._groups = groups
@@ -82,11 +94,12 @@ class ProxyServicer:
         if isinstance(request, Malformed):
             await abort_malformed(context, "QueryRoute", request)
         self.calls += 1
-        return await guard("QueryRoute", self._query_route(request), codec.route_error_response)
+        return await guard("QueryRoute", self._query_route(request, context), codec.route_error_response)
 
-    async def _query_route(self, request):
+    async def _query_route(self, request, context):
         topic, dialled, dialled_domain = codec.decode_route_request(request)
         check_topic(topic)
+        self.authorize(context, topic_contexts(topic, PUB_OR_SUB))
         route = await self._instance.fetch_route_data(topic)
         queues = route_queues(
             route,
@@ -113,13 +126,14 @@ class ProxyServicer:
             return refuse(V2StatusCode.TOO_MANY_REQUESTS, f"more than {self._max_inflight_sends} sends in flight")
         self._inflight_sends += 1
         try:
-            return await guard("SendMessage", self._send(request), refuse)
+            return await guard("SendMessage", self._send(request, context), refuse)
         finally:
             self._inflight_sends -= 1
 
-    async def _send(self, request):
+    async def _send(self, request, context):
         inbound = codec.decode_send_request(request)
         topic = check_send_request(inbound)
+        self.authorize(context, topic_contexts(topic, PUB))
         now_ms = self._clock.now_ms()
         valid = [validate_message(m, topic_type=MessageType.MIXED, limits=self._limits, now_ms=now_ms) for m in inbound]
         entries = []
@@ -154,11 +168,16 @@ class ProxyServicer:
         return self.clients.telemetry(request_iterator, context)
 
     def client_address(self, context) -> str:
-        return client_address(context.peer() or "")
+        return client_address(self._peer(context))
+
+    def _peer(self, context) -> str:
+        return self._client_peer(context.peer() or "")
 
     def authorize(self, context, contexts) -> None:
-        """The proxy checks no access (``SessionPolicy``): run it where clients are trusted, or use the brokers'
-        own gRPC ports, which do (docs/security.md)."""
+        """AccessDeniedError unless the caller may do all of ``contexts`` (``SessionPolicy``; nothing checked
+        with access control off)."""
+        if self._gate is not None:
+            self._gate.check(context.invocation_metadata(), self._peer(context), contexts)
 
     async def settings_reply_args(self, settings: ClientSettings, language: str) -> dict:
         """What the proxy's Settings replies say (``SessionPolicy``): a producer's topics make this worker a
@@ -183,6 +202,11 @@ class ProxyServicer:
         if isinstance(request, Malformed):
             await abort_malformed(context, "ReceiveMessage", request)
         self.calls += 1
+        try:
+            self.authorize(context, consumer_contexts(*codec.group_and_topic(request)))
+        except AccessDeniedError as exc:
+            yield codec.receive_status(V2StatusCode.UNAUTHORIZED, str(exc))
+            return
         async for response in self.consumers.receive(request, context):
             yield response
 
@@ -197,11 +221,11 @@ class ProxyServicer:
 
     # -- transactions (proxy/transactions.py) -----------------------------------------------------------------------
     async def EndTransaction(self, request, context):
-        return await self._unary("EndTransaction", self.transactions.end_transaction, request, context)
+        return await self._unary("EndTransaction", self.transactions.end_transaction, request, context, publishes=True)
 
     # -- recall -----------------------------------------------------------------------------------------------------
     async def RecallMessage(self, request, context):
-        return await self._unary("RecallMessage", self._recall, request, context)
+        return await self._unary("RecallMessage", self._recall, request, context, publishes=True)
 
     async def _recall(self, request, context):
         topic, handle = codec.decode_recall_request(request)
@@ -215,13 +239,18 @@ class ProxyServicer:
     SyncLiteSubscription = unary_not_implemented("SyncLiteSubscription", "lite consumers are not supported")
 
     # -- helpers --------------------------------------------------------------------------------------------------
-    async def _unary(self, method: str, rpc, request, context):
+    async def _unary(self, method: str, rpc, request, context, *, publishes: bool = False):
+        """``publishes``: the RPC ends a producer's work (Pub on the topic), else a consumer's (Sub)."""
         if isinstance(request, Malformed):
             await abort_malformed(context, method, request)
         self.calls += 1
-        return await guard(
-            method, rpc(request, context), lambda code, message: codec.error_response(method, code, message)
-        )
+
+        async def authorized():
+            group, topic = codec.group_and_topic(request)
+            self.authorize(context, unary_contexts(group, topic, publishes=publishes))
+            return await rpc(request, context)
+
+        return await guard(method, authorized(), lambda code, message: codec.error_response(method, code, message))
 
     def __repr__(self) -> str:
         return f"<ProxyServicer {self._options.grpc_addr} calls={self.calls} inflight_sends={self._inflight_sends}>"

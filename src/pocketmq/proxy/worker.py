@@ -1,6 +1,7 @@
 """One proxy worker: a grpc.aio server on the shared port (SO_REUSEPORT) serving ``ProxyServicer``, and the SDK
 client instance it reaches the brokers with (routes, heartbeats as a producer of its clients' topics, the
-brokers' transaction checks).
+brokers' transaction checks). With TLS served the public port is the worker's own TLS front (shared with the other
+workers' fronts) piping to its gRPC server on a private Unix socket (server/grpc_tls_front.py).
 
 ``reserve_port(host, port)`` is the parent's: a socket bound with SO_REUSEPORT (port 0: the OS picks) that
 never listens, held while the workers run, so the port stays the proxy's when a worker restarts; the kernel
@@ -20,14 +21,18 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.producer import ProducerOptions
 from pocketmq.protocol.grpc_service import add_messaging_service
+from pocketmq.protocol.tls import ServerTls, TlsSettings
+from pocketmq.proxy.access import UsersRefresher, proxy_gate
 from pocketmq.proxy.groups import GroupSettings
 from pocketmq.proxy.options import ProxyOptions
 from pocketmq.proxy.sender import ProxySender
 from pocketmq.proxy.servicer import ProxyServicer
+from pocketmq.proxy.users import BrokerUsers
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 from pocketmq.runtime.periodic import PeriodicTask
 from pocketmq.server.client_metrics import MetricsSink
 from pocketmq.server.grpc_server import MAX_GRPC_MESSAGE_BYTES
+from pocketmq.server.grpc_tls_front import GrpcTlsFront
 from pocketmq.server.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,14 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _broker_tls(tls: TlsSettings) -> dict:
+    """The ClientConfig fields of TLS to the brokers and name servers: the CA to verify them, and this process's
+    certificate for those that require one."""
+    if not tls.opens_tls:
+        return {}
+    return {"tls": True, "ca_file": tls.ca_file, "tls_cert_file": tls.cert_file, "tls_key_file": tls.key_file}
+
+
 class ProxyWorker:
     def __init__(self, options: ProxyOptions, *, clock: Clock = SYSTEM_CLOCK):
         self.options = options
@@ -51,6 +64,9 @@ class ProxyWorker:
             namesrv_addr=options.namesrv_addr,
             instance_name=f"proxy-{os.getpid()}",
             request_timeout_s=options.request_timeout_s,
+            access_key=options.access_key,
+            secret_key=options.secret_key,
+            **_broker_tls(options.tls),
         )
         self.instance = ClientInstance(config, clock=clock)
         self.sender = ProxySender(
@@ -65,7 +81,31 @@ class ProxyWorker:
         self._admin = AsyncAdmin(config, instance=self.instance)
         self.sessions = SessionRegistry(options.client_channel_expire_ms)
         groups = GroupSettings(self._admin, clock, options.group_settings_ttl_ms)
-        self.servicer = ProxyServicer(options, self.instance, self.sender, groups, self.sessions, clock)
+        self._interceptors: list[grpc.aio.ServerInterceptor] = []
+        gate = None
+        if options.access_control_enabled:
+            users = BrokerUsers(self._admin, clock, options.users_ttl_ms)
+            self._interceptors.append(UsersRefresher(users))
+            gate = proxy_gate(
+                users,
+                authentication_enabled=options.authentication_enabled,
+                authorization_enabled=options.authorization_enabled,
+            )
+        # TLS served: each worker's front shares the public port and pipes to its own gRPC server
+        self._tls = ServerTls(options.tls) if options.tls.serves_tls else None
+        self._front = (
+            GrpcTlsFront(self._tls, options.host, options.grpc_port, reuse_port=True) if self._tls is not None else None
+        )
+        self.servicer = ProxyServicer(
+            options,
+            self.instance,
+            self.sender,
+            groups,
+            self.sessions,
+            clock,
+            gate=gate,
+            client_peer=self._front.client_peer if self._front is not None else None,
+        )
         self.metrics_sink = MetricsSink()
         self._expiry = PeriodicTask(
             "proxy-session-expiry",
@@ -81,19 +121,24 @@ class ProxyWorker:
         await self.sender.start()
         await self._admin.start()
         server = grpc.aio.server(
+            interceptors=self._interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 1),  # every worker listens on the one port
-            ]
+            ],
         )
         add_messaging_service(self.servicer, server)
         self.metrics_sink.add_to(server)
         host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
-        if not server.add_insecure_port(f"{host}:{self.options.grpc_port}"):
-            raise RuntimeError(f"cannot bind gRPC to {host}:{self.options.grpc_port}")
+        address = self._front.internal_address if self._front is not None else f"{host}:{self.options.grpc_port}"
+        if not server.add_insecure_port(address):
+            raise RuntimeError(f"cannot bind gRPC to {address}")
         await server.start()
         self._server = server
+        if self._front is not None and self._tls is not None:
+            await self._front.start()
+            self._tls.start_reloading()
         self._expiry.start()
         self.servicer.consumers.renewer.start()
         log.info("event=proxy_worker_listening pid=%d port=%d", os.getpid(), self.options.grpc_port)
@@ -102,6 +147,9 @@ class ProxyWorker:
         await self._expiry.stop()
         await self.servicer.consumers.renewer.stop()
         self.sessions.close_all()
+        if self._front is not None and self._tls is not None:
+            await self._front.stop()
+            await self._tls.stop_reloading()
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None

@@ -31,7 +31,7 @@ from pocketmq.auth.signature import (
 from pocketmq.server.access_contexts import PUB, SUB, Context, group_context, topic_contexts
 
 if TYPE_CHECKING:
-    from pocketmq.broker.access import AccessControl
+    from pocketmq.broker.access import AccessChecks
 
 PROTOCOL = "grpc"
 PUB_OR_SUB = PUB | SUB
@@ -39,7 +39,7 @@ _MAX_REMEMBERED = 16_384
 
 
 class GrpcAccessGate:
-    def __init__(self, access: AccessControl):
+    def __init__(self, access: AccessChecks):
         self._access = access
         self._version = -1
         self._allowed: set[tuple] = set()
@@ -66,6 +66,18 @@ class GrpcAccessGate:
             if key not in self._allowed:
                 access.authorize(user, (context,), parse_address(host), PROTOCOL)
                 self._allowed.add(key)
+
+
+def access_key_of(metadata) -> str | None:
+    """The user a call's ``authorization`` metadata names (None when it names none or does not parse)."""
+    credential = parse_grpc_authorization(dict(metadata or ()).get(GRPC_AUTHORIZATION_KEY, ""))
+    return credential.access_key if credential else None
+
+
+def unary_contexts(group: str | None, topic: str | None, *, publishes: bool) -> list[Context]:
+    """What a unary RPC about a group and topic needs: Pub on the topic when it ends a producer's work
+    (EndTransaction, RecallMessage), else a consumer's rights (``consumer_contexts``)."""
+    return topic_contexts(topic or "", PUB) if publishes else consumer_contexts(group, topic)
 
 
 def consumer_contexts(group: str | None, topic: str | None) -> list[Context]:

@@ -33,7 +33,7 @@ from pocketmq.protocol.grpc_service import Malformed
 from pocketmq.runtime.clock import Clock
 from pocketmq.server.access_contexts import PUB, topic_contexts
 from pocketmq.server.client_metrics import metric_endpoint
-from pocketmq.server.grpc_access import PUB_OR_SUB, GrpcAccessGate, consumer_contexts
+from pocketmq.server.grpc_access import PUB_OR_SUB, GrpcAccessGate, consumer_contexts, unary_contexts
 from pocketmq.server.grpc_calls import abort_malformed as _abort_malformed
 from pocketmq.server.grpc_calls import client_address, client_id_of, guard, peer_address
 from pocketmq.server.grpc_client_rpcs import ClientRpcs
@@ -272,7 +272,7 @@ class MessagingServicer:
 
         async def authorized():
             group, topic = codec.group_and_topic(request)
-            self.authorize(context, topic_contexts(topic or "", PUB) if publishes else consumer_contexts(group, topic))
+            self.authorize(context, unary_contexts(group, topic, publishes=publishes))
             return await rpc(request, context)
 
         return await self._guard(

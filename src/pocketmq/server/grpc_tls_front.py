@@ -125,10 +125,22 @@ class _ClientEnd(_PipeEnd):
 class GrpcTlsFront:
     """The public gRPC port with TLS (``start`` returns it); the gRPC server binds ``internal_address``."""
 
-    def __init__(self, tls: ServerTls, host: str, port: int, *, peer_retention_s: float = PEER_RETENTION_S):
+    def __init__(
+        self,
+        tls: ServerTls,
+        host: str,
+        port: int,
+        *,
+        peer_retention_s: float = PEER_RETENTION_S,
+        reuse_port: bool = False,
+    ):
+        """``reuse_port``: the public port is shared with other processes' fronts (SO_REUSEPORT: the proxy's
+        workers), each with its own gRPC server and private directory."""
         self._dir = Path(tempfile.mkdtemp(prefix="pocketmq-grpc-"))  # mode 0700: this user only
         self.socket_path = str(self._dir / "grpc.sock")
-        self._listener = SniffingListener(lambda: _ClientEnd(self), tls, host, port, alpn_h2=True)
+        self._listener = SniffingListener(
+            lambda: _ClientEnd(self), tls, host, port, alpn_h2=True, reuse_port=reuse_port
+        )
         self._tasks: set[asyncio.Task] = set()
         self._names = itertools.count()
         self._peers: dict[str, str] = {}  # peer the gRPC server sees -> the client's, as grpc writes a peer

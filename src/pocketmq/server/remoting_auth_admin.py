@@ -4,7 +4,7 @@
 |---|---|---|---|
 | 3001 / 3002 | AUTH_CREATE_USER / AUTH_UPDATE_USER | username | UserInfo JSON |
 | 3003 / 3004 | AUTH_DELETE_USER / AUTH_GET_USER | username | reply of 3004: UserInfo (no password) |
-| 3005 | AUTH_LIST_USER | filter? | reply: list of UserInfo (no passwords) |
+| 3005 | AUTH_LIST_USER | filter?, withSecret? | reply: list of UserInfo (passwords only as below) |
 | 3006 / 3007 | AUTH_CREATE_ACL / AUTH_UPDATE_ACL | subject | AclInfo JSON (merged into the subject's ACL) |
 | 3008 | AUTH_DELETE_ACL | subject, policyType?, resource? | |
 | 3009 / 3010 | AUTH_GET_ACL / AUTH_LIST_ACL | subject / subjectFilter?, resourceFilter? | reply: AclInfo / list |
@@ -13,6 +13,9 @@ Who may: access control asks for ``Cluster:<cluster>`` Update (changes) or Get (
 user. Only a Super user makes a Super user (RocketMQ: SYSTEM_ERROR "The super user can only be create by super
 user"). A blank username is INVALID_PARAMETER. Changes go to the master; a slave takes its master's users and
 ACLs with the rest of the metadata and refuses changes of its own.
+
+A secret is returned only to an authenticated Super user who asks (``withSecret=true``, PocketMQ's): the gRPC
+proxy reads the users with their secrets to check its clients' signatures (docs/grpc.md, "Proxy").
 """
 
 from __future__ import annotations
@@ -90,12 +93,14 @@ class AuthAdminHandlers:
 
     def _super_refusal(self, request: RemotingCommand, user: User) -> RemotingCommand | None:
         """SYSTEM_ERROR when a user who is not Super asks for a Super user (with access control on)."""
-        if not user.is_super or not self._broker.access.enabled:
-            return None
-        caller = self._table.user(request.ext_fields.get(ACCESS_KEY_FIELD) or "")
-        if caller is not None and caller.is_super:
+        if not user.is_super or not self._broker.access.enabled or self._caller_is_super(request):
             return None
         return request.response(ResponseCode.SYSTEM_ERROR, remark=SUPER_BY_SUPER_ONLY)
+
+    def _caller_is_super(self, request: RemotingCommand) -> bool:
+        """Whether the request is signed by a Super user (its signature was checked before it got here)."""
+        caller = self._table.user(request.ext_fields.get(ACCESS_KEY_FIELD) or "")
+        return caller is not None and caller.is_super
 
     async def create_user(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         return self._put_user(request, create=True)
@@ -130,8 +135,10 @@ class AuthAdminHandlers:
         return request.response(ResponseCode.SUCCESS, body=json_bytes(user.to_json(with_password=False)))
 
     async def list_users(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        name_filter = ListUsersRequestHeader.parse(request.ext_fields).name_filter
-        users = [user.to_json(with_password=False) for user in self._table.users(name_filter)]
+        h = ListUsersRequestHeader.parse(request.ext_fields)
+        if h.with_secret and not (self._broker.access.authentication_enabled and self._caller_is_super(request)):
+            raise NoPermissionError("only an authenticated Super user may read the users' secrets")
+        users = [user.to_json(with_password=h.with_secret) for user in self._table.users(h.name_filter)]
         return request.response(ResponseCode.SUCCESS, body=json_bytes(users))
 
     # -- ACLs -------------------------------------------------------------------------------------------------------

@@ -36,3 +36,11 @@ def test_a_receipt_handle_names_its_extra_info_and_broker():
 def test_options_refuse_impossible_values(bad):
     with pytest.raises(ValueError):
         ProxyOptions(namesrv_addr="127.0.0.1:9876", **bad)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"access_key": "proxy"}, {"authentication_enabled": True}, {"authorization_enabled": True}]
+)
+def test_access_control_needs_the_proxys_own_credentials(bad):
+    with pytest.raises(ValueError):
+        ProxyOptions(namesrv_addr="127.0.0.1:9876", **bad)

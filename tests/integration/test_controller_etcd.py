@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pocketmq.cluster.controller import EtcdController, parse_endpoint
+from pocketmq.cluster.controller import EtcdController, parse_endpoints
 from pocketmq.cluster.election import Action, Role
 from pocketmq.cluster.failover import FailoverLoop
 from pocketmq.testing.etcd import etcd_server
@@ -85,9 +85,11 @@ async def group(etcd):
 
 
 def test_endpoints_parse():
-    assert parse_endpoint("etcd://127.0.0.1:2379") == ("127.0.0.1", 2379)
-    with pytest.raises(ValueError, match="expected etcd://HOST:PORT"):
-        parse_endpoint("http://127.0.0.1:2379")
+    assert parse_endpoints("etcd://127.0.0.1:2379") == (("127.0.0.1", 2379),)
+    assert parse_endpoints("etcd://h1:1,h2:2, h3:3/") == (("h1", 1), ("h2", 2), ("h3", 3))
+    for bad in ("http://127.0.0.1:2379", "etcd://h1:1,", "etcd://h1:x"):
+        with pytest.raises(ValueError, match="expected etcd://HOST:PORT"):
+            parse_endpoints(bad)
 
 
 async def test_one_broker_becomes_master_of_epoch_1_and_the_other_follows(group):

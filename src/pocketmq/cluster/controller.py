@@ -1,4 +1,4 @@
-"""A broker group's master lease, epoch and in-sync set in etcd (``serve --controller etcd://HOST:PORT``).
+"""A broker group's master lease, epoch and in-sync set in etcd (``serve --controller etcd://HOST:PORT,...``).
 
 etcd does the one thing that needs consensus: who is master of a group, and since which epoch. Keys, per
 group, under ``/pocketmq/<cluster>/<broker name>/``:
@@ -16,8 +16,13 @@ Each broker has one lease (``lease_ttl_ms``, 2 s by default, whole seconds in et
 per TTL; a ``LeaseTimer`` (``cluster/election.py``) says until when a master may still write. A watch on the
 group's prefix sets ``changed`` whenever a key of the group changes, so followers react at once.
 
+Endpoints: ``etcd://H1:P1,H2:P2,H3:P3`` names the members of one etcd cluster. The controller talks to one at a
+time and moves to the next when a request to it fails or is not answered in time; the next request goes there.
+A keep-alive is retried on the next endpoint at once, and waits at most ``LeaseTimer.keepalive_timeout_ms``, so
+one silent member does not cost a master its lease (the timing rules are ``cluster/election.py``'s).
+
 Uses the ``aetcd`` client (asyncio, over etcd's gRPC API; it needs only grpcio and protobuf, which PocketMQ
-already depends on). One endpoint for now.
+already depends on).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import contextlib
 import json
 import logging
 import math
+import operator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,21 +44,26 @@ from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
 log = logging.getLogger(__name__)
 
 SCHEME = "etcd://"
-REQUEST_TIMEOUT_S = 1.0  # one etcd request; a master must notice an unreachable etcd well within its lease
+REQUEST_TIMEOUT_S = 1.0  # one etcd request (a master's also ends when its lease stops holding)
+RETRY_PAUSE_MS = 50  # between keep-alives that failed at once (connection refused), not to spin
 
 
 class ControllerError(PocketMQError):
     """etcd did not answer, or answered what the controller cannot use."""
 
 
-def parse_endpoint(endpoint: str) -> tuple[str, int]:
-    """``etcd://HOST:PORT`` as (host, port); ValueError otherwise."""
-    if not endpoint.startswith(SCHEME):
-        raise ValueError(f"controller {endpoint!r}: expected {SCHEME}HOST:PORT")
-    host, sep, port = endpoint[len(SCHEME) :].rstrip("/").rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"controller {endpoint!r}: expected {SCHEME}HOST:PORT")
-    return host, int(port)
+def parse_endpoints(controller: str) -> tuple[tuple[str, int], ...]:
+    """``etcd://HOST:PORT[,HOST:PORT...]`` as ((host, port), ...); ValueError otherwise."""
+    expected = f"controller {controller!r}: expected {SCHEME}HOST:PORT[,HOST:PORT...]"
+    if not controller.startswith(SCHEME):
+        raise ValueError(expected)
+    endpoints = []
+    for endpoint in controller[len(SCHEME) :].rstrip("/").split(","):
+        host, sep, port = endpoint.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(expected)
+        endpoints.append((host, int(port)))
+    return tuple(endpoints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +111,8 @@ class EtcdController:
         lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS,
         lease_margin_ms: int = DEFAULT_LEASE_MARGIN_MS,
     ):
-        self._host, self._port = parse_endpoint(endpoint)
+        self._endpoints = parse_endpoints(endpoint)
+        self._current = 0  # the index of the endpoint requests go to
         self.endpoint = endpoint
         self.broker_id = broker_id
         self.address = address
@@ -112,6 +125,7 @@ class EtcdController:
         self._log_end = 0
         self._master_value: bytes | None = None
         self._tasks: list[asyncio.Task] = []
+        self._closing: set[asyncio.Task] = set()  # clients of endpoints left behind, being closed
         self._stopping = False
 
     @property
@@ -121,20 +135,62 @@ class EtcdController:
     def _key(self, name: str) -> bytes:
         return (self.prefix + name).encode()
 
-    async def _call(self, coro):
-        try:
-            return await asyncio.wait_for(coro, REQUEST_TIMEOUT_S)
-        except TimeoutError as exc:
-            raise ControllerError(f"etcd at {self.endpoint} did not answer within {REQUEST_TIMEOUT_S}s") from exc
-        except Exception as exc:  # aetcd raises its own ClientError family over grpc's errors
-            raise ControllerError(f"etcd at {self.endpoint}: {exc!r}") from exc
+    @property
+    def current_endpoint(self) -> str:
+        host, port = self._endpoints[self._current]
+        return f"{host}:{port}"
 
-    async def start(self) -> None:
+    def _connect(self) -> None:
         import aetcd  # here, so a broker without --controller never imports the client
 
-        self._client = aetcd.Client(host=self._host, port=self._port)
-        await self._call(self._client.connect())
-        await self._new_lease()
+        host, port = self._endpoints[self._current]
+        self._client = aetcd.Client(host=host, port=port)
+
+    def _next_endpoint(self, failed_client: Any) -> None:
+        """Requests go to the next endpoint, unless another failed request already moved them on."""
+        if len(self._endpoints) == 1 or self._client is not failed_client:
+            return
+        failed = self.current_endpoint
+        self._current = (self._current + 1) % len(self._endpoints)
+        self._connect()
+        # closing the old client ends what still waits on it (the watch among them, which then watches again here)
+        closing = asyncio.create_task(failed_client.close(), name="controller-close-endpoint")
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        log.warning(
+            "event=controller_endpoint broker_id=%d failed=%s next=%s", self.broker_id, failed, self.current_endpoint
+        )
+
+    async def _call(self, request: Callable[[Any], Awaitable[Any]], timeout_s: float | None = None):
+        """``request(client)`` on the current endpoint; on no answer in time, or an error, the next requests go
+        to the next endpoint. While the lease holds, no request outlasts it: a master that cannot reach etcd
+        steps down as its lease ends, not when a request to a silent member gives up."""
+        if timeout_s is None:
+            timeout_s = REQUEST_TIMEOUT_S
+            if self.lease.holds():
+                timeout_s = min(timeout_s, self.lease.remaining_ms() / 1000)
+        client, endpoint = self._client, self.current_endpoint
+        try:
+            return await asyncio.wait_for(request(client), timeout_s)
+        except TimeoutError as exc:
+            self._next_endpoint(client)
+            raise ControllerError(f"etcd at {endpoint} did not answer within {timeout_s:.3f}s") from exc
+        except Exception as exc:  # aetcd raises its own ClientError family over grpc's errors
+            if self._stopping:
+                raise ControllerError(f"etcd at {endpoint}: stopping") from exc
+            self._next_endpoint(client)
+            raise ControllerError(f"etcd at {endpoint}: {exc!r}") from exc
+
+    async def start(self) -> None:
+        """Connect and take a lease, trying each endpoint once."""
+        self._connect()
+        for attempt in range(len(self._endpoints)):
+            try:
+                await self._new_lease()
+                break
+            except ControllerError:
+                if attempt == len(self._endpoints) - 1:
+                    raise
         self._tasks = [
             asyncio.create_task(self._keep_alive(), name="controller-keepalive"),
             asyncio.create_task(self._watch(), name="controller-watch"),
@@ -150,8 +206,9 @@ class EtcdController:
                 await task
         self._tasks = []
         if self._lease_id is not None:
+            lease_id = self._lease_id
             with contextlib.suppress(ControllerError):
-                await self._call(self._client.revoke_lease(self._lease_id))
+                await self._call(lambda c: c.revoke_lease(lease_id))
         self.lease.lost()
         if self._client is not None:
             with contextlib.suppress(Exception):
@@ -159,7 +216,7 @@ class EtcdController:
 
     async def _new_lease(self) -> None:
         sent_ms = self.lease.sent()
-        granted = await self._call(self._client.lease(self.lease.ttl_ms // 1000))
+        granted = await self._call(lambda c: c.lease(self.lease.ttl_ms // 1000))
         self._lease_id = granted.id
         self.lease.renewed(sent_ms, 1000 * granted.ttl)
         await self.publish_log_end(self._log_end, force=True)
@@ -167,11 +224,13 @@ class EtcdController:
     async def _keep_alive(self) -> None:
         failing = False
         while not self._stopping:
-            await asyncio.sleep(self.lease.keepalive_interval_ms / 1000)
+            # after a failure, at once on the next endpoint: a renewal must reach etcd before the lease stops holding
+            await asyncio.sleep((RETRY_PAUSE_MS if failing else self.lease.keepalive_interval_ms) / 1000)
             try:
                 sent_ms = self.lease.sent()
                 lease_id = self._lease_id
-                reply = await self._call(self._client.refresh_lease(lease_id))
+                refresh = operator.methodcaller("refresh_lease", lease_id)
+                reply = await self._call(refresh, self.lease.keepalive_timeout_ms / 1000)
                 if lease_id != self._lease_id:
                     continue  # replaced meanwhile (``resign``): this answer is about a lease given up
                 if reply is None or reply.TTL <= 0:
@@ -184,7 +243,9 @@ class EtcdController:
                 else:
                     self.lease.renewed(sent_ms, 1000 * reply.TTL)
                 if failing:
-                    log.warning("event=controller_reachable broker_id=%d endpoint=%s", self.broker_id, self.endpoint)
+                    log.warning(
+                        "event=controller_reachable broker_id=%d endpoint=%s", self.broker_id, self.current_endpoint
+                    )
                 failing = False
             except ControllerError as exc:
                 if not failing:
@@ -195,7 +256,7 @@ class EtcdController:
     async def _watch(self) -> None:
         while not self._stopping:
             try:
-                watch = await self._call(self._client.watch_prefix(self.prefix.encode()))
+                watch = await self._call(lambda c: c.watch_prefix(self.prefix.encode()))
                 self.changed.set()  # anything may have changed while no watch ran
                 async for _event in watch:
                     self.changed.set()
@@ -206,7 +267,7 @@ class EtcdController:
             await asyncio.sleep(self.lease.keepalive_interval_ms / 1000)
 
     async def read(self) -> GroupView:
-        found = await self._call(self._client.get_prefix(self.prefix.encode()))
+        found = await self._call(lambda c: c.get_prefix(self.prefix.encode()))
         kvs = {kv.key.decode()[len(self.prefix) :]: kv.value for kv in found}
         holder_lease_id = next((kv.lease for kv in found if kv.key == self._key("master")), 0)
         try:
@@ -220,23 +281,20 @@ class EtcdController:
             return
         self._log_end = log_end
         value = json.dumps({"logEnd": log_end, "address": self.address}).encode()
-        await self._call(self._client.put(self._key(f"candidates/{self.broker_id}"), value, lease=self._lease_id))
+        key, lease_id = self._key(f"candidates/{self.broker_id}"), self._lease_id
+        await self._call(lambda c: c.put(key, value, lease=lease_id))
 
     async def campaign(self, epoch: int) -> bool:
         """Take the master lease as epoch ``epoch`` if nobody holds it and the last epoch is ``epoch - 1``."""
         tx = self._client.transactions
         last = tx.version(self._key("epoch")) == 0 if epoch == 1 else tx.value(self._key("epoch")) == str(epoch - 1)
         value = json.dumps({"brokerId": self.broker_id, "epoch": epoch, "address": self.address}).encode()
-        won, _ = await self._call(
-            self._client.transaction(
-                compare=[tx.version(self._key("master")) == 0, last],
-                success=[
-                    tx.put(self._key("epoch"), str(epoch).encode()),
-                    tx.put(self._key("master"), value, lease=self._lease_id),
-                ],
-                failure=[],
-            )
-        )
+        compare = [tx.version(self._key("master")) == 0, last]
+        success = [
+            tx.put(self._key("epoch"), str(epoch).encode()),
+            tx.put(self._key("master"), value, lease=self._lease_id),
+        ]
+        won, _ = await self._call(lambda c: c.transaction(compare=compare, success=success, failure=[]))
         if won:
             self._master_value = value
             log.warning("event=controller_won broker_id=%d epoch=%d group=%s", self.broker_id, epoch, self.prefix)
@@ -248,13 +306,9 @@ class EtcdController:
             return False
         tx = self._client.transactions
         value = json.dumps({"epoch": epoch, "brokerIds": sorted(broker_ids)}).encode()
-        done, _ = await self._call(
-            self._client.transaction(
-                compare=[tx.value(self._key("master")) == self._master_value],
-                success=[tx.put(self._key("in_sync"), value)],
-                failure=[],
-            )
-        )
+        compare = [tx.value(self._key("master")) == self._master_value]
+        success = [tx.put(self._key("in_sync"), value)]
+        done, _ = await self._call(lambda c: c.transaction(compare=compare, success=success, failure=[]))
         return bool(done)
 
     async def resign(self) -> None:
@@ -264,8 +318,8 @@ class EtcdController:
         self.lease.lost()
         old = self._lease_id
         with contextlib.suppress(ControllerError):
-            await self._call(self._client.revoke_lease(old))
+            await self._call(lambda c: c.revoke_lease(old))
         await self._new_lease()
 
     def __repr__(self) -> str:
-        return f"<EtcdController {self.prefix}{self.broker_id} endpoint={self.endpoint} lease={self._lease_id}>"
+        return f"<EtcdController {self.prefix}{self.broker_id} endpoint={self.current_endpoint} lease={self._lease_id}>"

@@ -16,6 +16,9 @@ that are up publish a *candidacy* with their log's end. Everything here decides 
   when a keep-alive *reaches* it, which is after the master sent it; so a lease renewed by a keep-alive sent at
   ``t`` lives at least until ``t + ttl``. The master stops writing at ``t + ttl - margin`` (the margin covers
   clock rate differences), before etcd can let anyone else take the lease: no two writers at once.
+  With several etcd endpoints, a keep-alive one of them does not answer within ``keepalive_timeout_ms`` is
+  sent again to the next at once: renewed every ``ttl / 3``, given up after ``ttl / 6``, the retry leaves
+  ``ttl / 2 - margin`` for the round trips, so one silent member does not end a tenure.
 - Fencing (``accepts_writes``, ``accepts_replicated``): a master writes only in the newest epoch it knows,
   and a slave takes records only from a master whose epoch is not older than the newest it has seen.
 """
@@ -157,6 +160,11 @@ class LeaseTimer:
     def keepalive_interval_ms(self) -> float:
         """Renew three times per TTL, so one lost keep-alive does not end a tenure."""
         return self.ttl_ms / 3
+
+    @property
+    def keepalive_timeout_ms(self) -> float:
+        """How long a keep-alive waits for its answer before it is sent to the next endpoint."""
+        return self.keepalive_interval_ms / 2
 
 
 def accepts_writes(local: LocalState, newest_epoch_seen: int) -> bool:

@@ -60,6 +60,7 @@ class FailoverLoop:
         self.role = Role.NONE
         self.epoch = 0
         self.last_decision: Decision | None = None
+        self._resign_pending = False  # a master whose lease stopped holding gives it up at the next step
         self._published_in_sync: frozenset[int] | None = None
         # broker id -> remoting address of every broker seen (ports stay over rounds): a slave whose lease lapsed
         # (paused, or cut off from etcd) but that replication still counts in sync keeps its place in the set
@@ -97,7 +98,7 @@ class FailoverLoop:
             except Exception:  # a bug must not end the loop: a master would then never step down
                 log.exception("event=failover_step_crashed broker_id=%d", self.controller.broker_id)
             if self.role is Role.MASTER and not lease.holds():
-                await self._step_down("lease not renewed in time (etcd unreachable)")
+                await self._lease_lapsing("lease not renewed in time (etcd unreachable)")
             wait_ms = lease.keepalive_interval_ms
             if self.role is Role.MASTER:  # also: publish a slave that caught up soon, so it may take over
                 wait_ms = min(IN_SYNC_CHECK_MS, lease.remaining_ms() + 1)
@@ -108,8 +109,10 @@ class FailoverLoop:
     async def step(self) -> Decision:
         """One decision and its action."""
         if self.role is Role.MASTER and not self.controller.lease.holds():
-            await self._step_down("lease not renewed in time")  # before any etcd request that may hang
+            await self._lease_lapsing("lease not renewed in time")  # before any etcd request that may hang
+        if self._resign_pending:
             await self.controller.resign()
+            self._resign_pending = False
         await self.controller.publish_log_end(self._handler.log_end())
         view = await self.controller.read()
         state = view.state
@@ -163,6 +166,12 @@ class FailoverLoop:
             if in_sync != self._published_in_sync and await self.controller.publish_in_sync(self.epoch, in_sync):
                 self._published_in_sync = in_sync
         return decision
+
+    async def _lease_lapsing(self, reason: str) -> None:
+        """Step down, and give the lease up before anything else: etcd may not have counted it out (it was
+        paused, or the renewals were late), and this broker's next tenure must be a new epoch."""
+        await self._step_down(reason)
+        self._resign_pending = True
 
     async def _step_down(self, reason: str) -> None:
         if self.role is not Role.MASTER:

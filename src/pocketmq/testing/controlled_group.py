@@ -9,11 +9,12 @@ the broker did not answer).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.cluster.controller import parse_endpoint
+from pocketmq.cluster.controller import parse_endpoints
 from pocketmq.common.errors import PocketMQError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.transport import RemotingClient
@@ -24,6 +25,7 @@ from pocketmq.testing.raw_remoting import send
 
 GROUP = "group-f"
 TOPIC = "failover"
+KEYS_TIMEOUT_S = 2.0  # one member's read of the group's keys
 # a send stored on the master whatever its replication: SUCCESS (acknowledged), or not replicated in time
 STORED = (ResponseCode.SUCCESS, ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT)
 
@@ -31,7 +33,7 @@ STORED = (ResponseCode.SUCCESS, ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.F
 @dataclass
 class ControlledGroup:
     root: Path
-    endpoint: str  # etcd://HOST:PORT
+    endpoint: str  # etcd://HOST:PORT[,HOST:PORT...]
     size: int = 2
     namesrv: PocketProcess | None = None
     brokers: list[PocketProcess] = field(default_factory=list)
@@ -88,13 +90,21 @@ class ControlledGroup:
         return await eventually(acking, timeout_s, "a master acknowledging SYNC sends")
 
     async def keys(self) -> dict[str, object]:
-        """The group's keys in etcd: ``epoch`` (int), ``master`` and ``in_sync`` (their JSON), absent when unset."""
+        """The group's keys in etcd: ``epoch`` (int), ``master`` and ``in_sync`` (their JSON), absent when unset;
+        read from the first endpoint that answers."""
         import aetcd
 
-        host, port = parse_endpoint(self.endpoint)
         prefix = f"/pocketmq/{CLUSTER}/{GROUP}/"
-        async with aetcd.Client(host=host, port=port) as etcd:
-            found = {kv.key.decode()[len(prefix) :]: kv.value for kv in await etcd.get_prefix(prefix.encode())}
+        endpoints = parse_endpoints(self.endpoint)
+        for i, (host, port) in enumerate(endpoints):
+            try:
+                async with aetcd.Client(host=host, port=port) as etcd:
+                    got = await asyncio.wait_for(etcd.get_prefix(prefix.encode()), KEYS_TIMEOUT_S)
+                break
+            except Exception:  # aetcd's errors, or no answer: the next member
+                if i == len(endpoints) - 1:
+                    raise
+        found = {kv.key.decode()[len(prefix) :]: kv.value for kv in got}
         keys: dict[str, object] = {name: json.loads(found[name]) for name in ("master", "in_sync") if name in found}
         if "epoch" in found:
             keys["epoch"] = int(found["epoch"])

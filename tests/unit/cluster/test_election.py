@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from pocketmq.cluster.controller import RETRY_PAUSE_MS
 from pocketmq.cluster.election import (
     Action,
     Candidate,
@@ -165,3 +166,63 @@ def test_a_partitioned_master_stops_writing_before_anyone_else_can_be_elected(se
         now_ms += 1
     assert not timer.holds()  # and it did step down
     assert etcd_expires_ms is not None and etcd_expires_ms > partition_at_ms
+
+
+class EndpointsModel:
+    """The controller's keep-alive loop over several etcd endpoints (``cluster/controller.py``), in virtual ms:
+    renew every ``keepalive_interval_ms``; a keep-alive not answered within ``keepalive_timeout_ms`` is sent to
+    the next endpoint after ``RETRY_PAUSE_MS``. Each leg of a round trip takes up to ``leg_ms``. etcd's lease
+    expires ``ttl`` after the last keep-alive that *arrived*, answered in time or not."""
+
+    def __init__(self, rng: random.Random, timer: LeaseTimer, endpoints: int, leg_ms: float):
+        self.rng, self.timer, self.leg_ms = rng, timer, leg_ms
+        self.alive = [True] * endpoints
+        self.current = 0
+        self.next_send_ms = 0.0
+        self.waiting: tuple[float, float | None, float] | None = None  # (sent at, answer at, give up at)
+        self.etcd_expires_ms: float | None = None
+
+    def tick(self, now_ms: float) -> None:
+        if self.waiting is None and now_ms >= self.next_send_ms:
+            sent_ms, answer_ms = self.timer.sent(), None
+            if self.alive[self.current]:
+                arrives_ms = now_ms + self.rng.uniform(0, self.leg_ms)
+                self.etcd_expires_ms = arrives_ms + self.timer.ttl_ms
+                answer_ms = arrives_ms + self.rng.uniform(0, self.leg_ms)
+            self.waiting = (sent_ms, answer_ms, now_ms + self.timer.keepalive_timeout_ms)
+        if self.waiting is not None:
+            sent_ms, answer_ms, give_up_ms = self.waiting
+            if answer_ms is not None and answer_ms <= min(now_ms, give_up_ms):
+                self.timer.renewed(sent_ms)
+                self.waiting, self.next_send_ms = None, now_ms + self.timer.keepalive_interval_ms
+            elif now_ms >= give_up_ms:
+                self.current = (self.current + 1) % len(self.alive)
+                self.waiting, self.next_send_ms = None, now_ms + RETRY_PAUSE_MS
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_one_silent_etcd_member_does_not_end_a_tenure_and_a_partition_still_does_in_time(seed):
+    """Three endpoints, round trips up to 300 ms. One member goes silent at a random moment, maybe the one the
+    master talks to: the master renews through the next one without ever losing its lease. Later every member
+    goes silent (the master is cut off): it stops writing before etcd lets the lease lapse, and does stop."""
+    rng = random.Random(seed)
+    clock = ManualClock()
+    timer = LeaseTimer(clock, ttl_ms=2_000, margin_ms=300)
+    model = EndpointsModel(rng, timer, endpoints=3, leg_ms=150)
+    silent_at_ms = rng.randint(1_000, 5_000)
+    partition_at_ms = silent_at_ms + rng.randint(3_000, 6_000)
+    silent_member = rng.randrange(3)
+    now_ms = 0.0
+    while now_ms < partition_at_ms + 2 * timer.ttl_ms:
+        if now_ms == silent_at_ms:
+            model.alive[silent_member] = False
+        if now_ms == partition_at_ms:
+            model.alive = [False] * 3
+        model.tick(now_ms)
+        if 1_000 <= now_ms < partition_at_ms:
+            assert timer.holds(), f"lease lost at {now_ms} ms with only member {silent_member} silent"
+        if accepts_writes(LocalState(0, Role.MASTER, 1, holds_lease=timer.holds()), newest_epoch_seen=1):
+            assert model.etcd_expires_ms is not None and now_ms < model.etcd_expires_ms, f"two writers at {now_ms}"
+        clock.advance(1)
+        now_ms += 1
+    assert not timer.holds()

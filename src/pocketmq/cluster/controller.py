@@ -153,13 +153,24 @@ class EtcdController:
         failed = self.current_endpoint
         self._current = (self._current + 1) % len(self._endpoints)
         self._connect()
-        # closing the old client ends what still waits on it (the watch among them, which then watches again here)
-        closing = asyncio.create_task(failed_client.close(), name="controller-close-endpoint")
+        closing = asyncio.create_task(self._close_later(failed_client), name="controller-close-endpoint")
         self._closing.add(closing)
         closing.add_done_callback(self._closing.discard)
+        if self._tasks:  # the watch moves too: one on a member that lost the others would stay silent
+            self._tasks[1].cancel()
+            self._tasks[1] = asyncio.create_task(self._watch(), name="controller-watch")
         log.warning(
             "event=controller_endpoint broker_id=%d failed=%s next=%s", self.broker_id, failed, self.current_endpoint
         )
+
+    async def _close_later(self, client: Any) -> None:
+        """Close a client left behind once the requests still waiting on it have timed out: closing its channel
+        would cancel them, and a cancellation would end the task that waits, not only the request."""
+        try:
+            await asyncio.sleep(REQUEST_TIMEOUT_S + self.lease.keepalive_timeout_ms / 1000)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
 
     async def _call(self, request: Callable[[Any], Awaitable[Any]], timeout_s: float | None = None):
         """``request(client)`` on the current endpoint; on no answer in time, or an error, the next requests go
@@ -199,9 +210,10 @@ class EtcdController:
     async def stop(self) -> None:
         """Cancel the renewals and the watch and revoke the lease, so the others need not wait for it to lapse."""
         self._stopping = True  # the client may turn a cancellation into an error: the tasks check this too
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._closing]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []

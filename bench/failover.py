@@ -21,12 +21,12 @@ import tempfile
 from pathlib import Path
 
 from pocketmq.testing.controlled_group import ControlledGroup
-from pocketmq.testing.etcd import EtcdServer, etcd_problem, etcd_required
+from pocketmq.testing.etcd import EtcdCluster, etcd_problem, etcd_required
 from pocketmq.testing.failover_rounds import Failover, failovers_in_a_row
 
 
 async def run(root: Path, runs: int) -> dict:
-    etcd = EtcdServer(root / "etcd").start()
+    etcd = EtcdCluster(root / "etcd").start()
     group = ControlledGroup(root, etcd.endpoint, size=3)
 
     def report(i: int, failover: Failover) -> None:

@@ -74,9 +74,9 @@ class ControlledGroup:
     async def acked(self, broker: PocketProcess, body: str) -> bool:
         return await self.send_code(broker, body) == ResponseCode.SUCCESS
 
-    async def stores(self, broker: PocketProcess, body: str) -> bool:
+    async def stores(self, broker: PocketProcess, body: str, timeout_s: float = 3.0) -> bool:
         """Whether ``broker`` stored a send, acknowledged as replicated or not (a master without a slave)."""
-        return await self.send_code(broker, body) in STORED
+        return await self.send_code(broker, body, timeout_s) in STORED
 
     async def master(self, timeout_s: float = 30.0, *, among: list[PocketProcess] | None = None) -> PocketProcess:
         """The broker that acknowledges a SYNC send (a master with its slave in sync), waited for."""

@@ -1,13 +1,18 @@
-"""A real single-node etcd on 127.0.0.1 for tests of the controller (``serve --controller etcd://...``).
+"""A real etcd (one member, or a cluster of several) on 127.0.0.1 for tests of the controller (``serve --controller
+etcd://...``).
 
 - ``etcd_problem()``: ``None`` when an ``etcd`` 3.x binary is on PATH, else one sentence saying what is wrong
   and how to fix it.
 - ``etcd_required()``: in CI (``CI`` set to a true value) a missing etcd is an error, not a reason to skip:
   the same rule as Java for the Spark tests (both checks are ``pocketmq.testing.tools``).
 - ``etcd_or_skip()``: what a fixture calls first: skips the test (fails it in CI) when etcd is missing.
-- ``EtcdServer``: ``start()`` runs ``etcd`` in a temp directory on free ports and waits until it answers;
-  ``pause()`` / ``resume()`` stop and continue it (nobody reaches it meanwhile), ``kill()`` ends it (SIGKILL).
-- ``etcd_server``: the pytest fixture's body (``etcd = pytest.fixture(etcd_server)`` in a test module). ``endpoint`` is the ``etcd://127.0.0.1:PORT`` brokers take.
+- ``EtcdCluster``: ``start()`` runs ``size`` ``etcd`` members (one by default) in a temp directory on free ports
+  and waits until each is healthy; ``pause()`` / ``resume()`` stop and continue all of them (nobody reaches
+  etcd meanwhile), ``kill()`` ends them (SIGKILL). One member: ``members[i].kill()`` / ``pause()`` /
+  ``resume()``, and ``restart(member)`` starts a killed one again on its ports and data. ``endpoint`` is the
+  ``etcd://127.0.0.1:P1,...`` brokers take.
+- ``etcd_server``: the pytest fixture's body for one member (``etcd = pytest.fixture(etcd_server)`` in a test
+  module).
 - ``python -m pocketmq.testing.etcd``: prints the problem and exits 1 (``make etcd`` runs it).
 """
 
@@ -18,7 +23,7 @@ import re
 import signal
 import socket
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.testing.chaos.cluster import free_port
@@ -49,40 +54,40 @@ def etcd_required() -> bool:
 
 
 @dataclass
-class EtcdServer:
+class EtcdMember:
+    """One etcd process of an ``EtcdCluster``; its ports stay the same over ``kill`` and ``start``."""
+
+    name: str
     workdir: Path
-    client_port: int = 0
+    client_port: int
+    peer_port: int
     proc: subprocess.Popen | None = None
 
     @property
-    def endpoint(self) -> str:
-        return f"etcd://127.0.0.1:{self.client_port}"
+    def client_url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
 
-    def start(self, timeout_s: float = 20.0) -> EtcdServer:
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    def spawn(self, initial_cluster: str) -> None:
+        """Start the process (its data directory, once written, says which cluster it belongs to)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.client_port = free_port()
-        peer_port = free_port()
-        client_url, peer_url = f"http://127.0.0.1:{self.client_port}", f"http://127.0.0.1:{peer_port}"
         args = [
             "etcd",
-            *("--name", "test", "--data-dir", str(self.workdir / "data")),
-            *("--listen-client-urls", client_url, "--advertise-client-urls", client_url),
-            *("--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url),
-            *("--initial-cluster", f"test={peer_url}", "--log-level", "warn"),
+            *("--name", self.name, "--data-dir", str(self.workdir / "data")),
+            *("--listen-client-urls", self.client_url, "--advertise-client-urls", self.client_url),
+            *("--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url),
+            *("--initial-cluster", initial_cluster, "--log-level", "warn"),
         ]
         with open(self.workdir / "etcd.log", "ab") as log_file:
             self.proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, cwd=self.workdir)
-        try:
-            wait_until(self._answers, timeout_s, f"etcd on {client_url}")
-        except AssertionError:
-            self.kill()
-            tail = (self.workdir / "etcd.log").read_text(errors="replace")[-2000:]
-            raise TimeoutError(f"etcd did not start on {client_url}:\n{tail}") from None
-        return self
 
-    def _answers(self) -> bool:
+    def answers(self) -> bool:
+        """Whether it is healthy: up, and part of a cluster that has a leader."""
         if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"etcd exited with {self.proc.returncode}")
+            raise RuntimeError(f"etcd {self.name} exited with {self.proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", self.client_port), timeout=0.2) as conn:
                 conn.sendall(b"GET /health HTTP/1.0\r\n\r\n")
@@ -90,8 +95,11 @@ class EtcdServer:
         except OSError:
             return False
 
+    def log_tail(self) -> str:
+        return (self.workdir / "etcd.log").read_text(errors="replace")[-2000:]
+
     def pause(self) -> None:
-        """SIGSTOP: etcd answers nobody (every broker is cut off from it) until ``resume``."""
+        """SIGSTOP: it answers nobody (clients nor the other members) until ``resume``."""
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGSTOP)
 
@@ -105,20 +113,76 @@ class EtcdServer:
             self.proc.wait(timeout=10)
 
 
+@dataclass
+class EtcdCluster:
+    """``size`` etcd members on 127.0.0.1 (one by default); ``pause``, ``resume`` and ``kill`` act on every member,
+    ``members[i]`` on one."""
+
+    workdir: Path
+    size: int = 1
+    members: list[EtcdMember] = field(default_factory=list)
+
+    @property
+    def endpoint(self) -> str:
+        """What brokers take: ``etcd://127.0.0.1:P1,127.0.0.1:P2,...``."""
+        return "etcd://" + ",".join(f"127.0.0.1:{m.client_port}" for m in self.members)
+
+    def start(self, timeout_s: float = 30.0) -> EtcdCluster:
+        self.members = [EtcdMember(f"m{i}", self.workdir / f"m{i}", free_port(), free_port()) for i in range(self.size)]
+        try:
+            for member in self.members:
+                member.spawn(self._initial_cluster())
+            for member in self.members:
+                self.wait_healthy(member, timeout_s)
+        except (AssertionError, RuntimeError):
+            self.kill()
+            raise
+        return self
+
+    def _initial_cluster(self) -> str:
+        return ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+
+    def wait_healthy(self, member: EtcdMember, timeout_s: float = 30.0) -> None:
+        try:
+            wait_until(member.answers, timeout_s, f"etcd {member.name} on {member.client_url}")
+        except AssertionError:
+            raise TimeoutError(
+                f"etcd {member.name} is not healthy on {member.client_url}:\n{member.log_tail()}"
+            ) from None
+
+    def restart(self, member: EtcdMember, timeout_s: float = 30.0) -> None:
+        """Start a killed member again on its ports and data, and wait until it is healthy."""
+        member.spawn(self._initial_cluster())
+        self.wait_healthy(member, timeout_s)
+
+    def pause(self) -> None:
+        """Every member stopped: nobody reaches etcd until ``resume``."""
+        for member in self.members:
+            member.pause()
+
+    def resume(self) -> None:
+        for member in self.members:
+            member.resume()
+
+    def kill(self) -> None:
+        for member in self.members:
+            member.resume()
+            member.kill()
+
+
 def etcd_or_skip() -> None:
     """Skip the calling test when etcd is missing; in CI, fail it."""
     skip_or_fail(etcd_problem(), NEEDED_BY)
 
 
 def etcd_server(tmp_path: Path):
-    """A started ``EtcdServer`` in ``tmp_path / "etcd"`` (skipped, or failed in CI, without etcd), killed after the
-    test: a generator for a pytest fixture (``etcd = pytest.fixture(etcd_server)``)."""
+    """A started single-member ``EtcdCluster`` in ``tmp_path / "etcd"`` (skipped, or failed in CI, without etcd),
+    killed after the test: a generator for a pytest fixture (``etcd = pytest.fixture(etcd_server)``)."""
     etcd_or_skip()
-    server = EtcdServer(tmp_path / "etcd").start()
+    server = EtcdCluster(tmp_path / "etcd").start()
     try:
         yield server
     finally:
-        server.resume()
         server.kill()
 
 

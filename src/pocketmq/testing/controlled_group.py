@@ -35,6 +35,8 @@ class ControlledGroup:
     root: Path
     endpoint: str  # etcd://HOST:PORT[,HOST:PORT...]
     size: int = 2
+    # broker id -> the --controller it takes, when not ``endpoint`` (through a proxy of its own, to cut it alone)
+    broker_endpoints: dict[int, str] = field(default_factory=dict)
     namesrv: PocketProcess | None = None
     brokers: list[PocketProcess] = field(default_factory=list)
     client: RemotingClient = field(default_factory=RemotingClient)
@@ -49,7 +51,14 @@ class ControlledGroup:
                     namesrv=self.namesrv.namesrv,
                     extra_args=[
                         *COMMON_ARGS,
-                        *("--broker-id", str(broker_id), "--role", "sync_master", "--controller", self.endpoint),
+                        *(
+                            "--broker-id",
+                            str(broker_id),
+                            "--role",
+                            "sync_master",
+                            "--controller",
+                            self.broker_endpoints.get(broker_id, self.endpoint),
+                        ),
                         *("--metrics-port", "0"),
                     ],
                 ).start()

@@ -117,8 +117,9 @@ def register(subparsers) -> None:
     p.add_argument("--ready-file", help="write the listening addresses here as JSON once ready")
     p.add_argument(
         "--controller",
-        metavar="etcd://HOST:PORT",
-        help="elect the group's master through etcd; --broker-id names this broker in its group (docs/failover.md)",
+        metavar="etcd://HOST:PORT[,HOST:PORT...]",
+        help="elect the group's master through etcd (one endpoint, or the members of an etcd cluster); "
+        "--broker-id names this broker in its group (docs/failover.md)",
     )
     add_server_tls_options(p)
     p.set_defaults(func=run)

@@ -23,11 +23,11 @@ import pytest
 from pocketmq.common.errors import PocketMQError
 from pocketmq.protocol.codes import HA_PULL_COMMIT_LOG, ResponseCode
 from pocketmq.protocol.request_headers import HaPullRequestHeader
-from pocketmq.testing.controlled_group import GROUP, TOPIC, ControlledGroup
+from pocketmq.testing.controlled_group import GROUP, ControlledGroup, logged, running_group
 from pocketmq.testing.etcd import etcd_server
 from pocketmq.testing.polling import eventually, wait_until
 from pocketmq.testing.processes import PocketProcess, run_cli
-from pocketmq.testing.raw_remoting import call, queue_messages
+from pocketmq.testing.raw_remoting import call
 from pocketmq.testing.scrape import metric
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -37,22 +37,8 @@ etcd = pytest.fixture(etcd_server)
 @pytest.fixture
 async def group(tmp_path, etcd):
     """Two brokers under the controller, once the master acknowledges SYNC sends and both are in sync."""
-    group = ControlledGroup(tmp_path, etcd.endpoint)
-    try:
-        group.start()
-        await group.master()
-        await eventually(group.all_in_sync, 15, "the in-sync set with both brokers")
+    async with running_group(tmp_path, etcd.endpoint) as group:
         yield group
-    finally:
-        await group.close()
-
-
-async def bodies(group: ControlledGroup, broker: PocketProcess) -> list[str]:
-    return [m.body.decode() for m in await queue_messages(group.client, broker.remoting, TOPIC)]
-
-
-def logged(broker: PocketProcess, event: str) -> list[str]:
-    return [line for line in broker.log_path.read_text(errors="replace").splitlines() if event in line]
 
 
 async def test_the_in_sync_slave_takes_over_after_kill_9_with_every_acked_message(group):
@@ -66,12 +52,12 @@ async def test_the_in_sync_slave_takes_over_after_kill_9_with_every_acked_messag
     await eventually(lambda: group.stores(slave, "after"), 15, "the slave takes sends as the new master")
     failover_s = time.monotonic() - killed_at
     assert failover_s < 8.0, f"failover took {failover_s:.1f}s"
-    assert set(acked) <= set(await bodies(group, slave))
+    assert set(acked) <= set(await group.bodies(slave))
 
     # the old master comes back: it follows the new master, whose SYNC sends it acknowledges again
     master.start()
     await eventually(lambda: group.acked(slave, "back"), 30, "the old master follows the new one")
-    assert set(acked) | {"back"} <= set(await bodies(group, master))
+    assert set(acked) | {"back"} <= set(await group.bodies(master))
 
     # what the brokers know from etcd: `pocketmq cluster` and the metrics
     keys = await group.keys()
@@ -130,7 +116,7 @@ async def test_a_deposed_master_serves_no_slave_of_the_newer_epoch(group):
     # refused as deposed (NO_PERMISSION), or its ports closed first as it stepped down: never served
     assert code in (ResponseCode.NO_PERMISSION, -1)
     await eventually(lambda: group.acked(new, "rejoined"), 30, "the old master following the new one")
-    assert set(acked) | {"new-master", "rejoined"} <= set(await bodies(group, old))
+    assert set(acked) | {"new-master", "rejoined"} <= set(await group.bodies(old))
     assert group.epochs(old_id) == group.epochs(1 - old_id)
     assert group.epochs(old_id)[-2:] == [epoch, epoch + 1]
 
@@ -150,7 +136,7 @@ async def test_a_returning_master_truncates_what_its_slave_lacked(group):
         unacked = [asyncio.ensure_future(group.send_code(old, f"old-only-{i}" + "x" * 100)) for i in range(3)]
 
         async def stored_on_old():
-            return {f"old-only-{i}" + "x" * 100 for i in range(3)} <= set(await bodies(group, old))
+            return {f"old-only-{i}" + "x" * 100 for i in range(3)} <= set(await group.bodies(old))
 
         await eventually(stored_on_old, 5, "the unreplicated records on the old master")
         old.kill()  # before its in-sync set drops the frozen slave (that takes the slave's lease, 2 s)
@@ -164,11 +150,11 @@ async def test_a_returning_master_truncates_what_its_slave_lacked(group):
     dropped = int(logged(old, "event=ha_replica_truncated")[0].split("dropped_bytes=")[1].split()[0])
     assert 3 * 100 < dropped < 4 * 400  # the three unreplicated records (and the filler), nothing else
     await eventually(lambda: group.acked(slave, "followed"), 30, "the old master following the new one")
-    on_new = await bodies(group, slave)
+    on_new = await group.bodies(slave)
     assert set(acked) | {"taken-over", "followed"} <= set(on_new)
     assert not any(body.startswith("old-only") for body in on_new)
     assert await eventually(lambda: _same(group, old, on_new), 10, "the old master serving the new master's log")
 
 
 async def _same(group: ControlledGroup, broker: PocketProcess, expected: list[str]) -> bool:
-    return await bodies(group, broker) == expected
+    return await group.bodies(broker) == expected

@@ -18,11 +18,10 @@ import pytest
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.testing.chaos.peers import PeerNames
 from pocketmq.testing.chaos.proxy import ChaosProxy
-from pocketmq.testing.controlled_group import STORED, TOPIC, ControlledGroup
+from pocketmq.testing.controlled_group import STORED, ControlledGroup, logged, running_group
 from pocketmq.testing.etcd import etcd_server
 from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import PocketProcess
-from pocketmq.testing.raw_remoting import queue_messages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 etcd = pytest.fixture(etcd_server)
@@ -50,21 +49,16 @@ async def proxied(tmp_path, etcd):
     for broker_id in range(2):
         proxy.listen(etcd_of(broker_id), proxy_host(broker_id), port)
     endpoints = {broker_id: f"etcd://{proxy_host(broker_id)}:{port}" for broker_id in range(2)}
-    group = ControlledGroup(tmp_path, etcd.endpoint, broker_endpoints=endpoints)
     try:
-        group.start()
-        await group.master()
-        await eventually(group.all_in_sync, 15, "the in-sync set with both brokers")
-        yield group, proxy, peers
+        async with running_group(tmp_path, etcd.endpoint, broker_endpoints=endpoints) as group:
+            yield group, proxy, peers
     finally:
-        await group.close()
         proxy.close()
 
 
 def event_times(broker: PocketProcess, event: str) -> list[datetime]:
     """When ``broker`` logged ``event`` (its log lines start with the local time, to the millisecond)."""
-    lines = broker.log_path.read_text(errors="replace").splitlines()
-    return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in lines if f"event={event} " in line]
+    return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in logged(broker, f"event={event} ")]
 
 
 class Sends:
@@ -120,7 +114,6 @@ async def test_a_master_cut_off_from_etcd_alone_steps_down_before_the_slave_is_e
     assert last_old < first_new
 
     # every acknowledged send is on the new master
-    on_new = {m.body.decode() for m in await queue_messages(group.client, group.brokers[new].remoting, TOPIC)}
-    assert set(sends.acked) <= on_new
+    assert set(sends.acked) <= set(await group.bodies(group.brokers[new]))
     # healed: the old master follows the new one, which acknowledges SYNC sends again
     await eventually(lambda: group.acked(group.brokers[new], "healed"), 30, "the old master follows")

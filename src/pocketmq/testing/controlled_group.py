@@ -2,7 +2,8 @@
 (docs/failover.md): a name server that forgets a dead broker fast, and brokers ``0..size-1`` of group
 ``group-f`` each with ``--controller`` on a running etcd, SYNC masters when elected, with a metrics port.
 
-``ControlledGroup`` starts them, finds the master (the broker whose SYNC send is acknowledged), reads the
+``running_group`` starts them and waits until the master acknowledges SYNC sends with every broker in its
+in-sync set (an async context manager: a fixture's body). ``ControlledGroup`` starts them, finds the master (the broker whose SYNC send is acknowledged), reads the
 group's keys from etcd (``keys``), and sends with raw SEND_MESSAGE (``send_code``: the reply's code, None when
 the broker did not answer).
 """
@@ -10,7 +11,9 @@ the broker did not answer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from pocketmq.protocol.transport import RemotingClient
 from pocketmq.testing.ha_cluster import CLUSTER, COMMON_ARGS, fast_namesrv
 from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import PocketProcess, broker_process
-from pocketmq.testing.raw_remoting import send
+from pocketmq.testing.raw_remoting import queue_messages, send
 
 GROUP = "group-f"
 TOPIC = "failover"
@@ -87,6 +90,10 @@ class ControlledGroup:
         """Whether ``broker`` stored a send, acknowledged as replicated or not (a master without a slave)."""
         return await self.send_code(broker, body, timeout_s) in STORED
 
+    async def bodies(self, broker: PocketProcess) -> list[str]:
+        """The bodies of the topic's queue 0 on ``broker`` (a slave serves them too)."""
+        return [m.body.decode() for m in await queue_messages(self.client, broker.remoting, TOPIC)]
+
     async def master(self, timeout_s: float = 30.0, *, among: list[PocketProcess] | None = None) -> PocketProcess:
         """The broker that acknowledges a SYNC send (a master with its slave in sync), waited for."""
 
@@ -128,3 +135,22 @@ class ControlledGroup:
         """The replication epoch numbers in the broker's ``ha_epochs.json``."""
         path = self.data_dir(broker_id) / "ha_epochs.json"
         return [e["epoch"] for e in json.loads(path.read_text())["epochs"]] if path.exists() else []
+
+
+@contextlib.asynccontextmanager
+async def running_group(root: Path, endpoint: str, **kwargs) -> AsyncIterator[ControlledGroup]:
+    """A started ``ControlledGroup`` (``kwargs`` are its fields), once its master acknowledges SYNC sends and every
+    broker is in the in-sync set; closed on exit."""
+    group = ControlledGroup(root, endpoint, **kwargs)
+    try:
+        group.start()
+        await group.master()
+        await eventually(group.all_in_sync, 15, "the in-sync set with every broker")
+        yield group
+    finally:
+        await group.close()
+
+
+def logged(broker: PocketProcess, event: str) -> list[str]:
+    """The lines of ``broker``'s log that contain ``event`` (``event=failover_master``...)."""
+    return [line for line in broker.log_path.read_text(errors="replace").splitlines() if event in line]

@@ -9,7 +9,8 @@ etcd://...``).
 - ``EtcdCluster``: ``start()`` runs ``size`` ``etcd`` members (one by default) in a temp directory on free ports
   and waits until each is healthy; ``pause()`` / ``resume()`` stop and continue all of them (nobody reaches
   etcd meanwhile), ``kill()`` ends them (SIGKILL). One member: ``members[i].kill()`` / ``pause()`` /
-  ``resume()``, and ``restart(member)`` starts a killed one again on its ports and data. ``endpoint`` is the
+  ``resume()``, and ``restart(member)`` starts a killed one again on its ports and data; ``leader()`` is the
+  member raft elected, ``not_leading(member)`` hands the leadership on when that member has it. ``endpoint`` is the
   ``etcd://127.0.0.1:P1,...`` brokers take.
 - ``etcd_server``: the pytest fixture's body for one member (``etcd = pytest.fixture(etcd_server)`` in a test
   module).
@@ -18,11 +19,14 @@ etcd://...``).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import signal
 import socket
 import subprocess
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,6 +159,24 @@ class EtcdCluster:
         member.spawn(self._initial_cluster())
         self.wait_healthy(member, timeout_s)
 
+    def leader(self) -> EtcdMember:
+        """The member raft elected leader, as the first member that answers says."""
+        for member in self.members:
+            with contextlib.suppress(OSError, ValueError):
+                by_id = {_post(m, "/v3/maintenance/status")["header"]["member_id"]: m for m in self.members}
+                return by_id[_post(member, "/v3/maintenance/status")["leader"]]
+        raise RuntimeError("no etcd member says who leads")
+
+    def not_leading(self, member: EtcdMember, timeout_s: float = 10.0) -> None:
+        """Make sure ``member`` is a follower: killing the leader stops etcd for an election (about its election
+        timeout, 1 s), which is not what a test of one member down means to show."""
+        leader = self.leader()
+        if leader is member:
+            target = next(m for m in self.members if m is not member)
+            target_id = _post(target, "/v3/maintenance/status")["header"]["member_id"]
+            _post(leader, "/v3/maintenance/transfer-leadership", {"targetID": target_id})
+        wait_until(lambda: self.leader() is not member, timeout_s, f"etcd {member.name} not leading")
+
     def pause(self) -> None:
         """Every member stopped: nobody reaches etcd until ``resume``."""
         for member in self.members:
@@ -168,6 +190,13 @@ class EtcdCluster:
         for member in self.members:
             member.resume()
             member.kill()
+
+
+def _post(member: EtcdMember, path: str, body: dict | None = None) -> dict:
+    """One request to ``member``'s JSON gateway (etcd's gRPC API over HTTP)."""
+    request = urllib.request.Request(member.client_url + path, data=json.dumps(body or {}).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=2) as reply:
+        return json.loads(reply.read())
 
 
 def etcd_or_skip() -> None:

@@ -12,7 +12,8 @@ SPEC: {"endpoint": "127.0.0.1:P", "topic": "t", "count": N, "prefix": "n", "grou
 "declare_topic": true, "stop_after_failures": K (stop once K sends in a row failed; 0: never),
 "delay_s": D (send DELAY messages due in D seconds; optional), "body_bytes": B (optional),
 "properties": {name: value} (more user properties on every message, e.g. PMQ_GRAY; optional),
-"namespace": the client's namespace (optional)}.
+"namespace": the client's namespace (optional), "interval_s": a pause between two sends (paces a run that
+outlives something the test does meanwhile; optional)}.
 The messages are ``expected_message(prefix, i, groups)``: the tests rebuild them to check what was stored.
 """
 
@@ -46,6 +47,8 @@ def main(spec: dict) -> int:
     failures_in_a_row = 0
     try:
         for i in range(spec["count"]):
+            if i and spec.get("interval_s"):
+                time.sleep(spec["interval_s"])
             expected = expected_message(spec["prefix"], i, spec.get("groups", 0))
             msg = Message()
             msg.topic = spec["topic"]

@@ -48,6 +48,7 @@ from pocketmq.common.errors import (
     ClientError,
     IllegalMessageError,
     IllegalTopicError,
+    NoWritableQueueError,
     PocketMQError,
     RemotingError,
     RemotingTimeoutError,
@@ -343,7 +344,7 @@ class AsyncProducer(InstanceUser):
         if mq is None:
             route = instance.cached_route(message.topic) or await instance.route(message.topic)
             if not route.write_queues:
-                raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
+                raise NoWritableQueueError(f"topic {message.topic!r} has no writable queue in its route")
             mq = self._selector_for(message, route).select(
                 route.write_queues, message, self._avoided_brokers(route.write_queues, instance.clock)
             )
@@ -497,7 +498,7 @@ class AsyncProducer(InstanceUser):
                         message.topic, refresh=refresh
                     )
                     if not route.write_queues:
-                        raise ClientError(f"topic {message.topic!r} has no writable queue in its route")
+                        raise NoWritableQueueError(f"topic {message.topic!r} has no writable queue in its route")
                     avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues, clock)
                     mq = self._selector_for(message, route).select(route.write_queues, message, avoid)
                     # from the route the queue came from: a sync send runs beside the loop thread, which may
@@ -526,7 +527,7 @@ class AsyncProducer(InstanceUser):
                     mq.broker_name,
                     result.status.value,
                 )
-            except (RemotingError, RemoteServerError) as exc:
+            except (RemotingError, RemoteServerError, NoWritableQueueError) as exc:
                 if not exc.retriable:
                     raise
                 if mq is not None:

@@ -158,3 +158,11 @@ class ConnectTimeoutError(RemotingTimeoutError):
 
 class ClientError(PocketMQError):
     """Misuse of the SDK (not started, no route for a topic, bad argument)."""
+
+
+class NoWritableQueueError(ClientError):
+    """The topic's route lists no writable queue: a broker group without a master (a failover under way), or a
+    topic that takes no writes. A retry asks the name server again first."""
+
+    retriable = True
+    refresh_route = True

@@ -1,12 +1,15 @@
 """Message trace against a real ``pocketmq serve`` (docs/trace.md): one message sent, popped and not acked twice
 (a short invisible time), revived into its retry topic, dead-lettered (the group allows one retry), resent from
 the DLQ with ``pocketmq dlq resend``, popped and acked: ``pocketmq message trace ID --json`` shows each step in
-order, with times and actors; the table names the same steps."""
+order, with times and actors; the table names the same steps, and the web console's API and message page show
+the same steps in the same order."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 
 import pytest
 
@@ -15,7 +18,10 @@ from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsum
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import broker_process, run_cli
 
-SETTINGS = ["--set", "pop_revive_interval_ms=100", "--set", "pop_min_invisible_ms=200", "--set", "trace_sample_ratio=1"]
+SETTINGS = [
+    *("--set", "pop_revive_interval_ms=100", "--set", "pop_min_invisible_ms=200", "--set", "trace_sample_ratio=1"),
+    *("--console-port", "0"),
+]
 INVISIBLE_MS = 300
 TOPIC, GROUP = "traced_orders", "traced_group"
 
@@ -42,6 +48,12 @@ def trace_of(cli, msg_id: str) -> list[dict]:
     status, out = cli("message", "trace", msg_id, "--json")
     assert status == 0
     return [json.loads(line) for line in out.splitlines()]
+
+
+def console_get(broker, path: str) -> bytes:
+    with urllib.request.urlopen(broker.address("console") + path, timeout=15) as response:
+        assert response.status == 200
+        return response.read()
 
 
 def receive_one(consumer: SimpleConsumer, invisible_ms: int = INVISIBLE_MS):
@@ -94,6 +106,13 @@ def test_a_message_trace_follows_its_retries_dead_letter_and_resend(broker, cli)
     header, *rows = out.splitlines()
     assert header.split()[:3] == ["TIME", "STEP", "ACTOR"]
     assert [row.split()[1] for row in rows] == expected
+
+    # the console: its API answers the very steps of the CLI, in its order; its message page lists them too
+    api = json.loads(console_get(broker, f"/api/messages/{msg_id}/trace"))
+    assert api == {"message_id": msg_id, "steps": steps}
+    page = console_get(broker, f"/fragments/messages/{msg_id}/trace").decode()
+    assert re.findall(r'<td data-field="step">(\w+)</td>', page) == expected
+    assert re.findall(r'<td data-field="actor">([^<]*)</td>', page) == [s["actor"] for s in steps]
 
 
 @pytest.mark.timeout(60)

@@ -411,6 +411,8 @@ async def test_query_message_by_key_and_by_unique_key(broker, client):
 # -- topics -------------------------------------------------------------------------------------------------------
 async def test_update_and_create_topic_and_get_all_topic_config(broker, client):
     addr = broker.remoting
+    before = json.loads((await call(client, addr, R.GET_ALL_TOPIC_CONFIG)).body)  # the broker keeps this answer
+    assert "rq-created" not in before["topicConfigTable"]
     reply = await call(
         client,
         addr,
@@ -430,7 +432,9 @@ async def test_update_and_create_topic_and_get_all_topic_config(broker, client):
     assert reply.code == C.SUCCESS, reply.remark
     auto = await call(client, addr, R.UPDATE_AND_CREATE_TOPIC, {"topic": "rq-auto", "autoCreate": True})
     assert auto.code == C.SUCCESS
-    table = json.loads((await call(client, addr, R.GET_ALL_TOPIC_CONFIG)).body)["topicConfigTable"]
+    after = json.loads((await call(client, addr, R.GET_ALL_TOPIC_CONFIG)).body)  # a new answer: the table changed
+    assert after["dataVersion"]["counter"] > before["dataVersion"]["counter"]
+    table = after["topicConfigTable"]
     created = table["rq-created"]
     assert (created["readQueueNums"], created["writeQueueNums"], created["perm"]) == (3, 3, 6)
     assert created["attributes"]["message.type"] == "FIFO"
@@ -449,6 +453,8 @@ async def test_create_topic_refuses_bad_queue_numbers_and_system_topics(broker, 
 async def test_delete_topic_in_broker_removes_topic_and_messages(broker, client):
     addr = broker.remoting
     await send(client, addr, "rq-doomed", b"x")
+    listed = json.loads((await call(client, addr, R.GET_ALL_TOPIC_CONFIG)).body)["topicConfigTable"]
+    assert "rq-doomed" in listed
     reply = await call(client, addr, R.DELETE_TOPIC_IN_BROKER, {"topic": "rq-doomed"})
     assert reply.code == C.SUCCESS
     table = json.loads((await call(client, addr, R.GET_ALL_TOPIC_CONFIG)).body)["topicConfigTable"]

@@ -2,7 +2,7 @@
 
 A CK is written for every pop of a (topic, queue): it names the popped messages by queue offset and says
 when they come back (``revive_time_ms = pop_time_ms + invisible_time_ms``) unless acked. ACK records name one
-acked message (or several, for a batch ack) of one CK. Both travel as JSON bodies of messages in the revive
+acked message (or several: the acks of one CK that arrived in one loop turn) of one CK. Both travel as JSON bodies of messages in the revive
 topic ``rmq_sys_REVIVE_LOG_<cluster>``, so they are as durable as any message and survive restarts.
 
 The JSON keeps RocketMQ's one- or two-letter field names (``PopCheckPoint`` / ``AckMsg``), so a RocketMQ

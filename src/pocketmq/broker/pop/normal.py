@@ -8,8 +8,9 @@ offset past filtered or removed messages, or back in range.
 
 **Ack / change invisible time / check** validate a receipt handle against the ledger of its revive queue,
 caught up first: a handle of another broker, of a CK that is closed (acked, changed or revived already) or of
-an offset that is not in its CK is ``InvalidReceiptHandleError``. An ack appends an ACK record (one append per
-revive queue for a batch); a change appends an ACK of the old handle and a one-message CK with the new deadline
+an offset that is not in its CK is ``InvalidReceiptHandleError``. The acks that arrive in one loop turn (single
+acks of many requests, batch acks) are checked together and appended together: one ACK record per CK, one
+append per revive queue, each request answered with its own outcome (``runtime/turn_batch.py``); a change appends an ACK of the old handle and a one-message CK with the new deadline
 (pop time = now) in one store call, and returns the new handle; the attempt does not change. On a slave acting
 as master, a handle of this group whose CK is not here may be one whose CK a pop here escaped to another
 group: its ack or change goes there when the write path vouches for it (``writes.forwardable``), else the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint, ck_key
@@ -33,10 +35,14 @@ from pocketmq.broker.pop.receive import PoppedQueue, PopResult, Receive
 from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.broker.pop.start_offset import start_offset
 from pocketmq.common.errors import InvalidReceiptHandleError, NotReplicatedError
+from pocketmq.runtime.turn_batch import TurnBatch
 from pocketmq.store.api import GetStatus
 
 if TYPE_CHECKING:
     from pocketmq.broker.write_path import PopWrites, WritePathSwitch
+
+# An ack request's outcome: one entry per handle (None: acked), and the topics of the CKs it closed here.
+_Closed = tuple[list[InvalidReceiptHandleError | None], set[str]]
 
 
 class NormalPop:
@@ -59,6 +65,7 @@ class NormalPop:
         self._revive_queues = revive_queues
         self._locks = locks
         self._write_path = write_path
+        self._acks: TurnBatch[tuple[str, list[ReceiptHandle]], _Closed] = TurnBatch(self._close_all)
 
     @property
     def writes(self) -> PopWrites:
@@ -155,38 +162,68 @@ class NormalPop:
     async def close(
         self, group: str, handles: list[ReceiptHandle]
     ) -> tuple[list[InvalidReceiptHandleError | None], set[str]]:
-        """``ack``'s outcome, and the topics of the CKs closed here (not forwarded)."""
-        outcome: list[InvalidReceiptHandleError | None] = []
-        forwarded: list[AckRecord] = []
-        acks: dict[tuple[int, str], tuple[ReviveQueue, PopCheckpoint, list[int]]] = {}
-        # Catch each revive queue up once for the whole batch (once per handle was the ack path's main cost).
-        for queue_id in {h.revive_queue_id for h in handles}:
+        """``ack``'s outcome, and the topics of the CKs closed here (not forwarded). The acks of one loop turn are
+        checked and written together (``_close_all``)."""
+        return await self._acks.submit((group, handles))
+
+    async def _close_all(self, requests: list[tuple[str, list[ReceiptHandle]]]) -> list[_Closed | Exception]:
+        """The ack requests of one loop turn: each revive queue caught up once, every handle checked, then one
+        append per revive queue (per CK, one ACK record of every offset acked in the turn), waiting for a slave
+        under SYNC replication. Each request gets its own outcome: its invalid handles, or the exception of a
+        write that held one of its records (the other requests of the turn are not failed by it)."""
+        for queue_id in {h.revive_queue_id for _, handles in requests for h in handles}:
             if 0 <= queue_id < len(self._revive_queues):
                 self._revive_queues[queue_id].catch_up()
-        for handle in handles:
-            try:
-                queue, ck = self._open_checkpoint(group, handle, catch_up=False)
-                acks.setdefault((queue.queue_id, ck.key), (queue, ck, []))[2].append(handle.queue_offset)
+        outcomes: list[list[InvalidReceiptHandleError | None]] = []
+        acks: dict[tuple[int, str], _CkAcks] = {}
+        forwarded: list[AckRecord] = []
+        forwarding: set[int] = set()  # the requests with a forwarded ack
+        for request, (group, handles) in enumerate(requests):
+            outcome: list[InvalidReceiptHandleError | None] = []
+            for handle in handles:
+                try:
+                    queue, ck = self._open_checkpoint(group, handle, catch_up=False)
+                except InvalidReceiptHandleError as exc:
+                    if not self._forwardable(group, handle):
+                        outcome.append(exc)
+                        continue
+                    forwarded.append(ack_of_handle(group, handle))  # its CK lives on another broker
+                    forwarding.add(request)
+                else:
+                    entry = acks.get((queue.queue_id, ck.key))
+                    if entry is None:
+                        entry = acks[(queue.queue_id, ck.key)] = _CkAcks(queue, ck)
+                    entry.offsets[handle.queue_offset] = None
+                    entry.requests.add(request)
                 outcome.append(None)
-            except InvalidReceiptHandleError as exc:
-                if not self._forwardable(group, handle):
-                    outcome.append(exc)
-                    continue
-                forwarded.append(ack_of_handle(group, handle))  # its CK lives on another broker
-                outcome.append(None)
-        by_queue: dict[int, list[AckRecord]] = {}
-        for queue, ck, acked in acks.values():
-            by_queue.setdefault(queue.queue_id, []).append(ck.ack_of(acked))
-            queue.ledger.hold(ck.key)  # until its ACK is stored: the writes below wait for a slave in turn
+            outcomes.append(outcome)
+        failed: dict[int, Exception] = {}
+        by_queue: dict[int, list[_CkAcks]] = {}
+        for entry in acks.values():
+            by_queue.setdefault(entry.queue.queue_id, []).append(entry)
+            entry.queue.ledger.hold(entry.ck.key)  # until its ACK is stored: the writes below wait for a slave in turn
         try:
-            for queue_id, records in by_queue.items():
-                await self.writes.acks(self._revive_queues[queue_id], records)
+            for queue_id, entries in by_queue.items():
+                try:
+                    await self.writes.acks(self._revive_queues[queue_id], [e.ck.ack_of(e.offsets) for e in entries])
+                except Exception as exc:
+                    for entry in entries:
+                        for request in entry.requests:
+                            failed.setdefault(request, exc)
         finally:
-            for queue, ck, _ in acks.values():
-                queue.ledger.unhold(ck.key)
+            for entry in acks.values():
+                entry.queue.ledger.unhold(entry.ck.key)
         if forwarded:
-            await self.writes.forward_acks(forwarded)
-        return outcome, {ck.topic for _, ck, _ in acks.values()}
+            try:
+                await self.writes.forward_acks(forwarded)
+            except Exception as exc:
+                for request in forwarding:
+                    failed.setdefault(request, exc)
+        topics: list[set[str]] = [set() for _ in requests]
+        for entry in acks.values():
+            for request in entry.requests:
+                topics[request].add(entry.ck.topic)
+        return [failed.get(i) or (outcome, topics[i]) for i, outcome in enumerate(outcomes)]
 
     async def change_invisible(
         self, group: str, handle: ReceiptHandle, invisible_ms: int, now_ms: int
@@ -221,6 +258,16 @@ class NormalPop:
 
     def __repr__(self) -> str:
         return f"<NormalPop revive_queues={len(self._revive_queues)} {self._locks!r}>"
+
+
+@dataclass(slots=True)
+class _CkAcks:
+    """The acks of one CK in a loop turn's batch: its offsets (in arrival order, once each) and the requests."""
+
+    queue: ReviveQueue
+    ck: PopCheckpoint
+    offsets: dict[int, None] = field(default_factory=dict)
+    requests: set[int] = field(default_factory=set)
 
 
 def ack_of_handle(group: str, handle: ReceiptHandle) -> AckRecord:

@@ -32,20 +32,12 @@ ALICE, ALICE_SECRET = "alice", "alice-secret-1"
 OFFICIAL_ACL_CLIENT = Path(__file__).with_name("acl_official_client.py")
 
 
-def start_acl_broker(workdir: Path, broker_name: str):
-    """A started broker with authentication and authorization on, the root and inner Super users, the topics
-    ``orders`` and ``secret_topic``, and alice, allowed Pub and Sub on ``orders``, ``g1`` and ``TOOLS_CONSUMER``."""
+def acl_broker_process(workdir: Path, broker_name: str, extra_args: list[str]):
+    """A broker with authentication and authorization on and the root and inner Super users, not started."""
     proc = broker_process(
         workdir,
         broker_name,
-        extra_args=[
-            "--metrics-port",
-            "0",
-            "--set",
-            "authentication_enabled=true",
-            "--set",
-            "authorization_enabled=true",
-        ],
+        extra_args=[*extra_args, "--set", "authentication_enabled=true", "--set", "authorization_enabled=true"],
     )
     proc.env.update(
         POCKETMQ_ACL_ROOT_USER=ROOT,
@@ -53,6 +45,13 @@ def start_acl_broker(workdir: Path, broker_name: str):
         POCKETMQ_INNER_ACCESS_KEY=INNER,
         POCKETMQ_INNER_SECRET_KEY=INNER_SECRET,
     )
+    return proc
+
+
+def start_acl_broker(workdir: Path, broker_name: str):
+    """A started broker with authentication and authorization on, the root and inner Super users, the topics
+    ``orders`` and ``secret_topic``, and alice, allowed Pub and Sub on ``orders``, ``g1`` and ``TOOLS_CONSUMER``."""
+    proc = acl_broker_process(workdir, broker_name, ["--metrics-port", "0"])
     proc.start()
     ns = proc.namesrv
     for args in (

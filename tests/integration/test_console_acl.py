@@ -7,13 +7,13 @@ from __future__ import annotations
 import base64
 
 import pytest
+from tests.integration.test_acl import ROOT, ROOT_SECRET, acl_broker_process
 from tests.integration.test_console import call
 
-from pocketmq.testing.processes import broker_process, run_cli
+from pocketmq.testing.processes import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
-ROOT, ROOT_SECRET = "root", "root-secret-1"
 BOB, BOB_SECRET = "bob", "bob-secret-1"
 
 
@@ -23,24 +23,7 @@ def basic(user: str, password: str) -> str:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = broker_process(
-        tmp_path_factory.mktemp("console-acl"),
-        "broker-cacl",
-        extra_args=[
-            "--console-port",
-            "0",
-            "--set",
-            "authentication_enabled=true",
-            "--set",
-            "authorization_enabled=true",
-        ],
-    )
-    proc.env.update(
-        POCKETMQ_ACL_ROOT_USER=ROOT,
-        POCKETMQ_ACL_ROOT_PASSWORD=ROOT_SECRET,
-        POCKETMQ_INNER_ACCESS_KEY="cluster-inner",
-        POCKETMQ_INNER_SECRET_KEY="inner-secret-1",
-    )
+    proc = acl_broker_process(tmp_path_factory.mktemp("console-acl"), "broker-cacl", ["--console-port", "0"])
     proc.start()
     as_root = ("-n", proc.namesrv, "--access-key", ROOT, "--secret-key", ROOT_SECRET)
     for args in (

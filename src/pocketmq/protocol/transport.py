@@ -626,10 +626,7 @@ class RemotingServer:
         self._report_accept_failures(loop, server)
 
     def _make_connection(self) -> RemotingConnection:
-        # Replies finished in one loop turn (a batch's acks answered together, say) leave in one socket write.
-        return RemotingConnection(
-            self._handler, coalesce_writes=True, limits=self._limits, reporter=self._reporter, admit=self._admit
-        )
+        return RemotingConnection(self._handler, limits=self._limits, reporter=self._reporter, admit=self._admit)
 
     def _admit(self, conn: RemotingConnection) -> bool:
         limits, host = self._limits, conn.remote_host

@@ -52,7 +52,13 @@ async def route_reply(remoting: RemotingClient, namesrv_addr: str, topic: str, *
 
 
 async def test_prints_and_reports_where_it_listens(namesrv):
-    assert namesrv.addresses == {"remoting": None, "namesrv": namesrv.namesrv, "grpc": None, "metrics": None}
+    assert namesrv.addresses == {
+        "remoting": None,
+        "namesrv": namesrv.namesrv,
+        "grpc": None,
+        "metrics": None,
+        "console": None,
+    }
     assert f"namesrv listening on {namesrv.namesrv}" in namesrv.log_tail()
 
 

@@ -96,7 +96,9 @@ def test_commit_rollback_and_an_open_transaction_resolved_by_the_check(broker):
     checked = [(e["checked"], e["answer"]) for e in events if "checked" in e]
     assert ("o-open", "COMMIT") in checked
     assert [a for b, a in checked if b == "o-flaky"][:2] == ["RAISE", "COMMIT"]
-    assert not {b for b, _ in checked} & {"o-commit", "o-rollback"}  # ended ones are never checked
+    # A transaction the client ends later than transaction_timeout_ms after its send (a slow machine) may be checked
+    # too: the checker then answers ROLLBACK for the committed one and the broker, which has it ended, changes
+    # nothing. What counts is what becomes visible:
     wait_until(
         lambda: (
             bodies(ClientConfig(namesrv_addr=broker.namesrv), TOPIC)

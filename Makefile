@@ -78,8 +78,11 @@ check: $(CHECK_STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# TEST_WORKERS test processes (pytest-xdist, a test module to one worker whole: tests/conftest.py); 0 runs them in
+# this one process.
+TEST_WORKERS ?= 3
 test: $(TEST_STAMP) etcd browser
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The deterministic simulation (docs/ha.md): SEEDS seeds from FIRST, a summary line, exit 1 on a failure;
 # SIM_ARGS passes more flags (e.g. --bug NAME, --flush-latency-ms 50,400).

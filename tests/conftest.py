@@ -30,6 +30,37 @@ def pytest_report_header(config) -> str:
     return f"java: {problem}; the Spark tests {then}"
 
 
+# `make test` runs the suite in TEST_WORKERS processes (pytest-xdist): most of its time is spent waiting on real
+# brokers, not on this machine's two cores. A test module goes to one worker whole, so its module-scoped brokers
+# start once; the Spark tests go together, since each worker would start a Spark session (a JVM) of its own.
+# They and the chaos runs, the longest units, are handed out first so that no long one starts last.
+SPARK_SCOPE = "tests/spark"
+FIRST_SCOPES = (SPARK_SCOPE, "tests/chaos/")
+
+
+def _work_unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return SPARK_SCOPE if path.startswith(SPARK_SCOPE + "/") else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order below, not the biggest count of tests first
+    return ByModule(config, log)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under xdist, the long units first (every worker sorts alike, as xdist requires)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: not item.nodeid.startswith(FIRST_SCOPES))
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A temporary HOME: the official client writes its logs under ~/logs."""

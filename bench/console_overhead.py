@@ -6,15 +6,17 @@ Two ``pocketmq serve`` processes, each with its own data directory and embedded 
 - ``console``: ``--console-port``, tracing on at the default ``trace_sample_ratio`` (0.01), and while its sends
   are measured a poller does what three open browser tabs do: it loads the cluster, topics and group pages,
   then fetches the fragments they poll at the pages' htmx intervals (``/fragments/cluster`` every 5 s,
-  ``/fragments/topics`` every 10 s, ``/fragments/groups/GROUP`` every 5 s).
+  ``/fragments/topics`` every 10 s, ``/fragments/groups/GROUP`` every 5 s);
+- ``trace`` (with ``--modes plain,trace,console``): tracing on at the default ratio, no console: what of the
+  difference is the tracer's.
 
-``--rounds`` times, on fresh brokers each round, alternately (plain first in even rounds, console first in odd
-ones, so a drift in the machine's load hits both alike), the SDK's synchronous ``Producer.send`` sends
+``--rounds`` times, on fresh brokers each round, in turn (the order rotates each round, so a drift in the
+machine's load hits every mode alike), the SDK's synchronous ``Producer.send`` sends
 ``--messages`` 1 KiB messages one at a time to the broker under test, after a warm-up; enough that a measurement
 spans several polls. Prints one JSON line per measurement (msg/s, broker CPU µs per message, the polls made),
 then the medians of both and their ratio (the console's rule: at least 0.95).
 
-    python bench/console_overhead.py [--messages 15000] [--rounds 6]
+    python bench/console_overhead.py [--messages 15000] [--rounds 6] [--modes plain,console]
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def send_one_at_a_time(config: ClientConfig, messages: int) -> None:
             producer.send(Message(TOPIC, BODY))
 
 
-def measure(broker: PocketProcess, messages: int, console: bool) -> dict:
+def measure(broker: PocketProcess, messages: int, mode: str) -> dict:
+    console = mode == "console"
     config = ClientConfig(namesrv_addr=broker.namesrv)
     send_one_at_a_time(config, WARMUP_MESSAGES)
     poller = TabPoller(broker.address("console")) if console else None
@@ -117,7 +120,7 @@ def measure(broker: PocketProcess, messages: int, console: bool) -> dict:
             poller.__exit__()
     row = {
         "bench": "console_overhead",
-        "mode": "console" if console else "plain",
+        "mode": mode,
         "messages": messages,
         "seconds": round(elapsed_s, 3),
         "msg_per_s": round(messages / elapsed_s),
@@ -129,12 +132,15 @@ def measure(broker: PocketProcess, messages: int, console: bool) -> dict:
     return row
 
 
-def start_broker(workdir: Path, console: bool) -> PocketProcess:
-    if console:
-        extra = ["--console-port", "0"]  # tracing: on by default, at the default ratio
-    else:
-        extra = ["--set", "trace_enabled=false"]
-    broker = broker_process(workdir / ("console" if console else "plain"), "bench", extra_args=extra).start()
+MODE_ARGS = {
+    "plain": ["--set", "trace_enabled=false"],
+    "trace": [],  # tracing: on by default, at the default ratio
+    "console": ["--console-port", "0"],
+}
+
+
+def start_broker(workdir: Path, mode: str) -> PocketProcess:
+    broker = broker_process(workdir / mode, "bench", extra_args=MODE_ARGS[mode]).start()
     with Admin(ClientConfig(namesrv_addr=broker.namesrv)) as admin:
         admin.create_topic(TOPIC, queues=QUEUES)
         admin.create_group(GROUP)
@@ -145,17 +151,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=15_000, help="messages per measurement (default 15000)")
     parser.add_argument("--rounds", type=int, default=6, help="measurements of each mode (default 6)")
+    parser.add_argument("--modes", default="plain,console", help="of plain, trace, console (default plain,console)")
     args = parser.parse_args()
-    rows: dict[str, list[dict]] = {"plain": [], "console": []}
+    modes = args.modes.split(",")
+    if not {"plain", "console"} <= set(modes) <= set(MODE_ARGS):
+        parser.error("--modes: plain and console, and optionally trace")
+    rows: dict[str, list[dict]] = {mode: [] for mode in modes}
     for round_no in range(args.rounds):
-        order = ["plain", "console"] if round_no % 2 == 0 else ["console", "plain"]
+        shift = round_no % len(modes)
+        order = modes[shift:] + modes[:shift]
         with tempfile.TemporaryDirectory(prefix="pocketmq-bench-") as tmp:
             # fresh brokers each round, started in the order they are measured: a process kept over the rounds
             # keeps whatever the scheduler gave it at start, which moved one mode's figures by tens of percent
-            brokers = {mode: start_broker(Path(tmp), mode == "console") for mode in order}
+            brokers = {mode: start_broker(Path(tmp), mode) for mode in order}
             try:
                 for mode in order:
-                    row = measure(brokers[mode], args.messages, mode == "console")
+                    row = measure(brokers[mode], args.messages, mode)
                     rows[mode].append(row)
                     print(json.dumps({"round": round_no, **row}), flush=True)
             finally:

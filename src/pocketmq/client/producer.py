@@ -38,7 +38,7 @@ from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance, InstanceUser
 from pocketmq.client.latency_fault import LatencyFaultTolerance
 from pocketmq.client.loop_thread import SyncFacade
-from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector
+from pocketmq.client.queue_select import GraySelector, MessageGroupSelector, QueueSelector, RetryTopicSelector
 from pocketmq.client.recall import recall_message
 from pocketmq.client.route_view import TopicRouteView
 from pocketmq.client.send_accumulator import SendAccumulator
@@ -56,7 +56,7 @@ from pocketmq.common.errors import (
 from pocketmq.common.gray import GRAY_PROPERTY, is_gray_message
 from pocketmq.common.message import SYSFLAG_COMPRESSED, Message, MessageQueue
 from pocketmq.common.namespace import Namespace
-from pocketmq.common.topic import DEFAULT_TOPIC, group_name_problem, topic_name_problem
+from pocketmq.common.topic import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX, group_name_problem, topic_name_problem
 from pocketmq.protocol.batch_codec import encode_batch
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
@@ -177,6 +177,7 @@ class AsyncProducer(InstanceUser):
         self.options = replace(options, group=self.namespace.wrap(options.group))
         self.selector = selector or MessageGroupSelector()
         self._gray_selector: GraySelector | None = None  # built on the first gray message
+        self._retry_selector: RetryTopicSelector | None = None  # built on the first send to a retry topic
         self.faults = LatencyFaultTolerance()  # used when options.send_latency_fault_enable
         self._legal_topics: set[str] = set()  # names already checked, so a send skips the regex
         self.tracer: ClientTracer | None = None  # with config.enable_trace, once started
@@ -405,7 +406,13 @@ class AsyncProducer(InstanceUser):
         """On a topic with a gray ratio of its own (the route carries it) every message goes through a gray
         selector by that ratio, so normal messages keep off the gray queues with no selector set; elsewhere a
         gray message does (by ``gray_queue_ratio``) and other messages use the configured selector. The
-        configured selector picks within the message's part (docs/gray.md)."""
+        configured selector picks within the message's part (docs/gray.md). A retry topic has its own fixed
+        split (``RetryTopicSelector``)."""
+        if message.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if self._retry_selector is None:
+                inner = self.selector.inner if isinstance(self.selector, GraySelector) else self.selector
+                self._retry_selector = RetryTopicSelector(inner)
+            return self._retry_selector
         if isinstance(self.selector, GraySelector):
             return self.selector.for_route(route.gray_ratios)
         if not route.gray_ratios and not is_gray_message(message.properties):

@@ -10,6 +10,8 @@
   that queue, as RocketMQ 5 clients do for FIFO messages: moving it would break the group's order.
 
 - **Gray** (``GraySelector``, docs/gray.md): gray messages to gray queues, the others to normal queues.
+- **Retry topics** (``RetryTopicSelector``): a ``%RETRY%`` topic's fixed split, the broker's own for the retries
+  it writes: gray messages to each broker's last queue, the others to the rest.
 
 Also: ``KeyHashSelector`` (hash of a message key, RocketMQ's SelectMessageQueueByHash), ``RandomSelector``,
 and ``FunctionSelector`` (a user-defined function).
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol
 
-from pocketmq.client.rebalance import gray_queues
+from pocketmq.client.rebalance import gray_queues, gray_retry_queues
 from pocketmq.common.errors import ClientError
 from pocketmq.common.gray import is_gray_message
 from pocketmq.common.message import Message, MessageQueue
@@ -181,3 +183,21 @@ class GraySelector:
                 f"gray queue ratio {self.ratio} leaves none {kind}"
             )
         return self.inner.select(part, message, avoid_brokers)
+
+
+class RetryTopicSelector:
+    """A ``%RETRY%`` topic's split (common/gray.py): where a broker has 2 queues or more, its last one takes the
+    gray messages and the others every other message, as the broker places the retries it writes itself, so a
+    message sent there by a client (``pocketmq dlq resend``, the console's resend) reaches only the consumers
+    of its kind. ``inner`` picks within the part; with no queue of the part (no broker split), any queue."""
+
+    def __init__(self, inner: QueueSelector | None = None):
+        self.inner = inner or RoundRobinSelector()
+
+    def select(
+        self, queues: Sequence[MessageQueue], message: Message, avoid_brokers: frozenset[str] = frozenset()
+    ) -> MessageQueue:
+        gray = is_gray_message(message.properties)
+        gray_set = gray_retry_queues(list(queues))
+        part = [q for q in queues if (q in gray_set) == gray]
+        return self.inner.select(part or queues, message, avoid_brokers)

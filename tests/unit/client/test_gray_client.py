@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.producer import AsyncProducer
-from pocketmq.client.queue_select import GraySelector, RoundRobinSelector
+from pocketmq.client.queue_select import GraySelector, RetryTopicSelector, RoundRobinSelector
 from pocketmq.client.rebalance import GrayAllocator, gray_queues, gray_retry_queues
 from pocketmq.client.route_view import TopicRouteView
 from pocketmq.common.errors import ClientError, ConfigError
@@ -122,3 +122,20 @@ def test_retry_topic_split_is_the_last_queue_of_brokers_with_two_or_more():
     assignment = GrayAllocator(retry_split=True)(retry, ["n1", "n2", "x@g@gray"])
     assert assignment["x@g@gray"] == [MessageQueue("%RETRY%g", "a", 1)]
     assert GrayAllocator(retry_split=True)(retry, ["n1"])["n1"] == sorted(retry)
+
+
+@pytest.mark.parametrize("selector", [None, GraySelector(0.25)])
+@pytest.mark.parametrize("config", [ClientConfig(), ClientConfig(enable_gray_switch=True)])
+def test_a_send_to_a_retry_topic_keeps_to_the_retry_split(selector, config):
+    """A dead letter resent to its group's retry topic (dlq resend, the console) by any producer: a normal one
+    never reaches the gray retry queue, a gray one only that queue (or any where no broker splits)."""
+    producer = AsyncProducer(config, selector=selector)
+    retry = [MessageQueue("%RETRY%g", b, q) for b in ("a", "b") for q in range(3)] + [MessageQueue("%RETRY%g", "c", 0)]
+    route = TopicRouteView("%RETRY%g", write_queues=tuple(retry))
+    gray_retry = {MessageQueue("%RETRY%g", "a", 2), MessageQueue("%RETRY%g", "b", 2)}
+    for gray in (False, True):
+        msg = Message.create("%RETRY%g", b"x", properties={GRAY_PROPERTY: "v2"} if gray else {})
+        chosen = {producer._selector_for(msg, route).select(retry, msg, frozenset()) for _ in range(40)}
+        assert chosen == (gray_retry if gray else set(retry) - gray_retry)
+    unsplit = [MessageQueue("%RETRY%g", "c", 0)]
+    assert RetryTopicSelector().select(unsplit, message(True), frozenset()) == unsplit[0]

@@ -3,7 +3,9 @@ their options and their one JSON line per result (``"peer": "pocketmq"``), so th
 set PocketMQ beside the peers measured minutes before on the same machine (docs/benchmarks.md).
 
 This script starts one ``pocketmq serve`` (ASYNC_FLUSH, every setting at its default, ephemeral ports on
-127.0.0.1) and runs each test on a topic of its own (8 queues). 1 KiB messages carry (monotonic ns, sequence)
+127.0.0.1) and runs each test on a topic of its own (8 queues); ``--flush sync`` runs against a SYNC_FLUSH
+broker instead (a send is answered once its fsync is done: Redis's ``appendfsync always`` workload, which the
+matrix runs for the two produce tests on a second broker). 1 KiB messages carry (monotonic ns, sequence)
 in their first 16 bytes, as the peers' do.
 
   produce_sync   ``Producer.send`` one at a time, each waiting for the broker's answer
@@ -26,6 +28,7 @@ PocketMQ's consumer kinds). ``--n`` and ``--duration`` shorten a run.
 
     python bench/peers.py [--test T ...] [--n 100000] [--size 1024] [--batch 100] [--ack-mode each|sync]
                           [--consumer pop|push] [--listener sync|async] [--auto-batch] [--rate 1000] [--duration 10] [--max-seconds 55]
+                          [--flush async|sync]
 """
 
 from __future__ import annotations
@@ -81,7 +84,11 @@ MATRIX: list[dict] = [
     {"test": "latency", "consumer": "push"},
     {"test": "latency", "consumer": "push", "listener": "async"},
     {"test": "redelivery", "consumer": "pop"},
+    # the peers' produce tests with an fsync before each reply (Redis: appendfsync always)
+    {"test": "produce_sync", "flush": "sync"},
+    {"test": "produce_batch", "batch": 100, "flush": "sync"},
 ]
+FLUSH_MODES = {"async": "ASYNC_FLUSH", "sync": "SYNC_FLUSH"}
 
 
 def body(size: int, seq: int) -> bytes:
@@ -160,6 +167,7 @@ class Run:
     backoff: str
     max_deliver: int
     messages: int
+    flush: str
 
     @property
     def config(self) -> ClientConfig:
@@ -173,7 +181,7 @@ class Run:
         settings: dict = {
             "server": f"pocketmq {__version__}",
             "client": f"pocketmq SDK {__version__} (remoting)",
-            "flush": "ASYNC_FLUSH",
+            "flush": FLUSH_MODES[self.flush],
             "queues": QUEUES,
             "size": self.size,
             "n": self.n,
@@ -525,6 +533,7 @@ def main() -> None:
     parser.add_argument("--backoff", default="1,2,4", help="redelivery: seconds before each redelivery")
     parser.add_argument("--max-deliver", type=int, default=4)
     parser.add_argument("--messages", type=int, default=5, help="redelivery test: messages")
+    parser.add_argument("--flush", choices=tuple(FLUSH_MODES), default="async", help="the broker's flush mode")
     args = vars(parser.parse_args())
     test = args.pop("test")
     runs = [{**args, **entry} for entry in MATRIX] if test is None else [{**args, "test": test}]
@@ -532,17 +541,24 @@ def main() -> None:
         parser.error("redelivery is measured with the POP consumer (--consumer pop)")
     emit_load_average()
     with tempfile.TemporaryDirectory(prefix="pocketmq-bench-peers-") as tmp:
-        broker = broker_process(Path(tmp) / "broker", "bench-peers").start()
-        try:
-            config = ClientConfig(namesrv_addr=broker.namesrv)
-            for number, options in enumerate(runs):
-                topic = f"peers_{number}_{options['test']}"
-                with Admin(config) as admin:
-                    admin.create_topic(topic, queues=QUEUES)
-                run = Run(namesrv=broker.namesrv, broker_pid=broker.pid, topic=topic, work_dir=Path(tmp), **options)
-                emit(run, TEST_FUNCTIONS[run.test](run))
-        finally:
-            broker.stop()
+        for flush in FLUSH_MODES:  # one broker per flush mode, each for the runs that ask for it
+            numbered = [(number, options) for number, options in enumerate(runs) if options["flush"] == flush]
+            if numbered:
+                run_on_broker(Path(tmp), flush, numbered)
+
+
+def run_on_broker(tmp: Path, flush: str, numbered: list[tuple[int, dict]]) -> None:
+    broker = broker_process(tmp / f"broker-{flush}", "bench-peers", extra_args=["--flush", flush]).start()
+    try:
+        config = ClientConfig(namesrv_addr=broker.namesrv)
+        for number, options in numbered:
+            topic = f"peers_{number}_{options['test']}"
+            with Admin(config) as admin:
+                admin.create_topic(topic, queues=QUEUES)
+            run = Run(namesrv=broker.namesrv, broker_pid=broker.pid, topic=topic, work_dir=tmp, **options)
+            emit(run, TEST_FUNCTIONS[run.test](run))
+    finally:
+        broker.stop()
 
 
 TEST_FUNCTIONS = {

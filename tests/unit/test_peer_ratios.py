@@ -33,6 +33,7 @@ RUN = [
     line("nats-jetstream", "latency", {"rate": 1000, "lat_mode": "push"}, {"e2e_us": {"p50": 200.0, "p99": 500.0}}),
     rate("pocketmq", "produce_sync", 7500, batch=100, client_kind="Producer.send"),
     rate("pocketmq", "produce_batch", 25000, batch=100, client_kind="AsyncProducer.send_async"),
+    rate("pocketmq", "produce_sync", 1500, batch=100, client_kind="Producer.send", flush="SYNC_FLUSH"),
     rate("pocketmq", "consume", 4000, batch=100, ack_mode="sync", consumer="pop"),
     rate("pocketmq", "consume", 15000, batch=100, ack_mode="each", consumer="push"),
     line("pocketmq", "latency", {"rate": 1000, "consumer": "pop"}, {"e2e_us": {"p50": 400.0, "p99": 1000.0}}),
@@ -57,6 +58,14 @@ def test_throughput_ratio_is_pocketmq_over_the_peer():
     assert row.peers["nats-jetstream"] == (6000, 1.25)
     # Redis's appendfsync always line is a workload of its own: not the one PocketMQ's ASYNC produce is set against
     assert row.peers["redis-streams"] == (10000, 0.75)
+
+
+def test_a_sync_flush_produce_is_set_against_redis_appendfsync_always_only():
+    rows, _ = rows_by_workload()
+    durable = [row for (workload, _), row in rows.items() if "fsync" in workload]
+    assert len(durable) == 1 and durable[0].pocketmq.value == 1500
+    assert durable[0].peers["redis-streams"] == (2000, 0.75)
+    assert durable[0].peers["nats-jetstream"] is None
 
 
 def test_a_workload_a_peer_did_not_run_has_no_ratio():

@@ -139,8 +139,9 @@ MODE_ARGS = {
 }
 
 
-def start_broker(workdir: Path, mode: str) -> PocketProcess:
-    broker = broker_process(workdir / mode, "bench", extra_args=MODE_ARGS[mode]).start()
+def start_broker(workdir: Path, mode: str, busy_poll_us: int | None) -> PocketProcess:
+    extra = MODE_ARGS[mode] + ([] if busy_poll_us is None else ["--busy-poll-us", str(busy_poll_us)])
+    broker = broker_process(workdir / mode, "bench", extra_args=extra).start()
     with Admin(ClientConfig(namesrv_addr=broker.namesrv)) as admin:
         admin.create_topic(TOPIC, queues=QUEUES)
         admin.create_group(GROUP)
@@ -152,6 +153,11 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=15_000, help="messages per measurement (default 15000)")
     parser.add_argument("--rounds", type=int, default=6, help="measurements of each mode (default 6)")
     parser.add_argument("--modes", default="plain,console", help="of plain, trace, console (default plain,console)")
+    parser.add_argument(
+        "--busy-poll-us",
+        type=int,
+        help="the brokers' --busy-poll-us (default: theirs); 0 keeps polling's spinning out of the CPU per message",
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
     if not {"plain", "console"} <= set(modes) <= set(MODE_ARGS):
@@ -163,7 +169,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="pocketmq-bench-") as tmp:
             # fresh brokers each round, started in the order they are measured: a process kept over the rounds
             # keeps whatever the scheduler gave it at start, which moved one mode's figures by tens of percent
-            brokers = {mode: start_broker(Path(tmp), mode) for mode in order}
+            brokers = {mode: start_broker(Path(tmp), mode, args.busy_poll_us) for mode in order}
             try:
                 for mode in order:
                     row = measure(brokers[mode], args.messages, mode)

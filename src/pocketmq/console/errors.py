@@ -20,6 +20,7 @@ from pocketmq.common.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
+from pocketmq.ops.message_query import MessageNotFoundError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.error_codes import RemoteServerError
 
@@ -64,7 +65,7 @@ def status_of(exc: Exception) -> int:
         return 401 if is_unauthenticated(exc) else 403
     if isinstance(exc, RemoteServerError):
         return RESPONSE_STATUS.get(exc.response_code, 502)
-    if isinstance(exc, TopicNotExistError | SubscriptionGroupNotExistError | NotFound):
+    if isinstance(exc, TopicNotExistError | SubscriptionGroupNotExistError | NotFound | MessageNotFoundError):
         return 404
     if isinstance(exc, BadRequestError | ConfigError | ValueError):
         return 400

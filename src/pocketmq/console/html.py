@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from html import escape
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -73,7 +74,8 @@ def table(
         for column in columns:
             shown = cell(row.get(column))
             if links and column in links and row.get(column) is not None:
-                shown = f'<a href="{escape(links[column].format(value=row[column]))}">{shown}</a>'
+                url = links[column].format(value=quote(str(row[column]), safe=""))
+                shown = f'<a href="{escape(url)}">{shown}</a>'
             cells.append(f'<td data-field="{column}">{shown}</td>')
         if extra:
             cells.append(f"<td>{extra(str(row.get(row_key)))}</td>")

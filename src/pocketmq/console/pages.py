@@ -12,6 +12,7 @@ from aiohttp import web
 
 from pocketmq.client.message_lookup import MessageLookup
 from pocketmq.client.message_trace import message_trace
+from pocketmq.common.message import MessageExt
 from pocketmq.console.api_cluster import cluster_brokers
 from pocketmq.console.api_groups import group_detail
 from pocketmq.console.api_messages import message_view
@@ -22,7 +23,8 @@ from pocketmq.console.login import admin_of
 from pocketmq.console.requests import str_field
 from pocketmq.ops.broker_settings import DYNAMIC_FIELDS
 from pocketmq.ops.consume_stats import group_row
-from pocketmq.ops.dead_letters import known_group_dead_messages
+from pocketmq.ops.dead_letters import dead_row, known_group_dead_messages
+from pocketmq.ops.message_json import body_text
 from pocketmq.ops.message_query import find_messages, one_message
 from pocketmq.ops.time_text import parse_time_range
 
@@ -42,6 +44,30 @@ CONSUMER_COLUMNS = ["client_id", "address", "language", "model", "consume_type",
 MESSAGE_COLUMNS = ["message_id", "broker", "queue_id", "queue_offset", "tag", "keys", "stored", "body"]
 DEAD_COLUMNS = ["message_id", "kind", "origin_topic", "reconsume_times", "broker", "queue_offset", "body"]
 TRACE_COLUMNS = ["time", "step", "actor", "source", "topic", "queue_id", "queue_offset", "details"]
+# A row shows the start of its body, rendered from the body's first bytes alone: a hex dump or a pretty-print
+# of a 4 MiB body takes seconds, on the broker's own event loop, and a list has dozens of them.
+ROW_BODY_CHARS = 80
+ROW_BODY_BYTES = 1024
+
+
+def row_body(body: bytes) -> str:
+    """The start of ``body`` as the message page shows it (``body_text``), from its first ``ROW_BODY_BYTES``."""
+    head = body[:ROW_BODY_BYTES]
+    if len(body) > ROW_BODY_BYTES:
+        # the cut may split a character: drop its first bytes, else a UTF-8 text would read as binary
+        text = head.decode("utf-8", errors="ignore").encode("utf-8")
+        head = text if head.startswith(text) and len(head) - len(text) < 4 else head
+    return body_text(head)[1][:ROW_BODY_CHARS]
+
+
+def dead_letter_rows(dead: list[tuple[str, MessageExt]]) -> list[dict]:
+    """The rows of ``GET /api/dead-letters/GROUP`` (a reference named as one), each body cut to its start."""
+    rows = []
+    for broker, msg in dead:
+        row = dead_row(broker, msg)
+        row["body"] = row_body(msg.body) if row["kind"] == "message" else row["body"][:ROW_BODY_CHARS]
+        rows.append(row)
+    return rows
 
 
 def _iso(ms: int | None) -> str | None:
@@ -249,7 +275,7 @@ async def messages_page(request: web.Request) -> web.Response:
                 "tag": f.message.tags,
                 "keys": ",".join(f.message.keys),
                 "stored": _iso(f.message.store_timestamp_ms),
-                "body": message_view(f.message, f.broker_name)["body_view"][:80],
+                "body": row_body(f.message.body),
             }
             for f in found
         ]
@@ -308,12 +334,7 @@ async def dead_letters_page(request: web.Request) -> web.Response:
     )
     if not group:
         return page("Dead letters", "dead-letters", form)
-    dead = await known_group_dead_messages(await admin_of(request), group, 100)
-    rows = []
-    for broker, msg in dead:
-        view = message_view(msg, broker)
-        rows.append({**view, "kind": "message", "origin_topic": msg.properties.get("RETRY_TOPIC", msg.topic),
-                     "body": view["body_view"][:80]})  # fmt: skip
+    rows = dead_letter_rows(await known_group_dead_messages(await admin_of(request), group, 100))
 
     def resend(msg_id: str) -> str:
         return api_form(

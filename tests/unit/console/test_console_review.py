@@ -1,0 +1,43 @@
+"""Bugs found in review of the console: each test pins what the docs promise."""
+
+from __future__ import annotations
+
+from pocketmq.common.dead_letter_reference import DeadLetterReference
+from pocketmq.common.message import MessageExt
+from pocketmq.console import pages
+from pocketmq.console.errors import status_of
+from pocketmq.console.html import table
+from pocketmq.ops.message_query import MessageNotFoundError
+
+
+def test_a_message_that_does_not_exist_is_a_404():
+    assert status_of(MessageNotFoundError("no message X of topic t")) == 404
+
+
+def test_links_carry_the_value_url_quoted():
+    html = table("t", ["topic"], [{"topic": "a%20b"}], row_key="topic", links={"topic": "/topics/{value}"})
+    assert 'href="/topics/a%2520b"' in html
+
+
+def test_a_row_renders_only_the_start_of_a_large_body(monkeypatch):
+    seen: list[int] = []
+    real = pages.body_text
+
+    def spy(body: bytes) -> tuple[str, str]:
+        seen.append(len(body))
+        return real(body)
+
+    monkeypatch.setattr(pages, "body_text", spy)
+    assert pages.row_body(bytes(range(256)) * 16_384).startswith("00000000  00 01 02")
+    assert pages.row_body(("x" + "é" * 3000).encode()) == "x" + "é" * (pages.ROW_BODY_CHARS - 1)  # a cut character
+    assert pages.row_body(b'{"a": 1}') == '{\n  "a": 1\n}'
+    assert max(seen) <= pages.ROW_BODY_BYTES
+
+
+def test_dead_letter_rows_show_a_reference_as_one():
+    ref = DeadLetterReference("orders", 1, 7, "broker-b", "g", "unreachable")
+    entry = MessageExt(topic="%DLQ%g", body=ref.to_json(), properties=ref.properties())
+    real = MessageExt(topic="%DLQ%g", body=b"hello", properties={"RETRY_TOPIC": "orders"})
+    rows = pages.dead_letter_rows([("broker-a", entry), ("broker-a", real)])
+    assert [(r["kind"], r["origin_topic"]) for r in rows] == [("reference", "orders"), ("message", "orders")]
+    assert rows[0]["body"] == ref.describe()[: pages.ROW_BODY_CHARS] and rows[1]["body"] == "hello"

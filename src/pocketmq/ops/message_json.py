@@ -11,26 +11,41 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import UTC, datetime
 
 from pocketmq.common.message import MessageExt
 
 HEX_BYTES_PER_LINE = 16
+# Searched and translated in C: a body is up to megabytes, and the console renders it on a broker's event loop.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_PRINTABLE = bytes(b if 32 <= b < 127 else ord(".") for b in range(256))
 
 
-def body_text(body: bytes) -> tuple[str, str]:
-    """(``json``, ``text`` or ``hex``, and the body so rendered). Text with control characters other than line
-    breaks and tabs is binary too: printed as it is, it would move a terminal's cursor or ring its bell."""
+def body_format(body: bytes) -> str:
+    """How ``body`` reads: ``json``, ``text``, or ``hex`` when it is binary. Text with control characters other
+    than line breaks and tabs is binary too: printed as it is, it would move a terminal's cursor or ring its
+    bell."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        return "hex", hex_dump(body)
-    if any(ord(c) < 32 and c not in "\n\r\t" or c == "\x7f" for c in text):
-        return "hex", hex_dump(body)
+        return "hex"
+    if _CONTROL_CHARACTERS.search(text):
+        return "hex"
     try:
-        return "json", json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        json.loads(text)
     except ValueError:
-        return "text", text
+        return "text"
+    return "json"
+
+
+def body_text(body: bytes) -> tuple[str, str]:
+    """(``body_format``, and the body so rendered: JSON pretty-printed, the text, or a hex dump)."""
+    kind = body_format(body)
+    if kind == "hex":
+        return kind, hex_dump(body)
+    text = body.decode("utf-8")
+    return kind, json.dumps(json.loads(text), indent=2, ensure_ascii=False) if kind == "json" else text
 
 
 def hex_dump(data: bytes) -> str:
@@ -38,7 +53,7 @@ def hex_dump(data: bytes) -> str:
     lines = []
     for start in range(0, len(data), HEX_BYTES_PER_LINE):
         chunk = data[start : start + HEX_BYTES_PER_LINE]
-        shown = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        shown = chunk.translate(_PRINTABLE).decode("ascii")
         lines.append(f"{start:08x}  {chunk.hex(' '):<{HEX_BYTES_PER_LINE * 3 - 1}}  {shown}")
     return "\n".join(lines)
 
@@ -49,22 +64,20 @@ def iso_time(timestamp_ms: int) -> str:
 
 def message_detail_json(msg: MessageExt, broker_name: str) -> dict:
     """``message_to_json`` with the offset message id, the system properties and how the body reads."""
-    kind, _ = body_text(msg.body)
     user = msg.user_properties()
     return {
         **message_to_json(msg, broker_name),
         "offset_msg_id": msg.offset_msg_id,
         "reconsume_times": msg.reconsume_times,
         "body_size": len(msg.body),
-        "body_format": kind,
+        "body_format": body_format(msg.body),
         "system_properties": {k: v for k, v in sorted(msg.properties.items()) if k not in user},
     }
 
 
 def body_preview(body: bytes, max_chars: int) -> str:
     """The start of the body on one line: its text, or ``hex:`` and its bytes when it is binary."""
-    kind, _ = body_text(body)
-    if kind == "hex":
+    if body_format(body) == "hex":
         preview = "hex:" + body[:max_chars].hex()
     else:
         preview = " ".join(body.decode("utf-8").split())

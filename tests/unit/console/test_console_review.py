@@ -41,3 +41,16 @@ def test_dead_letter_rows_show_a_reference_as_one():
     rows = pages.dead_letter_rows([("broker-a", entry), ("broker-a", real)])
     assert [(r["kind"], r["origin_topic"]) for r in rows] == [("reference", "orders"), ("message", "orders")]
     assert rows[0]["body"] == ref.describe()[: pages.ROW_BODY_CHARS] and rows[1]["body"] == "hello"
+
+
+def test_a_message_view_renders_its_body_once(monkeypatch):
+    from pocketmq.console import api_messages
+    from pocketmq.ops import message_json
+
+    dumped: list[int] = []
+    real = message_json.hex_dump
+    monkeypatch.setattr(message_json, "hex_dump", lambda data: dumped.append(len(data)) or real(data))
+    view = api_messages.message_view(MessageExt(topic="t", body=bytes(range(256)) * 64), "broker-a")
+    assert view["body_format"] == "hex" and view["body_view"].startswith("00000000  00 01 02")
+    assert dumped == [256 * 64]
+    assert message_json.body_text(b"ok\x7f") == ("hex", "00000000  6f 6b 7f" + " " * 39 + "  ok.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 
 from pocketmq.client.admin import AsyncAdmin
 from pocketmq.client.config import ClientConfig
@@ -15,6 +16,9 @@ from pocketmq.console.errors import Unauthenticated, is_access_refusal, is_unaut
 # Credentials that reach no broker still make an admin; a bound on them keeps a password-guessing client from
 # filling the console's memory with idle clients.
 MAX_ADMINS = 64
+# The process shares one client instance (and its signing connections) per instance name: each admin's name is
+# its own for the process's life, so that no user's admin is handed another user's instance.
+_admin_serials = itertools.count()
 
 
 class AdminPool:
@@ -39,7 +43,7 @@ class AdminPool:
                 if len(self._admins) >= MAX_ADMINS:
                     await self._drop_oldest()
                 config = dataclasses.replace(
-                    self._config, instance_name=f"{self._config.instance_name}-{len(self._admins)}"
+                    self._config, instance_name=f"{self._config.instance_name}-{next(_admin_serials)}"
                 )
                 if credentials is not None:
                     config = dataclasses.replace(config, access_key=credentials[0], secret_key=credentials[1])

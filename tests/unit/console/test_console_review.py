@@ -54,3 +54,22 @@ def test_a_message_view_renders_its_body_once(monkeypatch):
     assert view["body_format"] == "hex" and view["body_view"].startswith("00000000  00 01 02")
     assert dumped == [256 * 64]
     assert message_json.body_text(b"ok\x7f") == ("hex", "00000000  6f 6b 7f" + " " * 39 + "  ok.")
+
+
+async def test_each_login_signs_with_its_own_client_instance_after_the_oldest_is_dropped(monkeypatch):
+    from pocketmq.client.config import ClientConfig
+    from pocketmq.console import admins
+
+    async def any_login(admin, user):
+        return None
+
+    monkeypatch.setattr(admins, "MAX_ADMINS", 2)
+    monkeypatch.setattr(admins, "_check_login", any_login)
+    pool = admins.AdminPool(ClientConfig(namesrv_addr="127.0.0.1:1", instance_name="console"))
+    try:
+        for user in ("alice", "bob", "carol"):  # carol's login drops alice's client
+            admin = await pool.admin((user, f"{user}-secret"))
+            assert admin.instance.config.access_key == user
+        assert (await pool.admin(("bob", "bob-secret"))).instance.config.access_key == "bob"
+    finally:
+        await pool.close()

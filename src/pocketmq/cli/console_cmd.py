@@ -18,6 +18,7 @@ import ssl
 from pocketmq.cli.listening import listening
 from pocketmq.cli.output import add_client_options, client_config
 from pocketmq.cli.running import configure_logging, run_until_signalled, write_ready_file
+from pocketmq.common.errors import ConfigError
 from pocketmq.console.server import CONSOLE_CONNECT_TIMEOUT_S, CONSOLE_REQUEST_TIMEOUT_S, ConsoleServer
 
 DEFAULT_PORT = 8080
@@ -42,6 +43,8 @@ def register(subparsers) -> None:
 
 def https_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext | None:
     if cert_file is None:
+        if key_file is not None:  # without the certificate the console would serve the logins in plain HTTP
+            raise ConfigError("--https-key-file needs --https-cert-file")
         return None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2

@@ -73,3 +73,14 @@ async def test_each_login_signs_with_its_own_client_instance_after_the_oldest_is
         assert (await pool.admin(("bob", "bob-secret"))).instance.config.access_key == "bob"
     finally:
         await pool.close()
+
+
+def test_a_key_file_without_a_certificate_is_refused_rather_than_serving_plain_http():
+    import pytest
+
+    from pocketmq.cli.console_cmd import https_context
+    from pocketmq.common.errors import ConfigError
+
+    assert https_context(None, None) is None
+    with pytest.raises(ConfigError, match="--https-cert-file"):
+        https_context(None, "console-key.pem")

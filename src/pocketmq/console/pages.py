@@ -4,12 +4,14 @@ answers. Forms send to the JSON API (static/console.js)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from html import escape
 from urllib.parse import quote
 
 from aiohttp import web
 
+from pocketmq.client.admin import BrokerAddress
 from pocketmq.client.message_lookup import MessageLookup
 from pocketmq.client.message_trace import message_trace
 from pocketmq.common.message import MessageExt
@@ -17,6 +19,7 @@ from pocketmq.console.api_cluster import cluster_brokers
 from pocketmq.console.api_groups import group_detail
 from pocketmq.console.api_messages import message_view
 from pocketmq.console.api_topics import topic_detail, topic_rows
+from pocketmq.console.errors import status_of
 from pocketmq.console.history import History
 from pocketmq.console.html import api_form, fragment, line_chart, live, page, table
 from pocketmq.console.login import admin_of
@@ -353,20 +356,30 @@ async def dead_letters_page(request: web.Request) -> web.Response:
 
 
 # -- config -----------------------------------------------------------------------------------------------------
+def broker_settings_html(broker: BrokerAddress, settings: dict[str, str] | BaseException) -> str:
+    """A broker's settings (``#config-BROKER-ID``), or the reason it did not give them."""
+    label = f"{broker.broker_name}/{broker.broker_id}"
+    head = f"<h2>{escape(label)} <small>{escape(broker.addr)}</small></h2>"
+    if isinstance(settings, BaseException):
+        status = status_of(settings) if isinstance(settings, Exception) else 500
+        return (
+            head + f'<p class="refused" data-status="{status}">{escape(str(settings) or type(settings).__name__)}</p>'
+        )
+    rows = []
+    for key in sorted(settings):
+        dynamic = key in DYNAMIC_FIELDS
+        rows.append(f'<tr data-key="{escape(key)}" data-dynamic="{str(dynamic).lower()}"><th>{escape(key)}</th>'
+                    f'<td data-field="value">{escape(settings[key])}</td></tr>')  # fmt: skip
+    return head + f'<table id="config-{escape(broker.broker_name)}-{broker.broker_id}">{"".join(rows)}</table>'
+
+
 @routes.get("/config")
 async def config_page(request: web.Request) -> web.Response:
     admin = await admin_of(request)
-    parts = []
-    for broker in await admin.brokers():
-        settings = await admin.broker_config(broker.addr)
-        rows = []
-        for key in sorted(settings):
-            dynamic = key in DYNAMIC_FIELDS
-            rows.append(f'<tr data-key="{escape(key)}" data-dynamic="{str(dynamic).lower()}"><th>{escape(key)}</th>'
-                        f'<td data-field="value">{escape(settings[key])}</td></tr>')  # fmt: skip
-        label = f"{broker.broker_name}/{broker.broker_id}"
-        parts.append(f'<h2>{escape(label)} <small>{escape(broker.addr)}</small></h2>'
-                     f'<table id="config-{escape(broker.broker_name)}-{broker.broker_id}">{"".join(rows)}</table>')  # fmt: skip
+    brokers = await admin.brokers()
+    # one broker down (or refusing this user) takes its own section, not the page
+    answers = await asyncio.gather(*(admin.broker_config(b.addr) for b in brokers), return_exceptions=True)
+    parts = [broker_settings_html(broker, answer) for broker, answer in zip(brokers, answers)]
     options = "".join(f"<option>{escape(name)}</option>" for name in sorted(DYNAMIC_FIELDS))
     change = api_form(
         "config-set",

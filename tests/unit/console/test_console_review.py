@@ -84,3 +84,15 @@ def test_a_key_file_without_a_certificate_is_refused_rather_than_serving_plain_h
     assert https_context(None, None) is None
     with pytest.raises(ConfigError, match="--https-cert-file"):
         https_context(None, "console-key.pem")
+
+
+def test_a_broker_that_refuses_its_settings_is_said_in_its_place_on_the_config_page():
+    from pocketmq.client.admin import BrokerAddress
+    from pocketmq.common.errors import AccessDeniedError, RemotingTimeoutError
+
+    up = pages.broker_settings_html(BrokerAddress("b", 0, "h:1"), {"flushDiskType": "<ASYNC>"})
+    assert '<table id="config-b-0">' in up and "&lt;ASYNC&gt;" in up
+    down = pages.broker_settings_html(BrokerAddress("b", 1, "h:2"), RemotingTimeoutError("slave <b> slow"))
+    assert '<p class="refused" data-status="502">' in down and "slave &lt;b&gt; slow" in down
+    refused = pages.broker_settings_html(BrokerAddress("b", 0, "h:1"), AccessDeniedError("no matched policies"))
+    assert 'data-status="403"' in refused

@@ -63,8 +63,11 @@ def list_dead(args) -> int:
 
 def resend(args) -> int:
     async def action(admin: AsyncAdmin) -> int:
-        dead = [m for _, m in await known_group_dead_messages(admin, args.group, 1_000_000)]
-        chosen = dead if args.all else [m for m in dead if matches(m, args.id)][:1]
+        if args.all:
+            chosen = [m for _, m in await known_group_dead_messages(admin, args.group, 1_000_000)]
+        else:  # read up to the one wanted, not the whole dead-letter queue
+            wanted = await known_group_dead_messages(admin, args.group, 1, keep=lambda m: matches(m, args.id))
+            chosen = [m for _, m in wanted]
         if not chosen:
             report(
                 args,

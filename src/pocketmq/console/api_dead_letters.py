@@ -25,9 +25,8 @@ MAX_LIMIT = 10_000
 async def _dead_letter(request: web.Request) -> tuple[str, MessageExt]:
     group, msg_id = request.match_info["group"], request.match_info["msg_id"]
     admin = await admin_of(request)
-    for broker, msg in await known_group_dead_messages(admin, group, MAX_LIMIT):
-        if matches(msg, msg_id):
-            return broker, msg
+    for broker, msg in await known_group_dead_messages(admin, group, 1, keep=lambda msg: matches(msg, msg_id)):
+        return broker, msg
     raise NotFound(f"group {group} has no dead message {msg_id}")
 
 

@@ -6,6 +6,7 @@ reference is and where a resend goes).
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketmq.auth.signature import Credentials
@@ -63,8 +64,11 @@ async def group_topic_offsets(admin: AsyncAdmin, topic: str, group: str | None =
         await reader.shutdown()
 
 
-async def topic_messages(admin: AsyncAdmin, topic: str, limit: int) -> list[tuple[str, MessageExt]]:
-    """Up to ``limit`` (broker name, message) of ``topic``, queue by queue, oldest first."""
+async def topic_messages(
+    admin: AsyncAdmin, topic: str, limit: int, keep: Callable[[MessageExt], bool] | None = None
+) -> list[tuple[str, MessageExt]]:
+    """Up to ``limit`` (broker name, message) of ``topic`` (those ``keep`` keeps), queue by queue, oldest first:
+    the reading stops at the limit, so a search for one holds no more than a pull's messages."""
     found: list[tuple[str, MessageExt]] = []
     reader = AsyncPullConsumer(TOOLS_CONSUMER_GROUP, admin.config, instance=admin.instance)
     await reader.start()
@@ -72,9 +76,11 @@ async def topic_messages(admin: AsyncAdmin, topic: str, limit: int) -> list[tupl
         for offsets in await group_topic_offsets(admin, topic):
             offset = offsets.min_offset
             while offset < offsets.max_offset and len(found) < limit:
-                result = await reader.pull(offsets.queue, offset, min(64, limit - len(found)))
+                batch = 64 if keep else min(64, limit - len(found))
+                result = await reader.pull(offsets.queue, offset, batch)
                 if result.status is PullStatus.FOUND:
-                    found += [(offsets.queue.broker_name, msg) for msg in result.messages]
+                    kept = [msg for msg in result.messages if keep is None or keep(msg)]
+                    found += [(offsets.queue.broker_name, msg) for msg in kept[: limit - len(found)]]
                 if result.next_begin_offset <= offset:
                     break
                 offset = result.next_begin_offset
@@ -83,17 +89,24 @@ async def topic_messages(admin: AsyncAdmin, topic: str, limit: int) -> list[tupl
     return found
 
 
-async def dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple[str, MessageExt]]:
+async def dead_messages(
+    admin: AsyncAdmin, group: str, limit: int, keep: Callable[[MessageExt], bool] | None = None
+) -> list[tuple[str, MessageExt]]:
     """Up to ``limit`` (broker name, message): the messages of ``%DLQ%<group>``, then the group's references
     whose real dead letter is not written (open, gone or refused: the event that says so). The references are
     read first: one the broker resolves meanwhile shows twice (as a reference, then as its dead letter), never
     not at all."""
     events = await topic_messages(admin, REFERENCE_TOPIC, 1_000_000)  # folded whole: a later event closes one
-    found = await topic_messages(admin, dlq_topic(group), limit)
+    found = await topic_messages(admin, dlq_topic(group), limit, keep)
     wrapped = admin.namespace.wrap(group)
     for broker in sorted({broker for broker, _ in events}):
         for state in fold(msg for b, msg in events if b == broker).values():
-            if state.reference.group == wrapped and state.state != STATE_RESOLVED and len(found) < limit:
+            if (
+                state.reference.group == wrapped
+                and state.state != STATE_RESOLVED
+                and len(found) < limit
+                and (keep is None or keep(state.entry))
+            ):
                 found.append((broker, state.entry))
     return found
 
@@ -158,10 +171,12 @@ async def require_group(admin: AsyncAdmin, group: str) -> None:
         await admin.describe_group(group)
 
 
-async def known_group_dead_messages(admin: AsyncAdmin, group: str, limit: int) -> list[tuple[str, MessageExt]]:
+async def known_group_dead_messages(
+    admin: AsyncAdmin, group: str, limit: int, keep: Callable[[MessageExt], bool] | None = None
+) -> list[tuple[str, MessageExt]]:
     """``dead_messages``; when there are none, SubscriptionGroupNotExistError for a group that does not exist (a
     group with references only may have no topic nor config: a POP group whose CKs escaped here)."""
-    found = await dead_messages(admin, group, limit)
+    found = await dead_messages(admin, group, limit, keep)
     if not found:
         await require_group(admin, group)
     return found

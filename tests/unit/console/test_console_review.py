@@ -96,3 +96,51 @@ def test_a_broker_that_refuses_its_settings_is_said_in_its_place_on_the_config_p
     assert '<p class="refused" data-status="502">' in down and "slave &lt;b&gt; slow" in down
     refused = pages.broker_settings_html(BrokerAddress("b", 0, "h:1"), AccessDeniedError("no matched policies"))
     assert 'data-status="403"' in refused
+
+
+async def test_one_dead_letter_is_found_without_holding_the_whole_dead_letter_queue(monkeypatch):
+    from types import SimpleNamespace
+
+    from pocketmq.client.pull_consumer import PullResult, PullStatus
+    from pocketmq.common.message import MessageQueue
+    from pocketmq.console import api_dead_letters
+    from pocketmq.ops import dead_letters
+
+    stored = 5_000
+    pulled: list[int] = []
+
+    class Reader:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        async def start(self):
+            pass
+
+        async def shutdown(self):
+            pass
+
+        async def pull(self, queue, offset, max_nums):
+            if queue.topic != "%DLQ%g":
+                return PullResult(PullStatus.NO_NEW_MSG, offset, 0, 0)
+            batch = [
+                MessageExt(topic=queue.topic, body=b"x" * 1000, queue_offset=o, properties={"UNIQ_KEY": f"id-{o}"})
+                for o in range(offset, min(offset + max_nums, stored))
+            ]
+            pulled.append(len(batch))
+            return PullResult(PullStatus.FOUND, offset + len(batch), 0, stored, batch)
+
+    async def offsets(admin, topic, group=None):
+        return [dead_letters.QueueOffsets(MessageQueue(topic, "b", 0), 0, stored, None)]
+
+    monkeypatch.setattr(dead_letters, "AsyncPullConsumer", Reader)
+    monkeypatch.setattr(dead_letters, "group_topic_offsets", offsets)
+    admin = SimpleNamespace(config=None, instance=None, namespace=SimpleNamespace(wrap=lambda name: name))
+
+    async def admin_of(request):
+        return admin
+
+    monkeypatch.setattr(api_dead_letters, "admin_of", admin_of)
+    request = SimpleNamespace(match_info={"group": "g", "msg_id": "id-100"})
+    broker, msg = await api_dead_letters._dead_letter(request)
+    assert (broker, msg.queue_offset) == ("b", 100)
+    assert sum(pulled) <= 200  # read up to the match, not the whole queue

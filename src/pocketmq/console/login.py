@@ -22,7 +22,7 @@ def credentials(request: web.Request) -> tuple[str, str] | None:
             raise Unauthenticated("access control is on: log in with a user of the brokers")
         return None
     try:
-        auth = BasicAuth.decode(header)
+        auth = BasicAuth.decode(header, encoding="utf-8")  # the charset the realm header asks browsers for
     except (ValueError, binascii.Error):
         raise Unauthenticated("Authorization: expected Basic credentials") from None
     return auth.login, auth.password

@@ -144,3 +144,20 @@ async def test_one_dead_letter_is_found_without_holding_the_whole_dead_letter_qu
     broker, msg = await api_dead_letters._dead_letter(request)
     assert (broker, msg.queue_offset) == ("b", 100)
     assert sum(pulled) <= 200  # read up to the match, not the whole queue
+
+
+def test_a_login_is_read_in_the_utf8_the_console_asks_browsers_for():
+    import base64
+
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from pocketmq.console.errors import REALM_HEADER
+    from pocketmq.console.login import LOGIN_REQUIRED_KEY, credentials
+
+    assert 'charset="UTF-8"' in REALM_HEADER["WWW-Authenticate"]
+    app = web.Application()
+    app[LOGIN_REQUIRED_KEY] = True
+    token = base64.b64encode("bob:pässwörd".encode()).decode()
+    request = make_mocked_request("GET", "/api/cluster", headers={"Authorization": f"Basic {token}"}, app=app)
+    assert credentials(request) == ("bob", "pässwörd")

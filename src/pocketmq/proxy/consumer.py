@@ -206,8 +206,8 @@ class ProxyConsumerRpcs:
         left is handed back at once rather than staying invisible for the receive's whole invisible time."""
         popping = asyncio.ensure_future(pop)
         try:
-            if client_gone is None:
-                return await popping
+            if client_gone is None:  # shielded: a cancelled receive leaves the POP to its hand-back
+                return await asyncio.shield(popping)
             await asyncio.wait((popping, client_gone), return_when=asyncio.FIRST_COMPLETED)
             return popping.result() if popping.done() else None
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
@@ -11,6 +13,7 @@ from pocketmq.protocol.codes import RequestCode, V2StatusCode
 from pocketmq.proxy.consumer import ProxyConsumerRpcs
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.server.sessions import SessionRegistry
+from pocketmq.testing.polling import eventually
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -62,3 +65,24 @@ async def test_an_ack_or_change_whose_handle_names_another_topic_than_the_reques
     reply = await rpcs.ack(ack, None)
     assert [e.status.code for e in reply.entries] == [V2StatusCode.OK]
     assert [(name, code) for name, code, _ in instance.sent] == [("b", RequestCode.ACK_MESSAGE)]
+
+
+async def test_a_receive_without_a_session_cancelled_during_its_pop_hands_back_what_the_pop_brings():
+    """The broker's long poll cannot be ended: a receive cancelled while it waits (a client with no session,
+    so no goodbye to wait for) leaves the POP running, and what it pops goes to the hand-back, not nowhere."""
+    rpcs = rpcs_of(FakeInstance())
+    reply_ready = asyncio.Event()
+    handed: list[str] = []
+
+    async def pop():
+        await reply_ready.wait()
+        return "popped"
+
+    rpcs._hand_back_when_popped = lambda task, group: handed.append(task.result())  # type: ignore[method-assign]
+    receiving = asyncio.ensure_future(rpcs._pop_unless_gone(pop(), "G", None))
+    await asyncio.sleep(0)
+    receiving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await receiving
+    reply_ready.set()
+    await eventually(lambda: handed == ["popped"])

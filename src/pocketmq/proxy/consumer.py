@@ -168,21 +168,27 @@ class ProxyConsumerRpcs:
             if not messages:
                 yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
             else:
-                yield codec.receive_status()
                 invisible_reply_ms = int(popped.response.ext_fields.get("invisibleTime", invisible_ms))
                 renew = req.auto_renew and req.invisible_ms is None  # a push consumer's: kept invisible while it lives
-                for msg in messages:
-                    text = receipt_handle_of(msg)
-                    if renew:
-                        self.renewer.track(text, client_id, req.group, decode_handle(text))
-                    yield codec.receive_message(
-                        encode_delivered_message(
-                            msg,
-                            receipt_handle=text,
-                            delivery_attempt=msg.reconsume_times + 1,
-                            invisible_duration_ms=invisible_reply_ms,
+                unsent_from = 0  # the messages from here on never reached the client if the stream ends now
+                try:
+                    yield codec.receive_status()
+                    for index, msg in enumerate(messages):
+                        text = receipt_handle_of(msg)
+                        if renew:
+                            self.renewer.track(text, client_id, req.group, decode_handle(text))
+                        unsent_from = index + 1  # this one may reach the client even if its yield is cut
+                        yield codec.receive_message(
+                            encode_delivered_message(
+                                msg,
+                                receipt_handle=text,
+                                delivery_attempt=msg.reconsume_times + 1,
+                                invisible_duration_ms=invisible_reply_ms,
+                            )
                         )
-                    )
+                finally:
+                    if unsent_from < len(messages):  # the stream ended mid-way (the client cancelled it)
+                        self._hand_back_soon(req.group, messages[unsent_from:])
             yield codec.receive_delivery_timestamp(clock.now_ms())
 
     async def _pop(self, topic: str, named_broker: str, pop: RemotingCommand, poll_ms: int) -> _Popped:
@@ -220,7 +226,9 @@ class ProxyConsumerRpcs:
         popped = popping.result()
         if popped.response.code != ResponseCode.SUCCESS:  # nothing popped, or refused
             return
-        messages = messages_of_pop_reply(popped.response, popped.broker_name)
+        self._hand_back_soon(group, messages_of_pop_reply(popped.response, popped.broker_name))
+
+    def _hand_back_soon(self, group: str, messages: list[MessageExt]) -> None:
         handing = asyncio.ensure_future(self._hand_back(group, messages))
         self._handing_back.add(handing)
         handing.add_done_callback(self._handing_back.discard)
@@ -228,12 +236,12 @@ class ProxyConsumerRpcs:
     async def _hand_back(self, group: str, messages: list) -> None:
         """Make messages nobody will receive visible again (the broker's shortest invisible time)."""
         for msg in messages:
-            handle = decode_handle(receipt_handle_of(msg))
             try:
+                handle = decode_handle(receipt_handle_of(msg))
                 await self._invoke_with_handle(handle, change_invisible_request(group, handle, 0))
             except PocketMQError as exc:
                 # It comes back after its invisible time instead: later, not lost.
-                log.info("event=proxy_hand_back_failed topic=%s error=%s", handle.topic, exc)
+                log.info("event=proxy_hand_back_failed topic=%s error=%s", msg.topic, exc)
         log.info("event=proxy_popped_after_client_left group=%s handed_back=%d", group, len(messages))
 
     async def _broker_to_pop(self, topic: str, named: str) -> str:

@@ -232,7 +232,12 @@ class AsyncRunner(ListenerRunner):
             try:
                 call.status = await self._listener(call.messages, call.context)
             except asyncio.CancelledError:
-                raise
+                worker = asyncio.current_task()
+                if worker is not None and worker.cancelling():  # the runner closed: the call is forgotten
+                    raise
+                # the listener's own await was cancelled, not this worker: a failure, else the call would
+                # never be answered and the worker would be gone from the count
+                _listener_failed(call)
             except Exception:  # user code: a failure is a "consume later", as RocketMQ treats it
                 _listener_failed(call)
             self._after(call)

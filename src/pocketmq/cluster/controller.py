@@ -122,7 +122,8 @@ class EtcdController:
         self.changed = asyncio.Event()
         self._client: Any = None
         self._lease_id: int | None = None
-        self._log_end = 0
+        self._log_end = 0  # the last log end this broker told of
+        self._published_log_end: int | None = None  # the log end etcd holds on the current lease (None: none)
         self._master_value: bytes | None = None
         self._tasks: list[asyncio.Task] = []
         self._closing: set[asyncio.Task] = set()  # clients of endpoints left behind, being closed
@@ -231,7 +232,8 @@ class EtcdController:
         granted = await self._call(lambda c: c.lease(self.lease.ttl_ms // 1000))
         self._lease_id = granted.id
         self.lease.renewed(sent_ms, 1000 * granted.ttl)
-        await self.publish_log_end(self._log_end, force=True)
+        self._published_log_end = None  # the candidacy went with the old lease
+        await self.publish_log_end(self._log_end)
 
     async def _keep_alive(self) -> None:
         failing = False
@@ -287,14 +289,17 @@ class EtcdController:
         except (ValueError, KeyError, TypeError) as exc:
             raise ControllerError(f"group keys under {self.prefix} do not parse: {exc!r}") from exc
 
-    async def publish_log_end(self, log_end: int, *, force: bool = False) -> None:
-        """Candidacy: this broker is up, its log ends at ``log_end`` (written when it changed)."""
-        if log_end == self._log_end and not force:
-            return
+    async def publish_log_end(self, log_end: int) -> None:
+        """Candidacy: this broker is up, its log ends at ``log_end`` (written unless etcd holds it already on
+        this lease: a put that failed is tried again at the next call)."""
         self._log_end = log_end
+        if log_end == self._published_log_end:
+            return
         value = json.dumps({"logEnd": log_end, "address": self.address}).encode()
         key, lease_id = self._key(f"candidates/{self.broker_id}"), self._lease_id
         await self._call(lambda c: c.put(key, value, lease=lease_id))
+        if lease_id == self._lease_id:  # not a put on a lease replaced meanwhile
+            self._published_log_end = log_end
 
     async def campaign(self, epoch: int) -> bool:
         """Take the master lease as epoch ``epoch`` if nobody holds it and the last epoch is ``epoch - 1``."""

@@ -19,6 +19,7 @@ class FailoverStats:
     def __init__(self, clock: Clock = SYSTEM_CLOCK):
         self._clock = clock
         self.epoch = 0
+        self._read = False  # a first read gives the epoch elections before this broker's start made
         self.elections = 0
         self.won = 0
         self._masterless_ms = 0.0
@@ -26,8 +27,9 @@ class FailoverStats:
 
     def observed(self, epoch: int, holder_id: int | None) -> None:
         """One read of the group: its epoch and lease holder (None: nobody)."""
-        if self.epoch and epoch > self.epoch:  # the first read gives the epoch elections before our start made
+        if self._read and epoch > self.epoch:
             self.elections += epoch - self.epoch
+        self._read = True
         self.epoch = max(self.epoch, epoch)
         now_ms = self._clock.monotonic_ms()
         if holder_id is None and self._masterless_since_ms is None:

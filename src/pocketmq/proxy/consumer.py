@@ -168,21 +168,27 @@ class ProxyConsumerRpcs:
             if not messages:
                 yield codec.receive_status(V2StatusCode.MESSAGE_NOT_FOUND, "no new message")
             else:
-                yield codec.receive_status()
                 invisible_reply_ms = int(popped.response.ext_fields.get("invisibleTime", invisible_ms))
                 renew = req.auto_renew and req.invisible_ms is None  # a push consumer's: kept invisible while it lives
-                for msg in messages:
-                    text = receipt_handle_of(msg)
-                    if renew:
-                        self.renewer.track(text, client_id, req.group, decode_handle(text))
-                    yield codec.receive_message(
-                        encode_delivered_message(
-                            msg,
-                            receipt_handle=text,
-                            delivery_attempt=msg.reconsume_times + 1,
-                            invisible_duration_ms=invisible_reply_ms,
+                unsent_from = 0  # the messages from here on never reached the client if the stream ends now
+                try:
+                    yield codec.receive_status()
+                    for index, msg in enumerate(messages):
+                        text = receipt_handle_of(msg)
+                        if renew:
+                            self.renewer.track(text, client_id, req.group, decode_handle(text))
+                        unsent_from = index + 1  # this one may reach the client even if its yield is cut
+                        yield codec.receive_message(
+                            encode_delivered_message(
+                                msg,
+                                receipt_handle=text,
+                                delivery_attempt=msg.reconsume_times + 1,
+                                invisible_duration_ms=invisible_reply_ms,
+                            )
                         )
-                    )
+                finally:
+                    if unsent_from < len(messages):  # the stream ended mid-way (the client cancelled it)
+                        self._hand_back_soon(req.group, messages[unsent_from:])
             yield codec.receive_delivery_timestamp(clock.now_ms())
 
     async def _pop(self, topic: str, named_broker: str, pop: RemotingCommand, poll_ms: int) -> _Popped:
@@ -206,8 +212,8 @@ class ProxyConsumerRpcs:
         left is handed back at once rather than staying invisible for the receive's whole invisible time."""
         popping = asyncio.ensure_future(pop)
         try:
-            if client_gone is None:
-                return await popping
+            if client_gone is None:  # shielded: a cancelled receive leaves the POP to its hand-back
+                return await asyncio.shield(popping)
             await asyncio.wait((popping, client_gone), return_when=asyncio.FIRST_COMPLETED)
             return popping.result() if popping.done() else None
         finally:
@@ -220,7 +226,9 @@ class ProxyConsumerRpcs:
         popped = popping.result()
         if popped.response.code != ResponseCode.SUCCESS:  # nothing popped, or refused
             return
-        messages = messages_of_pop_reply(popped.response, popped.broker_name)
+        self._hand_back_soon(group, messages_of_pop_reply(popped.response, popped.broker_name))
+
+    def _hand_back_soon(self, group: str, messages: list[MessageExt]) -> None:
         handing = asyncio.ensure_future(self._hand_back(group, messages))
         self._handing_back.add(handing)
         handing.add_done_callback(self._handing_back.discard)
@@ -228,12 +236,12 @@ class ProxyConsumerRpcs:
     async def _hand_back(self, group: str, messages: list) -> None:
         """Make messages nobody will receive visible again (the broker's shortest invisible time)."""
         for msg in messages:
-            handle = decode_handle(receipt_handle_of(msg))
             try:
+                handle = decode_handle(receipt_handle_of(msg))
                 await self._invoke_with_handle(handle, change_invisible_request(group, handle, 0))
             except PocketMQError as exc:
                 # It comes back after its invisible time instead: later, not lost.
-                log.info("event=proxy_hand_back_failed topic=%s error=%s", handle.topic, exc)
+                log.info("event=proxy_hand_back_failed topic=%s error=%s", msg.topic, exc)
         log.info("event=proxy_popped_after_client_left group=%s handed_back=%d", group, len(messages))
 
     async def _broker_to_pop(self, topic: str, named: str) -> str:
@@ -253,7 +261,7 @@ class ProxyConsumerRpcs:
         except PocketMQError as exc:
             return codec.ack_error_response(v2_code_of(exc), str(exc))
         outcomes = await asyncio.gather(
-            *(self._ack_one(group, entry.receipt_handle) for entry in entries), return_exceptions=True
+            *(self._ack_one(group, topic, entry.receipt_handle) for entry in entries), return_exceptions=True
         )
         results = []
         for entry, outcome in zip(entries, outcomes):
@@ -265,8 +273,8 @@ class ProxyConsumerRpcs:
                 results.append((entry, V2StatusCode.OK, "OK"))
         return codec.ack_response(results)
 
-    async def _ack_one(self, group: str, text: str) -> None:
-        handle = await self.renewer.current_handle(text)
+    async def _ack_one(self, group: str, topic: str, text: str) -> None:
+        handle = await self._current_handle(topic, text)
         await self._invoke_with_handle(
             handle, handle_request(RequestCode.ACK_MESSAGE, AckMessageRequestHeader, group, handle)
         )
@@ -276,10 +284,18 @@ class ProxyConsumerRpcs:
         group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
         try:
             check_change_invisible(group, topic, invisible_ms)
-            new = await self._change_invisible(group, await self.renewer.current_handle(text), invisible_ms)
+            new = await self._change_invisible(group, await self._current_handle(topic, text), invisible_ms)
         except PocketMQError as exc:
             return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
         return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
+
+    async def _current_handle(self, topic: str, text: str) -> ReceiptHandle:
+        """The handle to act on (``AutoRenewer.current_handle``); InvalidReceiptHandleError for a handle of another
+        topic than the request's: the caller's rights were checked on the request's topic, and the broker is
+        asked by the proxy's own user, so it would act on a topic the caller may not consume."""
+        if decode_handle(text).topic != topic:
+            raise InvalidReceiptHandleError(f"the receipt handle is not of topic {topic!r}")
+        return await self.renewer.current_handle(text)
 
     async def _change_invisible(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
         """CHANGE_MESSAGE_INVISIBLETIME to the broker the handle names; the message's new handle."""

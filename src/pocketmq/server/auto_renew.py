@@ -68,6 +68,8 @@ class AutoRenewer:
         """Renew every tracked message near its deadline whose client lives; returns how many were renewed."""
         renewed = 0
         for text, renewal in self.renewals.due(self._clock.now_ms()):
+            if text not in self.renewals:  # acked or nacked while an earlier one was renewed: its handle is taken
+                continue
             if self._sessions is not None and self._sessions.get(renewal.client_id) is None:
                 self.renewals.drop(text)  # the client is gone: its messages come back after their deadline
                 continue

@@ -124,3 +124,22 @@ async def test_a_closed_runner_starts_nothing():
     runner.close()
     runner.start(ListenerCall(named("late"), None, lambda status: pytest.fail("ran after close")))
     assert await runner.wait_idle(0.1)
+
+
+async def test_an_async_listener_whose_own_await_is_cancelled_counts_as_failed_and_the_worker_goes_on():
+    """A listener awaiting something that gets cancelled raises CancelledError although its worker was not
+    cancelled: that call is a failure (None), not the end of the worker with the call never answered."""
+
+    async def listener(msgs, ctx):
+        if msgs[0].body == b"cancelled":
+            never: asyncio.Future = asyncio.get_running_loop().create_future()
+            never.cancel()
+            await never  # raises CancelledError inside the listener
+        return OK
+
+    runner = AsyncRunner(listener, 1)
+    first = asyncio.ensure_future(runner.call(named("cancelled"), None))
+    second = asyncio.ensure_future(runner.call(named("fine"), None))
+    assert await asyncio.wait_for(first, 5) is None
+    assert await asyncio.wait_for(second, 5) == OK
+    assert await runner.wait_idle(5)

@@ -43,3 +43,11 @@ def test_elections_and_time_without_a_master_are_counted_from_the_reads():
         "masterless": 0,
         "epoch": 6,
     }
+
+
+def test_the_first_election_of_a_new_group_is_counted():
+    """A first read of epoch 0 (a new group) is a read: the election that grants epoch 1 after it counts."""
+    stats = FailoverStats(ManualClock())
+    stats.observed(0, holder_id=None)
+    stats.observed(1, holder_id=1)
+    assert values(stats)["elections_total"] == 1

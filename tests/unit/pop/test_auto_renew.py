@@ -14,10 +14,12 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from tests.unit.pop.pop_support import pop, running_broker, send
 
+from pocketmq.broker.pop.receipt import ReceiptHandle
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.broker.write_path import LocalWritePath
 from pocketmq.protocol.codes import V2StatusCode
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.server.auto_renew import AutoRenewer
 from pocketmq.server.grpc_consumer import ConsumerRpcs
 from pocketmq.server.sessions import SessionRegistry
 from pocketmq.store.api import PutStatus
@@ -162,3 +164,31 @@ async def test_a_goodbye_ends_the_clients_long_poll_first_and_pops_nothing_for_i
 
 async def collect(stream) -> list:
     return [response async for response in stream]
+
+
+async def test_a_message_acked_while_an_earlier_one_is_renewed_is_not_renewed_after_its_ack():
+    """The round lists what is due, then renews one by one across awaits: a message acked meanwhile (its
+    renewal taken by the ack) must not be changed under the ack, which would make the ack's handle stale."""
+    clock = ManualClock()
+    changed: list[str] = []
+    release = asyncio.Event()
+
+    async def change(group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
+        changed.append(handle.topic)
+        if handle.topic == "A":
+            await release.wait()
+        return dataclasses.replace(handle, pop_time_ms=clock.now_ms(), invisible_time_ms=invisible_ms)
+
+    renewer = AutoRenewer(RenewalTable(invisible_ms=60_000, ahead_ms=10_000), change, None, clock=clock)
+    for topic in ("A", "B"):
+        handle = ReceiptHandle(topic, 0, 0, 60_000, 0, 0, "b", 0, 0, 0)
+        renewer.track(handle.encode(), "c1", GROUP, handle)
+    clock.advance(55_000)
+    renewing = asyncio.ensure_future(renewer.renew_due())
+    await asyncio.sleep(0)
+    assert changed == ["A"]
+    b_text = ReceiptHandle("B", 0, 0, 60_000, 0, 0, "b", 0, 0, 0).encode()
+    assert (await renewer.current_handle(b_text)).topic == "B"  # the ack takes B's renewal
+    release.set()
+    assert await renewing == 1
+    assert changed == ["A"]  # B was not changed after its ack took it

@@ -76,6 +76,9 @@ class RenewalTable:
     def drop(self, first_text: str) -> None:
         self._renewals.pop(first_text, None)
 
+    def __contains__(self, first_text: str) -> bool:
+        return first_text in self._renewals
+
     def __len__(self) -> int:
         return len(self._renewals)
 

@@ -274,7 +274,7 @@ class ProxyConsumerRpcs:
         return codec.ack_response(results)
 
     async def _ack_one(self, group: str, topic: str, text: str) -> None:
-        handle = await self._current_handle(topic, text)
+        handle = await self.renewer.current_handle(text, group, topic)
         await self._invoke_with_handle(
             handle, handle_request(RequestCode.ACK_MESSAGE, AckMessageRequestHeader, group, handle)
         )
@@ -284,18 +284,12 @@ class ProxyConsumerRpcs:
         group, topic, text, invisible_ms, _ = codec.decode_change_invisible_request(request)
         try:
             check_change_invisible(group, topic, invisible_ms)
-            new = await self._change_invisible(group, await self._current_handle(topic, text), invisible_ms)
+            new = await self._change_invisible(
+                group, await self.renewer.current_handle(text, group, topic), invisible_ms
+            )
         except PocketMQError as exc:
             return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
         return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
-
-    async def _current_handle(self, topic: str, text: str) -> ReceiptHandle:
-        """The handle to act on (``AutoRenewer.current_handle``); InvalidReceiptHandleError for a handle of another
-        topic than the request's: the caller's rights were checked on the request's topic, and the broker is
-        asked by the proxy's own user, so it would act on a topic the caller may not consume."""
-        if decode_handle(text).topic != topic:
-            raise InvalidReceiptHandleError(f"the receipt handle is not of topic {topic!r}")
-        return await self.renewer.current_handle(text)
 
     async def _change_invisible(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
         """CHANGE_MESSAGE_INVISIBLETIME to the broker the handle names; the message's new handle."""

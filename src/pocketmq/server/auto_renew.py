@@ -18,6 +18,7 @@ from pocketmq.broker.pop.mode import ChangeNotReplicatedError
 from pocketmq.broker.pop.receipt import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.renewal import RenewalTable
 from pocketmq.common.errors import InvalidReceiptHandleError, PocketMQError
+from pocketmq.common.topic import pop_retry_topic
 from pocketmq.metrics.registry import MetricsRegistry
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.periodic import PeriodicTask
@@ -90,11 +91,17 @@ class AutoRenewer:
                 done.set_result(None)
         return renewed
 
-    async def current_handle(self, text: str) -> ReceiptHandle:
-        """The handle to act on for a handle a client sent: the current one of an auto-renewed message (whose
-        renewal ends here), else the handle itself (InvalidReceiptHandleError when it is none)."""
+    async def current_handle(self, text: str, group: str, topic: str) -> ReceiptHandle:
+        """The handle to act on for a handle a client sent with a request of ``group`` on ``topic``: the current
+        one of an auto-renewed message (whose renewal ends here), else the handle itself.
+        InvalidReceiptHandleError when it is none, or names neither ``topic`` nor ``group``'s pop retry topic of
+        it (a retried message's): the caller's rights were checked on ``topic``, and the proxy asks the broker as
+        its own user, so a handle of another topic is refused before anything is done with it."""
+        handle = decode_handle(text)
+        if handle.topic not in (topic, pop_retry_topic(group, topic)):
+            raise InvalidReceiptHandleError(f"the receipt handle is not of topic {topic!r}")
         in_progress = self._renewing.get(text)
         if in_progress is not None:
             await in_progress
         current = self.renewals.take(text)
-        return current if current is not None else decode_handle(text)
+        return current if current is not None else handle

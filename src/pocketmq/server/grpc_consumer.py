@@ -231,7 +231,7 @@ class ConsumerRpcs:
                     results.append((entry, v2_code_of(exc), str(exc)))
                 continue
             try:
-                handles.append((entry, await self.renewer.current_handle(entry.receipt_handle)))
+                handles.append((entry, await self.renewer.current_handle(entry.receipt_handle, group, topic)))
             except InvalidReceiptHandleError as exc:
                 results.append((entry, v2_code_of(exc), str(exc)))
         outcomes = await self._broker.pop.ack(group, [h for _, h in handles])
@@ -248,7 +248,9 @@ class ConsumerRpcs:
                 return codec.change_invisible_response(
                     V2StatusCode.OK, "OK", self._broker.lite.change_invisible(group, text, invisible_ms)
                 )
-            new = await self._broker.pop.change_invisible(group, await self.renewer.current_handle(text), invisible_ms)
+            new = await self._broker.pop.change_invisible(
+                group, await self.renewer.current_handle(text, group, topic), invisible_ms
+            )
         except PocketMQError as exc:
             return codec.change_invisible_response(v2_code_of(exc), str(exc), text)
         return codec.change_invisible_response(V2StatusCode.OK, "OK", new.encode())
@@ -280,7 +282,9 @@ class ConsumerRpcs:
             if is_lite_handle(text):
                 await self._forward_lite(group, text)
             else:
-                await self._broker.pop.forward_to_dead_letter(group, await self.renewer.current_handle(text))
+                await self._broker.pop.forward_to_dead_letter(
+                    group, await self.renewer.current_handle(text, group, topic)
+                )
         except PocketMQError as exc:
             return codec.forward_response(v2_code_of(exc), str(exc))
         return codec.forward_response()

@@ -188,7 +188,36 @@ async def test_a_message_acked_while_an_earlier_one_is_renewed_is_not_renewed_af
     await asyncio.sleep(0)
     assert changed == ["A"]
     b_text = ReceiptHandle("B", 0, 0, 60_000, 0, 0, "b", 0, 0, 0).encode()
-    assert (await renewer.current_handle(b_text)).topic == "B"  # the ack takes B's renewal
+    assert (await renewer.current_handle(b_text, GROUP, "B")).topic == "B"  # the ack takes B's renewal
     release.set()
     assert await renewing == 1
     assert changed == ["A"]  # B was not changed after its ack took it
+
+
+async def test_the_embedded_front_end_refuses_a_handle_of_another_topic_than_the_request(tmp_path):
+    """Rights are checked on the request's topic: an ack, change or forward naming another topic's message is
+    INVALID_RECEIPT_HANDLE and leaves that message as it was."""
+    async with running_broker(tmp_path) as broker:
+        await send(broker, "Secret", 1)
+        rpcs = ConsumerRpcs(broker, sessions_of("c1"))
+        secret_req = receive_request()
+        secret_req.message_queue.topic.name = "Secret"
+        [handle] = [
+            r.message.system_properties.receipt_handle
+            async for r in rpcs.receive(secret_req, None, "c1")
+            if r.WhichOneof("content") == "message"
+        ]
+        reply = await rpcs.ack(ack_request(handle), None)  # on TOPIC, with Secret's handle
+        assert [e.status.code for e in reply.entries] == [V2StatusCode.INVALID_RECEIPT_HANDLE]
+        change = spb.ChangeInvisibleDurationRequest(
+            group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), receipt_handle=handle, message_id="x"
+        )
+        change.invisible_duration.seconds = 0
+        assert (await rpcs.change_invisible(change, None)).status.code == V2StatusCode.INVALID_RECEIPT_HANDLE
+        forward = spb.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), receipt_handle=handle, message_id="x"
+        )
+        assert (await rpcs.forward_to_dead_letter(forward, None)).status.code == V2StatusCode.INVALID_RECEIPT_HANDLE
+        own = ack_request(handle)
+        own.topic.name = "Secret"
+        assert [e.status.code for e in (await rpcs.ack(own, None)).entries] == [V2StatusCode.OK]  # still in flight

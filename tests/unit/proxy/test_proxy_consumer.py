@@ -94,7 +94,11 @@ async def test_an_ack_or_change_whose_handle_names_another_topic_than_the_reques
     ack.topic.name = "Secret"  # the handle's own topic: served
     reply = await rpcs.ack(ack, None)
     assert [e.status.code for e in reply.entries] == [V2StatusCode.OK]
-    assert [(name, code) for name, code, _ in instance.sent] == [("b", RequestCode.ACK_MESSAGE)]
+    # a retried message's handle names the group's pop retry topic of the request's topic: served too
+    ack.entries[0].receipt_handle = handle_of("%RETRY%G_Secret")
+    reply = await rpcs.ack(ack, None)
+    assert [e.status.code for e in reply.entries] == [V2StatusCode.OK]
+    assert [(name, code) for name, code, _ in instance.sent] == [("b", RequestCode.ACK_MESSAGE)] * 2
 
 
 async def test_a_receive_without_a_session_cancelled_during_its_pop_hands_back_what_the_pop_brings():

@@ -25,6 +25,7 @@ from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_
 from pocketmq.cli.tls_cmd import add_server_tls_options
 from pocketmq.protocol.tls import TlsSettings
 from pocketmq.proxy.options import DEFAULT_GRPC_PORT, DEFAULT_USERS_TTL_MS, ProxyOptions
+from pocketmq.proxy.restarts import RestartBackoff
 from pocketmq.proxy.worker import ProxyWorker, reserve_port
 
 log = logging.getLogger(__name__)
@@ -122,15 +123,22 @@ async def _supervise(options: ProxyOptions, ready_file: str | None) -> None:
     ready = context.Queue()
     loop = asyncio.get_running_loop()
     workers: list[BaseProcess] = []
-    stopping = False
+    started_at_s: list[float] = []
+    backoffs = [RestartBackoff() for _ in range(options.workers)]
+    starting, stopping = True, False
 
-    def start_worker(index: int) -> None:
-        process = context.Process(target=_worker_main, args=(options, ready), name=f"pocketmq-proxy-{index}")
+    def start_worker(index: int, first: bool = False) -> None:
+        if stopping:
+            return
+        # workers report whether they listen while the proxy starts: nobody reads the queue after that
+        report = ready if starting else None
+        process = context.Process(target=_worker_main, args=(options, report), name=f"pocketmq-proxy-{index}")
         process.start()
-        if index < len(workers):
-            workers[index] = process
-        else:
+        if first:
             workers.append(process)
+            started_at_s.append(loop.time())
+        else:
+            workers[index], started_at_s[index] = process, loop.time()
         loop.add_reader(process.sentinel, on_exit, index, process)
         log.info("event=proxy_worker_started index=%d pid=%d", index, process.pid)
 
@@ -139,16 +147,24 @@ async def _supervise(options: ProxyOptions, ready_file: str | None) -> None:
         process.join()
         if stopping:
             return
-        log.warning("event=proxy_worker_exited index=%d pid=%d exitcode=%s", index, process.pid, process.exitcode)
-        start_worker(index)
+        delay_s = backoffs[index].next_delay_s(loop.time() - started_at_s[index])
+        log.warning(
+            "event=proxy_worker_exited index=%d pid=%d exitcode=%s restart_in_s=%.1f",
+            index,
+            process.pid,
+            process.exitcode,
+            delay_s,
+        )
+        loop.call_later(delay_s, start_worker, index)
 
     try:
         for index in range(options.workers):
-            start_worker(index)
+            start_worker(index, first=True)
         for _ in range(options.workers):
             outcome = await loop.run_in_executor(None, ready.get, True, WORKER_START_TIMEOUT_S)
             if isinstance(outcome, str):
                 raise RuntimeError(f"a proxy worker failed to start: {outcome}")
+        starting = False
         print(f"proxy listening on {options.grpc_addr} workers {options.workers}", flush=True)
         if ready_file:
             write_ready_file(ready_file, {"grpc": options.grpc_addr})
@@ -166,7 +182,8 @@ async def _supervise(options: ProxyOptions, ready_file: str | None) -> None:
 
 
 def _worker_main(options: ProxyOptions, ready) -> None:
-    """A worker process: serve until SIGTERM or SIGINT; tell the parent when listening (its pid) or why not."""
+    """A worker process: serve until SIGTERM or SIGINT; tell the parent through ``ready`` (unless None) when
+    listening (its pid) or why not."""
     configure_logging(with_pid=True)
     worker = ProxyWorker(options)
 
@@ -175,10 +192,12 @@ def _worker_main(options: ProxyOptions, ready) -> None:
             await worker.start()
         except Exception as exc:
             log.exception("event=proxy_worker_start_failed")
-            ready.put(f"{type(exc).__name__}: {exc}")
+            if ready is not None:
+                ready.put(f"{type(exc).__name__}: {exc}")
             await worker.stop()
             return
-        ready.put(os.getpid())
+        if ready is not None:
+            ready.put(os.getpid())
         try:
             await wait_for_stop_signal()
         finally:

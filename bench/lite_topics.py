@@ -37,21 +37,13 @@ from pocketmq.client import Admin, AsyncProducer, ClientConfig, Message
 from pocketmq.common.topic import MessageType
 from pocketmq.store.api import StoreConfig
 from pocketmq.store.consume_queue import UNIT, ConsumeQueue
-from pocketmq.testing.processes import broker_process, process_cpu_s
+from pocketmq.testing.processes import broker_process, process_cpu_s, rss_mib
 
 BODY = b"x" * 1024
 QUEUES = 8
 IN_FLIGHT = 100
 NORMAL_TOPICS = [f"bench_normal_{i}" for i in range(10)]
 PARENT = "bench_lite_parent"
-
-
-def rss_mib(pid: int, field: str = "VmRSS") -> float:
-    """A resident memory figure of ``pid`` (/proc status: VmRSS, RssAnon = heap, RssFile = mapped file pages)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
 
 
 def send_all(config: ClientConfig, make, count: int) -> None:

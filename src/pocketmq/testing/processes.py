@@ -191,6 +191,15 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A resident memory figure of ``pid`` in MiB (/proc status: VmRSS, and its parts RssAnon, the heap, and RssFile,
+    pages of mapped files such as the store's that the kernel can drop), for benchmarks; 0.0 when absent."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 # ``--set`` arguments for ``broker_process`` giving delay level n a wait of n * 100 ms, so retries come back fast
 FAST_DELAY_LEVEL_ARGS = ["--set", "message_delay_level=" + " ".join(f"{100 * i}ms" for i in range(1, 19))]
 

@@ -13,6 +13,7 @@ running until SIGTERM/SIGINT.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import logging
 import os
@@ -26,9 +27,11 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def configure_logging(level: int = logging.INFO, *, with_pid: bool = False) -> None:
-    """``with_pid``: each line names its process (the proxy's workers share one log)."""
+    """``with_pid``: each line names its process (the proxy's workers share one log). SIGUSR1 writes the stack of
+    every thread to stderr (the log), for a process that does not answer or does not end (``kill -USR1 PID``)."""
     pid = " pid=%(process)d" if with_pid else ""
     logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s{pid} %(name)s %(message)s")
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def write_ready_file(path: str | Path, addresses: dict[str, str | None]) -> None:

@@ -10,6 +10,7 @@ tens of milliseconds instead of a second, and a process stops by itself when the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,8 @@ from pathlib import Path
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.standby import STANDBYS, release
 from pocketmq.testing.warm_python import shared_warm_python
+
+STACKS_WRITE_S = 2.0  # for a process that did not stop to write its threads' stacks before it is killed
 
 
 @dataclass
@@ -101,12 +104,16 @@ class PocketProcess:
             release(self.proc)
 
     def stop(self, timeout_s: float = 15.0) -> int | None:
-        """A clean stop (SIGTERM), escalating to SIGKILL after ``timeout_s``."""
+        """A clean stop (SIGTERM), escalating to SIGKILL after ``timeout_s``; before that, SIGUSR1 has the process
+        write every thread's stack into its log (cli/running.py), which says where the stop hung."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGUSR1)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=STACKS_WRITE_S)
                 self.kill()
         if self.proc:
             release(self.proc)

@@ -32,7 +32,7 @@ import inspect
 import json
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.access import AccessControl
@@ -140,7 +140,6 @@ class Broker:
         self._grpc_port: int | None = None
         self._periodic: list[PeriodicTask] = []  # started by start(), stopped by shutdown()
         self._tasks: list[asyncio.Task] = []  # tasks that are not periodic (a slave's replication stream)
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.boot_timestamp_ms = 0
         self.started = False
 
@@ -228,7 +227,6 @@ class Broker:
         configured / no gRPC front end)."""
         if self.started:
             return
-        self._loop = asyncio.get_running_loop()
         self.loop_lag.start()
         if remoting_port is not None:
             self._remoting_port = remoting_port
@@ -405,28 +403,36 @@ class Broker:
         self.producers.expire()
 
     # -- registration -----------------------------------------------------------------------------------------------
-    def registration_body(self) -> RegisterBrokerBody:
-        """What REGISTER_BROKER carries: every topic, the table's version, and PocketMQ's flags."""
+    def registration_body(self, topics: Collection[str] | None = None) -> RegisterBrokerBody:
+        """What REGISTER_BROKER carries: the named topics (None: every topic; a deleted one is left out), the
+        table's version, and PocketMQ's flags."""
         flags = BrokerFlags(
             grpc_addr=self.grpc_addr,
             auto_create_topic_enable=self.config.auto_create_topic_enable,
             default_topic_queue_nums=self.config.default_topic_queue_nums,
         )
-        return RegisterBrokerBody(tuple(self.topics.all()), self.data_version(self.topics.data_version), flags)
+        # the version before the table: a table newer than the version it is sent with is applied again at the
+        # next version, while the reverse would leave the name server believing it has a change it was not sent
+        version = self.data_version(self.topics.data_version)
+        if topics is None:
+            configs = tuple(self.topics.all())
+        else:
+            configs = tuple(config for name in sorted(topics) if (config := self.topics.get(name)) is not None)
+        return RegisterBrokerBody(configs, version, flags)
 
     def data_version(self, counter: int) -> dict:
         """RocketMQ's DataVersion of a table of this broker."""
         return {"timestamp": self.boot_timestamp_ms, "counter": counter, "stateVersion": 0}
 
     async def register_now(self) -> None:
-        """One registration round with the name servers now (none without them): routes show the topics after."""
+        """Send the name servers the topic changes made so far (none without them): routes show them after."""
         if self._registrar is not None:
-            await self._registrar.register_once()
+            await self._registrar.register_now()
 
-    def _topics_changed(self) -> None:
-        # TopicManager may call from a gRPC worker thread; the registrar lives on the loop.
-        if self._registrar is not None and self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._registrar.trigger)
+    def _topics_changed(self, topic: str | None = None) -> None:
+        # TopicManager may call from a gRPC worker thread; the registrar takes it to the loop.
+        if self._registrar is not None:
+            self._registrar.trigger(topic)
 
     # -- operations over several services -------------------------------------------------------------------------
     def delete_topic(self, topic: str) -> bool:

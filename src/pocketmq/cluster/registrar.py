@@ -1,18 +1,24 @@
-"""Broker registration with the name servers (RocketMQ's ``registerBrokerAll``).
+"""Broker registration with the name servers (RocketMQ's ``registerBrokerAll`` and ``registerIncrementBrokerData``).
 
 ``BrokerRegistrar`` sends REGISTER_BROKER (header: ``BrokerIdentity.register_fields``; body: the
-``RegisterBrokerBody`` that ``body_fn()`` builds at that moment) to every name server in parallel:
+``RegisterBrokerBody`` that ``body_fn(topics)`` builds at that moment) to every name server in parallel. A round
+is either
 
-- once in ``start()``, so a broker that reports itself ready is already in the routes;
-- every ``interval_ms`` after that (the heartbeat that keeps the broker from expiring);
-- soon after ``trigger()`` (a topic changed): triggers within ``debounce_ms`` make one round, a trigger during a
-  round makes one more round after it. ``trigger()`` may be called from any thread.
+- *full*: every topic (``body_fn(None)``): once in ``start()``, so a broker that reports itself ready is
+  already in the routes, then whenever ``interval_ms`` has passed since the last full round (the heartbeat that
+  keeps the broker from expiring, and what a restarted name server learns the whole table from);
+- *incremental*: only the topics named by ``trigger(topic)`` since the last round (the body flagged
+  ``incremental``: the name server adds them and removes nothing). A trigger's round comes ``debounce_ms``
+  later (a burst of changes makes one round); ``register_now()`` runs it at once and returns when the name
+  servers have every change triggered before the call (an admin's topic create answers after it, so the route
+  shows the topic at once). An incremental round costs the topics changed, not the table: creating topics one
+  by one no longer makes the n-th create carry n topics to every name server.
 
-The rounds after the first are a periodic task (``runtime.periodic``, ``broker-register``) on ``clock``: they
-never overlap, and a round that raises (a bug in ``body_fn``) is counted and logged by its policy and does not
-end the heartbeat. A name server that is down or refuses is logged and tried again next round; the others are
-unaffected. ``unregister()`` stops the rounds (after the one in progress) and sends UNREGISTER_BROKER to every
-name server.
+``trigger()`` may be called from any thread. The scheduled rounds are a periodic task (``runtime.periodic``,
+``broker-register``) on ``clock``: rounds never overlap, and a round that raises (a bug in ``body_fn``) is counted
+and logged by its policy and does not end the heartbeat. A name server that is down or refuses is logged and
+tried again: after a failed round the next one is full. ``unregister()`` stops the rounds (after the one in
+progress) and sends UNREGISTER_BROKER to every name server.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from pocketmq.common.errors import RemotingError
 from pocketmq.metrics import MetricsRegistry
@@ -41,7 +47,7 @@ class BrokerRegistrar:
         self,
         namesrv_addrs: list[str],
         remoting: RemotingClient,
-        body_fn: Callable[[], RegisterBrokerBody],
+        body_fn: Callable[[Collection[str] | None], RegisterBrokerBody],  # the named topics; None: all
         interval_ms: int,
         clock: Clock = SYSTEM_CLOCK,
         *,
@@ -71,7 +77,7 @@ class BrokerRegistrar:
         # a trigger waits debounce_ms: a burst of topic changes makes one round
         self._rounds = PeriodicTask(
             "broker-register",
-            self.register_once,
+            self._scheduled_round,
             interval_ms,
             clock=clock,
             metrics=metrics,
@@ -79,14 +85,20 @@ class BrokerRegistrar:
         )
         self.last_registered_ms: dict[str, int] = {}  # name server -> when it last accepted the registration
         self._failing: set[str] = set()
+        self._changed_topics: set[str] = set()  # named by triggers since the round that last carried them
+        self._changes = 0  # triggers so far
+        self._changes_registered = 0  # triggers that a finished round covered
+        self._full_due_ms = 0.0  # monotonic: when a round woken by a change is a full one
+        self._woken = False  # a change woke the scheduled rounds: the next one is for it, not the heartbeat
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.register_once()
         self._rounds.start()
 
-    def trigger(self) -> None:
-        """Register again soon (the topic table changed). Thread-safe; a no-op before ``start()``."""
+    def trigger(self, topic: str | None = None) -> None:
+        """Register the change soon: ``topic`` changed (created, updated), or with None only what every body says
+        besides topics (the broker's flags). Thread-safe; a no-op before ``start()``."""
         loop = self._loop
         if loop is None:
             return
@@ -95,20 +107,59 @@ class BrokerRegistrar:
         except RuntimeError:
             running = None
         if running is loop:
-            self._rounds.wake()
+            self._changed(topic)
             return
         try:
-            loop.call_soon_threadsafe(self._rounds.wake)
+            loop.call_soon_threadsafe(self._changed, topic)
         except RuntimeError:  # the loop is closed: the broker is shutting down
             pass
 
+    def _changed(self, topic: str | None) -> None:
+        self._changes += 1
+        if topic is not None:
+            self._changed_topics.add(topic)
+        self._woken = True
+        self._rounds.wake()
+
+    async def register_now(self) -> None:
+        """Return once the name servers were sent every change triggered before this call (one round at most:
+        a name server that is down does not hold the caller; the scheduled rounds try it again)."""
+        await self._register_changes()
+
+    async def _scheduled_round(self) -> None:
+        woken, self._woken = self._woken, False
+        # a round not woken by a change is the heartbeat (its wait has jitter: it may come before full_due)
+        if not woken or self._clock.monotonic_ms() >= self._full_due_ms:
+            await self.register_once()
+        else:
+            await self._register_changes()  # nothing when register_now() carried the changes already
+
     async def register_once(self) -> dict[str, bool]:
-        """One round: register with every name server in parallel; name server -> whether it accepted."""
+        """One full round: register every topic with every name server in parallel; name server -> whether it
+        accepted."""
         async with self._round_lock:
-            body = self._body_fn().to_json()
-            fields = self.identity.register_fields(zlib.crc32(body))
-            accepted = await asyncio.gather(*(self._register_with(addr, fields, body) for addr in self.namesrv_addrs))
+            changes, self._changed_topics = self._changes, set()
+            accepted = await self._round(self._body_fn(None))
+            self._finished(changes, accepted, self._clock.monotonic_ms() + self._interval_ms)
         return dict(zip(self.namesrv_addrs, accepted))
+
+    async def _register_changes(self) -> None:
+        async with self._round_lock:
+            if self._changes_registered >= self._changes:
+                return  # a round that ended while this one waited for the lock carried them
+            changes, topics, self._changed_topics = self._changes, self._changed_topics, set()
+            accepted = await self._round(self._body_fn(topics).as_incremental())
+            self._finished(changes, accepted, self._full_due_ms)
+
+    def _finished(self, changes: int, accepted: list[bool], full_due_ms: float) -> None:
+        # a failed round's changes wait for the next full round, which comes next
+        self._changes_registered = changes
+        self._full_due_ms = full_due_ms if all(accepted) else 0.0
+
+    async def _round(self, body: RegisterBrokerBody) -> list[bool]:
+        data = body.to_json()
+        fields = self.identity.register_fields(zlib.crc32(data))
+        return await asyncio.gather(*(self._register_with(addr, fields, data) for addr in self.namesrv_addrs))
 
     async def _register_with(self, addr: str, fields: dict, body: bytes) -> bool:
         request = RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body)

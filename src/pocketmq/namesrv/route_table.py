@@ -9,8 +9,9 @@ State, as RocketMQ's ``RouteInfoManager``:
 - topics: the queue data of each broker group that serves them.
 
 Registration is additive, as RocketMQ's default: a master's topic table updates the queue data of the topics
-it lists (when its data version changed, or on its first registration); topics it no longer lists stay until
-DELETE_TOPIC_IN_NAMESRV, unless ``delete_topic_with_broker_registration`` is set. A broker address leaves on
+it lists (when its data version changed, or on its first registration; an incremental registration, which lists
+only the topics that changed, always); topics it no longer lists stay until DELETE_TOPIC_IN_NAMESRV, unless
+``delete_topic_with_broker_registration`` is set (applied to full registrations only). A broker address leaves on
 unregistration, on expiry, or when the connection it registered on closes; a group left without members takes
 its queue data out of every topic, and a topic left without queue data is gone.
 
@@ -98,18 +99,22 @@ class RouteTable:
             if addr == identity.broker_addr and broker_id != identity.broker_id:
                 del group.addrs[broker_id]
         group.addrs[identity.broker_id] = identity.broker_addr
+        incremental = body.flags.incremental
+        # An incremental body's version covers topics it does not list: the version kept stays the one of the
+        # last full table, so the next full registration is applied whole if anything changed since.
+        kept_version = (previous.data_version if previous is not None else {}) if incremental else body.data_version
         self._live[key] = _LiveBroker(
             identity,
             body.flags,
-            dict(body.data_version),
+            dict(kept_version),
             now_ms,
             identity.heartbeat_timeout_ms or self._broker_expire_ms,
             channel,
         )
         # An empty data version (a peer that keeps none) counts as changed every time.
         changed = previous is None or not body.data_version or previous.data_version != body.data_version
-        if identity.is_master and changed or self._speaks_for_its_group(identity, group):
-            self._apply_topics(identity.broker_name, body.topics)
+        if identity.is_master and (changed or incremental) or self._speaks_for_its_group(identity, group):
+            self._apply_topics(identity.broker_name, body.topics, whole_table=not incremental)
         if identity.is_master:
             return RegisterResult(previous is None)
         master_addr = group.addrs.get(MASTER_ID)
@@ -124,9 +129,9 @@ class RouteTable:
         registration: its table may have been the same since before the master went."""
         return not identity.is_master and MASTER_ID not in group.addrs and identity.broker_id == min(group.addrs)
 
-    def _apply_topics(self, broker_name: str, topics: tuple[TopicConfig, ...]) -> None:
+    def _apply_topics(self, broker_name: str, topics: tuple[TopicConfig, ...], *, whole_table: bool) -> None:
         listed = {t.name for t in topics}
-        if self._delete_topic_with_registration:
+        if self._delete_topic_with_registration and whole_table:
             for topic in [t for t, queues in self._topics.items() if broker_name in queues and t not in listed]:
                 self._drop_queues(topic, broker_name)
         for config in topics:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pocketmq.common.gray import GRAY_RATIO_ATTRIBUTE, parse_gray_ratio
@@ -456,12 +456,14 @@ class BrokerFlags:
     """What a PocketMQ broker tells the name server beyond RocketMQ's registration (the ``"pocketmq"`` field).
 
     ``auto_create_topic_enable`` None means "not said" (a RocketMQ broker): the name server then infers it
-    from TBW102 being in the broker's topic table.
+    from TBW102 being in the broker's topic table. ``incremental``: the body lists only the topics that changed
+    (cluster.registrar), so the name server adds them and takes nothing away.
     """
 
     grpc_addr: str | None = None
     auto_create_topic_enable: bool | None = None
     default_topic_queue_nums: int | None = None
+    incremental: bool = False
 
     def to_obj(self) -> dict:
         obj: dict[str, Any] = {"grpcAddr": self.grpc_addr}
@@ -469,6 +471,8 @@ class BrokerFlags:
             obj["autoCreateTopicEnable"] = self.auto_create_topic_enable
         if self.default_topic_queue_nums is not None:
             obj["defaultTopicQueueNums"] = self.default_topic_queue_nums
+        if self.incremental:
+            obj["incremental"] = True
         return obj
 
     @classmethod
@@ -480,6 +484,7 @@ class BrokerFlags:
             str(obj["grpcAddr"]) if obj.get("grpcAddr") else None,
             None if auto is None else as_bool(auto),
             None if nums is None else as_int(nums, "defaultTopicQueueNums"),
+            as_bool(obj.get("incremental")),
         )
 
 
@@ -506,6 +511,10 @@ class RegisterBrokerBody:
 
     def to_json(self) -> bytes:
         return dumps(self.to_obj())
+
+    def as_incremental(self) -> RegisterBrokerBody:
+        """This body as one that lists only changed topics (``BrokerFlags.incremental``)."""
+        return replace(self, flags=replace(self.flags, incremental=True))
 
     @classmethod
     def from_json(cls, data: bytes | str | dict) -> RegisterBrokerBody:

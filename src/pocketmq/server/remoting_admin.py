@@ -8,6 +8,7 @@ instead (docs/protocol.md).
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import TYPE_CHECKING
 
@@ -33,12 +34,16 @@ from pocketmq.protocol.request_headers import (
 )
 from pocketmq.protocol.route import topic_gray_ratio
 from pocketmq.protocol.transport import RemotingConnection, RequestRouter
+from pocketmq.runtime.periodic import spawn_watched
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
 
 
 _MESSAGE_TYPE_ATTRIBUTE = "message.type"
+# A topic create answers once the name servers have the topic, so the admin's route wait ends at its first look;
+# a name server slow to answer holds the create this long at most (its registration goes on behind the answer).
+REGISTER_BEFORE_ANSWER_S = 1.0
 _INT64 = struct.Struct(">q")
 
 
@@ -151,6 +156,8 @@ class AdminHandlers:
             return config
 
         topics.change(topic, decide)
+        registering = spawn_watched(broker.register_now(), f"broker-register-topic-{topic}")
+        await asyncio.wait([registering], timeout=REGISTER_BEFORE_ANSWER_S)
         return request.response(ResponseCode.SUCCESS)
 
     async def get_all_topic_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

@@ -83,3 +83,22 @@ def test_a_refused_change_leaves_the_table_as_it_was(tmp_path):
     with pytest.raises(BadRequestError):
         topics.change("t", refuse)
     assert topics.get("t") == EIGHT and topics.data_version == version
+
+
+def test_the_table_file_reads_back_after_creates_updates_and_deletes_and_tells_which_topic_changed(tmp_path):
+    path = tmp_path / "topics.json"
+    topics = TopicManager(path, auto_create_enabled=False, default_queue_nums=8)
+    told = []
+    topics.add_listener(told.append)
+    topics.create_or_update(EIGHT)
+    topics.create_or_update(TopicConfig("q%u|oted", 2, 2))
+    topics.create_or_update(TopicConfig("gone", 1, 1))
+    topics.change("t", lambda current: TopicConfig("t", 4, 4, perm=PERM_READ))  # its piece of the file re-made
+    topics.delete("gone")
+
+    reloaded = TopicManager(path, auto_create_enabled=False, default_queue_nums=8)
+    reloaded.load()
+    assert reloaded.all() == topics.all()
+    assert reloaded.get("t") == TopicConfig("t", 4, 4, perm=PERM_READ) and reloaded.get("gone") is None
+    assert reloaded.data_version == topics.data_version == 5
+    assert told == ["t", "q%u|oted", "gone", "t", "gone"]

@@ -26,15 +26,17 @@ class FakeBroker:
         self.topics = list(topics)
         self.version = 1
         self.bodies_built = 0
+        self.asked: list[list[str] | None] = []  # the topics each body was built for (None: all)
 
     def add(self, topic: str) -> None:
         self.topics.append(topic)
         self.version += 1
 
-    def body(self) -> RegisterBrokerBody:
+    def body(self, topics=None) -> RegisterBrokerBody:
         self.bodies_built += 1
+        self.asked.append(None if topics is None else sorted(topics))
         return RegisterBrokerBody(
-            tuple(TopicConfig(t, 4, 4) for t in self.topics),
+            tuple(TopicConfig(t, 4, 4) for t in self.topics if topics is None or t in topics),
             {"timestamp": 1, "counter": self.version},
             BrokerFlags(grpc_addr="127.0.0.1:8081"),
         )
@@ -84,10 +86,12 @@ async def test_trigger_registers_soon_and_bursts_coalesce(namesrv, remoting):
         built_after_start = broker.bodies_built
         for topic in ("t1", "t2", "t3"):
             broker.add(topic)
-            registrar.trigger()
+            registrar.trigger(topic)
         # 100 ms of virtual time a poll: the interval (60 s) does not come within the deadline
         await advance_until(clock, lambda: namesrv.routes.route("t3") is not None, step_ms=100)
         assert broker.bodies_built == built_after_start + 1
+        assert broker.asked[-1] == ["t1", "t2", "t3"]  # incremental: the changed topics, not the table
+        assert namesrv.routes.route("orders") is not None
 
 
 async def test_trigger_from_another_thread(namesrv, remoting):
@@ -95,7 +99,7 @@ async def test_trigger_from_another_thread(namesrv, remoting):
     registrar = registrar_for([namesrv.address], remoting, broker, clock=clock)
     async with running(registrar):
         broker.add("from-thread")
-        await asyncio.to_thread(registrar.trigger)
+        await asyncio.to_thread(registrar.trigger, "from-thread")
         await advance_until(clock, lambda: namesrv.routes.route("from-thread") is not None, step_ms=50)
 
 
@@ -149,13 +153,65 @@ async def test_a_round_that_raises_does_not_end_the_heartbeat(namesrv, remoting)
     async with running(registrar):
         rounds = []
 
-        def body_broken_once():
+        def body_broken_once(topics):
             rounds.append(clock.now_ms())
             if len(rounds) == 1:
                 raise ValueError("bug in the body")
-            return broker.body()
+            return broker.body(topics)
 
         registrar._body_fn = body_broken_once
         built = broker.bodies_built
         await advance_until(clock, lambda: broker.bodies_built > built, step_ms=50)
         assert len(rounds) == 2 and registrar._rounds.failures.total == 1
+
+
+async def test_register_now_returns_once_the_name_server_has_the_change_and_sends_nothing_twice(namesrv, remoting):
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, debounce_ms=100, clock=clock)
+    async with running(registrar):
+        broker.add("created")
+        registrar.trigger("created")
+        await asyncio.gather(registrar.register_now(), registrar.register_now())  # two creates at once
+
+        assert namesrv.routes.route("created") is not None  # no virtual time passed: not the debounced round
+        assert broker.asked == [None, ["created"]]
+        await registrar.register_now()  # nothing changed since
+        rounds = registrar._rounds.rounds
+        await advance_until(clock, lambda: registrar._rounds.rounds > rounds, step_ms=100)
+        assert broker.asked == [None, ["created"]]  # the trigger's debounced round found the change carried
+
+
+async def test_a_flags_change_registers_without_topics(namesrv, remoting):
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, clock=clock)
+    async with running(registrar):
+        registrar.trigger()
+        await registrar.register_now()
+        assert broker.asked == [None, []]
+
+
+async def test_rounds_are_full_once_the_interval_passed_and_after_a_failed_round(namesrv, remoting):
+    down = NameServer(NamesrvConfig(port=0))
+    await down.start()
+    down_addr = down.address
+    await down.stop()
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, interval_ms=1_000, clock=clock)
+    async with running(registrar):
+        broker.add("t1")
+        registrar.trigger("t1")
+        await registrar.register_now()
+        assert broker.asked[-1] == ["t1"]
+        await advance_until(clock, lambda: len(broker.asked) == 3, step_ms=100)
+        assert broker.asked[-1] is None  # the heartbeat: every topic
+
+        registrar.namesrv_addrs.append(down_addr)  # a name server that refuses
+        broker.add("t2")
+        registrar.trigger("t2")
+        await registrar.register_now()
+        assert broker.asked[-1] == ["t2"] and down_addr in repr(registrar)
+        registrar.namesrv_addrs.remove(down_addr)
+        broker.add("t3")
+        registrar.trigger("t3")
+        await advance_until(clock, lambda: len(broker.asked) == 5, step_ms=10)
+        assert broker.asked[-1] is None  # the round after a failed one carries the whole table

@@ -99,6 +99,32 @@ def test_registration_is_additive_unless_configured_to_delete():
     assert [q.broker_name for q in deleting.route("payments").queue_datas] == ["broker-b"]
 
 
+def test_an_incremental_registration_adds_its_topics_and_leaves_the_full_table_s_version():
+    routes = table(delete_topic_with_broker_registration=True)
+    routes.register(A, body("orders", "payments", version=1), now_ms=0)
+    incremental = body("fresh", version=2).as_incremental()
+    routes.register(A, incremental, now_ms=1)
+    assert routes.topics() == ["fresh", "orders", "payments"]  # nothing taken away although only one is listed
+    # the next full table at the same version is applied: the kept version is the last full table's (1)
+    routes.register(A, body("orders", "fresh", version=2), now_ms=2)
+    assert routes.topics() == ["fresh", "orders"]
+
+
+def test_an_incremental_registration_first_after_a_name_server_restart_leaves_the_next_full_one_applied():
+    routes = table()
+    routes.register(A, body("fresh", version=5).as_incremental(), now_ms=0)  # the name server knew nothing
+    assert routes.topics() == ["fresh"]
+    routes.register(A, body("fresh", "orders", version=5), now_ms=1)  # the broker's heartbeat, same version
+    assert routes.topics() == ["fresh", "orders"]
+
+
+def test_the_incremental_flag_travels_in_the_registration_body():
+    sent = body("fresh").as_incremental()
+    assert sent.flags.incremental and not body("fresh").flags.incremental
+    assert RegisterBrokerBody.from_json(sent.to_json()) == sent
+    assert "incremental" not in json.loads(body("fresh").to_json())["pocketmq"]  # full bodies as before
+
+
 def test_broker_not_heard_from_expires_and_takes_its_queues_along():
     clock = ManualClock()
     routes = table(expire_ms=10_000)

@@ -6,9 +6,10 @@ from tests.unit.virtual_time import advance_until
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.timer.service import TIMER_OUT_MS, TIMER_QUEUE_ID
 from pocketmq.common.errors import IllegalMessageError
-from pocketmq.common.message import Message
-from pocketmq.common.topic import MessageType, TopicConfig
+from pocketmq.common.message import Message, MessageExt
+from pocketmq.common.topic import TIMER_TOPIC, MessageType, TopicConfig
 from pocketmq.protocol.error_codes import v2_code_of
 from pocketmq.runtime.clock import ManualClock
 
@@ -102,6 +103,26 @@ async def test_restart_in_the_middle_loses_and_duplicates_none(tmp_path, clock):
         await tick(second, clock, 5000)
         bodies = sorted(m.body.decode() for m in visible(second))
         assert bodies == sorted(f"m{i}" for i in range(50))
+    finally:
+        await second.shutdown()
+
+
+async def test_a_rebuild_skips_an_unreadable_timer_record_and_loads_the_rest(tmp_path, clock, caplog):
+    first = make_broker(tmp_path, clock)
+    await first.start(remoting_port=10911)
+    await first.messages.send([Message.create("t", "before", properties={"DELAY": "1"})], topic="t", queue_id=0)
+    broken = MessageExt(topic=TIMER_TOPIC, queue_id=TIMER_QUEUE_ID, body=b"?", properties={TIMER_OUT_MS: "soon"})
+    await first.store.put_message(broken)  # as no send makes it: a delivery time that is not a number
+    await first.messages.send([Message.create("t", "after", properties={"DELAY": "2"})], topic="t", queue_id=0)
+    await first.shutdown()
+    second = make_broker(tmp_path, clock)
+    with caplog.at_level("ERROR", logger="pocketmq.broker.timer.service"):
+        await second.start(remoting_port=10911)
+    try:
+        assert second.timer.pending == 2
+        assert "event=timer_record_unreadable queue_offset=1" in caplog.text
+        await tick(second, clock, 2000)
+        assert sorted(m.body for m in visible(second)) == [b"after", b"before"]
     finally:
         await second.shutdown()
 

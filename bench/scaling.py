@@ -10,6 +10,10 @@ Each case starts its own broker (ASYNC_FLUSH) and prints one JSON line per step:
   directory whose topic table already holds that many such topics (the same entries in memory as creates make).
 - ``pop``: ``max(--pop)`` messages of 128 B sent first, then popped by two ``AsyncSimpleConsumer``s with an
   invisible time of one hour and never acked, up to each of ``--pop`` in flight (10,000, 100,000).
+- ``revive``: ``--revive`` messages of 128 B popped by two ``AsyncSimpleConsumer``s with an invisible time of
+  ``--revive-invisible-s`` and never acked: the seconds from the last one's due time until revive has handed
+  every one back (``pocketmq_pop_revive_messages_total``: each a retry copy to pop again), the broker's CPU per
+  message over that time, and its memory before and after.
 - ``timers``: messages of 128 B whose delivery time is one hour ahead, up to each of ``--timers`` pending
   (100,000; ``--large`` adds 1,000,000); then a clean stop and a start on the same data directory: seconds from
   the start to ready (the process starts from a standby that has imported the broker: interpreter start-up and
@@ -24,8 +28,9 @@ core over two half-second samples: background work and garbage collection done):
 (the heap) and RssFile (mapped pages of the store's files, which the kernel can drop). A per-item figure is the
 growth of VmRSS (and of RssAnon) from the case's first line, divided by the items added since.
 
-    python bench/scaling.py [--cases topics,topics_seeded,pop,timers,producers] [--topics 10,1000]
-                            [--seeded-topics 10,1000,10000] [--pop 10000,100000] [--timers 100000] [--large]
+    python bench/scaling.py [--cases topics,topics_seeded,pop,timers,producers,revive] [--topics 10,1000]
+                            [--seeded-topics 10,1000,10000] [--pop 10000,100000] [--revive 100000]
+                            [--revive-invisible-s 60] [--timers 100000] [--large]
                             [--producers 1,10,100] [--seconds 10]
 """
 
@@ -63,6 +68,7 @@ POP_GROUP = "bench_scaling_pop_group"
 POP_CONSUMERS = 2
 POP_BATCH = 32
 INVISIBLE_MS = 3_600_000
+REVIVE_PATIENCE_S = 600  # the revive case gives up this long after the last due time
 TIMER_TOPIC = "bench_scaling_timer"
 TIMER_AHEAD_MS = 3_600_000
 PRODUCE_TOPIC = "bench_scaling_produce"
@@ -211,8 +217,8 @@ def per_topic_and_queue(memory: dict, baseline: dict, topics: int) -> dict:
 
 
 # -- POP messages in flight --------------------------------------------------------------------------------------------
-async def pop_until(config: ClientConfig, count: int) -> int:
-    """Pop ``count`` messages (never acked) with an invisible time of INVISIBLE_MS; the number popped."""
+async def pop_until(config: ClientConfig, count: int, invisible_ms: int = INVISIBLE_MS) -> int:
+    """Pop ``count`` messages (never acked) with an invisible time of ``invisible_ms``; the number popped."""
     popped = asked = 0  # asked: popped, or asked for by a receive under way (no consumer asks beyond ``count``)
     clients = [AsyncSimpleConsumer(POP_GROUP, {POP_TOPIC: "*"}, config) for _ in range(POP_CONSUMERS)]
     for client in clients:
@@ -223,7 +229,7 @@ async def pop_until(config: ClientConfig, count: int) -> int:
         while asked < count:
             wanted = min(POP_BATCH, count - asked)
             asked += wanted
-            got = await client.receive(wanted, INVISIBLE_MS, await_duration_ms=1000)
+            got = await client.receive(wanted, invisible_ms, await_duration_ms=1000)
             popped += len(got)
             asked -= wanted - len(got)
             if not got:
@@ -257,6 +263,41 @@ def pop_case(steps: list[int]) -> None:
                 **memory,
                 **per_item(memory, baseline, in_flight, "message", "bytes"),
             )
+
+
+def revive_case(count: int, invisible_s: float) -> None:
+    with running_broker() as proc:
+        config = ClientConfig(namesrv_addr=proc.namesrv)
+        with Admin(config) as admin:
+            admin.create_topic(POP_TOPIC, queues=QUEUES)
+        asyncio.run(send_batches(config, lambda i: Message(POP_TOPIC, SMALL_BODY), 0, count))
+        baseline = emit("revive", in_flight=0, stored=count, **settled_memory(proc.pid))
+        started = time.perf_counter()
+        popped = asyncio.run(pop_until(config, count, int(invisible_s * 1000)))
+        pop_s = time.perf_counter() - started
+        last_due = time.monotonic() + invisible_s
+        memory = settled_memory(proc.pid)
+        emit("revive", in_flight=popped, pop_s=round(pop_s, 1), **memory)
+
+        def revived() -> int:
+            return int(metric(proc, "pocketmq_pop_revive_messages_total", group=POP_GROUP))
+
+        cpu_s = process_cpu_s(proc.pid)
+        while revived() < popped:  # revive's own pace is what is measured: polled each 100 ms
+            if time.monotonic() > last_due + REVIVE_PATIENCE_S:
+                break
+            time.sleep(0.1)
+        done = time.monotonic()
+        handed_back, revive_cpu_s = revived(), process_cpu_s(proc.pid) - cpu_s
+        memory = settled_memory(proc.pid)
+        emit(
+            "revive",
+            revived=handed_back,
+            seconds_after_last_due=round(done - last_due, 1),
+            broker_cpu_us_per_message=round(revive_cpu_s / max(handed_back, 1) * 1e6),
+            **memory,
+            **per_item(memory, baseline, handed_back, "message", "bytes"),
+        )
 
 
 # -- pending timers ----------------------------------------------------------------------------------------------------
@@ -378,12 +419,16 @@ def counts(text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", default="topics,topics_seeded,pop,timers,producers")
+    parser.add_argument("--cases", default="topics,topics_seeded,pop,revive,timers,producers")
     parser.add_argument("--topics", type=counts, default=[10, 1_000], help="topics created through Admin")
     parser.add_argument(
         "--seeded-topics", type=counts, default=[10, 1_000, 10_000], help="topics in the table at start"
     )
     parser.add_argument("--pop", type=counts, default=[10_000, 100_000], help="POP messages in flight")
+    parser.add_argument("--revive", type=int, default=100_000, help="expired POP messages revived")
+    parser.add_argument(
+        "--revive-invisible-s", type=float, default=60.0, help="their invisible time (longer than popping them takes)"
+    )
     parser.add_argument("--timers", type=counts, default=[100_000], help="pending timer messages")
     parser.add_argument("--large", action="store_true", help="timers: add a step of 1,000,000")
     parser.add_argument("--producers", type=counts, default=[1, 10, 100])
@@ -396,6 +441,8 @@ def main() -> None:
         seeded_topics_case(args.seeded_topics)
     if "pop" in cases:
         pop_case(args.pop)
+    if "revive" in cases:
+        revive_case(args.revive, args.revive_invisible_s)
     if "timers" in cases:
         timers_case(sorted({*args.timers, 1_000_000}) if args.large else args.timers)
     if "producers" in cases:

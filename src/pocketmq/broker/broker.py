@@ -432,7 +432,8 @@ class Broker:
     def _topics_changed(self, topic: str | None = None) -> None:
         # TopicManager may call from a gRPC worker thread; the registrar takes it to the loop.
         if self._registrar is not None:
-            self._registrar.trigger(topic)
+            deleted = topic is not None and self.topics.get(topic) is None
+            self._registrar.trigger(topic, whole_table=deleted)
 
     # -- operations over several services -------------------------------------------------------------------------
     def delete_topic(self, topic: str) -> bool:

@@ -14,7 +14,9 @@ is either
   shows the topic at once). An incremental round costs the topics changed, not the table: creating topics one
   by one no longer makes the n-th create carry n topics to every name server.
 
-``trigger()`` may be called from any thread. The scheduled rounds are a periodic task (``runtime.periodic``,
+A topic deleted makes the next round full (an incremental body cannot say "gone"), and so does a name server
+answering an incremental round with ``pmqWholeTableNeeded`` (it did not know this broker: restarted, or expired
+it). ``trigger()`` may be called from any thread. The scheduled rounds are a periodic task (``runtime.periodic``,
 ``broker-register``) on ``clock``: rounds never overlap, and a round that raises (a bug in ``body_fn``) is counted
 and logged by its policy and does not end the heartbeat. A name server that is down or refuses is logged and
 tried again: after a failed round the next one is full. ``unregister()`` stops the rounds (after the one in
@@ -32,10 +34,10 @@ from pocketmq.common.errors import RemotingError
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
-from pocketmq.protocol.route import BrokerIdentity, RegisterBrokerBody
+from pocketmq.protocol.route import WHOLE_TABLE_NEEDED, BrokerIdentity, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
 from pocketmq.runtime.clock import SYSTEM_CLOCK, Clock
-from pocketmq.runtime.periodic import PeriodicTask
+from pocketmq.runtime.periodic import PeriodicTask, spawn_watched
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +92,17 @@ class BrokerRegistrar:
         self._changes_registered = 0  # triggers that a finished round covered
         self._full_due_ms = 0.0  # monotonic: when a round woken by a change is a full one
         self._woken = False  # a change woke the scheduled rounds: the next one is for it, not the heartbeat
+        self._whole_table_needed = False  # a name server answered an incremental round asking for every topic
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.register_once()
         self._rounds.start()
 
-    def trigger(self, topic: str | None = None) -> None:
+    def trigger(self, topic: str | None = None, *, whole_table: bool = False) -> None:
         """Register the change soon: ``topic`` changed (created, updated), or with None only what every body says
-        besides topics (the broker's flags). Thread-safe; a no-op before ``start()``."""
+        besides topics (the broker's flags). ``whole_table``: the next round is a full one (a topic was deleted,
+        which an incremental body cannot say). Thread-safe; a no-op before ``start()``."""
         loop = self._loop
         if loop is None:
             return
@@ -107,23 +111,32 @@ class BrokerRegistrar:
         except RuntimeError:
             running = None
         if running is loop:
-            self._changed(topic)
+            self._changed(topic, whole_table)
             return
         try:
-            loop.call_soon_threadsafe(self._changed, topic)
+            loop.call_soon_threadsafe(self._changed, topic, whole_table)
         except RuntimeError:  # the loop is closed: the broker is shutting down
             pass
 
-    def _changed(self, topic: str | None) -> None:
+    def _changed(self, topic: str | None, whole_table: bool = False) -> None:
         self._changes += 1
         if topic is not None:
             self._changed_topics.add(topic)
+        if whole_table:
+            self._full_due_ms = 0.0
+        self._wake()
+
+    def _wake(self) -> None:
         self._woken = True
         self._rounds.wake()
 
     async def register_now(self) -> None:
-        """Return once the name servers were sent every change triggered before this call (one round at most:
-        a name server that is down does not hold the caller; the scheduled rounds try it again)."""
+        """Return once the name servers were sent every change triggered before this call (one round at most).
+        While a name server is failing the round runs behind the call instead: one that times out would hold
+        every caller (each topic create) for its timeout; the scheduled rounds try it again."""
+        if self._failing:
+            spawn_watched(self._register_changes(), "broker-register-now")
+            return
         await self._register_changes()
 
     async def _scheduled_round(self) -> None:
@@ -145,8 +158,8 @@ class BrokerRegistrar:
 
     async def _register_changes(self) -> None:
         async with self._round_lock:
-            if self._changes_registered >= self._changes:
-                return  # a round that ended while this one waited for the lock carried them
+            if self._loop is None or self._changes_registered >= self._changes:
+                return  # unregistered, or a round that ended while this one waited for the lock carried them
             changes, topics, self._changed_topics = self._changes, self._changed_topics, set()
             accepted = await self._round(self._body_fn(topics).as_incremental())
             self._finished(changes, accepted, self._full_due_ms)
@@ -154,7 +167,10 @@ class BrokerRegistrar:
     def _finished(self, changes: int, accepted: list[bool], full_due_ms: float) -> None:
         # a failed round's changes wait for the next full round, which comes next
         self._changes_registered = changes
-        self._full_due_ms = full_due_ms if all(accepted) else 0.0
+        self._full_due_ms = full_due_ms if all(accepted) and not self._whole_table_needed else 0.0
+        if self._whole_table_needed:
+            self._whole_table_needed = False
+            self._wake()  # a name server that answers but knew nothing of this broker: the whole table now
 
     async def _round(self, body: RegisterBrokerBody) -> list[bool]:
         data = body.to_json()
@@ -169,6 +185,8 @@ class BrokerRegistrar:
             return self._failed(addr, str(exc))
         if response.code != ResponseCode.SUCCESS:
             return self._failed(addr, f"code={response.code} remark={response.remark}")
+        if (response.ext_fields or {}).get(WHOLE_TABLE_NEEDED) == "true":
+            self._whole_table_needed = True
         newly = addr in self._failing or addr not in self.last_registered_ms
         self.last_registered_ms[addr] = self._clock.now_ms()
         if newly:  # the periodic re-registrations are not worth a line each
@@ -194,9 +212,10 @@ class BrokerRegistrar:
 
     async def unregister(self) -> None:
         """Stop registering and tell every name server this broker is gone (failures only logged)."""
-        self._loop = None  # triggers from now on do nothing
+        self._loop = None  # triggers and rounds from now on do nothing
         await self._rounds.stop()
-        await asyncio.gather(*(self._unregister_with(addr) for addr in self.namesrv_addrs))
+        async with self._round_lock:  # after a round under way (a create's, running behind its answer)
+            await asyncio.gather(*(self._unregister_with(addr) for addr in self.namesrv_addrs))
 
     async def _unregister_with(self, addr: str) -> None:
         request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, self.identity.unregister_fields())

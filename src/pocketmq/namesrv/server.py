@@ -51,6 +51,7 @@ from pocketmq.protocol.namesrv_headers import (
     UnRegisterBrokerRequestHeader,
 )
 from pocketmq.protocol.route import (
+    WHOLE_TABLE_NEEDED,
     BrokerIdentity,
     RegisterBrokerBody,
     RouteFormatError,
@@ -189,7 +190,10 @@ class NameServer:
                 len(body.topics),
                 body.flags.grpc_addr,
             )
-        return request.response(ext_fields={"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr})
+        fields = {"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr}
+        if result.is_new and body.flags.incremental:
+            fields[WHOLE_TABLE_NEEDED] = "true"  # it listed a few topics to a name server that knew none of its
+        return request.response(ext_fields=fields)
 
     async def _unregister_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.parse(request.ext_fields)

@@ -451,6 +451,15 @@ def topic_config_from_obj(name: str, obj: Any) -> TopicConfig:
     )
 
 
+# REGISTER_BROKER's reply to an incremental registration from a broker the name server did not know (it restarted,
+# or expired the broker): send every topic now (PocketMQ's; a broker that does not read it registers every topic
+# at its next full round anyway)
+WHOLE_TABLE_NEEDED = "pmqWholeTableNeeded"
+# An incremental body's dataVersion has this stateVersion, which a full one never has: a name server that does not
+# read the incremental flag (and so may take the body for the whole table) applies the next full one whole
+INCREMENTAL_STATE_VERSION = 1
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerFlags:
     """What a PocketMQ broker tells the name server beyond RocketMQ's registration (the ``"pocketmq"`` field).
@@ -514,7 +523,8 @@ class RegisterBrokerBody:
 
     def as_incremental(self) -> RegisterBrokerBody:
         """This body as one that lists only changed topics (``BrokerFlags.incremental``)."""
-        return replace(self, flags=replace(self.flags, incremental=True))
+        version = {**self.data_version, "stateVersion": INCREMENTAL_STATE_VERSION}
+        return replace(self, data_version=version, flags=replace(self.flags, incremental=True))
 
     @classmethod
     def from_json(cls, data: bytes | str | dict) -> RegisterBrokerBody:

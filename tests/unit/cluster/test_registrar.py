@@ -215,3 +215,51 @@ async def test_rounds_are_full_once_the_interval_passed_and_after_a_failed_round
         registrar.trigger("t3")
         await advance_until(clock, lambda: len(broker.asked) == 5, step_ms=10)
         assert broker.asked[-1] is None  # the round after a failed one carries the whole table
+
+
+async def test_a_name_server_that_forgot_the_broker_gets_the_whole_table_after_an_incremental_round(namesrv, remoting):
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, clock=clock)
+    async with running(registrar):
+        namesrv.routes.unregister("DefaultCluster", BROKER_ADDR)  # as a restart or an expiry would
+        broker.add("t1")
+        registrar.trigger("t1")
+        await registrar.register_now()
+        assert broker.asked[-1] == ["t1"] and namesrv.routes.route("orders") is None
+        await advance_until(clock, lambda: namesrv.routes.route("orders") is not None, step_ms=50)
+        assert broker.asked[-1] is None
+
+
+async def test_a_deleted_topic_makes_the_next_round_full(namesrv, remoting):
+    broker, clock = FakeBroker("orders", "gone"), ManualClock()
+    registrar = registrar_for([namesrv.address], remoting, broker, clock=clock)
+    async with running(registrar):
+        broker.topics.remove("gone")
+        registrar.trigger("gone", whole_table=True)
+        await advance_until(clock, lambda: len(broker.asked) == 2, step_ms=50)
+        assert broker.asked[-1] is None
+
+
+async def test_nothing_is_registered_after_unregister(namesrv, remoting):
+    broker = FakeBroker("orders")
+    registrar = registrar_for([namesrv.address], remoting, broker)
+    await registrar.start()
+    broker.add("late")
+    registrar._changed("late")  # a change the loop took just before the broker stopped
+    await registrar.unregister()
+    await registrar.register_now()  # a create's round running behind its answer
+    assert broker.asked == [None] and namesrv.routes.cluster_info().broker_addr_table == {}
+
+
+async def test_register_now_does_not_wait_for_a_failing_name_server(namesrv, remoting):
+    down = NameServer(NamesrvConfig(port=0))
+    await down.start()
+    down_addr = down.address
+    await down.stop()
+    broker, clock = FakeBroker("orders"), ManualClock()
+    registrar = registrar_for([down_addr, namesrv.address], remoting, broker, clock=clock)
+    async with running(registrar):
+        broker.add("t1")
+        registrar.trigger("t1")
+        await registrar.register_now()  # returns at once: the round runs behind it
+        await advance_until(clock, lambda: namesrv.routes.route("t1") is not None, step_ms=50)

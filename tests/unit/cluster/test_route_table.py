@@ -266,3 +266,14 @@ def test_a_topic_s_gray_ratio_travels_with_its_route_per_broker():
     assert routes.route("orders").queue_datas[0].gray_queue_ratio == 0.0
     bad = dict(obj["queueDatas"][0], attributes={"gray.queue.ratio": "2"})  # not a ratio: clients do not split by it
     assert TopicRouteData.from_json({"queueDatas": [bad], "brokerDatas": []}).queue_datas[0].gray_queue_ratio is None
+
+
+def test_a_name_server_that_does_not_read_the_incremental_flag_applies_the_next_full_table_whole():
+    older = table(delete_topic_with_broker_registration=True)
+    older.register(A, body("orders", "payments", version=1), now_ms=0)
+    incremental = body("orders", "payments", "fresh", version=2).as_incremental()
+    unflagged = dataclasses.replace(incremental, topics=incremental.topics[2:], flags=BrokerFlags())
+    older.register(A, unflagged, now_ms=1)  # taken for the whole table: the others dropped
+    assert older.topics() == ["fresh"]
+    older.register(A, body("orders", "payments", "fresh", version=2), now_ms=2)  # same counter, full
+    assert older.topics() == ["fresh", "orders", "payments"]

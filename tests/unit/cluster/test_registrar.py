@@ -42,6 +42,16 @@ class FakeBroker:
         )
 
 
+@pytest.fixture
+async def down_addr() -> str:
+    """The address of a name server that was started and stopped: connections to it are refused."""
+    down = NameServer(NamesrvConfig(port=0))
+    await down.start()
+    addr = down.address
+    await down.stop()
+    return addr
+
+
 @contextlib.asynccontextmanager
 async def running(registrar: BrokerRegistrar):
     await registrar.start()
@@ -110,11 +120,7 @@ async def test_interval_reregisters_and_keeps_the_broker_alive(namesrv, remoting
         await advance_until(clock, lambda: broker.bodies_built >= 3, step_ms=50)
 
 
-async def test_a_down_name_server_does_not_stop_registration_with_the_others(namesrv, remoting):
-    down = NameServer(NamesrvConfig(port=0))
-    await down.start()
-    down_addr = down.address
-    await down.stop()
+async def test_a_down_name_server_does_not_stop_registration_with_the_others(namesrv, remoting, down_addr):
     broker, clock = FakeBroker("orders"), ManualClock()
     registrar = registrar_for([down_addr, namesrv.address], remoting, broker, interval_ms=50, clock=clock)
 
@@ -190,11 +196,7 @@ async def test_a_flags_change_registers_without_topics(namesrv, remoting):
         assert broker.asked == [None, []]
 
 
-async def test_rounds_are_full_once_the_interval_passed_and_after_a_failed_round(namesrv, remoting):
-    down = NameServer(NamesrvConfig(port=0))
-    await down.start()
-    down_addr = down.address
-    await down.stop()
+async def test_rounds_are_full_once_the_interval_passed_and_after_a_failed_round(namesrv, remoting, down_addr):
     broker, clock = FakeBroker("orders"), ManualClock()
     registrar = registrar_for([namesrv.address], remoting, broker, interval_ms=1_000, clock=clock)
     async with running(registrar):
@@ -251,11 +253,7 @@ async def test_nothing_is_registered_after_unregister(namesrv, remoting):
     assert broker.asked == [None] and namesrv.routes.cluster_info().broker_addr_table == {}
 
 
-async def test_register_now_does_not_wait_for_a_failing_name_server(namesrv, remoting):
-    down = NameServer(NamesrvConfig(port=0))
-    await down.start()
-    down_addr = down.address
-    await down.stop()
+async def test_register_now_does_not_wait_for_a_failing_name_server(namesrv, remoting, down_addr):
     broker, clock = FakeBroker("orders"), ManualClock()
     registrar = registrar_for([down_addr, namesrv.address], remoting, broker, clock=clock)
     async with running(registrar):

@@ -17,8 +17,9 @@ deadline, what was acked there stays done, so a message group continues in order
 registrations the slave changed while acting over its own (registered again, unregistered) and adds the
 registrations and queue origins it lacks, saves both, then confirms (ACTING_PROGRESS_APPLIED,
 30111) so the slave forgets them. Its revive and timer then read those records like any others: what the
-slave did is not done twice. A slave that cannot be reached is skipped (logged): if it acted, its CKs are
-revived and its timers delivered again by the master, at least once, never lost.
+slave did is not done twice. A slave that does not answer in time is asked again (``HANDOVER_ATTEMPTS``: it
+answers only once its rounds under way have ended); one that cannot be reached is skipped (logged): if it
+acted, its CKs are revived and its timers delivered again by the master, at least once, never lost.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pocketmq.broker.acting_writes import EscapedWritePath
 from pocketmq.broker.ha_metadata import apply_offsets
 from pocketmq.broker.pop.revive_queue import ack_message
 from pocketmq.broker.timer.service import tombstone
-from pocketmq.common.errors import PocketMQError, StoreError
+from pocketmq.common.errors import ConnectTimeoutError, PocketMQError, RemotingTimeoutError, StoreError
 from pocketmq.protocol.route import MASTER_ID
 from pocketmq.runtime.periodic import PeriodicTask
 
@@ -49,6 +50,10 @@ if TYPE_CHECKING:
     from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+
+# ACTING_MASTER_HANDOVER asked this many times of a slave that does not answer in time: each waits
+# cluster.acting_handover.HANDOVER_TIMEOUT_S, and the master's start (its revive and timer) waits for them
+HANDOVER_ATTEMPTS = 3
 
 # A periodic task (not started) of ``action`` every ``interval_ms``, named (``Broker.periodic``).
 Periodic = Callable[[str, int, Callable[[], object]], PeriodicTask]
@@ -184,17 +189,39 @@ async def take_services_back(master: ReturningMaster) -> None:
     group = info.broker_addr_table.get(master.broker_name)
     slaves = sorted((bid, addr) for bid, addr in (group.broker_addrs.items() if group else ()) if bid != MASTER_ID)
     for broker_id, addr in slaves:
-        try:
-            await _take_from(master, broker_id, addr)
-        except (PocketMQError, ValueError) as exc:
-            log.warning(
-                "event=acting_handover_failed slave=%s/%d addr=%s error=%s (what it did while acting may "
-                "be done again: at least once)",
-                master.broker_name,
-                broker_id,
-                addr,
-                exc,
-            )
+        for attempt in range(1, HANDOVER_ATTEMPTS + 1):
+            try:
+                await _take_from(master, broker_id, addr)
+                break
+            except RemotingTimeoutError as exc:
+                # The slave answers once it has stopped acting, after the revive, timer and transaction rounds
+                # under way, whose escaped writes may each wait out their own timeout; a slave that did not
+                # answer in time is asked again (it answers at once when it has already stopped).
+                if attempt == HANDOVER_ATTEMPTS or isinstance(exc, ConnectTimeoutError):
+                    _handover_failed(master.broker_name, broker_id, addr, exc)
+                    break
+                log.info(
+                    "event=acting_handover_retry slave=%s/%d addr=%s attempt=%d error=%s",
+                    master.broker_name,
+                    broker_id,
+                    addr,
+                    attempt,
+                    exc,
+                )
+            except (PocketMQError, ValueError) as exc:
+                _handover_failed(master.broker_name, broker_id, addr, exc)
+                break
+
+
+def _handover_failed(broker_name: str, broker_id: int, addr: str, exc: Exception) -> None:
+    log.warning(
+        "event=acting_handover_failed slave=%s/%d addr=%s error=%s (what it did while acting may be done "
+        "again: at least once)",
+        broker_name,
+        broker_id,
+        addr,
+        exc,
+    )
 
 
 async def _take_from(master: ReturningMaster, broker_id: int, addr: str) -> None:

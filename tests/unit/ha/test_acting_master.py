@@ -11,14 +11,15 @@ import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
-from pocketmq.broker.acting_services import ActingServices
+from pocketmq.broker.acting_services import HANDOVER_ATTEMPTS, ActingServices, take_services_back
 from pocketmq.broker.acting_writes import EscapedWritePath
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import checkpoint_message
+from pocketmq.broker.wiring import returning_master
 from pocketmq.broker.write_path import ReadOnlyWritePath
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
-from pocketmq.common.errors import InvalidReceiptHandleError, ServiceNotAvailableError
+from pocketmq.common.errors import InvalidReceiptHandleError, RemotingTimeoutError, ServiceNotAvailableError
 from pocketmq.common.message import Message
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
@@ -538,3 +539,36 @@ async def test_a_close_that_escaped_its_first_cks_counts_their_rewrites_only(tmp
         assert sum(len(q.ledger) for q in revive.queues) == cks - 1
         per_queue = revive.per_queue
         assert sum(n for (_, _, _, what), n in per_queue.items() if what == "rewrites") == 1
+
+
+class SlowSlave:
+    """A slave that answers the first ACTING_MASTER_HANDOVER too late (its rounds under way had not ended)."""
+
+    def __init__(self, body: bytes, late_answers: int = 1):
+        self.body = body
+        self.late_answers = late_answers
+        self.asked = 0
+        self.applied: list[int] = []
+
+    async def take_progress(self, addr):
+        self.asked += 1
+        if self.asked <= self.late_answers:
+            raise RemotingTimeoutError(f"no reply from {addr} within 5.0s (code 30110)")
+        return self.body
+
+    async def progress_applied(self, addr, version):
+        self.applied.append(version)
+
+
+@pytest.mark.parametrize("late_answers, taken", [(1, True), (HANDOVER_ATTEMPTS, False)])
+async def test_a_slave_that_answers_the_handover_late_is_asked_again(tmp_path, late_answers, taken):
+    progress = ActingProgress(tmp_path / "acting_master.json")
+    progress.record_ack(0, AckRecord("T", "G", 0, 5, 1000, "a", (5, 6)))
+    slave = SlowSlave(progress.snapshot({"T@G": {"0": 7}}), late_answers)
+    async with running_broker(tmp_path / "master", ManualClock()) as broker:
+        names = FakeNameServer().group(broker.broker_name, {0: "h:0", 1: "h:1"})
+        master = dataclasses.replace(returning_master(broker, broker.services), namesrv=names, slaves=slave)
+        await take_services_back(master)
+        assert slave.asked == min(late_answers + 1, HANDOVER_ATTEMPTS)
+        assert slave.applied == ([progress.version] if taken else [])
+        assert broker.offsets.query("G", "T", 0) == (7 if taken else None)  # the pops made on the slave

@@ -259,6 +259,11 @@ class Broker:
         if self.config.is_slave:  # delivery, revive and the transaction check run only while it acts as master
             self._start_slave(services)
         else:
+            # The tenure begins where recovery ended, before this incarnation's first write (the handover's ACK
+            # records are its first): a slave compares epochs to find where their logs part, so a write before
+            # the tenure would sit in the previous master's epoch, and a slave holding that epoch's original
+            # records there could never find the common prefix.
+            self._begin_tenure(store)
             if self.config.enable_slave_acting_master and self._namesrv.addrs:
                 await take_services_back(returning_master(self, services))  # before its timer and revive run
             services.timer.start_delivery()
@@ -291,9 +296,7 @@ class Broker:
         if not self.config.is_slave:
             services.lite.persist()
 
-    def _start_master(self, services: BrokerServices) -> None:
-        assert services.ha_master is not None  # a master's services have one
-        store = services.store
+    def _begin_tenure(self, store: MessageStore) -> None:
         fence = self.epoch_fence
         epoch = self.epochs.begin_tenure(
             store.max_phys_offset, store.min_phys_offset, controller_epoch=fence.master_epoch if fence else 0
@@ -304,6 +307,9 @@ class Broker:
             epoch.start_phys_offset,
             epoch.tenure_id,
         )
+
+    def _start_master(self, services: BrokerServices) -> None:
+        assert services.ha_master is not None  # a master's services have one
         services.ha_master.start()
 
     def _start_slave(self, services: BrokerServices) -> None:

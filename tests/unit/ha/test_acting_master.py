@@ -13,6 +13,8 @@ from tests.unit.pop.pop_support import pop, running_broker, send
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
 from pocketmq.broker.acting_services import HANDOVER_ATTEMPTS, ActingServices, take_services_back
 from pocketmq.broker.acting_writes import EscapedWritePath
+from pocketmq.broker.broker import Broker
+from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
 from pocketmq.broker.pop.revive_queue import checkpoint_message
 from pocketmq.broker.wiring import returning_master
@@ -20,7 +22,7 @@ from pocketmq.broker.write_path import ReadOnlyWritePath
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
 from pocketmq.common.errors import InvalidReceiptHandleError, RemotingTimeoutError, ServiceNotAvailableError
-from pocketmq.common.message import Message
+from pocketmq.common.message import Message, MessageExt
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakeNameServer
@@ -572,3 +574,26 @@ async def test_a_slave_that_answers_the_handover_late_is_asked_again(tmp_path, l
         assert slave.asked == min(late_answers + 1, HANDOVER_ATTEMPTS)
         assert slave.applied == ([progress.version] if taken else [])
         assert broker.offsets.query("G", "T", 0) == (7 if taken else None)  # the pops made on the slave
+
+
+async def test_a_starting_master_begins_its_tenure_before_the_handover_writes(tmp_path, monkeypatch):
+    """A master that cut a corrupt tail at recovery writes the slave's acks first: they must be in its new epoch,
+    or a slave still holding the cut record at that offset finds no common prefix (a chaos run left a slave
+    diverged for good this way)."""
+    written = []
+
+    async def handover_writing_an_ack(master):
+        record = MessageExt(topic=master.revive_topic, body=b"an ACK record", queue_id=0)
+        [result] = await master.store.put_messages([record])
+        written.append(result.phys_offset)
+
+    monkeypatch.setattr("pocketmq.broker.broker.take_services_back", handover_writing_an_ack)
+    config = BrokerConfig(
+        data_dir=tmp_path, remoting_port=0, enable_slave_acting_master=True, namesrv_addr="127.0.0.1:9"
+    )
+    broker = Broker(config, clock=ManualClock())
+    await broker.start(remoting_port=10911)
+    try:
+        assert broker.epochs.current.start_phys_offset <= written[0]
+    finally:
+        await broker.shutdown()

@@ -10,6 +10,10 @@ reading through X does not skip Y's messages stored there.
 
 The second case: Y's data directory is restored from a copy older than a send X confirmed as replicated, and
 Y is made master: X refuses to cut what a producer was told is on two brokers, and keeps it.
+
+Corrupt tails (bytes overwritten while a broker was stopped cleanly, so recovery keeps them in place): a slave
+whose own last records were hit cuts them and copies them again; a master whose last records were hit takes
+its slave, which holds the good copies, back as it is.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ from dataclasses import dataclass
 import pytest
 from tests.integration.test_ha_replication import GROUP, TOPIC, _logged, broker, pull_bodies, send
 
+import random
+
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
+from pocketmq.testing.chaos.corruption import corrupt_tail
 from pocketmq.testing.polling import eventually
 from pocketmq.testing.processes import PocketProcess, namesrv_process
 
@@ -126,6 +133,37 @@ async def test_a_cut_below_what_was_confirmed_is_refused_and_the_data_kept(tmp_p
     assert "ha_replica_truncated" not in x_log
     assert await pull_bodies(client, x_slave.remoting) == on_x  # kept
     assert (await send(client, y_master.remoting, b"alone")).code == ResponseCode.SLAVE_NOT_AVAILABLE
+
+
+async def test_a_slave_whose_last_records_were_overwritten_cuts_them_and_copies_them_again(tmp_path, pair):
+    x, y, client = pair.x, pair.y, pair.client
+    for i in range(3):
+        assert (await send(client, x.remoting, b"acked-%d" % i)).code == ResponseCode.SUCCESS
+    on_x = await pull_bodies(client, x.remoting)
+    y.stop()
+    hit = corrupt_tail(tmp_path / "y" / "data", 300, random.Random(7)).hit  # frame headers included
+    assert len(hit) >= 2
+    y.restart()
+    await eventually(lambda: _logged(y, "event=ha_replica_truncated"), 15, "Y cutting its corrupt tail")
+    assert await eventually(lambda: _bodies_are(client, y.remoting, on_x), 10, "Y serving X's log again")
+    await eventually(lambda: _sent_ok(client, x.remoting, b"followed"), 15, "SYNC sends acknowledged by Y")
+    assert "ha_replica_diverged" not in y.log_path.read_text()
+
+
+async def test_a_master_whose_last_records_were_overwritten_keeps_the_slave_that_holds_good_copies(tmp_path, pair):
+    x, y, client = pair.x, pair.y, pair.client
+    for i in range(3):
+        assert (await send(client, x.remoting, b"acked-%d" % i)).code == ResponseCode.SUCCESS
+    on_x = await pull_bodies(client, x.remoting)
+    x.stop()
+    hit = corrupt_tail(tmp_path / "x" / "data", 300, random.Random(7)).hit  # frame headers included
+    assert len(hit) >= 2
+    x.restart()
+    await eventually(lambda: _sent_ok(client, x.remoting, b"after"), 15, "SYNC sends acknowledged by Y")
+    on_y = await pull_bodies(client, y.remoting)
+    # Y kept the good copies of what X lost (sends answered SLAVE_NOT_AVAILABLE while Y reconnected are stored)
+    assert on_y[: len(on_x)] == on_x and set(on_y[len(on_x) :]) == {b"after"}
+    assert "ha_replica_diverged" not in y.log_path.read_text() and "slave_refused" not in x.log_path.read_text()
 
 
 async def _offset_call(client: RemotingClient, addr: str, code: int, **fields):

@@ -111,6 +111,7 @@ class HaSlave:
 
     async def _follow(self, master: str) -> None:
         """Follow ``master`` until a failure (raised) or a new tenure of it (returns: compare epochs again)."""
+        await self._cut_corrupt_tail(master)
         master_epochs = await self._align(master)
         tenure = master_epochs[-1].tenure_id if master_epochs else None
         while True:
@@ -169,11 +170,7 @@ class HaSlave:
             raise ReplicationRefusedError(f"not truncated: {decision.reason}")
         if decision.kind is PlanKind.TRUNCATE:
             old_end = store.max_phys_offset
-            dropped = await store.truncate_tail(decision.truncate_to)
-            self.epochs.cut(decision.truncate_to)
-            clamped = clamp_offsets_to_queue_ends(self._tables[2], store)
-            if self._after_cut is not None:
-                self._after_cut()
+            dropped, clamped = await self._cut(decision.truncate_to)
             log.warning(
                 "event=ha_replica_truncated broker=%s master=%s from_phys_offset=%d old_max_phys_offset=%d "
                 "dropped_bytes=%d confirmed_phys_offset=%d consumer_offsets_moved_back=%d reason=records past "
@@ -187,6 +184,37 @@ class HaSlave:
                 clamped,
             )
         return master_epochs
+
+    async def _cut_corrupt_tail(self, master: str) -> None:
+        """Cut the corrupt stretch that ends our log, if recovery found one: every record of a slave's log
+        came from a master, so copying them again from ``master`` heals it (kept, its last frame would name no
+        record of the master's and the master would refuse us as diverged)."""
+        corrupt_from = self._store.corrupt_tail()
+        if corrupt_from is None:
+            return
+        old_end = self._store.max_phys_offset
+        dropped, clamped = await self._cut(corrupt_from)
+        log.warning(
+            "event=ha_replica_truncated broker=%s master=%s from_phys_offset=%d old_max_phys_offset=%d "
+            "dropped_bytes=%d consumer_offsets_moved_back=%d reason=the log ended with a corrupt stretch; its "
+            "records are copied again from the master",
+            self._broker_name,
+            master,
+            corrupt_from,
+            old_end,
+            dropped,
+            clamped,
+        )
+
+    async def _cut(self, phys_offset: int) -> tuple[int, int]:
+        """Cut our log at ``phys_offset`` with what is built on it: epochs, consumer offsets past the new queue
+        ends, the timer wheel. Returns (bytes dropped, consumer offsets moved back)."""
+        dropped = await self._store.truncate_tail(phys_offset)
+        self.epochs.cut(phys_offset)
+        clamped = clamp_offsets_to_queue_ends(self._tables[2], self._store)
+        if self._after_cut is not None:
+            self._after_cut()
+        return dropped, clamped
 
     # -- metadata -----------------------------------------------------------------------------------------------
     async def sync_metadata_once(self, master: str | None = None) -> None:

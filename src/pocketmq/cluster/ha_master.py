@@ -2,7 +2,9 @@
 
 A slave's HA_PULL_COMMIT_LOG asks for the commit log from the phys offset where its own log ends (which is
 also its ack, see ``ha_state``) and names its last record; the master refuses a slave whose log is not a
-prefix of its own (``replication_start``). It answers with whole records read by ``read_commit_log``, only
+prefix of its own (``replication_start``), except that a last record inside a stretch the master's recovery
+found corrupt is taken on the slave's word (the slave aligned epochs with the master first, so the same tenure
+wrote both copies, and the slave's is the good one). It answers with whole records read by ``read_commit_log``, only
 those durable on its disk (``pull_step``), a hole of the same length in place of a record that fails its
 CRC32C (``store/hole.py``: the slave stays aligned and replication goes on): a record a power loss could take from the master never reaches a
 slave, so the master never writes a different record where a slave holds one. When the slave is caught up
@@ -141,6 +143,11 @@ class HaMaster:
         slave's (None from a slave that does not say)."""
         store = self._store
         there = store.last_record_crc32c(slave_last.phys_offset, slave_phys_offset) if slave_last else None
+        if there is None and slave_last and store.recovered_corrupt_stretch(slave_last.phys_offset, slave_phys_offset):
+            # We lost the bytes of the slave's last record (our recovery found them corrupt), so we cannot compare
+            # it; the slave aligned its epochs with ours before pulling, so one tenure of ours wrote both copies:
+            # the slave holds the good one.
+            there = slave_last.crc32c
         try:
             start = replication_start(
                 slave_phys_offset, store.min_phys_offset, store.max_phys_offset, slave_last, there

@@ -81,6 +81,8 @@ from pocketmq.store.tail_truncation import truncate_tail
 
 log = logging.getLogger(__name__)
 
+REMEMBERED_BAD_REGIONS = 1024
+
 MAX_SCAN_UNITS = 16_000  # units one get may skip through a tag filter (RocketMQ's maxFilterMessageCount)
 # Records one get may read and test with a record filter: each test decodes properties in Python (a few µs),
 # so this bounds how long one get holds the event loop when nothing matches (the next get goes on from there).
@@ -146,6 +148,9 @@ class MessageStore:
         self._checkpoint = Checkpoint(self._data_dir)
         self._verified_phys_offset = 0  # recovery checked every frame below this (saved with the checkpoint)
         self.corruption = CorruptionReporter(clock, metrics)
+        # The corrupt stretches the last recovery found, in log order (the newest kept when there are many): the
+        # evidence a master's replication check and a slave's tail cut go by.
+        self._recovered_bad_regions: list[BadRegion] = []
         self._dir_lock = DataDirLock(self._data_dir)
         self._listeners: list[ArrivalListener] = []
         self._flush_lock = asyncio.Lock()
@@ -217,6 +222,9 @@ class MessageStore:
 
     def _report_bad_region(self, region: BadRegion) -> None:
         self.corruption.report("recovery", region.phys_offset, region.reason, f"bytes={region.length}")
+        self._recovered_bad_regions.append(region)
+        if len(self._recovered_bad_regions) > REMEMBERED_BAD_REGIONS:
+            del self._recovered_bad_regions[0]
 
     def _load_queues(self) -> None:
         root = self._data_dir / "consumequeue"
@@ -758,6 +766,24 @@ class MessageStore:
         ``end_phys_offset``; None when there is no such record (another log's end cannot be a prefix of this)."""
         return self._commit_log.last_record_crc32c(record_phys_offset, end_phys_offset)
 
+    def recovered_corrupt_stretch(self, phys_offset: int, end_phys_offset: int) -> bool:
+        """Whether ``[phys_offset, end_phys_offset)`` lies inside one corrupt stretch the last recovery found:
+        bytes this log held as valid frames once (recovery only verifies what the log wrote) and lost, so
+        nothing here tells what they were, nor where their frames began."""
+        return any(
+            region.phys_offset <= phys_offset < end_phys_offset <= region.phys_offset + region.length
+            for region in self._recovered_bad_regions
+        )
+
+    def corrupt_tail(self) -> int | None:
+        """Where the corrupt stretch that ends this log begins, when the last recovery found its last bytes
+        corrupt and nothing was written since; else None. Recovery keeps such a stretch in place, since on a
+        master consumers may have passed its queue offsets; a slave cuts it and copies the records again."""
+        if not self._recovered_bad_regions:
+            return None
+        last = self._recovered_bad_regions[-1]
+        return last.phys_offset if last.phys_offset + last.length == self.max_phys_offset else None
+
     async def append_replicated(self, phys_offset: int, data: bytes) -> int:
         """Append frames read from a master at exactly ``phys_offset`` (validated; nothing is written when
         any is invalid) and dispatch them like local puts. Returns the new ``max_phys_offset``."""
@@ -796,6 +822,7 @@ class MessageStore:
             raise StoreError(f"store is {self._state}")
         async with self._flush_lock:
             dropped, cut_queues = truncate_tail(self._commit_log, self._queues.values(), self._index, phys_offset)
+            self._recovered_bad_regions = [r for r in self._recovered_bad_regions if r.phys_offset < phys_offset]
             self._dirty_queues.update(cut_queues)
             self._group_commit.durable_phys_offset = min(self._group_commit.durable_phys_offset, phys_offset)
             self._verified_phys_offset = min(self._verified_phys_offset, phys_offset)  # what comes there is new

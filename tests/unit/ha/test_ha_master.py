@@ -8,7 +8,7 @@ import asyncio
 import logging
 
 import pytest
-from tests.unit.store.store_helpers import message, small_config
+from tests.unit.store.store_helpers import BIG_SEGMENT, flip_byte, message, small_config
 
 from pocketmq.cluster.ha_master import HaMaster
 from pocketmq.store.api import PutStatus
@@ -80,6 +80,31 @@ async def test_a_slave_with_another_last_record_is_refused_and_acks_nothing(stor
     start, data = await master.serve_pull("link", "10.0.0.9:10911", offsets[2], 1 << 20, suspend_ms=0, slave_last=same)
     assert start == offsets[2] and len(data) == store.max_phys_offset - offsets[2]
     assert [p.acked_phys_offset for p in master.acks.slaves()] == [offsets[2]]
+
+
+async def test_a_slave_whose_last_record_the_masters_recovery_found_corrupt_follows_on_its_word(tmp_path):
+    config = small_config(tmp_path / "m", commit_log_segment_bytes=BIG_SEGMENT, **NO_PERIODIC_FLUSH)
+    store = MessageStore(config)
+    store.start()
+    offsets = [(await store.put_message(message(body=bytes(100 + i)))).phys_offset for i in range(3)]
+    slave_end = store.max_phys_offset
+    good_copy = RecordMark(offsets[2], store.last_record_crc32c(offsets[2], slave_end))  # what its slave holds
+    await store.shutdown()
+    flip_byte(tmp_path / "m", offsets[2] + 2)  # the last record's frame size, after a clean stop
+    store = MessageStore(config)
+    store.start()
+    try:
+        master = ha_master(store)
+        later = await store.put_message(message(body=b"later"))
+        await store.wait_durable(store.max_phys_offset, 5_000)
+        start, data = await master.serve_pull("link", "s", slave_end, 1 << 20, suspend_ms=0, slave_last=good_copy)
+        assert start == slave_end == later.phys_offset and len(data) == store.max_phys_offset - slave_end
+        # A record the master holds whole is still compared: another CRC there is refused.
+        other = RecordMark(offsets[1], (store.last_record_crc32c(offsets[1], offsets[2]) + 1) % (1 << 32))
+        with pytest.raises(ValueError, match="diverged"):
+            await master.serve_pull("link", "t", offsets[2], 1 << 20, suspend_ms=0, slave_last=other)
+    finally:
+        await store.shutdown()
 
 
 async def test_a_slave_ahead_of_the_master_is_refused_and_acks_nothing(store):

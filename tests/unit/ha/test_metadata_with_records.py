@@ -60,6 +60,9 @@ class FakeStore:
     def last_record(self):
         return None
 
+    def corrupt_tail(self):
+        return None
+
     async def append_replicated(self, phys_offset: int, data: bytes) -> int:
         self.calls.append("append")
         self.appended.append((phys_offset, data))

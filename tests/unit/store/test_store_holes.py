@@ -134,3 +134,24 @@ async def test_a_slave_with_the_good_copy_of_the_masters_corrupt_last_record_sti
     assert len(replica.get_messages("orders", 0, 0, 10).records) == 3  # the slave's copy stays readable
     flip_byte(tmp_path / "m", puts[2].phys_offset + 2)  # a broken header proves nothing: refused as before
     assert master.last_record_crc32c(last.phys_offset, replica.max_phys_offset) is None
+
+
+async def test_a_corrupt_stretch_found_by_recovery_is_remembered_and_a_corrupt_tail_named(open_store, tmp_path):
+    master, replica = await _pair(open_store, tmp_path)
+    puts = [await master.put_message(message(body=b"v" * 100)) for _ in range(4)]
+    await _replicate(master, replica)
+    await master.shutdown()
+    await replica.shutdown()
+    flip_byte(tmp_path / "m", puts[1].phys_offset + 2)  # a frame size inside the log: valid records follow
+    flip_byte(tmp_path / "r", puts[3].phys_offset + 2)  # the replica's last frame size: its tail
+    master = await open_store(tmp_path / "m", commit_log_segment_bytes=BIG_SEGMENT)
+    replica = await open_store(tmp_path / "r", commit_log_segment_bytes=BIG_SEGMENT)
+    assert master.recovered_corrupt_stretch(puts[1].phys_offset, puts[2].phys_offset)
+    assert not master.recovered_corrupt_stretch(puts[1].phys_offset, puts[3].phys_offset)  # a valid record in it
+    assert not master.recovered_corrupt_stretch(puts[2].phys_offset, puts[3].phys_offset)
+    assert master.corrupt_tail() is None  # the stretch is not where the log ends
+    assert replica.corrupt_tail() == puts[3].phys_offset
+    assert await replica.truncate_tail(puts[3].phys_offset) > 0
+    assert replica.corrupt_tail() is None and not replica.recovered_corrupt_stretch(puts[3].phys_offset, 1 << 20)
+    await _replicate(master, replica)  # copied again
+    assert _offsets(replica) == [0, 1, 2, 3] and _offsets(master) == [0, 2, 3]  # record 1 was copied before

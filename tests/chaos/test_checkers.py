@@ -148,6 +148,10 @@ def test_not_serving_and_corrupt_deliveries():
     assert [str(f) for f in checkers.not_serving({"a0": None, "b1": "exited with -7"})] == [
         "not_serving: b1: exited with -7"
     ]
+    assert [str(f) for f in checkers.not_replicating({"a1": "at 10 of a0's 20", "b1": "at 0"})] == [
+        "not_replicating: a1: at 10 of a0's 20",
+        "not_replicating: b1: at 0",
+    ]
     events = [
         {"e": "error", "who": "sdk", "op": "receive", "error": "UnicodeDecodeError('utf-8', ...)", "t": 1},
         {"e": "error", "who": "sdk", "op": "receive", "error": "TimeoutError()", "t": 2},

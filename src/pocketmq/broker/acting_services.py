@@ -25,6 +25,7 @@ acted, its CKs are revived and its timers delivered again by the master, at leas
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 # ACTING_MASTER_HANDOVER asked this many times of a slave that does not answer in time: each waits
 # cluster.acting_handover.HANDOVER_TIMEOUT_S, and the master's start (its revive and timer) waits for them
 HANDOVER_ATTEMPTS = 3
+SLOW_STOP_MS = 1_000
 
 # A periodic task (not started) of ``action`` every ``interval_ms``, named (``Broker.periodic``).
 Periodic = Callable[[str, int, Callable[[], object]], PeriodicTask]
@@ -126,19 +128,34 @@ class ActingServices:
         )
 
     async def stop(self) -> None:
+        # A returning master waits for this (its handover request has a timeout): a stop slower than
+        # SLOW_STOP_MS names the step that took the time.
+        steps_ms: dict[str, int] = {}
+
+        async def step(name: str, awaitable) -> None:
+            started = time.monotonic()
+            await awaitable
+            steps_ms[name] = int((time.monotonic() - started) * 1000)
+
         # Revive, transactions and the timer stop (after their round in progress) while they still write through
         # the bridge.
-        await self._pop.revive.stop()
-        await self._transactions.stop()
-        await self._timer.stop_delivery()
-        await self._persister.stop()
+        await step("revive", self._pop.revive.stop())
+        await step("transactions", self._transactions.stop())
+        await step("timer", self._timer.stop_delivery())
+        await step("persister", self._persister.stop())
         # From here every write fails again (a slave's store is read-only), pops first among them.
         self._write_path.use(self._read_only)
         # A pop still escaping its CK moves its offset when the escape returns: that offset must be in what the
         # master takes over (handover_body), or the master hands those messages out again beside the CK.
-        await self._pop.settle()
+        await step("pop_settle", self._pop.settle())
         self._pop.staged.registry.watch(None)
         self._persist_pop_state()
+        if sum(steps_ms.values()) >= SLOW_STOP_MS:
+            log.warning(
+                "event=acting_services_stop_slow total_ms=%d %s",
+                sum(steps_ms.values()),
+                " ".join(f"{name}_ms={ms}" for name, ms in steps_ms.items()),
+            )
 
     def _persist_pop_state(self) -> None:
         self._offsets.persist()

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 
 import pytest
 from tests.unit.pop.pop_support import pop, running_broker, send
 
+from pocketmq.broker import acting_services as acting_services_module
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
 from pocketmq.broker.acting_services import HANDOVER_ATTEMPTS, ActingServices, take_services_back
 from pocketmq.broker.acting_writes import EscapedWritePath
@@ -389,10 +391,13 @@ class StalledBridge(FakeBridge):
         return await super()._put(kind, msg)
 
 
-async def test_a_handover_during_a_pop_escaping_its_ck_hands_over_that_pops_offset(tmp_path):
+async def test_a_handover_during_a_pop_escaping_its_ck_hands_over_that_pops_offset(tmp_path, monkeypatch, caplog):
     """The slave stops acting (its master is back) while a pop waits for its CK's escape; the escape then
     succeeds. The offsets the master takes over must include that pop, or the master hands the same messages
-    out again while the escaped CK revives them too (an acked message coming back)."""
+    out again while the escaped CK revives them too (an acked message coming back). A slow stop says which step
+    took the time (every stop counts as slow here)."""
+    monkeypatch.setattr(acting_services_module, "SLOW_STOP_MS", 0)
+    caplog.set_level(logging.WARNING, logger="pocketmq.broker.acting_services")
     async with running_broker(tmp_path, ManualClock()) as broker:
         await send(broker, "T", 2)
         bridge = StalledBridge()
@@ -412,6 +417,8 @@ async def test_a_handover_during_a_pop_escaping_its_ck_hands_over_that_pops_offs
         popped, body = await popping, await handing_over
         assert [m.body for m, _ in popped] == [b"m0", b"m1"] and len(bridge.sent) == 1  # the CK escaped
         assert parse_snapshot(body).consumer_offsets["T@G"] == {"0": 2}
+    [slow] = [r.getMessage() for r in caplog.records if "event=acting_services_stop_slow" in r.getMessage()]
+    assert all(f"{step}_ms=" in slow for step in ("revive", "transactions", "timer", "persister", "pop_settle"))
 
 
 class TargetBridge(FakeBridge):

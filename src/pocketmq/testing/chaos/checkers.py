@@ -13,6 +13,9 @@ back at the end, metric samples taken during the run and the health of each proc
 - ``loop``: a broker whose failed revive writes were retried faster than the backoff table allows, or a CK
   rewritten more often than the table has steps;
 - ``not_serving``: a process that should be up and does not answer;
+- ``not_replicating``: a slave whose log did not reach where its master's ended (once traffic stopped) within
+  a deadline: a group left without a replica (a slave refused as diverged, say) loses no message yet, but the
+  next failure of its master would;
 - ``corrupt_record_served``: a client failed to decode what a broker delivered.
 
 Messages in records the harness itself overwrote (the corrupt-tail fault: the message, or a group's retry copy of
@@ -284,6 +287,10 @@ def loops(samples: list[MetricSample], pass_interval_ms: int, max_rewrites: int,
 
 def not_serving(health: dict[str, str | None]) -> list[Finding]:
     return [Finding("not_serving", f"{name}: {why}") for name, why in sorted(health.items()) if why]
+
+
+def not_replicating(behind: dict[str, str]) -> list[Finding]:
+    return [Finding("not_replicating", f"{slave}: {why}") for slave, why in sorted(behind.items())]
 
 
 def corrupt_records_served(events: list[dict]) -> list[Finding]:

@@ -239,12 +239,8 @@ class ChaosCluster:
         if server.proc.proc is None or server.proc.proc.poll() is not None:
             code = server.proc.proc.returncode if server.proc.proc is not None else None
             return f"exited with {code}"
-        config = ClientConfig(
-            namesrv_addr=server.direct("namesrv") if name == NAMESRV else self.servers[NAMESRV].direct("namesrv"),
-            request_timeout_s=timeout_s,
-        )
         try:
-            with Admin(config) as admin:
+            with Admin(self._admin_config(name, timeout_s)) as admin:
                 if name == NAMESRV:
                     admin.cluster_info()
                 else:
@@ -252,3 +248,20 @@ class ChaosCluster:
         except (PocketMQError, OSError, TimeoutError) as exc:
             return f"no answer: {exc!r}"
         return None
+
+    def commit_log_end(self, broker: str, timeout_s: float = 3.0) -> int | None:
+        """Where ``broker``'s commit log ends (its max phys offset); None when it does not answer."""
+        try:
+            with Admin(self._admin_config(broker, timeout_s)) as admin:
+                info = admin.runtime_info(self.servers[broker].direct("remoting"))
+        except (PocketMQError, OSError, TimeoutError):
+            return None
+        return int(info["commitLogMaxOffset"]) if "commitLogMaxOffset" in info else None
+
+    def _admin_config(self, name: str, timeout_s: float) -> ClientConfig:
+        """An admin client's config that reaches ``name`` directly, past the proxy."""
+        namesrv = self.servers[NAMESRV].direct("namesrv")
+        return ClientConfig(
+            namesrv_addr=self.servers[name].direct("namesrv") if name == NAMESRV else namesrv,
+            request_timeout_s=timeout_s,
+        )

@@ -29,6 +29,7 @@ from pocketmq.testing.chaos.corruption import corrupt_tail
 from pocketmq.testing.chaos.history import History
 from pocketmq.testing.chaos.policy import OFFICIAL_GROUP, RETRY_MAX_TIMES, SDK_GROUP, TOPIC, is_poison
 from pocketmq.testing.chaos.schedule import BROKERS, SERVERS, Fault, FaultKind, Schedule
+from pocketmq.testing.chaos.schedule import GROUPS as BROKER_GROUPS
 from pocketmq.testing.chaos.workload import OfficialClientProcess, SdkClients
 
 GROUPS = (SDK_GROUP, OFFICIAL_GROUP)
@@ -47,6 +48,7 @@ class ProcessControl:
 
 
 SAMPLE_INTERVAL_S = 1.0
+REPLICA_CATCH_UP_S = 30.0  # a slave's time to reach its master's end once traffic stopped
 
 
 @dataclass
@@ -331,11 +333,34 @@ class ChaosRun:
                     if sample is not None:
                         self.samples.append(sample)
 
+    def _slaves_behind(self, timeout_s: float = REPLICA_CATCH_UP_S) -> dict[str, str]:
+        """The slaves whose log does not reach, within ``timeout_s``, where their master's ended when asked, with
+        why (their replication errors); a broker that does not answer is the not_serving checker's."""
+        behind: dict[str, str] = {}
+        for master, slave in BROKER_GROUPS.values():
+            target = self.cluster.commit_log_end(master)
+            if target is None:
+                continue
+            deadline = time.monotonic() + timeout_s
+            while (end := self.cluster.commit_log_end(slave)) is None or end < target:
+                if time.monotonic() > deadline:
+                    errors = [
+                        line
+                        for line in self.cluster.servers[slave].proc.log_tail(400).splitlines()
+                        if "event=ha_replica_diverged" in line or "event=ha_replication_failed" in line
+                    ]
+                    last = errors[-1][:500] if errors else "no replication error logged"
+                    behind[slave] = f"at {end} of {master}'s {target} after {timeout_s:.0f} s; last error: {last}"
+                    break
+                time.sleep(0.5)
+        return behind
+
     def _verdict(self) -> RunResult:
         health = {name: self.cluster.serving(name) for name in SERVERS}
         health["official"] = self.official.serving()
         self.sdk.kill()
         self.official.stop()
+        behind = self._slaves_behind()
         events = self._all_events()
         with open(self.workdir / "events.jsonl", "w") as out:  # for a post-mortem of a failing seed
             out.writelines(json.dumps(e) + "\n" for e in events)
@@ -362,6 +387,7 @@ class ChaosRun:
             self.samples, REVIVE_INTERVAL_MS, len(DEFAULT_CK_REWRITE_BACKOFF_MS), jitter=DEFAULT_JITTER
         )
         findings += checkers.not_serving(health)
+        findings += checkers.not_replicating(behind)
         findings += checkers.corrupt_records_served(events)
         sends = [e for e in events if e["e"] == "send"]
         sent_ok = {e["id"] for e in sends if e["ok"]}

@@ -5,6 +5,7 @@ counted) while the rest goes on, and the event loop is never held for more than 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -253,3 +254,35 @@ async def test_an_operator_s_setting_change_ends_a_blocked_revive_s_long_wait(tm
             lambda: messages_of(broker, pop_retry_topic("G", "T")), 5, "the retry copy written at once"
         )
         assert retried.body == b"m0" and sum(len(q.ledger) for q in revive.queues) == 0
+
+
+async def test_a_stop_ends_the_pass_after_the_revive_queue_it_is_writing(tmp_path):
+    """A slave acting as master stops revive when its master comes back, and the master's handover waits for
+    that: a long pass (many batches of slow escaped writes) must not hold it to the end."""
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock) as broker:
+        revive = broker.pop.revive
+        cks = (REVIVE_BATCH_CKS + 2) * len(revive.queues)  # more than a batch in every revive queue
+        await send(broker, "T", cks)
+        await pop_one_by_one(broker, "G", "T", cks)
+        store = install(broker)
+        stalled, release = asyncio.Event(), asyncio.Event()
+        store.refuse = lambda msgs: None
+        put = store.put_messages
+
+        async def stalling_put(msgs):
+            stalled.set()
+            await release.wait()
+            return await put(msgs)
+
+        store.put_messages = stalling_put
+        clock.advance(INVISIBLE_MS + 1)
+        passing = asyncio.ensure_future(revive.run_once(clock.now_ms()))
+        await stalled.wait()  # the pass is writing the first revive queue's batch
+        stopping = asyncio.ensure_future(revive.stop())
+        await asyncio.sleep(0)
+        release.set()
+        closed = await passing
+        await stopping
+        assert 0 < closed <= REVIVE_BATCH_CKS  # that queue's batch, not the whole pass
+        assert sum(len(q.ledger) for q in revive.queues) == cks - closed  # the rest stay open: nothing lost

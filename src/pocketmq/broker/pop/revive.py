@@ -39,7 +39,8 @@ the earliest due CK that visits only the revive queues with a CK due, so a CK co
 pass of its revive time; a CK appended since the last pass that comes due before the planned wake-up wakes
 revive early to plan again (``ReviveQueue.expect``). After a blocked pass (``PassPacer``) or a failed one
 (``runtime.periodic``) revive waits as they say, whatever is due: nothing spins. A pass yields to the event loop after each batch, so a long one never holds
-the loop. Whatever it reads and writes comes in through its constructor (the revive queues, readers, store,
+the loop, and ``stop()`` ends it after the revive queue it is writing (a returning master's handover waits for
+an acting slave's stop). Whatever it reads and writes comes in through its constructor (the revive queues, readers, store,
 tables, clock, and ``write_path``: where its output goes), so the deterministic simulation
 (``pocketmq.testing.sim``) runs this shell itself on its simulated stores and network, and learns each CK
 closed through ``on_closed``.
@@ -277,6 +278,8 @@ class ReviveService:
         self.pacer = PassPacer(interval_ms, max(interval_ms, DEFAULT_MAX_PASS_WAIT_MS))
         self.schedule = ReviveSchedule(interval_ms)
         self._pass = asyncio.Lock()
+        # Set by stop(): the pass in progress ends after the revive queue it is writing, not after every batch.
+        self._stopping = False
         self._write_path = write_path  # the broker's: its store, or the escape bridge of a slave acting as master
         # Told of each CK a pass closed, once the writes that close it are done (the simulation traces it).
         self._on_closed = on_closed
@@ -319,6 +322,7 @@ class ReviveService:
         return self._queues
 
     def start(self) -> None:
+        self._stopping = False
         self._passes.start()
 
     def settings_changed(self) -> None:
@@ -331,7 +335,10 @@ class ReviveService:
         self._passes.wake()
 
     async def stop(self) -> None:
-        """Stop the passes (after the pass in progress)."""
+        """Stop the passes: the pass in progress ends once the revive queue it is writing is done (its other CKs
+        stay open and come back in a later pass, here or, for a slave acting as master, on the master whose
+        handover waits for this stop)."""
+        self._stopping = True
         await self._passes.stop()
 
     async def run_once(self, now_ms: int, queues: list[ReviveQueue] | None = None) -> int:
@@ -377,6 +384,8 @@ class ReviveService:
             try:
                 reads = await self.readers.read_unacked([ck for _, due in batches for ck in due])
                 for queue, due in batches:
+                    if self._stopping:
+                        break
                     if due:
                         done = await self._revive(queue, due, reads, now_ms)
                         round_result = PassResult(round_result.closed + done.closed, round_result.failed + done.failed)
@@ -392,7 +401,7 @@ class ReviveService:
             if round_result.failed and not round_result.closed:
                 break  # every write of the round failed for a passing reason: the next pass waits longer
             # A CK that failed is left out by ``skip`` now, so a full batch means more CKs to try, not the same.
-            pending = [queue for queue, due in batches if len(due) == REVIVE_BATCH_CKS]
+            pending = [] if self._stopping else [queue for queue, due in batches if len(due) == REVIVE_BATCH_CKS]
         wait_ms = self.pacer.after_pass(stored=total.closed, failed=total.failed)
         self._metrics.writes.passed(stored=total.closed, failed=total.failed, wait_ms=wait_ms)
         self._metrics.writes.backlog(self._write_backoff)

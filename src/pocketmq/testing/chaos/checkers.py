@@ -132,13 +132,9 @@ def lost(
     findings = []
     for group in groups:
         sent_ok = all_sent_ok - excused.get(group, set())
-        missing = sent_ok - ended(events, dead_letters, group)
-        if group in cks_destroyed_at:
-            last_delivery: dict[str, float] = {}
-            for e in events:
-                if e["e"] == "deliver" and e["group"] == group:
-                    last_delivery[e["id"]] = max(last_delivery.get(e["id"], 0.0), e.get("t0", e["t"]))
-            missing = {i for i in missing if last_delivery.get(i, float("inf")) >= cks_destroyed_at[group]}
+        missing = _not_held_by_a_destroyed_ck(
+            sent_ok - ended(events, dead_letters, group), events, group, cks_destroyed_at.get(group)
+        )
         if missing:
             never = missing - delivered[group]
             findings.append(
@@ -152,20 +148,40 @@ def lost(
     return findings
 
 
+def _not_held_by_a_destroyed_ck(ids: set[str], events: list[dict], group: str, ck_destroyed_at: float | None):
+    """``ids`` less those ``group`` last received before the harness overwrote one of its CK records (at
+    ``ck_destroyed_at``): that CK may have held them, and nothing is left to revive them."""
+    if ck_destroyed_at is None:
+        return ids
+    last_delivery: dict[str, float] = {}
+    for e in events:
+        if e["e"] == "deliver" and e["group"] == group:
+            last_delivery[e["id"]] = max(last_delivery.get(e["id"], 0.0), e.get("t0", e["t"]))
+    return {i for i in ids if last_delivery.get(i, float("inf")) >= ck_destroyed_at}
+
+
 def pop_unended(
     events: list[dict],
     dead_letters: list[DeadLetter],
     groups: tuple[str, ...],
     excused: dict[str, set[str]] | None = None,
+    cks_destroyed_at: dict[str, float] | None = None,
 ) -> list[Finding]:
     """Deliveries of messages whose send did not return OK (those are covered by ``lost``) that never ended;
-    ``excused`` as for ``lost`` (a message whose records the harness overwrote cannot end)."""
+    ``excused`` and ``cks_destroyed_at`` as for ``lost`` (a message whose records the harness overwrote cannot
+    end)."""
     excused = excused or {}
+    cks_destroyed_at = cks_destroyed_at or {}
     sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
     findings = []
     for group in groups:
         delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
-        open_ids = delivered - sent_ok - ended(events, dead_letters, group) - excused.get(group, set())
+        open_ids = _not_held_by_a_destroyed_ck(
+            delivered - sent_ok - ended(events, dead_letters, group) - excused.get(group, set()),
+            events,
+            group,
+            cks_destroyed_at.get(group),
+        )
         if open_ids:
             findings.append(
                 Finding(

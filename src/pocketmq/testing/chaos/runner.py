@@ -379,7 +379,7 @@ class ChaosRun:
         stored_twice = checkers.stored_more_than_once(stored, TOPIC, GROUPS)
         findings = list(self.findings)
         findings += checkers.lost(events, dead, GROUPS, self.excused, self.cks_destroyed_at)
-        findings += checkers.pop_unended(events, dead, GROUPS, self.excused)
+        findings += checkers.pop_unended(events, dead, GROUPS, self.excused, self.cks_destroyed_at)
         findings += checkers.dead_letters_without_reason(dead)
         dup_findings, dup_counts = checkers.duplicates_after_ack(events, self.acks_destroyed_at, stored_twice)
         findings += dup_findings

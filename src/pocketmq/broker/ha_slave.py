@@ -15,7 +15,8 @@ of it is used (records, epochs to cut by, metadata).
 Replication loop: HA_PULL_COMMIT_LOG from ``store.max_phys_offset`` (its ack, see ``ha_state``), append the
 answer with ``append_replicated`` at the phys offset the master names, and ask again at once; a caught-up
 slave's pull is held by the master up to ``pull_suspend_ms``; it waits ``lookup_interval_ms`` after a failure
-(no master in the route, connection refused, timeout, refused by the master) and logs a failure once per outage,
+(no master in the route, connection refused, timeout, refused by the master, a full disk) and logs a failure once
+per outage,
 not once per attempt. Metadata: ``sync_metadata_once`` (the broker runs it as a periodic task, every
 ``ha_metadata_sync_interval_ms``, failures by ``runtime.periodic``'s policy) sends HA_SYNC_METADATA, applied by
 ``ha_metadata.apply_metadata`` (the service state by ``services``, an ``ha_services.ServiceStateFollower``;
@@ -105,7 +106,7 @@ class HaSlave:
             try:
                 master = await self._master()
                 await self._follow(master)
-            except (PocketMQError, ValueError) as exc:
+            except (PocketMQError, ValueError, OSError) as exc:  # OSError: saving the epochs on a full disk
                 self._failed(exc)
                 await asyncio.sleep(self._lookup_interval_s)
 

@@ -786,22 +786,24 @@ class MessageStore:
 
     async def append_replicated(self, phys_offset: int, data: bytes) -> int:
         """Append frames read from a master at exactly ``phys_offset`` (validated; nothing is written when
-        any is invalid) and dispatch them like local puts. Returns the new ``max_phys_offset``."""
+        any is invalid) and dispatch them like local puts. Returns the new ``max_phys_offset``. A write that
+        fails (a full disk) is undone and raises StoreError."""
         if self._state != "running":
             raise StoreError(f"store is {self._state}")
         self._start_background()
         try:
             frames = self._commit_log.append_frames(phys_offset, data)
+            self._dispatch_frames(frames)
         except CorruptRecordError as exc:  # nothing was written; the slave asks again
             self.corruption.report("replication", exc.phys_offset, exc.reason)
             raise
-        try:
-            self._dispatch_frames(frames)
-        except OSError:
+        except OSError as exc:  # undone, as a local put's failed write is; the slave asks again
             self._commit_log.truncate(phys_offset)
             for queue in self._queues.values():
                 queue.truncate_from_phys(phys_offset)
-            raise
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            log.error("store.append_replicated_failed disk_full=%s error=%r", full, exc)
+            raise StoreError(f"disk full: {exc.strerror}" if full else f"commit log write failed: {exc}") from exc
         for frame in frames:
             if frame.hole is not None:  # the master's copy was corrupt: this slave holds a hole for it
                 self.corruption.report(

@@ -5,8 +5,10 @@ slave has them, and how far a revive queue's CKs say a group has popped."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import errno
 import json
 
 import pytest
@@ -27,6 +29,7 @@ from pocketmq.protocol.error_codes import RemoteServerError, response_code_of, v
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import PutStatus
 from pocketmq.testing.fakes import HANG_UP, FakeNameServer, FakePeer, answer
+from pocketmq.testing.polling import eventually
 
 
 async def test_the_version_changes_with_topics_and_groups_and_comes_with_the_snapshot(tmp_path):
@@ -189,6 +192,30 @@ async def test_a_slave_syncs_the_metadata_before_it_appends_records_of_a_new_ver
     assert master.synced == 2 and slave.metadata_version == "v2"
     # every pull names the version the slave applied (what a SYNC master's FIFO acks wait for)
     assert master.applied == [None, "v1", "v1", "v2", "v2"]
+
+
+async def test_a_write_that_fails_does_not_end_replication(tmp_path, remoting):
+    """A full disk under the slave (fault-harness seed 312: the replication task ended on an OSError, and the
+    group ran without a replica until the slave restarted): the slave asks again, and goes on once it can write."""
+
+    class FullOnce(FakeStore):
+        async def append_replicated(self, phys_offset: int, data: bytes) -> int:
+            if "full" not in self.calls:
+                self.calls.append("full")
+                raise OSError(errno.ENOSPC, "No space left on device")  # as saving the epochs would raise
+            return await super().append_replicated(phys_offset, data)
+
+    store = FullOnce()
+    master = ScriptedMaster(store, [("v1", b"a" * 10), ("v1", b"a" * 10)])
+    async with following(store, master, remoting, tmp_path) as (slave, _master_addr):
+        replicating = asyncio.ensure_future(slave.run_replication())
+        try:
+            await eventually(lambda: store.max_phys_offset == 10, 5, "the slave appending after the failure")
+        finally:
+            replicating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await replicating
+    assert store.calls[:4] == ["pull@0", "sync", "full", "pull@0"] and store.appended == [(0, b"a" * 10)]
 
 
 async def test_a_failed_sync_appends_nothing(tmp_path, remoting):

@@ -9,6 +9,7 @@ import logging
 import pytest
 from store_helpers import BIG_SEGMENT, flip_byte, message, small_config
 
+from pocketmq.common.errors import StoreError
 from pocketmq.common.record import RecordFormatError, decode_record, decode_records, encode_record
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.files import load_json
@@ -243,3 +244,20 @@ def test_decoding_a_record_with_invalid_utf8_raises_a_record_format_error():
     with pytest.raises(RecordFormatError):
         decode_records(good + bytes(bad))
     assert decode_record(good)[0].body == b"ok"
+
+
+@pytest.mark.parametrize("failing_part", ["commitlog", "consumequeue"])
+async def test_a_replicated_write_that_finds_the_disk_full_is_undone_and_raises_a_store_error(
+    open_store, tmp_path, monkeypatch, failing_part
+):
+    master = await open_store(tmp_path / "m")
+    replica = await open_store(tmp_path / "r")
+    await _fill(master, 3)
+    disk = _FullDisk(monkeypatch, failing_part)
+    disk.armed = True
+    with pytest.raises(StoreError, match="disk full"):  # the slave's loop retries a StoreError, not an OSError
+        await replica.append_replicated(0, master.read_commit_log(0, 1 << 20))
+    assert replica.max_phys_offset == 0 and replica.max_queue_offset("orders", 0) == 0
+    disk.armed = False
+    assert await replica.append_replicated(0, master.read_commit_log(0, 1 << 20)) == master.max_phys_offset
+    assert len(replica.get_messages("orders", 0, 0, 10).records) == 3

@@ -135,15 +135,21 @@ async def test_a_cut_below_what_was_confirmed_is_refused_and_the_data_kept(tmp_p
     assert (await send(client, y_master.remoting, b"alone")).code == ResponseCode.SLAVE_NOT_AVAILABLE
 
 
+async def _acked_then_tail_overwritten(pair: Pair, proc: PocketProcess, workdir) -> list[bytes]:
+    """Three SYNC sends acknowledged, then ``proc`` stopped cleanly, the last 300 bytes of its commit log (frame
+    headers included) overwritten, and ``proc`` started again; returns the bodies X held before."""
+    for i in range(3):
+        assert (await send(pair.client, pair.x.remoting, b"acked-%d" % i)).code == ResponseCode.SUCCESS
+    on_x = await pull_bodies(pair.client, pair.x.remoting)
+    proc.stop()
+    assert len(corrupt_tail(workdir / "data", 300, random.Random(7)).hit) >= 2
+    proc.restart()
+    return on_x
+
+
 async def test_a_slave_whose_last_records_were_overwritten_cuts_them_and_copies_them_again(tmp_path, pair):
     x, y, client = pair.x, pair.y, pair.client
-    for i in range(3):
-        assert (await send(client, x.remoting, b"acked-%d" % i)).code == ResponseCode.SUCCESS
-    on_x = await pull_bodies(client, x.remoting)
-    y.stop()
-    hit = corrupt_tail(tmp_path / "y" / "data", 300, random.Random(7)).hit  # frame headers included
-    assert len(hit) >= 2
-    y.restart()
+    on_x = await _acked_then_tail_overwritten(pair, y, tmp_path / "y")
     await eventually(lambda: _logged(y, "event=ha_replica_truncated"), 15, "Y cutting its corrupt tail")
     assert await eventually(lambda: _bodies_are(client, y.remoting, on_x), 10, "Y serving X's log again")
     await eventually(lambda: _sent_ok(client, x.remoting, b"followed"), 15, "SYNC sends acknowledged by Y")
@@ -152,13 +158,7 @@ async def test_a_slave_whose_last_records_were_overwritten_cuts_them_and_copies_
 
 async def test_a_master_whose_last_records_were_overwritten_keeps_the_slave_that_holds_good_copies(tmp_path, pair):
     x, y, client = pair.x, pair.y, pair.client
-    for i in range(3):
-        assert (await send(client, x.remoting, b"acked-%d" % i)).code == ResponseCode.SUCCESS
-    on_x = await pull_bodies(client, x.remoting)
-    x.stop()
-    hit = corrupt_tail(tmp_path / "x" / "data", 300, random.Random(7)).hit  # frame headers included
-    assert len(hit) >= 2
-    x.restart()
+    on_x = await _acked_then_tail_overwritten(pair, x, tmp_path / "x")
     await eventually(lambda: _sent_ok(client, x.remoting, b"after"), 15, "SYNC sends acknowledged by Y")
     on_y = await pull_bodies(client, y.remoting)
     # Y kept the good copies of what X lost (sends answered SLAVE_NOT_AVAILABLE while Y reconnected are stored)

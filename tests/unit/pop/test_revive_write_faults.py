@@ -64,13 +64,19 @@ async def pop_one_by_one(broker, group: str, topic: str, count: int) -> None:
         assert len(await pop(broker, group, topic, max_count=1, invisible_ms=INVISIBLE_MS)) == 1
 
 
+async def more_than_a_batch_of_cks_everywhere(broker) -> int:
+    """Pops that leave more than a batch of CKs in every revive queue; returns how many CKs."""
+    cks = (REVIVE_BATCH_CKS + 2) * len(broker.pop.revive.queues)
+    await send(broker, "T", cks)
+    await pop_one_by_one(broker, "G", "T", cks)
+    return cks
+
+
 async def test_a_full_disk_makes_revive_back_off_not_spin_and_loses_nothing(tmp_path):
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         revive = broker.pop.revive
-        cks = (REVIVE_BATCH_CKS + 2) * len(revive.queues)  # more than a batch in every revive queue
-        await send(broker, "T", cks)
-        await pop_one_by_one(broker, "G", "T", cks)
+        cks = await more_than_a_batch_of_cks_everywhere(broker)
         for queue in revive.queues:
             queue.catch_up()
         open_per_queue = [len(q.ledger) for q in revive.queues if len(q.ledger)]
@@ -262,9 +268,7 @@ async def test_a_stop_ends_the_pass_after_the_revive_queue_it_is_writing(tmp_pat
     clock = ManualClock()
     async with running_broker(tmp_path, clock) as broker:
         revive = broker.pop.revive
-        cks = (REVIVE_BATCH_CKS + 2) * len(revive.queues)  # more than a batch in every revive queue
-        await send(broker, "T", cks)
-        await pop_one_by_one(broker, "G", "T", cks)
+        cks = await more_than_a_batch_of_cks_everywhere(broker)
         store = install(broker)
         stalled, release = asyncio.Event(), asyncio.Event()
         store.refuse = lambda msgs: None

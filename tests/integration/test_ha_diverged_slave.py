@@ -19,13 +19,12 @@ its slave, which holds the good copies, back as it is.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from dataclasses import dataclass
 
 import pytest
 from tests.integration.test_ha_replication import GROUP, TOPIC, _logged, broker, pull_bodies, send
-
-import random
 
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand

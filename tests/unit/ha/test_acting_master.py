@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import logging
 
 import pytest
@@ -419,6 +420,25 @@ async def test_a_handover_during_a_pop_escaping_its_ck_hands_over_that_pops_offs
         assert parse_snapshot(body).consumer_offsets["T@G"] == {"0": 2}
     [slow] = [r.getMessage() for r in caplog.records if "event=acting_services_stop_slow" in r.getMessage()]
     assert all(f"{step}_ms=" in slow for step in ("revive", "transactions", "timer", "persister", "pop_settle"))
+
+
+async def test_a_full_disk_on_the_acting_slave_does_not_fail_its_handover(tmp_path, monkeypatch):
+    """Its stop saves the offsets and FIFO state it popped with; failing there failed ACTING_MASTER_HANDOVER, and
+    the master popped again what had been popped and acked on the slave (fault-harness seed 322)."""
+    async with running_broker(tmp_path, ManualClock()) as broker:
+        await send(broker, "T", 2)
+        bridge = FakeBridge()
+        bridge.up = True
+        services = acting_services(broker, bridge, tmp_path)
+        await services.start()
+        assert [m.body for m, _ in await pop(broker, "G", "T")] == [b"m0", b"m1"]
+
+        def disk_full() -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(broker.offsets, "persist", disk_full)
+        await services.stop()
+        assert parse_snapshot(services.handover_body()).consumer_offsets["T@G"] == {"0": 2}
 
 
 class TargetBridge(FakeBridge):

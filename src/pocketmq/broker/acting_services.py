@@ -182,7 +182,14 @@ class ActingServices:
         }
 
     def applied(self, version: int) -> int:
-        removed = self.progress.applied(version)
+        before = len(self.progress)
+        try:
+            self.progress.applied(version)
+        except OSError as exc:
+            # Forgotten in memory (the master has them); the file keeps them until its next save, and a master
+            # handed them again after a restart of this slave only appends the same ACKs and tombstones again.
+            log.warning("event=acting_progress_not_saved version=%d error=%r", version, exc)
+        removed = before - len(self.progress)
         log.info(
             "event=acting_progress_handed_over version=%d entries=%d left=%d", version, removed, len(self.progress)
         )

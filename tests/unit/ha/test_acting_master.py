@@ -438,7 +438,13 @@ async def test_a_full_disk_on_the_acting_slave_does_not_fail_its_handover(tmp_pa
 
         monkeypatch.setattr(broker.offsets, "persist", disk_full)
         await services.stop()
-        assert parse_snapshot(services.handover_body()).consumer_offsets["T@G"] == {"0": 2}
+        handover = parse_snapshot(services.handover_body())
+        assert handover.consumer_offsets["T@G"] == {"0": 2}
+        # the master's confirmation (ACTING_PROGRESS_APPLIED) is answered too: what it took is forgotten
+        services.progress.record_ack(0, AckRecord("T", "G", 0, 0, 1_000, "b", (0,)))  # something handed over
+        monkeypatch.setattr(services.progress, "save", disk_full)
+        services.applied(services.progress.version)
+        assert len(services.progress) == 0
 
 
 class TargetBridge(FakeBridge):

@@ -43,6 +43,8 @@ def test_the_last_bytes_are_overwritten_and_the_records_hit_are_named(tmp_path):
     again = corrupt_tail(tmp_path / "data", 200, random.Random(2))
     assert again.data_end == end  # the tail is the log's, not the last valid record's
     assert "s48" in [h.body for h in again.hit] and "?" in [h.body for h in again.hit]
+    from_s40 = corrupt_tail(tmp_path / "data", 0, random.Random(3), from_phys_offset=offsets[40])
+    assert from_s40.first_byte == offsets[40] and [h.body for h in from_s40.hit][:8] == [f"s{i}" for i in range(40, 48)]
 
 
 def test_a_destroyed_record_excuses_the_messages_it_held_for_a_group():

@@ -96,14 +96,15 @@ def _describe(phys_offset: int, record: bytes) -> HitRecord:
         return HitRecord("?", "?", phys_offset)
 
 
-def corrupt_tail(data_dir: Path, nbytes: int, rng: random.Random) -> Corruption:
-    """Overwrite the last ``nbytes`` of the log's records (within its last segment) with random bytes, each
-    differing from the one it replaces. The broker must be stopped."""
+def corrupt_tail(data_dir: Path, nbytes: int, rng: random.Random, *, from_phys_offset: int | None = None) -> Corruption:
+    """Overwrite the last ``nbytes`` of the log's records (within its last segment), or all from
+    ``from_phys_offset`` on when given, with random bytes, each differing from the one it replaces. The broker
+    must be stopped."""
     path, base, frames = _frames_of_last_segment(commit_log_dir(data_dir))
     if not frames:
         return Corruption(base, base, ())
     data_end = frames[-1][0] + frames[-1][1]
-    first = max(data_end - nbytes, base)
+    first = max(data_end - nbytes if from_phys_offset is None else from_phys_offset, base)
     hit = tuple(_describe(phys, record) for phys, size, record in frames if phys + size > first)
     fd = os.open(path, os.O_RDWR)
     try:

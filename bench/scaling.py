@@ -19,6 +19,11 @@ Each case starts its own broker (ASYNC_FLUSH) and prints one JSON line per step:
   the start to ready (the process starts from a standby that has imported the broker: interpreter start-up and
   imports, about a second, are not in it), the broker's own start and the timer's rebuild (from its log), and
   the memory once settled after it. The case's first line is such a restart with no timer pending, to compare.
+- ``backlog``: ``--backlog`` messages of 128 B sent (1,000,000; ``--backlog 10000000`` for ten million), a clean
+  stop, the page cache dropped where the kernel allows it (root on Linux; the line says whether it was), a start
+  on the same data directory, then all of them popped and acked in batches by two ``AsyncSimpleConsumer``s:
+  messages a second over each tenth of the backlog (the first tenths read cold from the disk, unless the cache
+  could not be dropped), the broker's CPU per message, and its memory at the end.
 - ``producers``: for each of ``--producers`` (1, 10, 100), that many ``AsyncProducer``s (each its own client
   instance and connection) send 1 KiB messages one at a time for ``--seconds``: messages a second, the broker's
   CPU per message and its memory at the end, with the producers connected.
@@ -28,8 +33,8 @@ core over two half-second samples: background work and garbage collection done):
 (the heap) and RssFile (mapped pages of the store's files, which the kernel can drop). A per-item figure is the
 growth of VmRSS (and of RssAnon) from the case's first line, divided by the items added since.
 
-    python bench/scaling.py [--cases topics,topics_seeded,pop,timers,producers,revive] [--topics 10,1000]
-                            [--seeded-topics 10,1000,10000] [--pop 10000,100000] [--revive 100000]
+    python bench/scaling.py [--cases topics,topics_seeded,pop,timers,producers,revive,backlog] [--topics 10,1000]
+                            [--seeded-topics 10,1000,10000] [--pop 10000,100000] [--revive 100000] [--backlog N]
                             [--revive-invisible-s 60] [--timers 100000] [--large]
                             [--producers 1,10,100] [--seconds 10]
 """
@@ -40,6 +45,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -300,6 +306,84 @@ def revive_case(count: int, invisible_s: float) -> None:
         )
 
 
+# -- a deep backlog ----------------------------------------------------------------------------------------------------
+BACKLOG_TOPIC = "bench_scaling_backlog"
+BACKLOG_GROUP = "bench_scaling_backlog_group"
+BACKLOG_TENTHS = 10
+
+
+def drop_page_cache() -> bool:
+    """Write back and drop the kernel's clean page cache (root on Linux), so the reads that follow come from the
+    disk; whether the kernel took the request."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    return True
+
+
+async def consume_backlog(config: ClientConfig, count: int, pid: int) -> list[dict]:
+    """Pop and ack ``count`` messages (POP_CONSUMERS consumers, batches of POP_BATCH, each batch's ack awaited):
+    messages a second and the broker's CPU per message over each tenth of them."""
+    tenth = max(1, count // BACKLOG_TENTHS)
+    consumed, tenths = 0, []
+    mark_consumed, mark_s, mark_cpu_s = 0, time.perf_counter(), process_cpu_s(pid)
+    clients = [AsyncSimpleConsumer(BACKLOG_GROUP, {BACKLOG_TOPIC: "*"}, config) for _ in range(POP_CONSUMERS)]
+    for client in clients:
+        await client.start()
+
+    async def loop(client: AsyncSimpleConsumer) -> None:
+        nonlocal consumed, mark_consumed, mark_s, mark_cpu_s
+        while consumed < count:
+            got = await client.receive(POP_BATCH, 60_000, await_duration_ms=1000)
+            if not got:
+                return  # the topic holds no more visible messages
+            await client.ack_batch(got)
+            consumed += len(got)
+            if consumed >= tenth * (len(tenths) + 1):
+                now_s, cpu_s, done = time.perf_counter(), process_cpu_s(pid), consumed - mark_consumed
+                tenths.append(
+                    {
+                        "consumed": consumed,
+                        "msg_per_s": round(done / (now_s - mark_s)),
+                        "broker_cpu_us_per_msg": round((cpu_s - mark_cpu_s) / done * 1e6),
+                    }
+                )
+                mark_consumed, mark_s, mark_cpu_s = consumed, now_s, cpu_s
+
+    try:
+        await asyncio.gather(*(loop(c) for c in clients))
+    finally:
+        for client in clients:
+            await client.shutdown()
+    return tenths
+
+
+def backlog_case(count: int) -> None:
+    with running_broker() as proc:
+        config = ClientConfig(namesrv_addr=proc.namesrv)
+        with Admin(config) as admin:
+            admin.create_topic(BACKLOG_TOPIC, queues=QUEUES)
+        started = time.perf_counter()
+        asyncio.run(send_batches(config, lambda i: Message(BACKLOG_TOPIC, SMALL_BODY), 0, count))
+        emit("backlog", stored=count, send_s=round(time.perf_counter() - started, 1), **settled_memory(proc.pid))
+        proc.stop()
+        cache_dropped = drop_page_cache()
+        proc.start(timeout_s=900)
+        config = ClientConfig(namesrv_addr=proc.namesrv)  # a restart with port 0 listens on new ports
+        started = time.perf_counter()
+        for tenth in asyncio.run(consume_backlog(config, count, proc.pid)):
+            emit("backlog", stored=count, cache_dropped=cache_dropped, **tenth)
+        emit(
+            "backlog",
+            stored=count,
+            consume_s=round(time.perf_counter() - started, 1),
+            cache_dropped=cache_dropped,
+            **settled_memory(proc.pid),
+        )
+
+
 # -- pending timers ----------------------------------------------------------------------------------------------------
 def timer_message(deliver_ms: int):
     return lambda i: Message.create(TIMER_TOPIC, SMALL_BODY, properties={TIMER_DELIVER_MS: str(deliver_ms)})
@@ -431,6 +515,7 @@ def main() -> None:
     )
     parser.add_argument("--timers", type=counts, default=[100_000], help="pending timer messages")
     parser.add_argument("--large", action="store_true", help="timers: add a step of 1,000,000")
+    parser.add_argument("--backlog", type=int, default=1_000_000, help="messages stored, then consumed cold")
     parser.add_argument("--producers", type=counts, default=[1, 10, 100])
     parser.add_argument("--seconds", type=float, default=10.0, help="producers: seconds each")
     args = parser.parse_args()
@@ -447,6 +532,8 @@ def main() -> None:
         timers_case(sorted({*args.timers, 1_000_000}) if args.large else args.timers)
     if "producers" in cases:
         producers_case(args.producers, args.seconds)
+    if "backlog" in cases:
+        backlog_case(args.backlog)
 
 
 if __name__ == "__main__":

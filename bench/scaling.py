@@ -226,9 +226,6 @@ def per_topic_and_queue(memory: dict, baseline: dict, topics: int) -> dict:
 async def pop_until(config: ClientConfig, count: int, invisible_ms: int = INVISIBLE_MS) -> int:
     """Pop ``count`` messages (never acked) with an invisible time of ``invisible_ms``; the number popped."""
     popped = asked = 0  # asked: popped, or asked for by a receive under way (no consumer asks beyond ``count``)
-    clients = [AsyncSimpleConsumer(POP_GROUP, {POP_TOPIC: "*"}, config) for _ in range(POP_CONSUMERS)]
-    for client in clients:
-        await client.start()
 
     async def loop(client: AsyncSimpleConsumer) -> None:
         nonlocal popped, asked
@@ -241,12 +238,21 @@ async def pop_until(config: ClientConfig, count: int, invisible_ms: int = INVISI
             if not got:
                 return  # the topic holds no more visible messages
 
+    await with_consumers(config, POP_GROUP, POP_TOPIC, loop)
+    return popped
+
+
+async def with_consumers(config: ClientConfig, group: str, topic: str, loop) -> None:
+    """Run ``loop(consumer)`` on POP_CONSUMERS started ``AsyncSimpleConsumer``s of ``group`` on ``topic`` at
+    once, then shut them down."""
+    clients = [AsyncSimpleConsumer(group, {topic: "*"}, config) for _ in range(POP_CONSUMERS)]
+    for client in clients:
+        await client.start()
     try:
         await asyncio.gather(*(loop(c) for c in clients))
     finally:
         for client in clients:
             await client.shutdown()
-    return popped
 
 
 def pop_case(steps: list[int]) -> None:
@@ -329,9 +335,6 @@ async def consume_backlog(config: ClientConfig, count: int, pid: int) -> list[di
     tenth = max(1, count // BACKLOG_TENTHS)
     consumed, tenths = 0, []
     mark_consumed, mark_s, mark_cpu_s = 0, time.perf_counter(), process_cpu_s(pid)
-    clients = [AsyncSimpleConsumer(BACKLOG_GROUP, {BACKLOG_TOPIC: "*"}, config) for _ in range(POP_CONSUMERS)]
-    for client in clients:
-        await client.start()
 
     async def loop(client: AsyncSimpleConsumer) -> None:
         nonlocal consumed, mark_consumed, mark_s, mark_cpu_s
@@ -352,11 +355,7 @@ async def consume_backlog(config: ClientConfig, count: int, pid: int) -> list[di
                 )
                 mark_consumed, mark_s, mark_cpu_s = consumed, now_s, cpu_s
 
-    try:
-        await asyncio.gather(*(loop(c) for c in clients))
-    finally:
-        for client in clients:
-            await client.shutdown()
+    await with_consumers(config, BACKLOG_GROUP, BACKLOG_TOPIC, loop)
     return tenths
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -323,6 +324,51 @@ async def test_without_remote_escape_the_work_waits_for_the_master(tmp_path):
         assert [m.body for m in landed] == [b"later"]
         copies = await eventually(lambda: at_least(client, master.remoting, retry_topic, 2), 15, "retry copies on A")
         assert sorted(m.body for m in copies) == sorted(m.body for m in popped[1::2])
+    finally:
+        await client.close()
+        groups.kill_all()
+
+
+FROZEN_TOPIC = "acting-frozen"
+
+
+async def test_a_master_frozen_while_its_slave_acted_takes_the_slaves_progress_when_it_runs_again(tmp_path):
+    """A master stopped (SIGSTOP) long enough for its slave to act, then running again, never restarts, so it
+    never asked for what the slave did (fault-harness seed 326: acked messages handed out again). The slave
+    offers its progress when it stops acting: the master's open CK acked on the slave is closed, and what was
+    popped and acked on the slave is not handed out again."""
+    groups = start_two_groups(tmp_path)
+    master, slave = groups.a_master, groups.a_slave
+    client = RemotingClient()
+    try:
+        await groups.ready([FROZEN_TOPIC])
+        for i in range(6):
+            assert (await send(client, master.remoting, FROZEN_TOPIC, b"f%d" % i)).code == ResponseCode.SUCCESS
+        before = await pop(client, master.remoting, "group-a", FROZEN_TOPIC, invisible_ms=120_000, max_count=2)
+        assert len(before) == 2  # popped on the master: its CK is in the replica too
+        await eventually(lambda: replicated(client, master.remoting, slave.remoting), 10, "slave caught up")
+
+        os.kill(master.pid, signal.SIGSTOP)
+        try:
+            await eventually(lambda: acting(client, slave.remoting, "true"), 15, "slave acting as master")
+            for msg in before:  # acks of the master's CK (two ACK records): kept in the slave's side file
+                await ack(client, slave.remoting, msg)
+            during = await pop(client, slave.remoting, "group-a", FROZEN_TOPIC, invisible_ms=120_000)
+            assert sorted(m.body for m in during) == [b"f%d" % i for i in range(2, 6)]
+            for msg in during:  # their CK escaped to B: the acks follow it there
+                await ack(client, slave.remoting, msg)
+        finally:
+            os.kill(master.pid, signal.SIGCONT)
+
+        await eventually(lambda: acting(client, slave.remoting, "false"), 15, "slave stopped acting")
+        await eventually(
+            lambda: _file_has(master.log_path, "event=acting_services_taken_back slave=group-a/1 acks=2"),
+            15,
+            "the running master took the slave's progress",
+        )
+        assert "reason=master_back" in slave.log_path.read_text()  # it saw the master back: no restart, no handover
+        assert await pop(client, master.remoting, "group-a", FROZEN_TOPIC) == []  # the slave's pops and acks hold
+        assert await pop_in_flight(client, master.remoting, FROZEN_TOPIC) == 0  # its own CK closed by the slave's ack
     finally:
         await client.close()
         groups.kill_all()

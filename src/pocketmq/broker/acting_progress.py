@@ -10,7 +10,10 @@ that changed it:
 - ``timers``: (timer queue offset, due ms) of each delay message the slave delivered through the escape bridge;
 - ``stages``: the staged-POP registrations changed on the slave while it acted (registered again, unregistered,
   a queue's first origin, a group deleted), the last change of each (group, topic): newer than the master's
-  entry, so the master takes them over its own.
+  entry, so the master takes them over its own;
+- ``actedVersion``: the version at which the slave last started acting, until a master took its progress
+  since: what it popped and acked moved only its own consumer offsets and FIFO state, which the master must
+  take too, also when it did not restart (a master that was frozen or cut off: ``handover_due``).
 
 The handover body also carries the slave's consumer offsets, FIFO POP state and staged-POP registrations
 (its own while it acts), which the master merges into its own (forward only; registrations it lacks).
@@ -47,6 +50,7 @@ class ActingProgress:
         self._acks: list[dict] = []  # {"reviveQueueId", "ack" (JSON text), "v"}
         self._timers: list[dict] = []  # {"queueOffset", "deliverMs", "v"}
         self._stages: list[dict] = []  # {"group", "topic", "staged" (StagedTopic JSON, None: removed), "v"}
+        self._acted_version: int | None = None  # started acting at this version; None: no master needs to know
 
     def load(self) -> None:
         obj = load_json(self._path, {})
@@ -54,6 +58,8 @@ class ActingProgress:
         self._acks = list(obj.get("acks", []))
         self._timers = list(obj.get("timers", []))
         self._stages = list(obj.get("stages", []))
+        acted = obj.get("actedVersion")
+        self._acted_version = int(acted) if acted is not None else None
         if len(self):
             log.info(
                 "event=acting_progress_loaded acks=%d timers=%d stages=%d version=%d",
@@ -67,9 +73,18 @@ class ActingProgress:
         atomic_write_json(self._path, self._obj())
 
     def _obj(self) -> dict:
-        return {"version": self.version, "acks": self._acks, "timers": self._timers, "stages": self._stages}
+        obj = {"version": self.version, "acks": self._acks, "timers": self._timers, "stages": self._stages}
+        if self._acted_version is not None:
+            obj["actedVersion"] = self._acted_version
+        return obj
 
     # -- recording ------------------------------------------------------------------------------------------------
+    def record_acting(self) -> None:
+        """The slave starts acting: from now on its master has progress to take (saved at once)."""
+        self.version += 1
+        self._acted_version = self.version
+        self.save()
+
     def record_ack(self, revive_queue_id: int, ack: AckRecord) -> None:
         self.version += 1
         self._acks.append({"reviveQueueId": revive_queue_id, "ack": ack.to_json().decode(), "v": self.version})
@@ -117,8 +132,15 @@ class ActingProgress:
         self._acks = [e for e in self._acks if int(e["v"]) > version]
         self._timers = [e for e in self._timers if int(e["v"]) > version]
         self._stages = [e for e in self._stages if int(e["v"]) > version]
+        if self._acted_version is not None and self._acted_version <= version:
+            self._acted_version = None
         self.save()
         return before - len(self)
+
+    @property
+    def handover_due(self) -> bool:
+        """Whether a master has not yet taken what this slave did since it last started acting."""
+        return self._acted_version is not None or len(self) > 0
 
     def __len__(self) -> int:
         return len(self._acks) + len(self._timers) + len(self._stages)

@@ -20,14 +20,22 @@ registrations and queue origins it lacks, saves both, then confirms (ACTING_PROG
 slave did is not done twice. A slave that does not answer in time is asked again (``HANDOVER_ATTEMPTS``: it
 answers only once its rounds under way have ended); one that cannot be reached is skipped (logged): if it
 acted, its CKs are revived and its timers delivered again by the master, at least once, never lost.
+
+A master that was frozen or cut off long enough for its slave to act never restarts, so it never asks: the slave,
+once it stops acting because the name server shows the master again and while a master has not taken what it
+did (``ActingProgress.handover_due``), offers it (``offer_progress``: ACTING_PROGRESS_OFFER, 30113), and the
+running master runs the same handover with that slave (``take_offered``; the ACKs reach its revive, the
+tombstones its timer wheel, the offsets and FIFO state its running POP). Until then (an election period and a
+few round trips) the master hands out again what the slave popped: at least once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
@@ -35,7 +43,14 @@ from pocketmq.broker.acting_writes import EscapedWritePath
 from pocketmq.broker.ha_metadata import apply_offsets
 from pocketmq.broker.pop.revive_queue import ack_message
 from pocketmq.broker.timer.service import tombstone
-from pocketmq.common.errors import ConnectTimeoutError, PocketMQError, RemotingTimeoutError, StoreError
+from pocketmq.common.errors import (
+    ConnectTimeoutError,
+    NoPermissionError,
+    PocketMQError,
+    RemotingTimeoutError,
+    ServiceNotAvailableError,
+    StoreError,
+)
 from pocketmq.protocol.route import MASTER_ID
 from pocketmq.runtime.periodic import PeriodicTask
 
@@ -45,7 +60,7 @@ if TYPE_CHECKING:
     from pocketmq.broker.timer.service import TimerService
     from pocketmq.broker.transaction.service import TransactionService
     from pocketmq.broker.write_path import WritePath, WritePathSwitch
-    from pocketmq.cluster.acting_handover import HandoverClient
+    from pocketmq.cluster.acting_handover import HandoverClient, ProgressOffer
     from pocketmq.cluster.escape import EscapeBridge
     from pocketmq.cluster.namesrv_client import NamesrvClient
     from pocketmq.store.message_store import MessageStore
@@ -79,6 +94,7 @@ class ActingServices:
         offsets: ConsumerOffsetManager,
         persist_interval_ms: int,
         periodic: Periodic,
+        master: ProgressOffer,
     ):
         self.bridge = bridge
         self.progress = progress
@@ -92,8 +108,13 @@ class ActingServices:
         # Pops on the acting slave move consumer offsets and the FIFO pop state (as on a master: PopService's
         # persist task); saving them as often bounds what a kill -9 of the slave hands out again.
         self._persister = periodic("acting-persist-pop-state", persist_interval_ms, self._persist_pop_state)
+        self._master = master
 
     async def start(self) -> None:
+        try:
+            self.progress.record_acting()  # a master that did not restart must still take what is done from here
+        except OSError as exc:
+            log.warning("event=acting_progress_not_saved error=%r", exc)  # kept in memory: offered all the same
         timer, revive = self._timer, self._pop.revive
         self._write_path.use(self._escaped)  # the timer, revive and pops: all through the escape bridge
         # Registrations changed here are newer than the master's: kept for it (its own would win otherwise).
@@ -173,6 +194,23 @@ class ActingServices:
         pop = self._pop
         return self.progress.snapshot(self._offsets.snapshot(), pop.fifo.to_json(), pop.staged.registry.to_json())
 
+    @property
+    def handover_due(self) -> bool:
+        """Whether no master took what this slave did since it last started acting (``offer_progress``)."""
+        return self.progress.handover_due
+
+    async def offer_progress(self, master_addr: str) -> bool:
+        """Offer the acting progress to the master at ``master_addr``, back without having taken it (it did not
+        restart); returns whether it took it (its handover with this slave ran, ACTING_PROGRESS_APPLIED
+        included). A failure is logged; the election offers again at its next check."""
+        try:
+            await self._master.offer(master_addr)
+        except PocketMQError as exc:
+            log.warning("event=acting_progress_offer_failed master=%s error=%s", master_addr, exc)
+            return False
+        log.warning("event=acting_progress_offered master=%s due=%s", master_addr, self.handover_due)
+        return True
+
     def runtime_info(self, acting: bool) -> dict[str, str]:
         return {
             "actingMaster": str(acting).lower(),
@@ -207,40 +245,64 @@ class ReturningMaster:
     pop: PopService  # its FIFO POP state and staged-POP registrations
     namesrv: NamesrvClient
     slaves: HandoverClient
+    # one handover at a time: the one at start and the ones slaves offer (each takes one slave's progress)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, compare=False)
 
 
 async def take_services_back(master: ReturningMaster) -> None:
     """A starting master: take over the acting progress of every slave of its group (see the module doc)."""
     try:
-        info = await master.namesrv.cluster_info()
+        slaves = await _slaves(master)
     except PocketMQError as exc:
         log.warning("event=acting_handover_skipped reason=no_cluster_info error=%s", exc)
         return
+    async with master.lock:
+        for broker_id, addr in slaves:
+            await _take_with_retries(master, broker_id, addr)
+
+
+async def take_offered(master: ReturningMaster, broker_id: int, addr: str) -> None:
+    """A running master: the slave ``broker_id`` at ``addr`` offers what it did while acting (ACTING_PROGRESS_OFFER,
+    see the module doc). NoPermissionError when the name server does not list it as a slave of this group (the
+    master calls that address back); ServiceNotAvailableError when the handover failed (the slave offers again)."""
+    if (broker_id, addr) not in await _slaves(master):
+        raise NoPermissionError(f"{addr} is not slave {broker_id} of {master.broker_name} in the name server")
+    async with master.lock:
+        if not await _take_with_retries(master, broker_id, addr):
+            raise ServiceNotAvailableError(f"the acting progress of {addr} was not taken (the master logged why)")
+
+
+async def _slaves(master: ReturningMaster) -> list[tuple[int, str]]:
+    """(broker id, address) of the slaves of the master's group in the name server."""
+    info = await master.namesrv.cluster_info()
     group = info.broker_addr_table.get(master.broker_name)
-    slaves = sorted((bid, addr) for bid, addr in (group.broker_addrs.items() if group else ()) if bid != MASTER_ID)
-    for broker_id, addr in slaves:
-        for attempt in range(1, HANDOVER_ATTEMPTS + 1):
-            try:
-                await _take_from(master, broker_id, addr)
-                break
-            except RemotingTimeoutError as exc:
-                # The slave answers once it has stopped acting, after the revive, timer and transaction rounds
-                # under way, whose escaped writes may each wait out their own timeout; a slave that did not
-                # answer in time is asked again (it answers at once when it has already stopped).
-                if attempt == HANDOVER_ATTEMPTS or isinstance(exc, ConnectTimeoutError):
-                    _handover_failed(master.broker_name, broker_id, addr, exc)
-                    break
-                log.info(
-                    "event=acting_handover_retry slave=%s/%d addr=%s attempt=%d error=%s",
-                    master.broker_name,
-                    broker_id,
-                    addr,
-                    attempt,
-                    exc,
-                )
-            except (PocketMQError, ValueError) as exc:
+    return sorted((bid, addr) for bid, addr in (group.broker_addrs.items() if group else ()) if bid != MASTER_ID)
+
+
+async def _take_with_retries(master: ReturningMaster, broker_id: int, addr: str) -> bool:
+    for attempt in range(1, HANDOVER_ATTEMPTS + 1):
+        try:
+            await _take_from(master, broker_id, addr)
+            return True
+        except RemotingTimeoutError as exc:
+            # The slave answers once it has stopped acting, after the revive, timer and transaction rounds under
+            # way, whose escaped writes may each wait out their own timeout; a slave that did not answer in time
+            # is asked again (it answers at once when it has already stopped).
+            if attempt == HANDOVER_ATTEMPTS or isinstance(exc, ConnectTimeoutError):
                 _handover_failed(master.broker_name, broker_id, addr, exc)
-                break
+                return False
+            log.info(
+                "event=acting_handover_retry slave=%s/%d addr=%s attempt=%d error=%s",
+                master.broker_name,
+                broker_id,
+                addr,
+                attempt,
+                exc,
+            )
+        except (PocketMQError, ValueError) as exc:
+            _handover_failed(master.broker_name, broker_id, addr, exc)
+            return False
+    return False
 
 
 def _handover_failed(broker_name: str, broker_id: int, addr: str, exc: Exception) -> None:
@@ -261,7 +323,7 @@ async def _take_from(master: ReturningMaster, broker_id: int, addr: str) -> None
     except (TypeError, AttributeError) as exc:
         raise ValueError(f"consumer offsets do not parse: {exc}") from None
     fifo = master.pop.fifo
-    fifo.load()  # before the POP service starts (it loads the file then; merged here, saved below)
+    fifo.load()  # at start, before the POP service does (merged here, saved below); a no-op once loaded
     fifo_merged = fifo.merge(handover.pop_fifo)
     fifo.persist()
     registry = master.pop.staged.registry

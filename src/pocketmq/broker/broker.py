@@ -36,7 +36,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.access import AccessControl
-from pocketmq.broker.acting_services import take_services_back
+from pocketmq.broker.acting_services import ReturningMaster, take_offered, take_services_back
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerRegistry
 from pocketmq.broker.dynamic_config import changed_config, persist_changes, with_persisted_changes
@@ -60,7 +60,13 @@ from pocketmq.broker.write_path import WritePathSwitch
 from pocketmq.cluster.breaker import BreakerBoard
 from pocketmq.cluster.ha_epochs import EpochFile
 from pocketmq.cluster.namesrv_client import NamesrvClient
-from pocketmq.common.errors import BadRequestError, ConfigError, PocketMQError, ServiceNotAvailableError
+from pocketmq.common.errors import (
+    BadRequestError,
+    ConfigError,
+    NoPermissionError,
+    PocketMQError,
+    ServiceNotAvailableError,
+)
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.protocol.route import BrokerFlags, RegisterBrokerBody
 from pocketmq.protocol.transport import RemotingClient
@@ -136,6 +142,7 @@ class Broker:
         )
         self._namesrv = NamesrvClient(_split_addrs(config.namesrv_addr), self.remoting_client)
         self._registrar: BrokerRegistrar | None = None  # with name servers: registers this broker with them
+        self._returning: ReturningMaster | None = None  # a master with name servers: takes its slaves' progress
         self._remoting_port = config.remoting_port
         self._grpc_port: int | None = None
         self._periodic: list[PeriodicTask] = []  # started by start(), stopped by shutdown()
@@ -221,6 +228,16 @@ class Broker:
         """A slave's acting services and their election (RIP-32)."""
         return self._services.acting if self._services is not None else None
 
+    async def take_offered_progress(self, broker_id: int, slave_addr: str) -> None:
+        """ACTING_PROGRESS_OFFER: a slave that acted while this master was frozen or cut off offers what it did
+        (``broker.acting_services.take_offered``)."""
+        if self._returning is None or not self.config.enable_slave_acting_master:
+            raise NoPermissionError(
+                f"{self.broker_addr} takes no acting progress: it is not a master with enable_slave_acting_master "
+                "and a name server"
+            )
+        await take_offered(self._returning, broker_id, slave_addr)
+
     # -- lifecycle --------------------------------------------------------------------------------------------------
     async def start(self, *, remoting_port: int | None = None, grpc_port: int | None = None) -> None:
         """Open everything; ``remoting_port`` / ``grpc_port``: the ports the front ends bound (None: as
@@ -264,8 +281,10 @@ class Broker:
             # the tenure would sit in the previous master's epoch, and a slave holding that epoch's original
             # records there could never find the common prefix.
             self._begin_tenure(store)
-            if self.config.enable_slave_acting_master and self._namesrv.addrs:
-                await take_services_back(returning_master(self, services))  # before its timer and revive run
+            if self._namesrv.addrs:
+                self._returning = returning_master(self, services)
+                if self.config.enable_slave_acting_master:
+                    await take_services_back(self._returning)  # before its timer and revive run
             services.timer.start_delivery()
             services.pop.start()
             if services.tracer is not None:

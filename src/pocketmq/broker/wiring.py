@@ -41,7 +41,7 @@ from pocketmq.broker.trace_writer import TraceWriter
 from pocketmq.broker.tracer import Tracer
 from pocketmq.broker.transaction.service import TransactionService
 from pocketmq.broker.write_path import LocalWritePath, ReadOnlyWritePath, WritePathSwitch
-from pocketmq.cluster.acting_handover import HandoverClient
+from pocketmq.cluster.acting_handover import HandoverClient, ProgressOffer
 from pocketmq.cluster.acting_master import ActingMasterElection
 from pocketmq.cluster.escape import EscapeBridge
 from pocketmq.cluster.ha_master import HaMaster
@@ -261,6 +261,12 @@ def _acting_role(
         offsets=broker.offsets,
         persist_interval_ms=config.pop_state_persist_interval_ms,
         periodic=broker.periodic,
+        master=ProgressOffer(
+            broker.remoting_client,
+            broker_name=broker.broker_name,
+            broker_id=config.broker_id,
+            slave_addr=broker.broker_addr,
+        ),
     )
     election = ActingMasterElection(
         broker.namesrv_client(),

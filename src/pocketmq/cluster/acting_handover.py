@@ -6,20 +6,30 @@ broker layer sees progress bodies and versions, not request codes and response f
 - ``take_progress``: ACTING_MASTER_HANDOVER (PocketMQ 30110); the slave stops acting and answers its acting
   progress (``broker.acting_progress`` snapshot);
 - ``progress_applied``: ACTING_PROGRESS_APPLIED (30111) with the snapshot's version; the slave forgets what the
-  master applied.
+  master applied;
+- ``ProgressOffer.offer`` (the slave's one call): ACTING_PROGRESS_OFFER (30113) to a master that came back
+  without restarting (it was frozen or cut off, so it never asked): the master runs the handover with this
+  slave and answers once it has taken the progress.
 
 A failure is ``RemoteServerError`` (the slave answered with an error) or ``RemotingError`` (no answer).
 """
 
 from __future__ import annotations
 
-from pocketmq.protocol.codes import ACTING_MASTER_HANDOVER, ACTING_PROGRESS_APPLIED
+from pocketmq.protocol.codes import ACTING_MASTER_HANDOVER, ACTING_PROGRESS_APPLIED, ACTING_PROGRESS_OFFER
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.replies import expect_success
-from pocketmq.protocol.request_headers import ActingProgressAppliedRequestHeader, BrokerNameRequestHeader
+from pocketmq.protocol.request_headers import (
+    ActingProgressAppliedRequestHeader,
+    ActingProgressOfferRequestHeader,
+    BrokerNameRequestHeader,
+)
 from pocketmq.protocol.transport import RemotingClient
 
 HANDOVER_TIMEOUT_S = 5.0
+# The master answers an offer after its handover with the slave, which asks a slave that does not answer in time
+# again (three times in all: broker.acting_services.HANDOVER_ATTEMPTS), so an offer waits longer than those.
+OFFER_TIMEOUT_S = 4 * HANDOVER_TIMEOUT_S
 
 
 class HandoverClient:
@@ -48,3 +58,31 @@ class HandoverClient:
 
     async def _invoke(self, addr: str, request: RemotingCommand) -> RemotingCommand:
         return expect_success(await self._remoting.invoke(addr, request, self._timeout_s))
+
+
+class ProgressOffer:
+    """A slave's offer of its acting progress to its master (``slave_addr``: this slave's advertised address, which
+    the master calls back)."""
+
+    def __init__(
+        self,
+        remoting: RemotingClient,
+        *,
+        broker_name: str,
+        broker_id: int,
+        slave_addr: str,
+        timeout_s: float = OFFER_TIMEOUT_S,
+    ):
+        self._remoting = remoting
+        self._broker_name = broker_name
+        self._broker_id = broker_id
+        self._slave_addr = slave_addr
+        self._timeout_s = timeout_s
+
+    async def offer(self, master_addr: str) -> None:
+        """Returns once the master at ``master_addr`` took this slave's progress; raises when it did not."""
+        fields = ActingProgressOfferRequestHeader.ext_fields(
+            broker_name=self._broker_name, broker_id=self._broker_id, slave_addr=self._slave_addr
+        )
+        request = RemotingCommand.request(ACTING_PROGRESS_OFFER, fields)
+        expect_success(await self._remoting.invoke(master_addr, request, self._timeout_s))

@@ -9,10 +9,16 @@ shows id 0 again.
 
 ``should_act`` is the pure decision; ``ActingMasterElection`` the shell: from ``start()`` to ``stop()`` it reads
 the cluster info every ``check_interval_ms`` (a periodic task, ``broker-acting-master``) and starts or stops the
-services (an object with ``async start()`` / ``async stop()``), logging and counting each change
+services (an object with ``async start()`` / ``async stop()``, ``handover_due`` and ``async
+offer_progress(master_addr)``), logging and counting each change
 (``pocketmq_acting_master`` 1 while acting, 0 otherwise, and ``pocketmq_acting_master_changes_total{to,reason}``;
 docs/metrics.md). A name server that does not answer changes nothing (the state stays as it was). ``stop()``
 (shutdown) stops the services too, when acting.
+
+A master that shows up again without having announced itself did not restart (it was frozen or cut off), so it
+never asked for what the slave did meanwhile: while the services say a handover is due, each check that finds
+the master listed and this slave not acting has them offer it to the master (one offer at a time, in the
+background, so that the checks go on).
 
 A name server that restarted knows no broker until each registers again (within ``register_interval_ms``), so
 its view can lack a master that is alive, and a slave acting beside its live master hands out messages the
@@ -84,6 +90,7 @@ class ActingMasterElection:
         self._previous_listed_master: bool | None = None  # None: no view just before this one (see the doc)
         self._lock = asyncio.Lock()
         self._lookup_failure: str | None = None
+        self._offering: asyncio.Task | None = None
         self.acting = False
         metrics = metrics if metrics is not None else MetricsRegistry()
         self._checks = PeriodicTask(
@@ -103,6 +110,9 @@ class ActingMasterElection:
     async def stop(self) -> None:
         """Stop checking (after the check in progress) and the services this election started."""
         await self._checks.stop()
+        if self._offering is not None:
+            self._offering.cancel()
+            await asyncio.gather(self._offering, return_exceptions=True)
         if self.acting:
             await self._set(False, "shutdown", ())
 
@@ -140,6 +150,14 @@ class ActingMasterElection:
         )
         why = "master_gone" if act else ("master_back" if MASTER_ID in live else "not_lowest_or_disabled")
         await self._set(act, why, live)
+        if group is not None and MASTER_ID in live and not self.acting and self._services.handover_due:
+            self._offer(group.broker_addrs[MASTER_ID])
+
+    def _offer(self, master_addr: str) -> None:
+        if self._offering is None or self._offering.done():
+            self._offering = asyncio.create_task(
+                self._services.offer_progress(master_addr), name=f"acting-progress-offer-{self._broker_name}"
+            )
 
     async def master_back(self) -> None:
         """The master announced its return (handover): stop now, and stay stopped while it registers."""

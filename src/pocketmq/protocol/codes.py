@@ -191,6 +191,7 @@ HA_EPOCHS = POCKETMQ_CODE_BASE + 102  # a slave asks for the master's replicatio
 ACTING_MASTER_HANDOVER = POCKETMQ_CODE_BASE + 110  # master -> slave: stop acting, send your acting progress
 ACTING_PROGRESS_APPLIED = POCKETMQ_CODE_BASE + 111  # master -> slave: progress up to a version is stored here
 ESCAPE_PUT_MESSAGE = POCKETMQ_CODE_BASE + 112  # acting slave -> another master: SEND_MESSAGE_V2, revive topic too
+ACTING_PROGRESS_OFFER = POCKETMQ_CODE_BASE + 113  # slave -> its master, back without a restart: take my progress
 # Staged concurrency (client/stages.py, docs/staged.md): a queue's stage offsets, stored by the broker.
 QUERY_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 200
 UPDATE_STAGE_OFFSETS = POCKETMQ_CODE_BASE + 201

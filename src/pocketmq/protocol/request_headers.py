@@ -272,6 +272,14 @@ class ActingProgressAppliedRequestHeader(BrokerNameRequestHeader):
     version: int = int64("version", low=0)
 
 
+class ActingProgressOfferRequestHeader(BrokerNameRequestHeader):
+    """ACTING_PROGRESS_OFFER: the slave that offers (its id and address, which the master checks in the name server
+    before it calls that address)."""
+
+    broker_id: int = int64("brokerId", low=1)
+    slave_addr: str = text("slaveAddr", max_chars=NAME_MAX_CHARS)
+
+
 class EndTransactionRequestHeader(RequestHeader):
     """END_TRANSACTION (37), producer -> broker, oneway: RocketMQ's ``EndTransactionRequestHeader``.
     ``commitOrRollback`` is 0 (unknown), 8 (commit) or 12 (rollback); anything else fails as RocketMQ's

@@ -13,6 +13,7 @@ from pocketmq.broker.pop.receive import MAX_INVISIBLE_MS
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,
+    ACTING_PROGRESS_OFFER,
     AUTH_CREATE_ACL,
     AUTH_CREATE_USER,
     AUTH_DELETE_ACL,
@@ -45,6 +46,7 @@ from pocketmq.protocol.request_headers import (
     AckMessageRequestHeader,
     AclRequestHeader,
     ActingProgressAppliedRequestHeader,
+    ActingProgressOfferRequestHeader,
     BrokerNameRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ConsumerSendMsgBackRequestHeader,
@@ -133,6 +135,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[RequestHeader] | None] = {
     HA_EPOCHS: BrokerNameRequestHeader,
     ACTING_MASTER_HANDOVER: BrokerNameRequestHeader,
     ACTING_PROGRESS_APPLIED: ActingProgressAppliedRequestHeader,
+    ACTING_PROGRESS_OFFER: ActingProgressOfferRequestHeader,
     QUERY_STAGE_OFFSETS: GroupQueueRequestHeader,
     UPDATE_STAGE_OFFSETS: GroupQueueRequestHeader,
     REGISTER_POP_STAGES: RegisterPopStagesRequestHeader,

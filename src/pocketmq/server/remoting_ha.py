@@ -29,6 +29,11 @@
   answers its acting progress (``broker.acting_progress``: acks, timers, consumer offsets, FIFO POP state,
   staged-POP registrations); ACTING_PROGRESS_APPLIED (30111), plus ``version``:
   the master stored it, the slave forgets it. NO_PERMISSION from a broker that is not a slave of that name.
+- ACTING_PROGRESS_OFFER (30113), header ``brokerName``, ``brokerId``, ``slaveAddr``: a slave that acted while
+  its master was frozen or cut off (the master never restarted, so it never asked) offers its progress; the
+  master checks that the name server lists that slave, runs the handover above with it and answers SUCCESS once
+  it took the progress, SERVICE_NOT_AVAILABLE when it could not (the slave offers again), NO_PERMISSION from a
+  broker that is not that master, does not take acting progress, or does not know that slave.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from pocketmq.common.errors import BadRequestError, NoPermissionError, Replicati
 from pocketmq.protocol.codes import (
     ACTING_MASTER_HANDOVER,
     ACTING_PROGRESS_APPLIED,
+    ACTING_PROGRESS_OFFER,
     HA_EPOCHS,
     HA_PULL_COMMIT_LOG,
     HA_SYNC_METADATA,
@@ -50,6 +56,7 @@ from pocketmq.protocol.codes import (
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.request_headers import (
     ActingProgressAppliedRequestHeader,
+    ActingProgressOfferRequestHeader,
     BrokerNameRequestHeader,
     HaPullRequestHeader,
 )
@@ -74,6 +81,7 @@ class HaHandlers:
         router.register(HA_EPOCHS, self.epochs)
         router.register(ACTING_MASTER_HANDOVER, self.acting_master_handover)
         router.register(ACTING_PROGRESS_APPLIED, self.acting_progress_applied)
+        router.register(ACTING_PROGRESS_OFFER, self.acting_progress_offer)
 
     def _own(self, h: BrokerNameRequestHeader, part, what: str):
         """``part`` of this broker when the request names its broker name and ``part`` exists here."""
@@ -153,6 +161,12 @@ class HaHandlers:
     async def acting_progress_applied(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = ActingProgressAppliedRequestHeader.parse(request.ext_fields)
         self._own(h, self._broker.acting, "a slave").services.applied(h.version)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def acting_progress_offer(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        h = ActingProgressOfferRequestHeader.parse(request.ext_fields)
+        self._master(h)
+        await self._broker.take_offered_progress(h.broker_id, h.slave_addr)
         return request.response(ResponseCode.SUCCESS)
 
 

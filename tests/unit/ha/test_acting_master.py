@@ -14,7 +14,7 @@ from tests.unit.pop.pop_support import pop, running_broker, send
 
 from pocketmq.broker import acting_services as acting_services_module
 from pocketmq.broker.acting_progress import ActingProgress, parse_snapshot
-from pocketmq.broker.acting_services import HANDOVER_ATTEMPTS, ActingServices, take_services_back
+from pocketmq.broker.acting_services import HANDOVER_ATTEMPTS, ActingServices, take_offered, take_services_back
 from pocketmq.broker.acting_writes import EscapedWritePath
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -24,11 +24,17 @@ from pocketmq.broker.wiring import returning_master
 from pocketmq.broker.write_path import ReadOnlyWritePath
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
 from pocketmq.cluster.escape import EscapeResult, EscapeTarget
-from pocketmq.common.errors import InvalidReceiptHandleError, RemotingTimeoutError, ServiceNotAvailableError
+from pocketmq.common.errors import (
+    InvalidReceiptHandleError,
+    NoPermissionError,
+    RemotingTimeoutError,
+    ServiceNotAvailableError,
+)
 from pocketmq.common.message import Message, MessageExt
 from pocketmq.common.topic import pop_retry_topic
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.testing.fakes import FakeNameServer
+from pocketmq.testing.polling import eventually
 
 
 @pytest.mark.parametrize(
@@ -61,12 +67,22 @@ def listing(names: FakeNameServer, *broker_ids: int) -> FakeNameServer:
 class Services:
     def __init__(self):
         self.calls: list[str] = []
+        self.handover_due = False  # set by the tests of the offer
+        self.offered = asyncio.Event()
+        self.offer_answered = asyncio.Event()  # the master's answer to an offer
 
     async def start(self):
         self.calls.append("start")
 
     async def stop(self):
         self.calls.append("stop")
+
+    async def offer_progress(self, master_addr):
+        self.calls.append(f"offer {master_addr}")
+        self.offered.set()
+        await self.offer_answered.wait()
+        self.handover_due = False
+        return True
 
 
 def election_of(names, services, clock, *, enabled=lambda: True, **kw) -> ActingMasterElection:
@@ -374,7 +390,21 @@ def acting_services(broker, bridge, tmp_path) -> ActingServices:
         offsets=broker.offsets,
         persist_interval_ms=1_000,
         periodic=broker.periodic,
+        master=OfferedMaster(),
     )
+
+
+class OfferedMaster:
+    """The master a slave offers its acting progress to (ACTING_PROGRESS_OFFER): ``taking`` says whether it takes."""
+
+    def __init__(self):
+        self.offers: list[str] = []
+        self.taking = True
+
+    async def offer(self, master_addr):
+        self.offers.append(master_addr)
+        if not self.taking:
+            raise ServiceNotAvailableError("the acting progress of h:1 was not taken")
 
 
 class StalledBridge(FakeBridge):
@@ -630,3 +660,101 @@ async def test_a_starting_master_begins_its_tenure_before_the_handover_writes(tm
         assert broker.epochs.current.start_phys_offset <= written[0]
     finally:
         await broker.shutdown()
+
+
+async def test_a_master_back_without_a_restart_is_offered_the_progress_one_offer_at_a_time():
+    """A master frozen or cut off long enough for its slave to act never restarts, so it never asks for what the
+    slave did: the slave offers it once it stops acting, in the background (the checks go on), one offer at a
+    time, until the master took it (fault-harness seed 326)."""
+    names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
+    election = election_of(names, services, clock)
+    await election.check_once()
+    listing(names, 1)
+    await election.check_once()
+    services.handover_due = True  # it acts: there is progress to take
+    await election.check_once()
+    assert services.calls == ["start"]  # no offer while acting: the master is gone
+    listing(names, 0, 1)  # the master shows up again without having announced itself
+    await election.check_once()
+    await asyncio.wait_for(services.offered.wait(), 5)
+    assert services.calls == ["start", "stop", "offer h:0"] and not election.acting
+    await election.check_once()  # the offer is still out: no second one
+    services.offer_answered.set()
+    await eventually(lambda: not services.handover_due, 5, "the offer answered")
+    await election.check_once()  # taken: nothing to offer
+    assert services.calls == ["start", "stop", "offer h:0"]
+    await election.stop()
+
+
+async def test_an_offer_the_master_did_not_take_is_made_again_and_shutdown_ends_one_under_way():
+    names, services, clock = listing(FakeNameServer(), 0, 1), Services(), ManualClock()
+    services.handover_due = True  # a restarted slave whose side file says it acted since the last handover
+    election = election_of(names, services, clock)
+    await election.check_once()
+    await asyncio.wait_for(services.offered.wait(), 5)
+    await election.stop()  # cancels the offer waiting for its answer
+    assert services.handover_due and services.calls == ["offer h:0"]
+
+
+def test_a_slave_that_starts_acting_owes_its_master_a_handover_until_one_covers_it(tmp_path):
+    path = tmp_path / "acting_master.json"
+    progress = ActingProgress(path)
+    assert not progress.handover_due
+    progress.record_acting()  # saved at once: a restart of the slave still offers it
+    again = ActingProgress(path)
+    again.load()
+    assert again.handover_due and len(again) == 0
+    taken = parse_snapshot(again.snapshot({})).version
+    again.record_acting()  # acting again after the snapshot: still owed
+    again.applied(taken)
+    assert again.handover_due
+    again.applied(again.version)
+    assert not again.handover_due
+
+
+async def test_the_acting_services_offer_their_progress_and_say_whether_it_was_taken(tmp_path):
+    async with running_broker(tmp_path, ManualClock()) as broker:
+        bridge = FakeBridge()
+        bridge.up = True
+        services = acting_services(broker, bridge, tmp_path)
+        await services.start()
+        assert services.handover_due
+        await services.stop()
+        master = services._master
+        master.taking = False
+        assert not await services.offer_progress("h:0")
+        master.taking = True
+        assert await services.offer_progress("h:0")
+        assert master.offers == ["h:0", "h:0"]
+
+
+async def test_a_running_master_takes_the_progress_a_listed_slave_offers_and_refuses_an_unknown_one(tmp_path):
+    """The master checks the name server before it calls the address back; it takes the progress into its
+    running services: the slave's ack closes the master's open CK, its pops move the master's offsets."""
+    async with running_broker(tmp_path / "master", ManualClock()) as broker:
+        await send(broker, "T", 2)
+        assert len(await pop(broker, "G", "T")) == 2  # popped on the master just before it froze
+        for queue in broker.pop.revive.queues:
+            queue.catch_up()
+        [revive_queue] = [q for q in broker.pop.revive.queues if len(q.ledger)]
+        [ck] = revive_queue.ledger.open_of_queue("G", "T", 0)
+        progress = ActingProgress(tmp_path / "acting_master.json")  # the slave's: it acked both while acting
+        progress.record_acting()
+        ack = AckRecord("T", "G", 0, ck.start_offset, ck.pop_time_ms, ck.broker_name, tuple(ck.queue_offsets))
+        progress.record_ack(revive_queue.queue_id, ack)
+        slave = SlowSlave(progress.snapshot({"T@G": {"0": 7}}), late_answers=0)
+        names = FakeNameServer().group(broker.broker_name, {0: "h:0", 1: "h:1"})
+        master = dataclasses.replace(returning_master(broker, broker.services), namesrv=names, slaves=slave)
+        with pytest.raises(NoPermissionError):
+            await take_offered(master, 2, "h:2")
+        with pytest.raises(NoPermissionError):
+            await take_offered(master, 1, "elsewhere:1")  # not the address the name server lists
+        assert slave.asked == 0
+        await take_offered(master, 1, "h:1")
+        assert slave.applied == [progress.version]
+        assert broker.offsets.query("G", "T", 0) == 7
+        revive_queue.catch_up()
+        assert not revive_queue.ledger.is_open(ck.key)
+        slave.late_answers = slave.asked + HANDOVER_ATTEMPTS  # a slave that no longer answers in time
+        with pytest.raises(ServiceNotAvailableError):
+            await take_offered(master, 1, "h:1")

@@ -3,7 +3,8 @@ go, heal everything, let the consumers drain, then read back what the checkers n
 
 Phases: *chaos* (``schedule.duration_s``: traffic and faults), *heal* (every fault undone, every process that
 should run started again and serving), *settle* (producers stop; consumers ack everything but poison messages
-until every message sent OK ended in both groups, or ``settle_s`` passed), *verdict*.
+until every message sent OK ended in both groups, or ``settle_s`` passed and the drain stopped making progress,
+see ``_settle``), *verdict*.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class ProcessControl:
 
 SAMPLE_INTERVAL_S = 1.0
 REPLICA_CATCH_UP_S = 30.0  # a slave's time to reach its master's end once traffic stopped
+SETTLE_STALL_S = 10.0  # past settle_s, the drain goes on while something was delivered, acked or dead-lettered
+SETTLE_MAX_FACTOR = 3  # ... but never past this many times settle_s
 
 
 @dataclass
@@ -284,28 +287,42 @@ class ChaosRun:
         merged.extend_from_jsonl(self.official.events_path)
         return merged.events
 
-    def _drained(self, dead: list[checkers.DeadLetter]) -> bool:
-        """Every message sent OK or delivered ended in both groups, as the checkers count an end (an ack stored
-        without a slave's confirmation, or without an answer, does not bring its message back: no use waiting)."""
-        events = self._all_events()
+    def _unended(self, events: list[dict], dead: list[checkers.DeadLetter]) -> int:
+        """How many messages sent OK or delivered have not ended yet, over both groups, as the checkers count an
+        end (an ack stored without a slave's confirmation, or without an answer, does not bring its message back:
+        no use waiting)."""
         all_sent_ok = {e["id"] for e in events if e["e"] == "send" and e["ok"]}
+        unended = 0
         for group in GROUPS:
             sent_ok = all_sent_ok - self.excused[group]
             delivered = {e["id"] for e in events if e["e"] == "deliver" and e["group"] == group}
-            if (sent_ok | delivered) - checkers.ended(events, dead, group):
-                return False
-        return True
+            unended += len((sent_ok | delivered) - checkers.ended(events, dead, group))
+        return unended
 
     def _settle(self) -> None:
+        """Until every message ended; past ``settle_s``, only while the drain still makes progress (a delivery,
+        ack or dead letter within the last ``SETTLE_STALL_S``), and never past ``SETTLE_MAX_FACTOR`` times
+        ``settle_s``. A loaded machine drains slowly: a consumer that comes back to a restarted broker late (the
+        official client refreshes its routes every 30 s) finds a backlog there, and a poison message needs three
+        deliveries behind it; cutting that off reported messages still on their way as never ended."""
         self.settling.set()
         self.official.settle()
-        deadline = time.monotonic() + self.settle_s
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        deadline, last_change, seen = started + self.settle_s, started, None
+        while True:
             try:
                 dead = observe.dead_letters(self.cluster.namesrv_addr, GROUPS)
             except PocketMQError:
                 dead = []
-            if self._drained(dead):
+            events = self._all_events()
+            if not self._unended(events, dead):
+                return
+            now = time.monotonic()
+            progress = (len(events), len(dead))
+            if progress != seen:
+                seen, last_change = progress, now
+            stalled = now - last_change > SETTLE_STALL_S
+            if now > deadline and (stalled or now - started > SETTLE_MAX_FACTOR * self.settle_s):
                 return
             time.sleep(2.0)
 

@@ -17,8 +17,10 @@ Each case starts its own broker (ASYNC_FLUSH) and prints one JSON line per step:
 - ``timers``: messages of 128 B whose delivery time is one hour ahead, up to each of ``--timers`` pending
   (100,000; ``--large`` adds 1,000,000); then a clean stop and a start on the same data directory: seconds from
   the start to ready (the process starts from a standby that has imported the broker: interpreter start-up and
-  imports, about a second, are not in it), the broker's own start and the timer's rebuild (from its log), and
-  the memory once settled after it. The case's first line is such a restart with no timer pending, to compare.
+  imports, about a second, are not in it), the broker's own start, the store's recovery and the timer's rebuild
+  (from its log), and the memory once settled after it; ``timers_restart`` loads the wheel saved at the stop,
+  ``timers_restart_rebuild`` (stopped again, the saved wheel removed) reads the timer records back, as after a
+  crash. The case's first line is such a restart with no timer pending, to compare.
 - ``backlog``: ``--backlog`` messages of 128 B sent (1,000,000; ``--backlog 10000000`` for ten million), a clean
   stop, the page cache dropped where the kernel allows it (root on Linux; the line says whether it was), a start
   on the same data directory, then all of them popped and acked in batches by two ``AsyncSimpleConsumer``s:
@@ -54,6 +56,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.timer.snapshot import SNAPSHOT_FILE
 from pocketmq.broker.topics import topic_config_to_json
 from pocketmq.client import Admin, AsyncAdmin, AsyncProducer, AsyncSimpleConsumer, ClientConfig, Message
 from pocketmq.common.properties import TIMER_DELIVER_MS
@@ -388,11 +391,15 @@ def timer_message(deliver_ms: int):
     return lambda i: Message.create(TIMER_TOPIC, SMALL_BODY, properties={TIMER_DELIVER_MS: str(deliver_ms)})
 
 
-def restart(proc: PocketProcess) -> dict:
+def restart(proc: PocketProcess, *, timer_snapshot: bool = True) -> dict:
     """A clean stop and a start on the same data directory: seconds to ready as this process saw it, and from the
-    broker's log of the start: its own seconds from its first line to ``broker_started``, the timer's rebuild
-    (from the line before ``timer_rebuilt``) and that line."""
+    broker's log of the start: its own seconds from its first line to ``broker_started``, the store's recovery
+    (to ``store_recovered``), the timer's rebuild (from the line before ``timer_rebuilt``) and that line.
+    ``timer_snapshot=False`` removes the wheel saved at the stop, so the start reads the timer records back (as
+    after a crash)."""
     proc.stop()
+    if not timer_snapshot:
+        (BrokerConfig(data_dir=proc.workdir / "data").metadata_dir() / SNAPSHOT_FILE).unlink(missing_ok=True)
     started = time.perf_counter()
     proc.start(timeout_s=900)
     ready_s = time.perf_counter() - started
@@ -400,9 +407,11 @@ def restart(proc: PocketProcess) -> dict:
     first = max(n for n, line in enumerate(lines) if "event=namesrv_started" in line)
     rebuilt = next(n for n in range(first, len(lines)) if "event=timer_rebuilt" in lines[n])
     up = next(n for n in range(first, len(lines)) if "event=broker_started" in lines[n])
+    recovered = next(n for n in range(first, len(lines)) if "event=store_recovered" in lines[n])
     return {
         "ready_s": round(ready_s, 2),
         "broker_start_s": round(log_time(lines[up]) - log_time(lines[first]), 2),
+        "store_recovery_s": round(log_time(lines[recovered]) - log_time(lines[first]), 2),
         "timer_rebuild_s": round(log_time(lines[rebuilt]) - log_time(lines[rebuilt - 1]), 2),
         "timer_rebuilt": lines[rebuilt].split("event=timer_rebuilt ")[-1],
     }
@@ -435,16 +444,18 @@ def timers_case(steps: list[int]) -> None:
                 **memory,
                 **per_item(memory, baseline, pending, "timer", "bytes"),
             )
-        restarted = restart(proc)
-        memory = settled_memory(proc.pid)
-        emit(
-            "timers_restart",
-            pending=pending,
-            **restarted,
-            backlog=int(metric(proc, "pocketmq_timer_backlog_messages")),
-            **memory,
-            **per_item(memory, baseline, pending, "timer", "bytes"),
-        )
+        # both ways of starting, in one run: from the wheel saved at the stop, and reading the records back
+        for case, timer_snapshot in (("timers_restart", True), ("timers_restart_rebuild", False)):
+            restarted = restart(proc, timer_snapshot=timer_snapshot)
+            memory = settled_memory(proc.pid)
+            emit(
+                case,
+                pending=pending,
+                **restarted,
+                backlog=int(metric(proc, "pocketmq_timer_backlog_messages")),
+                **memory,
+                **per_item(memory, baseline, pending, "timer", "bytes"),
+            )
 
 
 # -- concurrent producers ----------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from tests.unit.virtual_time import advance_until
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.timer.service import TIMER_OUT_MS, TIMER_QUEUE_ID
+from pocketmq.broker.timer.snapshot import SNAPSHOT_FILE
 from pocketmq.common.errors import IllegalMessageError
 from pocketmq.common.message import Message, MessageExt
 from pocketmq.common.topic import TIMER_TOPIC, MessageType, TopicConfig
@@ -115,6 +116,8 @@ async def test_a_rebuild_skips_an_unreadable_timer_record_and_loads_the_rest(tmp
     await first.store.put_message(broken)  # as no send makes it: a delivery time that is not a number
     await first.messages.send([Message.create("t", "after", properties={"DELAY": "2"})], topic="t", queue_id=0)
     await first.shutdown()
+    (first.config.metadata_dir() / SNAPSHOT_FILE).unlink()  # the records are read back, as after a crash
+    caplog.clear()
     second = make_broker(tmp_path, clock)
     with caplog.at_level("ERROR", logger="pocketmq.broker.timer.service"):
         await second.start(remoting_port=10911)

@@ -7,7 +7,9 @@ On disk (all in the ordinary commit log, queue 0 of ``rmq_sys_wheel_timer``):
 - a **tombstone** (property ``PMQ_TIMER_DONE`` = the timer record's queue offset, plus its ``TIMER_OUT_MS``)
   says that record was delivered. Delivery appends the real message and its tombstone in one store batch;
 - ``<data_dir>/config/timer_progress.json`` holds the smallest timer queue offset still pending, written
-  atomically now and then. It only bounds the work of a restart; correctness rests on the tombstones.
+  atomically now and then. It only bounds the work of a restart; correctness rests on the tombstones;
+- ``<data_dir>/config/timer_wheel.bin``, written at a clean stop and read once by the next start, is the wheel
+  itself (``timer.snapshot``): a start after a clean stop loads it instead of reading every pending record.
 
 In memory: a ``TimerWheel`` of (deliver_ms, queue offset) pairs, 16 bytes per pending timer. The service
 tails the timer queue from ``loaded_until``: a timer record adds a pair, a tombstone removes one. A restart
@@ -38,13 +40,15 @@ when a new timer record arrives; ``stop_delivery()`` lets the round in progress 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.copies import DLQ_REASON, REASON_WRITE_FAILED, REASON_WRITE_REFUSED
 from pocketmq.broker.pop.rewrite import DEFAULT_CK_REWRITE_BACKOFF_MS
-from pocketmq.broker.timer import dead_letter
+from pocketmq.broker.timer import dead_letter, snapshot
 from pocketmq.broker.timer.delay import TIMER_PROPERTIES, TimerLimits, deliver_time_ms, is_delayed
 from pocketmq.broker.timer.recall import RecallHandles
 from pocketmq.broker.timer.wheel import TimerWheel
@@ -103,6 +107,7 @@ class TimerService:
         self._topics = topics
         self.limits = limits
         self._progress_path = Path(progress_path)
+        self._snapshot_path = self._progress_path.with_name(snapshot.SNAPSHOT_FILE)
         self._clock = clock
         self._deliver_batch = deliver_batch
         self._wheel = TimerWheel()
@@ -167,12 +172,52 @@ class TimerService:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Rebuild the pending timers from the persisted progress offset; listen for new timer records."""
+        """Rebuild the pending timers: from the wheel saved at the last clean stop when it still matches the
+        store (``timer.snapshot``), else from the persisted progress offset; listen for new timer records."""
         progress = int(load_json(self._progress_path, {}).get("progressOffset", 0))
         self._loaded_until = max(progress, self._store.min_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID))
+        restored = self._restore_snapshot(progress)
         loaded = self.load_new()
         self._store.add_arrival_listener(self._arrived)
-        log.info("event=timer_rebuilt from_offset=%d records_read=%d pending=%d", progress, loaded, len(self._wheel))
+        log.info(
+            "event=timer_rebuilt from_offset=%d records_read=%d pending=%d from_snapshot=%d",
+            progress,
+            loaded,
+            len(self._wheel),
+            restored,
+        )
+
+    def _restore_snapshot(self, progress: int) -> int:
+        """Load the saved wheel if it still describes this store: same progress, its anchor record in place
+        (the store was not cut or recovered short since); returns the timers loaded."""
+        saved = snapshot.take(self._snapshot_path)
+        if saved is None:
+            return 0
+        anchor = self._record_crc(saved.loaded_until - 1)
+        if saved.progress_offset != progress or progress != self._loaded_until or anchor != saved.anchor_crc:
+            log.warning(
+                "event=timer_snapshot_stale progress=%d saved_progress=%d saved_loaded_until=%d anchor_matches=%s",
+                progress,
+                saved.progress_offset,
+                saved.loaded_until,
+                anchor == saved.anchor_crc,
+            )
+            return 0
+        for second, pairs in saved.buckets:
+            self._wheel.add_bucket(second, pairs)
+        self._loaded_until = saved.loaded_until
+        return saved.timers
+
+    def _record_crc(self, queue_offset: int) -> int | None:
+        """CRC32 of the stored timer record ``queue_offset``, None when it is not there."""
+        if queue_offset < 0:
+            return None
+        got = self._store.get_messages(
+            TIMER_TOPIC, TIMER_QUEUE_ID, queue_offset, 1, max_bytes=_READ_MAX_BYTES, tag_filter=None
+        )
+        if got.status is not GetStatus.FOUND or not got.records or record_queue_offset(got.records[0]) != queue_offset:
+            return None
+        return snapshot.record_crc(got.records[0])
 
     def _arrived(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         if topic == TIMER_TOPIC:
@@ -199,10 +244,30 @@ class TimerService:
         return min(_IDLE_WAIT_MS, next_ms - self._clock.now_ms())
 
     def stop(self) -> None:
-        """Persist the progress (after ``stop_delivery()``); tombstones not read yet are read first, so the next
-        start does not read them again."""
+        """Persist the progress and save the wheel (after ``stop_delivery()``); tombstones not read yet are read
+        first, so the next start does not read them again."""
         self.load_new()
         self.persist_progress()
+        self._save_snapshot()
+
+    def _save_snapshot(self) -> None:
+        """Save the pending timers for the next start (``timer.snapshot``). Not when a delivery or a recall is
+        half done (whether its tombstone is stored is not known here), nor with nothing to anchor it to: the
+        next start then reads the records, as after a crash."""
+        anchor = self._record_crc(self._loaded_until - 1)
+        if self._in_flight or self._recalling or not self.pending or anchor is None:
+            snapshot.discard(self._snapshot_path)
+            return
+        retrying: dict[int, array] = {}
+        for queue_offset, deliver_ms in self._retrying.items():  # pending as much as the wheel's (a restart's too)
+            retrying.setdefault(deliver_ms // 1000, array("q")).extend((deliver_ms, queue_offset))
+        snapshot.save(  # atomic: a full disk leaves no file, and the next start reads the records
+            self._snapshot_path,
+            self.progress_offset(),
+            self._loaded_until,
+            anchor,
+            itertools.chain(self._wheel.buckets(), retrying.items()),
+        )
 
     # -- the work -----------------------------------------------------------------------------------------------
     def load_new(self) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import sys
 from array import array
+from collections.abc import Iterator
 
 _NEAR_TIMER_BYTES = 120  # a (deliver_ms, key) tuple of two large ints: 56 + 2 x 32
 
@@ -50,6 +51,29 @@ class TimerWheel:
         bucket.append(deliver_ms)
         bucket.append(key)
         self._count += 1
+
+    def add_bucket(self, second: int, pairs: array) -> None:
+        """Add the timers of one second at once, ``pairs`` being [deliver_ms, key, ...] all due in ``second``
+        (a saved wheel loaded at start, ``timer.snapshot``)."""
+        if second <= self._opened_until:
+            for i in range(0, len(pairs), 2):
+                self.add(pairs[i], pairs[i + 1])
+            return
+        bucket = self._buckets.get(second)
+        if bucket is None:
+            self._buckets[second] = array("q", pairs)
+            heapq.heappush(self._seconds, second)
+        else:
+            bucket.extend(pairs)
+        self._count += len(pairs) // 2
+
+    def buckets(self) -> Iterator[tuple[int, array]]:
+        """Every pending timer, grouped by second as ``add_bucket`` takes them (the near heap's too)."""
+        near: dict[int, array] = {}
+        for deliver_ms, key in self._near:
+            near.setdefault(deliver_ms // 1000, array("q")).extend((deliver_ms, key))
+        yield from near.items()
+        yield from self._buckets.items()
 
     def remove(self, deliver_ms: int, key: int) -> bool:
         """Forget the timer ``key`` due at ``deliver_ms`` (a tombstone met while rebuilding); False if unknown."""

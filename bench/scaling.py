@@ -4,10 +4,11 @@ produce throughput against concurrent producers.
 Each case starts its own broker (ASYNC_FLUSH) and prints one JSON line per step:
 
 - ``topics``: empty topics of 8 queues created through the SDK's ``AsyncAdmin`` (4 creates in flight; it has no
-  batch create), up to each of ``--topics`` (10, 1,000; 10,000 take minutes: each create still rewrites the
-  topic table file, whose bytes grow with the table).
+  batch create), up to each of ``--topics`` (10, 1,000; 10,000 take minutes).
 - ``topics_seeded``: for 0 and each of ``--seeded-topics`` (10, 1,000, 10,000), a broker started on a data
   directory whose topic table already holds that many such topics (the same entries in memory as creates make).
+- ``topic_create`` (not in the default cases): on such a broker, ``--creates`` (200) more topics created one at
+  a time: the median and p99 milliseconds of a create against the table's size.
 - ``pop``: ``max(--pop)`` messages of 128 B sent first, then popped by two ``AsyncSimpleConsumer``s with an
   invisible time of one hour and never acked, up to each of ``--pop`` in flight (10,000, 100,000).
 - ``revive``: ``--revive`` messages of 128 B popped by two ``AsyncSimpleConsumer``s with an invisible time of
@@ -35,7 +36,8 @@ core over two half-second samples: background work and garbage collection done):
 (the heap) and RssFile (mapped pages of the store's files, which the kernel can drop). A per-item figure is the
 growth of VmRSS (and of RssAnon) from the case's first line, divided by the items added since.
 
-    python bench/scaling.py [--cases topics,topics_seeded,pop,timers,producers,revive,backlog] [--topics 10,1000]
+    python bench/scaling.py [--cases topics,topics_seeded,topic_create,pop,timers,producers,revive,backlog]
+                            [--topics 10,1000] [--creates 200]
                             [--seeded-topics 10,1000,10000] [--pop 10000,100000] [--revive 100000] [--backlog N]
                             [--revive-invisible-s 60] [--timers 100000] [--large]
                             [--producers 1,10,100] [--seconds 10]
@@ -215,6 +217,35 @@ def seeded_topics_case(steps: list[int]) -> None:
             ready_s=round(ready_s, 2),
             **memory,
             **per_topic_and_queue(memory, baseline, count),
+        )
+
+
+async def time_creates(config: ClientConfig, first: int, creates: int) -> list[float]:
+    """Milliseconds of each of ``creates`` topic creates, one at a time."""
+    admin = AsyncAdmin(config)
+    await admin.start()
+    try:
+        times_ms = []
+        for n in range(first, first + creates):
+            started = time.perf_counter()
+            await admin.create_topic(topic_name(n), queues=QUEUES)
+            times_ms.append((time.perf_counter() - started) * 1000)
+        return times_ms
+    finally:
+        await admin.shutdown()
+
+
+def topic_create_case(steps: list[int], creates: int) -> None:
+    for count in [0, *steps]:
+        with running_broker(seeded_topics=count) as proc:
+            config = ClientConfig(namesrv_addr=proc.namesrv, request_timeout_s=CREATE_TIMEOUT_S)
+            times_ms = sorted(asyncio.run(time_creates(config, count, creates)))
+        emit(
+            "topic_create",
+            topics=count,
+            creates=creates,
+            median_ms=round(times_ms[len(times_ms) // 2], 2),
+            p99_ms=round(times_ms[min(len(times_ms) - 1, len(times_ms) * 99 // 100)], 2),
         )
 
 
@@ -518,6 +549,7 @@ def main() -> None:
     parser.add_argument(
         "--seeded-topics", type=counts, default=[10, 1_000, 10_000], help="topics in the table at start"
     )
+    parser.add_argument("--creates", type=int, default=200, help="topic_create: creates timed per table size")
     parser.add_argument("--pop", type=counts, default=[10_000, 100_000], help="POP messages in flight")
     parser.add_argument("--revive", type=int, default=100_000, help="expired POP messages revived")
     parser.add_argument(
@@ -534,6 +566,8 @@ def main() -> None:
         topics_case(args.topics)
     if "topics_seeded" in cases:
         seeded_topics_case(args.seeded_topics)
+    if "topic_create" in cases:
+        topic_create_case(args.seeded_topics, args.creates)
     if "pop" in cases:
         pop_case(args.pop)
     if "revive" in cases:

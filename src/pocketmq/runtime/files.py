@@ -2,7 +2,8 @@
 store's checkpoint, the SDK's local offsets.
 
 A file is replaced whole: written to a temp file in the same folder, fsynced, renamed over the old one, and
-the folder fsynced, so a crash leaves either the old or the new content, never half of one.
+the folder fsynced, so a crash leaves either the old or the new content, never half of one. A journal beside
+such a file (the topic table's) is appended to and fsynced (``append_durably``): only its last line can be torn.
 """
 
 from __future__ import annotations
@@ -26,7 +27,35 @@ def atomic_write_bytes(path: Path, data: bytes, *, private: bool = False) -> Non
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _fsync_dir(path.parent)
+
+
+def append_durably(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` and fsync it (and the folder when this created the file): on return it
+    survives a power loss. A crash during the call may leave a part of ``data`` at the end, for the reader to
+    cut off."""
+    path = Path(path)
+    created = not path.exists()
+    with open(path, "ab") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if created:
+        _fsync_dir(path.parent)
+
+
+def remove_durably(path: Path) -> None:
+    """Remove ``path`` (if there) and fsync its folder."""
+    path = Path(path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

@@ -135,6 +135,7 @@ def test_a_topic_or_group_whose_write_fails_is_not_made(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("pocketmq.broker.topics.atomic_write_bytes", disk_full)
+    monkeypatch.setattr("pocketmq.broker.topic_journal.append_durably", disk_full)  # the table's journal
     monkeypatch.setattr("pocketmq.broker.groups.atomic_write_json", disk_full)
     version = topics.data_version
     with pytest.raises(OSError):

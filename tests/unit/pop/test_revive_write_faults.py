@@ -233,6 +233,7 @@ async def test_a_retry_topic_that_cannot_be_saved_backs_off_and_loses_nothing(tm
             raise OSError(28, "No space left on device")
 
         monkeypatch.setattr("pocketmq.broker.topics.atomic_write_bytes", disk_full)
+        monkeypatch.setattr("pocketmq.broker.topic_journal.append_durably", disk_full)  # the table's journal
         clock.advance(INVISIBLE_MS)
         revive = broker.pop.revive
         assert await revive.run_once(clock.now_ms()) == 0

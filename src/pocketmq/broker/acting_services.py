@@ -299,7 +299,9 @@ async def _take_with_retries(master: ReturningMaster, broker_id: int, addr: str)
                 attempt,
                 exc,
             )
-        except (PocketMQError, ValueError) as exc:
+        except (PocketMQError, ValueError, OSError) as exc:
+            # OSError: the master could not save what it took (a full disk). It starts all the same: the slave
+            # was not told the progress was applied, so it keeps it and offers it again.
             _handover_failed(master.broker_name, broker_id, addr, exc)
             return False
     return False

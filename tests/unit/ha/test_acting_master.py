@@ -639,6 +639,25 @@ async def test_a_slave_that_answers_the_handover_late_is_asked_again(tmp_path, l
         assert broker.offsets.query("G", "T", 0) == (7 if taken else None)  # the pops made on the slave
 
 
+async def test_a_master_that_cannot_save_what_it_takes_back_still_starts_and_leaves_it_with_the_slave(
+    tmp_path, monkeypatch, caplog
+):
+    progress = ActingProgress(tmp_path / "acting_master.json")
+    progress.record_ack(0, AckRecord("T", "G", 0, 5, 1000, "a", (5, 6)))
+    slave = SlowSlave(progress.snapshot({"T@G": {"0": 7}}), late_answers=0)
+    async with running_broker(tmp_path / "master", ManualClock()) as broker:
+        names = FakeNameServer().group(broker.broker_name, {0: "h:0", 1: "h:1"})
+        master = dataclasses.replace(returning_master(broker, broker.services), namesrv=names, slaves=slave)
+
+        def disk_full():
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(broker.pop.fifo, "persist", disk_full)
+        await take_services_back(master)  # returns: the start goes on
+        assert slave.asked == 1 and slave.applied == []  # not told it was applied: the slave offers it again
+        assert "event=acting_handover_failed" in caplog.text and "No space left" in caplog.text
+
+
 async def test_a_starting_master_begins_its_tenure_before_the_handover_writes(tmp_path, monkeypatch):
     """A master that cut a corrupt tail at recovery writes the slave's acks first: they must be in its new epoch,
     or a slave still holding the cut record at that offset finds no common prefix (a chaos run left a slave

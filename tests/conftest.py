@@ -51,6 +51,20 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return _work_unit(nodeid)
 
+        def remove_node(self, node):
+            # xdist hands a crashed worker's unit to another worker whole, the test that ended the worker too
+            # (never reported complete), so a test that ends its worker (a Spark test past its timeout, see
+            # tests/spark/conftest.py) would run again until the restarts ran out. It is reported failed once.
+            for work_unit in self.assigned_work.get(node, {}).values():
+                crashed = next((nodeid for nodeid, completed in work_unit.items() if not completed), None)
+                if crashed is not None:
+                    work_unit[crashed] = True
+                    break
+            else:
+                return super().remove_node(node)
+            super().remove_node(node)
+            return crashed
+
     config.option.loadscopereorder = False  # keep the order below, not the biggest count of tests first
     return ByModule(config, log)
 

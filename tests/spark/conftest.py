@@ -27,6 +27,23 @@ from pocketmq.testing.processes import PocketProcess, broker_process
 
 QUEUES_PER_BROKER = 2
 _topic_numbers = itertools.count()
+_SPARK_TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """A Spark test that runs out of time ends its test worker (pytest-timeout's ``thread`` method) instead of
+    failing where it is (``signal``). A timeout raised inside py4j's socket read leaves the driver's connection to
+    the JVM with an answer half read, and every later test of that worker, on the same session-scoped SparkSession,
+    read garbage: one slow test failed twenty. An ended worker takes its JVM and brokers with it (their stdin
+    closes), and xdist runs the tests it had not run on a new worker, with a new session."""
+    for item in items:
+        if _SPARK_TESTS not in Path(str(item.fspath)).parents:
+            continue
+        marker = item.get_closest_marker("timeout")
+        timeout = config.getini("timeout")
+        if marker is not None:
+            timeout = marker.kwargs.get("timeout", marker.args[0] if marker.args else timeout)
+        item.add_marker(pytest.mark.timeout(timeout, method="thread"), append=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -473,19 +473,42 @@ def parse_frame(buf, pos: int, room: int, phys_offset: int) -> Frame | None:
             return Frame(phys_offset, size, None)
         slots = parse_hole_slots(buf, pos, size) if crc == HOLE_MARK else None
         return Frame(phys_offset, size, None, hole=slots) if slots is not None else None
+    if not _record_frame_valid(buf, pos, size, crc, room, phys_offset):
+        return None
+    return Frame(phys_offset, size, bytes(buf[pos + FRAME_HEADER_SIZE : pos + size]), crc)
+
+
+def _record_frame_valid(buf, pos: int, size: int, crc: int, room: int, phys_offset: int) -> bool:
+    """Whether the record frame of ``size`` bytes with ``crc`` in its header, at ``buf[pos:]``, is valid."""
     record_len = size - FRAME_HEADER_SIZE
     if record_len < MIN_RECORD_SIZE or size > room:
-        return None
+        return False
     start = pos + FRAME_HEADER_SIZE
     total, magic = _RECORD_CHECK.unpack_from(buf, start)
     if total != record_len or magic != MESSAGE_MAGIC_CODE:
-        return None
+        return False
     if _I64.unpack_from(buf, start + PHYS_OFFSET_POS)[0] != phys_offset:
-        return None
-    record = buf[start : start + record_len]
-    if crc32c(record) != crc:
-        return None
-    return Frame(phys_offset, size, bytes(record), crc)
+        return False
+    return crc32c(buf[start : start + record_len]) == crc
+
+
+def valid_frames_end(buf, rel: int, limit: int, base_offset: int) -> int:
+    """Where the run of valid frames from ``buf[rel]`` ends, below ``limit`` (``buf`` a segment whose first byte
+    is at phys offset ``base_offset``): the first position that does not start a valid frame, ``limit``, or a
+    tail shorter than a frame header. What ``parse_frame`` checks, without building a frame or copying a record:
+    recovery verifies everything written since the last start this way (a million records is common)."""
+    while limit - rel >= FRAME_HEADER_SIZE:
+        size, crc = FRAME_HEADER.unpack_from(buf, rel)
+        if size > 0:
+            if not _record_frame_valid(buf, rel, size, crc, limit - rel, base_offset + rel):
+                return rel
+            rel += size
+            continue
+        frame = parse_frame(buf, rel, limit - rel, base_offset + rel)  # a blank or a hole (or nothing valid)
+        if frame is None:
+            return rel
+        rel += frame.size
+    return rel
 
 
 def frame_problem(buf, pos: int, room: int, phys_offset: int) -> str:

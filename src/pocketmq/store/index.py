@@ -129,9 +129,21 @@ class MessageIndex:
                 continue
             if keep != len(data):
                 os.truncate(path, keep)
-            for h, phys_offset in ENTRY.iter_unpack(memoryview(data)[:keep]):
-                self._remember(h, phys_offset)
+            self._remember_all(memoryview(data)[:keep])
         return self.entries
+
+    def _remember_all(self, entries: memoryview) -> None:
+        """``_remember`` each entry of a file: a start reads every index entry since the oldest segment (a
+        million is common), and most hashes are new: stored without a call."""
+        by_hash = self._by_hash
+        added = 0
+        for h, phys_offset in ENTRY.iter_unpack(entries):
+            if h in by_hash:
+                self._remember(h, phys_offset)  # a hash seen before: a list, or the same record again
+            else:
+                by_hash[h] = phys_offset
+                added += 1
+        self.entries += added
 
     def delete_segment(self, base: int, end: int) -> None:
         """Forget the entries of records in ``[base, end)`` (a deleted commit log segment) and its file."""

@@ -6,8 +6,9 @@ any size field: it resynchronises on the next valid frame (``CommitLog.bad_regio
 magic code (a candidate frame starts 12 bytes before it) and validating the candidate fully (size, CRC32C,
 magic, total size, and a phys offset field equal to its own position, which bytes inside a body cannot
 fake by accident). Frames never cross a segment, so a segment without a valid frame after the bad byte ends
-the region at the segment's end. Recovery walks what was written since the last verified point, and
-``pocketmq store verify`` walks a whole stopped store, with it.
+the region at the segment's end. ``pocketmq store verify`` walks a whole stopped store with it; recovery
+checks what was written since the last verified point with ``bad_regions``, the same regions found without
+building a frame for every valid record.
 
 ``CorruptionReporter`` is what the store tells when it meets a corrupt record: it counts each distinct
 record once (by phys offset, in a bounded set), increments ``pocketmq_store_corrupt_records_total`` with a
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.commit_log import CommitLog, Frame, frame_problem, parse_frame
+from pocketmq.store.commit_log import CommitLog, Frame, frame_problem, parse_frame, valid_frames_end
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,24 @@ def walk_log(commit_log: CommitLog, start: int, end: int) -> Iterator[Frame | Ba
         stop = commit_log.bad_region_end(pos, end)
         yield BadRegion(pos, stop - pos, frame_problem(segment.view, rel, limit - rel, pos))
         pos = commit_log.next_position(stop)
+
+
+def bad_regions(commit_log: CommitLog, start: int, end: int) -> Iterator[BadRegion]:
+    """The bad regions of ``[start, end)``, the ones ``walk_log`` yields, found without building a frame for
+    every valid record (recovery's pass over what was written since the last start)."""
+    pos = commit_log.next_position(start)
+    while pos < end:
+        segment = commit_log.segment_for(pos)
+        if segment is None:
+            return
+        base = segment.base_offset
+        limit = min(segment.size_bytes, end - base)
+        rel = valid_frames_end(segment.view, pos - base, limit, base)
+        pos = commit_log.next_position(base + rel)
+        if rel < limit and pos == base + rel:  # not a segment tail too short for a frame: a frame that is not valid
+            stop = commit_log.bad_region_end(pos, end)
+            yield BadRegion(pos, stop - pos, frame_problem(segment.view, rel, limit - rel, pos))
+            pos = commit_log.next_position(stop)
 
 
 class LogLimiter:

@@ -6,7 +6,7 @@ from the checkpoint and cut everything after it.
 1. **Verify** ``[verify_from, replay_from)``: the records below the checkpoint, already in the consume queues
    and the index, that no start has checked since they were written (``verify_from`` is where the last
    recovery ended, kept in the checkpoint file). Each frame's size, CRC32C, magic and fields are checked; a
-   stretch without a valid frame (``integrity.walk_log`` resynchronises after it) is handed to
+   stretch without a valid frame (``integrity.bad_regions`` resynchronises after it) is handed to
    ``on_bad_region`` and logged, and stays where it is: its queue offsets stay taken (a later record must
    never reuse a queue offset a consumer may have passed), and every read skips it, since reads verify.
 2. **Replay** from ``replay_from`` (the checkpoint, or the log's first byte): validate frames, hand each batch
@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from pocketmq.store.api import RecoveryReport
 from pocketmq.store.commit_log import CommitLog, Frame, frame_problem
-from pocketmq.store.integrity import BadRegion, walk_log
+from pocketmq.store.integrity import BadRegion, bad_regions
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,10 @@ def recover_commit_log(
 def _verify(commit_log: CommitLog, start: int, end: int, on_bad_region: Callable[[BadRegion], None]) -> tuple[int, int]:
     """Pass 1: (bad regions, their bytes) in ``[start, end)``."""
     regions = total = 0
-    for item in walk_log(commit_log, max(start, commit_log.min_phys_offset), end):
-        if isinstance(item, BadRegion):
-            regions += 1
-            total += item.length
-            on_bad_region(item)
+    for region in bad_regions(commit_log, max(start, commit_log.min_phys_offset), end):
+        regions += 1
+        total += region.length
+        on_bad_region(region)
     if regions:
         log.warning(
             "store.recovery corrupt_regions=%d corrupt_bytes=%d verified_from=%d verified_to=%d "

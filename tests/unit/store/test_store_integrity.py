@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import errno
 import logging
+import random
 
 import pytest
-from store_helpers import BIG_SEGMENT, flip_byte, message, small_config
+from store_helpers import BIG_SEGMENT, SMALL_SEGMENT_BYTES, flip_byte, message, small_config
 
 from pocketmq.common.errors import StoreError
 from pocketmq.common.record import RecordFormatError, decode_record, decode_records, encode_record
@@ -15,9 +16,9 @@ from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.files import load_json
 from pocketmq.store.api import GetStatus, PutStatus
 from pocketmq.store.checkpoint import CHECKPOINT_FILE
-from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CorruptRecordError
+from pocketmq.store.commit_log import FRAME_HEADER_SIZE, CommitLog, CorruptRecordError
 from pocketmq.store.hole import HOLE_MARK, QueueSlot
-from pocketmq.store.integrity import LogLimiter
+from pocketmq.store.integrity import BadRegion, LogLimiter, bad_regions, walk_log
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.segment import Segment, segment_name
 from pocketmq.store.verify import verify_store
@@ -261,3 +262,26 @@ async def test_a_replicated_write_that_finds_the_disk_full_is_undone_and_raises_
     disk.armed = False
     assert await replica.append_replicated(0, master.read_commit_log(0, 1 << 20)) == master.max_phys_offset
     assert len(replica.get_messages("orders", 0, 0, 10).records) == 3
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_recovery_s_fast_pass_finds_the_bad_regions_the_full_walk_finds(open_store, tmp_path, seed):
+    """Several segments (blank frames at their ends), records of many sizes, a few bytes flipped anywhere."""
+    rng = random.Random(seed)
+    store = await open_store(tmp_path / "s")
+    for i in range(60):
+        await store.put_message(message(body=bytes(rng.randrange(1, 400)), queue_id=i % 3))
+    end = store.max_phys_offset
+    await store.shutdown()
+    for _ in range(rng.randrange(1, 5)):
+        flip_byte(tmp_path / "s", rng.randrange(end), SMALL_SEGMENT_BYTES)
+    commit_log = CommitLog(tmp_path / "s" / "commitlog", SMALL_SEGMENT_BYTES, writable=False)
+    try:
+        start = commit_log.min_phys_offset
+        walked = [item for item in walk_log(commit_log, start, end) if isinstance(item, BadRegion)]
+        assert walked  # every flip lands in a frame: some region is bad
+        assert list(bad_regions(commit_log, start, end)) == walked
+        middle = commit_log.next_position(walked[0].phys_offset + walked[0].length)  # from a later frame boundary
+        assert list(bad_regions(commit_log, middle, end)) == walked[1:]
+    finally:
+        commit_log.close()

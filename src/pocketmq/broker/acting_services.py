@@ -109,6 +109,7 @@ class ActingServices:
         # persist task); saving them as often bounds what a kill -9 of the slave hands out again.
         self._persister = periodic("acting-persist-pop-state", persist_interval_ms, self._persist_pop_state)
         self._master = master
+        self._offer_failure: str | None = None  # the last offer's error, logged once while it repeats
 
     async def start(self) -> None:
         try:
@@ -206,8 +207,18 @@ class ActingServices:
         try:
             await self._master.offer(master_addr)
         except PocketMQError as exc:
-            log.warning("event=acting_progress_offer_failed master=%s error=%s", master_addr, exc)
+            # offered at every election check (a second) while refused: a master that cannot take it (its acting
+            # switched off, say) would fill the log with the same line
+            failure = f"{master_addr} {exc}"
+            log.log(
+                logging.INFO if failure == self._offer_failure else logging.WARNING,
+                "event=acting_progress_offer_failed master=%s error=%s",
+                master_addr,
+                exc,
+            )
+            self._offer_failure = failure
             return False
+        self._offer_failure = None
         log.warning("event=acting_progress_offered master=%s due=%s", master_addr, self.handover_due)
         return True
 

@@ -731,7 +731,7 @@ def test_a_slave_that_starts_acting_owes_its_master_a_handover_until_one_covers_
     assert not again.handover_due
 
 
-async def test_the_acting_services_offer_their_progress_and_say_whether_it_was_taken(tmp_path):
+async def test_the_acting_services_offer_their_progress_and_say_whether_it_was_taken(tmp_path, caplog):
     async with running_broker(tmp_path, ManualClock()) as broker:
         bridge = FakeBridge()
         bridge.up = True
@@ -741,10 +741,14 @@ async def test_the_acting_services_offer_their_progress_and_say_whether_it_was_t
         await services.stop()
         master = services._master
         master.taking = False
-        assert not await services.offer_progress("h:0")
+        with caplog.at_level("INFO", logger="pocketmq.broker.acting_services"):
+            assert not await services.offer_progress("h:0")
+            assert not await services.offer_progress("h:0")  # refused the same way: not a second warning
+        refusals = [r.levelname for r in caplog.records if "acting_progress_offer_failed" in r.getMessage()]
+        assert refusals == ["WARNING", "INFO"]
         master.taking = True
         assert await services.offer_progress("h:0")
-        assert master.offers == ["h:0", "h:0"]
+        assert master.offers == ["h:0", "h:0", "h:0"]
 
 
 async def test_a_running_master_takes_the_progress_a_listed_slave_offers_and_refuses_an_unknown_one(tmp_path):

@@ -8,8 +8,9 @@ On disk (all in the ordinary commit log, queue 0 of ``rmq_sys_wheel_timer``):
   says that record was delivered. Delivery appends the real message and its tombstone in one store batch;
 - ``<data_dir>/config/timer_progress.json`` holds the smallest timer queue offset still pending, written
   atomically now and then. It only bounds the work of a restart; correctness rests on the tombstones;
-- ``<data_dir>/config/timer_wheel.bin``, written at a clean stop and read once by the next start, is the wheel
-  itself (``timer.snapshot``): a start after a clean stop loads it instead of reading every pending record.
+- ``<data_dir>/config/timer_wheel.bin`` is the wheel itself as of a timer queue offset (``timer.snapshot``),
+  saved at a clean stop and about once a minute while many timers arrive: a start loads it and reads only the
+  records after it, instead of every pending record.
 
 In memory: a ``TimerWheel`` of (deliver_ms, queue offset) pairs, 16 bytes per pending timer. The service
 tails the timer queue from ``loaded_until``: a timer record adds a pair, a tombstone removes one. A restart
@@ -79,6 +80,8 @@ _READ_MAX_BYTES = 16 * 1024 * 1024
 _IDLE_WAIT_MS = 500  # longest sleep of the loop with nothing due (a new timer wakes it earlier)
 _MAX_BLOCKED_WAIT_MS = 30_000  # longest sleep after rounds whose deliveries all failed
 _PERSIST_EVERY_MS = 1000
+_SNAPSHOT_EVERY_MS = 60_000  # at most this often the wheel is saved (timer.snapshot) ...
+_SNAPSHOT_AFTER_RECORDS = 10_000  # ... and only once this many timer records were read since the last save
 # what loading a timer record reads, found in place: a restart with a million pending timers reads a million
 # records, and decoding each whole (body, every property) took three times as long
 _LOADED_PROPERTIES = property_keys((TIMER_OUT_MS, TIMER_DONE))
@@ -113,9 +116,13 @@ class TimerService:
         self._wheel = TimerWheel()
         self._loaded_until = 0  # next timer queue offset to read
         self._last_persist_ms = 0
+        self._last_snapshot_ms = 0
+        self._snapshot_loaded_until = 0  # ``loaded_until`` of the wheel last saved
         self._in_flight: list[tuple[int, int]] = []  # popped from the wheel, being delivered
-        self._recalling: set[int] = set()  # out of the wheel, their tombstones being written (a recall)
-        self._delivered_untombstoned: set[int] = set()  # delivered here; their tombstones not read back yet
+        # timer queue offset -> due ms: out of the wheel, their tombstones being written (a recall)
+        self._recalling: dict[int, int] = {}
+        # timer queue offset -> due ms: delivered here (or by this slave while acting), tombstones not read back yet
+        self._delivered_untombstoned: dict[int, int] = {}
         self._retrying: dict[int, int] = {}  # timer queue offset -> due ms: failed deliveries, out of the wheel
         self._round = asyncio.Lock()
         self.write_backoff: WriteBackoff[int] = WriteBackoff(write_backoff_ms)
@@ -172,8 +179,8 @@ class TimerService:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Rebuild the pending timers: from the wheel saved at the last clean stop when it still matches the
-        store (``timer.snapshot``), else from the persisted progress offset; listen for new timer records."""
+        """Rebuild the pending timers: from the last saved wheel when it still matches the store
+        (``timer.snapshot``), else from the persisted progress offset; listen for new timer records."""
         progress = int(load_json(self._progress_path, {}).get("progressOffset", 0))
         self._loaded_until = max(progress, self._store.min_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID))
         restored = self._restore_snapshot(progress)
@@ -188,13 +195,15 @@ class TimerService:
         )
 
     def _restore_snapshot(self, progress: int) -> int:
-        """Load the saved wheel if it still describes this store: same progress, its anchor record in place
-        (the store was not cut or recovered short since); returns the timers loaded."""
-        saved = snapshot.take(self._snapshot_path)
+        """Load the saved wheel if it still describes this store: its anchor record in place (the store was not
+        cut or recovered short since), the records of its pending timers still stored, and the progress saved
+        since not past it; returns the timers loaded. Timers below a newer progress were done since the save."""
+        saved = snapshot.read(self._snapshot_path)
         if saved is None:
             return 0
         anchor = self._record_crc(saved.loaded_until - 1)
-        if saved.progress_offset != progress or progress != self._loaded_until or anchor != saved.anchor_crc:
+        min_offset = self._store.min_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
+        if anchor != saved.anchor_crc or saved.progress_offset < min_offset or self._loaded_until > saved.loaded_until:
             log.warning(
                 "event=timer_snapshot_stale progress=%d saved_progress=%d saved_loaded_until=%d anchor_matches=%s",
                 progress,
@@ -205,8 +214,10 @@ class TimerService:
             return 0
         for second, pairs in saved.buckets:
             self._wheel.add_bucket(second, pairs)
-        self._loaded_until = saved.loaded_until
-        return saved.timers
+        if progress > saved.progress_offset:
+            self._wheel.remove_below(progress)
+        self._loaded_until = self._snapshot_loaded_until = saved.loaded_until
+        return len(self._wheel)
 
     def _record_crc(self, queue_offset: int) -> int | None:
         """CRC32 of the stored timer record ``queue_offset``, None when it is not there."""
@@ -236,6 +247,7 @@ class TimerService:
             await self.fire_due(self._clock.now_ms())  # a failed round is retried: its timers went back
         finally:
             self._maybe_persist()
+        await self._maybe_save_snapshot()
 
     def _next_wait_ms(self) -> float:
         next_ms = self._wheel.next_due_ms()
@@ -248,26 +260,54 @@ class TimerService:
         first, so the next start does not read them again."""
         self.load_new()
         self.persist_progress()
-        self._save_snapshot()
-
-    def _save_snapshot(self) -> None:
-        """Save the pending timers for the next start (``timer.snapshot``). Not when a delivery or a recall is
-        half done (whether its tombstone is stored is not known here), nor with nothing to anchor it to: the
-        next start then reads the records, as after a crash."""
-        anchor = self._record_crc(self._loaded_until - 1)
-        if self._in_flight or self._recalling or not self.pending or anchor is None:
+        state = self._snapshot_state()
+        if state is None:
             snapshot.discard(self._snapshot_path)
+        else:
+            snapshot.save(self._snapshot_path, *state)  # atomic: a full disk leaves the previous one
+
+    def _snapshot_state(self) -> tuple[int, int, int, list[tuple[int, array]]] | None:
+        """What ``snapshot.save`` writes: the timers pending as of ``loaded_until`` (a copy, to be written off
+        the loop), or None when none is or no record anchors it.
+
+        As of ``loaded_until`` means every tombstone read so far is applied and none after it: so a timer out of
+        the wheel whose tombstone may be stored but is not read yet (being delivered, delivered, being recalled)
+        is saved as pending, and a start from the snapshot reads that tombstone after it. A failed delivery
+        waiting for its retry is pending too."""
+        anchor = self._record_crc(self._loaded_until - 1)
+        if anchor is None:
+            return None
+        out_of_wheel: dict[int, array] = {}
+        for deliver_ms, key in itertools.chain(
+            self._in_flight,
+            ((ms, key) for key, ms in self._delivered_untombstoned.items()),
+            ((ms, key) for key, ms in self._recalling.items()),
+            ((ms, key) for key, ms in self._retrying.items()),
+        ):
+            out_of_wheel.setdefault(deliver_ms // 1000, array("q")).extend((deliver_ms, key))
+        buckets = [(second, array("q", pairs)) for second, pairs in self._wheel.buckets()]
+        buckets += out_of_wheel.items()
+        if not any(pairs for _, pairs in buckets):
+            return None
+        return self.progress_offset(), self._loaded_until, anchor, buckets
+
+    async def _maybe_save_snapshot(self) -> None:
+        """Save the wheel now and then, so that a start after a crash reads only the timer records written
+        since (at most once a minute, and only when enough new records came to make a start read many)."""
+        now_ms = self._clock.now_ms()
+        new_records = self._loaded_until - self._snapshot_loaded_until
+        if now_ms - self._last_snapshot_ms < _SNAPSHOT_EVERY_MS or new_records < _SNAPSHOT_AFTER_RECORDS:
             return
-        retrying: dict[int, array] = {}
-        for queue_offset, deliver_ms in self._retrying.items():  # pending as much as the wheel's (a restart's too)
-            retrying.setdefault(deliver_ms // 1000, array("q")).extend((deliver_ms, queue_offset))
-        snapshot.save(  # atomic: a full disk leaves no file, and the next start reads the records
-            self._snapshot_path,
-            self.progress_offset(),
-            self._loaded_until,
-            anchor,
-            itertools.chain(self._wheel.buckets(), retrying.items()),
-        )
+        self._last_snapshot_ms = now_ms
+        state = self._snapshot_state()
+        if state is None:
+            return
+        try:
+            await asyncio.to_thread(snapshot.save, self._snapshot_path, *state)  # megabytes and an fsync
+        except OSError as exc:
+            log.warning("event=timer_snapshot_save_failed error=%r", exc)  # the previous one stays valid
+            return
+        self._snapshot_loaded_until = state[1]
 
     # -- the work -----------------------------------------------------------------------------------------------
     def load_new(self) -> int:
@@ -293,10 +333,9 @@ class TimerService:
             deliver_ms = int(p[TIMER_OUT_MS])
             if TIMER_DONE in p:
                 key = int(p[TIMER_DONE])
-                if key in self._delivered_untombstoned:
-                    self._delivered_untombstoned.discard(key)  # popped from the wheel when delivered
-                else:
-                    self._wheel.remove(deliver_ms, key)  # rebuilding: delivered before the restart
+                # delivered here: popped from the wheel then; else delivered before the restart (rebuilding)
+                if self._delivered_untombstoned.pop(key, None) is None:
+                    self._wheel.remove(deliver_ms, key)
             else:
                 self._wheel.add(deliver_ms, queue_offset)
         except (KeyError, ValueError):
@@ -406,7 +445,7 @@ class TimerService:
 
     def _delivered(self, pair: tuple[int, int], msg: MessageExt | None) -> None:
         self.write_backoff.succeeded(pair[1])
-        self._delivered_untombstoned.add(pair[1])
+        self._delivered_untombstoned[pair[1]] = pair[0]
         self.delivered_total += 1
         if msg is not None and msg.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             self._metrics.ended(ENDING_DLQ)
@@ -461,14 +500,14 @@ class TimerService:
         self.load_new()  # a recall right after its send: the record may not be in the wheel yet
         if not self._wheel.remove(deliver_ms, queue_offset):
             return False
-        self._recalling.add(queue_offset)  # holds the progress offset below it until the tombstone is stored
+        self._recalling[queue_offset] = deliver_ms  # holds the progress offset below it until the tombstone is stored
         try:
             results = await self.writes.deliver([(deliver_ms, queue_offset)], [None])
         except BaseException:
             self._wheel.add(deliver_ms, queue_offset)
             raise
         finally:
-            self._recalling.discard(queue_offset)
+            self._recalling.pop(queue_offset, None)
         if not results[0].stored:
             self._wheel.add(deliver_ms, queue_offset)
             raise ServiceNotAvailableError(f"the recall could not be stored: {results[0]}")
@@ -480,7 +519,7 @@ class TimerService:
         and its tombstone, when the master writes it, is not news."""
         self._wheel.remove(deliver_ms, queue_offset)
         self._forget_retry(queue_offset)
-        self._delivered_untombstoned.add(queue_offset)
+        self._delivered_untombstoned[queue_offset] = deliver_ms
 
     def _forget_retry(self, queue_offset: int) -> None:
         self._retrying.pop(queue_offset, None)
@@ -507,6 +546,7 @@ class TimerService:
         start = min(self.progress_offset(), queue_offset)
         self._wheel = TimerWheel()
         self._delivered_untombstoned.clear()
+        snapshot.discard(self._snapshot_path)  # of records that may be gone: the next save is of what is left
         self._loaded_until = max(start, self._store.min_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID))
         loaded = self.load_new()
         self.persist_progress()

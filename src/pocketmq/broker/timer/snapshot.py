@@ -1,8 +1,8 @@
-"""The timer wheel saved at a clean stop, so the next start does not read every pending timer record back.
+"""The timer wheel saved to disk, so a start does not read every pending timer record back.
 
-A restart without it reads the timer queue from the progress offset (the oldest pending timer) to its end:
-with a million timers pending that is a million records, tens of seconds. At a clean stop the service writes
-what it holds instead, ``<data_dir>/config/timer_wheel.bin``:
+A start without it reads the timer queue from the progress offset (the oldest pending timer) to its end: with a
+million timers pending that is a million records, tens of seconds. So the service saves what it holds, at a
+clean stop and about once a minute while many timers arrive (``<data_dir>/config/timer_wheel.bin``):
 
 - a header: magic, the progress offset and ``loaded_until`` (the next timer queue offset the wheel has not
   read), the CRC of the stored timer record at ``loaded_until - 1`` (the *anchor*), the timer and second counts;
@@ -10,11 +10,13 @@ what it holds instead, ``<data_dir>/config/timer_wheel.bin``:
   int64s, the layout of a ``TimerWheel`` bucket, so loading is one array per second;
 - a CRC32 of all of the above.
 
-The next start reads it once and deletes it before anything else happens, so a crash later in that run (after
-which the wheel in memory has moved on) rebuilds from the records as before. It is used only when it is whole
-and its anchor still names the same record: a store whose tail was cut, replaced or recovered short since the
-stop has another record there (or none), and the start reads the records instead. Anything odd in the file is
-a reason to read the records, never an error: the timer records stay the truth.
+It holds the timers pending *as of* ``loaded_until``: every record below it applied, none above. Records are
+only appended, and a timer's tombstone always comes after its record, so that state stays true of the log's
+prefix for good: a start loads it and reads the records from ``loaded_until`` on, which add the timers that
+came since and remove the ones done since, exactly as reading from the progress offset would. What can make it
+untrue is the prefix itself changing: a store whose tail was cut (a diverged slave), or recovered short after
+a power loss, holds another record at the anchor's offset, or none, and the start reads the records instead.
+Anything odd in the file is a reason to read the records, never an error: the timer records stay the truth.
 """
 
 from __future__ import annotations
@@ -78,17 +80,11 @@ def save(
     atomic_write_bytes(path, body + _CRC.pack(zlib.crc32(body)))
 
 
-def take(path: Path) -> WheelSnapshot | None:
-    """The snapshot in ``path``, removed from disk (read once); None when there is none or it is not whole."""
+def read(path: Path) -> WheelSnapshot | None:
+    """The snapshot in ``path``; None when there is none or it is not whole."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None
-    try:
-        os.unlink(path)
-    except OSError as exc:
-        # one that cannot be removed could be read again after a crash, stale: not used at all
-        log.warning("event=timer_snapshot_unremovable path=%s error=%r", path, exc)
         return None
     snapshot = _parse(data)
     if snapshot is None:
@@ -97,7 +93,7 @@ def take(path: Path) -> WheelSnapshot | None:
 
 
 def discard(path: Path) -> None:
-    """Remove a snapshot that must not be used (the wheel changed after it was written)."""
+    """Remove the snapshot: nothing is pending, or the records it stands on may be gone."""
     try:
         os.unlink(path)
     except FileNotFoundError:

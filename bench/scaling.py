@@ -19,9 +19,10 @@ Each case starts its own broker (ASYNC_FLUSH) and prints one JSON line per step:
   (100,000; ``--large`` adds 1,000,000); then a clean stop and a start on the same data directory: seconds from
   the start to ready (the process starts from a standby that has imported the broker: interpreter start-up and
   imports, about a second, are not in it), the broker's own start, the store's recovery and the timer's rebuild
-  (from its log), and the memory once settled after it; ``timers_restart`` loads the wheel saved at the stop,
-  ``timers_restart_rebuild`` (stopped again, the saved wheel removed) reads the timer records back, as after a
-  crash. The case's first line is such a restart with no timer pending, to compare.
+  (from its log), and the memory once settled after it; ``timers_crash_restart`` starts after a kill -9, from
+  the wheel the broker saved while the timers arrived and the records after it, ``timers_restart`` after a clean
+  stop from the wheel saved at the stop, ``timers_restart_rebuild`` (stopped again, the saved wheel removed)
+  reads every timer record back. The case's first line is a clean restart with no timer pending, to compare.
 - ``backlog``: ``--backlog`` messages of 128 B sent (1,000,000; ``--backlog 10000000`` for ten million), a clean
   stop, the page cache dropped where the kernel allows it (root on Linux; the line says whether it was), a start
   on the same data directory, then all of them popped and acked in batches by two ``AsyncSimpleConsumer``s:
@@ -422,13 +423,16 @@ def timer_message(deliver_ms: int):
     return lambda i: Message.create(TIMER_TOPIC, SMALL_BODY, properties={TIMER_DELIVER_MS: str(deliver_ms)})
 
 
-def restart(proc: PocketProcess, *, timer_snapshot: bool = True) -> dict:
+def restart(proc: PocketProcess, *, timer_snapshot: bool = True, crash: bool = False) -> dict:
     """A clean stop and a start on the same data directory: seconds to ready as this process saw it, and from the
     broker's log of the start: its own seconds from its first line to ``broker_started``, the store's recovery
     (to ``store_recovered``), the timer's rebuild (from the line before ``timer_rebuilt``) and that line.
-    ``timer_snapshot=False`` removes the wheel saved at the stop, so the start reads the timer records back (as
-    after a crash)."""
-    proc.stop()
+    ``timer_snapshot=False`` removes the saved wheel, so the start reads the timer records back; ``crash``
+    stops the broker with kill -9 (the wheel it saved while running is what the start finds)."""
+    if crash:
+        proc.kill()
+    else:
+        proc.stop()
     if not timer_snapshot:
         (BrokerConfig(data_dir=proc.workdir / "data").metadata_dir() / SNAPSHOT_FILE).unlink(missing_ok=True)
     started = time.perf_counter()
@@ -475,9 +479,14 @@ def timers_case(steps: list[int]) -> None:
                 **memory,
                 **per_item(memory, baseline, pending, "timer", "bytes"),
             )
-        # both ways of starting, in one run: from the wheel saved at the stop, and reading the records back
-        for case, timer_snapshot in (("timers_restart", True), ("timers_restart_rebuild", False)):
-            restarted = restart(proc, timer_snapshot=timer_snapshot)
+        # the ways of starting, in one run: after a kill -9 (from the wheel saved while running, and the records
+        # after it), after a clean stop (from the wheel saved at the stop), and reading every record back
+        for case, timer_snapshot, crash in (
+            ("timers_crash_restart", True, True),
+            ("timers_restart", True, False),
+            ("timers_restart_rebuild", False, False),
+        ):
+            restarted = restart(proc, timer_snapshot=timer_snapshot, crash=crash)
             memory = settled_memory(proc.pid)
             emit(
                 case,

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -25,7 +28,7 @@ from pocketmq.protocol.codes import RequestCode as R
 from pocketmq.protocol.codes import ResponseCode as C
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
-from pocketmq.testing.polling import eventually
+from pocketmq.testing.polling import eventually, wait_until
 from pocketmq.testing.processes import broker_process
 
 
@@ -555,6 +558,28 @@ async def test_sdk_producer_and_pull_consumer_round_trip(broker):
         assert await consumer.committed(mq) == batch.queue_offset + 3
     finally:
         await consumer.shutdown()
+
+
+def test_sigterm_while_the_broker_starts_is_a_clean_stop_once_it_is_up(tmp_path):
+    """A stop signal that comes while ``serve`` starts (here: once its name server is up, before the broker is)
+    was left to the default action, which ends the process with no clean stop (exit -15): the handlers came only
+    after the ready file. A test harness or a service manager stopping a broker right after it said it was ready
+    hit that window now and then."""
+    log_path = tmp_path / "serve.log"
+    args = ["serve", "--data-dir", str(tmp_path / "data"), "--port", "0", "--remoting-port", "0", "--namesrv-port", "0"]
+    with open(log_path, "wb") as log_file:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "pocketmq.cli.main", *args], stdout=log_file, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_until(lambda: "event=namesrv_started" in log_path.read_text(), 60, "the embedded name server up")
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=60) == 0, log_path.read_text()
+    finally:
+        serve.kill()
+        serve.wait()
+    log_text = log_path.read_text()
+    assert "event=stopping" in log_text and "event=broker_stopped" in log_text
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig, BrokerRole
-from pocketmq.cli.running import wait_for_stop_signal
+from pocketmq.cli.running import StopSignals
 from pocketmq.cluster.controller import EtcdController
 from pocketmq.cluster.election import Role
 from pocketmq.cluster.epoch_fence import EpochFence
@@ -112,7 +112,7 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
     )
     fence = EpochFence()  # one per process: the newest epoch outlives the rounds
     loop = FailoverLoop(controller, switch, fence=fence)
-    stop = asyncio.ensure_future(wait_for_stop_signal())
+    stop = asyncio.ensure_future(StopSignals().wait())
 
     async def until() -> None:
         """Until a stop signal or a new decision (the next round takes it)."""

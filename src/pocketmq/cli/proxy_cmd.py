@@ -21,7 +21,7 @@ from multiprocessing.process import BaseProcess
 
 from pocketmq.broker.pop.renewal import DEFAULT_AUTO_RENEW_INVISIBLE_MS, DEFAULT_RENEW_AHEAD_MS
 from pocketmq.cli.output import add_credential_options, credentials_of
-from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
+from pocketmq.cli.running import StopSignals, configure_logging, write_ready_file
 from pocketmq.cli.tls_cmd import add_server_tls_options
 from pocketmq.protocol.tls import TlsSettings
 from pocketmq.proxy.options import DEFAULT_GRPC_PORT, DEFAULT_USERS_TTL_MS, ProxyOptions
@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _supervise(options: ProxyOptions, ready_file: str | None) -> None:
+    signals = StopSignals()  # before any worker starts: a stop while starting is a clean one
     context = multiprocessing.get_context("spawn")
     ready = context.Queue()
     loop = asyncio.get_running_loop()
@@ -168,7 +169,7 @@ async def _supervise(options: ProxyOptions, ready_file: str | None) -> None:
         print(f"proxy listening on {options.grpc_addr} workers {options.workers}", flush=True)
         if ready_file:
             write_ready_file(ready_file, {"grpc": options.grpc_addr})
-        await wait_for_stop_signal()
+        await signals.wait()
     finally:
         stopping = True
         for process in workers:
@@ -188,6 +189,7 @@ def _worker_main(options: ProxyOptions, ready) -> None:
     worker = ProxyWorker(options)
 
     async def main() -> None:
+        signals = StopSignals()
         try:
             await worker.start()
         except Exception as exc:
@@ -199,7 +201,7 @@ def _worker_main(options: ProxyOptions, ready) -> None:
         if ready is not None:
             ready.put(os.getpid())
         try:
-            await wait_for_stop_signal()
+            await signals.wait()
         finally:
             await worker.stop()
 

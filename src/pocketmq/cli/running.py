@@ -5,7 +5,10 @@ running until SIGTERM/SIGINT.
 - ``write_ready_file(path, addresses)``: once listening, write ``{"remoting": "H:P" | null, "namesrv": "H:P" |
   null, "grpc": "H:P" | null, "metrics": "H:P" | null}`` (keys not given are null) atomically (temp file +
   fsync + rename), so a test that sees the file can read all of it (``pocketmq.testing.processes``).
-- ``wait_for_stop_signal()``: returns once SIGTERM or SIGINT arrives.
+- ``StopSignals()``: catches SIGTERM and SIGINT from the moment it is made; ``await wait()`` returns once one
+  came. Made before the command starts anything: a signal that comes while it starts, or between its ready file
+  and its wait, would otherwise take the default action and end the process without its clean stop (a test
+  harness or a service manager stopping a broker right after it said it was ready).
 - ``run_until_signalled(start, stop)``: ``await start()``, wait for the signal, then ``await stop()``. ``stop``
   also runs when ``start`` fails half way, so it must cope with a partial start.
 """
@@ -47,22 +50,29 @@ def write_ready_file(path: str | Path, addresses: dict[str, str | None]) -> None
     os.replace(tmp, path)
 
 
-async def wait_for_stop_signal() -> None:
-    """Return once SIGTERM or SIGINT arrives (the handlers are removed again)."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    for sig in _STOP_SIGNALS:
-        loop.add_signal_handler(sig, stopping.set)
-    try:
-        await stopping.wait()
-    finally:
+class StopSignals:
+    """SIGTERM and SIGINT, caught from construction (on the running loop) until ``wait()`` returns."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
         for sig in _STOP_SIGNALS:
-            loop.remove_signal_handler(sig)
+            self._loop.add_signal_handler(sig, self._stopping.set)
+
+    async def wait(self) -> None:
+        """Return once SIGTERM or SIGINT came (maybe before this call). The handlers are removed then, so a
+        second signal during the clean stop ends the process at once."""
+        try:
+            await self._stopping.wait()
+        finally:
+            for sig in _STOP_SIGNALS:
+                self._loop.remove_signal_handler(sig)
 
 
 async def run_until_signalled(start: Callable[[], Awaitable[Any]], stop: Callable[[], Awaitable[Any]]) -> None:
+    signals = StopSignals()
     try:
         await start()
-        await wait_for_stop_signal()
+        await signals.wait()
     finally:
         await stop()

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli.listening import listening
-from pocketmq.cli.running import configure_logging, wait_for_stop_signal, write_ready_file
+from pocketmq.cli.running import StopSignals, configure_logging, write_ready_file
 from pocketmq.cli.tls_cmd import add_server_tls_options, server_tls_overrides
 from pocketmq.client.config import default_namesrv_addr
 from pocketmq.common.config import load_config
@@ -209,10 +209,12 @@ async def serve(
     *,
     namesrv_overrides: dict | None = None,
     ready_file: str | None = None,
-    until: Callable[[], Awaitable[None]] = wait_for_stop_signal,
+    until: Callable[[], Awaitable[None]] | None = None,
     on_broker: Callable[[Broker], None] = lambda broker: None,
 ) -> None:
-    """Serve until ``until()`` returns (a stop signal; under a controller, also a change of role)."""
+    """Serve until ``until()`` returns (by default a stop signal; under a controller, also a change of role)."""
+    if until is None:
+        until = StopSignals().wait  # caught from here on: a stop that comes while starting is a clean one
     warn_if_open(config)
     namesrv = None
     tls_settings = config.tls_settings()

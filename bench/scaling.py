@@ -27,7 +27,10 @@ Each case starts its own broker (ASYNC_FLUSH) and prints one JSON line per step:
   stop, the page cache dropped where the kernel allows it (root on Linux; the line says whether it was), a start
   on the same data directory, then all of them popped and acked in batches by two ``AsyncSimpleConsumer``s:
   messages a second over each tenth of the backlog (the first tenths read cold from the disk, unless the cache
-  could not be dropped), the broker's CPU per message, and its memory at the end.
+  could not be dropped), the broker's CPU per message, and its memory at the end. With ``--backlog-window N``
+  it consumes windows instead of everything (ten million take hours to pop): at the start of each tenth, a new
+  group's offsets are reset to the time that tenth's sends began, the page cache is dropped, and the group pops
+  and acks N messages: the throughput of cold reads at each depth of the backlog.
 - ``producers``: for each of ``--producers`` (1, 10, 100), that many ``AsyncProducer``s (each its own client
   instance and connection) send 1 KiB messages one at a time for ``--seconds``: messages a second, the broker's
   CPU per message and its memory at the end, with the producers connected.
@@ -40,6 +43,7 @@ growth of VmRSS (and of RssAnon) from the case's first line, divided by the item
     python bench/scaling.py [--cases topics,topics_seeded,topic_create,pop,timers,producers,revive,backlog]
                             [--topics 10,1000] [--creates 200]
                             [--seeded-topics 10,1000,10000] [--pop 10000,100000] [--revive 100000] [--backlog N]
+                            [--backlog-window N]
                             [--revive-invisible-s 60] [--timers 100000] [--large]
                             [--producers 1,10,100] [--seconds 10]
 """
@@ -62,6 +66,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.timer.snapshot import SNAPSHOT_FILE
 from pocketmq.broker.topics import topic_config_to_json
 from pocketmq.client import Admin, AsyncAdmin, AsyncProducer, AsyncSimpleConsumer, ClientConfig, Message
+from pocketmq.client.consumer_admin import ConsumerAdmin
 from pocketmq.common.properties import TIMER_DELIVER_MS
 from pocketmq.common.topic import TopicConfig
 from pocketmq.runtime.files import atomic_write_json
@@ -364,51 +369,81 @@ def drop_page_cache() -> bool:
     return True
 
 
-async def consume_backlog(config: ClientConfig, count: int, pid: int) -> list[dict]:
-    """Pop and ack ``count`` messages (POP_CONSUMERS consumers, batches of POP_BATCH, each batch's ack awaited):
-    messages a second and the broker's CPU per message over each tenth of them."""
-    tenth = max(1, count // BACKLOG_TENTHS)
-    consumed, tenths = 0, []
+async def consume_backlog(config: ClientConfig, group: str, count: int, pid: int, *, marks: int) -> list[dict]:
+    """Pop and ack ``count`` messages of ``group`` (POP_CONSUMERS consumers, batches of POP_BATCH, each batch's
+    ack awaited): messages a second, the broker's CPU per message and the lowest queue offset popped over each of
+    ``marks`` equal parts."""
+    part = max(1, count // marks)
+    consumed, parts, lowest_offset = 0, [], None
     mark_consumed, mark_s, mark_cpu_s = 0, time.perf_counter(), process_cpu_s(pid)
 
     async def loop(client: AsyncSimpleConsumer) -> None:
-        nonlocal consumed, mark_consumed, mark_s, mark_cpu_s
+        nonlocal consumed, mark_consumed, mark_s, mark_cpu_s, lowest_offset
         while consumed < count:
             got = await client.receive(POP_BATCH, 60_000, await_duration_ms=1000)
             if not got:
                 return  # the topic holds no more visible messages
             await client.ack_batch(got)
             consumed += len(got)
-            if consumed >= tenth * (len(tenths) + 1):
+            lowest = min(message.queue_offset for message in got)
+            lowest_offset = lowest if lowest_offset is None else min(lowest, lowest_offset)
+            if consumed >= part * (len(parts) + 1):
                 now_s, cpu_s, done = time.perf_counter(), process_cpu_s(pid), consumed - mark_consumed
-                tenths.append(
+                parts.append(
                     {
                         "consumed": consumed,
                         "msg_per_s": round(done / (now_s - mark_s)),
                         "broker_cpu_us_per_msg": round((cpu_s - mark_cpu_s) / done * 1e6),
+                        "lowest_queue_offset": lowest_offset,
                     }
                 )
-                mark_consumed, mark_s, mark_cpu_s = consumed, now_s, cpu_s
+                mark_consumed, mark_s, mark_cpu_s, lowest_offset = consumed, now_s, cpu_s, None
 
-    await with_consumers(config, BACKLOG_GROUP, BACKLOG_TOPIC, loop)
-    return tenths
+    await with_consumers(config, group, BACKLOG_TOPIC, loop)
+    return parts
 
 
-def backlog_case(count: int) -> None:
+async def reset_group(config: ClientConfig, group: str, timestamp_ms: int) -> None:
+    """``group``'s offsets of the backlog topic moved to its first messages stored at or after ``timestamp_ms``."""
+    admin = AsyncAdmin(config)
+    await admin.start()
+    try:
+        await ConsumerAdmin(admin).reset_offset(group, BACKLOG_TOPIC, timestamp_ms)
+    finally:
+        await admin.shutdown()
+
+
+def backlog_case(count: int, window: int) -> None:
+    """``window`` 0: the whole backlog consumed once, a line per tenth; else ``window`` messages from the start of
+    each tenth, cold, a line per window."""
+    tenth = max(1, count // BACKLOG_TENTHS)
+    window = min(window, tenth)
     with running_broker() as proc:
         config = ClientConfig(namesrv_addr=proc.namesrv)
         with Admin(config) as admin:
             admin.create_topic(BACKLOG_TOPIC, queues=QUEUES)
         started = time.perf_counter()
-        asyncio.run(send_batches(config, lambda i: Message(BACKLOG_TOPIC, SMALL_BODY), 0, count))
+        tenth_started_ms = []  # when the sends of each tenth began: where a window's group is reset to
+        for first in range(0, count, tenth):
+            tenth_started_ms.append(int(time.time() * 1000))
+            asyncio.run(
+                send_batches(config, lambda i: Message(BACKLOG_TOPIC, SMALL_BODY), first, min(count, first + tenth))
+            )
         emit("backlog", stored=count, send_s=round(time.perf_counter() - started, 1), **settled_memory(proc.pid))
         proc.stop()
         cache_dropped = drop_page_cache()
         proc.start(timeout_s=900)
         config = ClientConfig(namesrv_addr=proc.namesrv)  # a restart with port 0 listens on new ports
         started = time.perf_counter()
-        for tenth in asyncio.run(consume_backlog(config, count, proc.pid)):
-            emit("backlog", stored=count, cache_dropped=cache_dropped, **tenth)
+        if not window:
+            for part in asyncio.run(consume_backlog(config, BACKLOG_GROUP, count, proc.pid, marks=BACKLOG_TENTHS)):
+                emit("backlog", stored=count, cache_dropped=cache_dropped, **part)
+        for depth, timestamp_ms in enumerate(tenth_started_ms if window else []):
+            group = f"{BACKLOG_GROUP}_{depth}"
+            asyncio.run(reset_group(config, group, timestamp_ms))
+            cache_dropped = drop_page_cache()
+            (part,) = asyncio.run(consume_backlog(config, group, window, proc.pid, marks=1))
+            emit("backlog_window", stored=count, depth=depth * tenth, cache_dropped=cache_dropped, **part)
         emit(
             "backlog",
             stored=count,
@@ -567,6 +602,9 @@ def main() -> None:
     parser.add_argument("--timers", type=counts, default=[100_000], help="pending timer messages")
     parser.add_argument("--large", action="store_true", help="timers: add a step of 1,000,000")
     parser.add_argument("--backlog", type=int, default=1_000_000, help="messages stored, then consumed cold")
+    parser.add_argument(
+        "--backlog-window", type=int, default=0, help="backlog: consume this many from each tenth (0: everything)"
+    )
     parser.add_argument("--producers", type=counts, default=[1, 10, 100])
     parser.add_argument("--seconds", type=float, default=10.0, help="producers: seconds each")
     args = parser.parse_args()
@@ -586,7 +624,7 @@ def main() -> None:
     if "producers" in cases:
         producers_case(args.producers, args.seconds)
     if "backlog" in cases:
-        backlog_case(args.backlog)
+        backlog_case(args.backlog, args.backlog_window)
 
 
 if __name__ == "__main__":

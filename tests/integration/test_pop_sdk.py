@@ -2,16 +2,19 @@
 
 - 1,000 messages, half acked: every dropped one comes back, attempt 2 (reconsume times 1), nothing acked does.
 - change_invisible_duration postpones redelivery; batch ack; stale handles are refused.
+- The acks of one event-loop turn go as one batch, and each still gets its own outcome (a stale one fails alone).
 - (slow) ``kill -9`` with 500 messages in flight: after the restart every un-acked one is redelivered, once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import time
 
 import pytest
 
-from pocketmq.client import Admin, ClientConfig, Message, Producer, SimpleConsumer
+from pocketmq.client import Admin, AsyncSimpleConsumer, ClientConfig, Message, Producer, SimpleConsumer
 from pocketmq.protocol.error_codes import RemoteServerError
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import broker_process
@@ -81,6 +84,26 @@ def test_change_invisible_duration_postpones(config):
         with pytest.raises(RemoteServerError):
             consumer.ack(msg)  # its CK was revived: the handle is stale
         consumer.ack(again)
+
+
+def test_the_acks_of_one_turn_each_get_their_own_outcome(config):
+    produce(config, "pop_together", 3, queues=1)
+
+    async def go() -> None:
+        async with AsyncSimpleConsumer("pop_together_group", {"pop_together": "*"}, config) as consumer:
+            got: list = []
+            deadline = time.monotonic() + 20
+            while len(got) < 3 and time.monotonic() < deadline:
+                got += await consumer.receive(32, INVISIBLE_MS, await_duration_ms=1000)
+            assert len(got) == 3
+            stale = copy.deepcopy(got[0])
+            await consumer.change_invisible_duration(got[0], INVISIBLE_MS)  # the copy's handle is stale now
+            outcomes = await asyncio.gather(*(consumer.ack(m) for m in [stale, *got]), return_exceptions=True)
+            assert isinstance(outcomes[0], RemoteServerError), outcomes
+            assert outcomes[1:] == [None, None, None]
+            assert await consumer.receive(32, INVISIBLE_MS, await_duration_ms=2 * INVISIBLE_MS) == []
+
+    asyncio.run(go())
 
 
 @pytest.mark.slow

@@ -19,13 +19,12 @@ the reply's startOffsetInfo / msgOffsetInfo as RocketMQ's client does) and the b
 
 from __future__ import annotations
 
-import base64
 import itertools
-import json
 import logging
 import zlib
 from collections.abc import Mapping
 
+from pocketmq.client.batch_ack import BROKER_NAME_PROPERTY, AckCoalescer, batch_ack_requests, pop_ck
 from pocketmq.client.config import ClientConfig
 from pocketmq.client.consumer_tracing import ConsumerTracing
 from pocketmq.client.instance import (
@@ -55,7 +54,6 @@ from pocketmq.protocol.request_headers import (
 log = logging.getLogger(__name__)
 
 MAX_RECEIVE = 32
-BROKER_NAME_PROPERTY = "PMQ_BROKER_NAME"
 _NOTHING = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.NO_MESSAGE)
 
 
@@ -98,14 +96,6 @@ def messages_of_pop_reply(response: RemotingCommand, broker_name: str) -> list[M
     return messages
 
 
-def _pop_ck(msg: MessageExt) -> tuple[str, str]:
-    extra = msg.properties.get(props.POP_CK)
-    broker = msg.properties.get(BROKER_NAME_PROPERTY)
-    if not extra or not broker:
-        raise ClientError("the message was not received by a simple consumer (no POP_CK)")
-    return extra, broker
-
-
 class AsyncSimpleConsumer:
     """The asyncio simple consumer of one consumer group over ``subscriptions`` {topic: a tag expression or a
     ``MessageSelector``}."""
@@ -131,6 +121,7 @@ class AsyncSimpleConsumer:
         self._instance: ClientInstance | None = None
         self._turn = itertools.count()
         self._tracing: ConsumerTracing | None = None  # with config.enable_trace, once started
+        self._acks = AckCoalescer(self.group, self.namespace.wrap, self._invoke_broker, self._ack_alone)
 
     @property
     def instance(self) -> ClientInstance:
@@ -226,8 +217,16 @@ class AsyncSimpleConsumer:
         return messages
 
     async def ack(self, msg: MessageExt) -> None:
-        await self._about_receipt(msg, RequestCode.ACK_MESSAGE, AckMessageRequestHeader)
+        """Ack ``msg``; returns once the broker has taken the ack. The acks of one event-loop turn go to each
+        broker as one request (``client/batch_ack.py``), each with its own outcome."""
+        await self._acks.ack(msg)
         self._trace_acked([msg])
+
+    async def _ack_alone(self, msg: MessageExt) -> None:
+        await self._about_receipt(msg, RequestCode.ACK_MESSAGE, AckMessageRequestHeader)
+
+    async def _invoke_broker(self, broker_name: str, request: RemotingCommand) -> RemotingCommand:
+        return await self.instance.invoke_broker(broker_name, request)
 
     def _trace_acked(self, messages: list[MessageExt]) -> None:
         """Acked: consumed, in the time since the receive (the receipt's pop time)."""
@@ -235,45 +234,13 @@ class AsyncSimpleConsumer:
             return
         now_ms = self.instance.clock.now_ms()
         for msg in messages:
-            cost_ms = max(now_ms - int(_pop_ck(msg)[0].split(" ")[1]), 0)
+            cost_ms = max(now_ms - int(pop_ck(msg)[0].split(" ")[1]), 0)
             self._tracing.tracer.consumed([msg], True, cost_ms)
 
     async def ack_batch(self, messages: list[MessageExt]) -> None:
         """Ack many messages in one BATCH_ACK_MESSAGE per broker (stale ones are skipped by the broker)."""
-        by_broker: dict[str, dict[tuple, int]] = {}
-        for msg in messages:
-            extra, broker = _pop_ck(msg)
-            start, pop_time, invisible, revive_qid, retry, _, queue_id, offset = extra.split(" ")
-            key = (
-                self.namespace.wrap(msg.topic),
-                retry,
-                int(start),
-                int(queue_id),
-                int(revive_qid),
-                int(pop_time),
-                int(invisible),
-            )
-            bits = by_broker.setdefault(broker, {})
-            bits[key] = bits.get(key, 0) | 1 << (int(offset) - int(start))
-        for broker, entries in by_broker.items():
-            acks = [
-                {
-                    "c": self.group,
-                    "t": t,
-                    "r": r,
-                    "so": so,
-                    "q": q,
-                    "rq": rq,
-                    "pt": pt,
-                    "it": it,
-                    "b": base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode(),
-                }
-                for (t, r, so, q, rq, pt, it), bits in entries.items()
-            ]
-            body = RemotingCommand.request(
-                RequestCode.BATCH_ACK_MESSAGE, {}, body=_json({"brokerName": broker, "acks": acks})
-            )
-            expect_success(await self.instance.invoke_broker(broker, body))
+        for broker, batch in batch_ack_requests(messages, self.group, self.namespace.wrap).items():
+            expect_success(await self.instance.invoke_broker(broker, batch.request))
         self._trace_acked(messages)
 
     async def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> MessageExt:
@@ -296,7 +263,7 @@ class AsyncSimpleConsumer:
     ) -> RemotingCommand:
         """Request ``code`` about ``msg``'s receipt handle (an ack or a change of it, ``header`` with ``more``
         fields) to the broker that handed it out; the reply, SUCCESS."""
-        extra, broker = _pop_ck(msg)
+        extra, broker = pop_ck(msg)
         fields = header.ext_fields(
             consumer_group=self.group,
             topic=self.namespace.wrap(msg.topic),
@@ -309,10 +276,6 @@ class AsyncSimpleConsumer:
 
     def __repr__(self) -> str:
         return f"<AsyncSimpleConsumer group={self.group} topics={sorted(self.subscriptions)}>"
-
-
-def _json(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 class SimpleConsumer(SyncFacade):

@@ -17,7 +17,9 @@ Requests (``extFields``), replies and bodies:
 - ACK_MESSAGE (200051): consumerGroup, topic (the business topic), queueId, extraInfo, offset.
 - BATCH_ACK_MESSAGE (200151): JSON body ``{"brokerName": ..., "acks": [{"c","t","r","so","q","rq","pt","it",
   "b"}]}`` (RocketMQ's BatchAck: ``r`` "1" for the retry topic, ``b`` the bit set of acked ``offset - so``, as a
-  base64 ``BitSet.toByteArray`` or a list of ``toLongArray`` words).
+  base64 ``BitSet.toByteArray`` or a list of ``toLongArray`` words). Reply SUCCESS with the body
+  ``{"failed": [[entry index, offset, code, remark], ...]}``: the acks refused (stale or unknown handles), which
+  RocketMQ skips silently and PocketMQ's client reports per message.
 - CHANGE_MESSAGE_INVISIBLETIME (200053): the ACK fields plus invisibleTime; reply popTime, invisibleTime,
   reviveQid: the new extraInfo is ``offset popTime invisibleTime reviveQid retry brokerName qid offset``.
 
@@ -28,6 +30,7 @@ says INVALID_RECEIPT_HANDLE).
 from __future__ import annotations
 
 import base64
+import json
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import MAX_MESSAGES_PER_CK
@@ -43,6 +46,7 @@ from pocketmq.common.record import encode_record
 from pocketmq.common.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.command import RemotingCommand
+from pocketmq.protocol.error_codes import response_code_of
 from pocketmq.protocol.limits import BATCH_ACK_BITS
 from pocketmq.protocol.remoting_headers import json_body
 from pocketmq.protocol.request_headers import AckMessageRequestHeader
@@ -205,8 +209,8 @@ class PopHandlers:
         if not isinstance(acks, list):
             raise BadRequestError("batch ack body lacks its acks list")
         broker_name = str(body.get("brokerName") or self._broker.broker_name)
-        by_group: dict[str, list[ReceiptHandle]] = {}
-        for ack in acks:
+        by_group: dict[str, tuple[list[ReceiptHandle], list[tuple[int, int]]]] = {}
+        for entry_index, ack in enumerate(acks):
             try:
                 group, topic = str(ack["c"]), str(ack["t"])
                 retry = str(ack.get("r", "0")) not in ("0", "", "None")
@@ -230,10 +234,17 @@ class PopHandlers:
                 continue
             # The entry is checked once, as the handle of its first offset; the others differ by offset only.
             first = handle_from_extra_info(group, topic, f"{prefix} {offsets[0]}")
-            by_group.setdefault(group, []).extend(first.at_offset(o) for o in offsets)
-        for group, handles in by_group.items():
-            await self._broker.pop.ack(group, handles)  # stale entries of a batch are skipped, as RocketMQ does
-        return request.response(ResponseCode.SUCCESS)
+            handles, positions = by_group.setdefault(group, ([], []))
+            handles.extend(first.at_offset(o) for o in offsets)
+            positions.extend((entry_index, o) for o in offsets)
+        # RocketMQ skips the stale entries of a batch and answers SUCCESS; the body also lists each refused ack
+        # (entry index, offset, code, remark), which PocketMQ's client reads to fail that ack alone.
+        failed = []
+        for group, (handles, positions) in by_group.items():
+            for (entry_index, offset), error in zip(positions, await self._broker.pop.ack(group, handles), strict=True):
+                if error is not None:
+                    failed.append([entry_index, offset, response_code_of(error), str(error)])
+        return request.response(ResponseCode.SUCCESS, body=json.dumps({"failed": failed}).encode())
 
     async def change_invisible_time(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = BrokerChangeInvisibleTimeHeader.parse(request.ext_fields)

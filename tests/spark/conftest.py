@@ -35,7 +35,13 @@ def pytest_collection_modifyitems(config, items):
     failing where it is (``signal``). A timeout raised inside py4j's socket read leaves the driver's connection to
     the JVM with an answer half read, and every later test of that worker, on the same session-scoped SparkSession,
     read garbage: one slow test failed twenty. An ended worker takes its JVM and brokers with it (their stdin
-    closes), and xdist runs the tests it had not run on a new worker, with a new session."""
+    closes), and xdist runs the tests it had not run on a new worker, with a new session.
+
+    The timeout bounds the test's own body (``func_only``), not its fixtures: the first test of a worker also sets
+    up the worker's SparkSession and broker cluster (44 s of a run at load average 10, against the 120 s timeout
+    meant for the test), so a slow machine timed out whichever test came first, and then the first test of the
+    worker that replaced it, and so on. The fixtures are bounded on their own: brokers start within their start
+    timeout, the waits poll with deadlines."""
     for item in items:
         if _SPARK_TESTS not in Path(str(item.fspath)).parents:
             continue
@@ -43,7 +49,7 @@ def pytest_collection_modifyitems(config, items):
         timeout = config.getini("timeout")
         if marker is not None:
             timeout = marker.kwargs.get("timeout", marker.args[0] if marker.args else timeout)
-        item.add_marker(pytest.mark.timeout(timeout, method="thread"), append=False)
+        item.add_marker(pytest.mark.timeout(timeout, method="thread", func_only=True), append=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -190,9 +190,7 @@ class Run:
         if self.test == "produce_sync":
             settings["client_kind"] = "Producer.send"
         elif self.test == "produce_batch":
-            # auto-batching takes plain sends (send_async goes alone: docs/sdk.md), so with it the window is tasks
-            # of AsyncProducer.send, as an asyncio user of auto-batching writes it
-            settings["client_kind"] = "AsyncProducer.send tasks" if self.auto_batch else "AsyncProducer.send_async"
+            settings["client_kind"] = "AsyncProducer.send_async"
             settings["auto_batch"] = self.auto_batch
         else:  # the consumer's side is measured: its client
             settings["client_kind"] = "PushConsumer" if self.consumer == "push" else "AsyncSimpleConsumer"
@@ -228,7 +226,7 @@ async def send_window(producer: AsyncProducer, run: Run, count: int, window: int
             break
         await slots.acquire()
         message = Message(run.topic, body(run.size, seq))
-        task = asyncio.ensure_future(producer.send(message)) if run.auto_batch else producer.send_async(message)
+        task = producer.send_async(message)
         task.add_done_callback(lambda _: slots.release())
         tasks.append(task)
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)

@@ -200,25 +200,41 @@ class AsyncProducer(InstanceUser):
         timeout_s: float | None = None,
         delay_level: int | None = None,
         deliver_at_ms: int | None = None,
-        _retry_times: int | None = None,
     ) -> SendResult:
         """Send one message; with ``queue``, to that queue only (no retry elsewhere).
 
         ``delay_level`` (1-18 with the broker's default table) or ``deliver_at_ms`` (epoch ms) delays it.
         """
+        return await self._start_send(
+            message, queue, timeout_s, delay_level, deliver_at_ms, self.options.retry_times_when_send_failed
+        )
+
+    def _start_send(
+        self,
+        message: Message,
+        queue: MessageQueue | None,
+        timeout_s: float | None,
+        delay_level: int | None,
+        deliver_at_ms: int | None,
+        retry_times: int,
+    ) -> asyncio.Future[SendResult] | Coroutine[object, object, SendResult]:
+        """An automatic batch's future for a send that may join one, else the coroutine of a send alone."""
         if (
             self._accumulator is not None
             and queue is None
             and timeout_s is None
             and delay_level is None
             and deliver_at_ms is None
-            and _retry_times is None
             and self._batchable(message)
         ):
-            return await self._accumulator.add(message)
+            return self._accumulator.add(message, retry_times)
         build = self._prepare_single(message, delay_level, deliver_at_ms)
-        retry_times = self.options.retry_times_when_send_failed if _retry_times is None else _retry_times
-        return await self._send_with_retries(message, build, queue, timeout_s, retry_times)
+        return self._send_with_retries(message, build, queue, timeout_s, retry_times)
+
+    async def _send_alone(self, message: Message, retry_times: int) -> SendResult:
+        """A message of a refused automatic batch, sent on its own (its own checks' errors raise in here)."""
+        build = self._prepare_single(message, None, None)
+        return await self._send_with_retries(message, build, None, None, retry_times)
 
     def _prepare_single(self, message: Message, delay_level: int | None, deliver_at_ms: int | None):
         """Check and stamp ``message``; the builder of its SEND_MESSAGE_V2 for a queue."""
@@ -253,20 +269,19 @@ class AsyncProducer(InstanceUser):
             and not is_gray_message(message.properties)
         )
 
-    async def _send_auto_batch(self, messages: list[Message]) -> list[SendResult | BaseException]:
-        """An automatic batch (``SendAccumulator``): sent with a batch's retries, one outcome per message. A batch
+    async def _send_auto_batch(self, messages: list[Message], retry_times: int) -> list[SendResult | BaseException]:
+        """An automatic batch (``SendAccumulator``): sent with its senders' retry count (a send's or a
+        ``send_async``'s), one outcome per message. A batch
         refused as a whole (too large once encoded, or a message the broker refuses: nothing of it was stored)
         is sent again message by message, so each gets its own outcome."""
         try:
             build, uniq_keys = self._prepare_batch(messages)
-            result = await self._send_with_retries(
-                messages[0], build, None, None, self.options.retry_times_when_send_failed, uniq_keys
-            )
+            result = await self._send_with_retries(messages[0], build, None, None, retry_times, uniq_keys)
         except (IllegalMessageError, RemoteServerError) as exc:
             if exc.retriable or len(messages) == 1:
                 raise
             return await asyncio.gather(
-                *(self.send(m, _retry_times=self.options.retry_times_when_send_failed) for m in messages),
+                *(self._send_alone(m, retry_times) for m in messages),
                 return_exceptions=True,
             )
         offset_ids = result.offset_msg_id.split(",")
@@ -310,29 +325,34 @@ class AsyncProducer(InstanceUser):
         *,
         queue: MessageQueue | None = None,
         timeout_s: float | None = None,
-    ) -> asyncio.Task[SendResult]:
-        """Start a send and return at once: the returned task is awaitable; ``callback(result)`` or
+    ) -> asyncio.Future[SendResult]:
+        """Start a send and return at once: the returned future is awaitable; ``callback(result)`` or
         ``on_exception(error)`` run on the loop when it ends. Retried ``retry_times_when_send_async_failed``
-        times."""
-        task = asyncio.get_running_loop().create_task(
-            self.send(
-                message, queue=queue, timeout_s=timeout_s, _retry_times=self.options.retry_times_when_send_async_failed
+        times; with ``auto_batch`` it joins the loop turn's batch as ``send`` does (batched with the other
+        ``send_async`` calls, whose retry count it shares)."""
+        loop = asyncio.get_running_loop()
+        try:
+            started = self._start_send(
+                message, queue, timeout_s, None, None, self.options.retry_times_when_send_async_failed
             )
-        )
+        except PocketMQError as exc:  # refused by the checks before it started: its future says so
+            started = loop.create_future()
+            started.set_exception(exc)
+        future = started if isinstance(started, asyncio.Future) else loop.create_task(started)
 
-        def done(t: asyncio.Task) -> None:
-            if t.cancelled():
+        def done(f: asyncio.Future) -> None:
+            if f.cancelled():
                 return
-            error = t.exception()
+            error = f.exception()
             if error is None and callback is not None:
-                callback(t.result())
+                callback(f.result())
             elif error is not None and on_exception is not None:
                 on_exception(error)
             elif error is not None:
                 log.warning("event=async_send_failed topic=%s error=%s", message.topic, error)
 
-        task.add_done_callback(done)
-        return task
+        future.add_done_callback(done)
+        return future
 
     async def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
         """Send without waiting for the broker's answer (no result, no retry): RocketMQ's sendOneway."""

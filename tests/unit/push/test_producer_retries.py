@@ -4,6 +4,8 @@ are fake remoting peers: retries go to another broker, at most ``retry_times`` o
 ``send_latency_fault_enable`` a failing broker sits out for its duration and is then tried again; non-OK store
 statuses retry only when asked."""
 
+import asyncio
+
 import pytest
 
 from pocketmq.client.message_id import MessageIdGenerator
@@ -117,6 +119,44 @@ async def test_async_sends_retry_their_own_count(producer):
     instance.behave("b", "ok")
     result = await p.send_async(Message.create("t", "y"))
     assert result.message_queue.broker_name == "b"
+
+
+async def test_async_sends_join_automatic_batches_with_their_own_retry_count(remoting, peers):
+    """With ``auto_batch`` the ``send_async`` calls of one loop turn travel as one batch, retried the async count
+    of times; the plain sends of that turn make another batch with the sync count."""
+    instance = FakeInstance(remoting, {"a": await peers(), "b": await peers()})
+    options = ProducerOptions(auto_batch=True, retry_times_when_send_failed=3, retry_times_when_send_async_failed=1)
+    p = AsyncProducer(options=options, instance=instance)
+    await p.start()
+
+    def batches():
+        return [r for peer in instance.brokers.values() for r in peer.requests_of(RequestCode.SEND_BATCH_MESSAGE)]
+
+    for peer in instance.brokers.values():
+        peer.on(RequestCode.SEND_BATCH_MESSAGE, hang_up)
+    errors = []
+    outcomes = await asyncio.gather(
+        *(p.send_async(Message.create("t", f"async-{i}"), on_exception=errors.append) for i in range(3)),
+        return_exceptions=True,
+    )
+    assert [type(o) for o in outcomes] == [RemotingError] * 3 and len(errors) == 3
+    assert len(batches()) == 2  # one batch of three, sent 1 + 1 times
+    outcomes = await asyncio.gather(
+        *(p.send(Message.create("t", f"sync-{i}")) for i in range(2)), return_exceptions=True
+    )
+    assert [type(o) for o in outcomes] == [RemotingError] * 2
+    assert len(batches()) == 2 + 4  # one batch of two, sent 1 + 3 times
+
+    for peer in instance.brokers.values():
+        peer.on(RequestCode.SEND_BATCH_MESSAGE, stored())
+    before = len(batches())
+    results = await asyncio.gather(
+        *(p.send_async(Message.create("t", f"a{i}")) for i in range(3)),
+        *(p.send(Message.create("t", f"s{i}")) for i in range(2)),
+    )
+    assert [r.status for r in results] == [SendStatus.SEND_OK] * 5
+    assert len(batches()) - before == 2  # the async sends' batch and the plain sends' batch
+    assert not any(peer.requests_of(RequestCode.SEND_MESSAGE_V2) for peer in instance.brokers.values())
 
 
 async def test_a_send_to_an_explicit_queue_is_not_retried(producer):

@@ -45,20 +45,22 @@ def pop_ck(msg: MessageExt) -> tuple[str, str]:
 
 @dataclass
 class BatchAckRequest:
-    """The BATCH_ACK_MESSAGE of one broker, and where each message's ack is in it: (entry index, offset)."""
+    """The BATCH_ACK_MESSAGE of one broker; the indexes of its messages in the list acked, and where each one's
+    ack is in the request: (entry index, offset), in the same order."""
 
     request: RemotingCommand
+    message_indexes: list[int] = field(default_factory=list)
     positions: list[tuple[int, int]] = field(default_factory=list)
 
 
 def batch_ack_requests(
     messages: list[MessageExt], group: str, wrap_topic: Callable[[str], str]
 ) -> dict[str, BatchAckRequest]:
-    """Broker name -> the request acking ``messages`` of it, positions in the order of ``messages``.
-    ValueError (or ClientError) when a message's receipt handle does not parse."""
+    """Broker name -> the request acking the ``messages`` of that broker. ValueError (or ClientError) when a
+    message's receipt handle does not parse."""
     entries_by_broker: dict[str, dict[tuple, int]] = {}
-    positions_by_broker: dict[str, list[tuple[tuple, int]]] = {}
-    for msg in messages:
+    positions_by_broker: dict[str, list[tuple[int, tuple, int]]] = {}
+    for message_index, msg in enumerate(messages):
         extra, broker = pop_ck(msg)
         start, pop_time, invisible, revive_qid, retry, _, queue_id, offset = extra.split(" ")
         key = (wrap_topic(msg.topic), retry, int(start), int(queue_id), int(revive_qid), int(pop_time), int(invisible))
@@ -67,7 +69,7 @@ def batch_ack_requests(
             raise ValueError(f"offset {offset} below the handle's start {start}")
         entries = entries_by_broker.setdefault(broker, {})
         entries[key] = entries.get(key, 0) | 1 << bit
-        positions_by_broker.setdefault(broker, []).append((key, int(offset)))
+        positions_by_broker.setdefault(broker, []).append((message_index, key, int(offset)))
     requests = {}
     for broker, entries in entries_by_broker.items():
         index = {key: i for i, key in enumerate(entries)}
@@ -86,9 +88,11 @@ def batch_ack_requests(
             for (t, r, so, q, rq, pt, it), bits in entries.items()
         ]
         body = json.dumps({"brokerName": broker, "acks": acks}, separators=(",", ":")).encode()
+        positions = positions_by_broker[broker]
         requests[broker] = BatchAckRequest(
             RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, {}, body=body),
-            [(index[key], offset) for key, offset in positions_by_broker[broker]],
+            [message_index for message_index, _, _ in positions],
+            [(index[key], offset) for _, key, offset in positions],
         )
     return requests
 
@@ -148,15 +152,16 @@ class AckCoalescer:
         except (ValueError, ClientError):  # a handle that does not parse: each ack alone gets its own answer
             await asyncio.gather(*(self._settle_alone(msg, done) for msg, done in pending))
             return
-        by_broker: dict[str, list[tuple[MessageExt, asyncio.Future]]] = {}
-        for msg, done in pending:
-            by_broker.setdefault(msg.properties[BROKER_NAME_PROPERTY], []).append((msg, done))
         await asyncio.gather(
-            *(self._send_batch(requests[broker], acks) for broker, acks in by_broker.items() if broker in requests)
+            *(
+                self._send_batch(broker, batch, [pending[i] for i in batch.message_indexes])
+                for broker, batch in requests.items()
+            )
         )
 
-    async def _send_batch(self, batch: BatchAckRequest, acks: list[tuple[MessageExt, asyncio.Future]]) -> None:
-        broker = acks[0][0].properties[BROKER_NAME_PROPERTY]
+    async def _send_batch(
+        self, broker: str, batch: BatchAckRequest, acks: list[tuple[MessageExt, asyncio.Future]]
+    ) -> None:
         try:
             reply = await self._invoke(broker, batch.request)
         except BaseException as exc:

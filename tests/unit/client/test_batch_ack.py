@@ -97,6 +97,15 @@ async def test_an_ack_the_broker_lists_as_refused_fails_alone():
     assert got[1].response_code == ResponseCode.INVALID_PARAMETER and got[1].remark == "stale handle"
 
 
+async def test_a_refused_ack_fails_its_own_message_when_brokers_interleave():
+    """Offset 9 is listed as refused, and only broker b2 holds an ack at offset 9: only that message fails."""
+    broker = FakeBroker(failed={(0, 9): (ResponseCode.INVALID_PARAMETER, "stale handle")})
+    messages = [received(0), received(9, broker="b2", start=7), received(1), received(7, broker="b2", start=7)]
+    got = await outcomes(coalescer(broker), messages)
+    assert [type(o) for o in got] == [type(None), RemoteServerError, type(None), type(None)]
+    assert sorted(name for name, _ in broker.batches) == ["b1", "b2"]
+
+
 async def test_a_batch_refused_whole_is_sent_again_one_ack_at_a_time():
     broker = FakeBroker(whole_code=ResponseCode.INVALID_PARAMETER, stale=(1,))
     got = await outcomes(coalescer(broker), [received(0), received(1), received(2)])

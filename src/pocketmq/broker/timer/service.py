@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import zlib
 from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -228,7 +229,7 @@ class TimerService:
         )
         if got.status is not GetStatus.FOUND or not got.records or record_queue_offset(got.records[0]) != queue_offset:
             return None
-        return snapshot.record_crc(got.records[0])
+        return zlib.crc32(got.records[0])
 
     def _arrived(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         if topic == TIMER_TOPIC:
@@ -262,7 +263,7 @@ class TimerService:
         self.persist_progress()
         state = self._snapshot_state()
         if state is None:
-            snapshot.discard(self._snapshot_path)
+            self._snapshot_path.unlink(missing_ok=True)  # nothing pending: a start reads nothing
         else:
             snapshot.save(self._snapshot_path, *state)  # atomic: a full disk leaves the previous one
 
@@ -546,7 +547,7 @@ class TimerService:
         start = min(self.progress_offset(), queue_offset)
         self._wheel = TimerWheel()
         self._delivered_untombstoned.clear()
-        snapshot.discard(self._snapshot_path)  # of records that may be gone: the next save is of what is left
+        self._snapshot_path.unlink(missing_ok=True)  # of records that may be gone: the next save is of what is left
         self._loaded_until = max(start, self._store.min_queue_offset(TIMER_TOPIC, TIMER_QUEUE_ID))
         loaded = self.load_new()
         self.persist_progress()

@@ -22,7 +22,6 @@ Anything odd in the file is a reason to read the records, never an error: the ti
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import sys
 import zlib
@@ -56,10 +55,6 @@ class WheelSnapshot:
         return sum(len(bucket) for _, bucket in self.buckets) // 2
 
 
-def record_crc(record: bytes | memoryview) -> int:
-    return zlib.crc32(record)
-
-
 def save(
     path: Path, progress_offset: int, loaded_until: int, anchor_crc: int, buckets: Iterable[tuple[int, array]]
 ) -> None:
@@ -90,14 +85,6 @@ def read(path: Path) -> WheelSnapshot | None:
     if snapshot is None:
         log.warning("event=timer_snapshot_unreadable path=%s bytes=%d", path, len(data))
     return snapshot
-
-
-def discard(path: Path) -> None:
-    """Remove the snapshot: nothing is pending, or the records it stands on may be gone."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _parse(data: bytes) -> WheelSnapshot | None:

@@ -271,9 +271,9 @@ class AsyncProducer(InstanceUser):
 
     async def _send_auto_batch(self, messages: list[Message], retry_times: int) -> list[SendResult | BaseException]:
         """An automatic batch (``SendAccumulator``): sent with its senders' retry count (a send's or a
-        ``send_async``'s), one outcome per message. A batch
-        refused as a whole (too large once encoded, or a message the broker refuses: nothing of it was stored)
-        is sent again message by message, so each gets its own outcome."""
+        ``send_async``'s), one outcome per message. A batch refused as a whole (too large once encoded, or a
+        message the broker refuses: nothing of it was stored) is sent again message by message, so each gets its
+        own outcome."""
         try:
             build, uniq_keys = self._prepare_batch(messages)
             result = await self._send_with_retries(messages[0], build, None, None, retry_times, uniq_keys)

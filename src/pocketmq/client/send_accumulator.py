@@ -2,9 +2,9 @@
 
 The plain sends of one topic that start in one turn of the event loop with the same retry count (``send``'s, or
 ``send_async``'s) are held until the end of that turn and go to the broker as one SEND_BATCH_MESSAGE, with that
-many retries; each send still gets a SendResult of its own
-(its offset is the batch's first offset plus its place in the batch). A lone send waits for nothing but the end of
-the loop turn it started in; a batch leaves early when it reaches ``max_messages`` or ``max_bytes``.
+many retries; each send still gets a SendResult of its own (its offset is the batch's first offset plus its
+place in the batch). A lone send waits for nothing but the end of the loop turn it started in; a batch leaves
+early when it reaches ``max_messages`` or ``max_bytes``.
 
 Why: the broker stores a batch for less than half the CPU per message of single sends, and the client encodes
 and awaits one request instead of dozens (docs/benchmarks.md). RocketMQ holds batches for up to

@@ -45,3 +45,27 @@ async def test_an_unanswered_call_times_out_within_a_sweep_and_answered_calls_be
             long_call.cancel()
         finally:
             await client.close()
+
+
+async def test_a_chained_call_gets_its_reply_or_its_timeout_without_a_coroutine():
+    """``request_now`` sends on an open connection and returns the reply's future (None before one is open);
+    ``reply`` reads it, or raises the timeout ``invoke`` would, and the timed-out call is no longer pending."""
+    client = RemotingClient()
+    async with FakePeer(answer()).on(SILENT_CODE, silent) as peer:
+        try:
+            assert client.request_now(peer.addr, RemotingCommand.request(10), 2) is None  # not connected yet
+            connection = await client.connection(peer.addr)
+            request = RemotingCommand.request(10)
+            answered = client.request_now(peer.addr, request, 2)
+            assert answered is not None
+            await asyncio.wait([answered], timeout=2)
+            assert client.reply(peer.addr, answered, request, 2).is_response
+            unanswered_request = RemotingCommand.request(SILENT_CODE)
+            unanswered = client.request_now(peer.addr, unanswered_request, 0.1)
+            assert unanswered is not None
+            await asyncio.wait([unanswered], timeout=2)
+            with pytest.raises(RemotingTimeoutError):
+                client.reply(peer.addr, unanswered, unanswered_request, 0.1)
+            assert "pending=0" in repr(connection)
+        finally:
+            await client.close()

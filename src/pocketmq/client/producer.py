@@ -217,8 +217,12 @@ class AsyncProducer(InstanceUser):
         delay_level: int | None,
         deliver_at_ms: int | None,
         retry_times: int,
+        *,
+        at_once: bool = False,
     ) -> asyncio.Future[SendResult] | Coroutine[object, object, SendResult]:
-        """An automatic batch's future for a send that may join one, else the coroutine of a send alone."""
+        """An automatic batch's future for a send that may join one, else the coroutine of a send alone; with
+        ``at_once`` (``send_async``) the future of a first attempt already sent when it could be (``_send_now``).
+        """
         if (
             self._accumulator is not None
             and queue is None
@@ -229,7 +233,64 @@ class AsyncProducer(InstanceUser):
         ):
             return self._accumulator.add(message, retry_times)
         build = self._prepare_single(message, delay_level, deliver_at_ms)
+        if at_once and queue is None:
+            sent = self._send_now(message, build, timeout_s, retry_times)
+            if sent is not None:
+                return sent
         return self._send_with_retries(message, build, queue, timeout_s, retry_times)
+
+    def _send_now(self, message: Message, build, timeout_s: float | None, retry_times: int) -> asyncio.Future | None:
+        """The first attempt of a send, sent now, its reply handled by a callback: no task and no coroutine for a
+        send whose route is cached and whose broker connection is open, the usual case (a task's creation and
+        steps were a large share of a ``send_async``'s client CPU: docs/benchmarks.md). Its retries, when it
+        needs any, run as the task of ``_send_with_retries`` from where this attempt left them. None when the
+        attempt cannot start at once: the caller runs the coroutine, which waits for the route or the
+        connection."""
+        instance = self.instance
+        route = instance.cached_route(message.topic)
+        if route is None or not route.write_queues:
+            return None
+        clock = instance.clock
+        timeout_s = timeout_s or self.options.send_timeout_s
+        attempts = _Attempts(clock.monotonic_ms() + timeout_s * 1000, total=1 + retry_times)
+        mq, address = self._pick_queue(message, route, attempts.failed_brokers, clock)
+        request = build(mq)
+        started_ms = clock.monotonic_ms()
+        reply = instance.remoting.request_now(address, request, timeout_s)
+        if reply is None:
+            return None
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[SendResult] = loop.create_future()
+
+        def on_reply(_: asyncio.Future) -> None:
+            if outcome.cancelled():
+                return
+            if reply.cancelled():
+                outcome.cancel()
+                return
+            try:
+                response = instance.remoting.reply(address, reply, request, timeout_s)
+                result = self._sent(response, message, mq, address, started_ms, None)
+                if self._settled(result, attempts, message, mq):
+                    outcome.set_result(result)
+                    return
+            except (RemotingError, RemoteServerError, NoWritableQueueError) as exc:
+                try:
+                    self._attempt_failed(exc, attempts, message, mq)
+                except PocketMQError as final:
+                    outcome.set_exception(final)
+                    return
+            except Exception as exc:  # whatever failed, the send's future says so: it must never stay pending
+                outcome.set_exception(exc)
+                return
+            retries = loop.create_task(
+                self._send_with_retries(message, build, None, timeout_s, retry_times, resumed=attempts)
+            )
+            retries.add_done_callback(lambda task: _settle(outcome, task))
+            outcome.add_done_callback(lambda f: retries.cancel() if f.cancelled() else None)
+
+        reply.add_done_callback(on_reply)
+        return outcome
 
     async def _send_alone(self, message: Message, retry_times: int) -> SendResult:
         """A message of a refused automatic batch, sent on its own (its own checks' errors raise in here)."""
@@ -333,7 +394,7 @@ class AsyncProducer(InstanceUser):
         loop = asyncio.get_running_loop()
         try:
             started = self._start_send(
-                message, queue, timeout_s, None, None, self.options.retry_times_when_send_async_failed
+                message, queue, timeout_s, None, None, self.options.retry_times_when_send_async_failed, at_once=True
             )
         except PocketMQError as exc:  # refused by the checks before it started: its future says so
             started = loop.create_future()
@@ -498,82 +559,115 @@ class AsyncProducer(InstanceUser):
         uniq_keys: list[str] | None = None,
         *,
         io: _BlockingSendIO | None = None,
+        resumed: _Attempts | None = None,
     ) -> SendResult:
-        """One send with its retries. Its I/O is the client loop's (``instance.route``, ``instance.remoting``)
-        unless ``io`` gives other awaitables: the synchronous facade's never suspend (``_BlockingSendIO``)."""
+        """One send with its retries, or the rest of them after ``resumed`` (``_send_now``'s first attempt). Its
+        I/O is the client loop's (``instance.route``, ``instance.remoting``) unless ``io`` gives other awaitables:
+        the synchronous facade's never suspend (``_BlockingSendIO``)."""
         instance = self.instance
         if queue is not None:
             queue = self.namespace.wrap_queue(queue)
         route_of, invoke = (instance.route, instance.remoting.invoke) if io is None else (io.route, io.invoke)
         clock = instance.clock
         timeout_s = timeout_s or self.options.send_timeout_s
-        deadline_ms = clock.monotonic_ms() + timeout_s * 1000
-        attempts = 1 if queue is not None else 1 + retry_times
-        weak_result: SendResult | None = None
-        failed_brokers: set[str] = set()
-        last_error: PocketMQError | None = None
-        for attempt in range(attempts):
-            remaining_s = (deadline_ms - clock.monotonic_ms()) / 1000
+        attempts = resumed or _Attempts(
+            clock.monotonic_ms() + timeout_s * 1000, total=1 if queue is not None else 1 + retry_times
+        )
+        while attempts.made < attempts.total:
+            remaining_s = (attempts.deadline_ms - clock.monotonic_ms()) / 1000
             if remaining_s <= 0:
                 break
             mq = queue
             try:
                 if mq is None:
-                    refresh = _needs_route_refresh(last_error)
+                    refresh = _needs_route_refresh(attempts.last_error)
                     # the cached route without a coroutine call: this is the path of every send
                     route = (None if refresh else instance.cached_route(message.topic)) or await route_of(
                         message.topic, refresh=refresh
                     )
-                    if not route.write_queues:
-                        raise NoWritableQueueError(f"topic {message.topic!r} has no writable queue in its route")
-                    avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues, clock)
-                    mq = self._selector_for(message, route).select(route.write_queues, message, avoid)
-                    # from the route the queue came from: a sync send runs beside the loop thread, which may
-                    # rebuild the instance's broker table meanwhile
-                    address = route.master_addrs.get(mq.broker_name) or instance.broker_addr(mq.broker_name)
+                    mq, address = self._pick_queue(message, route, attempts.failed_brokers, clock)
                 else:
                     address = instance.broker_addr(mq.broker_name)
                 started_ms = clock.monotonic_ms()
                 response = await invoke(address, build(mq), remaining_s)
-                cost_ms = clock.monotonic_ms() - started_ms
-                self._report_latency(mq.broker_name, cost_ms, clock, failed=False)
-                result = self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
-                if self.tracer is not None:
-                    self.tracer.published(self.options.group, message, result, address, int(cost_ms))
-                if (
-                    result.status is SendStatus.SEND_OK
-                    or not self.options.retry_another_broker_when_not_store_ok
-                    or attempt == attempts - 1
-                ):
+                result = self._sent(response, message, mq, address, started_ms, uniq_keys)
+                if self._settled(result, attempts, message, mq):
                     return result
-                weak_result = result  # stored, with a weaker guarantee: try another broker for a full one
-                failed_brokers.add(mq.broker_name)
-                log.info(
-                    "event=send_not_store_ok topic=%s broker=%s status=%s",
-                    message.topic,
-                    mq.broker_name,
-                    result.status.value,
-                )
             except (RemotingError, RemoteServerError, NoWritableQueueError) as exc:
-                if not exc.retriable:
-                    raise
-                if mq is not None:
-                    self._report_latency(mq.broker_name, 0, clock, failed=True)
-                last_error = exc
-                if mq is not None:
-                    failed_brokers.add(mq.broker_name)
-                log.info(
-                    "event=send_failed topic=%s broker=%s attempt=%d error=%s",
-                    message.topic,
-                    mq.broker_name if mq else None,
-                    attempt + 1,
-                    exc,
-                )
-        if weak_result is not None:
-            return weak_result
-        if last_error is None:
+                self._attempt_failed(exc, attempts, message, mq)
+        if attempts.weak_result is not None:
+            return attempts.weak_result
+        if attempts.last_error is None:
             raise RemotingTimeoutError(f"send to topic {message.topic!r} timed out after {timeout_s:.1f}s")
-        raise last_error
+        raise attempts.last_error
+
+    def _pick_queue(
+        self, message: Message, route: TopicRouteView, failed_brokers: set[str], clock: Clock
+    ) -> tuple[MessageQueue, str]:
+        """The queue of an attempt, away from the brokers that failed it and those sitting out, and its
+        broker's address."""
+        if not route.write_queues:
+            raise NoWritableQueueError(f"topic {message.topic!r} has no writable queue in its route")
+        avoid = frozenset(failed_brokers) | self._avoided_brokers(route.write_queues, clock)
+        mq = self._selector_for(message, route).select(route.write_queues, message, avoid)
+        # from the route the queue came from: a sync send runs beside the loop thread, which may rebuild the
+        # instance's broker table meanwhile
+        return mq, route.master_addrs.get(mq.broker_name) or self.instance.broker_addr(mq.broker_name)
+
+    def _sent(
+        self,
+        response: RemotingCommand,
+        message: Message,
+        mq: MessageQueue,
+        address: str,
+        started_ms: float,
+        uniq_keys: list[str] | None,
+    ) -> SendResult:
+        """An attempt's reply: its latency told to fault avoidance, its result (or the broker's refusal raised),
+        and the trace."""
+        clock = self.instance.clock
+        cost_ms = clock.monotonic_ms() - started_ms
+        self._report_latency(mq.broker_name, cost_ms, clock, failed=False)
+        result = self._result(response, mq, uniq_keys or [message.properties[props.UNIQ_KEY]])
+        if self.tracer is not None:
+            self.tracer.published(self.options.group, message, result, address, int(cost_ms))
+        return result
+
+    def _settled(self, result: SendResult, attempts: _Attempts, message: Message, mq: MessageQueue) -> bool:
+        """Counts the attempt; whether ``result`` ends the send: stored with the full guarantee, or no other
+        broker is to be tried. Else it is kept as the weak result and its broker avoided from now on."""
+        attempts.made += 1
+        if (
+            result.status is SendStatus.SEND_OK
+            or not self.options.retry_another_broker_when_not_store_ok
+            or attempts.made == attempts.total
+        ):
+            return True
+        attempts.weak_result = result  # stored, with a weaker guarantee: try another broker for a full one
+        attempts.failed_brokers.add(mq.broker_name)
+        log.info(
+            "event=send_not_store_ok topic=%s broker=%s status=%s", message.topic, mq.broker_name, result.status.value
+        )
+        return False
+
+    def _attempt_failed(
+        self, exc: PocketMQError, attempts: _Attempts, message: Message, mq: MessageQueue | None
+    ) -> None:
+        """Counts a failed attempt: raises ``exc`` when no retry may help, else avoids its broker from now on."""
+        if not exc.retriable:
+            raise exc
+        attempts.made += 1
+        attempts.last_error = exc
+        if mq is not None:
+            self._report_latency(mq.broker_name, 0, self.instance.clock, failed=True)
+            attempts.failed_brokers.add(mq.broker_name)
+        log.info(
+            "event=send_failed topic=%s broker=%s attempt=%d error=%s",
+            message.topic,
+            mq.broker_name if mq else None,
+            attempts.made,
+            exc,
+        )
 
     def _report_latency(self, broker_name: str, latency_ms: float, clock: Clock, *, failed: bool) -> None:
         if self.options.send_latency_fault_enable:
@@ -603,6 +697,31 @@ class AsyncProducer(InstanceUser):
 
     def __repr__(self) -> str:
         return f"<AsyncProducer group={self.options.group} started={self._started}>"
+
+
+@dataclass
+class _Attempts:
+    """Where a send's attempts stand: how many of ``total`` were made, by when the last must start (monotonic
+    ms), the brokers that failed them, the last error and a result stored with a weaker guarantee."""
+
+    deadline_ms: float
+    total: int
+    made: int = 0
+    failed_brokers: set[str] = field(default_factory=set)
+    last_error: PocketMQError | None = None
+    weak_result: SendResult | None = None
+
+
+def _settle(outcome: asyncio.Future, task: asyncio.Future) -> None:
+    """``outcome`` ends as ``task`` did (unless it was cancelled meanwhile)."""
+    if outcome.cancelled():
+        return
+    if task.cancelled():
+        outcome.cancel()
+    elif (error := task.exception()) is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(task.result())
 
 
 def _set_delay(message: Message, delay_level: int | None, deliver_at_ms: int | None) -> None:

@@ -61,6 +61,11 @@ BatchHandler = Callable[["RemotingConnection", list[RemotingCommand]], list[Repl
 # pending, sweeps the calls (RocketMQ's scanResponseTable runs every second), where a timer per call cost ~3.5 µs
 # of a client's ~30 µs per send. Sweeps are at least this far apart.
 TIMEOUT_SWEEP_S = 0.05
+# The replies of one read leave in writes of at most this many (and a batch handler's run is at most this long),
+# so that the peer reads the first replies while the rest are served: a client and a broker of one thread each
+# then work at once instead of in turns. With a hundred sends in flight and all their replies in one write, each
+# side sat idle half the time (docs/benchmarks.md, "Replies written as they are ready").
+REPLIES_PER_WRITE = 16
 _LOG_ONLY = LimitReporter()  # connections without a server's reporter (clients): log lines, no metric
 
 
@@ -326,8 +331,9 @@ class RemotingConnection(asyncio.Protocol):
         """Serve the requests read so far, in order, while there is room; leave the others for later.
 
         Room: fewer than ``max_requests_in_flight`` requests being served, and (with a reply bound) a write buffer
-        under the bound. The replies given at once by the runs served in one go leave in one socket write; the
-        bound is looked at between runs, so it is exceeded by at most one run's replies.
+        under the bound. The replies given at once leave in socket writes of at most ``REPLIES_PER_WRITE``, each
+        as soon as it is full; the bound is looked at between writes, so it is exceeded by at most one write's
+        replies.
         """
         backlog = self._backlog
         count = len(backlog)
@@ -354,7 +360,7 @@ class RemotingConnection(asyncio.Protocol):
                     end, run = count, (backlog[start],)
                     outcomes = (handler(self, run[0]),)
                 else:
-                    end = min(self._run_end(backlog, start), start + room)
+                    end = min(self._run_end(backlog, start), start + room, start + REPLIES_PER_WRITE)
                     run = backlog[start:end]
                     # A plain handler's runs are single requests (_one_request): only a router has serve_all.
                     outcomes = (
@@ -372,6 +378,8 @@ class RemotingConnection(asyncio.Protocol):
                         task.add_done_callback(self._task_done)
                         room -= 1
                 start = end
+                if len(replies) >= REPLIES_PER_WRITE:
+                    break  # these go out now: the peer reads them while the next runs are served
             if replies and not transport.is_closing():
                 transport.write(b"".join(replies) if len(replies) > 1 else replies[0])
         if start < count:
@@ -501,6 +509,18 @@ class RemotingConnection(asyncio.Protocol):
         """Send ``request`` and wait for its reply."""
         if not self._writable.is_set():
             await self._writable.wait()
+        fut = self.request(request, timeout_s)
+        try:
+            return await fut
+        except _ReplyTimeout:
+            raise _timeout_error(self.remote_address or self.name, request, timeout_s) from None
+        finally:
+            self._pending.pop(request.opaque, None)  # a call cancelled while it waited
+
+    def request(self, request: RemotingCommand, timeout_s: float) -> asyncio.Future[RemotingCommand]:
+        """Send ``request`` now and return the future of its reply, for a caller that chains a callback instead
+        of awaiting (no coroutine, no task): ``RemotingClient.reply`` reads it once done. The caller has looked at
+        ``writable`` first: this does not wait for the peer to read."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         deadline = loop.time() + timeout_s
@@ -509,13 +529,10 @@ class RemotingConnection(asyncio.Protocol):
             self._sweep_timeouts_at(deadline)
         try:
             self.write(request)
-            return await fut
-        except _ReplyTimeout:
-            raise RemotingTimeoutError(
-                f"no reply from {self.remote_address or self.name} within {timeout_s:.1f}s (code {request.code})"
-            ) from None
-        finally:
+        except RemotingError:
             self._pending.pop(request.opaque, None)
+            raise
+        return fut
 
     def _sweep_timeouts_at(self, when: float) -> None:
         if self._sweeper is not None:
@@ -528,10 +545,11 @@ class RemotingConnection(asyncio.Protocol):
         self._sweeper = None
         now = asyncio.get_running_loop().time()
         earliest = None
-        for fut, deadline in list(self._pending.values()):
+        for opaque, (fut, deadline) in list(self._pending.items()):
             if fut.done():
                 continue
             if deadline <= now:
+                del self._pending[opaque]  # a chained caller (``request``) has no ``finally`` that would
                 fut.set_exception(_ReplyTimeout())
             elif earliest is None or deadline < earliest:
                 earliest = deadline
@@ -572,6 +590,10 @@ class RemotingConnection(asyncio.Protocol):
 
 class _ReplyTimeout(Exception):
     """Set on a pending call's future when its time is up (turned into RemotingTimeoutError by invoke)."""
+
+
+def _timeout_error(peer: str, request: RemotingCommand, timeout_s: float) -> RemotingTimeoutError:
+    return RemotingTimeoutError(f"no reply from {peer} within {timeout_s:.1f}s (code {request.code})")
 
 
 _ACCEPT_OUT_OF_RESOURCES = "socket.accept() out of system resource"  # asyncio's message; it retries in 1 s
@@ -800,6 +822,32 @@ class RemotingClient:
             return await conn.invoke(request, timeout_s)
         except RemotingTimeoutError:
             raise
+        except RemotingError:
+            self._connections.pop(address, None)
+            raise
+
+    def request_now(
+        self, address: str, request: RemotingCommand, timeout_s: float
+    ) -> asyncio.Future[RemotingCommand] | None:
+        """Send ``request`` at once on the open connection to ``address`` and return the future of its reply
+        (read it with ``reply`` once done); None when no connection there is open and read by its peer, so that
+        the caller awaits ``invoke`` instead, which connects or waits. For hot paths that chain a callback
+        instead of running a task per request."""
+        conn = self._connections.get(address)
+        if conn is None or not conn.writable:
+            return None
+        if self.credentials is not None:
+            self.credentials.sign(request.ext_fields, request.body)
+        return conn.request(request, timeout_s)
+
+    def reply(
+        self, address: str, fut: asyncio.Future[RemotingCommand], request: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand:
+        """The reply in ``request_now``'s done future; the errors ``invoke`` would raise otherwise."""
+        try:
+            return fut.result()
+        except _ReplyTimeout:
+            raise _timeout_error(address, request, timeout_s) from None
         except RemotingError:
             self._connections.pop(address, None)
             raise

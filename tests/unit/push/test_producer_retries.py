@@ -236,3 +236,22 @@ def test_selectors():
     assert first.select(QUEUES, m1) == QUEUES[0]
     with pytest.raises(ValueError):
         FunctionSelector(lambda queues, msg: MessageQueue("t", "zzz", 9)).select(QUEUES, m1)
+
+
+async def test_an_async_send_on_open_connections_runs_no_task_and_retries_from_its_first_attempt(producer):
+    """With the route cached and the connections open, ``send_async`` sends its first attempt at once (its
+    future is no task); a failed first attempt is retried on the other broker within the async count."""
+    p, instance = await producer(retry_times_when_send_async_failed=1)
+    await p.send(Message.create("t", "to a"))  # the connections open; round robin: a, b, then a again
+    await p.send(Message.create("t", "to b"))
+    first = p.send_async(Message.create("t", "at once"))
+    assert not isinstance(first, asyncio.Task)
+    assert (await first).message_queue.broker_name == "a"
+    await p.send(Message.create("t", "to b again"))
+    instance.behave("a", "down")
+    result = await p.send_async(Message.create("t", "retried"))
+    assert result.message_queue.broker_name == "b" and (instance.sends("a"), instance.sends("b")) == (3, 3)
+    instance.behave("b", "down")  # a is down too, its connection gone: the retry count is the async one
+    with pytest.raises(RemotingError):
+        await p.send_async(Message.create("t", "lost"))
+    assert instance.sends("a") + instance.sends("b") == 8

@@ -9,7 +9,7 @@ from pocketmq.broker.pop.checkpoint import PopCheckpoint
 from pocketmq.broker.pop.copies import DLQ_REASON
 from pocketmq.broker.pop.revive import Copy
 from pocketmq.broker.pop.rewrite import Rewrite
-from pocketmq.broker.trace_writer import TraceWriter
+from pocketmq.broker.trace_writer import RECORDS_PER_SEND, TraceWriter
 from pocketmq.broker.tracer import Tracer, record_uniq_key, sampled
 from pocketmq.common.message import MessageExt
 from pocketmq.common.record import encode_record
@@ -23,6 +23,7 @@ from pocketmq.common.trace_record import (
 )
 from pocketmq.metrics import MetricsRegistry
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.testing.polling import eventually
 
 
 def test_sampling_is_a_function_of_the_message_id():
@@ -105,6 +106,33 @@ def test_a_popped_records_message_id_is_read_from_its_properties_alone():
     assert record_uniq_key(stored({"KEYS": "k", "UNIQ_KEY": "ID1"})) == "ID1"
     assert record_uniq_key(stored({"MY_UNIQ_KEY": "no", "UNIQ_KEY": "ID2"})) == "ID2"
     assert record_uniq_key(stored({"MY_UNIQ_KEY": "no"})) is None
+    assert record_uniq_key(stored({})) is None
+    assert record_uniq_key(stored({"UNIQ_KEY": "ID3", "TAGS": "t"})) == "ID3"  # the first entry, and ended by \x02
+    assert record_uniq_key(stored({"UNIQ_KEY": "\u00e9t\u00e9"})) == "\u00e9t\u00e9"
+    # entries decode_properties would skip (a value holding the name separator) are skipped here too
+    assert record_uniq_key(stored({"UNIQ_KEY": "bad\x01value"})) is None
+
+
+def test_records_offered_within_an_interval_go_out_in_one_send_and_a_full_send_at_once():
+    sends: list[list] = []
+
+    async def send(messages):
+        sends.append(messages)
+
+    async def scenario():
+        writer = TraceWriter(send, capacity=10_000, write_interval_s=60)
+        writer.start()
+        writer.offer([record(f"n{i}") for i in range(RECORDS_PER_SEND)])  # a whole send's worth: not held
+        await eventually(lambda: sends or None, 5, "the full send written before its interval ended")
+        for i in range(5):  # five steps, each its own offer, the writer free to run between them
+            writer.offer([record(f"m{i}")])
+            await asyncio.sleep(0)
+        assert len(sends) == 1  # held for the interval
+        await writer.stop()  # writes what it held: the five in one send
+
+    asyncio.run(scenario())
+    assert sum(len(m.keys) for m in sends[0]) == RECORDS_PER_SEND
+    assert [m.keys for m in sends[1]] == [[f"m{i}" for i in range(5)]]
 
 
 def test_revive_traces_rewrites_with_the_read_reason_then_the_copies_and_forgets_the_positions():

@@ -549,7 +549,7 @@ class RemotingConnection(asyncio.Protocol):
             if fut.done():
                 continue
             if deadline <= now:
-                del self._pending[opaque]  # a chained caller (``request``) has no ``finally`` that would
+                del self._pending[opaque]  # here: a caller chaining on ``request`` has no ``finally`` to do it
                 fut.set_exception(_ReplyTimeout())
             elif earliest is None or deadline < earliest:
                 earliest = deadline

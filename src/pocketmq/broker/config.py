@@ -312,6 +312,7 @@ class BrokerConfig(TlsOptions):
     consume_queue_segment_units: int = _store_field("consume_queue_segment_units")
     flush_interval_ms: int = _store_field("flush_interval_ms")
     sync_flush_timeout_ms: int = _store_field("sync_flush_timeout_ms")
+    flush_block_loop_us: int = _store_field("flush_block_loop_us")
     file_reserved_hours: float = _store_field("file_reserved_hours")
     disk_max_used_ratio: float = _store_field("disk_max_used_ratio")
     cleanup_interval_ms: int = _store_field("cleanup_interval_ms")

@@ -130,6 +130,10 @@ def _positive(value) -> str | None:
     return None if value > 0 else "must be positive"
 
 
+def _not_negative(value) -> str | None:
+    return None if value >= 0 else "must not be negative"
+
+
 def _ratio(value) -> str | None:
     return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
 
@@ -144,6 +148,9 @@ class StoreConfig:
     flush_mode: FlushMode = field(default=FlushMode.ASYNC, metadata={"aliases": ("flushDiskType",)})
     flush_interval_ms: int = field(default=500, metadata={"check": _positive, "aliases": ("flushIntervalCommitLog",)})
     sync_flush_timeout_ms: int = field(default=5000, metadata={"check": _positive, "aliases": ("syncFlushTimeout",)})
+    # How long the event loop may block on an fsync that sends wait for, instead of being woken when it is done
+    # (flush_thread.py); 0: never blocks.
+    flush_block_loop_us: int = field(default=1000, metadata={"check": _not_negative})
     max_message_bytes: int = field(
         default=4 * 1024 * 1024,
         metadata={

@@ -2,8 +2,8 @@
 
 ``GroupCommit`` owns the store's single flush task. The task sleeps until it is due (ASYNC_FLUSH: every
 ``flush_interval_ms``; SYNC_FLUSH: as soon as a put waits, else every ``checkpoint_interval_ms``), then runs
-the store's ``flush(checkpoint)`` coroutine, which fsyncs in a worker thread and returns the phys offset it
-made durable. While that fsync runs, new puts queue up behind it and are all covered by the next round, so
+the store's ``flush(checkpoint)`` coroutine, which fsyncs in the store's flush thread and returns the phys
+offset it made durable. While that fsync runs, new puts queue up behind it and are all covered by the next round, so
 under load the number of fsyncs per second stays near 1 / fsync latency whatever the number of puts.
 
 ``wait_durable(phys_offset, timeout_ms)`` returns True once a flush covered ``phys_offset``, False on timeout
@@ -41,7 +41,8 @@ class GroupCommit:
         self._sync = sync
         self._flush_interval_s = flush_interval_ms / 1000
         self._checkpoint_interval_ms = checkpoint_interval_ms
-        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
+        self._waiters: deque[tuple[int, asyncio.Future, float]] = deque()  # (phys offset, future, deadline)
+        self._expiry: asyncio.TimerHandle | None = None
         self._wanted = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
@@ -55,18 +56,42 @@ class GroupCommit:
                 asyncio.get_running_loop().create_task(self._run(), name="store-flush"), self._failures
             )
 
+    @property
+    def has_waiters(self) -> bool:
+        """Whether puts (or a slave) wait for the next round."""
+        return bool(self._waiters)
+
     async def wait_durable(self, phys_offset: int, timeout_ms: int) -> bool:
         if phys_offset <= self.durable_phys_offset:
             return True
-        future = asyncio.get_running_loop().create_future()
-        self._waiters.append((phys_offset, future))
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        deadline_s = loop.time() + timeout_ms / 1000
+        self._waiters.append((phys_offset, future, deadline_s))
+        expiry = self._expiry
+        if expiry is None or deadline_s < expiry.when():  # a shorter timeout than the waits before
+            if expiry is not None:
+                expiry.cancel()
+            self._expiry = loop.call_at(deadline_s, self._expire)
         self._wanted.set()
         self.start()
-        try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await asyncio.shield(future)
-        except TimeoutError:
-            return False
+        return await future
+
+    def _expire(self) -> None:
+        """The one timer behind every wait's timeout (cheaper than a timeout and a shield per wait): answers
+        False to the waits whose deadline passed, then waits for the earliest deadline still pending. A timed
+        out entry stays in line; a later round passes over it (its future is done)."""
+        loop = asyncio.get_running_loop()
+        now_s = loop.time()
+        earliest_s = None
+        for _, future, deadline_s in self._waiters:  # deadlines differ in order when the timeouts differ
+            if future.done():
+                continue
+            if deadline_s <= now_s:
+                future.set_result(False)
+            elif earliest_s is None or deadline_s < earliest_s:
+                earliest_s = deadline_s
+        self._expiry = None if earliest_s is None else loop.call_at(earliest_s, self._expire)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()  # its clock paces the waits below, so it paces checkpoints too
@@ -104,7 +129,7 @@ class GroupCommit:
 
     def _release(self, covered: Callable[[int], bool], outcome: bool) -> None:
         while self._waiters and covered(self._waiters[0][0]):
-            _, future = self._waiters.popleft()
+            _, future, _ = self._waiters.popleft()
             if not future.done():
                 future.set_result(outcome)
 

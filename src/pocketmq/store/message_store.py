@@ -21,8 +21,9 @@ it (hole.py); a slave keeps the hole's queue offsets taken with hole units, whic
 Full disk: a write that fails (ENOSPC) is undone (the commit log and consume queues cut back to where they
 were, freeing what it had allocated) and answered SERVICE_NOT_AVAILABLE "disk full"; reads go on.
 
-Durability: ``GroupCommit`` runs the flush; each round fsyncs the commit log in a worker thread and, when a
-checkpoint is due, also the consume queues and the index, then saves the checkpoint. Recovery
+Durability: ``GroupCommit`` runs the flush; each round fsyncs the commit log in the store's flush thread
+(flush_thread.py: the loop waits for a quick round that puts wait on in place) and, when a checkpoint is due,
+also the consume queues and the index, then saves the checkpoint. Recovery
 (``start``) re-dispatches the commit log from the checkpoint (see recovery.py).
 
 Retention (``clean_expired``, every ``cleanup_interval_ms``: a periodic task, ``store-cleanup``, on the store's
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import shutil
@@ -70,6 +72,7 @@ from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commit_log import CommitLog, CorruptRecordError, Frame, RecordMark
 from pocketmq.store.consume_queue import HOLE_UNIT_SIZE, UNIT, UNIT_SIZE, ConsumeQueue
 from pocketmq.store.dir_lock import DataDirLock
+from pocketmq.store.flush_thread import FlushThread
 from pocketmq.store.group_commit import GroupCommit
 from pocketmq.store.hole import HOLE_MIN_SIZE, QueueSlot, encode_hole, hole_piece_end, slots_text
 from pocketmq.store.index import MessageIndex
@@ -154,6 +157,7 @@ class MessageStore:
         self._dir_lock = DataDirLock(self._data_dir)
         self._listeners: list[ArrivalListener] = []
         self._flush_lock = asyncio.Lock()
+        self._flush_thread = FlushThread("store-flush", config.flush_block_loop_us / 1e6)
         self._group_commit = GroupCommit(
             self._flush,
             sync=config.flush_mode is FlushMode.SYNC,
@@ -252,6 +256,7 @@ class MessageStore:
             for queue in self._queues.values():
                 queue.close()
             self._destroy_doomed()
+        self._flush_thread.stop()
         self._dir_lock.release()
         self._state = "closed"
         log.info("store.closed data_dir=%s", self._data_dir)
@@ -470,7 +475,7 @@ class MessageStore:
                 index_pending = self._index.take_pending()
                 save_at = covered
             if segments or save_at is not None:
-                await asyncio.to_thread(
+                flush = functools.partial(
                     self._flush_blocking,
                     segments,
                     queue_segments,
@@ -479,6 +484,7 @@ class MessageStore:
                     self._verified_phys_offset,
                     self._clock.now_ms(),
                 )
+                await self._flush_thread.run(flush, waited=save_at is None and self._group_commit.has_waiters)
             commit_log.after_flush()
             self._destroy_doomed()
             return covered

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
-from pocketmq.broker.pop.revive_queue import ReviveQueue, checkpoint_message
+from pocketmq.broker.pop.revive_queue import ReviveQueue
 from pocketmq.common.topic import revive_topic
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ async def append_checkpoints(broker: Broker, cks: list[PopCheckpoint]) -> None:
     for queue_id, of_queue in queues.items():
         queue = ReviveQueue(broker.store, topic, queue_id, broker.broker_name, 0)
         for start in range(0, len(of_queue), 256):
-            await queue.append([checkpoint_message(topic, ck) for ck in of_queue[start : start + 256]])
+            await queue.append(of_queue[start : start + 256])
 
 
 async def seed_checkpoints(data_dir: Path, *, cluster_name: str, broker_name: str, cks: list[PopCheckpoint]) -> None:

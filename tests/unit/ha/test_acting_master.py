@@ -19,7 +19,6 @@ from pocketmq.broker.acting_writes import EscapedWritePath
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.pop.checkpoint import AckRecord, PopCheckpoint
-from pocketmq.broker.pop.revive_queue import checkpoint_message
 from pocketmq.broker.wiring import returning_master
 from pocketmq.broker.write_path import ReadOnlyWritePath
 from pocketmq.cluster.acting_master import ActingMasterElection, should_act
@@ -559,7 +558,7 @@ async def test_revive_takes_a_staged_ck_escaped_here_from_another_group(tmp_path
         broker.pop.staged.register("G", "T", [1])
         queue = broker.pop.revive.queues[0]
         foreign = PopCheckpoint.of_offsets("T", "G", 0, [0], clock.now_ms(), 1_000, "group-other", 0)
-        await queue.append([checkpoint_message(queue.topic, foreign)])
+        await queue.append([foreign])
         readers = broker.pop.revive.readers
         readers._remote["group-other"] = readers.local  # that group's message, read back (here: the same store)
         clock.advance(1_000)

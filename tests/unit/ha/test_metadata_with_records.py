@@ -19,7 +19,6 @@ from pocketmq.broker.ha_metadata import OffsetsGate, apply_metadata, metadata_sn
 from pocketmq.broker.ha_slave import HaSlave
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop.checkpoint import PopCheckpoint
-from pocketmq.broker.pop.revive_queue import checkpoint_message
 from pocketmq.broker.write_path import LocalWritePath
 from pocketmq.common.errors import NotReplicatedError, RemotingError
 from pocketmq.common.topic import TopicConfig
@@ -279,7 +278,7 @@ async def test_a_revive_queue_knows_how_far_its_cks_popped_this_group(tmp_path):
         await pop(broker, "G", "T", max_count=1)
         queues = broker.pop.revive.queues
         elsewhere = PopCheckpoint.of_offsets("T", "G", 0, [40], 1, 1000, "another-group", queues[0].queue_id)
-        await queues[0].append([checkpoint_message(queues[0].topic, elsewhere)])  # escaped here: not ours
+        await queues[0].append([elsewhere])  # escaped here: not ours
         popped_to = {}
         for queue in queues:
             queue.catch_up()

@@ -69,8 +69,6 @@ from pocketmq.broker.pop.read_routing import ReaderRouter, ReadKey
 from pocketmq.broker.pop.revive_queue import (
     PartlyClosedError,
     ReviveQueue,
-    ack_message,
-    checkpoint_message,
 )
 from pocketmq.broker.pop.revive_schedule import ReviveSchedule
 from pocketmq.broker.pop.rewrite import CkEnding, CkRewritePolicy, Rewrite
@@ -702,10 +700,10 @@ class LocalReviveWrites:
 
     async def close(self, queue: ReviveQueue, closes: list[tuple[AckRecord, list[PopCheckpoint]]]) -> None:
         """Close each CK (its ACK) and open its rewritten CKs; StoreError when the store did not take them."""
-        records = []
+        records: list[PopCheckpoint | AckRecord] = []
         for ack, rewrites in closes:
             # The ACK goes first: a rewritten CK keeps the pop time, so when it starts at this CK's start offset
             # it has this CK's key, and the ledger must close the old CK before it opens the rewritten one.
-            records.append(ack_message(queue.topic, queue.queue_id, ack))
-            records += [checkpoint_message(queue.topic, c) for c in rewrites]
+            records.append(ack)
+            records += rewrites
         await queue.append(records)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pocketmq.testing.chaos.cluster import free_port
+from pocketmq.runtime.ports import free_port
 from pocketmq.testing.chaos.peers import PeerNames
 from pocketmq.testing.chaos.proxy import ChaosProxy
 

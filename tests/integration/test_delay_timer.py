@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import socket
 import time
 
 import pytest
@@ -21,16 +20,11 @@ from pocketmq.common.message import MessageQueue
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.command import RemotingCommand
 from pocketmq.protocol.transport import RemotingClient
+from pocketmq.runtime.ports import free_port
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.processes import broker_process
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def timer_outstanding(broker_addr: str) -> int:

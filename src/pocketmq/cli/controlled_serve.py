@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from pocketmq.cluster.epoch_fence import EpochFence
 from pocketmq.cluster.failover import FailoverLoop
 from pocketmq.common.errors import ConfigError
 from pocketmq.protocol.route import MASTER_ID
+from pocketmq.runtime.ports import free_port
 
 log = logging.getLogger(__name__)
 Serve = Callable[..., Awaitable[None]]
@@ -47,12 +47,6 @@ def round_config(config: BrokerConfig, controller_id: int, round_: Round, master
     if round_.role is Role.MASTER:
         return dataclasses.replace(config, broker_id=MASTER_ID, broker_role=master_role)
     return dataclasses.replace(config, broker_id=controller_id + 1, broker_role=BrokerRole.SLAVE)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 class RoundSwitch:
@@ -97,9 +91,9 @@ async def serve_controlled(config: BrokerConfig, endpoint: str, ready_file: str 
     # (and a scraper keeps finding the metrics)
     config = dataclasses.replace(
         config,
-        remoting_port=config.remoting_port or _free_port(config.host),
-        grpc_port=config.grpc_port or _free_port(config.host),
-        metrics_port=_free_port(config.host) if config.metrics_port == 0 else config.metrics_port,
+        remoting_port=config.remoting_port or free_port(config.host),
+        grpc_port=config.grpc_port or free_port(config.host),
+        metrics_port=free_port(config.host) if config.metrics_port == 0 else config.metrics_port,
     )
     controller_id = config.broker_id
     switch = RoundSwitch()

@@ -30,7 +30,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.testing.chaos.cluster import free_port
+from pocketmq.runtime.ports import free_port
 from pocketmq.testing.polling import wait_until
 from pocketmq.testing.tools import Tool, exit_on_problem, skip_or_fail, tool_problem, tool_required
 

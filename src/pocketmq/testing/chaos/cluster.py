@@ -11,15 +11,14 @@ look down.
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.client import Admin, ClientConfig
 from pocketmq.common.errors import PocketMQError
+from pocketmq.runtime.ports import free_port
 from pocketmq.testing.chaos.disk import BALLAST_NAME
 from pocketmq.testing.chaos.peers import PeerNames
 from pocketmq.testing.chaos.proxy import ChaosProxy
@@ -53,31 +52,6 @@ BROKER_ARGS = [
     "--enable-slave-acting-master",
     *FAST_DELAY_LEVEL_ARGS,
 ]
-
-
-def free_port(*hosts: str) -> int:
-    """A port free on 127.0.0.1 and on every one of ``hosts`` right now, below the kernel's ephemeral range: a
-    server is started on it again after every restart, and a port of that range may meanwhile have become any
-    process's outgoing connection or port-0 listener (a run failed so, "address already in use", beside a loop of
-    the integration tests)."""
-    low = _ephemeral_low()
-    while True:
-        port = random.randrange(max(1024, low // 2), low)
-        try:
-            for host in ("127.0.0.1", *hosts):
-                with socket.socket() as probe:
-                    probe.bind((host, port))
-            return port
-        except OSError:
-            continue
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux's default when it cannot be read)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 @dataclass
